@@ -1,0 +1,24 @@
+"""gpusleuth: prove what a GPU job is waiting on, what it costs, and what fixing it is worth.
+
+The public Python surface is small on purpose:
+
+* the explicit instrumentation API for code that wants control — :func:`step`, :func:`phase`,
+  :func:`watch`, :func:`log` — which is a cheap no-op unless the process runs under ``gpusleuth run``;
+* :func:`load_run`, which turns a run directory into the :class:`~gpusleuth.run.model.Run` every analysis uses.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from gpusleuth.api import log, phase, step, watch  # noqa: E402
+
+
+def load_run(path):
+    """Load a run directory (or a profiler trace) written by gpusleuth into a :class:`Run`."""
+    from gpusleuth.run.loader import load_run as _load
+
+    return _load(path)
+
+
+__all__ = ["__version__", "load_run", "log", "phase", "step", "watch"]

@@ -1,0 +1,114 @@
+"""The one data model between collection and analysis.
+
+Every source — the recorder's run directory, a PyTorch profiler trace, later an ``nvidia-smi`` log —
+becomes a :class:`Run` holding whatever that source had. Analyses read a Run and nothing else, so they
+never care where the data came from; that is what keeps the flow one-way
+(sources → Run → analysis → diagnosis → Report → renderers).
+
+Tables are columnar (a dict of equal-length numpy arrays), never a Python object per sample or event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+
+class Table:
+    """Equal-length numpy columns under names; the in-memory twin of one Parquet table."""
+
+    __slots__ = ("columns",)
+
+    def __init__(self, columns: dict[str, np.ndarray] | None = None):
+        self.columns: dict[str, np.ndarray] = dict(columns or {})
+        lengths = {len(v) for v in self.columns.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"columns of unequal length: { {k: len(v) for k, v in self.columns.items()} }")
+
+    def __len__(self) -> int:
+        for v in self.columns.values():
+            return len(v)
+        return 0
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.columns
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.columns.get(name, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.columns)
+
+    def filter(self, mask: np.ndarray) -> "Table":
+        return Table({k: v[mask] for k, v in self.columns.items()})
+
+    def sort_by(self, name: str) -> "Table":
+        order = np.argsort(self.columns[name], kind="stable")
+        return Table({k: v[order] for k, v in self.columns.items()})
+
+    def __repr__(self) -> str:
+        return f"Table({len(self)} rows: {', '.join(self.columns)})"
+
+
+@dataclass
+class ProcessInfo:
+    """One process the job ran, as its instrumentation hook or the recorder saw it."""
+
+    pid: int
+    role: str  # "main" (the process with steps), "dataloader_worker", "python", "other"
+    ppid: int | None = None
+    name: str = ""
+    cmdline: str = ""
+    torch_version: str | None = None
+
+
+@dataclass
+class Run:
+    """Everything one source knows about one job (or one rank of a job).
+
+    ``meta`` is the JSON metadata (command, hardware, start/end, exit status); each table is optional
+    and empty when the source did not have it. ``losses`` says, in plain words, what could not be read
+    or was salvaged from a damaged file — reports print it, never hide it.
+    """
+
+    meta: dict[str, Any]
+    path: Path | None = None
+    gpu: Table = field(default_factory=Table)  # NVML samples, one row per (time, device)
+    gpu_procs: Table = field(default_factory=Table)  # per-process GPU memory, every few seconds
+    host: Table = field(default_factory=Table)  # host samples (CPU, iowait, memory, disk, net, cgroup)
+    procs: Table = field(default_factory=Table)  # per-process CPU / RSS samples of the job's tree
+    steps: Table = field(default_factory=Table)  # one row per training step
+    phases: Table = field(default_factory=Table)  # named phase intervals (eval, checkpoint, logging…)
+    logs: list[dict[str, Any]] = field(default_factory=list)  # gpusleuth.log(...) records
+    processes: dict[int, ProcessInfo] = field(default_factory=dict)
+    infos: list[dict[str, Any]] = field(default_factory=list)  # facts the hook saw (DataLoader config…)
+    trace: Any = None  # a profiler trace of this run/rank (gpusleuth.sources.kineto), if any
+    losses: list[str] = field(default_factory=list)
+
+    # --- convenience views -------------------------------------------------------------------
+    @property
+    def start_ns(self) -> int | None:
+        return self.meta.get("start_ns")
+
+    @property
+    def end_ns(self) -> int | None:
+        return self.meta.get("end_ns")
+
+    @property
+    def wall_s(self) -> float | None:
+        if self.start_ns is None or self.end_ns is None:
+            return None
+        return max(0.0, (self.end_ns - self.start_ns) / 1e9)
+
+    @property
+    def label(self) -> str:
+        return str(self.meta.get("label") or (self.path.name if self.path else "run"))
