@@ -91,7 +91,8 @@ class Run:
     logs: list[dict[str, Any]] = field(default_factory=list)  # gpusleuth.log(...) records
     processes: dict[int, ProcessInfo] = field(default_factory=dict)
     infos: list[dict[str, Any]] = field(default_factory=list)  # facts the hook saw (DataLoader config…)
-    trace: Any = None  # a profiler trace of this run/rank (gpusleuth.sources.kineto), if any
+    trace: Any = None  # this Run's own profiler trace data, when it came from a trace file
+    profiles: list["Run"] = field(default_factory=list)  # traces taken with --profile-steps, one Run per rank
     losses: list[str] = field(default_factory=list)
 
     # --- convenience views -------------------------------------------------------------------

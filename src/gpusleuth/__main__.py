@@ -1,0 +1,5 @@
+import sys
+
+from gpusleuth.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,233 @@
+"""Summaries of sampled telemetry over the run: GPU per device, host, and the job's processes.
+
+Utilization is summarized as a distribution over time (mean, p5, p95), never one number, because a
+mean hides the dips that matter. Cumulative counters (energy, PCIe bytes, throttle time) are differenced
+over the run, with counter wrap handled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpusleuth.run.model import Run, Table
+
+# NVML clock-event reasons that mean the clocks were held down (GpuIdle and settings bits excluded).
+THROTTLE_BITS = {
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sw_thermal": 0x20,
+    "hw_thermal": 0x40,
+    "hw_power_brake": 0x80,
+}
+
+
+def _dist(values: np.ndarray) -> dict[str, float] | None:
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return None
+    return {
+        "mean": float(v.mean()),
+        "p5": float(np.percentile(v, 5)),
+        "p50": float(np.percentile(v, 50)),
+        "p95": float(np.percentile(v, 95)),
+        "max": float(v.max()),
+    }
+
+
+def _counter_delta(values: np.ndarray) -> float | None:
+    """Total increase of a cumulative counter, tolerating resets/wraps (a drop starts a new segment)."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if len(v) < 2:
+        return None
+    d = np.diff(v)
+    return float(d[d >= 0].sum())
+
+
+@dataclass
+class GpuSummary:
+    index: int
+    name: str | None
+    samples: int
+    util_gpu: dict | None
+    util_mem: dict | None
+    mem_used_max_bytes: float | None
+    mem_total_bytes: float | None
+    mem_used_share_max: float | None
+    power_w: dict | None
+    energy_j: float | None
+    temp_c: dict | None
+    sm_clock_mhz: dict | None
+    max_sm_clock_mhz: float | None
+    throttled_share: dict[str, float] = field(default_factory=dict)
+    pcie_tx_bytes: float | None = None
+    pcie_rx_bytes: float | None = None
+    sm_active: dict | None = None
+    sm_occupancy: dict | None = None
+    tensor_active: dict | None = None
+    dram_active: dict | None = None
+
+
+def summarize_gpus(run: Run) -> list[GpuSummary]:
+    gpu = run.gpu
+    if not len(gpu):
+        return []
+    hw = {int(d.get("index", i)): d for i, d in enumerate((run.meta.get("recorder") or {}).get("gpu") or [])}
+    out = []
+    for index in np.unique(gpu["gpu"]).astype(int):
+        g = gpu.filter(gpu["gpu"] == index)
+        col = lambda name: g[name] if name in g else np.full(len(g), np.nan)  # noqa: E731
+        mem_used = col("mem_used").astype(float)
+        mem_total = col("mem_total").astype(float)
+        used_max = float(np.nanmax(mem_used)) if np.isfinite(mem_used).any() else None
+        total = float(np.nanmax(mem_total)) if np.isfinite(mem_total).any() else None
+        throttled: dict[str, float] = {}
+        if "clock_event_reasons" in g:
+            reasons = np.nan_to_num(g["clock_event_reasons"].astype(float)).astype(np.int64)
+            for label, bit in THROTTLE_BITS.items():
+                share = float(((reasons & bit) != 0).mean())
+                if share > 0:
+                    throttled[label] = share
+        info = hw.get(int(index), {})
+        out.append(
+            GpuSummary(
+                index=int(index),
+                name=info.get("name"),
+                samples=len(g),
+                util_gpu=_dist(col("util_gpu")),
+                util_mem=_dist(col("util_mem")),
+                mem_used_max_bytes=used_max,
+                mem_total_bytes=total,
+                mem_used_share_max=(used_max / total) if used_max is not None and total else None,
+                power_w=_dist(col("power_w")),
+                energy_j=_counter_delta(col("energy_j")),
+                temp_c=_dist(col("temp_c")),
+                sm_clock_mhz=_dist(col("sm_clock_mhz")),
+                max_sm_clock_mhz=info.get("max_sm_clock_mhz"),
+                throttled_share=throttled,
+                pcie_tx_bytes=_counter_delta(col("pcie_tx_bytes")),
+                pcie_rx_bytes=_counter_delta(col("pcie_rx_bytes")),
+                sm_active=_dist(col("sm_active")),
+                sm_occupancy=_dist(col("sm_occupancy")),
+                tensor_active=_dist(col("tensor_active")),
+                dram_active=_dist(col("dram_active")),
+            )
+        )
+    return out
+
+
+@dataclass
+class ProcessSummary:
+    pid: int
+    role: str
+    name: str
+    cpu_pct: dict | None  # % of one core, over the samples
+    rss_max_bytes: float | None
+
+
+@dataclass
+class HostSummary:
+    samples: int
+    logical_cores: int | None
+    cpu_pct: dict | None
+    iowait_pct: dict | None
+    mem_used_max_bytes: float | None
+    mem_total_bytes: float | None
+    disk_read_bytes: float | None
+    disk_write_bytes: float | None
+    net_rx_bytes: float | None
+    net_tx_bytes: float | None
+    cgroup_throttled_share: float | None  # share of cgroup CPU periods that were throttled
+    main_pid: int | None
+    processes: list[ProcessSummary]
+    workers: int  # DataLoader worker processes seen
+    worker_cpu_pct_mean: float | None  # mean over workers of their mean CPU (% of one core)
+    main_cpu_pct_mean: float | None
+
+
+def assign_roles(run: Run, main_pid: int | None) -> dict[int, str]:
+    """Name each process of the tree: the training loop, DataLoader workers, or other.
+
+    The hook's own header is the best evidence; a forked child of the main process with the same name
+    that the hook did not report is taken as a worker too (a fork inherits the parent's name).
+    """
+    roles: dict[int, str] = {pid: p.role for pid, p in run.processes.items()}
+    if main_pid is not None:
+        roles[main_pid] = "main"
+    procs = run.procs
+    if len(procs) and main_pid is not None:
+        pids = procs["pid"].astype(int)
+        ppids = procs["ppid"].astype(float)
+        names = procs["name"]
+        main_names = {str(n) for n in names[pids == main_pid]}
+        for pid, ppid, name in zip(pids, ppids, names):
+            if pid not in roles and ppid == main_pid and str(name) in main_names:
+                roles[int(pid)] = "dataloader_worker"
+    return roles
+
+
+def summarize_host(run: Run, main_pid: int | None, window: tuple[int, int] | None = None) -> HostSummary | None:
+    """Host and process summary; ``window`` (ns) limits process CPU to the training steps, so start-up
+    and the idle tail don't dilute how busy the loader workers were while it mattered."""
+    host = run.host
+    if not len(host) and not len(run.procs):
+        return None
+    col = lambda name: host[name] if name in host else np.full(len(host), np.nan)  # noqa: E731
+    hw = (run.meta.get("recorder") or {}).get("host") or {}
+    cg = None
+    if "cg_nr_periods" in host and len(host):
+        periods = _counter_delta(col("cg_nr_periods"))
+        throttled = _counter_delta(col("cg_nr_throttled"))
+        if periods:
+            cg = (throttled or 0.0) / periods
+    roles = assign_roles(run, main_pid)
+    processes: list[ProcessSummary] = []
+    procs = run.procs
+    if len(procs) and window is not None:
+        in_window = (procs["t_ns"] >= window[0]) & (procs["t_ns"] <= window[1])
+        if in_window.sum() >= 2:
+            procs = procs.filter(in_window)
+    worker_means = []
+    main_mean = None
+    if len(procs):
+        pids = procs["pid"].astype(int)
+        for pid in np.unique(pids):
+            p = procs.filter(pids == pid)
+            cpu = _dist(p["cpu_pct"]) if "cpu_pct" in p else None
+            rss = p["rss_bytes"].astype(float) if "rss_bytes" in p else np.array([np.nan])
+            role = roles.get(int(pid), "other")
+            summary = ProcessSummary(
+                pid=int(pid),
+                role=role,
+                name=str(p["name"][0]) if "name" in p else "",
+                cpu_pct=cpu,
+                rss_max_bytes=float(np.nanmax(rss)) if np.isfinite(rss).any() else None,
+            )
+            processes.append(summary)
+            if role == "dataloader_worker" and cpu:
+                worker_means.append(cpu["mean"])
+            if role == "main" and cpu:
+                main_mean = cpu["mean"]
+    mem_used = col("mem_used").astype(float)
+    mem_total = col("mem_total").astype(float)
+    return HostSummary(
+        samples=len(host),
+        logical_cores=hw.get("logical_cores"),
+        cpu_pct=_dist(col("cpu_pct")),
+        iowait_pct=_dist(col("iowait_pct")),
+        mem_used_max_bytes=float(np.nanmax(mem_used)) if np.isfinite(mem_used).any() else None,
+        mem_total_bytes=float(np.nanmax(mem_total)) if np.isfinite(mem_total).any() else None,
+        disk_read_bytes=_counter_delta(col("disk_read_bytes")),
+        disk_write_bytes=_counter_delta(col("disk_write_bytes")),
+        net_rx_bytes=_counter_delta(col("net_rx_bytes")),
+        net_tx_bytes=_counter_delta(col("net_tx_bytes")),
+        cgroup_throttled_share=cg,
+        main_pid=main_pid,
+        processes=processes,
+        workers=sum(1 for p in processes if p.role == "dataloader_worker"),
+        worker_cpu_pct_mean=float(np.mean(worker_means)) if worker_means else None,
+        main_cpu_pct_mean=main_mean,
+    )

@@ -1,0 +1,48 @@
+"""``gpusleuth`` command line: one module per verb (run, report, demo); this file only dispatches."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gpusleuth import __version__
+from gpusleuth.errors import GpusleuthError
+
+VERBS = ("run", "report", "demo")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpusleuth",
+        description="Prove what a GPU job is waiting on, what it costs, and what fixing it is worth.",
+        epilog="Examples:\n"
+        "  gpusleuth run -- python train.py          record a job and print its report\n"
+        "  gpusleuth report gpusleuth-runs/<run>     report on a recorded run\n"
+        "  gpusleuth report trace.json.gz --json     analyse a PyTorch profiler trace\n"
+        "  gpusleuth demo                            see a planted input stall found and fixed",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"gpusleuth {__version__}")
+    sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
+    for verb in VERBS:
+        module = __import__(f"gpusleuth.cli.{verb}", fromlist=["add_parser"])
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.verb:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except GpusleuthError as exc:
+        print(f"gpusleuth: error: {exc}" if not str(exc).startswith("gpusleuth") else str(exc), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,93 @@
+"""``gpusleuth report RUN_DIR | TRACE.json[.gz]…``: analyse, diagnose and print."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from gpusleuth.errors import InputError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "report",
+        help="report on a recorded run directory or on PyTorch profiler traces",
+        description=(
+            "Print what the job waited on: outcomes first (steps, step time, throughput, where the wall "
+            "time went), then GPU and host telemetry, then ranked findings with evidence, estimated gain "
+            "and the fix. Accepts a gpusleuth run directory, or one or more PyTorch profiler (Kineto) "
+            "trace files (.json or .json.gz), one per rank."
+        ),
+        epilog="Examples:\n  gpusleuth report gpusleuth-runs/20261121-101500-python-train.py\n"
+        "  gpusleuth report rank-0.json.gz rank-1.json.gz --json > report.json",
+        formatter_class=__import__("argparse").RawDescriptionHelpFormatter,
+    )
+    p.add_argument("paths", nargs="+", type=Path, help="a run directory, or trace files")
+    p.add_argument("--json", action="store_true", help="print one JSON object (docs/report-json.md) on stdout")
+    p.set_defaults(func=report_command)
+
+
+def report_command(args) -> int:
+    paths = list(args.paths)
+    dirs = [p for p in paths if p.is_dir()]
+    if dirs:
+        if len(paths) > 1:
+            raise InputError(dirs[0], "give one run directory at a time (or only trace files)")
+        from gpusleuth.run.finalize import finalize_run_dir, needs_finalize
+        from gpusleuth.run.loader import load_run
+
+        run = load_run(dirs[0])
+        if needs_finalize(dirs[0]):
+            # A run whose launcher was killed: convert what was salvaged into the portable form.
+            notes = finalize_run_dir(dirs[0], run.end_ns)
+            run = load_run(dirs[0])
+            run.losses.extend(n for n in notes if n not in run.losses)
+        print_report(run, as_json=args.json)
+        return 0
+    for p in paths:
+        if not p.exists():
+            raise InputError(p, "no such file or directory")
+    from gpusleuth.report.build import build_trace_report
+    from gpusleuth.sources.kineto import load_traces
+
+    runs = load_traces(paths, progress=_progress(paths) if sys.stderr.isatty() else None)
+    _emit(build_trace_report(runs), args.json)
+    return 0
+
+
+def print_report(run, as_json: bool = False, to_stderr: bool = False) -> None:
+    from gpusleuth.report.build import build_report
+
+    _emit(build_report(run), as_json, to_stderr)
+
+
+def _emit(report, as_json: bool, to_stderr: bool = False) -> None:
+    if as_json:
+        from gpusleuth.render.json_report import render_json
+
+        sys.stdout.write(render_json(report) + "\n")
+    else:
+        from gpusleuth.render.console import render_console
+
+        from rich.console import Console
+
+        render_console(report, Console(stderr=to_stderr, highlight=False))
+
+
+def _progress(paths):
+    """A rich progress bar over bytes read, for big traces on a terminal."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+    total = sum(p.stat().st_size for p in paths)
+    if total < 20 * 2**20:
+        return None
+    bar = Progress(TextColumn("loading traces"), BarColumn(), DownloadColumn(), transient=True)
+    task = bar.add_task("load", total=total)
+    bar.start()
+
+    def update(done, _total=None):
+        bar.update(task, completed=done)
+        if done >= total:
+            bar.stop()
+
+    return update

@@ -1,0 +1,80 @@
+"""``gpusleuth run [options] -- CMD ARGS…``: record a job, then print its report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "run",
+        help="record a command (GPU, host, training steps) and report what it waited on",
+        description=(
+            "Launch CMD under the recorder: GPU telemetry through NVML, host and process telemetry, and — "
+            "for PyTorch, with no code change — per-step timings (data wait, compute, optimizer, phases). "
+            "Signals reach the job; gpusleuth exits with the job's exit code. The run directory is written "
+            "as the job runs, so a crash loses at most about a second."
+        ),
+        epilog="Example: gpusleuth run --duration 60 -- python train.py --epochs 1",
+    )
+    p.add_argument("--out", type=Path, default=None,
+                   help="run directory to write (default: a new folder under ./gpusleuth-runs/)")
+    p.add_argument("--interval", type=float, default=0.1, metavar="S",
+                   help="telemetry sampling interval in seconds (default 0.1 = 10 Hz)")
+    p.add_argument("--duration", type=float, default=None, metavar="S",
+                   help="stop the job gracefully after S seconds (SIGINT, then SIGTERM, then SIGKILL) and report")
+    p.add_argument("--grace", type=float, default=10.0, metavar="S",
+                   help="seconds between the escalating signals of --duration (default 10)")
+    p.add_argument("--profile-steps", default=None, metavar="A-B",
+                   help="take a torch.profiler trace of steps A..B (0-based) into the run directory")
+    p.add_argument("--no-gpu", action="store_true", help="do not sample GPUs (host telemetry only)")
+    p.add_argument("--label", default=None, help="a name for this run in reports")
+    p.add_argument("--json", action="store_true", help="print the report as JSON on stdout after the job")
+    p.add_argument("--no-report", action="store_true", help="do not print a report at the end")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
+    p.set_defaults(func=run_command)
+
+
+def run_command(args) -> int:
+    from gpusleuth.errors import LaunchError
+    from gpusleuth.recorder.launcher import LaunchOptions, launch
+
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        raise LaunchError("gpusleuth run: no command given (usage: gpusleuth run [options] -- CMD ARGS…)")
+    if args.interval <= 0 or args.interval > 60:
+        raise LaunchError("gpusleuth run: --interval must be between 0 and 60 seconds")
+    if args.profile_steps:
+        _check_range(args.profile_steps)
+    result = launch(
+        LaunchOptions(
+            command=command, out=args.out, interval_s=args.interval, duration_s=args.duration,
+            grace_s=args.grace, profile_steps=args.profile_steps, use_gpu=not args.no_gpu, label=args.label,
+        )
+    )
+    print(f"gpusleuth: run recorded in {result.run_dir}", file=sys.stderr)
+    if not args.no_report:
+        from gpusleuth.cli.report import print_report
+        from gpusleuth.run.loader import load_run
+
+        try:
+            print_report(load_run(result.run_dir), as_json=args.json, to_stderr=True)
+        except Exception as exc:  # noqa: BLE001 - the job's exit code must survive a report bug
+            print(f"gpusleuth: could not build the report ({exc.__class__.__name__}: {exc}); "
+                  f"the run is saved in {result.run_dir}", file=sys.stderr)
+    return result.exit_code
+
+
+def _check_range(text: str) -> None:
+    from gpusleuth.errors import LaunchError
+
+    try:
+        a, b = (int(x) for x in text.split("-", 1))
+        if a < 0 or b < a:
+            raise ValueError
+    except ValueError:
+        raise LaunchError(f"gpusleuth run: --profile-steps wants A-B with 0 <= A <= B, got {text!r}") from None

@@ -1,0 +1,62 @@
+"""A finding: one diagnosed cause with its evidence, estimated gain, fix and confidence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpusleuth.diagnosis.taxonomy import CAUSES, SEVERITIES
+
+
+@dataclass
+class Evidence:
+    """One number and where it came from (so a user can check it)."""
+
+    name: str
+    value: float | str | None
+    unit: str = ""
+    source: str = ""
+
+
+@dataclass
+class Gain:
+    """What fixing the cause is worth, and how that was estimated."""
+
+    step_share: float  # share of step time recoverable (0..1)
+    wall_share: float  # share of wall time recoverable (0..1)
+    seconds_per_run: float
+    speedup: float  # predicted throughput ratio after the fix
+    method: str
+
+
+@dataclass
+class Finding:
+    cause: str
+    severity: str
+    title: str
+    summary: str
+    evidence: list[Evidence]
+    fix: str
+    estimated_gain: Gain | None = None
+    confidence: str = "medium"  # low / medium / high
+    missing: list[str] = field(default_factory=list)  # data this rule lacked, and how to get it
+
+    def __post_init__(self):
+        if self.cause not in CAUSES:
+            raise ValueError(f"unknown cause {self.cause!r}")
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"unknown severity {self.severity!r}")
+
+    @property
+    def rank_key(self) -> tuple:
+        sev = SEVERITIES.index(self.severity)
+        gain = self.estimated_gain.wall_share if self.estimated_gain else 0.0
+        return (-sev, -gain)
+
+
+@dataclass
+class Missing:
+    """A rule that could not be evaluated: what it needed and how to get it."""
+
+    rule: str
+    needs: str
+    how: str

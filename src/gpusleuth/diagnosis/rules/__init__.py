@@ -1,0 +1,1 @@
+"""Rule families. Each rule is a pure function ``Facts -> list[Finding] | Missing``."""

@@ -1,0 +1,142 @@
+"""Input-pipeline rules: is the training loop waiting on its data, and is that CPU work or latency?
+
+Severity follows the exposed data wait's share of step time: ≥ 5 % moderate, ≥ 20 % high (the
+thresholds of XProf's input-pipeline analysis and the PyTorch TensorBoard plugin's DataLoader advice).
+The split between preprocessing and I/O comes from CPU evidence: with ``num_workers=0`` the main
+thread's own CPU time inside the waits (busy → it was transforming; idle → it was waiting on storage);
+with workers, how busy the worker processes were.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gpusleuth.diagnosis.facts import Facts
+from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
+
+MODERATE = 0.05
+HIGH = 0.20
+BUSY = 0.5  # main-thread CPU ÷ wait above this: the main thread is doing the loading itself
+WORKERS_SATURATED_PCT = 80.0  # a worker this busy (% of one core) is CPU-bound
+WORKERS_IDLE_PCT = 50.0
+
+
+def training_loader(facts: Facts) -> dict | None:
+    """The DataLoader config of the training loop: the main process's first loader."""
+    main = facts.outcomes.steps.pid
+    for info in facts.dataloaders:
+        if main is None or info.get("pid") == main:
+            return info
+    return facts.dataloaders[0] if facts.dataloaders else None
+
+
+def input_bound(facts: Facts) -> list[Finding] | Missing:
+    s = facts.outcomes.steps
+    if not s.steps:
+        return Missing(
+            rule="input-bound",
+            needs="training steps",
+            how="run a PyTorch training loop under `gpusleuth run` (steps are found automatically), "
+            "or mark steps with gpusleuth.step()",
+        )
+    share = s.data_wait_share_of_steps
+    if share < MODERATE:
+        return []
+    severity = "high" if share >= HIGH else "moderate"
+    loader = training_loader(facts)
+    workers = loader.get("num_workers") if loader else None
+    cores = facts.logical_cores or 1
+    step_mean = s.step_time_s / s.steps
+    wait_mean = s.data_wait_s / s.steps
+    compute_mean = max(step_mean - wait_mean, 0.0)
+    host = facts.host
+    evidence = [
+        Evidence("exposed data wait", round(share * 100, 1), "% of step time", "step instrumentation"),
+        Evidence("data wait per step", round(wait_mean * 1e3, 2), "ms", "step instrumentation"),
+        Evidence("rest of step (compute)", round(compute_mean * 1e3, 2), "ms", "step instrumentation"),
+    ]
+    if workers is not None:
+        evidence.append(Evidence("DataLoader num_workers", workers, "", "DataLoader seen at run time"))
+
+    # --- preprocessing (CPU) or I/O (latency)? ---
+    busy_ratio = s.data_cpu_s / s.data_wait_s if s.data_wait_s > 0 else 0.0
+    worker_cpu = host.worker_cpu_pct_mean if host else None
+    kind = None
+    if workers == 0 or (workers is None and worker_cpu is None):
+        evidence.append(
+            Evidence("main-thread CPU while waiting", round(busy_ratio * 100, 1), "% of the wait",
+                     "thread CPU clock around DataLoader fetches")
+        )
+        kind = "input.preprocessing" if busy_ratio >= BUSY else "input.io"
+        prep_cpu_per_step = s.data_cpu_s / s.steps
+    else:
+        if worker_cpu is not None:
+            evidence.append(Evidence("loader worker CPU (mean)", round(worker_cpu, 1), "% of one core",
+                                     "process sampler"))
+            kind = "input.preprocessing" if worker_cpu >= WORKERS_SATURATED_PCT else (
+                "input.io" if worker_cpu < WORKERS_IDLE_PCT else "input.preprocessing")
+        else:
+            kind = "input.io" if busy_ratio < BUSY else "input.preprocessing"
+        n = workers or (host.workers if host else 0) or 1
+        prep_cpu_per_step = (worker_cpu or 0.0) / 100.0 * n * step_mean
+    if host and host.iowait_pct:
+        evidence.append(Evidence("host iowait (mean)", round(host.iowait_pct["mean"], 1), "%", "host sampler"))
+
+    # --- prediction: with enough workers, loading overlaps compute ---
+    usable = max(1, cores - 1)  # leave one core for the training loop itself
+    if kind == "input.preprocessing":
+        needed = math.ceil(prep_cpu_per_step / compute_mean) if compute_mean > 0 else usable
+        new_workers = min(max(needed, (workers or 0) + 1), usable) if usable > (workers or 0) else (workers or 0)
+        per_step_after = max(compute_mean, prep_cpu_per_step / max(new_workers, 1))
+        method = (
+            f"loading overlaps compute once {new_workers} worker(s) run in parallel: step ≈ "
+            f"max(compute {compute_mean * 1e3:.1f} ms, loader CPU {prep_cpu_per_step * 1e3:.1f} ms ÷ {new_workers})"
+        )
+        title = "Input-bound: data preprocessing on the CPU is the bottleneck"
+        fix_lines = [
+            f"DataLoader(..., num_workers={new_workers}, pin_memory=True, persistent_workers=True, prefetch_factor=4)",
+        ]
+        if needed > usable:
+            fix_lines.append(
+                f"Even {usable} worker(s) can't hide {prep_cpu_per_step * 1e3:.0f} ms of CPU work per step: "
+                "cache decoded/transformed samples, move preprocessing offline, or do it on the GPU (e.g. DALI)."
+            )
+        summary = (
+            f"The training loop waited on its DataLoader for {share:.0%} of step time, and the loading "
+            f"was CPU work ({'in the main thread' if workers == 0 else 'in saturated workers'})."
+        )
+    else:
+        new_workers = max(4, 2 * (workers or 1))
+        per_step_after = compute_mean
+        method = "prefetching enough batches ahead hides the latency completely (upper bound): step ≈ compute"
+        title = "Input-bound: the loader waits on storage / latency, not CPU"
+        fix_lines = [
+            f"DataLoader(..., num_workers={new_workers}, prefetch_factor=4, persistent_workers=True, pin_memory=True)",
+            "Workers mostly wait, so more of them (beyond the core count) hide latency; also consider local "
+            "caching/SSD staging of the dataset or larger sequential reads.",
+        ]
+        summary = (
+            f"The training loop waited on its DataLoader for {share:.0%} of step time while the loading "
+            "used little CPU: it is waiting on I/O or latency."
+        )
+    saved = max(step_mean - per_step_after, 0.0)
+    wall = facts.outcomes.wall_s or 1.0
+    gain = Gain(
+        step_share=saved / step_mean if step_mean else 0.0,
+        wall_share=min(saved * s.steps / wall, 1.0),
+        seconds_per_run=saved * s.steps,
+        speedup=step_mean / per_step_after if per_step_after > 0 else float("inf"),
+        method=method,
+    )
+    return [
+        Finding(
+            cause=kind,
+            severity=severity,
+            title=title,
+            summary=summary,
+            evidence=evidence,
+            fix="\n".join(fix_lines),
+            estimated_gain=gain,
+            confidence="high" if s.steps >= 10 else "medium",
+        )
+    ]

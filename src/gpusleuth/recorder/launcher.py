@@ -1,0 +1,306 @@
+"""Launch a job under the recorder, pass signals to it, and end with its exit code.
+
+Job control is done the way a shell does it: the job gets its own process group, and when gpusleuth
+runs in a terminal that group is made the terminal's foreground group. So Ctrl-C reaches the job (and
+its DataLoader workers) exactly once, straight from the terminal, and an interactive debugger in the
+job can still read the keyboard. Signals sent to gpusleuth itself (``kill``, a scheduler's SIGTERM)
+are forwarded to the job. ``--duration`` ends the job gracefully: SIGINT, then SIGTERM, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from gpusleuth import __version__
+from gpusleuth.errors import LaunchError
+from gpusleuth.run.finalize import finalize_run_dir
+from gpusleuth.run.meta import FORMAT_VERSION, write_meta
+
+HOOK_DIR = Path(__file__).resolve().parents[1] / "hook"
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+# Environment variables worth keeping in meta.json: they change how a job performs.
+ENV_KEEP = re.compile(
+    r"^(CUDA_|NCCL_|TORCH|PYTORCH_|OMP_|MKL_|WORLD_SIZE$|RANK$|LOCAL_RANK$|MASTER_|SLURM_JOB|"
+    r"NVIDIA_VISIBLE_DEVICES$|KMP_|TF32|GPUSLEUTH_)"
+)
+
+
+@dataclass
+class LaunchOptions:
+    command: list[str]
+    out: Path | None = None
+    interval_s: float = 0.1
+    duration_s: float | None = None
+    grace_s: float = 10.0  # between SIGINT, SIGTERM and SIGKILL when --duration ends the job
+    profile_steps: str | None = None
+    use_gpu: bool = True
+    label: str | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class LaunchResult:
+    run_dir: Path
+    exit_code: int
+    notes: list[str]
+
+
+def resolve_command(argv0: str) -> str:
+    """Find the program the way a shell would; fail before anything starts if it can't run."""
+    if "/" in argv0:
+        path = Path(argv0)
+        if not path.exists():
+            raise LaunchError(f"gpusleuth: {argv0}: no such file", exit_code=127)
+        if path.is_dir() or not os.access(path, os.X_OK):
+            raise LaunchError(f"gpusleuth: {argv0}: permission denied (not an executable file)", exit_code=126)
+        return str(path)
+    found = shutil.which(argv0)
+    if not found:
+        raise LaunchError(f"gpusleuth: {argv0}: command not found", exit_code=127)
+    return found
+
+
+def default_run_dir(command: list[str]) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    words = [Path(c).name for c in command[:3] if not c.startswith("-")]
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(words))[:40] or "job"
+    base = Path("gpusleuth-runs") / f"{stamp}-{slug}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
+
+
+def prepare_run_dir(path: Path) -> Path:
+    """Create the run directory and prove it is writable before the job starts."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if any(path.iterdir()):
+            raise LaunchError(f"gpusleuth: run directory {path} is not empty; choose another --out")
+        probe = path / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+        (path / "raw").mkdir(exist_ok=True)
+    except PermissionError as exc:
+        raise LaunchError(f"gpusleuth: cannot write the run directory {path}: {exc.strerror}") from None
+    except OSError as exc:
+        if isinstance(exc, LaunchError):
+            raise
+        raise LaunchError(f"gpusleuth: cannot create the run directory {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def child_env(opts: LaunchOptions, run_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(opts.extra_env)
+    env["GPUSLEUTH_RUN_DIR"] = str(run_dir.resolve())
+    old = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = str(HOOK_DIR) + (os.pathsep + old if old else "")
+    if opts.profile_steps:
+        env["GPUSLEUTH_PROFILE_STEPS"] = opts.profile_steps
+    return env
+
+
+class _Terminal:
+    """Hands the terminal's foreground to the job's process group and takes it back afterwards."""
+
+    def __init__(self):
+        self.fd = None
+        try:
+            fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+        except OSError:
+            return
+        try:
+            if os.tcgetpgrp(fd) == os.getpgrp():
+                self.fd = fd
+            else:
+                os.close(fd)
+        except OSError:
+            os.close(fd)
+
+    def give(self, pgid: int) -> None:
+        if self.fd is not None:
+            try:
+                os.tcsetpgrp(self.fd, pgid)
+            except OSError:
+                pass
+
+    def take_back(self) -> None:
+        if self.fd is None:
+            return
+        old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        try:
+            os.tcsetpgrp(self.fd, os.getpgrp())
+        except OSError:
+            pass
+        finally:
+            signal.signal(signal.SIGTTOU, old)
+            os.close(self.fd)
+            self.fd = None
+
+
+def launch(opts: LaunchOptions) -> LaunchResult:
+    if not opts.command:
+        raise LaunchError("gpusleuth run: no command given (usage: gpusleuth run [options] -- CMD ARGS…)")
+    executable = resolve_command(opts.command[0])
+    run_dir = prepare_run_dir(opts.out or default_run_dir(opts.command))
+    notes: list[str] = []
+    meta = {
+        "format": FORMAT_VERSION,
+        "gpusleuth_version": __version__,
+        "source": "recorder",
+        "label": opts.label,
+        "command": opts.command,
+        "cwd": os.getcwd(),
+        "env": {k: v for k, v in os.environ.items() if ENV_KEEP.match(k)},
+        "python": sys.version.split()[0],
+        "hostname": os.uname().nodename,
+        "interval_s": opts.interval_s,
+        "duration_limit_s": opts.duration_s,
+        "profile_steps": opts.profile_steps,
+        "start_ns": time.time_ns(),
+        "end_ns": None,
+        "exit_code": None,
+        "signal": None,
+        "stopped_by": None,
+    }
+    write_meta(run_dir, meta)
+
+    recorder = _start_recorder(run_dir, opts)
+    terminal = _Terminal()
+    try:
+        child = subprocess.Popen(
+            [executable, *opts.command[1:]], env=child_env(opts, run_dir), process_group=0
+        )
+    except OSError as exc:
+        _stop_recorder(recorder, notes)
+        raise LaunchError(f"gpusleuth: cannot start {opts.command[0]}: {exc.strerror or exc}", exit_code=126) from None
+    terminal.give(child.pid)
+    _tell(recorder, f"pid {child.pid}\n", notes)
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+    try:
+        returncode, stopped_by = _wait(child, recorder, opts, notes)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        terminal.take_back()
+    meta["end_ns"] = time.time_ns()
+    if returncode < 0:
+        meta["signal"] = signal.Signals(-returncode).name
+        exit_code = 128 - returncode
+    else:
+        exit_code = returncode
+    meta["exit_code"] = exit_code
+    meta["stopped_by"] = stopped_by
+    _stop_recorder(recorder, notes)
+    notes.extend(finalize_run_dir(run_dir, meta["end_ns"]))
+    status = _read_recorder_status(run_dir)
+    if status:
+        meta["recorder"] = status
+    meta["losses"] = notes
+    write_meta(run_dir, meta)
+    return LaunchResult(run_dir=run_dir, exit_code=exit_code, notes=notes)
+
+
+def _start_recorder(run_dir: Path, opts: LaunchOptions) -> subprocess.Popen | None:
+    cmd = [sys.executable, "-m", "gpusleuth.recorder.process", "--run-dir", str(run_dir),
+           "--interval", str(opts.interval_s)]
+    if not opts.use_gpu:
+        cmd.append("--no-gpu")
+    log = open(run_dir / "recorder.log", "ab")
+    try:
+        return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log, start_new_session=True)
+    except OSError:
+        return None
+    finally:
+        log.close()
+
+
+def _tell(recorder, line: str, notes: list[str]) -> None:
+    if recorder is None or recorder.stdin is None:
+        return
+    try:
+        recorder.stdin.write(line.encode())
+        recorder.stdin.flush()
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def _recorder_died(recorder, notes: list[str]) -> None:
+    msg = (f"the recorder process exited early (code {recorder.returncode}); telemetry after that moment "
+           f"is missing (see recorder.log)")
+    if msg not in notes:
+        notes.append(msg)
+
+
+def _wait(child: subprocess.Popen, recorder, opts: LaunchOptions, notes: list[str]) -> tuple[int, str | None]:
+    deadline = time.monotonic() + opts.duration_s if opts.duration_s else None
+    escalation = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
+    next_escalation = None
+    stopped_by = None
+    while True:
+        rc = child.poll()
+        if rc is not None:
+            return rc, stopped_by
+        if recorder is not None and recorder.poll() is not None:
+            _recorder_died(recorder, notes)
+        now = time.monotonic()
+        if deadline is not None and now >= deadline and (next_escalation is None or now >= next_escalation):
+            if escalation:
+                sig = escalation.pop(0)
+                stopped_by = stopped_by or f"--duration {opts.duration_s:g}s"
+                _signal_job(child, sig, group=sig == signal.SIGKILL)
+                next_escalation = now + opts.grace_s
+        info = signal.sigtimedwait(FORWARDED, 0.05)
+        if info is not None:
+            stopped_by = stopped_by or f"{signal.Signals(info.si_signo).name} to gpusleuth"
+            _signal_job(child, info.si_signo, group=False)
+
+
+def _signal_job(child: subprocess.Popen, sig: int, group: bool) -> None:
+    try:
+        if group:
+            os.killpg(child.pid, sig)
+        else:
+            child.send_signal(sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stop_recorder(recorder, notes: list[str]) -> None:
+    if recorder is None:
+        notes.append("the recorder could not be started: no telemetry was recorded")
+        return
+    if recorder.poll() is not None:
+        _recorder_died(recorder, notes)
+        return
+    _tell(recorder, "stop\n", notes)
+    try:
+        recorder.stdin.close()
+    except OSError:
+        pass
+    try:
+        recorder.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        recorder.kill()
+        recorder.wait()
+        notes.append("the recorder did not stop within 10 s and was killed; its last second may be missing")
+
+
+def _read_recorder_status(run_dir: Path) -> dict | None:
+    import json
+
+    path = run_dir / "recorder.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,105 @@
+"""The Report: everything a renderer shows, already computed. Renderers only format it.
+
+Its JSON form (``gpusleuth report --json``) is a documented, versioned contract (docs/report-json.md):
+later versions add keys, never rename or remove them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpusleuth.analysis.outcomes import Outcomes
+from gpusleuth.analysis.telemetry import GpuSummary, HostSummary
+from gpusleuth.diagnosis.finding import Finding, Missing
+
+SCHEMA = "gpusleuth.report/1"
+
+
+@dataclass
+class RunInfo:
+    label: str
+    path: str | None
+    source: str
+    command: list[str] | None
+    exit_code: int | None
+    signal: str | None
+    stopped_by: str | None
+    wall_s: float | None
+    start_ns: int | None
+    end_ns: int | None
+    hardware: dict[str, Any]
+
+
+@dataclass
+class Report:
+    run: RunInfo
+    outcomes: Outcomes | None
+    gpus: list[GpuSummary]
+    gpu_note: str | None
+    host: HostSummary | None
+    findings: list[Finding]
+    not_evaluated: list[Missing]
+    losses: list[str]
+    ranks: list[Any] = field(default_factory=list)  # trace analyses, one per rank
+
+    def to_dict(self) -> dict[str, Any]:
+        o = self.outcomes
+        outcomes = None
+        if o is not None:
+            s = o.steps
+            outcomes = {
+                "steps": s.steps,
+                "step_time_p50_s": s.step_time_p50_s,
+                "step_time_p95_s": s.step_time_p95_s,
+                "step_time_mean_s": s.step_time_mean_s,
+                "step_time_cv": s.step_time_cv,
+                "samples": s.samples,
+                "samples_per_s": s.samples_per_s,
+                "wall_s": o.wall_s,
+                "startup_s": o.startup_s,
+                "idle_tail_s": o.tail_s,
+                "time_share": o.time_share,
+                "time_s": o.time_s,
+                "data_wait_s": s.data_wait_s,
+                "data_wait_share_of_steps": s.data_wait_share_of_steps,
+                "optimizer_s": s.optimizer_s,
+                "gpu_time_s": s.gpu_time_s,
+                "step_delimiter": s.delimiter,
+                "main_pid": s.pid,
+            }
+        return _clean(
+            {
+                "schema": SCHEMA,
+                "run": dataclasses.asdict(self.run),
+                "outcomes": outcomes,
+                "gpu": [dataclasses.asdict(g) for g in self.gpus],
+                "gpu_note": self.gpu_note,
+                "host": dataclasses.asdict(self.host) if self.host else None,
+                "findings": [_finding(f) for f in self.findings],
+                "not_evaluated": [dataclasses.asdict(m) for m in self.not_evaluated],
+                "losses": self.losses,
+                "ranks": [r.to_dict() if hasattr(r, "to_dict") else r for r in self.ranks],
+            }
+        )
+
+
+def _finding(f: Finding) -> dict[str, Any]:
+    d = dataclasses.asdict(f)
+    d["evidence"] = [dataclasses.asdict(e) for e in f.evidence]
+    return d
+
+
+def _clean(x):
+    """JSON has no NaN/inf: emit null so every consumer can parse it."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)):  # numpy scalars
+        return _clean(x.item())
+    return x

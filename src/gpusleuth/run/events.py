@@ -1,0 +1,154 @@
+"""Parse the instrumentation hook's event stream (``raw/events-<pid>.tsv``) into Run tables.
+
+The format is specified in docs/run-format.md. Parsing is tolerant by design: a job killed mid-write can
+leave a partial last line, and a line we cannot read must never cost the user the rest of the file —
+each bad line is skipped and counted, and the count is reported as a loss.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpusleuth.run.model import ProcessInfo, Table
+
+RAW_DIR = "raw"
+DELIMITERS = ("optimizer", "backward", "explicit")
+_DELIM_CODE = {"o": "optimizer", "b": "backward", "e": "explicit"}
+
+
+@dataclass
+class ParsedEvents:
+    steps: Table = field(default_factory=Table)
+    phases: Table = field(default_factory=Table)
+    logs: list[dict[str, Any]] = field(default_factory=list)
+    infos: list[dict[str, Any]] = field(default_factory=list)
+    processes: dict[int, ProcessInfo] = field(default_factory=dict)
+    losses: list[str] = field(default_factory=list)
+
+
+def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
+    """Read every ``raw/events-*.tsv`` of a run. ``end_ns`` closes phases the job never ended."""
+    out = ParsedEvents()
+    step_rows: list[tuple] = []
+    phase_rows: list[tuple] = []
+    gpu_times: dict[tuple[int, int], int] = {}
+    raw = Path(run_dir) / RAW_DIR
+    files = sorted(raw.glob("events-*.tsv")) if raw.is_dir() else []
+    for path in files:
+        try:
+            pid = int(path.stem.split("-", 1)[1])
+        except (IndexError, ValueError):
+            out.losses.append(f"{path.name}: not named events-<pid>.tsv; skipped")
+            continue
+        bad = _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns)
+        if bad:
+            out.losses.append(f"{path.name}: {bad} unreadable line(s) skipped (a partial write when the job died?)")
+
+    if step_rows:
+        cols = list(zip(*step_rows))
+        pids = np.asarray(cols[0], dtype=np.int64)
+        starts = np.asarray(cols[1], dtype=np.int64)
+        order = np.lexsort((starts, pids))
+        per_pid_index = np.zeros(len(step_rows), dtype=np.int64)
+        sorted_pids = pids[order]
+        # index of each step within its own process, in time order
+        boundaries = np.r_[0, np.flatnonzero(np.diff(sorted_pids)) + 1]
+        idx = np.arange(len(order)) - np.repeat(boundaries, np.diff(np.r_[boundaries, len(order)]))
+        per_pid_index[order] = idx
+        gpu_ns = np.array(
+            [gpu_times.get((int(p), int(i)), -1) for p, i in zip(pids, per_pid_index)], dtype=np.int64
+        )
+        table = Table(
+            {
+                "step": per_pid_index,
+                "pid": pids,
+                "start_ns": starts,
+                "end_ns": np.asarray(cols[2], dtype=np.int64),
+                "data_wait_ns": np.asarray(cols[3], dtype=np.int64),
+                "data_cpu_ns": np.asarray(cols[4], dtype=np.int64),
+                "samples": np.asarray(cols[5], dtype=np.int64),
+                "optimizer_ns": np.asarray(cols[6], dtype=np.int64),
+                "fetches": np.asarray(cols[7], dtype=np.int64),
+                "delimiter": np.asarray(cols[8], dtype=object),
+                "gpu_ns": gpu_ns,
+            }
+        )
+        out.steps = table.sort_by("start_ns")
+    if phase_rows:
+        cols = list(zip(*phase_rows))
+        out.phases = Table(
+            {
+                "name": np.asarray(cols[0], dtype=object),
+                "pid": np.asarray(cols[1], dtype=np.int64),
+                "start_ns": np.asarray(cols[2], dtype=np.int64),
+                "end_ns": np.asarray(cols[3], dtype=np.int64),
+                "source": np.asarray(cols[4], dtype=object),
+            }
+        ).sort_by("start_ns")
+    out.logs.sort(key=lambda r: r.get("t_ns", 0))
+    return out
+
+
+def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns) -> int:
+    bad = 0
+    open_phases: dict[tuple[str, int], str] = {}
+    with open(path, "r", encoding="utf-8", errors="replace") as f:
+        data = f.read()
+    lines = data.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    elif lines:
+        lines.pop()  # the last line has no newline: it was cut off mid-write
+        bad += 1
+    for line in lines:
+        parts = line.split("\t")
+        kind = parts[0]
+        try:
+            if kind == "S":
+                delim = _DELIM_CODE.get(parts[8], parts[8])
+                step_rows.append(
+                    (pid, int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]), int(parts[5]),
+                     int(parts[6]), int(parts[7]), delim)
+                )
+            elif kind == "G":
+                gpu_times[(pid, int(parts[1]))] = int(parts[2])
+            elif kind == "B":
+                open_phases[(parts[1], int(parts[2]))] = parts[3]
+            elif kind == "P":
+                name, start = parts[1], int(parts[2])
+                open_phases.pop((name, start), None)
+                phase_rows.append((name, pid, start, int(parts[3]), parts[4]))
+            elif kind == "L":
+                rec = json.loads(parts[2])
+                rec["t_ns"] = int(parts[1])
+                rec["pid"] = pid
+                out.logs.append(rec)
+            elif kind == "I":
+                rec = json.loads(parts[2])
+                rec["t_ns"] = int(parts[1])
+                rec["pid"] = pid
+                out.infos.append(rec)
+            elif kind == "H":
+                h = json.loads(parts[1])
+                out.processes[pid] = ProcessInfo(
+                    pid=pid,
+                    role=str(h.get("role") or "python"),
+                    ppid=h.get("ppid"),
+                    name=str(h.get("name") or ""),
+                    cmdline=" ".join(map(str, h.get("argv") or [])),
+                    torch_version=h.get("torch"),
+                )
+            else:
+                bad += 1
+        except (IndexError, ValueError, json.JSONDecodeError):
+            bad += 1
+    for (name, start), source in open_phases.items():
+        # The job died inside this phase: it lasted at least until the end of the run.
+        stop = end_ns if end_ns is not None else start
+        phase_rows.append((name, pid, start, max(start, stop), "open"))
+    return bad

@@ -1,0 +1,6 @@
+"""Names of the files in a run directory (see docs/run-format.md)."""
+
+TELEMETRY_TABLES = ("gpu", "gpu_procs", "host", "procs")
+EVENT_TABLES = ("steps", "phases")
+LOGS_FILE = "logs.jsonl"
+TRACE_DIR = "trace"

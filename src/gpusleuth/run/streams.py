@@ -1,0 +1,104 @@
+"""Crash-safe table files: Arrow IPC streams while recording, Parquet once finished.
+
+Why streams: a Parquet file is only readable once its footer is written, so a recorder killed mid-run
+would lose everything. An Arrow IPC stream is a sequence of self-contained record batches; appending one
+per second costs microseconds and a reader can take every complete batch of a file cut off anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+STREAM_SUFFIX = ".arrows"
+
+
+class TableStreamWriter:
+    """Accumulates rows of one table and appends them to ``<name>.arrows`` as record batches."""
+
+    def __init__(self, path: Path, schema: pa.Schema):
+        self.path = Path(path)
+        self.schema = schema
+        self._names = schema.names
+        self._pending: dict[str, list[Any]] = {n: [] for n in self._names}
+        self._rows = 0
+        self._sink = open(self.path, "ab")
+        self._writer = pa.ipc.new_stream(self._sink, schema)
+
+    def append(self, row: dict[str, Any]) -> None:
+        get = row.get
+        for name in self._names:
+            self._pending[name].append(get(name))
+        self._rows += 1
+
+    def extend(self, rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            self.append(row)
+
+    def flush(self) -> int:
+        """Write pending rows as one batch and push it to the OS; returns the rows written."""
+        if not self._rows:
+            return 0
+        batch = pa.RecordBatch.from_pydict(self._pending, schema=self.schema)
+        self._writer.write_batch(batch)
+        self._sink.flush()
+        n = self._rows
+        self._pending = {name: [] for name in self._names}
+        self._rows = 0
+        return n
+
+    def close(self) -> None:
+        try:
+            self.flush()
+            self._writer.close()
+        finally:
+            self._sink.close()
+
+
+def read_stream(path: Path) -> tuple[pa.Table | None, str | None]:
+    """Read every complete batch of a stream; the second value says what was lost, if anything."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size == 0:
+        return None, f"{path.name} is empty (the recorder stopped before its first flush)"
+    batches: list[pa.RecordBatch] = []
+    schema = None
+    loss = None
+    with open(path, "rb") as f:
+        try:
+            reader = pa.ipc.open_stream(f)
+            schema = reader.schema
+            while True:
+                try:
+                    batches.append(reader.read_next_batch())
+                except StopIteration:
+                    break
+        except (pa.ArrowInvalid, OSError, EOFError) as exc:
+            good = sum(b.num_rows for b in batches)
+            loss = (
+                f"{path.name} was cut off (the writer was killed mid-write): kept {good} complete rows, "
+                f"lost the partial batch after them ({exc.__class__.__name__})"
+            )
+    if schema is None:
+        return None, loss or f"{path.name} has no readable schema"
+    return pa.Table.from_batches(batches, schema=schema), loss
+
+
+def stream_to_parquet(stream: Path, parquet: Path) -> str | None:
+    """Convert one stream into Parquet, verify it, then remove the stream. Returns a loss note or None."""
+    import pyarrow.parquet as pq
+
+    table, loss = read_stream(stream)
+    if table is None:
+        # Nothing readable: keep the stream so nothing the user recorded is deleted by us.
+        return loss
+    tmp = parquet.with_suffix(".parquet.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    if pq.read_metadata(tmp).num_rows != table.num_rows:  # pragma: no cover - disk trouble
+        return f"could not verify {parquet.name}; kept {stream.name}"
+    os.replace(tmp, parquet)
+    stream.unlink()
+    return loss
