@@ -1,0 +1,388 @@
+"""NVML sampler: one row per GPU per tick for the ``gpu`` table, and per-process GPU memory.
+
+Why it is shaped this way (facts and costs: ``shared/reference/telemetry.md`` §1 and §8):
+
+- NVML calls take the driver's RM lock and can serialise the job's own kernel submissions, so each tick
+  makes as few calls as possible: the counters (energy, instant power, cumulative throttle time by cause,
+  PCIe bytes) come from **one** ``nvmlDeviceGetFieldValues`` batch per device; the 20 ms
+  ``nvmlDeviceGetPcieThroughput`` and spawning ``nvidia-smi`` are never used; the process list (ms-scale,
+  takes the lock) is only read by :meth:`NvmlSampler.sample_processes`, which the recorder calls every few
+  seconds.
+- A call that the device does not support (``NotSupported``, ``FunctionNotFound`` on an old driver,
+  ``NoPermission``) fails the same way every time. It is disabled for that device after its first failure
+  and counted in :attr:`NvmlSampler.disabled`, so a 10 Hz loop doesn't pay for a failing call 10×/s.
+  Per-field errors inside the field batch are NaN/null for that field, never a failed sample; a field
+  that is not supported is dropped from later batches.
+- Utilization is a liveness signal, not a throughput signal. On Hopper+ we add GPM (SM active,
+  occupancy, tensor active, DRAM bandwidth) computed between two GPM samples at least
+  ``gpm_min_interval_ns`` apart — NVML's hardware counters need ≥100 ms between samples to be meaningful.
+- The module is passed in (``nvml``), so tests drive the exact same code with a stand-in fed from
+  recorded values; the real ``pynvml`` is only imported when nothing is passed.
+- Counters are recorded raw: wrap and differencing are the analysis's job, so nothing is lost here.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from typing import Any
+
+from gpusleuth.recorder.schemas import GPU_SCHEMA, empty_row
+
+NAN = math.nan
+
+# column → NVML field id (values from nvidia-ml-py; literal so that an old pynvml lacking a name still works)
+FIELDS: dict[str, int] = {
+    "energy_mj": 83,  # NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, mJ since driver load (Volta+)
+    "power_instant_mw": 186,  # NVML_FI_DEV_POWER_INSTANT, mW, not averaged
+    "throttle_power_ns": 74,  # NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP (cumulative ns)
+    "throttle_sync_boost_ns": 76,  # …_SYNC_BOOST
+    "throttle_thermal_ns": 269,  # …_SW_THERM_SLOWDOWN
+    "throttle_hw_thermal_ns": 270,  # …_HW_THERM_SLOWDOWN
+    "throttle_hw_power_brake_ns": 271,  # …_HW_POWER_BRAKE_SLOWDOWN
+    "pcie_tx_bytes": 197,  # NVML_FI_DEV_PCIE_COUNT_TX_BYTES (cumulative, may wrap)
+    "pcie_rx_bytes": 198,  # NVML_FI_DEV_PCIE_COUNT_RX_BYTES
+}
+
+# column → GPM metric id (NVML_GPM_METRIC_*)
+GPM_METRICS: dict[str, int] = {
+    "sm_active": 2,  # SM_UTIL
+    "sm_occupancy": 3,  # SM_OCCUPANCY
+    "tensor_active": 5,  # ANY_TENSOR_UTIL
+    "dram_active": 10,  # DRAM_BW_UTIL
+}
+
+# nvmlValueType_t → member of the c_nvmlValue_t union
+_VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+# NVML return codes after which a call will never succeed on this device
+_NOT_SUPPORTED, _NO_PERMISSION, _FUNCTION_NOT_FOUND, _GPU_IS_LOST = 3, 4, 13, 15
+_PERMANENT = {_NOT_SUPPORTED, _NO_PERMISSION, _FUNCTION_NOT_FOUND}
+
+_ROW_TEMPLATE = empty_row(GPU_SCHEMA)
+
+
+def _text(v: Any) -> str:
+    return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+
+
+class _Device:
+    """Cached handle and per-device state: what is disabled, the field list, the GPM sample pair."""
+
+    __slots__ = ("index", "handle", "disabled", "fields", "field_ids", "reasons_fn", "gpm",
+                 "gpm_prev", "gpm_cur", "gpm_prev_t", "mig", "lost")
+
+    def __init__(self, index: int, handle: Any):
+        self.index = index
+        self.handle = handle
+        self.disabled: dict[str, str] = {}  # call name → why
+        self.fields: list[tuple[str, int]] = list(FIELDS.items())
+        self.field_ids: list[int] = [fid for _, fid in self.fields]
+        self.reasons_fn: str | None = "nvmlDeviceGetCurrentClocksEventReasons"
+        self.gpm = False
+        self.gpm_prev = None
+        self.gpm_cur = None
+        self.gpm_prev_t: int | None = None
+        self.mig = False
+        self.lost = False
+
+
+class NvmlSampler:
+    """Samples every visible NVIDIA GPU; build it with :meth:`open`, which never raises."""
+
+    def __init__(self, nvml: Any, devices: list[_Device], gpm_min_interval_ns: int):
+        self._nvml = nvml
+        self._devices = devices
+        self._gpm_min_interval_ns = gpm_min_interval_ns
+        self._error_cls = getattr(nvml, "NVMLError", Exception)
+        #: (gpu index, call or ``field:<id>``) → number of failures seen (a disabled call counts once)
+        self.failures: Counter[tuple[int, str]] = Counter()
+        self._closed = False
+        for d in devices:
+            self._setup_gpm(d)
+
+    # ---------------------------------------------------------------- opening
+    @classmethod
+    def open(cls, nvml: Any = None, *, gpm_min_interval_ns: int = 100_000_000,
+             indices: list[int] | None = None) -> tuple["NvmlSampler | None", str | None]:
+        """(sampler, None), or (None, reason) when there is no driver, no GPU, or NVML fails to start.
+
+        ``indices`` restricts sampling to those NVML device indices (default: all).
+        """
+        if nvml is None:
+            try:
+                import pynvml as nvml  # nvidia-ml-py
+            except ImportError:
+                return None, "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+        error_cls = getattr(nvml, "NVMLError", Exception)
+        try:
+            nvml.nvmlInit()
+        except error_cls as e:
+            return None, _init_reason(e)
+        except Exception as e:  # a broken install must not stop the recording of the host
+            return None, f"NVML could not start: {type(e).__name__}: {e}"
+        try:
+            count = nvml.nvmlDeviceGetCount()
+            devices = []
+            for i in range(count):
+                if indices is not None and i not in indices:
+                    continue
+                try:
+                    devices.append(_Device(i, nvml.nvmlDeviceGetHandleByIndex(i)))
+                except error_cls:
+                    continue  # e.g. NoPermission on a GPU not given to this container
+            if not devices:
+                _shutdown(nvml)
+                return None, "no GPU (NVML sees no usable NVIDIA device)" if count == 0 or indices is None \
+                    else f"no GPU among NVML indices {indices} (NVML sees {count})"
+            return cls(nvml, devices, gpm_min_interval_ns), None
+        except Exception as e:
+            _shutdown(nvml)
+            return None, f"NVML failed while listing GPUs: {type(e).__name__}: {e}"
+
+    def _setup_gpm(self, d: _Device) -> None:
+        """Enable GPM on devices that say they support it, outside MIG (MIG needs per-instance samples)."""
+        mode = self._call(d, "nvmlDeviceGetMigMode", d.handle)
+        d.mig = bool(mode and mode[0])
+        if d.mig:
+            d.disabled.setdefault("gpm", "MIG mode is enabled (per-instance GPM not implemented)")
+            return
+        support = self._call(d, "nvmlGpmQueryDeviceSupport", d.handle)
+        if not support or not getattr(support, "isSupportedDevice", 0):
+            d.disabled.setdefault("gpm", "GPM not supported on this GPU (Hopper or newer needed)")
+            return
+        prev = self._call(d, "nvmlGpmSampleAlloc")
+        cur = self._call(d, "nvmlGpmSampleAlloc")
+        if prev is None or cur is None:
+            self._free(prev)
+            d.disabled.setdefault("gpm", "nvmlGpmSampleAlloc failed")
+            return
+        d.gpm, d.gpm_prev, d.gpm_cur = True, prev, cur
+
+    # ---------------------------------------------------------------- calling NVML
+    def _call(self, d: _Device, name: str, *args: Any) -> Any:
+        """Call ``nvml.<name>(*args)``; None when it fails. Permanent failures disable it for ``d``."""
+        if name in d.disabled or d.lost:
+            return None
+        try:
+            return getattr(self._nvml, name)(*args)
+        except AttributeError:  # an nvidia-ml-py too old to have this function
+            d.disabled[name] = "not in this nvidia-ml-py"
+        except self._error_cls as e:
+            code = getattr(e, "value", None)
+            if code in _PERMANENT:
+                d.disabled[name] = str(e)
+            elif code == _GPU_IS_LOST:
+                d.lost = True
+                d.disabled["*"] = "GPU is lost"
+        self.failures[(d.index, name)] += 1
+        return None
+
+    # ---------------------------------------------------------------- static facts
+    def hardware(self) -> list[dict]:
+        """Static facts per device, for ``meta.json``: what the card is and what it can do."""
+        nv = self._nvml
+        sys_dev = self._devices[0]
+        driver = self._call(sys_dev, "nvmlSystemGetDriverVersion")
+        cuda = self._call(sys_dev, "nvmlSystemGetCudaDriverVersion")
+        out = []
+        for d in self._devices:
+            h = d.handle
+            mem = self._call(d, "nvmlDeviceGetMemoryInfo", h)
+            pci = self._call(d, "nvmlDeviceGetPciInfo", h)
+            limit = self._call(d, "nvmlDeviceGetEnforcedPowerLimit", h)
+            cc = self._call(d, "nvmlDeviceGetCudaComputeCapability", h)
+            mode = self._call(d, "nvmlDeviceGetMigMode", h)
+            name = self._call(d, "nvmlDeviceGetName", h)
+            uuid = self._call(d, "nvmlDeviceGetUUID", h)
+            out.append({
+                "index": d.index,
+                "name": _text(name) if name is not None else None,
+                "uuid": _text(uuid) if uuid is not None else None,
+                "pci_bus_id": _text(pci.busId) if pci is not None else None,
+                "memory_total": int(mem.total) if mem is not None else None,
+                "power_limit_w": limit / 1000.0 if limit is not None else None,
+                "max_sm_clock_mhz": self._call(d, "nvmlDeviceGetMaxClockInfo", h, getattr(nv, "NVML_CLOCK_SM", 1)),
+                "max_mem_clock_mhz": self._call(d, "nvmlDeviceGetMaxClockInfo", h, getattr(nv, "NVML_CLOCK_MEM", 2)),
+                "driver_version": _text(driver) if driver is not None else None,
+                "cuda_driver_version": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
+                "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
+                "gpm_supported": d.gpm,
+                "mig_mode": (bool(mode[0]) if mode is not None else None),
+            })
+        return out
+
+    @property
+    def disabled(self) -> dict[int, dict[str, str]]:
+        """Per GPU index: calls (and ``field:<id>``) switched off after a permanent failure, with why."""
+        return {d.index: dict(d.disabled) for d in self._devices}
+
+    # ---------------------------------------------------------------- sampling
+    def sample(self, t_ns: int) -> list[dict]:
+        """One ``gpu`` row per device. Anything the device can't answer is NaN/None in that row."""
+        rows = []
+        for d in self._devices:
+            t0 = time.perf_counter_ns()
+            row = dict(_ROW_TEMPLATE)
+            row["t_ns"] = t_ns
+            row["gpu"] = d.index
+            if not d.lost:
+                self._sample_device(d, row, t_ns)
+            row["sample_us"] = (time.perf_counter_ns() - t0) / 1000.0
+            rows.append(row)
+        return rows
+
+    def _sample_device(self, d: _Device, row: dict, t_ns: int) -> None:
+        nv, h, call = self._nvml, d.handle, self._call
+        if not d.mig:  # utilization rates are not supported under MIG: leave NaN, don't even ask
+            u = call(d, "nvmlDeviceGetUtilizationRates", h)
+            if u is not None:
+                row["util_gpu"] = float(u.gpu)
+                row["util_mem"] = float(u.memory)
+        m = call(d, "nvmlDeviceGetMemoryInfo", h)
+        if m is not None:
+            row["mem_used"] = int(m.used)
+            row["mem_total"] = int(m.total)
+        p = call(d, "nvmlDeviceGetPowerUsage", h)
+        if p is not None:
+            row["power_w"] = p / 1000.0
+        t = call(d, "nvmlDeviceGetTemperature", h, getattr(nv, "NVML_TEMPERATURE_GPU", 0))
+        if t is not None:
+            row["temp_c"] = float(t)
+        c = call(d, "nvmlDeviceGetClockInfo", h, getattr(nv, "NVML_CLOCK_SM", 1))
+        if c is not None:
+            row["sm_clock_mhz"] = float(c)
+        c = call(d, "nvmlDeviceGetClockInfo", h, getattr(nv, "NVML_CLOCK_MEM", 2))
+        if c is not None:
+            row["mem_clock_mhz"] = float(c)
+        row["clock_event_reasons"] = self._reasons(d)
+        self._fields(d, row)
+        if d.gpm:
+            self._gpm(d, row, t_ns)
+
+    def _reasons(self, d: _Device) -> int | None:
+        """Current clocks-event bitmask; falls back to the pre-535 "throttle reasons" name once."""
+        if d.reasons_fn is None:
+            return None
+        v = self._call(d, d.reasons_fn, d.handle)
+        if v is None and d.reasons_fn in d.disabled and d.reasons_fn.endswith("EventReasons"):
+            d.reasons_fn = "nvmlDeviceGetCurrentClocksThrottleReasons"
+            v = self._call(d, d.reasons_fn, d.handle)
+        if v is None and d.reasons_fn in d.disabled:
+            d.reasons_fn = None
+        return int(v) if v is not None else None
+
+    def _fields(self, d: _Device, row: dict) -> None:
+        """The one field-values batch: counters into the row; per-field errors stay NaN/None."""
+        if not d.fields:
+            return
+        values = self._call(d, "nvmlDeviceGetFieldValues", d.handle, d.field_ids)
+        if values is None:
+            return
+        dropped = False
+        worst_latency = -1
+        for (col, fid), v in zip(d.fields, values):
+            ret = v.nvmlReturn
+            if ret != 0:
+                key = f"field:{fid}"
+                self.failures[(d.index, key)] += 1
+                if ret in _PERMANENT:
+                    d.disabled[key] = f"{col}: NVML return {ret}"
+                    dropped = True
+                continue
+            val = getattr(v.value, _VALUE_MEMBER.get(v.valueType, "ullVal"))
+            if v.latencyUsec > worst_latency:
+                worst_latency = v.latencyUsec
+            if col == "energy_mj":
+                row["energy_j"] = val / 1000.0
+            elif col == "power_instant_mw":
+                row["power_instant_w"] = val / 1000.0
+            else:
+                row[col] = int(val)
+        if worst_latency >= 0:
+            row["fv_latency_us"] = float(worst_latency)
+        if dropped:
+            d.fields = [(c, f) for c, f in d.fields if f"field:{f}" not in d.disabled]
+            d.field_ids = [f for _, f in d.fields]
+
+    def _gpm(self, d: _Device, row: dict, t_ns: int) -> None:
+        """Take a GPM sample if the last is ≥ the minimum interval old; metrics between the two."""
+        if d.gpm_prev_t is not None and t_ns - d.gpm_prev_t < self._gpm_min_interval_ns:
+            return
+        if self._call(d, "nvmlGpmSampleGet", d.handle, d.gpm_cur) is None and "nvmlGpmSampleGet" in d.disabled:
+            self._stop_gpm(d)
+            return
+        if d.gpm_prev_t is not None:
+            nv = self._nvml
+            mg = nv.c_nvmlGpmMetricsGet_t()
+            mg.version = getattr(nv, "NVML_GPM_METRICS_GET_VERSION", 1)
+            mg.numMetrics = len(GPM_METRICS)
+            mg.sample1 = d.gpm_prev
+            mg.sample2 = d.gpm_cur
+            for i, mid in enumerate(GPM_METRICS.values()):
+                mg.metrics[i].metricId = mid
+            if self._call(d, "nvmlGpmMetricsGet", mg) is not None:
+                for i, col in enumerate(GPM_METRICS):
+                    m = mg.metrics[i]
+                    if m.nvmlReturn == 0:
+                        row[col] = float(m.value)
+                    else:
+                        self.failures[(d.index, f"gpm:{GPM_METRICS[col]}")] += 1
+        d.gpm_prev, d.gpm_cur = d.gpm_cur, d.gpm_prev
+        d.gpm_prev_t = t_ns
+
+    def _stop_gpm(self, d: _Device) -> None:
+        self._free(d.gpm_prev)
+        self._free(d.gpm_cur)
+        d.gpm, d.gpm_prev, d.gpm_cur = False, None, None
+
+    def _free(self, sample: Any) -> None:
+        if sample is not None:
+            try:
+                self._nvml.nvmlGpmSampleFree(sample)
+            except Exception:
+                pass
+
+    def sample_processes(self, t_ns: int) -> list[dict]:
+        """``gpu_procs`` rows: compute processes and their GPU memory (host PIDs), per device.
+
+        Slow (ms, takes the RM lock): the recorder calls this every few seconds, never at the fast rate.
+        """
+        rows = []
+        for d in self._devices:
+            procs = self._call(d, "nvmlDeviceGetComputeRunningProcesses", d.handle)
+            for p in procs or ():
+                used = getattr(p, "usedGpuMemory", None)
+                rows.append({"t_ns": t_ns, "gpu": d.index, "pid": int(p.pid),
+                             "used_mem": int(used) if used is not None else None})
+        return rows
+
+    def close(self) -> None:
+        """Free GPM samples and shut NVML down; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        for d in self._devices:
+            if d.gpm:
+                self._stop_gpm(d)
+        _shutdown(self._nvml)
+
+
+def _init_reason(e: Exception) -> str:
+    """A one-line reason for the run's notes, from the nvmlInit error."""
+    code = getattr(e, "value", None)
+    if code == 12:  # NVML_ERROR_LIBRARY_NOT_FOUND
+        return "no NVIDIA driver (libnvidia-ml.so.1 not found)"
+    if code == 9:  # NVML_ERROR_DRIVER_NOT_LOADED
+        return "NVIDIA driver not loaded"
+    if code == 18:  # NVML_ERROR_LIB_RM_VERSION_MISMATCH
+        return "NVIDIA driver/library version mismatch (reboot or reload the driver)"
+    return f"NVML could not start: {e}"
+
+
+def _shutdown(nvml: Any) -> None:
+    try:
+        nvml.nvmlShutdown()
+    except Exception:
+        pass

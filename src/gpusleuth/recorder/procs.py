@@ -1,0 +1,264 @@
+"""Process-tree sampler: CPU %, RSS, threads, state and I/O bytes of every process in the job's tree.
+
+The job's main process and its DataLoader workers must be seen apart (a saturated worker pool means
+"preprocessing-bound", idle workers mean "I/O- or latency-bound"), so every descendant gets its own row.
+
+Cost shapes the design:
+
+- Finding descendants is expensive: without ``/proc/<pid>/task/*/children`` (often compiled out) the
+  only way is to know the parent of *every* process on the machine. psutil's
+  ``children(recursive=True)`` re-reads them all each time (~2.4 ms for 72 processes on our CI VM);
+  we remember parents across scans and read only new PIDs, and rescan every ``rescan_ns`` (default
+  0.5 s, stretched so a scan never costs more than ~0.5 % of a core; a cold ``listdir('/proc')`` alone
+  is ~170 µs on a small VM). New DataLoader workers therefore show up within ~0.5 s; between scans only the known processes are read.
+- Each known process keeps its ``/proc/<pid>/stat`` and ``/proc/<pid>/io`` open and re-reads them with
+  ``pread`` — two syscalls per process per tick, no psutil object overhead.
+- Identity is (pid, start time): a reused PID is a new process whose CPU delta starts over (NaN on
+  first sight). A dead process's open ``/proc`` fd fails with ESRCH, never reads its successor.
+- Processes that leave the tree because their parent died (reparented to init) are still the job's:
+  they stay tracked while they live.
+
+Off Linux, the same rows come from cached ``psutil.Process`` objects (slower, but correct).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import psutil
+
+from gpusleuth.recorder.schemas import PROCS_SCHEMA, empty_row
+
+NAN = math.nan
+_ROW_TEMPLATE = empty_row(PROCS_SCHEMA)
+_STATUS = {b"R": "running", b"S": "sleeping", b"D": "disk-sleep", b"T": "stopped", b"t": "tracing-stop",
+           b"Z": "zombie", b"X": "dead", b"I": "idle", b"W": "waking", b"P": "parked", b"K": "wake-kill"}
+try:
+    _TICK = os.sysconf("SC_CLK_TCK")
+    _PAGE = os.sysconf("SC_PAGE_SIZE")
+except (AttributeError, ValueError, OSError):  # non-POSIX
+    _TICK, _PAGE = 100, 4096
+
+
+class _Gone(Exception):
+    """The process exited (or was reaped) between discovery and reading."""
+
+
+def _open(path: str) -> int | None:
+    try:
+        return os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+
+
+def _close(fd: int | None) -> None:
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+class _Proc:
+    """One tracked process: kept-open /proc files and the previous CPU reading."""
+
+    __slots__ = ("pid", "start_ticks", "start_ns", "stat_fd", "io_fd", "prev_cpu", "prev_mono", "ps")
+
+    def __init__(self, pid: int, boot_ns: int):
+        self.pid = pid
+        self.ps = None
+        self.stat_fd = _open(f"/proc/{pid}/stat")
+        if self.stat_fd is None:
+            raise _Gone
+        self.io_fd = _open(f"/proc/{pid}/io")  # None when not permitted (another user's process)
+        f = self.read_stat()
+        self.start_ticks = int(f[19])
+        self.start_ns = boot_ns + self.start_ticks * 1_000_000_000 // _TICK
+        self.prev_cpu: int | None = None
+        self.prev_mono = 0
+
+    def read_stat(self) -> list[bytes]:
+        try:
+            data = os.pread(self.stat_fd, 4096, 0)
+        except OSError:
+            raise _Gone from None
+        if not data:
+            raise _Gone
+        head, _, rest = data.rpartition(b")")  # comm may contain spaces and parentheses
+        f = rest.split()
+        f.append(head.partition(b"(")[2])  # f[-1] = comm
+        return f
+
+    def read_io(self) -> tuple[int | None, int | None]:
+        if self.io_fd is None:
+            return None, None
+        try:
+            data = os.pread(self.io_fd, 4096, 0)
+        except ProcessLookupError:
+            raise _Gone from None
+        except OSError:  # EACCES after a setuid exec, for instance
+            _close(self.io_fd)
+            self.io_fd = None
+            return None, None
+        rd = wr = None
+        for line in data.split(b"\n"):
+            if line.startswith(b"read_bytes:"):
+                rd = int(line[11:])
+            elif line.startswith(b"write_bytes:"):
+                wr = int(line[12:])
+        return rd, wr
+
+    def close(self) -> None:
+        _close(self.stat_fd)
+        _close(self.io_fd)
+        self.stat_fd = self.io_fd = None
+
+
+class ProcessTreeSampler:
+    """Rows for the ``procs`` table: ``root_pid`` and all its descendants, one row per live process."""
+
+    def __init__(self, root_pid: int, rescan_ns: int = 500_000_000):
+        self.root_pid = root_pid
+        self._rescan_ns = self._base_rescan_ns = rescan_ns
+        self._procs: dict[int, _Proc] = {}
+        self._ps_cache: dict[tuple[int, float], psutil.Process] = {}
+        self._last_scan: int | None = None
+        self._ppid: dict[int, int] = {}  # every PID on the machine seen by a scan → its parent
+        self._linux = os.path.exists("/proc/self/stat")
+        self._boot_ns = int(psutil.boot_time() * 1e9)
+        self.scan_cost_ns = 0  # what the last tree rescan cost, for self-overhead reporting
+
+    # ------------------------------------------------------------------ discovery
+    def _discover(self) -> set[int]:
+        """PIDs of the tree that are not tracked yet.
+
+        Keeps every machine PID's parent from earlier scans, so a rescan lists ``/proc`` (one syscall
+        batch) and reads ``stat`` only of processes that appeared since — a full parent map (what
+        psutil's ``children(recursive=True)`` builds each time) costs ~30 µs per process on the machine.
+        PIDs are handed out in increasing order, so parents are normally met before their children; the
+        loop still repeats until nothing more joins, for the rare PID wrap-around.
+        """
+        try:
+            pids = {int(n) for n in os.listdir("/proc") if n.isdigit()}
+        except OSError:
+            return set()
+        ppid = self._ppid
+        for pid in ppid.keys() - pids:
+            del ppid[pid]
+        fresh = sorted(pids - ppid.keys())
+        for pid in fresh:
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as fh:
+                    ppid[pid] = int(fh.read().rpartition(b")")[2].split(None, 2)[1])
+            except (OSError, IndexError, ValueError):
+                pass
+        tree = set(self._procs)
+        if self.root_pid in pids:
+            tree.add(self.root_pid)
+        if self._last_scan is None:  # first scan: everything is "fresh"
+            fresh = sorted(ppid)
+        added = True
+        while added:
+            added = False
+            for pid in fresh:
+                if pid not in tree and ppid.get(pid) in tree:
+                    tree.add(pid)
+                    added = True
+        return tree - self._procs.keys()
+
+    def _maybe_rescan(self, now: int) -> None:
+        if self._last_scan is not None and now - self._last_scan < self._rescan_ns:
+            return
+        t0 = time.perf_counter_ns()
+        for pid in self._discover():
+            try:
+                self._procs[pid] = _Proc(pid, self._boot_ns)
+            except (_Gone, IndexError, ValueError):
+                pass
+        self.scan_cost_ns = time.perf_counter_ns() - t0
+        # never spend more than ~0.5 % of a core on discovery (matters on machines with 1000s of processes)
+        if self._last_scan is not None:  # the first scan reads every process once; don't judge by it
+            self._rescan_ns = max(self._base_rescan_ns, self.scan_cost_ns * 200)
+        self._last_scan = now
+
+    # ------------------------------------------------------------------ sampling
+    def sample(self, t_ns: int) -> list[dict]:
+        """One row per live process of the tree; cpu_pct is NaN the first time a process is seen."""
+        if not self._linux:
+            return self._sample_psutil(t_ns)
+        now = time.monotonic_ns()
+        self._maybe_rescan(now)
+        rows = []
+        gone = []
+        for pid, p in self._procs.items():
+            try:
+                f = p.read_stat()
+                if int(f[19]) != p.start_ticks:  # pid reused while we held it: the old one is gone
+                    raise _Gone
+                state = f[0]
+                if state in (b"Z", b"X"):
+                    raise _Gone
+                rd, wr = p.read_io()
+            except (_Gone, IndexError, ValueError):
+                gone.append(pid)
+                continue
+            mono = time.monotonic_ns()
+            cpu = int(f[11]) + int(f[12])
+            row = dict(_ROW_TEMPLATE)
+            if p.prev_cpu is not None and mono > p.prev_mono:
+                row["cpu_pct"] = (cpu - p.prev_cpu) * 1e9 / _TICK * 100.0 / (mono - p.prev_mono)
+            p.prev_cpu, p.prev_mono = cpu, mono
+            row.update(t_ns=t_ns, pid=pid, ppid=int(f[1]), name=f[-1].decode(errors="replace"),
+                       rss_bytes=int(f[21]) * _PAGE, num_threads=int(f[17]),
+                       status=_STATUS.get(state, state.decode(errors="replace")),
+                       read_bytes=rd, write_bytes=wr, start_ns=p.start_ns)
+            rows.append(row)
+        for pid in gone:
+            self._procs.pop(pid).close()
+        return rows
+
+    def _sample_psutil(self, t_ns: int) -> list[dict]:
+        """Portable path: psutil.Process objects cached by (pid, create_time) so cpu deltas work."""
+        try:
+            root = psutil.Process(self.root_pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return []
+        rows, live = [], {}
+        for pr in procs:
+            try:
+                key = (pr.pid, pr.create_time())
+                pr = self._ps_cache.get(key, pr)
+                live[key] = pr
+                with pr.oneshot():
+                    first = key not in self._ps_cache
+                    cpu = pr.cpu_percent(None)
+                    mem = pr.memory_info()
+                    row = dict(_ROW_TEMPLATE)
+                    row.update(t_ns=t_ns, pid=pr.pid, ppid=pr.ppid(), name=pr.name(),
+                               cpu_pct=NAN if first else cpu, rss_bytes=mem.rss,
+                               num_threads=pr.num_threads(), status=pr.status(),
+                               start_ns=int(key[1] * 1e9))
+                    try:
+                        io = pr.io_counters()
+                        row["read_bytes"], row["write_bytes"] = io.read_bytes, io.write_bytes
+                    except (psutil.Error, AttributeError):
+                        pass
+                rows.append(row)
+            except psutil.Error:
+                continue
+        self._ps_cache = live
+        return rows
+
+    def close(self) -> None:
+        for p in self._procs.values():
+            p.close()
+        self._procs.clear()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
