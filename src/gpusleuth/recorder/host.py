@@ -198,6 +198,7 @@ class HostSampler:
         self._prev_total: list[int] | None = None
         self._prev_cores: dict[bytes, tuple[int, int]] = {}
         self._prev_psutil = None
+        self._hardware: dict | None = None
         self._cpu(update_only=True)  # baseline, so the first sample already has a delta
 
     @staticmethod
@@ -212,7 +213,12 @@ class HostSampler:
 
     # ------------------------------------------------------------------ facts
     def hardware(self) -> dict:
-        """Static facts for ``meta.json``."""
+        """Static facts for ``meta.json`` (computed once: callers may ask every second)."""
+        if self._hardware is None:
+            self._hardware = self._read_hardware()
+        return dict(self._hardware)
+
+    def _read_hardware(self) -> dict:
         import psutil
 
         model = None

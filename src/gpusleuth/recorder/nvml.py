@@ -99,6 +99,7 @@ class NvmlSampler:
         #: (gpu index, call or ``field:<id>``) → number of failures seen (a disabled call counts once)
         self.failures: Counter[tuple[int, str]] = Counter()
         self._closed = False
+        self._hardware: list[dict] | None = None
         for d in devices:
             self._setup_gpm(d)
 
@@ -181,7 +182,15 @@ class NvmlSampler:
 
     # ---------------------------------------------------------------- static facts
     def hardware(self) -> list[dict]:
-        """Static facts per device, for ``meta.json``: what the card is and what it can do."""
+        """Static facts per device, for ``meta.json``: what the card is and what it can do.
+
+        Read once and cached: the recorder may ask every second, and each NVML call takes the RM lock.
+        """
+        if self._hardware is None:
+            self._hardware = self._read_hardware()
+        return [dict(h) for h in self._hardware]
+
+    def _read_hardware(self) -> list[dict]:
         nv = self._nvml
         sys_dev = self._devices[0]
         driver = self._call(sys_dev, "nvmlSystemGetDriverVersion")
