@@ -1,0 +1,728 @@
+"""gpusleuth's in-process recorder: steps, phases, logs and facts of one Python process.
+
+Runs inside the user's job (imported by our ``sitecustomize`` when ``GPUSLEUTH_RUN_DIR`` is set), so it
+obeys three rules: standard library only and Python 3.8+ (the job may run another interpreter or venv);
+never raise into the user's program and never print (each failure becomes one ``hook_error`` line in our
+own file); cost a few microseconds per training step (no per-step syscalls except the periodic flush).
+
+This module holds the process-level state machine and the writer; ``_gpusleuth_torch`` holds the patches
+that feed it once torch is imported. The output is the event stream of docs/run-format.md: tab-separated
+lines appended to ``$GPUSLEUTH_RUN_DIR/raw/events-<pid>.tsv``.
+
+Step delimiting, in short (docs/run-format.md gives the contract):
+
+* an outermost ``optimizer.step()`` ends a step. Its record is kept *pending* until the next fetch, phase
+  or other optimizer: a second, different optimizer stepping before the next fetch (GAN generator and
+  discriminator, Muon + AdamW parameter splits) extends the same step instead of doubling the step count;
+* without any optimizer, ``backward()`` ends a step. Those steps are *held* until the process has shown
+  for a second that it has no optimizer (gradient accumulation calls backward several times per optimizer
+  step, and we must not count each one as a step);
+* after the first explicit ``gpusleuth.step()`` only explicit calls delimit steps in this process.
+"""
+import atexit
+import json
+import os
+import sys
+import threading
+import time
+
+_now = time.time_ns
+try:
+    _cpu = time.thread_time_ns
+    _cpu()
+except (AttributeError, OSError):  # platforms without a per-thread clock: process CPU is the next best
+    _cpu = time.process_time_ns
+_tid = threading.get_ident
+
+FLUSH_NS = 500000000  # flush at a step boundary at most this long after the previous flush
+COMMIT_BACKWARD_NS = 1000000000  # hold backward-delimited steps this long before trusting there is no optimizer
+GPU_PENDING_MAX = 4096
+
+R = None  # the process's recorder once activated; the torch patches and gpusleuth.api read it
+
+
+def activate():
+    """Start recording this process (called by sitecustomize). Idempotent; never raises."""
+    global R
+    if R is not None:
+        return R
+    try:
+        run_dir = os.environ.get("GPUSLEUTH_RUN_DIR")
+        if not run_dir:
+            return None
+        R = Recorder(run_dir)
+        atexit.register(_at_exit)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_after_fork_in_child)
+        sys.meta_path.insert(0, _TorchFinder())
+    except BaseException as exc:
+        if R is not None:
+            R.error("activate", exc)
+    return R
+
+
+def _at_exit():
+    if R is not None:
+        R.at_exit()
+
+
+def _after_fork_in_child():
+    if R is not None:
+        try:
+            R.reset_process(role="python", forked=True)
+        except BaseException:
+            pass
+
+
+class _TorchFinder:
+    """A ``sys.meta_path`` finder that notices ``import torch`` without importing it.
+
+    For every other module it returns None at once (one string comparison per import). For ``torch`` it
+    asks the remaining finders for the real spec and wraps that loader's ``exec_module`` so that the
+    patches go in right after ``torch/__init__`` has run — torch.optim, torch.utils.data and friends are
+    imported by then. The finder removes itself once torch is imported.
+    """
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "torch":
+            return None
+        try:
+            spec = None
+            for finder in sys.meta_path:
+                if finder is self:
+                    continue
+                find = getattr(finder, "find_spec", None)
+                if find is None:
+                    continue
+                spec = find(fullname, path, target)
+                if spec is not None:
+                    break
+            if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+                return spec
+            loader = spec.loader
+            real_exec = loader.exec_module
+            finder = self
+
+            def exec_module(module):
+                try:
+                    real_exec(module)
+                finally:
+                    try:
+                        del loader.exec_module  # back to the class's method: the loader is untouched
+                    except AttributeError:
+                        pass
+                try:
+                    sys.meta_path.remove(finder)
+                except ValueError:
+                    pass
+                if R is not None:
+                    R.torch_imported(module)
+
+            loader.exec_module = exec_module
+            return spec
+        except BaseException as exc:
+            if R is not None:
+                R.error("find_spec", exc)
+            return None
+
+
+def _clean(name):
+    return str(name).replace("\t", " ").replace("\n", " ").replace("\r", " ")
+
+
+def _batch_size(batch, depth=0):
+    """Samples in a fetched batch: a tensor's (or array's) first dimension, else the first one found
+    inside a tuple/list/dict; -1 when nothing says."""
+    shape = getattr(batch, "shape", None)
+    if shape is not None:
+        try:
+            return int(shape[0]) if len(shape) else -1
+        except (TypeError, ValueError, IndexError):
+            return -1
+    if depth < 3:
+        if isinstance(batch, (tuple, list)):
+            items = batch
+        elif isinstance(batch, dict) or hasattr(batch, "values"):
+            try:
+                items = list(batch.values())
+            except Exception:
+                return -1
+        else:
+            return -1
+        for item in items:
+            n = _batch_size(item, depth + 1)
+            if n >= 0:
+                return n
+    return -1
+
+
+def _jsonable(obj):
+    """``json.dumps`` fallback for log values: tensors and numpy scalars become numbers or lists."""
+    try:
+        numel = getattr(obj, "numel", None) or getattr(obj, "size", None)
+        if callable(numel) and numel() == 1 and hasattr(obj, "item"):
+            return obj.item()
+        if hasattr(obj, "tolist"):
+            return obj.tolist()
+        if hasattr(obj, "item"):
+            return obj.item()
+    except Exception:
+        pass
+    return str(obj)
+
+
+class Recorder:
+    """All per-process recording state. One instance, ``R``; reset in a forked child."""
+
+    def __init__(self, run_dir):
+        self.run_dir = run_dir
+        self.torch = None
+        self.torch_ns = None
+        self.prof_range = _parse_range(os.environ.get("GPUSLEUTH_PROFILE_STEPS"))
+        self.fd = None
+        self.reset_process(role="main", forked=False)
+
+    # ----------------------------------------------------------------- process state
+    def reset_process(self, role, forked):
+        """Fresh state for this process: at activation, and in a forked child (its own file and header,
+        none of the parent's buffered lines, steps, CUDA events or profiler)."""
+        if forked and self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+        self.fd = None
+        self.broken = False
+        self.pid = os.getpid()
+        self.role = role
+        self.start_ns = _now()
+        self.header_done = False
+        self.buf = []
+        self.last_flush = self.start_ns
+        self.errors = set()
+        self.worker = False
+        self.worker_id = None
+        self.main_tid = _tid()
+        # steps
+        self.auto = True  # automatic delimiting (off after the first explicit gpusleuth.step())
+        self.mode = None  # None until known, then "optimizer" or "backward"
+        self.emitted = 0  # S records written: the index of the next step
+        self.nb = 0  # step boundaries seen (emitted, pending or held)
+        self.cur_start = None
+        self._zero()
+        self.in_fetch = False
+        self.opt_stack = []
+        self.opt_t0 = 0
+        self.bw_depth = 0
+        self.pending = None
+        self.pending_opts = set()
+        self.held = []
+        # phases
+        self.open_phases = []
+        self.auto_eval = None
+        self.eval_mod = None
+        self.trained = None  # WeakSet of modules put in training by an outermost .train(True)
+        self.train_depth = 0
+        self.ckpt_depth = 0
+        self.dl_seen = set()
+        # CUDA events and profiler
+        self.cuda_on = False
+        self.cuda_prev = None
+        self.gpu_q = []
+        self.prof = None
+        self.prof_done = forked  # a forked child never profiles
+        self.exited = False
+
+    def _zero(self):
+        self.wait = 0
+        self.cpu = 0
+        self.samples = 0
+        self.s_unknown = False
+        self.s_set = None
+        self.opt_ns = 0
+        self.fetches = 0
+
+    def torch_imported(self, torch):
+        """Called once ``import torch`` finished: install the patches (see _gpusleuth_torch)."""
+        try:
+            self.torch = torch
+            self.torch_ns = _now()
+            import _gpusleuth_torch
+
+            _gpusleuth_torch.install(torch, self)
+            atexit.register(_at_exit)  # again, so that we run before torch's own exit handlers (LIFO)
+        except BaseException as exc:
+            self.error("torch_imported", exc)
+
+    def become_worker(self, worker_id):
+        """This process is a DataLoader worker: it records no steps; write its header now, because
+        workers leave through os._exit and never run atexit."""
+        self.worker = True
+        self.worker_id = worker_id
+        self.role = "dataloader_worker"
+        self.prof_done = True
+        self.flush(force=True)
+
+    # ----------------------------------------------------------------- steps
+    def first_activity(self):
+        """The first step starts here (first fetch, backward, optimizer step…). Starting the profiler is
+        slow, so it happens before the timestamp is taken."""
+        if self.prof_range is not None and self.prof is None and not self.prof_done:
+            self._prof_start()
+        if self.cuda_on or self._cuda_check():
+            self.cuda_prev = self._cuda_mark()
+        t = _now()
+        self.cur_start = t
+        return t
+
+    def _take(self, end, delim):
+        """Close the running step's counters into a record; the next step starts at ``end``."""
+        start = self.cur_start
+        if start is None:
+            start = self.torch_ns or self.start_ns
+        ev = self._cuda_mark() if (self.cuda_on or self._cuda_check()) else None
+        rec = (start, end, self.wait, self.cpu, self.samples, self.s_unknown, self.s_set, self.opt_ns,
+               self.fetches, delim, ev)
+        self._zero()
+        self.cur_start = end
+        self.nb += 1
+        return rec
+
+    def _merge_back(self, recs):
+        """Reopen records that turned out not to end a step: their counters go back into the running one."""
+        for rec in recs:
+            self.wait += rec[2]
+            self.cpu += rec[3]
+            self.samples += rec[4]
+            self.s_unknown = self.s_unknown or rec[5]
+            if rec[6] is not None:
+                self.s_set = rec[6] + (self.s_set or 0)
+            self.opt_ns += rec[7]
+            self.fetches += rec[8]
+        self.cur_start = recs[0][0]
+
+    def _emit(self, rec):
+        if rec[6] is not None:
+            samples = rec[6]
+        elif rec[5] or not rec[8]:
+            samples = -1
+        else:
+            samples = rec[4]
+        idx = self.emitted
+        self.emitted = idx + 1
+        self.buf.append("S\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n" % (rec[0], rec[1], rec[2], rec[3], samples,
+                                                               rec[7], rec[8], rec[9]))
+        if rec[10] is not None or self.gpu_q:
+            self._gpu_step(idx, rec[10])
+        if self.prof is not None:
+            self._prof_step()
+        if rec[1] - self.last_flush >= FLUSH_NS:
+            self.flush()
+
+    def commit(self):
+        """Write the pending optimizer-delimited step: something other than a second optimizer happened."""
+        rec = self.pending
+        if rec is not None:
+            self.pending = None
+            self._emit(rec)
+
+    def fetch_enter(self):
+        if self.pending is not None:
+            self.commit()
+        if self.cur_start is None:
+            self.first_activity()
+        self.in_fetch = True
+
+    def fetch_exit(self, t0, c0, batch, ok):
+        c1 = _cpu()
+        t1 = _now()
+        self.in_fetch = False
+        self.wait += t1 - t0
+        self.cpu += c1 - c0
+        if ok:
+            self.fetches += 1
+            n = _batch_size(batch)
+            if n < 0:
+                self.s_unknown = True
+            else:
+                self.samples += n
+
+    def opt_begin(self, opt):
+        if self.cur_start is None:
+            self.first_activity()
+        if self.auto:
+            if self.mode != "optimizer":
+                if self.held:
+                    self._merge_back(self.held)
+                    self.held = []
+                self.mode = "optimizer"
+            if self.pending is not None:
+                if id(opt) in self.pending_opts:
+                    self.commit()
+                    self.pending_opts = set()
+                else:  # another optimizer of the same iteration: the step goes on
+                    rec = self.pending
+                    self.pending = None
+                    self._merge_back([rec])
+            else:
+                self.pending_opts = set()
+            self.pending_opts.add(id(opt))
+        if self.auto_eval is not None:
+            self.phase_end(self.auto_eval)
+        self.opt_t0 = _now()
+
+    def opt_end(self):
+        t = _now()
+        self.opt_ns += t - self.opt_t0
+        if self.auto and self.mode == "optimizer":
+            self.pending = self._take(t, "optimizer")
+
+    def backward_end(self, t):
+        if not self.auto or self.mode == "optimizer" or self.opt_stack:
+            return
+        rec = self._take(t, "backward")
+        if self.mode == "backward":
+            self._emit(rec)
+            return
+        self.held.append(rec)
+        if t - self.held[0][0] >= COMMIT_BACKWARD_NS:
+            self._commit_backward()
+
+    def _commit_backward(self):
+        self.mode = "backward"
+        held, self.held = self.held, []
+        for rec in held:
+            self._emit(rec)
+
+    def api_step(self, samples):
+        if self.worker:
+            return
+        t = _now()
+        if self.auto:
+            self.auto = False
+            if self.pending is not None:
+                self._merge_back([self.pending])
+                self.pending = None
+            if self.held:
+                self._merge_back(self.held)
+                self.held = []
+        if self.cur_start is None and self.prof_range is not None and not self.prof_done:
+            self._prof_start()
+        if samples is not None:
+            self.s_set = int(samples)
+        self._emit(self._take(t, "explicit"))
+
+    # ----------------------------------------------------------------- phases, logs, facts
+    def phase_begin(self, name, source):
+        if self.worker:
+            return None
+        if self.pending is not None:
+            self.commit()
+        t = _now()
+        name = _clean(name)
+        snap = (self.nb, self.cur_start, self.wait, self.cpu, self.samples, self.s_unknown, self.s_set,
+                self.fetches)
+        tok = [name, t, source, snap]
+        self.open_phases.append(tok)
+        self.buf.append("B\t%s\t%d\t%s\n" % (name, t, source))
+        self.flush()
+        return tok
+
+    def phase_end(self, tok):
+        """End a phase. If no step boundary fell inside it (an eval loop, a checkpoint between steps),
+        the data it fetched belongs to the phase, not to the surrounding training step: roll it back."""
+        if tok is None:
+            return
+        t = _now()
+        try:
+            self.open_phases.remove(tok)
+        except ValueError:
+            return  # ended already (e.g. at exit)
+        if tok is self.auto_eval:
+            self.auto_eval = None
+            self.eval_mod = None
+        name, start, source, snap = tok
+        if snap[0] == self.nb:
+            (_, self.cur_start, self.wait, self.cpu, self.samples, self.s_unknown, self.s_set,
+             self.fetches) = snap
+        self.buf.append("P\t%s\t%d\t%d\t%s\n" % (name, start, t, source))
+        self.flush()
+
+    def log(self, samples, tokens, metrics):
+        if self.worker:
+            return
+        t = _now()
+        rec = {}
+        if samples is not None:
+            rec["samples"] = samples
+            self.s_set = int(samples) + (self.s_set or 0)
+        if tokens is not None:
+            rec["tokens"] = tokens
+        rec.update(metrics)
+        self.buf.append("L\t%d\t%s\n" % (t, json.dumps(rec, default=_jsonable)))
+        if t - self.last_flush >= FLUSH_NS:
+            self.flush()
+
+    def info(self, fact):
+        self.buf.append("I\t%d\t%s\n" % (_now(), json.dumps(fact, default=str)))
+
+    def error(self, where, exc):
+        """One diagnostic line per failure site; the user's program carries on untouched."""
+        try:
+            if where in self.errors:
+                return
+            self.errors.add(where)
+            self.info({"kind": "hook_error", "where": where, "error": "%s: %s" % (type(exc).__name__, exc)})
+            self.flush()
+        except BaseException:
+            pass
+
+    # ----------------------------------------------------------------- CUDA events
+    def _cuda_check(self):
+        """CUDA is 'in use' once the program initialized it; we never initialize it ourselves."""
+        torch = self.torch
+        if torch is None or self.worker:
+            return False
+        try:
+            self.cuda_on = bool(torch.cuda.is_initialized())
+        except BaseException:
+            self.cuda_on = False
+        return self.cuda_on
+
+    def _cuda_mark(self):
+        """An event on the current stream, or None when recording one is not allowed (graph capture)."""
+        try:
+            cuda = self.torch.cuda
+            if cuda.is_current_stream_capturing():
+                return None
+            ev = cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        except BaseException as exc:
+            self.error("cuda_event", exc)
+            return None
+
+    def _gpu_step(self, idx, end_ev):
+        """Queue (step, start, end) events and emit every one already resolved — a query, never a sync."""
+        start_ev = self.cuda_prev
+        self.cuda_prev = end_ev
+        q = self.gpu_q
+        if start_ev is not None and end_ev is not None:
+            q.append((idx, start_ev, end_ev))
+            if len(q) > GPU_PENDING_MAX:
+                del q[0]
+        self._gpu_poll()
+
+    def _gpu_poll(self):
+        q = self.gpu_q
+        try:
+            while q:
+                idx, s, e = q[0]
+                if not (e.query() and s.query()):
+                    break
+                del q[0]
+                self.buf.append("G\t%d\t%d\n" % (idx, int(s.elapsed_time(e) * 1e6)))
+        except BaseException as exc:
+            del q[:]
+            self.error("cuda_poll", exc)
+
+    # ----------------------------------------------------------------- profiler
+    def _prof_start(self):
+        try:
+            import _gpusleuth_torch
+
+            self.prof = _gpusleuth_torch.start_profiler(self.torch, self)
+        except BaseException as exc:
+            self.error("profiler_start", exc)
+            self.prof = None
+        if self.prof is None:
+            self.prof_done = True
+
+    def _prof_step(self):
+        try:
+            self.prof.step()
+            if self.prof_done:
+                self.prof.stop()
+                self.prof = None
+        except BaseException as exc:
+            self.error("profiler_step", exc)
+            self.prof = None
+            self.prof_done = True
+
+    def trace_path(self):
+        rank = os.environ.get("RANK", "0")
+        return os.path.join(self.run_dir, "trace", "rank%s-pid%d.pt.trace.json.gz" % (_clean(rank), self.pid))
+
+    # ----------------------------------------------------------------- writing
+    def _header(self):
+        torch = self.torch or sys.modules.get("torch")
+        head = {
+            "pid": self.pid,
+            "ppid": os.getppid(),
+            "role": self.role,
+            "argv": list(getattr(sys, "argv", []) or []),
+            "python": sys.version.split()[0],
+            "executable": sys.executable,
+            "torch": str(getattr(torch, "__version__", "")) or None if torch is not None else None,
+            "t_ns": self.start_ns,
+            "rank": os.environ.get("RANK"),
+            "local_rank": os.environ.get("LOCAL_RANK"),
+        }
+        if self.worker_id is not None:
+            head["worker_id"] = self.worker_id
+        return "H\t%s\n" % json.dumps(head, default=str)
+
+    def flush(self, force=False):
+        """Append the buffered lines with one write; the file (and its header) appear at the first one."""
+        if self.broken:
+            self.buf = []
+            return
+        if not self.buf and not (force and not self.header_done):
+            return
+        buf, self.buf = self.buf, []
+        try:
+            if self.fd is None:
+                raw = os.path.join(self.run_dir, "raw")
+                os.makedirs(raw, exist_ok=True)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+                self.fd = os.open(os.path.join(raw, "events-%d.tsv" % self.pid), flags, 0o644)
+            if not self.header_done:
+                buf.insert(0, self._header())
+                self.header_done = True
+            data = "".join(buf).encode("utf-8", "replace")
+            while data:
+                n = os.write(self.fd, data)
+                data = data[n:]
+        except BaseException:
+            self.broken = True  # nowhere to write: stop trying rather than slow the job down
+        self.last_flush = _now()
+
+    def at_exit(self):
+        """Process exit (normal, sys.exit, an exception or Ctrl-C unwinding): write what we know."""
+        try:
+            if self.exited:
+                self.flush()
+                return
+            self.exited = True
+            if self.auto_eval is not None:
+                self.phase_end(self.auto_eval)
+            self.commit()
+            if self.held:
+                self._commit_backward()
+            if self.gpu_q:
+                self._gpu_poll()
+            if self.prof is not None:
+                prof, self.prof = self.prof, None
+                self.prof_done = True
+                try:
+                    prof.stop()  # exports the steps captured so far through on_trace_ready
+                except BaseException as exc:
+                    self.error("profiler_stop", exc)
+            self.flush(force=self.torch is not None)
+        except BaseException:
+            pass
+
+
+def _parse_range(text):
+    """``"A-B"`` (or ``"A"``) → (A, B), 0-based inclusive step indices; None if absent or malformed."""
+    if not text:
+        return None
+    try:
+        a, _, b = text.strip().partition("-")
+        lo = int(a)
+        hi = int(b) if b else lo
+        if lo < 0 or hi < lo:
+            return None
+        return lo, hi
+    except ValueError:
+        return None
+
+
+# ----------------------------------------------------------------------------- explicit API entry points
+# gpusleuth.api calls these when this module is active in the process. Each swallows its own failures.
+
+def api_step(samples=None):
+    try:
+        if R is not None:
+            R.api_step(samples)
+    except BaseException as exc:
+        R.error("api_step", exc)
+
+
+def api_phase_begin(name, source="api"):
+    try:
+        if R is not None:
+            return R.phase_begin(name, source)
+    except BaseException as exc:
+        R.error("api_phase", exc)
+    return None
+
+
+def api_phase_end(tok):
+    try:
+        if R is not None and tok is not None:
+            R.phase_end(tok)
+    except BaseException as exc:
+        R.error("api_phase", exc)
+
+
+def api_log(samples=None, tokens=None, metrics=None):
+    try:
+        if R is not None:
+            R.log(samples, tokens, metrics or {})
+    except BaseException as exc:
+        R.error("api_log", exc)
+
+
+def api_watch(iterable):
+    if R is None:
+        return iterable
+    return Watched(iterable)
+
+
+class Watched:
+    """An iterable whose ``__next__`` time counts as data wait, exactly like a DataLoader fetch."""
+
+    def __init__(self, iterable):
+        self._src = iterable
+        self._it = None
+
+    def __iter__(self):
+        it = iter(self._src)
+        if it is self._src:  # an iterator: we are its single pass
+            self._it = it
+            return self
+        w = Watched(self._src)
+        w._it = it
+        return w
+
+    def __len__(self):
+        return len(self._src)
+
+    def __next__(self):
+        it = self._it
+        if it is None:
+            it = self._it = iter(self._src)
+        r = R
+        if r is None or r.in_fetch or r.worker or _tid() != r.main_tid:
+            return next(it)
+        try:
+            r.fetch_enter()
+            t0 = _now()
+            c0 = _cpu()
+        except BaseException as exc:
+            r.error("watch", exc)
+            return next(it)
+        try:
+            item = next(it)
+        except BaseException:
+            try:
+                r.fetch_exit(t0, c0, None, False)
+            except BaseException as exc:
+                r.error("watch", exc)
+            raise
+        try:
+            r.fetch_exit(t0, c0, item, True)
+        except BaseException as exc:
+            r.error("watch", exc)
+        return item

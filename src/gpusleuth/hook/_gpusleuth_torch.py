@@ -1,0 +1,357 @@
+"""The torch patches of gpusleuth's hook (standard library only; torch is handed in once imported).
+
+Each patch is a thin wrapper that feeds the recorder (`_gpusleuth_autohook.R`) and then gets out of the
+way: the user's call always runs exactly once, with its own arguments, and its result or exception is
+passed through unchanged. Bookkeeping failures are caught and reported once as ``hook_error`` lines.
+
+What is patched, and why it is the right place:
+
+* ``torch.optim.optimizer.register_optimizer_step_pre_hook/post_hook`` — torch's own global hooks around
+  every ``Optimizer.step``; a stack keeps only the outermost one (wrappers such as ZeroRedundancyOptimizer
+  or Lookahead call an inner optimizer's step).
+* ``_BaseDataLoaderIter.__next__`` — the one method every DataLoader iterator goes through: data wait.
+  ``_BaseDataLoaderIter.__init__`` — worker start-up is wait too, and where we learn the loader's config.
+* ``torch.autograd.backward`` — what ``Tensor.backward`` calls: steps of scripts without an optimizer.
+* ``nn.Module.train`` — ``eval()`` calls it; the outermost call on a model marks the automatic eval phase.
+* ``torch.save`` — the automatic checkpoint phase.
+* ``torch.utils.data._utils.worker._worker_loop`` — replaced by `_worker_loop` below, a module-level
+  function, so that spawn-started workers unpickle it by name just like fork-started ones inherit it.
+"""
+import io
+import sys
+import weakref
+
+import _gpusleuth_autohook as _core
+
+_now = _core._now
+_cpu = _core._cpu
+_tid = _core._tid
+
+_ORIG_WORKER_LOOP = None
+
+
+def install(torch, rec):
+    for patch in (_patch_optimizer, _patch_dataloader, _patch_backward, _patch_train, _patch_save,
+                  _patch_worker_loop):
+        try:
+            patch(torch, rec)
+        except BaseException as exc:
+            rec.error(patch.__name__, exc)
+
+
+# --------------------------------------------------------------------------------------------- optimizer
+def _patch_optimizer(torch, rec):
+    import importlib
+
+    optim = importlib.import_module("torch.optim.optimizer")  # torch.optim deletes the submodule name
+
+    def pre_hook(opt, args, kwargs):
+        r = _core.R
+        if r is None or r.worker:
+            return None
+        try:
+            stack = r.opt_stack
+            if stack:
+                if any(o is opt for o in stack):  # an earlier step raised before its post-hook: start over
+                    del stack[:]
+                else:
+                    stack.append(opt)
+                    return None
+            stack.append(opt)
+            r.opt_begin(opt)
+        except BaseException as exc:
+            r.error("optimizer_pre", exc)
+        return None
+
+    def post_hook(opt, args, kwargs):
+        r = _core.R
+        if r is None or r.worker:
+            return None
+        try:
+            stack = r.opt_stack
+            if stack and stack[-1] is opt:
+                stack.pop()
+                if not stack:
+                    r.opt_end()
+        except BaseException as exc:
+            r.error("optimizer_post", exc)
+        return None
+
+    optim.register_optimizer_step_pre_hook(pre_hook)
+    optim.register_optimizer_step_post_hook(post_hook)
+
+
+# -------------------------------------------------------------------------------------------- DataLoader
+def _patch_dataloader(torch, rec):
+    base = torch.utils.data.dataloader._BaseDataLoaderIter
+    real_next = base.__next__
+    real_init = base.__init__
+
+    def __next__(self):
+        r = _core.R
+        if r is None or r.in_fetch or r.worker or _tid() != r.main_tid:
+            return real_next(self)
+        try:
+            r.fetch_enter()
+            t0 = _now()
+            c0 = _cpu()
+        except BaseException as exc:
+            r.error("fetch_enter", exc)
+            return real_next(self)
+        try:
+            batch = real_next(self)
+        except BaseException:
+            try:  # StopIteration at the end of an epoch (and worker shutdown) is waiting too
+                r.fetch_exit(t0, c0, None, False)
+            except BaseException as exc:
+                r.error("fetch_exit", exc)
+            raise
+        try:
+            r.fetch_exit(t0, c0, batch, True)
+        except BaseException as exc:
+            r.error("fetch_exit", exc)
+        return batch
+
+    def __init__(self, loader, *args, **kwargs):
+        r = _core.R
+        if r is None or r.in_fetch or r.worker or _tid() != r.main_tid:
+            return real_init(self, loader, *args, **kwargs)
+        try:
+            _loader_fact(r, loader)
+            timed = getattr(loader, "num_workers", 0) > 0  # starting workers is what makes this slow
+            if timed:
+                r.fetch_enter()
+                t0 = _now()
+                c0 = _cpu()
+        except BaseException as exc:
+            r.error("loader_init", exc)
+            return real_init(self, loader, *args, **kwargs)
+        if not timed:
+            return real_init(self, loader, *args, **kwargs)
+        try:
+            return real_init(self, loader, *args, **kwargs)
+        finally:
+            try:
+                r.fetch_exit(t0, c0, None, False)
+            except BaseException as exc:
+                r.error("loader_init", exc)
+
+    __next__.__wrapped__ = real_next
+    __init__.__wrapped__ = real_init
+    base.__next__ = __next__
+    base.__init__ = __init__
+
+
+def _loader_fact(r, loader):
+    """One ``I`` record per distinct loader configuration: what the input-pipeline rules reason about."""
+    batch_size = getattr(loader, "batch_size", None)
+    if batch_size is None:
+        batch_size = getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
+    dataset = getattr(loader, "dataset", None)
+    fact = {
+        "kind": "dataloader",
+        "num_workers": getattr(loader, "num_workers", None),
+        "batch_size": batch_size,
+        "pin_memory": bool(getattr(loader, "pin_memory", False)),
+        "persistent_workers": bool(getattr(loader, "persistent_workers", False)),
+        "prefetch_factor": getattr(loader, "prefetch_factor", None),
+        "drop_last": bool(getattr(loader, "drop_last", False)),
+        "dataset": type(dataset).__name__,
+    }
+    key = tuple(sorted((k, str(v)) for k, v in fact.items()))
+    if key not in r.dl_seen:
+        r.dl_seen.add(key)
+        r.info(fact)
+
+
+# --------------------------------------------------------------------------------------------- backward
+def _patch_backward(torch, rec):
+    autograd = torch.autograd
+    real_backward = autograd.backward
+
+    def backward(*args, **kwargs):
+        r = _core.R
+        if r is None or r.worker or r.bw_depth:
+            return real_backward(*args, **kwargs)
+        try:
+            if r.cur_start is None:
+                r.first_activity()
+        except BaseException as exc:
+            r.error("backward", exc)
+        r.bw_depth += 1
+        try:
+            result = real_backward(*args, **kwargs)
+        finally:
+            r.bw_depth -= 1
+        try:
+            r.backward_end(_now())
+        except BaseException as exc:
+            r.error("backward", exc)
+        return result
+
+    backward.__wrapped__ = real_backward
+    backward.__doc__ = real_backward.__doc__
+    backward.__name__ = real_backward.__name__
+    autograd.backward = backward
+
+
+# ----------------------------------------------------------------------------------- eval (Module.train)
+def _patch_train(torch, rec):
+    module_cls = torch.nn.Module
+    real_train = module_cls.train
+
+    def train(self, mode=True):
+        r = _core.R
+        if r is None or r.worker or r.train_depth:
+            return real_train(self, mode)
+        try:
+            was_training = bool(getattr(self, "training", False))
+        except BaseException:
+            was_training = False
+        r.train_depth += 1
+        try:
+            result = real_train(self, mode)
+        finally:
+            r.train_depth -= 1
+        try:
+            _on_train(r, self, bool(mode), was_training)
+        except BaseException as exc:
+            r.error("module_train", exc)
+        return result
+
+    train.__wrapped__ = real_train
+    train.__doc__ = real_train.__doc__
+    module_cls.train = train
+
+
+def _on_train(r, mod, mode, was_training):
+    """Automatic ``eval`` phase: from an outermost ``model.eval()`` to ``model.train()``.
+
+    "Model" means a module the program put in training with an outermost ``.train()`` — not a submodule
+    frozen with ``.eval()`` (batch-norm freezing, a distillation teacher). Before any such call, any
+    module that was training counts. Only after the first step, so inference scripts are not all eval.
+    """
+    if r.trained is None:
+        r.trained = weakref.WeakSet()
+    trained = r.trained
+    if mode:
+        if r.auto_eval is not None:
+            em = r.eval_mod() if r.eval_mod is not None else None
+            if em is None or em is mod or mod in trained:
+                r.phase_end(r.auto_eval)
+        trained.add(mod)
+        return
+    if r.auto_eval is not None or r.nb == 0:
+        return
+    if mod in trained or (len(trained) == 0 and was_training):
+        r.auto_eval = r.phase_begin("eval", "auto")
+        r.eval_mod = weakref.ref(mod)
+
+
+# ------------------------------------------------------------------------------ checkpoint (torch.save)
+def _patch_save(torch, rec):
+    real_save = torch.save
+
+    def save(*args, **kwargs):
+        r = _core.R
+        if r is None or r.worker or r.ckpt_depth:
+            return real_save(*args, **kwargs)
+        tok = None
+        try:
+            f = args[1] if len(args) > 1 else kwargs.get("f")
+            if not isinstance(f, io.BytesIO) and not any(p[0] == "checkpoint" for p in r.open_phases):
+                tok = r.phase_begin("checkpoint", "auto")
+        except BaseException as exc:
+            r.error("save", exc)
+        r.ckpt_depth += 1
+        try:
+            return real_save(*args, **kwargs)
+        finally:
+            r.ckpt_depth -= 1
+            if tok is not None:
+                try:
+                    r.phase_end(tok)
+                except BaseException as exc:
+                    r.error("save", exc)
+
+    save.__wrapped__ = real_save
+    save.__doc__ = real_save.__doc__
+    save.__name__ = real_save.__name__
+    torch.save = save
+    serialization = sys.modules.get("torch.serialization")
+    if serialization is not None and getattr(serialization, "save", None) is real_save:
+        serialization.save = save
+
+
+# ------------------------------------------------------------------------------ DataLoader worker loop
+def _patch_worker_loop(torch, rec):
+    global _ORIG_WORKER_LOOP
+    worker = sys.modules.get("torch.utils.data._utils.worker")
+    if worker is None:
+        import torch.utils.data._utils.worker as worker
+    real = worker._worker_loop
+    if real is not _worker_loop:
+        _ORIG_WORKER_LOOP = real
+        worker._worker_loop = _worker_loop
+
+
+def _worker_loop(*args, **kwargs):
+    """Replaces torch's DataLoader worker entry point: mark the process as a worker, then run torch's.
+
+    Module-level on purpose: a spawn-started worker receives it pickled by name and imports this module
+    (our directory is on the child's PYTHONPATH) — fork-started workers simply inherit it.
+    """
+    try:
+        r = _core.R
+        if r is not None:
+            worker_id = args[10] if len(args) > 10 else kwargs.get("worker_id")
+            r.become_worker(worker_id)
+    except BaseException:
+        pass
+    real = _ORIG_WORKER_LOOP
+    if real is None:  # torch is imported in this child by now, which installed the patch and saved it
+        import torch.utils.data._utils.worker as worker
+
+        real = _ORIG_WORKER_LOOP or worker._worker_loop
+    return real(*args, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------- profiler
+def start_profiler(torch, rec):
+    """A ``torch.profiler.profile`` whose schedule captures steps A..B of this process (0-based, as we
+    count them), stepped at every step boundary, exporting a gzipped Chrome trace when the window ends."""
+    import warnings
+
+    lo, hi = rec.prof_range
+    prof_mod = torch.profiler
+    activities = [prof_mod.ProfilerActivity.CPU]
+    try:
+        if torch.cuda.is_available():
+            activities.append(prof_mod.ProfilerActivity.CUDA)
+    except BaseException:
+        pass
+    warmup = 1 if lo >= 1 else 0
+
+    def ready(prof):
+        import os
+
+        rec.prof_done = True
+        path = rec.trace_path()
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            prof.export_chrome_trace(path)
+            rec.info({"kind": "profiler_trace", "path": path, "steps": [lo, hi]})
+        except BaseException as exc:
+            rec.error("profiler_export", exc)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "won't be using warmup" and friends must not reach the user
+        prof = prof_mod.profile(
+            activities=activities,
+            schedule=prof_mod.schedule(wait=lo - warmup, warmup=warmup, active=hi - lo + 1, repeat=1),
+            on_trace_ready=ready,
+            record_shapes=False,
+            with_stack=False,
+        )
+        prof.start()
+    return prof
