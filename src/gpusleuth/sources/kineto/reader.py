@@ -72,32 +72,33 @@ def _blocks(path: Path, progress: Progress | None, res: ReadResult) -> Iterator[
                 yield block
             return
         dec = zlib.decompressobj(wbits=31)
-        data = first
+        pending = first
         while True:
             try:
-                out = dec.decompress(data)
+                # max_length keeps each decompressed block small (gzip ratios of 15-20x are common)
+                out = dec.decompress(pending, BLOCK)
             except zlib.error as exc:
                 res.truncated = True
                 res.notes.append(f"the gzip stream is damaged after {done:,} compressed bytes ({exc})")
                 return
+            pending = dec.unconsumed_tail
             if out:
                 yield out
             if dec.eof:
-                rest = dec.unused_data
+                rest = dec.unused_data + f.read()
                 if rest.strip(b"\x00"):  # concatenated gzip members
                     dec = zlib.decompressobj(wbits=31)
-                    data = rest
+                    pending = rest
                     continue
                 return
-            data = f.read(BLOCK)
-            if not data:
-                tail = dec.flush()
-                if tail:
-                    yield tail
+            if pending or out:
+                continue
+            pending = f.read(BLOCK)
+            if not pending:
                 res.truncated = True
                 res.notes.append("the gzip stream ends early (file cut off)")
                 return
-            done += len(data)
+            done += len(pending)
             if progress:
                 progress(done, total)
 

@@ -1,0 +1,133 @@
+"""Per-rank analysis of a Kineto trace: ``analyze_trace(run) -> TraceAnalysis``.
+
+Facts only (no advice): the HTA-comparable device split, the per-step exposed-time partition with idle
+causes, kernel breakdown, launch statistics, communication/computation overlap, step-time variance and
+data issues. ``TraceAnalysis.to_dict()`` is the rank's entry in the report JSON's ``"ranks"`` list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpusleuth.run.model import Run
+
+from . import kernels, launch, quality, timeline
+from .prep import ALL_CATS, DEVICE_CATS, IDLE_CATS, prepare
+
+__all__ = ["analyze_trace", "TraceAnalysis", "ALL_CATS", "DEVICE_CATS", "IDLE_CATS"]
+
+
+@dataclass
+class TraceAnalysis:
+    rank: int | None
+    label: str
+    device: str | None
+    device_span_s: float
+    compute: float
+    non_compute: float
+    idle: float
+    device_time: dict[str, float]
+    span_partition: dict[str, float]
+    trace_window_s: float
+    trace_partition: dict[str, float]
+    steps: list[dict[str, Any]]
+    step_stats: dict[str, Any]
+    idle_causes: dict[str, Any]
+    kernels: dict[str, Any]
+    launch: dict[str, Any]
+    overlap: dict[str, Any]
+    issues: list[str] = field(default_factory=list)
+    losses: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self.__dict__)
+
+
+def _plain(x: Any) -> Any:
+    """JSON-safe copy: numpy scalars → Python, NaN/inf → None."""
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not np.isfinite(x):
+        return None
+    return x
+
+
+def _step_stats(steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Spread of step times and robust outliers (median ± 3.5 scaled MADs, and ≥10 % off the median)."""
+    d = np.array([s["duration_s"] for s in steps], float)
+    if len(d) == 0:
+        return {"count": 0}
+    med = float(np.median(d))
+    mad = float(np.median(np.abs(d - med))) * 1.4826
+    out = []
+    if len(d) >= 3:
+        z = np.abs(d - med) / mad if mad > 0 else np.zeros_like(d)
+        far = np.abs(d - med) > 0.1 * med
+        out = [{"step": steps[i]["step"], "duration_s": float(d[i]), "vs_median": float(d[i] / med) if med else None}
+               for i in np.flatnonzero((z > 3.5) & far)]
+    return {"count": int(len(d)), "mean_s": float(d.mean()), "median_s": med, "std_s": float(d.std()),
+            "cv": float(d.std() / d.mean()) if d.mean() > 0 else None, "min_s": float(d.min()),
+            "max_s": float(d.max()), "outliers": out}
+
+
+def _idle_causes(part: dict[str, float]) -> dict[str, Any]:
+    idle = {c: part.get(c, 0.0) for c in IDLE_CATS}
+    tot = sum(idle.values())
+    return {"total_s": tot, "seconds": idle, "share": {c: (v / tot if tot else 0.0) for c, v in idle.items()}}
+
+
+def analyze_trace(run: Run) -> TraceAnalysis:
+    tr = run.trace
+    p = prepare(tr)
+    tl = timeline.build(p)
+    split = timeline.device_split(tl)
+    issues = quality.find_issues(p)
+    # per-step partition (ProfilerStep windows; the last step is kept — see docs)
+    steps: list[dict[str, Any]] = []
+    if len(p.step_num):
+        parts = timeline.partition(tl, p.step_start, p.step_end)
+        hidden = timeline.overlapped_comm(tl, p.step_start, p.step_end)
+        for i, num in enumerate(p.step_num):
+            row = parts[i]
+            steps.append({
+                "step": int(num),
+                "start_s": (int(p.step_start[i]) - tl.lo) / 1e9,
+                "duration_s": int(p.step_end[i] - p.step_start[i]) / 1e9,
+                "partition": {c: int(v) / 1e9 for c, v in zip(ALL_CATS, row) if v},
+                "comm_overlapped_s": int(hidden[i]) / 1e9,
+            })
+    else:
+        issues.append("no ProfilerStep#N annotations (profiled without prof.step()): per-step partition "
+                      "unavailable; the whole-trace partition covers the same categories")
+    whole = timeline.partition(tl, np.array([tl.lo]), np.array([tl.hi]))[0]
+    trace_part = {c: int(v) / 1e9 for c, v in zip(ALL_CATS, whole) if v}
+    # idle causes over the steps when there are steps, else over the device span
+    if steps:
+        agg: dict[str, float] = {}
+        for s in steps:
+            for c, v in s["partition"].items():
+                agg[c] = agg.get(c, 0.0) + v
+        causes = _idle_causes(agg)
+        causes["over"] = "steps"
+    else:
+        causes = _idle_causes(split["span_partition"])
+        causes["over"] = "device_span"
+    meta = run.meta
+    return TraceAnalysis(
+        rank=meta.get("rank"), label=str(meta.get("label", "")), device=meta.get("device"),
+        device_span_s=split["device_span_s"], compute=split["compute"], non_compute=split["non_compute"],
+        idle=split["idle"],
+        device_time={k: split[k] for k in ("busy_s", "compute_s", "non_compute_s", "idle_s")},
+        span_partition=split["span_partition"],
+        trace_window_s=(tl.hi - tl.lo) / 1e9, trace_partition=trace_part,
+        steps=steps, step_stats=_step_stats(steps), idle_causes=causes,
+        kernels=kernels.breakdown(p), launch=launch.launch_stats(p), overlap=timeline.comm_overlap(tl),
+        issues=issues, losses=list(run.losses),
+    )

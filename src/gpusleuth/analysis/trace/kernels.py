@@ -1,0 +1,120 @@
+"""Kernel breakdown: where device time went, by kernel name and by family.
+
+Per name: count, total, mean, median, min, max of *individual launches* (HTA's table re-aggregates
+per-name totals, so its max/min/std stop meaning anything once there are more than ten names). Families
+— communication (NCCL/RCCL, old and new names), Triton, CUDA-graph launched, tensor-core GEMM/conv and
+their math precision — are read once per distinct name, then summed with ``bincount``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpusleuth.sources.kineto.model import KERNEL
+
+from . import classify as C
+from .prep import COMM, Prepared
+
+SHORT_KERNEL_NS = 10_000
+TOP_N = 15
+
+
+def _median_by_group(codes: np.ndarray, values: np.ndarray, ngroups: int) -> np.ndarray:
+    """Median of ``values`` per group code, vectorized: sort by (code, value), pick the middle(s)."""
+    order = np.lexsort((values, codes))
+    v = values[order].astype(np.float64)
+    counts = np.bincount(codes, minlength=ngroups)
+    first = np.r_[0, np.cumsum(counts)[:-1]]
+    lo = first + (counts - 1) // 2
+    hi = first + counts // 2
+    med = np.full(ngroups, np.nan)
+    ok = counts > 0
+    med[ok] = (v[lo[ok]] + v[hi[ok]]) / 2
+    return med
+
+
+def breakdown(p: Prepared) -> dict:
+    names = p.trace.names
+    km = p.kind == KERNEL
+    if not km.any():
+        return {"kernels": 0, "kernel_time_s": 0.0, "top": [], "families": {}, "short_kernels": None,
+                "precision_s": {}, "tensor_core_share": None}
+    code = p.name[km]
+    dur = p.dur[km]
+    cat = p.cat[km]
+    uniq, inv = np.unique(code, return_inverse=True)
+    ng = len(uniq)
+    count = np.bincount(inv, minlength=ng)
+    tot = np.bincount(inv, weights=dur.astype(np.float64), minlength=ng)
+    mn = np.full(ng, np.iinfo(np.int64).max)
+    mx = np.zeros(ng, np.int64)
+    np.minimum.at(mn, inv, dur)
+    np.maximum.at(mx, inv, dur)
+    med = _median_by_group(inv, dur, ng)
+    total = float(dur.sum())
+    # families, per distinct name
+    uname = [names[c] for c in uniq]
+    tc = np.array([C.is_tensor_core(n) for n in uname], bool)
+    prec = [C.precision(n) for n in uname]
+    triton = np.array([C.is_triton(n) for n in uname], bool)
+    comm_name = np.bincount(inv, weights=(cat == COMM).astype(np.float64), minlength=ng) > 0
+    # launch-API families: CUDA graphs and driver-API (Triton) launches, from the launching call's name
+    launch_rows = p.launch[km]
+    lname = np.where(launch_rows >= 0, p.trace.events["name"][np.maximum(launch_rows, 0)], -1)
+    graph_tab = np.append(C.lookup(names, lambda n: n in ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")),
+                          False)
+    drv_tab = np.append(C.lookup(names, lambda n: n.startswith("cuLaunchKernel")), False)
+    by_graph = graph_tab[lname]
+    by_triton = triton[inv] | drv_tab[lname]
+
+    def share(mask_rows: np.ndarray) -> dict:
+        t = float(dur[mask_rows].sum())
+        return {"count": int(mask_rows.sum()), "time_s": t / 1e9, "share": t / total if total else 0.0}
+
+    prec_time: dict[str, float] = {}
+    for i, pr in enumerate(prec):
+        if pr:
+            prec_time[pr] = prec_time.get(pr, 0.0) + tot[i]
+    gemm_time = sum(prec_time.values())
+    top = np.argsort(-tot, kind="stable")[:TOP_N]
+    short = dur < SHORT_KERNEL_NS
+    return {
+        "kernels": int(len(dur)),
+        "distinct_names": ng,
+        "kernel_time_s": total / 1e9,
+        "top": [{
+            "name": uname[i],
+            "count": int(count[i]),
+            "total_s": tot[i] / 1e9,
+            "share": tot[i] / total if total else 0.0,
+            "mean_us": tot[i] / count[i] / 1e3,
+            "median_us": med[i] / 1e3,
+            "min_us": mn[i] / 1e3,
+            "max_us": mx[i] / 1e3,
+            "family": _family(comm_name[i], triton[i], tc[i], prec[i]),
+        } for i in top],
+        "families": {
+            "communication": share(cat == COMM),
+            "tensor_core": share(tc[inv]),
+            "triton": share(by_triton),
+            "cuda_graph": share(by_graph),
+        },
+        "short_kernels": {"threshold_us": SHORT_KERNEL_NS / 1e3, "count": int(short.sum()),
+                          "count_share": float(short.mean()),
+                          "time_share": float(dur[short].sum() / total) if total else 0.0},
+        "precision_s": {k: v / 1e9 for k, v in sorted(prec_time.items(), key=lambda kv: -kv[1])},
+        "precision_share_of_gemm": {k: v / gemm_time for k, v in prec_time.items()} if gemm_time else {},
+        "tensor_core_share": float(dur[tc[inv]].sum() / total) if total else None,
+    }
+
+
+def _family(comm: bool, triton: bool, tc: bool, prec: str | None) -> str:
+    if comm:
+        return "communication"
+    if triton:
+        return "triton"
+    if tc:
+        return f"tensor-core {prec}" if prec else "tensor-core"
+    if prec:
+        return f"gemm {prec}"
+    return "other"

@@ -1,0 +1,164 @@
+"""Device timeline and the exposed-time partition: what the device did (or waited on) at every instant.
+
+One priority painting over the whole trace window labels each instant with exactly one category:
+device work first (compute > communication > copies by direction > memset — so communication that runs
+under compute is "overlapped", not exposed), and where the device is idle, the cause read from the host
+side at that instant (see ``IDLE_CATS`` and docs/trace-analysis.md). Per-step, per-device-span and
+whole-trace sums are then tallies of the same painted segments, so each partition sums exactly to its
+window, in integer nanoseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpusleuth.sources.kineto.model import CPU_OP, PYTHON, RUNTIME, TRACE, USER_ANN
+
+from . import classify as C
+from .intervals import active_segments, covers, intersect_len, paint, tally, union
+from .prep import ALL_CATS, COMM, COMPUTE, DEVICE_CATS, IDLE_CATS, Prepared
+
+#: A queued op that has not started within this long after its launch call returned is waiting on a
+#: dependency (another stream, a peer rank), not on launch latency. Typical CUDA launch-to-start
+#: latency on an empty queue is 2–10 µs; the launch stats report the measured distribution.
+LAUNCH_LATENCY_NS = 10_000
+
+
+@dataclass
+class Timeline:
+    lo: int
+    hi: int
+    bounds: np.ndarray
+    label: np.ndarray
+    compute_active: np.ndarray
+    comm_active: np.ndarray
+    span_lo: int | None
+    span_hi: int | None
+    busy: tuple[np.ndarray, np.ndarray]
+    compute: tuple[np.ndarray, np.ndarray]
+    comm: tuple[np.ndarray, np.ndarray]
+
+
+def _evidence_layers(p: Prepared, busy: tuple[np.ndarray, np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Host-side evidence intervals, one layer per idle cause, in ``IDLE_CATS`` order."""
+    tr = p.trace
+    ev = tr.events
+    k = ev["kind"]
+    ts = ev["ts"]
+    end = ts + np.maximum(ev["dur"], 0)
+    names = tr.names
+    code = ev["name"]
+    host = (k == CPU_OP) | (k == RUNTIME) | (k == USER_ANN) | (k == PYTHON)
+    step_tab = C.lookup(names, C.is_profiler_step)
+    host &= ~step_tab[code]
+    sync_m = host & C.lookup(names, C.is_sync)[code]
+    dl_m = host & (k != RUNTIME) & C.lookup(names, C.is_data_loader)[code]
+    opt_m = host & (k != RUNTIME) & C.lookup(names, C.is_optimizer)[code]
+    launch_m = (k == RUNTIME) & C.lookup(names, C.is_launch)[code]
+    bs, be = busy
+
+    def drained(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A blocking wait that began while the device was busy drains the queue; the idle time until
+        the device restarts is caused by that wait, so extend the interval to the next device start."""
+        s, e = ts[m], end[m]
+        if len(bs) == 0 or len(s) == 0:
+            return s, e
+        busy_then = covers(bs, be, s)
+        nxt = np.searchsorted(bs, e, side="left")
+        restart = np.where(nxt < len(bs), bs[np.minimum(nxt, len(bs) - 1)], e)
+        return s, np.where(busy_then, np.maximum(e, restart), e)
+
+    # queued work the device has not started: launch latency first, then a dependency wait
+    has = p.launch >= 0
+    ql = p.l_end[has]
+    qs = p.start[has]
+    lat_end = np.minimum(qs, ql + LAUNCH_LATENCY_NS)
+    dep = (ql + LAUNCH_LATENCY_NS, qs)
+    lat = (ql, lat_end)
+    ls, le = ts[launch_m], end[launch_m]
+    layers = {
+        "idle_dependency": dep,
+        "idle_sync": drained(sync_m),
+        "idle_data_loader": drained(dl_m),
+        "idle_optimizer_cpu": (ts[opt_m], end[opt_m]),
+        "idle_launch": (np.concatenate([ls, lat[0]]), np.concatenate([le, lat[1]])),
+        "idle_host": (ts[host], end[host]),
+        "idle_other": (np.empty(0, np.int64), np.empty(0, np.int64)),
+    }
+    return [layers[c] for c in IDLE_CATS]
+
+
+def build(p: Prepared) -> Timeline:
+    """Paint the whole trace window once."""
+    ev = p.trace.events
+    k = ev["kind"]
+    real = k != TRACE
+    ts = ev["ts"][real]
+    if len(ts):
+        lo = int(ts.min())
+        hi = int((ts + np.maximum(ev["dur"][real], 0)).max())
+    else:
+        lo = hi = 0
+    busy = union(p.start, p.end, presorted=True)
+    dev_layers = [union(p.start[p.cat == c], p.end[p.cat == c], presorted=True) for c in range(len(DEVICE_CATS))]
+    layers = dev_layers + _evidence_layers(p, busy)
+    span_lo = int(p.start.min()) if p.n else None
+    span_hi = int(p.end.max()) if p.n else None
+    hi = max(hi, span_hi or hi)
+    extra = [p.step_start, p.step_end]
+    if span_lo is not None:
+        extra.append(np.array([span_lo, span_hi], np.int64))
+    bounds, label = paint(layers, lo, hi, np.concatenate(extra))
+    label[label == len(layers)] = ALL_CATS.index("idle_other")  # no device work, no host evidence
+    compute_active = active_segments(bounds, *dev_layers[COMPUTE])
+    comm_active = active_segments(bounds, *dev_layers[COMM])
+    return Timeline(lo, hi, bounds, label, compute_active, comm_active, span_lo, span_hi, busy,
+                    dev_layers[COMPUTE], dev_layers[COMM])
+
+
+def partition(tl: Timeline, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """ns per (window, category in ``ALL_CATS``); each row sums to its window's length."""
+    return tally(tl.bounds, tl.label, len(ALL_CATS), np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+
+
+def overlapped_comm(tl: Timeline, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """ns of communication hidden under compute, per window."""
+    both = (tl.compute_active & tl.comm_active).astype(np.int16)
+    return tally(tl.bounds, both, 2, np.asarray(starts, np.int64), np.asarray(ends, np.int64))[:, 1]
+
+
+def device_split(tl: Timeline) -> dict:
+    """HTA's temporal breakdown, same definition: over the span from the first device op's start to the
+    last one's end, idle = span − busy union, compute = union of compute kernels, non-compute = the rest
+    (copies, sets, communication not under compute)."""
+    if tl.span_lo is None:
+        return {"device_span_s": 0.0, "compute": 0.0, "non_compute": 0.0, "idle": 0.0,
+                "busy_s": 0.0, "compute_s": 0.0, "non_compute_s": 0.0, "idle_s": 0.0, "span_partition": {}}
+    part = partition(tl, np.array([tl.span_lo]), np.array([tl.span_hi]))[0]
+    span = tl.span_hi - tl.span_lo
+    nd = len(DEVICE_CATS)
+    compute = int(part[COMPUTE])
+    non_compute = int(part[1:nd].sum())
+    idle = int(part[nd:].sum())
+    frac = (lambda x: x / span) if span > 0 else (lambda x: 0.0)
+    return {
+        "device_span_s": span / 1e9,
+        "compute": frac(compute), "non_compute": frac(non_compute), "idle": frac(idle),
+        "busy_s": (compute + non_compute) / 1e9, "compute_s": compute / 1e9,
+        "non_compute_s": non_compute / 1e9, "idle_s": idle / 1e9,
+        "span_partition": {c: int(v) / 1e9 for c, v in zip(ALL_CATS, part) if v},
+    }
+
+
+def comm_overlap(tl: Timeline) -> dict:
+    """Share of communication time that ran while compute kernels also ran (HTA's definition), plus the
+    exposed remainder, which is what actually costs step time."""
+    comm_s, comm_e = tl.comm
+    total = int((comm_e - comm_s).sum())
+    if total == 0:
+        return {"comm_s": 0.0, "overlapped_s": 0.0, "exposed_s": 0.0, "overlap_ratio": None}
+    both = intersect_len(tl.comm, tl.compute)
+    return {"comm_s": total / 1e9, "overlapped_s": both / 1e9, "exposed_s": (total - both) / 1e9,
+            "overlap_ratio": both / total}
