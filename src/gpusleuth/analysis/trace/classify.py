@@ -47,7 +47,7 @@ _TENSOR_CORE = re.compile(
     r"884gemm|1688gemm|16816gemm|161616|hmma|wmma|imma|xmma|tensorop|gmma|_mma|mma_|"
     r"s884|h884|s1688|h1688|s16816|h16816|i8816|tf32|bf16|fp16_|_fp16|e4m3|e5m2|flash_fwd|flash_bwd|fmha|"
     r"cutlass_80|cutlass_90|sm80_|sm90_|sm100_|ampere_h|ampere_bf|ampere_fp16|hopper", re.I)
-_GEMM_LIKE = re.compile(r"gemm|xmma|cutlass|matmul|conv|cudnn|wgrad|dgrad|fprop|flash|fmha|attention|"
+_GEMM_LIKE = re.compile(r"gemm|xmma|cutlass|matmul|conv|wgrad|dgrad|fprop|flash|fmha|attention|"
                         r"hgemm|sgemm|dgemm|mma", re.I)
 
 
@@ -64,18 +64,18 @@ def precision(name: str) -> str | None:
         return None
     if "e4m3" in low or "e5m2" in low or "fp8" in low:
         return "fp8"
-    if "bf16" in low:
+    if "bf16" in low or "bfloat16" in low:
         return "bf16"
     if "tf32" in low:
         return "tf32"
-    if ("fp16" in low or "f16" in low or "half" in low or "h884" in low or "h1688" in low
+    if ("fp16" in low or "f16" in low or "half" in low or "__half" in low or "h884" in low or "h1688" in low
             or "h16816" in low or "s884" in low or "s1688" in low or "s16816" in low or "hgemm" in low):
         return "fp16"
     if "i8" in low or "int8" in low or "imma" in low:
         return "int8"
     if "dgemm" in low or "fp64" in low or "f64" in low:
         return "fp64"
-    if "sgemm" in low or "fp32" in low or "f32" in low or "scudnn" in low:
+    if "sgemm" in low or "fp32" in low or "f32" in low or "scudnn" in low or "<float" in low:
         return "fp32"
     return None
 

@@ -22,7 +22,7 @@ DEVICE_CATS = ["compute", "comm", "memcpy_h2d_pinned", "memcpy_h2d_pageable", "m
                "memcpy_d2h_pinned", "memcpy_d2h_pageable", "memcpy_d2h", "memcpy_d2d", "memcpy_other",
                "memset"]
 #: Idle causes in priority order (see docs/trace-analysis.md, "Idle causes").
-IDLE_CATS = ["idle_dependency", "idle_sync", "idle_data_loader", "idle_optimizer_cpu", "idle_launch",
+IDLE_CATS = ["idle_dependency", "idle_kernel_gap", "idle_sync", "idle_data_loader", "idle_optimizer_cpu", "idle_launch",
              "idle_host", "idle_other"]
 ALL_CATS = DEVICE_CATS + IDLE_CATS
 COMPUTE, COMM = 0, 1
@@ -43,6 +43,7 @@ class Prepared:
     launch: np.ndarray  # row index of the launching runtime call, -1 if none found
     l_start: np.ndarray  # launch call start / end (ns), meaningful where launch >= 0
     l_end: np.ndarray
+    ready: np.ndarray  # when the op could first run in stream order: max(launch return, previous op's end)
     # steps
     step_num: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     step_start: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
@@ -104,11 +105,35 @@ def prepare(trace: TraceData) -> Prepared:
     has = launch >= 0
     l_start = np.where(has, ts[np.maximum(launch, 0)], 0)
     l_end = np.where(has, l_start + dur[np.maximum(launch, 0)], 0)
-    p = Prepared(trace=trace, rows=rows, start=start, end=end, dur=dur[rows], stream=ev["stream"][rows],
+    d_stream = ev["stream"][rows]
+    ready = np.maximum(np.where(has, l_end, start), _prev_end_on_stream(start, end, d_stream))
+    p = Prepared(trace=trace, rows=rows, start=start, end=end, dur=dur[rows], stream=d_stream,
                  name=d_name, kind=d_kind, cat=cat, launch=launch, l_start=l_start, l_end=l_end,
-                 issues=issues, negative_durations=nneg)
+                 ready=np.minimum(ready, start), issues=issues, negative_durations=nneg)
     _steps(p, dur)
     return p
+
+
+def _prev_end_on_stream(start: np.ndarray, end: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """End of the latest-ending earlier op on the same stream (a stream runs its ops in order), or the
+    minimum int64 for a stream's first op."""
+    out = np.full(len(start), np.iinfo(np.int64).min, np.int64)
+    if len(start) < 2:
+        return out
+    order = np.lexsort((start, stream))
+    st, en = stream[order], end[order]
+    first = np.r_[True, st[1:] != st[:-1]]
+    # running max of ends that restarts at each stream: offset each stream's values so a global
+    # running max cannot leak across streams, then subtract the offset again
+    grp = np.cumsum(first) - 1
+    span = int(end.max() - min(int(start.min()), int(end.min()))) + 1
+    base = int(min(start.min(), end.min()))
+    shifted = (en - base) + grp.astype(np.int64) * span
+    reach = np.maximum.accumulate(shifted) - grp.astype(np.int64) * span + base
+    prev = np.r_[np.iinfo(np.int64).min, reach[:-1]]
+    prev[first] = np.iinfo(np.int64).min
+    out[order] = prev
+    return out
 
 
 def _steps(p: Prepared, dur: np.ndarray) -> None:

@@ -20,10 +20,11 @@ from . import classify as C
 from .intervals import active_segments, covers, intersect_len, paint, tally, union
 from .prep import ALL_CATS, COMM, COMPUTE, DEVICE_CATS, IDLE_CATS, Prepared
 
-#: A queued op that has not started within this long after its launch call returned is waiting on a
-#: dependency (another stream, a peer rank), not on launch latency. Typical CUDA launch-to-start
-#: latency on an empty queue is 2–10 µs; the launch stats report the measured distribution.
-LAUNCH_LATENCY_NS = 10_000
+#: An op that is ready to run (launched, and the previous op on its stream finished) but has not started
+#: within this long is waiting on a dependency (an event from another stream, a peer rank), not on
+#: launch or scheduling latency. Same 30 µs cut HTA uses for "kernel_wait" (measured launch latency on an
+#: empty queue is 2–10 µs on the real traces; the launch stats report it).
+DEPENDENCY_NS = 30_000
 
 
 @dataclass
@@ -70,16 +71,19 @@ def _evidence_layers(p: Prepared, busy: tuple[np.ndarray, np.ndarray]) -> list[t
         restart = np.where(nxt < len(bs), bs[np.minimum(nxt, len(bs) - 1)], e)
         return s, np.where(busy_then, np.maximum(e, restart), e)
 
-    # queued work the device has not started: launch latency first, then a dependency wait
+    # ready-but-not-started device work: the first DEPENDENCY_NS is launch latency (queue was empty at
+    # launch) or inter-kernel scheduling gap (queued behind the previous op); beyond it, a dependency
     has = p.launch >= 0
-    ql = p.l_end[has]
-    qs = p.start[has]
-    lat_end = np.minimum(qs, ql + LAUNCH_LATENCY_NS)
-    dep = (ql + LAUNCH_LATENCY_NS, qs)
-    lat = (ql, lat_end)
+    ready, start = p.ready[has], p.start[has]
+    behind = ready > p.l_end[has]  # became ready when the previous op on its stream finished
+    short_end = np.minimum(start, ready + DEPENDENCY_NS)
+    dep = (ready + DEPENDENCY_NS, start)
+    gap = (ready[behind], short_end[behind])
+    lat = (ready[~behind], short_end[~behind])
     ls, le = ts[launch_m], end[launch_m]
     layers = {
         "idle_dependency": dep,
+        "idle_kernel_gap": gap,
         "idle_sync": drained(sync_m),
         "idle_data_loader": drained(dl_m),
         "idle_optimizer_cpu": (ts[opt_m], end[opt_m]),

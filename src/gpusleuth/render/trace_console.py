@@ -1,0 +1,152 @@
+"""Terminal rendering of one rank's trace analysis (formatting only — every number comes from the
+:class:`~gpusleuth.analysis.trace.TraceAnalysis`; nothing is computed here beyond unit conversion).
+
+Trace-derived strings (kernel names, file names) go through ``rich.markup.escape`` so a name with
+square brackets cannot inject console markup.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+_LABELS = {
+    "compute": "compute kernels", "comm": "communication (exposed)",
+    "memcpy_h2d_pinned": "copy H2D (pinned)", "memcpy_h2d_pageable": "copy H2D (pageable)",
+    "memcpy_h2d": "copy H2D", "memcpy_d2h_pinned": "copy D2H (pinned)",
+    "memcpy_d2h_pageable": "copy D2H (pageable)", "memcpy_d2h": "copy D2H", "memcpy_d2d": "copy D2D",
+    "memcpy_other": "copy (other)", "memset": "memset",
+    "idle_dependency": "idle: waiting on a dependency (work queued)",
+    "idle_kernel_gap": "idle: gaps between queued kernels",
+    "idle_sync": "idle: host synchronization", "idle_data_loader": "idle: data loader",
+    "idle_optimizer_cpu": "idle: optimizer on CPU", "idle_launch": "idle: launch-bound",
+    "idle_host": "idle: host-bound (Python/framework)", "idle_other": "idle: no host activity recorded",
+}
+
+
+def _ms(s: float | None) -> str:
+    return "—" if s is None else f"{s * 1e3:,.2f}"
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x * 100:.1f}%"
+
+
+def _us(x: float | None) -> str:
+    return "—" if x is None else f"{x:,.1f}"
+
+
+def render_trace(analysis: Any, console: Console) -> None:
+    d = analysis.to_dict() if hasattr(analysis, "to_dict") else analysis
+    rank = "?" if d.get("rank") is None else d["rank"]
+    console.rule(f"[bold]Trace · rank {rank}[/] · {escape(str(d.get('label', '')))}"
+                 + (f" · {escape(d['device'])}" if d.get("device") else ""))
+    console.print(f"Device span {_ms(d['device_span_s'])} ms: compute {_pct(d['compute'])}, "
+                  f"non-compute {_pct(d['non_compute'])}, idle {_pct(d['idle'])} "
+                  "[dim](HTA-comparable temporal breakdown)[/]")
+    _partition(d, console)
+    _idle(d, console)
+    _kernels(d, console)
+    _launch(d, console)
+    _overlap_steps(d, console)
+    for title, items, style in (("Data issues", d.get("issues", []), "yellow"),
+                                ("Losses", d.get("losses", []), "red")):
+        if items:
+            console.print(f"[bold {style}]{title}[/]")
+            for s in items:
+                console.print(f"  • {escape(s)}")
+
+
+def _partition(d: dict, console: Console) -> None:
+    steps = d.get("steps") or []
+    if steps:
+        cats = [c for c in _LABELS if any(c in s["partition"] for s in steps)]
+        t = Table(title="Exposed time per step (ms; each row sums to the step time)", show_lines=False)
+        t.add_column("category")
+        for s in steps:
+            t.add_column(f"#{s['step']}", justify="right")
+        t.add_row("[bold]step time[/]", *[f"[bold]{_ms(s['duration_s'])}[/]" for s in steps])
+        for c in cats:
+            t.add_row(_LABELS[c], *[_ms(s["partition"].get(c, 0.0)) for s in steps])
+        t.add_row("[dim]comm hidden under compute[/]", *[_ms(s.get("comm_overlapped_s", 0.0)) for s in steps])
+        console.print(t)
+    else:
+        part = d.get("trace_partition") or {}
+        t = Table(title=f"Exposed time over the whole trace ({_ms(d.get('trace_window_s'))} ms; no ProfilerStep)")
+        t.add_column("category")
+        t.add_column("ms", justify="right")
+        t.add_column("share", justify="right")
+        tot = d.get("trace_window_s") or 0.0
+        for c in _LABELS:
+            if c in part:
+                t.add_row(_LABELS[c], _ms(part[c]), _pct(part[c] / tot if tot else None))
+        console.print(t)
+
+
+def _idle(d: dict, console: Console) -> None:
+    ic = d.get("idle_causes") or {}
+    if not ic.get("total_s"):
+        return
+    t = Table(title=f"Idle causes (over the {'steps' if ic.get('over') == 'steps' else 'device span'}, "
+                    f"{_ms(ic['total_s'])} ms idle)")
+    t.add_column("cause")
+    t.add_column("ms", justify="right")
+    t.add_column("share of idle", justify="right")
+    for c, v in sorted(ic["seconds"].items(), key=lambda kv: -kv[1]):
+        if v > 0:
+            t.add_row(_LABELS.get(c, c), _ms(v), _pct(ic["share"].get(c)))
+    console.print(t)
+
+
+def _kernels(d: dict, console: Console) -> None:
+    k = d.get("kernels") or {}
+    if not k.get("kernels"):
+        return
+    t = Table(title=f"Top kernels ({k['kernels']:,} kernels, {k['distinct_names']:,} names, "
+                    f"{_ms(k['kernel_time_s'])} ms)")
+    for col, j in (("kernel", "left"), ("family", "left"), ("count", "right"), ("total ms", "right"),
+                   ("share", "right"), ("mean µs", "right"), ("median µs", "right")):
+        t.add_column(col, justify=j, overflow="ellipsis", no_wrap=True, max_width=60 if col == "kernel" else None)
+    for r in k["top"]:
+        t.add_row(escape(r["name"]), r["family"], f"{r['count']:,}", _ms(r["total_s"]), _pct(r["share"]),
+                  _us(r["mean_us"]), _us(r["median_us"]))
+    console.print(t)
+    fam = k.get("families", {})
+    sk = k.get("short_kernels") or {}
+    parts = [f"{name} {_pct(v['share'])}" for name, v in fam.items() if v.get("count")]
+    console.print(f"Kernel families by time: {', '.join(parts) or 'none recognised'}; "
+                  f"short kernels (<{sk.get('threshold_us', 10):g} µs): {_pct(sk.get('count_share'))} of kernels, "
+                  f"{_pct(sk.get('time_share'))} of kernel time")
+    if k.get("precision_share_of_gemm"):
+        prec = ", ".join(f"{p} {_pct(v)}" for p, v in k["precision_share_of_gemm"].items())
+        console.print(f"GEMM/conv precision by time: {prec}; tensor-core kernels {_pct(k.get('tensor_core_share'))} "
+                      "of kernel time")
+
+
+def _launch(d: dict, console: Console) -> None:
+    L = d.get("launch") or {}
+    if not L.get("launches"):
+        return
+    console.print(
+        f"Launches: {L['launches']:,}; launch call median {_us(L['launch_cost_us']['median'])} µs; "
+        f"launch latency (empty queue) median {_us(L['launch_latency_us']['median'])} µs over "
+        f"{L['launch_latency_us']['count']:,}; queueing delay median {_us(L['queueing_delay_us']['median'])} µs "
+        f"over {L['queueing_delay_us']['count']:,}; max queue depth {L['max_queue_depth']:,}"
+        + (f"; queue saturated (≥{L['saturation_depth']}) for {_ms(L['saturated_s'])} ms — the CPU blocks "
+           "in launches" if L.get("saturated_s") else "")
+        + f"; {_pct(L['ops_shorter_than_launch']['share'])} of ops run shorter than their launch call")
+
+
+def _overlap_steps(d: dict, console: Console) -> None:
+    ov = d.get("overlap") or {}
+    if ov.get("comm_s"):
+        console.print(f"Communication {_ms(ov['comm_s'])} ms: {_pct(ov['overlap_ratio'])} overlapped with compute, "
+                      f"{_ms(ov['exposed_s'])} ms exposed")
+    st = d.get("step_stats") or {}
+    if st.get("count"):
+        out = ", ".join(f"#{o['step']} ({o['vs_median']:.2f}× median)" for o in st.get("outliers", []))
+        console.print(f"Steps: {st['count']}, median {_ms(st['median_s'])} ms, CV {_pct(st.get('cv'))}"
+                      + (f"; outliers: {out}" if out else ""))
