@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
         ),
     )
     p.add_argument("--out", type=Path, default=None, help="keep the two run directories here (default: a temp dir)")
-    p.add_argument("--steps", type=int, default=60, help="training steps per run (default 60)")
+    p.add_argument("--steps", type=int, default=120, help="training steps per run (default 120)")
     p.set_defaults(func=demo_command)
 
 

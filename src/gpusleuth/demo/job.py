@@ -26,9 +26,9 @@ def main(argv=None) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--planted", action="store_true")
     mode.add_argument("--fixed", action="store_true")
-    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--steps", type=int, default=120)
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--transform-rounds", type=int, default=int(os.environ.get("GPUSLEUTH_DEMO_ROUNDS", "6")))
+    parser.add_argument("--transform-rounds", type=int, default=int(os.environ.get("GPUSLEUTH_DEMO_ROUNDS", "16")))
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args(argv)
 
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
         pin_memory=args.fixed and cuda, persistent_workers=workers > 0,
         prefetch_factor=4 if workers > 0 else None,
     )
-    model = nn.Sequential(nn.Linear(4096, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10)).to(device)
+    model = nn.Sequential(nn.Linear(4096, 2048), nn.ReLU(), nn.Linear(2048, 256), nn.ReLU(), nn.Linear(256, 10)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
     for x, y in loader:

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-FLUSH_EVERY_S = 1.0
+FLUSH_EVERY_S = 0.5  # SIGKILL of the recorder loses at most this much (plus one tick)
 GPU_PROCS_EVERY_S = 5.0
 STATUS_FILE = "recorder.json"
 

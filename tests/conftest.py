@@ -1,0 +1,35 @@
+"""Shared helpers: run the real ``gpusleuth`` CLI in a child process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+TRACES = SHARED / "traces" / "hta"
+
+
+def gpusleuth(*args, timeout=180, env=None, **kw) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "gpusleuth", *map(str, args)],
+        capture_output=True, text=True, timeout=timeout, env=full_env, **kw,
+    )
+
+
+def report_json(run_dir: Path) -> dict:
+    res = gpusleuth("report", run_dir, "--json")
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+@pytest.fixture
+def run_cli():
+    return gpusleuth
