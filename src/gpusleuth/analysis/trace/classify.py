@@ -47,7 +47,7 @@ _TENSOR_CORE = re.compile(
     r"884gemm|1688gemm|16816gemm|161616|hmma|wmma|imma|xmma|tensorop|gmma|_mma|mma_|"
     r"s884|h884|s1688|h1688|s16816|h16816|i8816|tf32|bf16|fp16_|_fp16|e4m3|e5m2|flash_fwd|flash_bwd|fmha|"
     r"cutlass_80|cutlass_90|sm80_|sm90_|sm100_|ampere_h|ampere_bf|ampere_fp16|hopper", re.I)
-_GEMM_LIKE = re.compile(r"gemm|xmma|cutlass|matmul|conv|wgrad|dgrad|fprop|flash|fmha|attention|"
+_GEMM_LIKE = re.compile(r"gemm|xmma|cutlass|matmul|conv|scudnn|hcudnn|wgrad|dgrad|fprop|flash|fmha|attention|"
                         r"hgemm|sgemm|dgemm|mma", re.I)
 
 
