@@ -1,21 +1,112 @@
-"""Explicit instrumentation API (placeholder until the hook lands; see hook/)."""
+"""Explicit instrumentation API: for code that wants to say where its steps and phases are.
+
+Under ``gpusleuth run`` the job's processes carry the auto-instrumentation hook (``_gpusleuth_autohook``,
+loaded by our ``sitecustomize``); these functions hand their events to it. Anywhere else they are cheap
+no-ops, so a script can keep its ``gpusleuth.step()`` calls whether or not it is being recorded.
+
+The hook module is looked up on every call (one dict lookup) rather than cached at import, so this file
+stays correct whatever the import order of start-up code.
+"""
+
 from __future__ import annotations
 
-import contextlib
+import functools
+import inspect
+import sys
+from typing import Any, Callable, Iterable, TypeVar
+
+_HOOK = "_gpusleuth_autohook"
+T = TypeVar("T")
 
 
-def step(samples=None):
-    return None
+def _hook():
+    mod = sys.modules.get(_HOOK)
+    if mod is None or getattr(mod, "R", None) is None:
+        return None
+    return mod
 
 
-@contextlib.contextmanager
-def phase(name):
-    yield
+def step(samples: int | None = None) -> None:
+    """End the current training step (and start the next). ``samples``: how many samples it processed,
+    when the batch size cannot be read from what the DataLoader returned.
+
+    Once a process calls this, only these calls delimit its steps (automatic delimiting by
+    ``optimizer.step()``/``backward()`` stops), so call it once per iteration.
+    """
+    h = _hook()
+    if h is not None:
+        h.api_step(samples)
 
 
-def watch(iterable):
-    return iterable
+class phase:
+    """A named phase (``"eval"``, ``"checkpoint"``, ``"logging"``…): a context manager and a decorator.
+
+    ``with gpusleuth.phase("eval"): ...`` or ``@gpusleuth.phase("eval")`` on a function (each call is
+    one phase). Time in a phase is reported as that phase, not as training compute; DataLoader waits inside
+    a phase that contains no step boundary belong to the phase, not to the surrounding step.
+    """
+
+    __slots__ = ("name", "_tokens")
+
+    def __init__(self, name: str):
+        self.name = str(name)
+        self._tokens: list = []
+
+    def __enter__(self) -> phase:
+        h = _hook()
+        # a stack, so one phase object can be entered again while open (recursion through a decorator)
+        self._tokens.append(h.api_phase_begin(self.name) if h is not None else None)
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        tok = self._tokens.pop() if self._tokens else None
+        if tok is not None:
+            h = _hook()
+            if h is not None:
+                h.api_phase_end(tok)
+        return False
+
+    def __call__(self, fn: Callable[..., T]) -> Callable[..., T]:
+        name = self.name
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args, **kwargs):
+                with phase(name):
+                    return await fn(*args, **kwargs)
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with phase(name):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    def __repr__(self) -> str:
+        return f"gpusleuth.phase({self.name!r})"
 
 
-def log(**metrics):
-    return None
+def watch(iterable: Iterable[T]) -> Iterable[T]:
+    """Wrap an iterable so that time spent fetching its items counts as data wait, like a DataLoader's.
+
+    Returns the iterable itself when not recording. Batch sizes are read from the items as for a
+    DataLoader (a tensor's first dimension, or the first tensor in a tuple/list/dict).
+    """
+    h = _hook()
+    if h is None:
+        return iterable
+    return h.api_watch(iterable)
+
+
+def log(samples: int | None = None, tokens: int | None = None, **metrics: Any) -> None:
+    """Record samples/tokens processed and any metrics (loss, accuracy, learning rate…) at this moment.
+
+    ``samples`` given here override the batch size read from the DataLoader for the current step (calls
+    within one step add up). Tensor values are converted with ``.item()``, which synchronizes a GPU:
+    pass Python numbers in hot loops.
+    """
+    h = _hook()
+    if h is not None:
+        h.api_log(samples, tokens, metrics)

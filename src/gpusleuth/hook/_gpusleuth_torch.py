@@ -237,8 +237,9 @@ def _on_train(r, mod, mode, was_training):
     if mode:
         if r.auto_eval is not None:
             em = r.eval_mod() if r.eval_mod is not None else None
-            if em is None or em is mod or mod in trained:
-                r.phase_end(r.auto_eval)
+            if not (em is None or em is mod or mod in trained):
+                return  # a part of the model toggled during evaluation: not the end of it
+            r.phase_end(r.auto_eval)
         trained.add(mod)
         return
     if r.auto_eval is not None or r.nb == 0:
