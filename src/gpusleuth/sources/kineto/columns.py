@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,8 @@ from gpusleuth.run.model import Table
 from .model import TraceData, kind_of_category
 from .schema import Event
 
-_INT_COLS = ("corr", "ext", "stream", "device", "nbytes")
+_INT_COLS = ("corr", "stream", "device")
+_PH = attrgetter("ph")
 
 
 def _to_float(v: Any) -> float:
@@ -79,9 +81,9 @@ class ColumnBuilder:
         xs = [e for e in events if e.ph == "X"]
         if len(xs) != len(events):
             others = [e for e in events if e.ph != "X"]
-            self.phases.update(e.ph if isinstance(e.ph, str) else "?" for e in others)
-            for e in others:
-                if e.ph == "M" and e.args is not None and isinstance(e.args.name, str):
+            self.phases.update(map(str, map(_PH, others)))
+            for e in [e for e in others if e.ph == "M"]:
+                if e.args is not None and isinstance(e.args.name, str):
                     if e.name == "process_name":
                         self.process_names[e.pid] = e.args.name
                     elif e.name == "thread_name":
@@ -99,10 +101,8 @@ class ColumnBuilder:
         p["tid"].append(self._intern(self.tid_ix, [e.tid for e in xs]))
         args = [e.args for e in xs]
         p["corr"].append(_ints([a.correlation if a is not None else None for a in args]))
-        p["ext"].append(_ints([a.external_id if a is not None else None for a in args]))
         p["stream"].append(_ints([a.stream if a is not None else None for a in args]))
         p["device"].append(_ints([a.device if a is not None else None for a in args]))
-        p["nbytes"].append(_ints([a.nbytes if a is not None else None for a in args]))
 
     def finish(self, base_time_ns: int | None) -> TraceData:
         """Concatenate, convert µs floats to int64 ns relative to the first microsecond, sort by time."""
