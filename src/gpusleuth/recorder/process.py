@@ -54,6 +54,10 @@ class Recorder:
         self.samples = 0
         self.started_ns = time.time_ns()
         self.errors: dict[str, int] = {}
+        # CPU spent starting up (imports, NVML init): reported apart so the steady sampling cost is visible.
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        self.init_cpu_s = usage.ru_utime + usage.ru_stime
+        self.init_ns = time.time_ns()
         self._write_status(final=False)
 
     # -- status -------------------------------------------------------------------------------
@@ -69,6 +73,8 @@ class Recorder:
             "started_ns": self.started_ns,
             "stopped_ns": time.time_ns() if final else None,
             "cpu_s": usage.ru_utime + usage.ru_stime,
+            "init_cpu_s": self.init_cpu_s,
+            "init_ns": self.init_ns,
             "max_rss_kb": usage.ru_maxrss,
             "errors": self.errors,
         }

@@ -1,0 +1,117 @@
+"""Unmodified PyTorch training scripts under ``gpusleuth run``: the report names the data wait right."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+
+from conftest import gpusleuth, report_json
+
+pytest.importorskip("torch")
+
+PLANTED = textwrap.dedent(
+    """
+    import json, sys, time
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, Dataset
+
+    SLEEP = float(sys.argv[1])
+    STEPS = 40
+    torch.set_num_threads(1)
+
+    class SlowStorage(Dataset):
+        # One item per batch (batch_size=None): each fetch sleeps a known time, like slow storage.
+        def __len__(self):
+            return STEPS
+        def __getitem__(self, i):
+            time.sleep(SLEEP)
+            return torch.randn(64, 256), torch.randint(0, 10, (64,))
+
+    model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(SlowStorage(), batch_size=None, num_workers=0)
+    t0 = time.perf_counter()
+    for x, y in loader:
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    loop = time.perf_counter() - t0
+    json.dump({"loop_s": loop, "planted_wait_s": SLEEP * STEPS, "steps": STEPS}, open(sys.argv[2], "w"))
+    print("trained", STEPS)
+    """
+)
+
+HEALTHY = textwrap.dedent(
+    """
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.set_num_threads(1)
+    data = TensorDataset(torch.randn(64 * 30, 512), torch.randint(0, 10, (64 * 30,)))
+    model = nn.Sequential(nn.Linear(512, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(), nn.Linear(2048, 10))
+    opt = torch.optim.Adam(model.parameters())
+    for x, y in DataLoader(data, batch_size=64):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    """
+)
+
+
+def test_planted_data_wait_is_measured_within_ten_percent(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(PLANTED)
+    truth = tmp_path / "truth.json"
+    out = tmp_path / "run"
+    res = gpusleuth("run", "--out", out, "--", sys.executable, script, "0.03", truth)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "trained 40\n"  # the job's output is unchanged
+    t = json.loads(truth.read_text())
+    rep = report_json(out)
+    o = rep["outcomes"]
+    assert o["steps"] == t["steps"]
+    planted_share = t["planted_wait_s"] / t["loop_s"]
+    measured_share = o["data_wait_share_of_steps"]
+    assert abs(measured_share - planted_share) / planted_share < 0.10, (measured_share, planted_share)
+    assert abs(o["data_wait_s"] - t["planted_wait_s"]) / t["planted_wait_s"] < 0.10
+    assert o["samples"] == 64 * 40
+    assert abs(sum(o["time_share"].values()) - 1.0) < 1e-9
+    top = rep["findings"][0]
+    assert top["cause"] == "input.io"  # sleeping is latency, not CPU work
+    assert top["severity"] == "high"
+    assert "num_workers" in top["fix"]
+    # ... and the terminal report says so too
+    assert "exposed data wait" in res.stderr and "input.io" in res.stderr
+
+
+def test_healthy_job_has_no_input_finding(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(HEALTHY)
+    out = tmp_path / "run"
+    res = gpusleuth("run", "--out", out, "--", sys.executable, script)
+    assert res.returncode == 0, res.stderr
+    rep = report_json(out)
+    assert rep["outcomes"]["steps"] == 30
+    causes = [f["cause"] for f in rep["findings"]]
+    assert not any(c.startswith("input.") for c in causes), rep["findings"]
+    assert causes == ["healthy"]
+    assert rep["outcomes"]["data_wait_share_of_steps"] < 0.05
+
+
+def test_demo_finds_and_fixes_the_planted_stall(tmp_path):
+    res = gpusleuth("demo", "--steps", "60", "--out", tmp_path, timeout=300)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "measured speedup" in out and "input.preprocessing" in out
+    planted = report_json(tmp_path / "planted")
+    fixed = report_json(tmp_path / "fixed")
+    assert planted["findings"][0]["cause"] == "input.preprocessing"
+    assert not any(f["severity"] == "high" for f in fixed["findings"])
+    assert fixed["outcomes"]["samples_per_s"] > 1.2 * planted["outcomes"]["samples_per_s"]
