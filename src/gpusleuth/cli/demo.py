@@ -24,8 +24,6 @@ def add_parser(sub) -> None:
 
 
 def demo_command(args) -> int:
-    from rich.console import Console
-
     from gpusleuth.errors import LaunchError
     from gpusleuth.recorder.launcher import LaunchOptions, launch
     from gpusleuth.report.build import build_report
@@ -36,7 +34,9 @@ def demo_command(args) -> int:
         import torch  # noqa: F401
     except ImportError:
         raise LaunchError("gpusleuth demo needs PyTorch: pip install 'gpusleuth[torch]'") from None
-    console = Console(highlight=False)
+    from gpusleuth.cli.report import make_console
+
+    console = make_console()
     base = args.out or Path(tempfile.mkdtemp(prefix="gpusleuth-demo-"))
     base.mkdir(parents=True, exist_ok=True)
     reports = {}

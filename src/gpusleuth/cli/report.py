@@ -71,7 +71,7 @@ def _emit(report, as_json: bool, to_stderr: bool = False) -> None:
 
         from rich.console import Console
 
-        render_console(report, Console(stderr=to_stderr, highlight=False))
+        render_console(report, make_console(to_stderr))
 
 
 def _progress(paths):
@@ -91,3 +91,11 @@ def _progress(paths):
             bar.stop()
 
     return update
+
+
+def make_console(to_stderr: bool = False):
+    """A terminal keeps its width; a file or pipe gets 120 columns so tables stay readable."""
+    from rich.console import Console
+
+    stream = sys.stderr if to_stderr else sys.stdout
+    return Console(file=stream, highlight=False, width=None if stream.isatty() else 120)
