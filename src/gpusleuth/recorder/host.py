@@ -375,7 +375,10 @@ class HostSampler:
             pcts = []
             for a, b in zip(prev, cur):
                 ta, tb = sum(a), sum(b)
-                pcts.append(100.0 * ((tb - b.idle) - (ta - a.idle)) / (tb - ta) if tb > ta else NAN)
+                # psutil's times are float seconds: an idle core's busy delta can come out as -1e-10,
+                # so clamp to the documented 0–100
+                pcts.append(min(100.0, max(0.0, 100.0 * ((tb - b.idle) - (ta - a.idle)) / (tb - ta)))
+                            if tb > ta else NAN)
             row["cpu_per_core"] = pcts
             ok = [p for p in pcts if p == p]
             row["cpu_pct"] = sum(ok) / len(ok) if ok else NAN

@@ -73,8 +73,12 @@ class _Proc:
         if self.stat_fd is None:
             raise _Gone
         self.io_fd = _open(f"/proc/{pid}/io")  # None when not permitted (another user's process)
-        f = self.read_stat()
-        self.start_ticks = int(f[19])
+        try:
+            f = self.read_stat()
+            self.start_ticks = int(f[19])
+        except BaseException:  # died between open and read: don't leak the two fds
+            self.close()
+            raise
         self.start_ns = boot_ns + self.start_ticks * 1_000_000_000 // _TICK
         self.prev_cpu: int | None = None
         self.prev_mono = 0
@@ -125,7 +129,8 @@ class ProcessTreeSampler:
         self._procs: dict[int, _Proc] = {}
         self._ps_cache: dict[tuple[int, float], psutil.Process] = {}
         self._last_scan: int | None = None
-        self._ppid: dict[int, int] = {}  # every PID on the machine seen by a scan → its parent
+        # every PID on the machine seen by a scan → (inode of /proc/<pid>, parent PID)
+        self._ppid: dict[int, tuple[int, int]] = {}
         self._linux = os.path.exists("/proc/self/stat")
         self._boot_ns = int(psutil.boot_time() * 1e9)
         self.scan_cost_ns = 0  # what the last tree rescan cost, for self-overhead reporting
@@ -139,21 +144,28 @@ class ProcessTreeSampler:
         psutil's ``children(recursive=True)`` builds each time) costs ~30 µs per process on the machine.
         PIDs are handed out in increasing order, so parents are normally met before their children; the
         loop still repeats until nothing more joins, for the rare PID wrap-around.
+
+        "Appeared since" is judged by (PID, inode of ``/proc/<pid>``), not PID alone: procfs gives each
+        process's directory a new inode, so a PID that an unrelated process held at the last scan and a
+        job process holds now is re-read instead of being taken for the old one (and missed). The inode
+        comes with the directory listing (``d_ino``), so this costs no extra syscall.
         """
         try:
-            pids = {int(n) for n in os.listdir("/proc") if n.isdigit()}
+            with os.scandir("/proc") as it:
+                seen = {int(e.name): e.inode() for e in it if e.name.isdigit()}
         except OSError:
             return set()
         ppid = self._ppid
-        for pid in ppid.keys() - pids:
-            del ppid[pid]
-        fresh = sorted(pids - ppid.keys())
+        for pid in [p for p, (ino, _) in ppid.items() if seen.get(p) != ino]:
+            del ppid[pid]  # gone, or the PID now names another process
+        fresh = sorted(seen.keys() - ppid.keys())
         for pid in fresh:
             try:
                 with open(f"/proc/{pid}/stat", "rb") as fh:
-                    ppid[pid] = int(fh.read().rpartition(b")")[2].split(None, 2)[1])
+                    ppid[pid] = (seen[pid], int(fh.read().rpartition(b")")[2].split(None, 2)[1]))
             except (OSError, IndexError, ValueError):
                 pass
+        pids = seen.keys()
         tree = set(self._procs)
         if self.root_pid in pids:
             tree.add(self.root_pid)
@@ -163,7 +175,7 @@ class ProcessTreeSampler:
         while added:
             added = False
             for pid in fresh:
-                if pid not in tree and ppid.get(pid) in tree:
+                if pid not in tree and ppid.get(pid, (0, None))[1] in tree:
                     tree.add(pid)
                     added = True
         return tree - self._procs.keys()
@@ -196,6 +208,9 @@ class ProcessTreeSampler:
             try:
                 f = p.read_stat()
                 if int(f[19]) != p.start_ticks:  # pid reused while we held it: the old one is gone
+                    # forget its parent too, so the next scan judges the new owner afresh (it may be
+                    # in the tree); normally the new /proc inode already says so, this is the backstop
+                    self._ppid.pop(pid, None)
                     raise _Gone
                 state = f[0]
                 if state in (b"Z", b"X"):
