@@ -13,7 +13,16 @@ import numpy as np
 
 from gpusleuth.run.model import Run, Table
 
+# Cumulative clock-event counters (ns held down, per cause): exact, no aliasing between samples.
+THROTTLE_COUNTERS = {
+    "sw_power_cap": "throttle_power_ns",
+    "sw_thermal": "throttle_thermal_ns",
+    "hw_thermal": "throttle_hw_thermal_ns",
+    "hw_power_brake": "throttle_hw_power_brake_ns",
+    "sync_boost": "throttle_sync_boost_ns",
+}
 # NVML clock-event reasons that mean the clocks were held down (GpuIdle and settings bits excluded).
+# Used only where the driver has no counters: an instantaneous flag at 10 Hz can miss short events.
 THROTTLE_BITS = {
     "sw_power_cap": 0x4,
     "hw_slowdown": 0x8,
@@ -85,7 +94,13 @@ def summarize_gpus(run: Run) -> list[GpuSummary]:
         used_max = float(np.nanmax(mem_used)) if np.isfinite(mem_used).any() else None
         total = float(np.nanmax(mem_total)) if np.isfinite(mem_total).any() else None
         throttled: dict[str, float] = {}
-        if "clock_event_reasons" in g:
+        span_ns = float(g["t_ns"].max() - g["t_ns"].min()) if len(g) > 1 else 0.0
+        for label, column in THROTTLE_COUNTERS.items():
+            if column in g and span_ns > 0:
+                delta = _counter_delta(g[column].astype(float))
+                if delta:
+                    throttled[label] = min(delta / span_ns, 1.0)
+        if not throttled and "clock_event_reasons" in g:
             reasons = np.nan_to_num(g["clock_event_reasons"].astype(float)).astype(np.int64)
             for label, bit in THROTTLE_BITS.items():
                 share = float(((reasons & bit) != 0).mean())
