@@ -77,7 +77,8 @@ def paint(layers: list[tuple[np.ndarray, np.ndarray]], lo: int, hi: int,
         parts += [s, e]
     if extra_bounds is not None:
         parts.append(np.asarray(extra_bounds, I64))
-    bounds = np.unique(np.clip(np.concatenate(parts), lo, hi))
+    bounds = np.sort(np.clip(np.concatenate(parts), lo, hi))
+    bounds = bounds[np.r_[True, bounds[1:] != bounds[:-1]]] if len(bounds) else bounds
     nseg = len(bounds) - 1
     label = np.full(max(nseg, 0), len(layers), np.int16)
     if nseg <= 0:

@@ -42,7 +42,12 @@ def breakdown(p: Prepared) -> dict:
     code = p.name[km]
     dur = p.dur[km]
     cat = p.cat[km]
-    uniq, inv = np.unique(code, return_inverse=True)
+    # name codes are dense small ints: group by them directly (no hashing/sorting of the rows)
+    present = np.bincount(code, minlength=len(names)) > 0
+    uniq = np.flatnonzero(present)
+    remap = np.full(len(names) + 1, -1, np.int64)
+    remap[uniq] = np.arange(len(uniq))
+    inv = remap[code]
     ng = len(uniq)
     count = np.bincount(inv, minlength=ng)
     tot = np.bincount(inv, weights=dur.astype(np.float64), minlength=ng)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -22,7 +21,6 @@ from .model import TraceData, kind_of_category
 from .schema import Event
 
 _INT_COLS = ("corr", "stream", "device")
-_PH = attrgetter("ph")
 
 
 def _to_float(v: Any) -> float:
@@ -70,19 +68,26 @@ class ColumnBuilder:
 
     @staticmethod
     def _intern(table: dict, values: list) -> np.ndarray:
+        """Codes for ``values``, adding unseen ones to ``table`` in first-seen order. The per-item work is
+        C-level (``map``/``fromiter``/``dict.fromkeys``); only distinct new values see Python code."""
         try:
-            codes = [table.setdefault(v, len(table)) for v in values]
+            try:
+                return np.fromiter(map(table.__getitem__, values), np.int32, len(values))
+            except KeyError:
+                for v in dict.fromkeys(values):
+                    if v not in table:
+                        table[v] = len(table)
+                return np.fromiter(map(table.__getitem__, values), np.int32, len(values))
         except TypeError:  # an unhashable value (list/dict) where a string belongs
-            codes = [table.setdefault(v if isinstance(v, (str, int, float)) or v is None else str(v),
-                                      len(table)) for v in values]
-        return np.array(codes, dtype=np.int32)
+            safe = [v if isinstance(v, (str, int, float)) or v is None else str(v) for v in values]
+            return ColumnBuilder._intern(table, safe)
 
     def __call__(self, events: list[Event]) -> None:
         xs = [e for e in events if e.ph == "X"]
         if len(xs) != len(events):
-            others = [e for e in events if e.ph != "X"]
-            self.phases.update(map(str, map(_PH, others)))
-            for e in [e for e in others if e.ph == "M"]:
+            # flow arrows (s/f) are most of the rest: counted, not kept (correlation ids link CPU and GPU)
+            self.phases["other"] += len(events) - len(xs)
+            for e in [e for e in events if e.ph == "M"]:
                 if e.args is not None and isinstance(e.args.name, str):
                     if e.name == "process_name":
                         self.process_names[e.pid] = e.args.name

@@ -170,7 +170,7 @@ def read_events(path: Path, sink: Callable[[list[Event]], None], progress: Progr
         stripped = buf.lstrip()
         if stripped[:1] == b"[":
             bare_array = True
-            del buf[: len(buf) - len(stripped) + 1]
+            del buf[: len(buf) - len(stripped)]  # keep the "[" as the frame byte
             break
         if stripped and stripped[:1] != b"{":
             raise InputError(path, "not JSON (expected a PyTorch profiler / Kineto Chrome-trace JSON object)")
@@ -181,10 +181,13 @@ def read_events(path: Path, sink: Callable[[list[Event]], None], progress: Progr
                 res.head = HEAD_DECODER.decode(header + b"]}")
             except (msgspec.DecodeError, msgspec.ValidationError):
                 res.notes.append("the metadata before traceEvents could not be read")
-            del buf[: m.end()]
+            del buf[: m.end() - 1]  # keep the "[" as the frame byte
             break
     else:
         _not_a_trace(path, bytes(buf), res)
+    # Invariant from here on: buf[0] is a spare byte just before the next event ("[" or whitespace).
+    # Each chunk is decoded in place by writing "[" there and "]" just after the chunk's last "}" —
+    # no copy of the text is made.
     # --- body: decode chunk by chunk -------------------------------------------------------
     hold_until = CHUNK
     for block in blocks:
@@ -197,35 +200,41 @@ def read_events(path: Path, sink: Callable[[list[Event]], None], progress: Progr
             hold_until = len(buf) + CHUNK
             continue
         cut = m.start() + 1
+        first, after = buf[0], buf[cut]
+        buf[0], buf[cut] = 0x5B, 0x5D  # "[" … "]"
         try:
-            events = _decode_events(bytes(buf[:cut]))
+            with memoryview(buf) as mv, mv[: cut + 1] as part:
+                events = EVENTS_DECODER.decode(part)
         except (msgspec.DecodeError, msgspec.ValidationError):
+            buf[0], buf[cut] = first, after
             # a boundary inside nested args, or damage: wait for more text and retry with a larger chunk
             hold_until = len(buf) + CHUNK
             if len(buf) > 16 * CHUNK:  # persistent damage: salvage this part and move on
-                _salvage(bytes(buf[:cut]), sink, res, final=False)
-                del buf[: m.end() - 1]
+                _salvage(bytes(buf[1:cut]), sink, res, final=False)
+                del buf[: m.end() - 2]
                 hold_until = CHUNK
             continue
         sink(events)
         del events
-        del buf[: m.end() - 1]
+        del buf[: m.end() - 2]
         hold_until = CHUNK
     # --- end: last events + trailing metadata -------------------------------------------------
+    if buf:
+        buf[0] = 0x5B
     text = bytes(buf)
     del buf
     try:
         if bare_array:
-            sink(EVENTS_DECODER.decode(b"[" + text))
+            sink(EVENTS_DECODER.decode(text))
         else:
-            res.tail = TAIL_DECODER.decode(b'{"traceEvents":[' + text)
+            res.tail = TAIL_DECODER.decode(b'{"traceEvents":' + text)
             sink(res.tail.traceEvents)
             res.tail.traceEvents = []
         return res
     except (msgspec.DecodeError, msgspec.ValidationError):
         pass
     res.truncated = True
-    tail = _salvage(text, sink, res, final=not bare_array)
+    tail = _salvage(text[1:], sink, res, final=not bare_array)
     if tail is not None:
         tail.traceEvents = []
         res.tail = tail

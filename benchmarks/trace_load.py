@@ -1,0 +1,254 @@
+"""Trace load + analysis: gpusleuth vs HTA 0.5.0 vs a bare msgspec decode, side by side.
+
+Each measurement runs in its own fresh child process; wall time is measured around the child and peak
+RSS comes from ``os.wait4`` (that child's own ``ru_maxrss``). Tools are interleaved within each
+repetition (ours, HTA, floor, ours, HTA, floor, …) so background load hits all of them alike; the
+table reports medians and ratios.
+
+    # once: HTA in a throwaway venv outside the repo
+    python -m venv /tmp/htavenv && /tmp/htavenv/bin/pip install HolisticTraceAnalysis==0.5.0
+    # then
+    python benchmarks/trace_load.py --reps 3 --big-reps 3
+
+"ours" = ``load_traces`` + ``analyze_trace(...).to_dict()`` (every analysis in the report).
+"HTA" = ``TraceAnalysis`` load + temporal breakdown + idle-time breakdown + kernel breakdown + comm/comp
+overlap + CUDA launch stats (the analyses ours covers; ``visualize=False``).
+"msgspec floor" = read + gunzip + ``msgspec.json.decode`` of the whole file to Python objects, nothing else.
+The big trace (~400 MB of JSON) is built under /tmp by replicating the steps of a real trace with shifted
+timestamps and ids; it is never committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TRACES = HERE.parents[1] / "shared" / "traces" / "hta"
+REAL = ["negative_queue_length_values_check/rank0.json.gz", "df_index_resolver/df_index_resolver.json.gz",
+        "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", "nccl_parser_config/nccl_data.json.gz",
+        "trace_diff/control/control.json.gz", "trace_diff/test/test.json.gz"]
+
+OURS = """
+import sys, time, json
+t = time.perf_counter()
+from gpusleuth.sources.kineto import load_traces
+from gpusleuth.analysis.trace import analyze_trace
+t0 = time.perf_counter()
+runs = load_traces([sys.argv[1]])
+t1 = time.perf_counter()
+out = [analyze_trace(r).to_dict() for r in runs]
+t2 = time.perf_counter()
+json.dumps(out)
+print(json.dumps({"import": t0 - t, "load": t1 - t0, "analyze": t2 - t1, "idle": out[0]["idle"]}))
+"""
+
+HTA = """
+import sys, time, json, os, logging, warnings
+warnings.filterwarnings("ignore"); logging.disable(logging.CRITICAL)
+t = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+t0 = time.perf_counter()
+p = sys.argv[1]
+ta = TraceAnalysis(trace_files={0: p}, trace_dir=os.path.dirname(p), include_last_profiler_step=True)
+t1 = time.perf_counter()
+errors = []
+res = {}
+for name, call in [("temporal", lambda: ta.get_temporal_breakdown(visualize=False)),
+                   ("idle", lambda: ta.get_idle_time_breakdown(visualize=False)),
+                   ("kernels", lambda: ta.get_gpu_kernel_breakdown(visualize=False)),
+                   ("overlap", lambda: ta.get_comm_comp_overlap(visualize=False)),
+                   ("launch", lambda: ta.get_cuda_kernel_launch_stats(visualize=False))]:
+    try:
+        res[name] = call()
+    except Exception as e:
+        errors.append(f"{name}: {type(e).__name__}")
+t2 = time.perf_counter()
+idle = float(res["temporal"]["idle_time_pctg"].iloc[0]) / 100 if "temporal" in res else None
+print(json.dumps({"import": t0 - t, "load": t1 - t0, "analyze": t2 - t1, "idle": idle, "errors": errors}))
+"""
+
+FLOOR = """
+import sys, time, json, gzip
+t = time.perf_counter()
+import msgspec
+t0 = time.perf_counter()
+raw = open(sys.argv[1], "rb").read()
+data = gzip.decompress(raw) if raw[:2] == b"\\x1f\\x8b" else raw
+del raw
+doc = msgspec.json.decode(data)
+t1 = time.perf_counter()
+print(json.dumps({"import": t0 - t, "load": t1 - t0, "analyze": 0.0, "events": len(doc["traceEvents"])}))
+"""
+
+
+def run_child_wait4(python: str, code: str, path: Path, timeout: float = 900) -> dict:
+    """One fresh process: wall seconds (parent-side, including interpreter start and imports), peak RSS
+    in MiB of this child alone (reaped with ``os.wait4``), and the child's own timing report."""
+    t = time.perf_counter()
+    p = subprocess.Popen([python, "-c", code, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = p.stdout.read()
+    err = p.stderr.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t
+    try:
+        info = json.loads(out.decode().strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        info = {"error": err.decode(errors="replace")[-300:]}
+    return {"wall": wall, "rss_mb": ru.ru_maxrss / 1024, **info}
+
+
+def build_big(src: Path, dst: Path, target_mb: int) -> Path:
+    """Replicate the steps of ``src`` until the JSON text is about ``target_mb``: each copy shifts
+    timestamps past the previous copy's end, and correlation/External ids and ProfilerStep numbers past
+    the previous copy's largest, so the result is one long, consistent trace."""
+    if dst.exists() and dst.stat().st_size > 0:
+        return dst
+    import msgspec
+
+    text = gzip.decompress(src.read_bytes())
+    doc = msgspec.json.decode(text)
+    events = doc.pop("traceEvents")
+    enc = msgspec.json.Encoder()
+    per_copy = sum(len(enc.encode(e)) + 2 for e in events)  # compact encoding is smaller than Kineto's
+    copies = max(1, round(target_mb * 1e6 / per_copy))
+    ts = [e["ts"] + e.get("dur", 0) for e in events if isinstance(e.get("ts"), (int, float))]
+    t0, t1 = min(ts), max(ts)
+    shift_t = (t1 - t0) + 1000
+    ids = [e.get("args", {}).get(k, 0) for e in events for k in ("correlation", "External id")]
+    ids += [e.get("id", 0) for e in events]
+    shift_id = max(i for i in ids if isinstance(i, int)) + 1
+    steps = [int(e["name"].split("#")[1]) for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    shift_step = (max(steps) - min(steps) + 1) if steps else 0
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(dst.name + ".tmp")
+    with gzip.open(tmp, "wb", compresslevel=1) as f:
+        head = {k: v for k, v in doc.items()}
+        f.write(b'{\n  "schemaVersion": 1,\n  "deviceProperties": ' + enc.encode(head.get("deviceProperties", []))
+                + b',\n  "distributedInfo": ' + enc.encode(head.get("distributedInfo")) + b',\n  "traceEvents": [\n')
+        first = True
+        for c in range(copies):
+            buf = []
+            for e in events:
+                if e.get("ph") == "M" and c > 0:
+                    continue
+                e2 = dict(e)
+                if isinstance(e2.get("ts"), (int, float)):
+                    e2["ts"] = e2["ts"] + c * shift_t
+                if "id" in e2 and isinstance(e2["id"], int):
+                    e2["id"] += c * shift_id
+                a = e2.get("args")
+                if isinstance(a, dict):
+                    a = dict(a)
+                    for k in ("correlation", "External id"):
+                        if isinstance(a.get(k), int):
+                            a[k] += c * shift_id
+                    e2["args"] = a
+                name = e2.get("name")
+                if isinstance(name, str) and name.startswith("ProfilerStep#"):
+                    e2["name"] = f"ProfilerStep#{int(name.split('#')[1]) + c * shift_step}"
+                buf.append(enc.encode(e2))
+            f.write((b"" if first else b",\n") + b",\n".join(buf))
+            first = False
+        f.write(b'\n  ],\n  "traceName": "replicated"\n}\n')
+    tmp.rename(dst)
+    return dst
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def bench(files: list[Path], reps: int, hta_python: str | None) -> list[dict]:
+    tools = [("ours", sys.executable, OURS), ("floor", sys.executable, FLOOR)]
+    if hta_python:
+        tools.insert(1, ("hta", hta_python, HTA))
+    rows = []
+    for f in files:
+        res: dict[str, list[dict]] = {name: [] for name, _, _ in tools}
+        for r in range(reps):
+            for name, py, code in tools:
+                res[name].append(run_child_wait4(py, code, f))
+                last = res[name][-1]
+                print(f"  {f.name} rep {r + 1} {name}: {last['wall']:.2f}s {last['rss_mb']:.0f}MiB"
+                      + (f" ERROR {last['error']}" if "error" in last else ""), file=sys.stderr, flush=True)
+        row = {"file": f, "json_mb": None}
+        for name, _, _ in tools:
+            row[name] = {k: median([x.get(k) for x in res[name]]) for k in ("wall", "rss_mb", "load", "analyze", "import")}
+            row[name]["errors"] = sorted({e for x in res[name] for e in x.get("errors", [])})
+        rows.append(row)
+    return rows
+
+
+def table(rows: list[dict], have_hta: bool) -> str:
+    def f(x, spec=".2f"):
+        return "—" if x is None else format(x, spec)
+
+    def ratio(a, b):
+        return None if (a is None or b is None or b == 0) else a / b
+
+    out = ["| trace | JSON MB | ours s: load + analyses | HTA s: load + analyses | HTA ÷ ours | msgspec floor s | "
+           "ours ÷ floor | ours peak RSS MiB | HTA peak RSS MiB | ours ÷ HTA RSS | process wall s: ours / HTA |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        o, h, fl = r["ours"], r.get("hta", {}), r["floor"]
+        o_t = (o["load"] or 0) + (o["analyze"] or 0)
+        h_t = None if not h or h.get("load") is None else h["load"] + (h["analyze"] or 0)
+        out.append(
+            f"| {r['file'].name} | {f(r['json_mb'], '.0f')} | {f(o['load'])} + {f(o['analyze'])} = **{f(o_t)}** | "
+            f"{f(h.get('load'))} + {f(h.get('analyze'))} = **{f(h_t)}** | **{f(ratio(h_t, o_t), '.1f')}×** | "
+            f"{f(fl['load'])} | {f(ratio(o_t, fl['load']), '.2f')}× | {f(o['rss_mb'], '.0f')} | "
+            f"{f(h.get('rss_mb'), '.0f')} | {f(ratio(o['rss_mb'], h.get('rss_mb')), '.2f')} | "
+            f"{f(o['wall'])} / {f(h.get('wall'))} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=3, help="repetitions per real trace")
+    ap.add_argument("--big-reps", type=int, default=3, help="repetitions on the ~400 MB trace")
+    ap.add_argument("--big-mb", type=int, default=400)
+    ap.add_argument("--big-source", default="df_index_resolver/df_index_resolver.json.gz")
+    ap.add_argument("--big-path", default="/tmp/gpusleuth-bench/replicated-400mb.json.gz")
+    ap.add_argument("--hta-python", default="/tmp/htavenv/bin/python")
+    ap.add_argument("--no-big", action="store_true")
+    ap.add_argument("--only", nargs="*", help="subset of real traces (relative paths)")
+    args = ap.parse_args()
+    hta = args.hta_python if Path(args.hta_python).exists() else None
+    if not hta:
+        print(f"HTA python {args.hta_python} not found: measuring ours and the floor only. Create it with\n"
+              "  python -m venv /tmp/htavenv && /tmp/htavenv/bin/pip install HolisticTraceAnalysis==0.5.0",
+              file=sys.stderr)
+    files = [TRACES / r for r in (args.only or REAL)]
+    rows = bench(files, args.reps, hta)
+    if not args.no_big:
+        big = Path(args.big_path)
+        big.parent.mkdir(parents=True, exist_ok=True)
+        t = time.perf_counter()
+        build_big(TRACES / args.big_source, big, args.big_mb)
+        print(f"big trace {big} ({big.stat().st_size / 2**20:.0f} MB gz) ready in {time.perf_counter() - t:.1f}s",
+              file=sys.stderr)
+        rows += bench([big], args.big_reps, hta)
+    for r in rows:
+        with gzip.open(r["file"], "rb") as g:
+            n = 0
+            while chunk := g.read(1 << 24):
+                n += len(chunk)
+        r["json_mb"] = n / 1e6
+    print(table(rows, bool(hta)))
+    errs = {e for r in rows for e in r.get("hta", {}).get("errors", [])}
+    if errs:
+        print(f"\nHTA analyses that raised (their time is still counted up to the error): {', '.join(sorted(errs))}")
+
+
+if __name__ == "__main__":
+    main()
