@@ -115,3 +115,50 @@ def test_demo_finds_and_fixes_the_planted_stall(tmp_path):
     assert planted["findings"][0]["cause"] == "input.preprocessing"
     assert not any(f["severity"] == "high" for f in fixed["findings"])
     assert fixed["outcomes"]["samples_per_s"] > 1.2 * planted["outcomes"]["samples_per_s"]
+
+
+WORKERS = textwrap.dedent(
+    """
+    import sys, time
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, Dataset
+
+    MODE = sys.argv[1]
+    torch.set_num_threads(1)
+
+    class Items(Dataset):
+        def __len__(self):
+            return 30
+        def __getitem__(self, i):
+            t = time.perf_counter()
+            if MODE == "cpu":       # a CPU-heavy transform: the worker is saturated
+                while time.perf_counter() - t < 0.08:
+                    sum(range(2000))
+            else:                   # remote storage: the worker mostly waits
+                time.sleep(0.08)
+            return torch.randn(32, 64), torch.randint(0, 4, (32,))
+
+    model = nn.Linear(64, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in DataLoader(Items(), batch_size=None, num_workers=1):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+    """
+)
+
+
+@pytest.mark.parametrize("mode, cause", [("cpu", "input.preprocessing"), ("sleep", "input.io")])
+def test_loader_workers_busy_or_waiting_decide_the_cause(tmp_path, mode, cause):
+    script = tmp_path / "train.py"
+    script.write_text(WORKERS)
+    out = tmp_path / "run"
+    res = gpusleuth("run", "--out", out, "--", sys.executable, script, mode)
+    assert res.returncode == 0, res.stderr
+    rep = report_json(out)
+    assert rep["host"]["workers"] == 1
+    top = rep["findings"][0]
+    assert top["cause"] == cause, (top, rep["host"]["worker_cpu_pct_mean"])
+    evidence = {e["name"]: e["value"] for e in top["evidence"]}
+    assert evidence["DataLoader num_workers"] == 1
+    assert "loader worker CPU (mean)" in evidence
