@@ -102,6 +102,16 @@ def test_orphan_gpu_ops_explain_the_nq_difference():
     assert got["compute"] * 100 == pytest.approx(d["compute"] * 100, abs=0.01)
 
 
+@pytest.mark.parametrize("rel", [o[0] for o in OURS], ids=lambda r: r.split("/")[0])
+def test_hta_rules_minus_documented_differences_give_our_numbers(rel):
+    """Switch off HTA's four documented deviations and its rules land exactly on our split."""
+    run, d = loaded(rel)
+    got = hta_split(run.trace, keep_orphans=True, round_ns=False, with_sync_rows=False, cpu_rows_with_stream=False)
+    assert (got["idle"], got["compute"], got["non_compute"]) == pytest.approx(
+        (d["idle"], d["compute"], d["non_compute"]), abs=1e-9)
+    assert got["span_us"] == pytest.approx(d["device_span_s"] * 1e6, abs=1e-3)
+
+
 @pytest.mark.parametrize("rel", [o[0] for o in OURS if o[5]], ids=lambda r: r.split("/")[0])
 def test_step_partition_sums_exactly(rel):
     _, d = loaded(rel)

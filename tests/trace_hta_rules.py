@@ -12,7 +12,7 @@ import re
 import numpy as np
 
 from gpusleuth.analysis.trace.intervals import union
-from gpusleuth.sources.kineto.model import RUNTIME, SYNC, TraceData
+from gpusleuth.sources.kineto.model import DEVICE_KINDS, RUNTIME, SYNC, TraceData
 
 _COMM = re.compile(r"^nccl.*Kernel")
 _MEM = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
@@ -20,7 +20,11 @@ _NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
 
 
 def hta_split(tr: TraceData, include_last_step: bool = True, round_ns: bool = True,
-              keep_orphans: bool = False, with_sync_rows: bool = True) -> dict:
+              keep_orphans: bool = False, with_sync_rows: bool = True, cpu_rows_with_stream: bool = True) -> dict:
+    """HTA's split. Each switch turned off removes one of the documented differences:
+    ``keep_orphans`` skips HTA's correlation filter (GPU ops whose launch is not a kept CPU event),
+    ``round_ns=False`` keeps ns timestamps, ``with_sync_rows=False`` drops cuda_sync rows,
+    ``cpu_rows_with_stream=False`` stops counting CPU rows that carry a ``stream`` arg as GPU work."""
     ev = tr.events
     ts, dur = ev["ts"].copy(), np.maximum(ev["dur"], 0)
     end = ts + dur
@@ -32,6 +36,8 @@ def hta_split(tr: TraceData, include_last_step: bool = True, round_ns: bool = Tr
     gpu &= ev["kind"] != RUNTIME  # runtime rows carrying a stream arg are CPU rows in HTA's frame
     if not with_sync_rows:
         gpu &= ev["kind"] != SYNC
+    if not cpu_rows_with_stream:
+        gpu &= np.isin(ev["kind"], DEVICE_KINDS + (SYNC,))
     steps = np.array([n.startswith("ProfilerStep") for n in tr.names] + [False])[ev["name"]] & ~gpu
     if steps.sum() >= 2 and not keep_orphans:
         last_start, last_end = ts[steps].max(), end[steps].max()
