@@ -171,8 +171,44 @@ def _jsonable(obj):
     return str(obj)
 
 
+# The running step's counters live in one list so that closing a step costs one allocation; the
+# hot paths (a fetch, an optimizer step) index it with these constants.
+WAIT, CPU, SAMPLES, UNKNOWN, SET, OPT, FETCHES = range(7)
+
+
+def _counters():
+    """[data wait ns, data CPU ns, samples read from batches, a batch size was unknown,
+    samples the program told us (None if it did not), optimizer ns, fetches]"""
+    return [0, 0, 0, False, None, 0, 0]
+
+
+def _step_line(rec):
+    """Format an S record. Done at flush time, in a batch, not on the step's hot path."""
+    start, end, c = rec[0], rec[1], rec[2]
+    if c[SET] is not None:
+        samples = c[SET]
+    elif c[UNKNOWN] or not c[FETCHES]:
+        samples = -1
+    else:
+        samples = c[SAMPLES]
+    return "S\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n" % (start, end, c[WAIT], c[CPU], samples, c[OPT],
+                                                       c[FETCHES], rec[3])
+
+
 class Recorder:
-    """All per-process recording state. One instance, ``R``; reset in a forked child."""
+    """All per-process recording state. One instance, ``R``; reset in a forked child.
+
+    A step record is a tuple ``(start_ns, end_ns, counters, delimiter, cuda_end_event)``; the write
+    buffer holds such tuples and ready-made lines, in order.
+    """
+
+    __slots__ = (
+        "run_dir", "torch", "torch_ns", "prof_range", "fd", "broken", "pid", "role", "start_ns",
+        "header_done", "buf", "last_flush", "errors", "worker", "worker_id", "main_tid", "auto", "mode",
+        "emitted", "nb", "cur_start", "c", "in_fetch", "opt_stack", "opt_t0", "bw_depth", "pending",
+        "pending_opts", "held", "open_phases", "auto_eval", "eval_mod", "trained", "train_depth",
+        "ckpt_depth", "dl_seen", "cuda_on", "cuda_prev", "gpu_q", "prof", "prof_done", "exited",
+    )
 
     def __init__(self, run_dir):
         self.run_dir = run_dir
@@ -209,13 +245,13 @@ class Recorder:
         self.emitted = 0  # S records written: the index of the next step
         self.nb = 0  # step boundaries seen (emitted, pending or held)
         self.cur_start = None
-        self._zero()
+        self.c = _counters()
         self.in_fetch = False
         self.opt_stack = []
         self.opt_t0 = 0
         self.bw_depth = 0
         self.pending = None
-        self.pending_opts = set()
+        self.pending_opts = []
         self.held = []
         # phases
         self.open_phases = []
@@ -232,15 +268,6 @@ class Recorder:
         self.prof = None
         self.prof_done = forked  # a forked child never profiles
         self.exited = False
-
-    def _zero(self):
-        self.wait = 0
-        self.cpu = 0
-        self.samples = 0
-        self.s_unknown = False
-        self.s_set = None
-        self.opt_ns = 0
-        self.fetches = 0
 
     def torch_imported(self, torch):
         """Called once ``import torch`` finished: install the patches (see _gpusleuth_torch)."""
@@ -269,7 +296,7 @@ class Recorder:
         slow, so it happens before the timestamp is taken."""
         if self.prof_range is not None and self.prof is None and not self.prof_done:
             self._prof_start()
-        if self.cuda_on or self._cuda_check():
+        if self._cuda_check():
             self.cuda_prev = self._cuda_mark()
         t = _now()
         self.cur_start = t
@@ -280,40 +307,30 @@ class Recorder:
         start = self.cur_start
         if start is None:
             start = self.torch_ns or self.start_ns
-        ev = self._cuda_mark() if (self.cuda_on or self._cuda_check()) else None
-        rec = (start, end, self.wait, self.cpu, self.samples, self.s_unknown, self.s_set, self.opt_ns,
-               self.fetches, delim, ev)
-        self._zero()
+        rec = (start, end, self.c, delim, self._cuda_mark() if self.cuda_on else None)
+        self.c = [0, 0, 0, False, None, 0, 0]
         self.cur_start = end
         self.nb += 1
         return rec
 
     def _merge_back(self, recs):
         """Reopen records that turned out not to end a step: their counters go back into the running one."""
+        c = self.c
         for rec in recs:
-            self.wait += rec[2]
-            self.cpu += rec[3]
-            self.samples += rec[4]
-            self.s_unknown = self.s_unknown or rec[5]
-            if rec[6] is not None:
-                self.s_set = rec[6] + (self.s_set or 0)
-            self.opt_ns += rec[7]
-            self.fetches += rec[8]
+            old = rec[2]
+            for i in (WAIT, CPU, SAMPLES, OPT, FETCHES):
+                c[i] += old[i]
+            c[UNKNOWN] = c[UNKNOWN] or old[UNKNOWN]
+            if old[SET] is not None:
+                c[SET] = old[SET] + (c[SET] or 0)
         self.cur_start = recs[0][0]
 
     def _emit(self, rec):
-        if rec[6] is not None:
-            samples = rec[6]
-        elif rec[5] or not rec[8]:
-            samples = -1
-        else:
-            samples = rec[4]
         idx = self.emitted
         self.emitted = idx + 1
-        self.buf.append("S\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n" % (rec[0], rec[1], rec[2], rec[3], samples,
-                                                               rec[7], rec[8], rec[9]))
-        if rec[10] is not None or self.gpu_q:
-            self._gpu_step(idx, rec[10])
+        self.buf.append(rec)
+        if rec[4] is not None or self.gpu_q:
+            self._gpu_step(idx, rec[4])
         if self.prof is not None:
             self._prof_step()
         if rec[1] - self.last_flush >= FLUSH_NS:
@@ -327,6 +344,7 @@ class Recorder:
             self._emit(rec)
 
     def fetch_enter(self):
+        """A fetch begins: the pending step is over for sure; the first fetch starts the first step."""
         if self.pending is not None:
             self.commit()
         if self.cur_start is None:
@@ -337,15 +355,16 @@ class Recorder:
         c1 = _cpu()
         t1 = _now()
         self.in_fetch = False
-        self.wait += t1 - t0
-        self.cpu += c1 - c0
+        c = self.c
+        c[WAIT] += t1 - t0
+        c[CPU] += c1 - c0
         if ok:
-            self.fetches += 1
+            c[FETCHES] += 1
             n = _batch_size(batch)
             if n < 0:
-                self.s_unknown = True
+                c[UNKNOWN] = True
             else:
-                self.samples += n
+                c[SAMPLES] += n
 
     def opt_begin(self, opt):
         if self.cur_start is None:
@@ -356,24 +375,24 @@ class Recorder:
                     self._merge_back(self.held)
                     self.held = []
                 self.mode = "optimizer"
-            if self.pending is not None:
-                if id(opt) in self.pending_opts:
-                    self.commit()
-                    self.pending_opts = set()
-                else:  # another optimizer of the same iteration: the step goes on
-                    rec = self.pending
-                    self.pending = None
-                    self._merge_back([rec])
-            else:
-                self.pending_opts = set()
-            self.pending_opts.add(id(opt))
+            rec = self.pending
+            if rec is None:
+                self.pending_opts = [id(opt)]
+            elif id(opt) in self.pending_opts:
+                self.pending = None
+                self._emit(rec)
+                self.pending_opts = [id(opt)]
+            else:  # another optimizer of the same iteration: the step goes on
+                self.pending = None
+                self._merge_back([rec])
+                self.pending_opts.append(id(opt))
         if self.auto_eval is not None:
             self.phase_end(self.auto_eval)
         self.opt_t0 = _now()
 
     def opt_end(self):
         t = _now()
-        self.opt_ns += t - self.opt_t0
+        self.c[OPT] += t - self.opt_t0
         if self.auto and self.mode == "optimizer":
             self.pending = self._take(t, "optimizer")
 
@@ -409,7 +428,7 @@ class Recorder:
         if self.cur_start is None and self.prof_range is not None and not self.prof_done:
             self._prof_start()
         if samples is not None:
-            self.s_set = int(samples)
+            self.c[SET] = int(samples)
         self._emit(self._take(t, "explicit"))
 
     # ----------------------------------------------------------------- phases, logs, facts
@@ -420,8 +439,7 @@ class Recorder:
             self.commit()
         t = _now()
         name = _clean(name)
-        snap = (self.nb, self.cur_start, self.wait, self.cpu, self.samples, self.s_unknown, self.s_set,
-                self.fetches)
+        snap = (self.nb, self.cur_start, list(self.c))
         tok = [name, t, source, snap]
         self.open_phases.append(tok)
         self.buf.append("B\t%s\t%d\t%s\n" % (name, t, source))
@@ -443,8 +461,10 @@ class Recorder:
             self.eval_mod = None
         name, start, source, snap = tok
         if snap[0] == self.nb:
-            (_, self.cur_start, self.wait, self.cpu, self.samples, self.s_unknown, self.s_set,
-             self.fetches) = snap
+            self.cur_start = snap[1]
+            c = list(snap[2])
+            c[OPT] = self.c[OPT]  # optimizer time is not the phase's data
+            self.c = c
         self.buf.append("P\t%s\t%d\t%d\t%s\n" % (name, start, t, source))
         self.flush()
 
@@ -455,7 +475,7 @@ class Recorder:
         rec = {}
         if samples is not None:
             rec["samples"] = samples
-            self.s_set = int(samples) + (self.s_set or 0)
+            self.c[SET] = int(samples) + (self.c[SET] or 0)
         if tokens is not None:
             rec["tokens"] = tokens
         rec.update(metrics)
@@ -479,10 +499,11 @@ class Recorder:
 
     # ----------------------------------------------------------------- CUDA events
     def _cuda_check(self):
-        """CUDA is 'in use' once the program initialized it; we never initialize it ourselves."""
+        """CUDA is 'in use' once the program initialized it; we never initialize it ourselves. Asked at
+        the first step and at each flush, not per step: a step or two without device time is fine."""
         torch = self.torch
-        if torch is None or self.worker:
-            return False
+        if self.cuda_on or torch is None or self.worker:
+            return self.cuda_on
         try:
             self.cuda_on = bool(torch.cuda.is_initialized())
         except BaseException:
@@ -589,13 +610,14 @@ class Recorder:
             if not self.header_done:
                 buf.insert(0, self._header())
                 self.header_done = True
-            data = "".join(buf).encode("utf-8", "replace")
+            data = "".join([x if x.__class__ is str else _step_line(x) for x in buf]).encode("utf-8", "replace")
             while data:
                 n = os.write(self.fd, data)
                 data = data[n:]
         except BaseException:
             self.broken = True  # nowhere to write: stop trying rather than slow the job down
         self.last_flush = _now()
+        self._cuda_check()
 
     def at_exit(self):
         """Process exit (normal, sys.exit, an exception or Ctrl-C unwinding): write what we know."""

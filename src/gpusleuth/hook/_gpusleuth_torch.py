@@ -26,6 +26,9 @@ import _gpusleuth_autohook as _core
 _now = _core._now
 _cpu = _core._cpu
 _tid = _core._tid
+_batch_size = _core._batch_size
+WAIT, CPU, SAMPLES, UNKNOWN, OPT, FETCHES = (_core.WAIT, _core.CPU, _core.SAMPLES, _core.UNKNOWN, _core.OPT,
+                                            _core.FETCHES)
 
 _ORIG_WORKER_LOOP = None
 
@@ -88,11 +91,14 @@ def _patch_dataloader(torch, rec):
     real_init = base.__init__
 
     def __next__(self):
+        # The hottest path of the hook (once per batch): kept inline, see BENCHMARKS.md.
         r = _core.R
         if r is None or r.in_fetch or r.worker or _tid() != r.main_tid:
             return real_next(self)
         try:
-            r.fetch_enter()
+            if r.pending is not None or r.cur_start is None:
+                r.fetch_enter()
+            r.in_fetch = True
             t0 = _now()
             c0 = _cpu()
         except BaseException as exc:
@@ -107,8 +113,27 @@ def _patch_dataloader(torch, rec):
                 r.error("fetch_exit", exc)
             raise
         try:
-            r.fetch_exit(t0, c0, batch, True)
+            c1 = _cpu()
+            t1 = _now()
+            r.in_fetch = False
+            c = r.c
+            c[WAIT] += t1 - t0
+            c[CPU] += c1 - c0
+            c[FETCHES] += 1
+            first = batch
+            if first.__class__ is tuple or first.__class__ is list:
+                first = first[0] if first else None
+            shape = getattr(first, "shape", None)
+            if shape:  # a tensor (or array) first: the common case
+                c[SAMPLES] += shape[0]
+            else:
+                n = _batch_size(batch)
+                if n < 0:
+                    c[UNKNOWN] = True
+                else:
+                    c[SAMPLES] += n
         except BaseException as exc:
+            r.in_fetch = False
             r.error("fetch_exit", exc)
         return batch
 
@@ -171,8 +196,9 @@ def _patch_backward(torch, rec):
 
     def backward(*args, **kwargs):
         r = _core.R
-        if r is None or r.worker or r.bw_depth:
-            return real_backward(*args, **kwargs)
+        if r is None or r.bw_depth or r.worker or (r.cur_start is not None and (r.mode == "optimizer" or
+                                                                                 not r.auto)):
+            return real_backward(*args, **kwargs)  # nothing to do: backward does not delimit steps here
         try:
             if r.cur_start is None:
                 r.first_activity()
