@@ -13,7 +13,8 @@ table reports medians and ratios.
 "ours" = ``load_traces`` + ``analyze_trace(...).to_dict()`` (every analysis in the report).
 "HTA" = ``TraceAnalysis`` load + temporal breakdown + idle-time breakdown + kernel breakdown + comm/comp
 overlap + CUDA launch stats (the analyses ours covers; ``visualize=False``).
-"msgspec floor" = read + gunzip + ``msgspec.json.decode`` of the whole file to Python objects, nothing else.
+"msgspec floor" = read + gunzip + ``msgspec.json.decode`` of the whole file to Python objects, nothing else
+(as a user would call it, GC on; and again with the GC disabled, the fastest untyped decode there is).
 The big trace (~400 MB of JSON) is built under /tmp by replicating the steps of a real trace with shifted
 timestamps and ids; it is never committed.
 """
@@ -87,6 +88,8 @@ doc = msgspec.json.decode(data)
 t1 = time.perf_counter()
 print(json.dumps({"import": t0 - t, "load": t1 - t0, "analyze": 0.0, "events": len(doc["traceEvents"])}))
 """
+
+FLOOR_NOGC = FLOOR.replace("import msgspec", "import msgspec, gc; gc.disable()")
 
 
 def run_child_wait4(python: str, code: str, path: Path, timeout: float = 900) -> dict:
@@ -169,7 +172,8 @@ def median(xs):
 
 
 def bench(files: list[Path], reps: int, hta_python: str | None) -> list[dict]:
-    tools = [("ours", sys.executable, OURS), ("floor", sys.executable, FLOOR)]
+    tools = [("ours", sys.executable, OURS), ("floor", sys.executable, FLOOR),
+             ("floor_nogc", sys.executable, FLOOR_NOGC)]
     if hta_python:
         tools.insert(1, ("hta", hta_python, HTA))
     rows = []
@@ -197,19 +201,77 @@ def table(rows: list[dict], have_hta: bool) -> str:
         return None if (a is None or b is None or b == 0) else a / b
 
     out = ["| trace | JSON MB | ours s: load + analyses | HTA s: load + analyses | HTA ÷ ours | msgspec floor s | "
-           "ours ÷ floor | ours peak RSS MiB | HTA peak RSS MiB | ours ÷ HTA RSS | process wall s: ours / HTA |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "ours ÷ floor | floor, GC off s | ours ÷ that | ours peak RSS MiB | HTA peak RSS MiB | ours ÷ HTA RSS | process wall s: ours / HTA |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        o, h, fl = r["ours"], r.get("hta", {}), r["floor"]
+        o, h, fl, fn = r["ours"], r.get("hta", {}), r["floor"], r["floor_nogc"]
         o_t = (o["load"] or 0) + (o["analyze"] or 0)
         h_t = None if not h or h.get("load") is None else h["load"] + (h["analyze"] or 0)
         out.append(
             f"| {r['file'].name} | {f(r['json_mb'], '.0f')} | {f(o['load'])} + {f(o['analyze'])} = **{f(o_t)}** | "
             f"{f(h.get('load'))} + {f(h.get('analyze'))} = **{f(h_t)}** | **{f(ratio(h_t, o_t), '.1f')}×** | "
-            f"{f(fl['load'])} | {f(ratio(o_t, fl['load']), '.2f')}× | {f(o['rss_mb'], '.0f')} | "
+            f"{f(fl['load'])} | {f(ratio(o_t, fl['load']), '.2f')}× | {f(fn['load'])} | "
+            f"{f(ratio(o_t, fn['load']), '.2f')}× | {f(o['rss_mb'], '.0f')} | "
             f"{f(h.get('rss_mb'), '.0f')} | {f(ratio(o['rss_mb'], h.get('rss_mb')), '.2f')} | "
             f"{f(o['wall'])} / {f(h.get('wall'))} |")
     return "\n".join(out)
+
+
+DECODE = """
+import sys, time, json, gzip, gc
+which, nogc = sys.argv[2], sys.argv[3] == "1"
+raw = open(sys.argv[1], "rb").read()
+data = gzip.decompress(raw) if raw[:2] == b"\\x1f\\x8b" else raw
+del raw
+if which == "json":
+    import json as mod; dec = mod.loads
+elif which == "orjson":
+    import orjson; dec = orjson.loads
+elif which == "msgspec":
+    import msgspec; dec = msgspec.json.decode
+elif which == "msgspec-typed":
+    import msgspec
+    from gpusleuth.sources.kineto.schema import Tail
+    d = msgspec.json.Decoder(Tail); dec = d.decode
+elif which == "gpusleuth-load":
+    from gpusleuth.sources.kineto import load_trace
+    dec = None
+if nogc:
+    gc.disable()
+t = time.perf_counter()
+out = dec(data) if dec else load_trace(sys.argv[1])
+print(json.dumps({"load": time.perf_counter() - t}))
+"""
+
+
+def decoders(files: list[Path], reps: int) -> str:
+    """Decoder comparison on already-decompressed text (decompression excluded), each in a fresh process."""
+    import tempfile
+
+    rows = ["| trace | JSON MB | json | json, GC off | orjson | orjson, GC off | msgspec → dicts | "
+            "msgspec → dicts, GC off | msgspec typed Struct, GC off | gpusleuth load (gunzip+columns) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    variants = [("json", "0"), ("json", "1"), ("orjson", "0"), ("orjson", "1"), ("msgspec", "0"),
+                ("msgspec", "1"), ("msgspec-typed", "1"), ("gpusleuth-load", "1")]
+    for f in files:
+        with tempfile.TemporaryDirectory() as td:
+            plain = Path(td) / f.name.replace(".gz", "")
+            plain.write_bytes(gzip.decompress(f.read_bytes()))
+            res = {v: [] for v in variants}
+            for _ in range(reps):
+                for which, nogc in variants:
+                    code = DECODE.replace("sys.argv[2]", repr(which)).replace("sys.argv[3]", repr(nogc))
+                    src = f if which == "gpusleuth-load" else plain
+                    r = run_child_wait4(sys.executable, code, src)
+                    res[(which, nogc)].append((r.get("load"), r["rss_mb"]))
+            mb = plain.stat().st_size / 1e6
+        cells = []
+        for v in variants:
+            t = median([x[0] for x in res[v]])
+            m = median([x[1] for x in res[v]])
+            cells.append("—" if t is None else f"{t:.2f} s / {m:.0f} MiB")
+        rows.append(f"| {f.name} | {mb:.0f} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
 
 
 def main() -> None:
@@ -222,7 +284,15 @@ def main() -> None:
     ap.add_argument("--hta-python", default="/tmp/htavenv/bin/python")
     ap.add_argument("--no-big", action="store_true")
     ap.add_argument("--only", nargs="*", help="subset of real traces (relative paths)")
+    ap.add_argument("--decoders", action="store_true",
+                    help="instead: compare json / orjson / msgspec / typed msgspec decode times")
     args = ap.parse_args()
+    if args.decoders:
+        files = [TRACES / r for r in (args.only or REAL)]
+        if not args.no_big:
+            files.append(build_big(TRACES / args.big_source, Path(args.big_path), args.big_mb))
+        print(decoders(files, args.reps))
+        return
     hta = args.hta_python if Path(args.hta_python).exists() else None
     if not hta:
         print(f"HTA python {args.hta_python} not found: measuring ours and the floor only. Create it with\n"
