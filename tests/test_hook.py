@@ -447,3 +447,26 @@ def test_profile_steps_writes_gzipped_chrome_trace(tmp_path):
     assert prof_steps == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
     assert any(n.startswith("Optimizer.step") for n in names)
     assert [i["steps"] for i in infos(lines, "profiler_trace")] == [[2, 4]]
+
+
+# ------------------------------------------------------------------------------- portability of the hook
+
+def test_hook_files_are_stdlib_only_and_python38_syntax():
+    """The job may run another interpreter or venv: no gpusleuth, numpy or pyarrow there, maybe 3.8."""
+    import ast
+
+    ours = {p.stem for p in HOOK_DIR.glob("*.py")}
+    assert ours == {"sitecustomize", "_gpusleuth_autohook", "_gpusleuth_torch"}
+    assert not (HOOK_DIR / "__init__.py").exists()
+    for path in HOOK_DIR.glob("*.py"):
+        tree = ast.parse(path.read_text(), feature_version=(3, 8))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                assert top in sys.stdlib_module_names or top in ours or top == "torch", (path.name, name)

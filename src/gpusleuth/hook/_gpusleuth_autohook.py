@@ -39,6 +39,7 @@ COMMIT_BACKWARD_NS = 1000000000  # hold backward-delimited steps this long befor
 GPU_PENDING_MAX = 4096
 
 R = None  # the process's recorder once activated; the torch patches and gpusleuth.api read it
+_T = None  # the _gpusleuth_torch module, once torch is imported (CUDA events, profiler)
 
 
 def activate():
@@ -271,11 +272,13 @@ class Recorder:
 
     def torch_imported(self, torch):
         """Called once ``import torch`` finished: install the patches (see _gpusleuth_torch)."""
+        global _T
         try:
             self.torch = torch
             self.torch_ns = _now()
             import _gpusleuth_torch
 
+            _T = _gpusleuth_torch
             _gpusleuth_torch.install(torch, self)
             atexit.register(_at_exit)  # again, so that we run before torch's own exit handlers (LIFO)
         except BaseException as exc:
@@ -294,10 +297,11 @@ class Recorder:
     def first_activity(self):
         """The first step starts here (first fetch, backward, optimizer step…). Starting the profiler is
         slow, so it happens before the timestamp is taken."""
-        if self.prof_range is not None and self.prof is None and not self.prof_done:
-            self._prof_start()
-        if self._cuda_check():
-            self.cuda_prev = self._cuda_mark()
+        if _T is not None:
+            if self.prof_range is not None and self.prof is None and not self.prof_done:
+                _T.prof_start(self)
+            if _T.cuda_check(self):
+                self.cuda_prev = _T.cuda_mark(self)
         t = _now()
         self.cur_start = t
         return t
@@ -307,7 +311,7 @@ class Recorder:
         start = self.cur_start
         if start is None:
             start = self.torch_ns or self.start_ns
-        rec = (start, end, self.c, delim, self._cuda_mark() if self.cuda_on else None)
+        rec = (start, end, self.c, delim, _T.cuda_mark(self) if self.cuda_on else None)
         self.c = [0, 0, 0, False, None, 0, 0]
         self.cur_start = end
         self.nb += 1
@@ -330,9 +334,9 @@ class Recorder:
         self.emitted = idx + 1
         self.buf.append(rec)
         if rec[4] is not None or self.gpu_q:
-            self._gpu_step(idx, rec[4])
+            _T.gpu_step(self, idx, rec[4])
         if self.prof is not None:
-            self._prof_step()
+            _T.prof_step(self)
         if rec[1] - self.last_flush >= FLUSH_NS:
             self.flush()
 
@@ -392,9 +396,15 @@ class Recorder:
 
     def opt_end(self):
         t = _now()
-        self.c[OPT] += t - self.opt_t0
-        if self.auto and self.mode == "optimizer":
-            self.pending = self._take(t, "optimizer")
+        c = self.c
+        c[OPT] += t - self.opt_t0
+        if self.auto and self.mode == "optimizer":  # _take(), inlined: this runs every step
+            start = self.cur_start
+            self.pending = (start if start is not None else t, t, c, "optimizer",
+                            _T.cuda_mark(self) if self.cuda_on else None)
+            self.c = [0, 0, 0, False, None, 0, 0]
+            self.cur_start = t
+            self.nb += 1
 
     def backward_end(self, t):
         if not self.auto or self.mode == "optimizer" or self.opt_stack:
@@ -425,8 +435,8 @@ class Recorder:
             if self.held:
                 self._merge_back(self.held)
                 self.held = []
-        if self.cur_start is None and self.prof_range is not None and not self.prof_done:
-            self._prof_start()
+        if self.cur_start is None and self.prof_range is not None and not self.prof_done and _T is not None:
+            _T.prof_start(self)
         if samples is not None:
             self.c[SET] = int(samples)
         self._emit(self._take(t, "explicit"))
@@ -497,79 +507,6 @@ class Recorder:
         except BaseException:
             pass
 
-    # ----------------------------------------------------------------- CUDA events
-    def _cuda_check(self):
-        """CUDA is 'in use' once the program initialized it; we never initialize it ourselves. Asked at
-        the first step and at each flush, not per step: a step or two without device time is fine."""
-        torch = self.torch
-        if self.cuda_on or torch is None or self.worker:
-            return self.cuda_on
-        try:
-            self.cuda_on = bool(torch.cuda.is_initialized())
-        except BaseException:
-            self.cuda_on = False
-        return self.cuda_on
-
-    def _cuda_mark(self):
-        """An event on the current stream, or None when recording one is not allowed (graph capture)."""
-        try:
-            cuda = self.torch.cuda
-            if cuda.is_current_stream_capturing():
-                return None
-            ev = cuda.Event(enable_timing=True)
-            ev.record()
-            return ev
-        except BaseException as exc:
-            self.error("cuda_event", exc)
-            return None
-
-    def _gpu_step(self, idx, end_ev):
-        """Queue (step, start, end) events and emit every one already resolved — a query, never a sync."""
-        start_ev = self.cuda_prev
-        self.cuda_prev = end_ev
-        q = self.gpu_q
-        if start_ev is not None and end_ev is not None:
-            q.append((idx, start_ev, end_ev))
-            if len(q) > GPU_PENDING_MAX:
-                del q[0]
-        self._gpu_poll()
-
-    def _gpu_poll(self):
-        q = self.gpu_q
-        try:
-            while q:
-                idx, s, e = q[0]
-                if not (e.query() and s.query()):
-                    break
-                del q[0]
-                self.buf.append("G\t%d\t%d\n" % (idx, int(s.elapsed_time(e) * 1e6)))
-        except BaseException as exc:
-            del q[:]
-            self.error("cuda_poll", exc)
-
-    # ----------------------------------------------------------------- profiler
-    def _prof_start(self):
-        try:
-            import _gpusleuth_torch
-
-            self.prof = _gpusleuth_torch.start_profiler(self.torch, self)
-        except BaseException as exc:
-            self.error("profiler_start", exc)
-            self.prof = None
-        if self.prof is None:
-            self.prof_done = True
-
-    def _prof_step(self):
-        try:
-            self.prof.step()
-            if self.prof_done:
-                self.prof.stop()
-                self.prof = None
-        except BaseException as exc:
-            self.error("profiler_step", exc)
-            self.prof = None
-            self.prof_done = True
-
     def trace_path(self):
         rank = os.environ.get("RANK", "0")
         return os.path.join(self.run_dir, "trace", "rank%s-pid%d.pt.trace.json.gz" % (_clean(rank), self.pid))
@@ -617,7 +554,8 @@ class Recorder:
         except BaseException:
             self.broken = True  # nowhere to write: stop trying rather than slow the job down
         self.last_flush = _now()
-        self._cuda_check()
+        if _T is not None:
+            _T.cuda_check(self)
 
     def at_exit(self):
         """Process exit (normal, sys.exit, an exception or Ctrl-C unwinding): write what we know."""
@@ -632,7 +570,7 @@ class Recorder:
             if self.held:
                 self._commit_backward()
             if self.gpu_q:
-                self._gpu_poll()
+                _T.gpu_poll(self)
             if self.prof is not None:
                 prof, self.prof = self.prof, None
                 self.prof_done = True

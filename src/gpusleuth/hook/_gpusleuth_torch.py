@@ -96,8 +96,12 @@ def _patch_dataloader(torch, rec):
         if r is None or r.in_fetch or r.worker or _tid() != r.main_tid:
             return real_next(self)
         try:
-            if r.pending is not None or r.cur_start is None:
-                r.fetch_enter()
+            rec = r.pending
+            if rec is not None:  # a fetch: the pending optimizer step is over for sure
+                r.pending = None
+                r._emit(rec)
+            if r.cur_start is None:
+                r.first_activity()
             r.in_fetch = True
             t0 = _now()
             c0 = _cpu()
@@ -268,8 +272,8 @@ def _on_train(r, mod, mode, was_training):
             r.phase_end(r.auto_eval)
         trained.add(mod)
         return
-    if r.auto_eval is not None or r.nb == 0:
-        return
+    if r.auto_eval is not None or r.nb == 0 or any(p[0] == "eval" for p in r.open_phases):
+        return  # already in an eval phase (ours, or the program's own gpusleuth.phase("eval"))
     if mod in trained or (len(trained) == 0 and was_training):
         r.auto_eval = r.phase_begin("eval", "auto")
         r.eval_mod = weakref.ref(mod)
@@ -343,7 +347,90 @@ def _worker_loop(*args, **kwargs):
     return real(*args, **kwargs)
 
 
+# ----------------------------------------------------------------------------------------- CUDA events
+def cuda_check(r):
+    """CUDA is 'in use' once the program initialized it; we never initialize it ourselves. Asked at the
+    first step and at each flush, not per step: missing the device time of a step or two is fine."""
+    if r.cuda_on or r.torch is None or r.worker:
+        return r.cuda_on
+    try:
+        r.cuda_on = bool(r.torch.cuda.is_initialized())
+    except BaseException:
+        r.cuda_on = False
+    return r.cuda_on
+
+
+def cuda_mark(r):
+    """An event recorded on the current stream (never a synchronize), or None where recording one is not
+    allowed (CUDA-graph capture)."""
+    try:
+        cuda = r.torch.cuda
+        if cuda.is_current_stream_capturing():
+            return None
+        ev = cuda.Event(enable_timing=True)
+        ev.record()
+        return ev
+    except BaseException as exc:
+        r.error("cuda_event", exc)
+        return None
+
+
+def gpu_step(r, idx, end_ev):
+    """Queue step ``idx``'s (start, end) events; the start is the previous step's end event."""
+    start_ev = r.cuda_prev
+    r.cuda_prev = end_ev
+    q = r.gpu_q
+    if start_ev is not None and end_ev is not None:
+        q.append((idx, start_ev, end_ev))
+        if len(q) > _core.GPU_PENDING_MAX:
+            del q[0]
+    gpu_poll(r)
+
+
+def gpu_poll(r):
+    """Emit ``G`` for every queued step whose events have completed: ``query()``, never a wait. Events on
+    one stream complete in order, so we stop at the first one still pending."""
+    q = r.gpu_q
+    try:
+        while q:
+            idx, s, e = q[0]
+            if not (e.query() and s.query()):
+                break
+            del q[0]
+            r.buf.append("G\t%d\t%d\n" % (idx, int(s.elapsed_time(e) * 1e6)))
+    except BaseException as exc:
+        del q[:]
+        r.error("cuda_poll", exc)
+
+
 # ------------------------------------------------------------------------------------------- profiler
+def prof_start(r):
+    try:
+        r.prof = start_profiler(r.torch, r)
+    except BaseException as exc:
+        r.error("profiler_start", exc)
+        r.prof = None
+    if r.prof is None:
+        r.prof_done = True
+
+
+def prof_step(r):
+    """Step the profiler at a step boundary; stop it once its window has been exported."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r.prof.step()
+            if r.prof_done:
+                r.prof.stop()
+                r.prof = None
+    except BaseException as exc:
+        r.error("profiler_step", exc)
+        r.prof = None
+        r.prof_done = True
+
+
 def start_profiler(torch, rec):
     """A ``torch.profiler.profile`` whose schedule captures steps A..B of this process (0-based, as we
     count them), stepped at every step boundary, exporting a gzipped Chrome trace when the window ends."""
