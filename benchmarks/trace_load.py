@@ -231,8 +231,8 @@ elif which == "msgspec":
     import msgspec; dec = msgspec.json.decode
 elif which == "msgspec-typed":
     import msgspec
-    from gpusleuth.sources.kineto.schema import Tail
-    d = msgspec.json.Decoder(Tail); dec = d.decode
+    from gpusleuth.sources.kineto.schema import FastTail
+    d = msgspec.json.Decoder(FastTail); dec = d.decode
 elif which == "gpusleuth-load":
     from gpusleuth.sources.kineto import load_trace
     dec = None

@@ -152,7 +152,9 @@ def test_bare_event_array_without_steps():
 def test_odd_field_types_do_not_fail_the_load(tmp_path):
     events = [{"ph": "X", "cat": "kernel", "name": ["weird"], "pid": "gpu0", "tid": None, "ts": "12.5",
                "dur": 3, "args": {"stream": "0x7", "correlation": "abc", "External id": 1.5}},
-              {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": None, "dur": 1}]
+              {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": None, "dur": 1},
+              {"cat": "cpu_op", "name": "no phase at all", "ts": 1, "dur": 1},
+              {"ph": 7, "name": "numeric phase"}]
     p = tmp_path / "odd.json"
     p.write_text(json.dumps({"traceEvents": events}))
     run = load_traces([p])[0]

@@ -63,6 +63,9 @@ def load_trace(path: str | Path, progress: Callable[[int, int], None] | None = N
     gc.disable()
     try:
         res = read_events(path, builder, progress)
+        if progress is not None:  # reading may stop before EOF (gzip trailer, damage): finish the bar
+            size = path.stat().st_size
+            progress(size, size)
         base = _meta_value(res, "baseTimeNanoseconds")
         base = int(base) if isinstance(base, (int, float)) and base > 0 else None
         if res.truncated and res.tail is None and base is None:

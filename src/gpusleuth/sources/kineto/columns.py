@@ -18,7 +18,7 @@ import numpy as np
 from gpusleuth.run.model import Table
 
 from .model import TraceData, kind_of_category
-from .schema import Event
+from .schema import Event, MEvent, XEvent
 
 _INT_COLS = ("corr", "stream", "device")
 
@@ -82,12 +82,16 @@ class ColumnBuilder:
             safe = [v if isinstance(v, (str, int, float)) or v is None else str(v) for v in values]
             return ColumnBuilder._intern(table, safe)
 
-    def __call__(self, events: list[Event]) -> None:
-        xs = [e for e in events if e.ph == "X"]
+    def __call__(self, events: list) -> None:
+        # a chunk comes either from the tagged schema (XEvent/MEvent/field-less others) or, when some
+        # event had no usable "ph", from the permissive one (Event with a .ph attribute)
+        loose = bool(events) and type(events[0]) is Event
+        xs = [e for e in events if e.ph == "X"] if loose else [e for e in events if type(e) is XEvent]
         if len(xs) != len(events):
             # flow arrows (s/f) are most of the rest: counted, not kept (correlation ids link CPU and GPU)
             self.phases["other"] += len(events) - len(xs)
-            for e in [e for e in events if e.ph == "M"]:
+            ms = [e for e in events if e.ph == "M"] if loose else [e for e in events if type(e) is MEvent]
+            for e in ms:
                 if e.args is not None and isinstance(e.args.name, str):
                     if e.name == "process_name":
                         self.process_names[e.pid] = e.args.name

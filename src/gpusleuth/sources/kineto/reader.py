@@ -28,7 +28,7 @@ import msgspec
 
 from gpusleuth.errors import InputError
 
-from .schema import EVENTS_DECODER, HEAD_DECODER, TAIL_DECODER, Event, Head, Tail
+from .schema import HEAD_DECODER, Head, Tail, decode_events, decode_tail
 
 BLOCK = 4 << 20  # bytes read from disk per step
 CHUNK = 4 << 20  # decode once this much array text is buffered
@@ -103,8 +103,8 @@ def _blocks(path: Path, progress: Progress | None, res: ReadResult) -> Iterator[
                 progress(done, total)
 
 
-def _decode_events(text: bytes) -> list[Event]:
-    return EVENTS_DECODER.decode(b"[" + text + b"]")
+def _decode_events(text: bytes) -> list:
+    return decode_events(b"[" + text + b"]")
 
 
 def _last_boundary(buf: bytes | bytearray, lo: int) -> re.Match | None:
@@ -118,7 +118,7 @@ def _last_boundary(buf: bytes | bytearray, lo: int) -> re.Match | None:
     return None
 
 
-def _salvage(text: bytes, sink: Callable[[list[Event]], None], res: ReadResult, final: bool) -> Tail | None:
+def _salvage(text: bytes, sink: Callable[[list], None], res: ReadResult, final: bool) -> Tail | None:
     """Decode every complete event of ``text`` piece by piece; count what cannot be read.
 
     With ``final`` the last piece may hold the array's end and the trailing metadata.
@@ -131,7 +131,7 @@ def _salvage(text: bytes, sink: Callable[[list[Event]], None], res: ReadResult, 
     if final and pieces:
         s, e = pieces[-1]
         try:
-            tail = TAIL_DECODER.decode(b'{"traceEvents":[' + text[s:e])
+            tail = decode_tail(b'{"traceEvents":[' + text[s:e])
             sink(tail.traceEvents)
             pieces = pieces[:-1]
         except (msgspec.DecodeError, msgspec.ValidationError):
@@ -157,7 +157,7 @@ def _salvage(text: bytes, sink: Callable[[list[Event]], None], res: ReadResult, 
     return tail
 
 
-def read_events(path: Path, sink: Callable[[list[Event]], None], progress: Progress | None = None) -> ReadResult:
+def read_events(path: Path, sink: Callable[[list], None], progress: Progress | None = None) -> ReadResult:
     """Stream ``path``; call ``sink`` with each decoded chunk of events; return metadata and losses."""
     res = ReadResult()
     buf = bytearray()
@@ -204,7 +204,7 @@ def read_events(path: Path, sink: Callable[[list[Event]], None], progress: Progr
         buf[0], buf[cut] = 0x5B, 0x5D  # "[" … "]"
         try:
             with memoryview(buf) as mv, mv[: cut + 1] as part:
-                events = EVENTS_DECODER.decode(part)
+                events = decode_events(part)
         except (msgspec.DecodeError, msgspec.ValidationError):
             buf[0], buf[cut] = first, after
             # a boundary inside nested args, or damage: wait for more text and retry with a larger chunk
@@ -225,9 +225,9 @@ def read_events(path: Path, sink: Callable[[list[Event]], None], progress: Progr
     del buf
     try:
         if bare_array:
-            sink(EVENTS_DECODER.decode(text))
+            sink(decode_events(text))
         else:
-            res.tail = TAIL_DECODER.decode(b'{"traceEvents":' + text)
+            res.tail = decode_tail(b'{"traceEvents":' + text)
             sink(res.tail.traceEvents)
             res.tail.traceEvents = []
         return res
