@@ -14,7 +14,7 @@ import numpy as np
 
 from gpusleuth.run.model import Run
 
-from . import kernels, launch, quality, timeline
+from . import kernels, launch, quality, segments as _segments, timeline
 from .prep import ALL_CATS, DEVICE_CATS, IDLE_CATS, prepare
 
 __all__ = ["analyze_trace", "TraceAnalysis", "ALL_CATS", "DEVICE_CATS", "IDLE_CATS"]
@@ -41,9 +41,13 @@ class TraceAnalysis:
     overlap: dict[str, Any]
     issues: list[str] = field(default_factory=list)
     losses: list[str] = field(default_factory=list)
+    # Where each partition category lies in time (for annotated traces and gap histograms); not part
+    # of the JSON contract — a long trace has far too many intervals for a report.
+    segments: Any = field(default=None, repr=False, compare=False)
+    origin_ns: int | None = None  # absolute time of the segments' zero (the trace's origin)
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(self.__dict__)
+        return _plain({k: v for k, v in self.__dict__.items() if k not in ("segments", "origin_ns")})
 
 
 def _plain(x: Any) -> Any:
@@ -130,4 +134,5 @@ def analyze_trace(run: Run) -> TraceAnalysis:
         steps=steps, step_stats=_step_stats(steps), idle_causes=causes,
         kernels=kernels.breakdown(p), launch=launch.launch_stats(p), overlap=timeline.comm_overlap(tl),
         issues=issues, losses=list(run.losses),
+        segments=_segments.runs(tl.bounds, tl.label), origin_ns=tr.origin_ns,
     )
