@@ -24,6 +24,9 @@ def add_parser(sub) -> None:
     )
     p.add_argument("paths", nargs="+", type=Path, help="a run directory, or trace files")
     p.add_argument("--json", action="store_true", help="print one JSON object (docs/report-json.md) on stdout")
+    from gpusleuth.report.options import add_report_options
+
+    add_report_options(p)
     p.set_defaults(func=report_command)
 
 
@@ -42,7 +45,9 @@ def report_command(args) -> int:
             notes = finalize_run_dir(dirs[0], run.end_ns)
             run = load_run(dirs[0])
             run.losses.extend(n for n in notes if n not in run.losses)
-        print_report(run, as_json=args.json)
+        from gpusleuth.report.options import options_from_args
+
+        print_report(run, as_json=args.json, options=options_from_args(args))
         return 0
     for p in paths:
         if not p.exists():
@@ -55,10 +60,10 @@ def report_command(args) -> int:
     return 0
 
 
-def print_report(run, as_json: bool = False, to_stderr: bool = False) -> None:
+def print_report(run, as_json: bool = False, to_stderr: bool = False, options=None) -> None:
     from gpusleuth.report.build import build_report
 
-    _emit(build_report(run), as_json, to_stderr)
+    _emit(build_report(run, options), as_json, to_stderr)
 
 
 def _emit(report, as_json: bool, to_stderr: bool = False) -> None:

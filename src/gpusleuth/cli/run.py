@@ -33,6 +33,14 @@ def add_parser(sub) -> None:
     p.add_argument("--label", default=None, help="a name for this run in reports")
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout after the job")
     p.add_argument("--no-report", action="store_true", help="do not print a report at the end")
+    p.add_argument("--capture-output", action="store_true",
+                   help="also copy the job's stdout/stderr into the run directory (output.log), e.g. for "
+                   "MLPerf ':::MLLOG' lines; the job then writes to a pipe instead of the terminal")
+    p.add_argument("--no-flops", action="store_true",
+                   help="do not measure FLOPs per step (the hook counts one step with FlopCounterMode for MFU)")
+    from gpusleuth.report.options import add_report_options
+
+    add_report_options(p)
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
     p.set_defaults(func=run_command)
 
@@ -54,6 +62,8 @@ def run_command(args) -> int:
         LaunchOptions(
             command=command, out=args.out, interval_s=args.interval, duration_s=args.duration,
             grace_s=args.grace, profile_steps=args.profile_steps, use_gpu=not args.no_gpu, label=args.label,
+            capture_output=args.capture_output,
+            extra_env={"GPUSLEUTH_FLOPS": "0"} if args.no_flops else {},
         )
     )
     print(f"gpusleuth: run recorded in {result.run_dir}", file=sys.stderr)
@@ -62,7 +72,10 @@ def run_command(args) -> int:
         from gpusleuth.run.loader import load_run
 
         try:
-            print_report(load_run(result.run_dir), as_json=args.json, to_stderr=True)
+            from gpusleuth.report.options import options_from_args
+
+            print_report(load_run(result.run_dir), as_json=args.json, to_stderr=True,
+                         options=options_from_args(args))
         except Exception as exc:  # noqa: BLE001 - the job's exit code must survive a report bug
             print(f"gpusleuth: could not build the report ({exc.__class__.__name__}: {exc}); "
                   f"the run is saved in {result.run_dir}", file=sys.stderr)

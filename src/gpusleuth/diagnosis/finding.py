@@ -26,6 +26,7 @@ class Gain:
     seconds_per_run: float
     speedup: float  # predicted throughput ratio after the fix
     method: str
+    dollars_per_run: float | None = None  # seconds_per_run at the run's price (filled by the report stage)
 
 
 @dataclass

@@ -45,6 +45,7 @@ class LaunchOptions:
     use_gpu: bool = True
     label: str | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    capture_output: bool = False  # tee the job's stdout/stderr into output.log (MLLOG lines…)
 
 
 @dataclass
@@ -179,8 +180,10 @@ def launch(opts: LaunchOptions) -> LaunchResult:
     recorder = _start_recorder(run_dir, opts)
     terminal = _Terminal()
     try:
+        pipe = subprocess.PIPE if opts.capture_output else None
         child = subprocess.Popen(
-            [executable, *opts.command[1:]], env=child_env(opts, run_dir), process_group=0
+            [executable, *opts.command[1:]], env=child_env(opts, run_dir), process_group=0,
+            stdout=pipe, stderr=pipe,
         )
     except OSError as exc:
         _stop_recorder(recorder, notes)
@@ -188,8 +191,12 @@ def launch(opts: LaunchOptions) -> LaunchResult:
     terminal.give(child.pid)
     _tell(recorder, f"pid {child.pid}\n", notes)
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+    # Copy threads start after the mask so they inherit it: signals stay with the main thread's wait.
+    tee = _Tee(child, run_dir / "output.log") if opts.capture_output else None
     try:
         returncode, stopped_by = _wait(child, recorder, opts, notes)
+        if tee is not None:
+            tee.join()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         terminal.take_back()
@@ -209,6 +216,42 @@ def launch(opts: LaunchOptions) -> LaunchResult:
     meta["losses"] = notes
     write_meta(run_dir, meta)
     return LaunchResult(run_dir=run_dir, exit_code=exit_code, notes=notes)
+
+
+class _Tee:
+    """Copy the job's stdout and stderr to ours, byte for byte, and into one log file."""
+
+    def __init__(self, child: subprocess.Popen, path: Path):
+        import threading
+
+        self._log = open(path, "ab")
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._pump, args=(src, dst), daemon=True)
+            for src, dst in ((child.stdout, sys.stdout.buffer), (child.stderr, sys.stderr.buffer))
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _pump(self, src, dst) -> None:
+        fd = src.fileno()
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            try:
+                dst.write(chunk)
+                dst.flush()
+            except (BrokenPipeError, OSError):
+                pass
+            with self._lock:
+                self._log.write(chunk)
+                self._log.flush()
+
+    def join(self) -> None:
+        for t in self._threads:
+            t.join(timeout=10)
+        self._log.close()
 
 
 def _start_recorder(run_dir: Path, opts: LaunchOptions) -> subprocess.Popen | None:

@@ -54,6 +54,9 @@ def render_console(report: Report, console: Console | None = None) -> None:
     if ending:
         console.print(" · ".join(ending))
     if report.outcomes is not None:
+        from gpusleuth.render.headline_console import render_headline
+
+        render_headline(report.headline, console)
         _outcomes(report, console)
         _gpu(report, console)
         _host(report, console)

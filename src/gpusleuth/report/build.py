@@ -6,7 +6,9 @@ from gpusleuth.analysis.outcomes import compute_outcomes
 from gpusleuth.analysis.telemetry import summarize_gpus, summarize_host
 from gpusleuth.diagnosis.engine import diagnose
 from gpusleuth.diagnosis.facts import Facts
+from gpusleuth.report.headline import compute_headline, price_findings
 from gpusleuth.report.model import Report, RunInfo
+from gpusleuth.report.options import ReportOptions
 from gpusleuth.run.model import Run
 
 
@@ -31,8 +33,9 @@ def _run_info(run: Run) -> RunInfo:
     )
 
 
-def build_report(run: Run) -> Report:
+def build_report(run: Run, options: ReportOptions | None = None) -> Report:
     """Report for a recorded run (with its --profile-steps traces, if any)."""
+    options = options or ReportOptions()
     outcomes = compute_outcomes(run)
     gpus = summarize_gpus(run)
     main_pid = outcomes.steps.pid
@@ -52,6 +55,8 @@ def build_report(run: Run) -> Report:
         logical_cores=(rec.get("host") or {}).get("logical_cores"),
     )
     findings, missing = diagnose(facts)
+    headline = compute_headline(run, outcomes, gpus, options)
+    price_findings(findings, headline.cost)
     ranks = []
     losses = list(run.losses)
     for prof in run.profiles:
@@ -59,7 +64,7 @@ def build_report(run: Run) -> Report:
         losses.extend(f"{prof.label}: {msg}" for msg in prof.losses)
     return Report(
         run=_run_info(run), outcomes=outcomes, gpus=gpus, gpu_note=gpu_note, host=host,
-        findings=findings, not_evaluated=missing, losses=losses, ranks=ranks,
+        findings=findings, not_evaluated=missing, losses=losses, ranks=ranks, headline=headline,
     )
 
 

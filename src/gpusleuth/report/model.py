@@ -44,6 +44,7 @@ class Report:
     not_evaluated: list[Missing]
     losses: list[str]
     ranks: list[Any] = field(default_factory=list)  # trace analyses, one per rank
+    headline: Any = None  # report.headline.Headline: throughput, goodput, MFU, energy, cost, time to target
 
     def to_dict(self) -> dict[str, Any]:
         o = self.outcomes
@@ -70,6 +71,8 @@ class Report:
                 "step_delimiter": s.delimiter,
                 "main_pid": s.pid,
             }
+        if outcomes is not None and self.headline is not None:
+            outcomes = {**_headline(self.headline), **outcomes}
         return _clean(
             {
                 "schema": SCHEMA,
@@ -84,6 +87,31 @@ class Report:
                 "ranks": [r.to_dict() if hasattr(r, "to_dict") else r for r in self.ranks],
             }
         )
+
+
+def _headline(h) -> dict[str, Any]:
+    """The headline keys lead ``outcomes``: what the user pays and gets comes first."""
+    asdict = dataclasses.asdict
+    return {
+        "throughput": {
+            "samples_per_s": h.steady.samples_per_s,
+            "tokens_per_s": h.steady.tokens_per_s,
+            "steady_steps": h.steady.steps,
+            "warmup_steps": h.steady.warmup_steps,
+            "step_time_p50_s": h.steady.step_time_p50_s,
+            "step_time_p95_s": h.steady.step_time_p95_s,
+            "step_time_cv": h.steady.step_time_cv,
+        },
+        "goodput": asdict(h.goodput),
+        "mfu": asdict(h.mfu),
+        "energy": asdict(h.energy) if h.energy else None,
+        "cost": asdict(h.cost) if h.cost else None,
+        "cost_note": h.cost_note,
+        "time_to_target": asdict(h.time_to_target) if h.time_to_target else None,
+        "gpu_model": h.gpu_model,
+        "gpus_used": h.gpus_used,
+        "headline_notes": h.notes,
+    }
 
 
 def _finding(f: Finding) -> dict[str, Any]:

@@ -1,0 +1,68 @@
+"""Energy per step and per sample from NVML's cumulative energy counter.
+
+The counter (mJ since driver load, recorded as J) is read at 10 Hz by the recorder, so energy over any
+interval is a difference of the counter interpolated at the interval's ends — no synchronize inside the
+job, no per-step NVML call. A drop in the counter (driver reload) starts a new segment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpusleuth.analysis.outcomes import main_steps
+from gpusleuth.run.model import Run
+
+
+@dataclass
+class Energy:
+    gpus: int
+    run_j: float  # whole run, all GPUs
+    steps_j: float  # inside training steps, all GPUs
+    per_step_j: float | None
+    per_sample_j: float | None
+    mean_power_w: float | None  # over the run, all GPUs
+    method: str = "NVML total-energy counter, differenced (interpolated at step boundaries)"
+
+
+def _monotone_counter(t: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    ok = np.isfinite(e)
+    t, e = t[ok], e[ok]
+    if len(e) < 2:
+        return t, e
+    d = np.diff(e)
+    d[d < 0] = 0.0  # a reset: skip the drop, keep counting from there
+    return t, np.r_[0.0, np.cumsum(d)]
+
+
+def compute_energy(run: Run) -> Energy | None:
+    g = run.gpu
+    if not len(g) or "energy_j" not in g:
+        return None
+    steps = main_steps(run)
+    run_j = 0.0
+    steps_j = 0.0
+    devices = np.unique(g["gpu"]).astype(int)
+    for index in devices:
+        sel = g["gpu"] == index
+        t, e = _monotone_counter(g["t_ns"][sel].astype(np.int64), g["energy_j"][sel].astype(float))
+        if len(e) < 2:
+            continue
+        run_j += float(e[-1] - e[0])
+        if len(steps):
+            at = lambda x: np.interp(x.astype(float), t.astype(float), e)  # noqa: E731
+            steps_j += float((at(steps["end_ns"]) - at(steps["start_ns"])).sum())
+    if run_j == 0.0 and steps_j == 0.0:
+        return None
+    n_steps = len(steps)
+    samples = int(steps["samples"][steps["samples"] >= 0].sum()) if n_steps else 0
+    span = (g["t_ns"].max() - g["t_ns"].min()) / 1e9
+    return Energy(
+        gpus=len(devices),
+        run_j=run_j,
+        steps_j=steps_j,
+        per_step_j=steps_j / n_steps if n_steps else None,
+        per_sample_j=steps_j / samples if samples else None,
+        mean_power_w=run_j / span if span > 0 else None,
+    )

@@ -1,0 +1,132 @@
+"""Goodput: productive step time ÷ wall time, with badput categories that sum to the rest.
+
+The categories follow Google's ml-goodput-measurement (offline and GPU-aware here): start-up before the
+first step, warm-up/compilation (the excess of the first steps over the steady step time), exposed data
+wait, each named phase (evaluation, checkpointing, logging…), other idle time (gaps and the idle tail),
+and lost progress after restarts where the run shows them. Productive time is what remains of the steps:
+compute at the steady pace.
+
+Warm-up detection: leading steps slower than median + 3·MAD of all steps (MAD scaled to σ) are warm-up;
+their time beyond the steady median counts as ``warmup`` badput — the same inference Google's tool uses
+for compilation ("program startup"), since it is rarely instrumented.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpusleuth.analysis.outcomes import Outcomes, main_steps, phase_union
+from gpusleuth.analysis import intervals as iv
+from gpusleuth.run.model import Run
+
+
+@dataclass
+class SteadyState:
+    warmup_steps: int
+    warmup_excess_s: float  # time the warm-up steps took beyond the steady median
+    steps: int
+    step_time_p50_s: float | None
+    step_time_p95_s: float | None
+    step_time_cv: float | None
+    samples_per_s: float | None
+    tokens_per_s: float | None
+
+
+@dataclass
+class Goodput:
+    goodput: float  # productive ÷ wall
+    productive_s: float
+    wall_s: float
+    badput_s: dict[str, float] = field(default_factory=dict)
+    badput_share: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def step_durations(run: Run) -> tuple[np.ndarray, np.ndarray]:
+    """Each main-process step's duration with phase time carved out, and its exposed data wait (ns)."""
+    steps = main_steps(run)
+    if not len(steps):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    start, end = int(run.start_ns), int(run.end_ns)
+    s0 = np.clip(steps["start_ns"], start, end)
+    e0 = np.clip(steps["end_ns"], start, end)
+    ps, pe = phase_union(run, start, end)
+    dur = np.maximum(e0 - s0 - iv.overlap_each(s0, e0, ps, pe), 0)
+    wait = np.minimum(np.maximum(steps["data_wait_ns"], 0), dur)
+    return dur, wait
+
+
+def warmup_count(durations_s: np.ndarray) -> int:
+    if len(durations_s) < 5:
+        return 0
+    med = float(np.median(durations_s))
+    mad = float(np.median(np.abs(durations_s - med))) * 1.4826
+    limit = med + max(3 * mad, 0.05 * med)
+    n = 0
+    while n < len(durations_s) // 2 and durations_s[n] > limit:
+        n += 1
+    return n
+
+
+def tokens_total(run: Run, lo: int, hi: int) -> int | None:
+    total = 0
+    seen = False
+    for rec in run.logs:
+        if "tokens" in rec and rec.get("tokens") is not None and lo <= rec.get("t_ns", lo) <= hi + int(1e9):
+            total += int(rec["tokens"])
+            seen = True
+    return total if seen else None
+
+
+def steady_state(run: Run) -> SteadyState:
+    dur, _ = step_durations(run)
+    steps = main_steps(run)
+    if not len(dur):
+        return SteadyState(0, 0.0, 0, None, None, None, None, None)
+    secs = dur / 1e9
+    w = warmup_count(secs)
+    steady = secs[w:]
+    med = float(np.median(steady))
+    excess = float(np.maximum(secs[:w] - med, 0).sum())
+    samples = steps["samples"][w:]
+    known = samples >= 0
+    sps = float(samples[known].sum() / steady[known].sum()) if known.any() and steady[known].sum() > 0 else None
+    tokens = tokens_total(run, int(steps["start_ns"][w]), int(steps["end_ns"][-1]))
+    tps = tokens / float(steady.sum()) if tokens and steady.sum() > 0 else None
+    return SteadyState(
+        warmup_steps=w,
+        warmup_excess_s=excess,
+        steps=len(steady),
+        step_time_p50_s=med,
+        step_time_p95_s=float(np.percentile(steady, 95)),
+        step_time_cv=float(steady.std() / steady.mean()) if len(steady) > 1 and steady.mean() > 0 else None,
+        samples_per_s=sps,
+        tokens_per_s=tps,
+    )
+
+
+def compute_goodput(run: Run, outcomes: Outcomes, steady: SteadyState) -> Goodput:
+    wall = outcomes.wall_s
+    t = outcomes.time_s
+    badput = {"startup": t.get("startup", 0.0), "warmup": steady.warmup_excess_s,
+              "data_wait": t.get("data_wait", 0.0)}
+    for name, secs in t.items():
+        if name not in ("startup", "data_wait", "compute", "other"):
+            badput[name] = secs
+    badput["other_idle"] = t.get("other", 0.0)
+    badput["lost_progress"] = 0.0
+    productive = max(t.get("compute", 0.0) - steady.warmup_excess_s, 0.0)
+    notes = []
+    if outcomes.steps.steps == 0:
+        notes.append("no training steps were seen: goodput is 0 by definition")
+    notes.append("lost progress after restarts needs restart markers (one recorded run has none)")
+    return Goodput(
+        goodput=productive / wall if wall else 0.0,
+        productive_s=productive,
+        wall_s=wall,
+        badput_s=badput,
+        badput_share={k: (v / wall if wall else 0.0) for k, v in badput.items()},
+        notes=notes,
+    )

@@ -1,0 +1,52 @@
+"""MLPerf ``:::MLLOG {json}`` lines: the events time-to-train is measured from.
+
+Lines come from the job's captured output (``gpusleuth run --capture-output``) or a log file the user
+gives (``--mllog``). Each line is ``:::MLLOG`` followed by a JSON object with ``time_ms``, ``event_type``,
+``key``, ``value`` and ``metadata``; anything else on the line before the marker (a logger prefix) is
+ignored. Lines that are not valid JSON are counted, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpusleuth.errors import InputError
+
+MARKER = ":::MLLOG"
+
+
+@dataclass
+class MlLog:
+    events: list[dict] = field(default_factory=list)  # each with t_ns, key, value, event_type, metadata
+    bad_lines: int = 0
+
+
+def parse_mllog_lines(lines) -> MlLog:
+    out = MlLog()
+    for line in lines:
+        i = line.find(MARKER)
+        if i < 0:
+            continue
+        try:
+            rec = json.loads(line[i + len(MARKER):].strip())
+            out.events.append({
+                "t_ns": int(float(rec["time_ms"]) * 1e6),
+                "key": str(rec["key"]),
+                "value": rec.get("value"),
+                "event_type": rec.get("event_type"),
+                "metadata": rec.get("metadata") or {},
+            })
+        except (ValueError, KeyError, TypeError):
+            out.bad_lines += 1
+    out.events.sort(key=lambda e: e["t_ns"])
+    return out
+
+
+def read_mllog(path: str | Path) -> MlLog:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return parse_mllog_lines(f)
+    except OSError as exc:
+        raise InputError(path, f"cannot read the MLLOG file ({exc.strerror})") from None
