@@ -115,9 +115,11 @@ class ColumnBuilder:
 
     def finish(self, base_time_ns: int | None) -> TraceData:
         """Concatenate, convert µs floats to int64 ns relative to the first microsecond, sort by time."""
-        cols = {k: (np.concatenate(v) if v else np.empty(0, np.float64 if k in ("ts", "dur") else np.int64))
-                for k, v in self.parts.items()}
-        self.parts = {}
+        cols = {}
+        for k in list(self.parts):  # one column at a time, releasing its chunks as we go
+            v = self.parts.pop(k)
+            cols[k] = np.concatenate(v) if v else np.empty(0, np.float64 if k in ("ts", "dur") else np.int64)
+            del v
         dropped: dict[str, int] = {}
         ts_us, dur_us = cols.pop("ts"), cols.pop("dur")
         ok = np.isfinite(ts_us)
@@ -143,7 +145,8 @@ class ColumnBuilder:
         order = np.argsort(ts, kind="stable")
         if len(order) and not (order[1:] > order[:-1]).all():
             ts, dur = ts[order], dur[order]
-            cols = {k: v[order] for k, v in cols.items()}
+            for k in list(cols):
+                cols[k] = cols[k][order]
         cats = list(self.cat_ix)
         kind_table = np.array([kind_of_category(c) for c in cats] + [0], dtype=np.uint8)
         events = Table({"ts": ts, "dur": dur, "kind": kind_table[cols["cat"]], **cols})

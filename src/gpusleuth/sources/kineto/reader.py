@@ -30,8 +30,9 @@ from gpusleuth.errors import InputError
 
 from .schema import HEAD_DECODER, Head, Tail, decode_events, decode_tail
 
-BLOCK = 4 << 20  # bytes read from disk per step
-CHUNK = 4 << 20  # decode once this much array text is buffered
+BLOCK = 1 << 20  # bytes read from disk / decompressed per step
+CHUNK = 1 << 20  # decode once this much array text is buffered (1 MB: ~20 MB less peak RSS than 4 MB,
+#                  no measurable cost in time)
 _BOUNDARY = re.compile(rb"\}[ \t]*,[ \t]*\r?\n[ \t\r\n]*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _PH = b'"ph"'
