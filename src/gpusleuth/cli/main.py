@@ -8,7 +8,7 @@ import sys
 from gpusleuth import __version__
 from gpusleuth.errors import GpusleuthError
 
-VERBS = ("run", "report", "demo")
+VERBS = ("run", "report", "compare", "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:

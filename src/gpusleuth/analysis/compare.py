@@ -1,0 +1,171 @@
+"""Compare runs of the same job: outcomes side by side, deltas against the first (baseline) run with a
+noise band, scaling efficiency when the runs used different numbers of processes/GPUs, and CI gates.
+
+Noise band: a change is only called a change when it exceeds about two standard errors of the two runs'
+median step times combined (σ estimated from the MAD of steady steps, SE(median) ≈ 1.2533·σ/√n). Gates
+(``--fail-if 'throughput<-5%'``) compare the raw numbers — they are the user's contract — and the report
+says next to each whether the change is beyond the noise.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpusleuth.analysis.goodput import step_durations, warmup_count
+from gpusleuth.errors import GpusleuthError
+
+# metric id → (label, higher is better)
+METRICS: dict[str, tuple[str, bool]] = {
+    "throughput": ("samples/s (steady)", True),
+    "tokens_per_s": ("tokens/s (steady)", True),
+    "step_time": ("step time p50", False),
+    "step_time_p95": ("step time p95", False),
+    "goodput": ("goodput", True),
+    "data_wait": ("exposed data wait (share of steps)", False),
+    "mfu": ("MFU", True),
+    "energy_per_sample": ("energy per sample (J)", False),
+    "cost_per_1k": ("cost per 1k samples ($)", False),
+    "wall": ("wall time (s)", False),
+}
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+_GATE = re.compile(r"^\s*([a-z_0-9]+)\s*(<=|>=|<|>)\s*([-+]?[0-9.]+(?:[eE][-+]?\d+)?)\s*(%?)\s*$")
+
+
+class GateError(GpusleuthError):
+    pass
+
+
+@dataclass
+class Gate:
+    metric: str
+    op: str
+    value: float
+    relative: bool
+    text: str
+
+    @classmethod
+    def parse(cls, text: str) -> "Gate":
+        m = _GATE.match(text)
+        if not m or m.group(1) not in METRICS:
+            raise GateError(
+                f"--fail-if {text!r}: want METRIC OP VALUE[%], e.g. 'throughput<-5%' (relative to the baseline) "
+                f"or 'goodput<0.8' (absolute); metrics: {', '.join(METRICS)}"
+            )
+        return cls(metric=m.group(1), op=m.group(2), value=float(m.group(3)), relative=m.group(4) == "%", text=text)
+
+
+@dataclass
+class RunColumn:
+    label: str
+    path: str | None
+    processes: int  # processes with training steps (ranks) — or GPUs used, whichever is larger
+    samples_per_step: float | None
+    metrics: dict[str, float | None]
+    step_se_rel: float | None  # relative standard error of the median step time
+
+
+@dataclass
+class GateResult:
+    gate: str
+    run: str
+    value: float | None
+    failed: bool
+    beyond_noise: bool | None
+    detail: str
+
+
+@dataclass
+class Comparison:
+    runs: list[RunColumn]
+    deltas: list[dict[str, float | None]]  # per run: relative change vs baseline per metric
+    beyond_noise: list[dict[str, bool | None]]
+    noise_band: list[float | None]  # per run: relative band (2 SE combined) vs baseline
+    scaling: list[dict] = field(default_factory=list)
+    gates: list[GateResult] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return any(g.failed for g in self.gates)
+
+
+def column_for(report, run) -> RunColumn:
+    """The numbers of one run, from its Report (and its Run for the step-time noise)."""
+    h = report.headline
+    o = report.outcomes
+    dur, _ = step_durations(run)
+    secs = dur / 1e9
+    secs = secs[warmup_count(secs):] if len(secs) else secs
+    se_rel = None
+    if len(secs) >= 3 and np.median(secs) > 0:
+        sigma = 1.4826 * float(np.median(np.abs(secs - np.median(secs))))
+        se_rel = 1.2533 * sigma / math.sqrt(len(secs)) / float(np.median(secs))
+    processes = max(1 + len(o.steps.other_processes_with_steps) if o.steps.steps else 1, h.gpus_used or 0, 1)
+    sps = None
+    if o.steps.steps and o.steps.samples:
+        sps = o.steps.samples / o.steps.steps
+    m = {
+        "throughput": (h.steady.samples_per_s * processes) if h.steady.samples_per_s else None,
+        "tokens_per_s": (h.steady.tokens_per_s * processes) if h.steady.tokens_per_s else None,
+        "step_time": h.steady.step_time_p50_s,
+        "step_time_p95": h.steady.step_time_p95_s,
+        "goodput": h.goodput.goodput,
+        "data_wait": o.steps.data_wait_share_of_steps if o.steps.steps else None,
+        "mfu": h.mfu.mfu,
+        "energy_per_sample": h.energy.per_sample_j if h.energy else None,
+        "cost_per_1k": h.cost.per_1k_samples if h.cost else None,
+        "wall": o.wall_s,
+    }
+    return RunColumn(label=report.run.label, path=report.run.path, processes=processes, samples_per_step=sps,
+                     metrics=m, step_se_rel=se_rel)
+
+
+def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
+    base = columns[0]
+    deltas, beyond, bands = [], [], []
+    for col in columns:
+        d, b = {}, {}
+        band = None
+        if base.step_se_rel is not None and col.step_se_rel is not None:
+            band = 2 * math.hypot(base.step_se_rel, col.step_se_rel)
+        for k in METRICS:
+            x0, x = base.metrics.get(k), col.metrics.get(k)
+            d[k] = (x - x0) / abs(x0) if x is not None and x0 not in (None, 0) else None
+            b[k] = (abs(d[k]) > band) if d[k] is not None and band is not None and k in (
+                "throughput", "tokens_per_s", "step_time") else None
+        deltas.append(d)
+        beyond.append(b)
+        bands.append(band)
+    scaling = []
+    for col in columns[1:]:
+        if col.processes != base.processes and base.metrics["throughput"] and col.metrics["throughput"]:
+            ideal = col.processes / base.processes
+            eff = col.metrics["throughput"] / (ideal * base.metrics["throughput"])
+            regime = "weak (fixed per-process batch)"
+            if base.samples_per_step and col.samples_per_step:
+                if abs(col.samples_per_step * col.processes - base.samples_per_step * base.processes) <= \
+                        0.01 * base.samples_per_step * base.processes:
+                    regime = "strong (fixed global batch)"
+            scaling.append({"run": col.label, "from": base.processes, "to": col.processes,
+                            "efficiency": eff, "regime": regime,
+                            "formula": "throughput(N) ÷ (N/N0 · throughput(N0))"})
+    results = []
+    for gate in gates:
+        for col, d, b in zip(columns[1:], deltas[1:], beyond[1:]):
+            value = d.get(gate.metric) if gate.relative else col.metrics.get(gate.metric)
+            if value is None:
+                results.append(GateResult(gate.text, col.label, None, False, None,
+                                          f"{gate.metric} not available for this run: gate not applied"))
+                continue
+            shown = value * 100 if gate.relative else value
+            failed = _OPS[gate.op](shown, gate.value)
+            unit = "%" if gate.relative else ""
+            results.append(GateResult(gate.text, col.label, shown, failed, b.get(gate.metric),
+                                      f"{gate.metric} = {shown:+.2f}{unit}" if gate.relative else
+                                      f"{gate.metric} = {shown:.4g}"))
+    return Comparison(runs=columns, deltas=deltas, beyond_noise=beyond, noise_band=bands, scaling=scaling,
+                      gates=results)

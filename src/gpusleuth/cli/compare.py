@@ -1,0 +1,60 @@
+"""``gpusleuth compare RUN_A RUN_B …``: outcomes side by side, deltas with noise bands, scaling, CI gates."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="compare recorded runs: deltas with noise bands, scaling efficiency, --fail-if gates for CI",
+        description=(
+            "Put the outcomes of several runs of a job side by side: throughput, step time, goodput, data wait, "
+            "MFU, energy and cost, each with its change against the first run and whether that change is beyond "
+            "the step-time noise. Runs with different process/GPU counts get a scaling efficiency. --fail-if "
+            "gates make the command exit 1 when a run regresses, for CI."
+        ),
+        epilog="Example: gpusleuth compare runs/main runs/pr-123 --fail-if 'throughput<-5%' --fail-if 'goodput<0.7'",
+    )
+    p.add_argument("runs", nargs="+", type=Path, help="run directories; the first is the baseline")
+    p.add_argument("--fail-if", action="append", default=[], metavar="EXPR",
+                   help="METRIC OP VALUE[%%]: with %% a change relative to the baseline (throughput<-5%%), "
+                   "without an absolute value (goodput<0.8). Metrics: throughput, tokens_per_s, step_time, "
+                   "step_time_p95, goodput, data_wait, mfu, energy_per_sample, cost_per_1k, wall. Repeatable.")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    from gpusleuth.report.options import add_report_options
+
+    add_report_options(p)
+    p.set_defaults(func=compare_command)
+
+
+def compare_command(args) -> int:
+    from gpusleuth.analysis.compare import Gate, column_for, compare
+    from gpusleuth.errors import InputError
+    from gpusleuth.report.build import build_report
+    from gpusleuth.report.model import _clean
+    from gpusleuth.report.options import options_from_args
+    from gpusleuth.run.loader import load_run
+
+    if len(args.runs) < 2:
+        raise InputError(args.runs[0], "compare needs at least two run directories")
+    gates = [Gate.parse(g) for g in args.fail_if]
+    options = options_from_args(args)
+    columns = []
+    for path in args.runs:
+        run = load_run(path)
+        columns.append(column_for(build_report(run, options), run))
+    result = compare(columns, gates)
+    if args.json:
+        out = {"schema": "gpusleuth.compare/1", **dataclasses.asdict(result), "failed": result.failed}
+        sys.stdout.write(json.dumps(_clean(out), indent=2, allow_nan=False) + "\n")
+    else:
+        from gpusleuth.cli.report import make_console
+        from gpusleuth.render.compare_console import render_compare
+
+        render_compare(result, make_console())
+    return 1 if result.failed else 0
