@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from gpusleuth.analysis.outcomes import compute_outcomes
 from gpusleuth.analysis.telemetry import summarize_gpus, summarize_host
 from gpusleuth.diagnosis.engine import diagnose
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.report.headline import compute_headline, price_findings
 from gpusleuth.report.model import Report, RunInfo
+from gpusleuth.report.timeseries import build_display
 from gpusleuth.report.options import ReportOptions
 from gpusleuth.run.model import Run
 
@@ -65,11 +68,13 @@ def build_report(run: Run, options: ReportOptions | None = None) -> Report:
     return Report(
         run=_run_info(run), outcomes=outcomes, gpus=gpus, gpu_note=gpu_note, host=host,
         findings=findings, not_evaluated=missing, losses=losses, ranks=ranks, headline=headline,
+        display=build_display(run, ranks, main_pid),
     )
 
 
-def build_trace_report(runs: list[Run]) -> Report:
-    """Report for profiler traces read directly (one Run per rank)."""
+def build_trace_report(runs: list[Run], progress: Callable[[int, int], None] | None = None) -> Report:
+    """Report for profiler traces read directly (one Run per rank); ``progress(done, total)`` after each
+    rank's analysis, so many ranks show progress on a terminal."""
     first = runs[0]
     losses = []
     for r in runs:
@@ -77,9 +82,14 @@ def build_trace_report(runs: list[Run]) -> Report:
     info = _run_info(first)
     if len(runs) > 1:
         info.label = f"{len(runs)} traces"
+    ranks = []
+    for i, r in enumerate(runs):
+        ranks.append(_analyze_trace(r))
+        if progress is not None:
+            progress(i + 1, len(runs))
     return Report(
         run=info, outcomes=None, gpus=[], gpu_note=None, host=None, findings=[], not_evaluated=[],
-        losses=losses, ranks=[_analyze_trace(r) for r in runs],
+        losses=losses, ranks=ranks, display=build_display(None, ranks),
     )
 
 

@@ -45,6 +45,8 @@ class Report:
     losses: list[str]
     ranks: list[Any] = field(default_factory=list)  # trace analyses, one per rank
     headline: Any = None  # report.headline.Headline: throughput, goodput, MFU, energy, cost, time to target
+    # report.timeseries.DisplayData: downsampled series and histograms for charts (HTML); not in the JSON
+    display: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         o = self.outcomes
