@@ -58,11 +58,18 @@ def run_command(args) -> int:
         raise LaunchError("gpusleuth run: --interval must be between 0 and 60 seconds")
     if args.profile_steps:
         _check_range(args.profile_steps)
+    from gpusleuth.report.options import options_from_args
+
+    if args.target:
+        from gpusleuth.analysis.quality import Target
+
+        Target.parse(args.target)  # a typo should fail before the job runs, not after
     result = launch(
         LaunchOptions(
             command=command, out=args.out, interval_s=args.interval, duration_s=args.duration,
             grace_s=args.grace, profile_steps=args.profile_steps, use_gpu=not args.no_gpu, label=args.label,
             capture_output=args.capture_output,
+            report_options=options_from_args(args).to_meta(),
             extra_env={"GPUSLEUTH_FLOPS": "0"} if args.no_flops else {},
         )
     )
@@ -72,8 +79,6 @@ def run_command(args) -> int:
         from gpusleuth.run.loader import load_run
 
         try:
-            from gpusleuth.report.options import options_from_args
-
             print_report(load_run(result.run_dir), as_json=args.json, to_stderr=True,
                          options=options_from_args(args))
         except Exception as exc:  # noqa: BLE001 - the job's exit code must survive a report bug

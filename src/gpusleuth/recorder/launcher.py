@@ -46,6 +46,7 @@ class LaunchOptions:
     label: str | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
     capture_output: bool = False  # tee the job's stdout/stderr into output.log (MLLOG lines…)
+    report_options: dict = field(default_factory=dict)  # remembered in meta.json for later reports
 
 
 @dataclass
@@ -174,6 +175,7 @@ def launch(opts: LaunchOptions) -> LaunchResult:
         "exit_code": None,
         "signal": None,
         "stopped_by": None,
+        "report_options": opts.report_options,
     }
     write_meta(run_dir, meta)
 

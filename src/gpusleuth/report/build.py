@@ -38,7 +38,7 @@ def _run_info(run: Run) -> RunInfo:
 
 def build_report(run: Run, options: ReportOptions | None = None) -> Report:
     """Report for a recorded run (with its --profile-steps traces, if any)."""
-    options = options or ReportOptions()
+    options = (options or ReportOptions()).merged_with(run.meta.get("report_options"))
     outcomes = compute_outcomes(run)
     gpus = summarize_gpus(run)
     main_pid = outcomes.steps.pid

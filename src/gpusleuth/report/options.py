@@ -18,6 +18,25 @@ class ReportOptions:
     mllog: Path | None = None
 
 
+    def to_meta(self) -> dict:
+        """The options worth remembering with a run, so a later `gpusleuth report` uses them too."""
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in self.__dict__.items()
+                if v is not None and not (k == "peak_dtype" and v == "bf16")}
+
+    def merged_with(self, saved: dict | None) -> "ReportOptions":
+        """Options given now win; those saved at `run` time fill the gaps."""
+        if not saved:
+            return self
+        out = ReportOptions(**self.__dict__)
+        for k, v in saved.items():
+            if not hasattr(out, k):
+                continue
+            current = getattr(out, k)
+            if current is None or (k == "peak_dtype" and current == "bf16"):
+                setattr(out, k, Path(v) if k in ("prices_file", "mllog") else v)
+        return out
+
+
 def add_report_options(parser) -> None:
     """The same options on `report`, `run` and `compare`."""
     g = parser.add_argument_group("outcomes (MFU, cost, time to target)")
