@@ -1,16 +1,21 @@
-"""Instrumentation cost per training step of gpusleuth's hook (issue 2; target <= 20 us).
+"""Instrumentation cost per training step of gpusleuth's hook (issue 2; target <= 20 us per step).
 
 A deliberately tiny training step — one DataLoader fetch from an in-memory dataset, forward, backward and
 ``optimizer.step()`` of a 4->1 linear model, one thread — so that the hook's fixed per-step work is as
-large a share of the step as it will ever be. The same loop runs in child processes with and without the
-hook (``PYTHONPATH=<hook dir>`` + ``GPUSLEUTH_RUN_DIR``, exactly as ``gpusleuth run`` starts a job),
-alternating which goes first, several repeats per process; we report medians and the difference.
+large a share of the step as it will ever be. Two variants: ``loader`` (DataLoader + optimizer: the
+common case) and ``backward`` (no DataLoader, no optimizer: backward-delimited steps).
 
-Two variants: ``loader`` (DataLoader fetch + optimizer step, the common case) and ``backward`` (no
-DataLoader and no optimizer: backward-delimited steps). CPU time per step is the headline (other jobs on a
-shared machine inflate wall time, not our process's CPU time); wall time is shown next to it.
+Two measurements, CPU time per step (on a shared machine other jobs inflate wall time, not our CPU time):
 
-    python benchmarks/hook_overhead.py [--steps 3000] [--pairs 7] [--reps 5]
+* **in-process A/B** (the headline): one child started exactly as ``gpusleuth run`` starts a job
+  (``PYTHONPATH=<hook dir>``, ``GPUSLEUTH_RUN_DIR``) switches the hook's patches off and on between
+  interleaved repeats of the same loop; median(on) - median(off). Same process, same memory layout, so
+  the difference is the hook's per-step work and nothing else.
+* **separate processes**: the same loop in child processes with and without the hook, alternating which
+  runs first; median(hook) - median(no hook). Includes everything (import-time finder, atexit, buffers)
+  but also process-to-process noise of a few microseconds.
+
+    python benchmarks/hook_overhead.py [--steps 2000] [--reps 12] [--pairs 5]
 """
 
 from __future__ import annotations
@@ -28,10 +33,10 @@ from pathlib import Path
 HOOK_DIR = Path(__file__).resolve().parents[1] / "src" / "gpusleuth" / "hook"
 
 CHILD = r"""
-import json, sys, time, torch
+import importlib, json, sys, time, torch
 from torch.utils.data import DataLoader, TensorDataset
 torch.set_num_threads(1)
-variant, steps, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+variant, steps, reps, how = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 torch.manual_seed(0)
 model = torch.nn.Linear(4, 1)
 opt = torch.optim.SGD(model.parameters(), lr=1e-4)
@@ -53,17 +58,49 @@ def backward_epoch():
         w.grad = None
 
 epoch = loader_epoch if variant == "loader" else backward_epoch
-epoch()  # warm-up: first-call costs, allocator, the hook's one-time work
-out = []
-for _ in range(reps):
-    t0, c0 = time.perf_counter_ns(), time.process_time_ns()
+
+def timed():
+    c0 = time.process_time_ns()
     epoch()
-    out.append(((time.perf_counter_ns() - t0) / steps, (time.process_time_ns() - c0) / steps))
+    return (time.process_time_ns() - c0) / steps
+
+epoch()  # warm-up: first-call costs, the allocator, the hook's one-time work
+if how == "plain":
+    print(json.dumps([timed() for _ in range(reps)]))
+    sys.exit(0)
+
+# in-process A/B: the hook's patches carry __wrapped__; its optimizer hooks sit in torch's global dicts
+optim = importlib.import_module("torch.optim.optimizer")
+base = torch.utils.data.dataloader._BaseDataLoaderIter
+on = dict(nxt=base.__next__, init=base.__init__, bw=torch.autograd.backward,
+          pre=dict(optim._global_optimizer_pre_hooks), post=dict(optim._global_optimizer_post_hooks))
+assert on["pre"] and hasattr(on["nxt"], "__wrapped__"), "the hook is not active in this child"
+
+def switch(enabled):
+    if enabled:
+        base.__next__, base.__init__, torch.autograd.backward = on["nxt"], on["init"], on["bw"]
+        optim._global_optimizer_pre_hooks.update(on["pre"])
+        optim._global_optimizer_post_hooks.update(on["post"])
+    else:
+        base.__next__, base.__init__ = on["nxt"].__wrapped__, on["init"].__wrapped__
+        torch.autograd.backward = on["bw"].__wrapped__
+        for k in on["pre"]:
+            optim._global_optimizer_pre_hooks.pop(k, None)
+        for k in on["post"]:
+            optim._global_optimizer_post_hooks.pop(k, None)
+
+out = {"on": [], "off": []}
+for i in range(reps):
+    for enabled in ((True, False) if i % 2 else (False, True)):
+        switch(enabled)
+        epoch()
+        out["on" if enabled else "off"].append(timed())
+switch(True)
 print(json.dumps(out))
 """
 
 
-def run_child(variant: str, hook: bool, steps: int, reps: int, run_dir: Path) -> list[tuple[float, float]]:
+def run_child(variant: str, hook: bool, how: str, steps: int, reps: int, run_dir: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSLEUTH_")}
     env["OMP_NUM_THREADS"] = "1"
     if hook:
@@ -71,41 +108,44 @@ def run_child(variant: str, hook: bool, steps: int, reps: int, run_dir: Path) ->
         env["GPUSLEUTH_RUN_DIR"] = str(run_dir)
     else:
         env.pop("PYTHONPATH", None)
-    res = subprocess.run([sys.executable, "-c", CHILD, variant, str(steps), str(reps)], env=env,
-                         capture_output=True, text=True, check=True)
-    if hook:  # the hook must really have recorded every step, or we measured nothing
+    res = subprocess.run([sys.executable, "-c", CHILD, variant, str(steps), str(reps), how], env=env,
+                         capture_output=True, text=True)
+    if res.returncode:
+        raise SystemExit(f"benchmark child failed ({variant}, {how}, hook={hook}):\n{res.stderr}")
+    if hook:  # the hook must really have recorded the steps, or we measured nothing
         lines = [ln for p in (run_dir / "raw").glob("events-*.tsv") for ln in p.read_text().splitlines()]
+        assert not any("hook_error" in ln for ln in lines), lines
         n_steps = sum(1 for ln in lines if ln.startswith("S\t"))
-        assert n_steps == steps * (reps + 1), (n_steps, steps * (reps + 1))
-        assert not any("hook_error" in ln for ln in lines)
+        expect = steps * (reps + 1)  # the warm-up and the repeats with the hook on
+        assert n_steps >= expect, (n_steps, expect)
     return json.loads(res.stdout)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--steps", type=int, default=3000, help="steps per timed repeat")
-    ap.add_argument("--pairs", type=int, default=7, help="hook/no-hook process pairs per variant")
-    ap.add_argument("--reps", type=int, default=5, help="timed repeats inside each process")
+    ap.add_argument("--steps", type=int, default=2000, help="steps per timed repeat")
+    ap.add_argument("--reps", type=int, default=12, help="timed repeats (per setting) inside each process")
+    ap.add_argument("--pairs", type=int, default=5, help="hook/no-hook process pairs (separate-process method)")
     ap.add_argument("--variants", default="loader,backward")
     args = ap.parse_args()
 
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python "
-          f"{platform.python_version()}, {args.steps} steps x {args.reps} repeats x {args.pairs} process pairs")
-    print(f"{'variant':<10} {'cpu/step base':>14} {'cpu/step hook':>14} {'cost (cpu)':>11} "
-          f"{'wall base':>10} {'wall hook':>10} {'cost (wall)':>12}")
+    print(f"# {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+          f"{args.steps} steps per repeat; CPU time per step, medians")
+    print(f"{'variant':<9} {'method':<20} {'without hook':>13} {'with hook':>11} {'cost/step':>10}")
     with tempfile.TemporaryDirectory() as tmp:
         for variant in args.variants.split(","):
-            base: list[tuple[float, float]] = []
-            hooked: list[tuple[float, float]] = []
+            ab = run_child(variant, True, "ab", args.steps, args.reps, Path(tmp) / f"{variant}-ab")
+            off, on = statistics.median(ab["off"]) / 1e3, statistics.median(ab["on"]) / 1e3
+            print(f"{variant:<9} {'in-process A/B':<20} {off:>10.1f} us {on:>8.1f} us {on - off:>7.1f} us")
+            base: list[float] = []
+            hooked: list[float] = []
             for i in range(args.pairs):
-                order = (False, True) if i % 2 == 0 else (True, False)
-                for hook in order:
+                for hook in ((False, True) if i % 2 == 0 else (True, False)):
                     run_dir = Path(tmp) / f"{variant}-{i}-{int(hook)}"
-                    (hooked if hook else base).extend(run_child(variant, hook, args.steps, args.reps, run_dir))
-            bw, bc = (statistics.median(v[k] for v in base) / 1e3 for k in (0, 1))
-            hw, hc = (statistics.median(v[k] for v in hooked) / 1e3 for k in (0, 1))
-            print(f"{variant:<10} {bc:>11.1f} us {hc:>11.1f} us {hc - bc:>8.1f} us "
-                  f"{bw:>7.1f} us {hw:>7.1f} us {hw - bw:>9.1f} us")
+                    (hooked if hook else base).extend(
+                        run_child(variant, hook, "plain", args.steps, max(3, args.reps // 3), run_dir))
+            b, h = statistics.median(base) / 1e3, statistics.median(hooked) / 1e3
+            print(f"{variant:<9} {'separate processes':<20} {b:>10.1f} us {h:>8.1f} us {h - b:>7.1f} us")
 
 
 if __name__ == "__main__":
