@@ -190,3 +190,44 @@ def test_compare_gates_pass_and_fail(tmp_path):
     assert "pass" in res.stdout and "samples/s" in res.stdout
     bad = gpusleuth("compare", tmp_path / "slow", tmp_path / "fast", "--fail-if", "speed<-5%")
     assert bad.returncode == 2 and "want METRIC OP VALUE" in bad.stderr and "Traceback" not in bad.stderr
+
+
+LINEAR_STACK = textwrap.dedent(
+    """
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+    torch.set_num_threads(1)
+    B, D, H, O = 32, 256, 512, 10
+    model = nn.Sequential(nn.Linear(D, H), nn.ReLU(), nn.Linear(H, H), nn.ReLU(), nn.Linear(H, O))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = TensorDataset(torch.randn(B * 12, D), torch.randint(0, O, (B * 12,)))
+    for x, y in DataLoader(data, batch_size=B):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+    """
+)
+
+
+def test_flops_of_a_real_step_match_the_hand_count(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(LINEAR_STACK)
+    out = tmp_path / "run"
+    res = gpusleuth("run", "--out", out, "--peak-tflops", "0.1", "--price-per-gpu-hour", "1", "--",
+                    sys.executable, script)
+    assert res.returncode == 0, res.stderr
+    B, D, H, O = 32, 256, 512, 10
+    forward = 2 * B * (D * H + H * H + H * O)  # 2 FLOPs per multiply-add
+    weight_grads = forward
+    input_grads = 2 * B * (H * H + H * O)  # the first layer's input needs no gradient
+    rep = report_json(out)
+    m = rep["outcomes"]["mfu"]
+    assert m["flops_per_step"] == forward + weight_grads + input_grads == 68_091_904
+    assert "FlopCounterMode" in m["flops_source"]
+    assert m["peak"]["source"] == "given by the user (--peak-tflops)"  # remembered from `run`
+    assert 0 < m["mfu"] < 1
+    assert rep["outcomes"]["throughput"]["steady_steps"] == 12 - 1 - rep["outcomes"]["throughput"]["warmup_steps"]
+    assert rep["outcomes"]["cost"]["per_epoch"] is not None  # dataset length 384 → cost per epoch
+    res = gpusleuth("run", "--no-report", "--no-flops", "--out", tmp_path / "off", "--", sys.executable, script)
+    assert res.returncode == 0
+    assert report_json(tmp_path / "off")["outcomes"]["mfu"]["flops_per_step"] is None

@@ -70,6 +70,13 @@ def warmup_count(durations_s: np.ndarray) -> int:
     return n
 
 
+def _flops_step(run: Run, pid: int) -> int | None:
+    for info in run.infos:
+        if info.get("kind") == "flops" and info.get("pid") == pid and isinstance(info.get("step"), int):
+            return info["step"]
+    return None
+
+
 def tokens_total(run: Run, lo: int, hi: int) -> int | None:
     total = 0
     seen = False
@@ -87,10 +94,15 @@ def steady_state(run: Run) -> SteadyState:
         return SteadyState(0, 0.0, 0, None, None, None, None, None)
     secs = dur / 1e9
     w = warmup_count(secs)
-    steady = secs[w:]
+    keep = np.ones(len(secs), bool)
+    keep[:w] = False
+    counted = _flops_step(run, int(steps["pid"][0]))
+    if counted is not None and w <= counted < len(secs) and keep.sum() > 1:
+        keep[counted] = False  # the step run under FlopCounterMode is slower by design
+    steady = secs[keep]
     med = float(np.median(steady))
     excess = float(np.maximum(secs[:w] - med, 0).sum())
-    samples = steps["samples"][w:]
+    samples = steps["samples"][keep]
     known = samples >= 0
     sps = float(samples[known].sum() / steady[known].sum()) if known.any() and steady[known].sum() > 0 else None
     tokens = tokens_total(run, int(steps["start_ns"][w]), int(steps["end_ns"][-1]))
