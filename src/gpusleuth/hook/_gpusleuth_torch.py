@@ -170,6 +170,13 @@ def _patch_dataloader(torch, rec):
     base.__next__ = __next__
     base.__init__ = __init__
 
+def _torch_threads(r):
+    """torch.get_num_threads() of this process (issue 4: CPU oversubscription evidence); None on failure."""
+    try:
+        return int(r.torch.get_num_threads()) if r.torch is not None else None
+    except BaseException:
+        return None
+
 
 def _loader_fact(r, loader):
     """One ``I`` record per distinct loader configuration: what the input-pipeline rules reason about."""
@@ -186,6 +193,8 @@ def _loader_fact(r, loader):
         "prefetch_factor": getattr(loader, "prefetch_factor", None),
         "drop_last": bool(getattr(loader, "drop_last", False)),
         "dataset": type(dataset).__name__,
+        # issue 4 (diagnosis, contention rule): intra-op threads of this process when its loader starts
+        "torch_threads": _torch_threads(r),
     }
     key = tuple(sorted((k, str(v)) for k, v in fact.items()))
     if key not in r.dl_seen:
