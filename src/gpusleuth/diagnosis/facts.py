@@ -1,7 +1,8 @@
 """Everything the rules may look at, computed once by the analysis stage.
 
 Rules take a :class:`Facts` and return findings; they never read files or the raw Run tables, so each
-rule stays a small pure function that can be tested on numbers alone.
+rule stays a small pure function that can be tested on numbers alone. Every field beyond the first four
+has a default, so a test builds only what its rule reads.
 """
 
 from __future__ import annotations
@@ -14,6 +15,28 @@ from gpusleuth.analysis.telemetry import GpuSummary, HostSummary
 
 
 @dataclass
+class PhaseStats:
+    """One named phase of the training process (``eval``, ``checkpoint``, ``logging``…)."""
+
+    name: str
+    count: int
+    total_s: float
+    mean_s: float
+    steps_between: float | None = None  # training steps per occurrence (how often it runs)
+
+
+@dataclass
+class Threads:
+    """Thread evidence for CPU oversubscription: what the job asked for and what the OS saw."""
+
+    torch_threads: int | None = None  # torch.get_num_threads() in the training process (hook)
+    main_os_threads: int | None = None  # peak OS threads of the training process (process sampler)
+    busy_workers: int = 0  # DataLoader workers that averaged ≥ 50 % of a core
+    worker_cpu_cores: float = 0.0  # sum over workers of their mean CPU, in cores
+    main_cpu_cores: float | None = None  # training process mean CPU, in cores
+
+
+@dataclass
 class Facts:
     outcomes: Outcomes
     gpus: list[GpuSummary]
@@ -21,3 +44,28 @@ class Facts:
     gpu_note: str | None  # why there is no GPU telemetry, if there is none
     dataloaders: list[dict[str, Any]] = field(default_factory=list)  # configs the hook saw
     logical_cores: int | None = None
+    gpu_hw: list[dict[str, Any]] = field(default_factory=list)  # NVML static info (power limit, max clocks)
+    phases: dict[str, PhaseStats] = field(default_factory=dict)
+    loop_s: float | None = None  # first step start → last step end: the training loop incl. its phases
+    threads: Threads = field(default_factory=Threads)
+    traces: list[Any] = field(default_factory=list)  # analysis.trace.TraceAnalysis per --profile-steps trace
+    host_ops: list[dict[str, Any]] = field(default_factory=list)  # analysis.host_ops.host_op_stats per trace
+    hook_facts: list[dict[str, Any]] = field(default_factory=list)  # other ``I`` records (torch runtime…)
+
+    # --- small derived helpers every rule family uses ---
+    @property
+    def steps(self):
+        return self.outcomes.steps
+
+    @property
+    def step_mean_s(self) -> float:
+        s = self.outcomes.steps
+        return s.step_time_s / s.steps if s.steps else 0.0
+
+    @property
+    def loop(self) -> float:
+        """The training loop's length (steps plus phases between them), for wall-level gains."""
+        if self.loop_s:
+            return self.loop_s
+        o = self.outcomes
+        return max(o.wall_s - o.startup_s - o.tail_s, 1e-9)

@@ -61,3 +61,4 @@ class Missing:
     rule: str
     needs: str
     how: str
+    cause: str | None = None  # the cause this rule would have named (places it in the debugging order)

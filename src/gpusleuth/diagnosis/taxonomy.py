@@ -21,6 +21,41 @@ CAUSES: dict[str, str] = {
     "phase.checkpoint": "time writing checkpoints",
     "phase.logging": "time in logging",
     "healthy": "no bottleneck above the thresholds",
+    # added in issue 4 (ids above never change)
+    "input.transfer": "host-to-device copies not overlapped with compute (pageable memory, no non_blocking)",
+}
+
+#: The product brief's debugging order. The report walks these stages in this order; each cause belongs to
+#: the stage where a user debugging by hand would meet it.
+STAGES: tuple[tuple[str, str], ...] = (
+    ("utilization", "1. Under-utilization over time"),
+    ("gpu_vs_host", "2. GPU versus host"),
+    ("stages", "3. Stage times (phases, steps)"),
+    ("batch", "4. Batch size"),
+    ("input", "5. Input pipeline"),
+    ("runtime", "6. Runtime (precision, sync, launch, host, communication)"),
+    ("sizing", "7. Sizing"),
+)
+
+STAGE_OF_CAUSE: dict[str, str] = {
+    "throttling": "utilization",
+    "sync": "gpu_vs_host",
+    "contention": "gpu_vs_host",
+    "phase.eval": "stages",
+    "phase.checkpoint": "stages",
+    "phase.logging": "stages",
+    "straggler": "stages",
+    "batch.too_small": "batch",
+    "memory.capacity": "batch",
+    "input.preprocessing": "input",
+    "input.io": "input",
+    "input.transfer": "input",
+    "host.launch_bound": "runtime",
+    "host.python": "runtime",
+    "precision": "runtime",
+    "communication": "runtime",
+    "sizing": "sizing",
+    "healthy": "utilization",
 }
 
 SEVERITIES = ("none", "moderate", "high")

@@ -6,7 +6,8 @@ Both need NVML samples; without a GPU they say what is missing instead of guessi
 from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
-from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
+from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
+from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_gpu
 
 LOW_UTIL = 50.0  # mean GPU utilization (%) below which the device is clearly under-fed
 LOW_CPU = 50.0  # the training process's CPU (% of one core) below which the host is not the bottleneck
@@ -14,15 +15,13 @@ HEADROOM = 0.5  # peak memory below this share of the device leaves room for a â
 BUSY_ENOUGH = 80.0
 
 
-def _no_gpu(rule: str, facts: Facts) -> Missing:
-    why = facts.gpu_note or "no GPU samples in this run"
-    return Missing(rule=rule, needs=f"GPU telemetry ({why})",
-                   how="run the job with `gpusleuth run` on a machine with an NVIDIA GPU and driver")
+def _no_gpu(rule: str, facts: Facts, cause: str | None = None) -> Missing:
+    return no_gpu(rule, facts, cause)
 
 
 def low_gpu_low_cpu(facts: Facts) -> list[Finding] | Missing:
     if not facts.gpus:
-        return _no_gpu("low-GPU-low-CPU", facts)
+        return _no_gpu("low-GPU-low-CPU", facts, "sync")
     steps = facts.outcomes.steps
     host = facts.host
     cpu = host.main_cpu_pct_mean if host else None
@@ -59,10 +58,9 @@ def low_gpu_low_cpu(facts: Facts) -> list[Finding] | Missing:
                     "metrics on device (`loss.detach()` accumulated, `.item()` once per N steps), avoid "
                     "`print(tensor)`. If kernels are tiny, see batch size and CUDA graphs/torch.compile."
                 ),
-                estimated_gain=Gain(
-                    step_share=idle * 0.5, wall_share=idle * 0.5 * _step_fraction(facts),
-                    seconds_per_run=idle * 0.5 * steps.step_time_s, speedup=1 / (1 - idle * 0.5),
-                    method="assumes half of the idle device time is recoverable (no trace to attribute it)",
+                estimated_gain=gain_from_seconds(
+                    facts, idle * 0.5 * steps.step_time_s,
+                    "assumes half of the idle device time is recoverable (no trace to attribute it)",
                 ),
                 confidence="low",
             )
@@ -72,7 +70,7 @@ def low_gpu_low_cpu(facts: Facts) -> list[Finding] | Missing:
 
 def memory_headroom(facts: Facts) -> list[Finding] | Missing:
     if not facts.gpus:
-        return _no_gpu("memory headroom / batch size", facts)
+        return _no_gpu("memory headroom / batch size", facts, "batch.too_small")
     findings = []
     for g in facts.gpus:
         share = g.mem_used_share_max
@@ -109,8 +107,3 @@ def memory_headroom(facts: Facts) -> list[Finding] | Missing:
             )
         )
     return findings
-
-
-def _step_fraction(facts: Facts) -> float:
-    o = facts.outcomes
-    return (o.steps.step_time_s / o.wall_s) if o.wall_s else 0.0

@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 
 from gpusleuth.diagnosis.facts import Facts
-from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
+from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
+from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, no_steps, no_trace
 
 MODERATE = 0.05
 HIGH = 0.20
@@ -35,12 +36,7 @@ def training_loader(facts: Facts) -> dict | None:
 def input_bound(facts: Facts) -> list[Finding] | Missing:
     s = facts.outcomes.steps
     if not s.steps:
-        return Missing(
-            rule="input-bound",
-            needs="training steps",
-            how="run a PyTorch training loop under `gpusleuth run` (steps are found automatically), "
-            "or mark steps with gpusleuth.step()",
-        )
+        return no_steps("input-bound", "input.preprocessing")
     share = s.data_wait_share_of_steps
     if share < MODERATE:
         return []
@@ -122,14 +118,7 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
             "used little CPU: it is waiting on I/O or latency."
         )
     saved = max(step_mean - per_step_after, 0.0)
-    wall = facts.outcomes.wall_s or 1.0
-    gain = Gain(
-        step_share=saved / step_mean if step_mean else 0.0,
-        wall_share=min(saved * s.steps / wall, 1.0),
-        seconds_per_run=saved * s.steps,
-        speedup=step_mean / per_step_after if per_step_after > 0 else float("inf"),
-        method=method,
-    )
+    gain = gain_from_seconds(facts, saved * s.steps, method)
     return [
         Finding(
             cause=kind,
@@ -142,3 +131,45 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
             confidence="high" if s.steps >= 10 else "medium",
         )
     ]
+
+
+H2D = ("memcpy_h2d_pageable", "memcpy_h2d", "memcpy_h2d_pinned")
+H2D_MODERATE = 0.05
+H2D_HIGH = 0.20
+
+
+def h2d_transfer(facts: Facts) -> list[Finding] | Missing:
+    """Host-to-device copies exposed on the device timeline (§6 B4, C6): the device copies instead of
+    computing, and pageable source memory makes "async" copies synchronous. ≥ 5 % of step time moderate,
+    ≥ 20 % high (XProf's input tiers). Gain: pinned memory + ``non_blocking=True`` overlaps the copy with
+    compute, hiding the exposed copy time (upper bound: the copy engine still needs the bandwidth)."""
+    traces = device_traces(facts)
+    if not traces:
+        return no_trace("host-to-device copies", "input.transfer", "a profiler trace with GPU activity")
+    out = []
+    loader = training_loader(facts)
+    for t in traces:
+        total = sum(st["duration_s"] for st in t.steps)
+        parts = {c: sum(st["partition"].get(c, 0.0) for st in t.steps) for c in H2D}
+        exposed = sum(parts.values())
+        if not total or exposed / total < H2D_MODERATE:
+            continue
+        share = exposed / total
+        pageable = parts["memcpy_h2d_pageable"] / exposed if exposed else 0.0
+        s = facts.outcomes.steps
+        out.append(Finding(
+            cause="input.transfer", severity="high" if share >= H2D_HIGH else "moderate",
+            title=f"Host-to-device copies exposed: {share:.0%} of step time ({pageable:.0%} from pageable memory)",
+            summary=("The device spends part of each step copying inputs instead of computing; copies from "
+                     "pageable memory cannot overlap compute."),
+            evidence=[Evidence("exposed H2D copies", round(share * 100, 1), "% of step time", f"trace {t.label}"),
+                      Evidence("from pageable memory", round(pageable * 100, 1), "% of H2D copy time", "trace memcpy kinds"),
+                      Evidence("DataLoader pin_memory", None if loader is None else loader.get("pin_memory"), "",
+                               "DataLoader seen at run time")],
+            fix=("DataLoader(..., pin_memory=True) and `x = x.to('cuda', non_blocking=True)`; for tensors built "
+                 "outside a loader, `.pin_memory()` once; create constant tensors directly on the device."),
+            estimated_gain=gain_from_seconds(facts, share * (s.step_time_s if s.steps else 0.0),
+                                             "exposed copy time overlaps compute once pinned + non_blocking (upper bound)"),
+            confidence="medium",
+        ))
+    return out

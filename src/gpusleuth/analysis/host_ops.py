@@ -1,0 +1,106 @@
+"""Host-side op statistics from a profiler trace: how much of each step the CPU spends in framework ops,
+in tiny ops, and in plain Python between ops.
+
+Why a separate analysis: the device partition (``analysis/trace``) says *that* the device waited on the
+host; on a CPU-only trace there is no device at all, and the question becomes whether the step is real
+math or interpreter overhead. Three numbers answer it and feed the ``host.python`` rule:
+
+- **op coverage**: share of step time inside at least one ATen op (``cpu_op``) on the step's thread;
+- **python share**: the rest — the interpreter running user code between ops;
+- **tiny-op share**: share of step time in *top-level* ops shorter than ``TINY_OP_NS`` (dispatch-dominated:
+  on a CPU a 64-element add costs ~5 µs of which the arithmetic is nanoseconds).
+
+Top-level = not nested inside another op of the same thread (``aten::linear`` counts, its ``aten::addmm``
+child does not), so counts mean "ops the Python code issued".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpusleuth.run.model import Run
+from gpusleuth.sources.kineto.model import CPU_OP, USER_ANN
+
+TINY_OP_NS = 20_000
+
+
+def _union_len(s: np.ndarray, e: np.ndarray) -> int:
+    if not len(s):
+        return 0
+    o = np.argsort(s, kind="stable")
+    s, e = s[o], e[o]
+    run_end = np.maximum.accumulate(e)
+    new = np.r_[True, s[1:] > run_end[:-1]]
+    starts = s[new]
+    ends = np.r_[run_end[np.flatnonzero(new)[1:] - 1], run_end[-1]]
+    return int((ends - starts).sum())
+
+
+def host_op_stats(run: Run) -> dict | None:
+    """Per-trace host op statistics over its ProfilerStep windows; None without steps or ops."""
+    tr = getattr(run, "trace", None)
+    if tr is None or not len(tr.events):
+        return None
+    ev = tr.events
+    kind = ev["kind"]
+    names = tr.names
+    is_step = np.zeros(len(names) + 1, bool)
+    is_step[[i for i, n in enumerate(names) if n.startswith("ProfilerStep#")]] = True
+    step_rows = np.flatnonzero((kind == USER_ANN) & is_step[ev["name"]])
+    if not len(step_rows):
+        return None
+    ops = np.flatnonzero(kind == CPU_OP)
+    if not len(ops):
+        return None
+    ts_all = ev["ts"]
+    end_all = ts_all + np.maximum(ev["dur"], 0)
+    # top-level ops per thread: an op starting after every earlier op of its thread has ended
+    top = np.zeros(len(ops), bool)
+    tids = ev["tid"][ops]
+    for t in np.unique(tids):
+        m = np.flatnonzero(tids == t)
+        s = ts_all[ops[m]]
+        e = end_all[ops[m]]
+        o = np.argsort(s, kind="stable")
+        cm = np.maximum.accumulate(e[o])
+        first = np.r_[True, s[o][1:] >= cm[:-1]]
+        top[m[o[first]]] = True
+    top_rows = ops[top]
+    steps = []
+    for r in step_rows:
+        lo, hi = int(ts_all[r]), int(end_all[r])
+        dur = hi - lo
+        if dur <= 0:
+            continue
+        tid = ev["tid"][r]
+        sel = top_rows[(ts_all[top_rows] >= lo) & (ts_all[top_rows] < hi) & (ev["tid"][top_rows] == tid)]
+        s = np.clip(ts_all[sel], lo, hi)
+        e = np.clip(end_all[sel], lo, hi)
+        covered = _union_len(s, e)
+        d = e - s
+        steps.append({
+            "duration_ns": dur,
+            "ops": int(len(sel)),
+            "covered_ns": covered,
+            "tiny_ns": int(d[d < TINY_OP_NS].sum()),
+            "tiny_ops": int((d < TINY_OP_NS).sum()),
+            "median_op_ns": float(np.median(d)) if len(d) else 0.0,
+        })
+    if not steps:
+        return None
+    total = sum(s["duration_ns"] for s in steps)
+    covered = sum(s["covered_ns"] for s in steps)
+    tiny = sum(s["tiny_ns"] for s in steps)
+    ops_n = sum(s["ops"] for s in steps)
+    return {
+        "label": run.label,
+        "steps": len(steps),
+        "step_time_median_s": float(np.median([s["duration_ns"] for s in steps])) / 1e9,
+        "ops_per_step": ops_n / len(steps),
+        "tiny_ops_per_step": sum(s["tiny_ops"] for s in steps) / len(steps),
+        "median_op_us": float(np.median([s["median_op_ns"] for s in steps])) / 1e3,
+        "op_share": covered / total,
+        "python_share": 1.0 - covered / total,
+        "tiny_op_share": tiny / total,
+        "tiny_op_threshold_us": TINY_OP_NS / 1e3,
+    }

@@ -1,0 +1,91 @@
+"""Gather the diagnosis-specific facts from a Run: phase statistics, the training loop's span, thread
+evidence, host-op statistics of the profiler traces.
+
+Why here and not in the rules: rules see only :class:`Facts` (numbers), so this is the single place
+the diagnosis reads a Run's tables. ``report/build.py`` calls :func:`extra_facts` and passes the result
+into ``Facts(...)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gpusleuth.analysis.outcomes import Outcomes
+from gpusleuth.analysis.telemetry import HostSummary
+from gpusleuth.diagnosis.facts import PhaseStats, Threads
+from gpusleuth.run.model import Run
+
+BUSY_WORKER_PCT = 50.0
+
+
+def _phases(run: Run, pid: int | None, steps: int) -> dict[str, PhaseStats]:
+    ph = run.phases
+    if not len(ph):
+        return {}
+    sel = np.ones(len(ph), bool) if pid is None else (ph["pid"] == pid)
+    out = {}
+    for name in dict.fromkeys(ph["name"][sel].tolist()):
+        m = sel & (ph["name"] == name)
+        dur = np.maximum(ph["end_ns"][m] - ph["start_ns"][m], 0) / 1e9
+        n = int(m.sum())
+        out[str(name)] = PhaseStats(name=str(name), count=n, total_s=float(dur.sum()),
+                                    mean_s=float(dur.mean()) if n else 0.0,
+                                    steps_between=(steps / n) if n and steps else None)
+    return out
+
+
+def _loop_s(run: Run, pid: int | None) -> float | None:
+    st = run.steps
+    if not len(st) or pid is None:
+        return None
+    m = st["pid"] == pid
+    lo, hi = int(st["start_ns"][m].min()), int(st["end_ns"][m].max())
+    return (hi - lo) / 1e9 if hi > lo else None
+
+
+def _threads(run: Run, host: HostSummary | None, pid: int | None) -> Threads:
+    t = Threads()
+    for info in run.infos:
+        if info.get("kind") in ("dataloader", "torch_runtime") and info.get("torch_threads") is not None:
+            if pid is None or info.get("pid") in (None, pid):
+                t.torch_threads = int(info["torch_threads"])
+    procs = run.procs
+    if len(procs) and pid is not None and "num_threads" in procs:
+        m = procs["pid"] == pid
+        if m.any():
+            v = procs["num_threads"][m].astype(float)
+            v = v[np.isfinite(v)]
+            t.main_os_threads = int(v.max()) if len(v) else None
+    if host is not None:
+        workers = [p for p in host.processes if p.role == "dataloader_worker" and p.cpu_pct]
+        t.busy_workers = sum(1 for p in workers if p.cpu_pct["mean"] >= BUSY_WORKER_PCT)
+        t.worker_cpu_cores = sum(p.cpu_pct["mean"] for p in workers) / 100.0
+        t.main_cpu_cores = host.main_cpu_pct_mean / 100.0 if host.main_cpu_pct_mean is not None else None
+    return t
+
+
+def extra_facts(run: Run, outcomes: Outcomes, host: HostSummary | None, ranks: list[Any]) -> dict[str, Any]:
+    """Keyword arguments for :class:`Facts` beyond the basic four."""
+    from gpusleuth.analysis.host_ops import host_op_stats
+
+    pid = outcomes.steps.pid
+    rec = run.meta.get("recorder") or {}
+    host_ops = []
+    for prof in run.profiles:
+        try:
+            h = host_op_stats(prof)
+        except Exception:  # a damaged trace must not take the whole report down; trace losses say why
+            h = None
+        if h:
+            host_ops.append(h)
+    return {
+        "gpu_hw": list(rec.get("gpu") or []),
+        "phases": _phases(run, pid, outcomes.steps.steps),
+        "loop_s": _loop_s(run, pid),
+        "threads": _threads(run, host, pid),
+        "traces": list(ranks),
+        "host_ops": host_ops,
+        "hook_facts": [i for i in run.infos if i.get("kind") not in ("dataloader", "profiler_trace")],
+    }

@@ -1,0 +1,60 @@
+"""Helpers every rule family shares: one way to turn "seconds saved" into a :class:`Gain`, and one way to
+say "this rule needs GPU telemetry / a trace".
+
+Why one place: the scenario suite compares ``Gain.speedup`` with a measured speedup, so every rule must
+mean the same thing by it — the throughput ratio of the *training loop* (first step start → last step
+end, phases included) before and after the fix.
+"""
+
+from __future__ import annotations
+
+from gpusleuth.diagnosis.facts import Facts
+from gpusleuth.diagnosis.finding import Gain, Missing
+
+PROFILE_HOW = ("record a profiler trace of a few steps: `gpusleuth run --profile-steps 5-8 -- python train.py` "
+               "(works on CPU too)")
+
+
+def gain_from_seconds(facts: Facts, saved_s: float, method: str, *, per_step: bool = True) -> Gain:
+    """``saved_s``: seconds the fix saves over the whole run. ``per_step``: the saving is inside steps (its
+    ``step_share`` is of step time); otherwise it is phase time (``step_share`` is of the loop)."""
+    o = facts.outcomes
+    saved_s = max(saved_s, 0.0)
+    loop = facts.loop
+    base = o.steps.step_time_s if per_step and o.steps.step_time_s else loop
+    saved_s = min(saved_s, loop * 0.999)
+    return Gain(
+        step_share=min(saved_s / base, 1.0) if base else 0.0,
+        wall_share=min(saved_s / o.wall_s, 1.0) if o.wall_s else 0.0,
+        seconds_per_run=saved_s,
+        speedup=loop / (loop - saved_s) if loop > saved_s else float("inf"),
+        method=method,
+    )
+
+
+def no_gpu(rule: str, facts: Facts, cause: str | None = None) -> Missing:
+    why = facts.gpu_note or "no GPU samples in this run"
+    return Missing(rule=rule, needs=f"GPU telemetry ({why})",
+                   how="run the job with `gpusleuth run` on a machine with an NVIDIA GPU and driver", cause=cause)
+
+
+def no_trace(rule: str, cause: str | None = None, what: str = "a profiler trace") -> Missing:
+    return Missing(rule=rule, needs=what, how=PROFILE_HOW, cause=cause)
+
+
+def no_steps(rule: str, cause: str | None = None) -> Missing:
+    return Missing(rule=rule, needs="training steps",
+                   how="run a PyTorch training loop under `gpusleuth run` (steps are found automatically), "
+                       "or mark steps with gpusleuth.step()", cause=cause)
+
+
+def device_traces(facts: Facts) -> list:
+    """Traces that saw device work (a CPU-only trace has nothing to say about the device)."""
+    return [t for t in facts.traces if getattr(t, "device_span_s", 0) > 0]
+
+
+def step_idle(trace, cats: tuple[str, ...]) -> tuple[float, float]:
+    """(seconds in ``cats`` summed over the trace's steps, total step seconds)."""
+    total = sum(s["duration_s"] for s in trace.steps)
+    part = sum(s["partition"].get(c, 0.0) for s in trace.steps for c in cats)
+    return part, total

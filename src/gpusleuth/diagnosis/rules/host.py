@@ -1,0 +1,160 @@
+"""Host-side rules: CPU oversubscription and cgroup throttling (``contention``), and steps dominated by
+Python / framework overhead (``host.python``).
+
+Contention (catalogue §7 N9, §6 B7): the job asks for more runnable threads than the machine has cores —
+``torch`` intra-op threads in the training process plus busy DataLoader workers. OpenMP pools that share
+cores with other busy processes spin and wait at every parallel-region barrier, so each op's latency is
+set by the slowest descheduled thread. Evidence is configuration (thread counts the hook reports) plus
+saturation (host CPU), never timing alone. cgroup throttling comes from ``cpu.stat``.
+
+Python overhead (§6 C2, C8; §7 N8): from a profiler trace, the share of step time outside any ATen op
+(the interpreter) plus the share in top-level ops shorter than 20 µs (dispatch-dominated). Hundreds of
+tiny ops per step is the signature of per-sample Python loops and unfused element-wise code.
+"""
+
+from __future__ import annotations
+
+from gpusleuth.diagnosis.facts import Facts
+from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
+from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_steps, no_trace
+
+OVERSUB_MODERATE = 1.5  # runnable threads ÷ cores
+OVERSUB_HIGH = 2.0
+HOST_SATURATED = 85.0  # host CPU % (all cores) at which extra threads must wait
+CGROUP_MODERATE = 0.10  # share of cgroup CPU periods throttled
+CGROUP_HIGH = 0.30
+TINY_OPS_PER_STEP = 100
+HOST_OVERHEAD_MODERATE = 0.30
+HOST_OVERHEAD_HIGH = 0.50
+
+
+def _demand(facts: Facts) -> tuple[float | None, float, int | None]:
+    """(runnable threads the job asks for, of which loader-worker cores, torch threads)."""
+    t = facts.threads
+    torch_threads = t.torch_threads
+    if torch_threads is None:
+        return None, t.worker_cpu_cores, None
+    return torch_threads + t.worker_cpu_cores, t.worker_cpu_cores, torch_threads
+
+
+def oversubscription(facts: Facts) -> list[Finding] | Missing:
+    s = facts.outcomes.steps
+    if not s.steps:
+        return no_steps("CPU oversubscription", "contention")
+    cores = facts.logical_cores or (facts.host.logical_cores if facts.host else None)
+    demand, workers_cores, torch_threads = _demand(facts)
+    if cores is None or demand is None:
+        return Missing(rule="CPU oversubscription", cause="contention",
+                       needs="torch intra-op thread count and core count",
+                       how="record the job with `gpusleuth run` (the hook reports torch.get_num_threads() "
+                           "when a DataLoader starts)")
+    ratio = demand / cores
+    host_cpu = facts.host.cpu_pct["p50"] if facts.host and facts.host.cpu_pct else None
+    if ratio < OVERSUB_MODERATE or (host_cpu is not None and host_cpu < HOST_SATURATED):
+        return []
+    severity = "high" if ratio >= OVERSUB_HIGH else "moderate"
+    fit = max(1, int(round(cores - workers_cores)))
+    # Prediction: compute time scales with the runnable threads competing for the cores the training
+    # process can actually use; after the fix it runs `fit` threads on `fit` free cores, so the compute
+    # part shrinks by the oversubscription factor of those cores (capped at 2×: beyond that, barrier
+    # waits dominate and the model is no longer linear).
+    step = facts.step_mean_s
+    compute = max(step - s.data_wait_s / s.steps, 0.0)
+    free = max(cores - workers_cores, 0.5)
+    factor = min(torch_threads / free, 2.0) if torch_threads > free else 1.0
+    saved = compute * (1 - 1 / factor) * s.steps
+    gain = gain_from_seconds(
+        facts, saved,
+        f"compute ({compute * 1e3:.1f} ms/step) shrinks by the oversubscription of the cores left to the "
+        f"training process: {torch_threads} threads on {free:.1f} free cores → ×{factor:.2f} (capped at 2)",
+    )
+    return [Finding(
+        cause="contention",
+        severity=severity,
+        title=f"CPU oversubscribed: {demand:.1f} runnable threads on {cores} cores",
+        summary=(f"The training process runs {torch_threads} torch intra-op threads while DataLoader workers "
+                 f"use {workers_cores:.1f} cores, on a {cores}-core machine"
+                 + (f" whose CPU sat at {host_cpu:.0f}%" if host_cpu is not None else "")
+                 + ". Threads that share cores wait on each other at every parallel op."),
+        evidence=[
+            Evidence("torch intra-op threads", torch_threads, "", "torch.get_num_threads() (hook)"),
+            Evidence("DataLoader worker CPU (sum)", round(workers_cores, 2), "cores", "process sampler"),
+            Evidence("logical cores", cores, "", "host info"),
+            Evidence("runnable threads ÷ cores", round(ratio, 2), "×", "derived"),
+            Evidence("host CPU (median)", None if host_cpu is None else round(host_cpu, 1), "%", "host sampler"),
+            Evidence("training process peak OS threads", facts.threads.main_os_threads, "", "process sampler"),
+        ],
+        fix=(f"torch.set_num_threads({fit})  # cores − busy loader workers; or OMP_NUM_THREADS={fit}\n"
+             "Keep DataLoader num_workers + intra-op threads ≤ cores; set worker threads to 1 in "
+             "worker_init_fn (`torch.set_num_threads(1)`), and pin processes apart (taskset) on shared hosts."),
+        estimated_gain=gain,
+        confidence="medium",
+    )]
+
+
+def cgroup_throttling(facts: Facts) -> list[Finding] | Missing:
+    h = facts.host
+    if h is None or h.cgroup_throttled_share is None:
+        return Missing(rule="container CPU throttling", cause="contention",
+                       needs="cgroup cpu.stat counters (the job was not in a CPU-limited cgroup, or none were read)",
+                       how="nothing to do outside a container with a CPU limit; inside one, `gpusleuth run` reads cpu.stat")
+    share = h.cgroup_throttled_share
+    if share < CGROUP_MODERATE or not facts.outcomes.steps.steps:
+        return []
+    s = facts.outcomes.steps
+    saved = share * (s.step_time_s - s.data_wait_s) * 0.5
+    return [Finding(
+        cause="contention",
+        severity="high" if share >= CGROUP_HIGH else "moderate",
+        title=f"Container CPU quota throttled {share:.0%} of scheduling periods",
+        summary=("The job's cgroup hit its CPU quota (cpu.max) in many periods: its threads were stopped until "
+                 "the next period regardless of free cores."),
+        evidence=[Evidence("throttled periods", round(share * 100, 1), "% of cgroup periods", "cgroup cpu.stat"),
+                  Evidence("host CPU (mean)", round(h.cpu_pct["mean"], 1) if h.cpu_pct else None, "%", "host sampler")],
+        fix=("Raise the container's CPU limit (Kubernetes `resources.limits.cpu`, `docker --cpus`) or lower the "
+             "threads the job runs (DataLoader num_workers, torch.set_num_threads) to fit the quota."),
+        estimated_gain=gain_from_seconds(facts, saved, "assumes half of the throttled share of compute time is "
+                                         "lost to quota stalls (periods, not time, are counted)"),
+        confidence="low",
+    )]
+
+
+def python_overhead(facts: Facts) -> list[Finding] | Missing:
+    if not facts.host_ops:
+        return no_trace("Python / framework overhead", "host.python",
+                        "a profiler trace of a few steps (ops per step, time between ops)")
+    s = facts.outcomes.steps
+    findings = []
+    for h in facts.host_ops:
+        overhead = h["python_share"] + h["tiny_op_share"]
+        if h["tiny_ops_per_step"] < TINY_OPS_PER_STEP or overhead < HOST_OVERHEAD_MODERATE:
+            continue
+        step = facts.step_mean_s or h["step_time_median_s"]
+        saved = step * overhead * s.steps if s.steps else 0.0
+        gain = gain_from_seconds(
+            facts, saved,
+            f"vectorizing / compiling removes the interpreter time between ops ({h['python_share']:.0%}) and the "
+            f"dispatch-dominated tiny ops ({h['tiny_op_share']:.0%}) from the step, from the trace's steps",
+        )
+        findings.append(Finding(
+            cause="host.python",
+            severity="high" if overhead >= HOST_OVERHEAD_HIGH else "moderate",
+            title=f"Steps are Python/framework overhead: {h['tiny_ops_per_step']:.0f} tiny ops per step",
+            summary=(f"In the profiled steps the code issued {h['ops_per_step']:.0f} ops per step "
+                     f"(median {h['median_op_us']:.1f} µs each); {h['python_share']:.0%} of step time was Python "
+                     f"between ops and {h['tiny_op_share']:.0%} was inside ops shorter than "
+                     f"{h['tiny_op_threshold_us']:.0f} µs. The processor waits on the interpreter, not on math."),
+            evidence=[
+                Evidence("top-level ops per step", round(h["ops_per_step"], 1), "", f"profiler trace {h['label']}"),
+                Evidence("ops < 20 µs per step", round(h["tiny_ops_per_step"], 1), "", "profiler trace"),
+                Evidence("Python between ops", round(h["python_share"] * 100, 1), "% of step time", "profiler trace"),
+                Evidence("time in tiny ops", round(h["tiny_op_share"] * 100, 1), "% of step time", "profiler trace"),
+                Evidence("profiled steps", h["steps"], "", "profiler trace"),
+            ],
+            fix=("Vectorize per-sample / per-element Python loops into batched tensor ops (e.g. one "
+                 "`F.cross_entropy(out, y)` instead of a loop over rows); then `model = torch.compile(model)` "
+                 "to fuse the remaining small ops (on a GPU, `mode=\"reduce-overhead\"` adds CUDA graphs)."),
+            estimated_gain=gain,
+            confidence="medium" if h["steps"] >= 3 else "low",
+        ))
+    return findings

@@ -1,0 +1,91 @@
+"""Phase-attributed time: evaluation, checkpointing and logging inside the training loop (catalogue §7 N4).
+
+These phases are *expected work*, not waste: a finding here never says "bottleneck" and is never ``high``.
+It quantifies what the phase costs (share of the training loop, seconds per run, how often it runs) and
+what a cheaper schedule would save, so the user can decide. Phases come from the hook (``model.eval()``
+→ ``eval``, ``torch.save`` to a file → ``checkpoint``) or from ``gpusleuth.phase("logging")``.
+
+Thresholds: reported from 5 % of the training loop (XProf's moderate tier for input time, reused because
+it is the level at which a user notices). Gain: running the phase ``K×`` less often saves ``(1 − 1/K)`` of
+its time; K = 4 for evaluation (a quarter of the evaluations, or a quarter of the validation set), 10 for
+checkpoints and logging (the usual "every N steps" knobs move by a decade). For checkpoints, asynchronous
+saving hides most of the write instead.
+"""
+
+from __future__ import annotations
+
+from gpusleuth.diagnosis.facts import Facts, PhaseStats
+from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
+from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_steps
+
+REPORT_SHARE = 0.05
+FACTOR = {"eval": 4, "checkpoint": 10, "logging": 10}
+CAUSE = {"eval": "phase.eval", "checkpoint": "phase.checkpoint", "logging": "phase.logging"}
+ALIASES = {"evaluation": "eval", "validation": "eval", "val": "eval", "validate": "eval", "ckpt": "checkpoint",
+           "save": "checkpoint", "log": "logging", "metrics": "logging"}
+
+
+def _kind(name: str) -> str | None:
+    n = name.lower()
+    n = ALIASES.get(n, n)
+    return n if n in CAUSE else None
+
+
+def _fix(kind: str, p: PhaseStats, k: int) -> str:
+    every = f"every {p.steps_between:.0f} steps" if p.steps_between else f"{p.count} times"
+    if kind == "eval":
+        return (f"Evaluation runs {every}; evaluate {k}× less often (e.g. `eval_every *= {k}`) or on a "
+                f"1/{k} subset of the validation set, and keep it under `torch.no_grad()`/`inference_mode()` "
+                "with a larger eval batch. Don't drop it: evaluation is how you know training works.")
+    if kind == "checkpoint":
+        return (f"Checkpoints are written {every}; save {k}× less often (e.g. `save_every *= {k}`), or save "
+                "asynchronously so training continues during the write: "
+                "`torch.distributed.checkpoint.async_save(state_dict, checkpoint_id=path)` (or copy the "
+                "state to CPU and write it from a background thread). Keep enough checkpoints for your "
+                "restart budget.")
+    return (f"Logging runs {every}; log every {k}× fewer steps, accumulate metrics on the device "
+            "(`running += loss.detach()`) and read them once per logging interval; avoid formatting "
+            "tensors (`print(tensor)`, `str(tensor)`) and histogram/norm computations every step.")
+
+
+def phase_time(facts: Facts) -> list[Finding] | Missing:
+    s = facts.outcomes.steps
+    if not s.steps:
+        return no_steps("phase time (eval / checkpoint / logging)", "phase.eval")
+    loop = facts.loop
+    findings = []
+    for name, p in facts.phases.items():
+        kind = _kind(name)
+        if kind is None or p.total_s <= 0:
+            continue
+        share = p.total_s / loop
+        if share < REPORT_SHARE:
+            continue
+        k = FACTOR[kind]
+        gain = gain_from_seconds(
+            facts, p.total_s * (1 - 1 / k),
+            f"running '{name}' {k}× less often saves (1 − 1/{k}) of its {p.total_s:.2f} s "
+            f"({p.count} × {p.mean_s * 1e3:.0f} ms); steps unchanged",
+            per_step=False,
+        )
+        findings.append(Finding(
+            cause=CAUSE[kind],
+            severity="moderate",
+            title=f"'{name}' takes {share:.0%} of the training loop (expected work, not waste)",
+            summary=(f"The training process spent {p.total_s:.2f} s in '{name}' ({p.count} times, "
+                     f"{p.mean_s * 1e3:.0f} ms each) — {share:.0%} of the training loop. This is expected "
+                     "work; whether it is worth its cost is your call. The GPU/CPU dips it causes are "
+                     "not a pipeline stall."),
+            evidence=[
+                Evidence(f"time in '{name}'", round(p.total_s, 3), "s", "phase events (hook / gpusleuth.phase)"),
+                Evidence("share of the training loop", round(share * 100, 1), "%", "phases ÷ (last step end − first step start)"),
+                Evidence("occurrences", p.count, "", "phase events"),
+                Evidence("mean duration", round(p.mean_s * 1e3, 1), "ms", "phase events"),
+                Evidence("training steps between occurrences", None if p.steps_between is None else round(p.steps_between, 1),
+                         "steps", "steps ÷ occurrences"),
+            ],
+            fix=_fix(kind, p, k),
+            estimated_gain=gain,
+            confidence="high" if p.count >= 3 else "medium",
+        ))
+    return findings

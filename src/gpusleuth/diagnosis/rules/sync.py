@@ -1,0 +1,96 @@
+"""Host-device synchronization and launch overhead, read from a profiler trace's idle-time partition.
+
+``sync`` (§6 C4, C5, §7 N7): the device sat idle while the host was blocked in a synchronizing call —
+``cudaStreamSynchronize``/``cudaDeviceSynchronize``, a synchronous copy, or an ATen op that reads a
+device scalar (``.item()``, ``.cpu()``, ``print(tensor)``). The trace analysis paints that idle time
+``idle_sync`` (a wait that drains the queue is charged until the device restarts).
+
+``host.launch_bound`` (§6 C1, §7 N8): idle time charged to kernel launches (``idle_launch``) and to the
+scheduling gaps between back-to-back kernels (``idle_kernel_gap``), with mostly short kernels — the CPU
+cannot issue work as fast as the device finishes it. The fix is fewer launches: ``torch.compile``, CUDA
+graphs, fused/foreach optimizers, larger batches.
+
+Thresholds: XProf's tiers for launch overhead and host time — moderate ≥ 5 %, high ≥ 15 % of step time
+(sync uses ≥ 20 % for high, the input-pipeline tier, since a sync stall behaves like a data stall).
+"""
+
+from __future__ import annotations
+
+from gpusleuth.diagnosis.facts import Facts
+from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
+from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, no_trace, step_idle
+
+MODERATE = 0.05
+SYNC_HIGH = 0.20
+LAUNCH_HIGH = 0.15
+SHORT_KERNELS = 0.5  # share of kernels shorter than 10 µs for the launch-bound signature
+
+
+def _scale(facts: Facts, share: float) -> float:
+    """Seconds over the run for a share of step time measured on the trace's steps."""
+    return share * facts.outcomes.steps.step_time_s if facts.outcomes.steps.steps else 0.0
+
+
+def sync_stalls(facts: Facts) -> list[Finding] | Missing:
+    traces = device_traces(facts)
+    if not traces:
+        return no_trace("host-device synchronization", "sync", "a profiler trace with GPU activity")
+    out = []
+    for t in traces:
+        idle, total = step_idle(t, ("idle_sync",))
+        if not total or idle / total < MODERATE:
+            continue
+        share = idle / total
+        out.append(Finding(
+            cause="sync", severity="high" if share >= SYNC_HIGH else "moderate",
+            title=f"The device idles {share:.0%} of each step while the host waits on a synchronization",
+            summary=("The host blocked in synchronizing calls (.item(), .cpu(), print(tensor), "
+                     "torch.cuda.synchronize(), synchronous copies) and the device drained its queue and "
+                     "waited for the next launch."),
+            evidence=[Evidence("idle: host synchronization", round(share * 100, 1), "% of step time",
+                               f"profiler trace {t.label}"),
+                      Evidence("profiled steps", len(t.steps), "", "profiler trace")],
+            fix=("Remove per-step host syncs: accumulate metrics on the device (`running += loss.detach()`) "
+                 "and call `.item()` once every N steps; no `print(tensor)` in the loop; copy with "
+                 "`non_blocking=True` from pinned memory; drop explicit `torch.cuda.synchronize()`."),
+            estimated_gain=gain_from_seconds(facts, _scale(facts, share),
+                                             "the sync-idle share of the profiled steps disappears once the host "
+                                             "runs ahead of the device"),
+            confidence="high" if len(t.steps) >= 3 else "medium",
+        ))
+    return out
+
+
+def launch_bound(facts: Facts) -> list[Finding] | Missing:
+    traces = device_traces(facts)
+    if not traces:
+        return no_trace("launch-bound", "host.launch_bound", "a profiler trace with GPU activity")
+    out = []
+    for t in traces:
+        idle, total = step_idle(t, ("idle_launch", "idle_kernel_gap"))
+        short = (t.kernels.get("short_kernels") or {}).get("count_share") or 0.0
+        if not total or idle / total < MODERATE or short < SHORT_KERNELS:
+            continue
+        share = idle / total
+        lst = t.launch
+        out.append(Finding(
+            cause="host.launch_bound", severity="high" if share >= LAUNCH_HIGH else "moderate",
+            title=f"Launch-bound: {share:.0%} of step time the device waits for the next kernel launch",
+            summary=(f"{short:.0%} of kernels run shorter than 10 µs, and the device waits on launches between "
+                     "them: the CPU cannot issue work as fast as the GPU finishes it."),
+            evidence=[Evidence("idle: launch + inter-kernel gaps", round(share * 100, 1), "% of step time",
+                               f"profiler trace {t.label}"),
+                      Evidence("kernels < 10 µs", round(short * 100, 1), "% of kernels", "profiler trace"),
+                      Evidence("launch cost (median)", (lst.get("launch_cost_us") or {}).get("median"), "µs",
+                               "profiler trace runtime calls"),
+                      Evidence("ops shorter than their launch", round(((lst.get("ops_shorter_than_launch") or {})
+                               .get("share") or 0) * 100, 1), "% of ops", "profiler trace")],
+            fix=("`model = torch.compile(model, mode=\"reduce-overhead\")` (fuses small ops and replays them as "
+                 "a CUDA graph); or capture the step with `torch.cuda.graphs`; use fused/foreach optimizers "
+                 "(`torch.optim.AdamW(..., fused=True)`); raise the batch size so each kernel does more work."),
+            estimated_gain=gain_from_seconds(facts, _scale(facts, share),
+                                             "the launch/gap idle share of the profiled steps disappears when the "
+                                             "step is one graph launch (upper bound)"),
+            confidence="medium",
+        ))
+    return out
