@@ -8,6 +8,7 @@ from gpusleuth.analysis.outcomes import compute_outcomes
 from gpusleuth.analysis.telemetry import summarize_gpus, summarize_host
 from gpusleuth.diagnosis.engine import diagnose
 from gpusleuth.diagnosis.facts import Facts
+from gpusleuth.diagnosis.gather import extra_facts
 from gpusleuth.report.headline import compute_headline, price_findings
 from gpusleuth.report.model import Report, RunInfo
 from gpusleuth.report.timeseries import build_display
@@ -49,6 +50,11 @@ def build_report(run: Run, options: ReportOptions | None = None) -> Report:
     host = summarize_host(run, main_pid, window)
     rec = run.meta.get("recorder") or {}
     gpu_note = None if gpus else (rec.get("gpu_note") or "no GPU telemetry in this run")
+    ranks = []
+    losses = list(run.losses)
+    for prof in run.profiles:
+        ranks.append(_analyze_trace(prof))
+        losses.extend(f"{prof.label}: {msg}" for msg in prof.losses)
     facts = Facts(
         outcomes=outcomes,
         gpus=gpus,
@@ -56,15 +62,11 @@ def build_report(run: Run, options: ReportOptions | None = None) -> Report:
         gpu_note=gpu_note,
         dataloaders=[i for i in run.infos if i.get("kind") == "dataloader"],
         logical_cores=(rec.get("host") or {}).get("logical_cores"),
+        **extra_facts(run, outcomes, host, ranks),  # issue 4: phases, loop span, threads, traces, host ops
     )
     findings, missing = diagnose(facts)
     headline = compute_headline(run, outcomes, gpus, options)
     price_findings(findings, headline.cost)
-    ranks = []
-    losses = list(run.losses)
-    for prof in run.profiles:
-        ranks.append(_analyze_trace(prof))
-        losses.extend(f"{prof.label}: {msg}" for msg in prof.losses)
     return Report(
         run=_run_info(run), outcomes=outcomes, gpus=gpus, gpu_note=gpu_note, host=host,
         findings=findings, not_evaluated=missing, losses=losses, ranks=ranks, headline=headline,
