@@ -283,6 +283,14 @@ class Recorder:
             atexit.register(_at_exit)  # again, so that we run before torch's own exit handlers (LIFO)
         except BaseException as exc:
             self.error("torch_imported", exc)
+        # --- gpusleuth sweep knobs (experiments): only when a GPUSLEUTH_KNOB_* variable is set ---
+        try:
+            if any(k.startswith("GPUSLEUTH_KNOB_") for k in os.environ):
+                import _gpusleuth_knobs
+
+                _gpusleuth_knobs.install(torch, self)
+        except BaseException as exc:
+            self.error("knobs", exc)
 
     def become_worker(self, worker_id):
         """This process is a DataLoader worker: it records no steps; write its header now, because
