@@ -1,0 +1,388 @@
+"""Self-contained HTML report: one file, works offline, charts drawn by plotly.js inlined into the page.
+
+Formatting only (docs/architecture.md): numbers come from the Report's JSON form and its ``display``
+data (report/timeseries.py); figures are specified in render/html_figures.py.
+
+Safety: everything in the page that came from a trace, a command line or a run directory is untrusted.
+Text goes into the HTML through ``html.escape``; chart data goes into one
+``<script type="application/json">`` block whose ``<``, ``>``, ``&`` and line separators are
+``\\u``-escaped, so no string (``</script>`` included) can end the block or open a tag; the page's own
+script reads it with ``JSON.parse`` (no ``eval``, no ``innerHTML``); plotly labels are entity-escaped
+(html_figures.plain). The browser test plants payloads in kernel/op names and the command line and
+checks that nothing runs.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from gpusleuth import __version__
+from gpusleuth.errors import GpusleuthError
+from gpusleuth.render import html_figures as F
+from gpusleuth.render.trace_console import _LABELS as CATEGORY_LABELS
+
+MISSING_PLOTLY = ("the HTML report needs the plotly package (it inlines plotly.js so the file works "
+                  "offline); install it with: pip install 'plotly>=5'")
+
+
+class HtmlUnavailable(GpusleuthError):
+    """The plotting library is not installed (a --no-deps install): said in one sentence by the CLI."""
+
+
+def plotly_js() -> str:
+    """plotly.js as shipped inside the plotly wheel (read as a file: no plotly Python import needed)."""
+    try:
+        import importlib.resources as res
+
+        text = (res.files("plotly") / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError, OSError) as exc:
+        raise HtmlUnavailable(MISSING_PLOTLY) from exc
+    # cannot occur in the shipped bundle today; if a future one has it, keep it from closing our tag
+    return text.replace("</script", "<\\/script")
+
+
+def script_json(obj: Any) -> str:
+    """JSON safe to place inside <script type="application/json">: no '<', '>' or '&' survive."""
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+e = html.escape  # every untrusted string passes through this
+
+
+def _num(v: Any, fmt: str = "{:,.2f}", none: str = "–") -> str:
+    if v is None:
+        return none
+    try:
+        return fmt.format(v)
+    except (TypeError, ValueError):
+        return e(str(v))
+
+
+def _ms(s: float | None) -> str:
+    return "–" if s is None else (f"{s * 1e3:,.1f} ms" if s < 10 else f"{s:,.2f} s")
+
+
+def _pct(x: float | None, digits: int = 0) -> str:
+    return "–" if x is None else f"{x * 100:.{digits}f}%"
+
+
+def _bytes(b: float | None) -> str:
+    if b is None:
+        return "–"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(b) >= scale:
+            return f"{b / scale:.1f} {unit}"
+    return f"{b:.0f} B"
+
+
+class _Page:
+    def __init__(self):
+        self.parts: list[str] = []
+        self.figures: dict[str, dict] = {}
+
+    def add(self, s: str) -> None:
+        self.parts.append(s)
+
+    def figure(self, fig: dict | None, css: str = "fig") -> None:
+        if fig is None:
+            return
+        fid = f"fig-{len(self.figures) + 1}"
+        self.figures[fid] = fig
+        self.add(f'<div class="{css}" id="{fid}"></div>')
+
+
+def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
+    """Cells are already-escaped HTML fragments."""
+    h = "".join(f"<th>{c}</th>" for c in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<table class="{cls}"><thead><tr>{h}</tr></thead><tbody>{body}</tbody></table>'
+
+
+# --- sections -----------------------------------------------------------------------------------------
+
+def _header(pg: _Page, d: dict) -> None:
+    r = d["run"]
+    pg.add(f"<header><h1>gpusleuth report <span class=dim>— {e(str(r.get('label') or ''))}</span></h1>")
+    facts = []
+    if r.get("command"):
+        facts.append(f"command <code>{e(' '.join(map(str, r['command'])))}</code>")
+    elif r.get("path"):
+        facts.append(f"source <code>{e(str(r['path']))}</code>")
+    if r.get("exit_code") is not None:
+        facts.append(f"exit code {e(str(r['exit_code']))}" + (f" ({e(str(r['signal']))})" if r.get("signal") else ""))
+    if r.get("wall_s") is not None:
+        facts.append(f"wall {r['wall_s']:,.2f} s")
+    if r.get("stopped_by"):
+        facts.append(f"stopped by {e(str(r['stopped_by']))}")
+    gpus = [g.get("name") for g in (r.get("hardware") or {}).get("gpus") or [] if isinstance(g, dict)]
+    if gpus:
+        facts.append("GPUs: " + e(", ".join(str(g) for g in gpus if g)))
+    pg.add("<p class=meta>" + " · ".join(facts) + "</p></header>")
+
+
+def _tile(label: str, value: str, note: str = "") -> str:
+    return (f'<div class=tile><div class=tv>{value}</div><div class=tl>{label}</div>'
+            + (f'<div class=tn>{note}</div>' if note else "") + "</div>")
+
+
+def _headline_run(pg: _Page, d: dict) -> None:
+    o = d.get("outcomes")
+    if not o:
+        return
+    th = o.get("throughput") or {}
+    tiles = [_tile("steps", _num(o.get("steps"), "{:,}")),
+             _tile("step time (p50)", _ms(th.get("step_time_p50_s") or o.get("step_time_p50_s")),
+                   f"p95 {_ms(th.get('step_time_p95_s') or o.get('step_time_p95_s'))}")]
+    sps = th.get("samples_per_s") or o.get("samples_per_s")
+    if sps:
+        tiles.append(_tile("samples / s", _num(sps, "{:,.0f}"), "steady state" if th.get("samples_per_s") else ""))
+    dw = o.get("data_wait_share_of_steps")
+    if dw is not None:
+        tiles.append(_tile("of step time waiting on data", _pct(dw)))
+    gp = (o.get("goodput") or {}).get("goodput")
+    if gp is not None:
+        tiles.append(_tile("goodput", _pct(gp), "productive ÷ wall time"))
+    mfu = (o.get("mfu") or {}).get("mfu")
+    if mfu is not None:
+        tiles.append(_tile("MFU", _pct(mfu, 1), e(str((o.get("mfu") or {}).get("convention") or ""))[:80]))
+    en = o.get("energy") or {}
+    if en.get("per_sample_j"):
+        tiles.append(_tile("energy / sample", f"{en['per_sample_j']:.3g} J"))
+    cost = o.get("cost") or {}
+    if cost.get("per_run") is not None:
+        tiles.append(_tile("cost of this run", f"${cost['per_run']:,.2f}"))
+    pg.add('<section class=headline><h2>Outcome</h2><div class=tiles>' + "".join(tiles) + "</div>")
+    pg.add("<h3>Where the wall time went</h3>")
+    pg.figure(F.wall_time_bar(o), "fig small")
+    findings = [f for f in d.get("findings") or [] if f.get("severity") != "none"]
+    if findings:
+        f = findings[0]
+        gain = f.get("estimated_gain") or {}
+        worth = f" — worth about {_pct(gain.get('wall_share'))} of wall time" if gain.get("wall_share") else ""
+        pg.add(f'<p class=fixfirst><b>Fix first:</b> {e(f["title"])}{worth}.<br><span class=dim>fix:</span> '
+               f'<code>{e(f["fix"])}</code></p>')
+    elif d.get("findings"):
+        pg.add(f'<p class=fixfirst><b>{e(d["findings"][0]["title"])}</b></p>')
+    pg.add("</section>")
+
+
+def _headline_trace(pg: _Page, ranks: list[dict]) -> None:
+    tiles = []
+    for r in ranks:
+        ic = r.get("idle_causes") or {}
+        sec = ic.get("seconds") or {}
+        top = max(sec.items(), key=lambda kv: kv[1]) if sec else None
+        who = f"rank {r['rank']}" if r.get("rank") is not None else e(str(r.get("label") or "trace"))
+        note = ""
+        if top and top[1] > 0:
+            note = f"largest idle cause: {e(CATEGORY_LABELS.get(top[0], top[0]))} ({_pct((ic.get('share') or {}).get(top[0]))} of idle)"
+        tiles.append(_tile(f"{who}: device idle", _pct(r.get("idle"), 1), note))
+        st = r.get("step_stats") or {}
+        if st.get("count"):
+            tiles.append(_tile(f"{who}: step time (median)", _ms(st.get("median_s")), f"{st['count']} steps"))
+    pg.add('<section class=headline><h2>Outcome</h2><div class=tiles>' + "".join(tiles) + "</div></section>")
+
+
+def _findings(pg: _Page, d: dict) -> None:
+    fs = d.get("findings") or []
+    if not fs and not d.get("not_evaluated"):
+        return
+    pg.add("<section><h2>Findings <span class=dim>(ranked by estimated gain)</span></h2>")
+    for i, f in enumerate(fs, 1):
+        sev = str(f.get("severity"))
+        ev = [[e(str(x.get("name"))), e(_num(x.get("value"), "{:,.4g}") if isinstance(x.get("value"), (int, float))
+                                        else str(x.get("value"))), e(str(x.get("unit") or "")),
+               f"<span class=dim>{e(str(x.get('source') or ''))}</span>"] for x in f.get("evidence") or []]
+        g = f.get("estimated_gain") or {}
+        gain = ""
+        if g:
+            gain = (f"<p><b>Estimated gain:</b> {_pct(g.get('step_share'))} of step time, "
+                    f"{_num(g.get('seconds_per_run'), '{:,.1f}')} s per run, "
+                    f"{_num(g.get('speedup'), '{:.2f}')}× throughput <span class=dim>— {e(str(g.get('method') or ''))}</span></p>")
+        pg.add(f'<div class="finding sev-{e(sev)}"><h3>{i}. <span class=sev>{e(sev.upper())}</span> '
+               f'<code>{e(str(f.get("cause")))}</code> {e(str(f.get("title")))}</h3>'
+               f'<p>{e(str(f.get("summary") or ""))}</p>'
+               + (_table(["evidence", "value", "unit", "source"], ev, "ev") if ev else "")
+               + gain + f'<p><b>Fix:</b></p><pre>{e(str(f.get("fix") or ""))}</pre>'
+               f'<p class=dim>confidence: {e(str(f.get("confidence")))}</p></div>')
+    ne = d.get("not_evaluated") or []
+    if ne:
+        pg.add("<h3>Not evaluated (data missing)</h3><ul>" + "".join(
+            f"<li><b>{e(str(m.get('rule')))}</b>: needs {e(str(m.get('needs')))} — {e(str(m.get('how')))}</li>"
+            for m in ne) + "</ul>")
+    pg.add("</section>")
+
+
+def _timeline(pg: _Page, report: Any) -> None:
+    disp = getattr(report, "display", None)
+    fig = F.timeline(disp)
+    if fig is None:
+        return
+    down = [s for s in disp.series if s.points > len(s.t)]
+    note = (f" Series longer than {disp.max_points:,} points are shown as per-bucket minimum and maximum "
+            f"({len(down)} of {len(disp.series)} here), so short dips stay visible; exact numbers are in the "
+            "tables.") if down else ""
+    pg.add("<section><h2>Timeline</h2><p class=dim>One time axis for every signal: drag to zoom (all panels "
+           f"follow), double-click to reset. Phases are shaded; throttled stretches are red on the clocks "
+           f"panel.{note}</p>")
+    pg.figure(fig, "fig tall")
+    pg.add("</section>")
+
+
+def _telemetry_tables(pg: _Page, d: dict) -> None:
+    rows = []
+    for g in d.get("gpu") or []:
+        def dist(k, unit="%"):
+            x = g.get(k)
+            return "–" if not x else f"{x['mean']:.0f}{unit} (p5 {x['p5']:.0f}, p95 {x['p95']:.0f})"
+        thr = ", ".join(f"{e(str(k))} {v:.0%}" for k, v in (g.get("throttled_share") or {}).items()) or "no"
+        rows.append([f"{g['index']} {e(str(g.get('name') or ''))}", dist("util_gpu"), dist("sm_active"),
+                     dist("tensor_active"), f"{_bytes(g.get('mem_used_max_bytes'))} / {_bytes(g.get('mem_total_bytes'))}",
+                     dist("power_w", " W"), dist("sm_clock_mhz", " MHz"), thr])
+    h = d.get("host")
+    if not rows and not h:
+        return
+    pg.add("<section><h2>Telemetry summary</h2>")
+    if rows:
+        pg.add(_table(["GPU", "util", "SM active", "tensor active", "peak memory", "power", "SM clock", "throttled"], rows))
+    elif d.get("gpu_note"):
+        pg.add(f"<p class=dim>{e(str(d['gpu_note']))} — host telemetry only</p>")
+    if h:
+        procs = [[e(str(p.get("pid"))), e(str(p.get("role"))), e(str(p.get("name") or "")),
+                  _num((p.get("cpu_pct") or {}).get("mean"), "{:.0f}%"), _bytes(p.get("rss_max_bytes"))]
+                 for p in h.get("processes") or []]
+        cpu = h.get("cpu_pct") or {}
+        pg.add(f"<p>Host CPU mean {_num(cpu.get('mean'), '{:.0f}%')} of {e(str(h.get('logical_cores') or '?'))} "
+               f"cores · iowait mean {_num((h.get('iowait_pct') or {}).get('mean'), '{:.1f}%')} · disk read "
+               f"{_bytes(h.get('disk_read_bytes'))}, written {_bytes(h.get('disk_write_bytes'))}</p>")
+        if procs:
+            pg.add(_table(["pid", "role", "name", "CPU (mean, % of a core)", "peak RSS"], procs))
+    pg.add("</section>")
+
+
+def _rank(pg: _Page, r: dict, hist: Any) -> None:
+    who = f"rank {r['rank']}" if r.get("rank") is not None else "trace"
+    pg.add(f"<section class=rank><h2>Profiler trace · {e(who)} <span class=dim>{e(str(r.get('label') or ''))}"
+           + (f" · {e(str(r['device']))}" if r.get("device") else "") + "</span></h2>")
+    pg.add(f"<p>Device span {_ms(r.get('device_span_s'))}: compute {_pct(r.get('compute'), 1)}, non-compute "
+           f"{_pct(r.get('non_compute'), 1)}, idle {_pct(r.get('idle'), 1)} <span class=dim>(HTA-comparable)</span></p>")
+    pg.add("<h3>Exposed time per step</h3><p class=dim>Each bar sums exactly to the step time; warm colours are "
+           "time the device sat idle, by cause.</p>")
+    pg.figure(F.step_partition(r))
+    if hist is not None:
+        pg.add(f"<h3>Idle gaps by size and cause</h3><p class=dim>{hist.gaps:,} gaps in the device timeline, "
+               "each labelled by the cause that took most of it.</p>")
+        pg.figure(F.gap_histogram(hist))
+    k = r.get("kernels") or {}
+    if k.get("top"):
+        pg.add(f"<h3>Kernel breakdown</h3><p class=dim>{k.get('kernels', 0):,} kernels, "
+               f"{k.get('distinct_names', 0):,} names, {_ms(k.get('kernel_time_s'))} of kernel time.</p>")
+        pg.figure(F.kernel_bars(k))
+        rows = [[e(str(x["name"])), e(str(x.get("family") or "")), f"{x['count']:,}", f"{x['total_s'] * 1e3:,.3f}",
+                 _pct(x.get("share"), 1), _num(x.get("mean_us"), "{:,.1f}"), _num(x.get("median_us"), "{:,.1f}"),
+                 _num(x.get("min_us"), "{:,.1f}"), _num(x.get("max_us"), "{:,.1f}")] for x in k["top"]]
+        pg.add("<details><summary>Top kernels, exact numbers</summary>" + _table(
+            ["kernel", "family", "count", "total ms", "share", "mean µs", "median µs", "min µs", "max µs"],
+            rows, "kernels") + "</details>")
+    steps = r.get("steps") or []
+    if steps:
+        cats = [c for c in CATEGORY_LABELS if any(c in s.get("partition", {}) for s in steps)]
+        rows = [[f"#{s['step']}", f"{s['duration_s'] * 1e3:,.3f}"]
+                + [f"{s['partition'].get(c, 0.0) * 1e3:,.3f}" for c in cats] for s in steps]
+        pg.add("<details><summary>Exposed time per step, exact (ms)</summary>" + _table(
+            ["step", "step time"] + [e(CATEGORY_LABELS[c]) for c in cats], rows, "num") + "</details>")
+    items = [("Data issues", r.get("issues") or []), ("Losses", r.get("losses") or [])]
+    for title, xs in items:
+        if xs:
+            pg.add(f"<h3>{title}</h3><ul>" + "".join(f"<li>{e(str(x))}</li>" for x in xs) + "</ul>")
+    pg.add("</section>")
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1280px;
+padding:16px 24px;color:#222;background:#fafafa}
+h1{font-size:22px;margin:8px 0}h2{font-size:18px;margin:22px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+h3{font-size:15px;margin:14px 0 6px}.dim{color:#777;font-weight:normal}.meta{color:#444;font-size:13px}
+code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;background:#f0f0f0;border-radius:3px}
+code{padding:1px 4px;word-break:break-all}pre{padding:8px;white-space:pre-wrap}
+section{background:#fff;border:1px solid #e5e5e5;border-radius:6px;padding:6px 16px 12px;margin:14px 0}
+.tiles{display:flex;flex-wrap:wrap;gap:10px}.tile{border:1px solid #e3e3e3;border-radius:6px;padding:8px 14px;min-width:140px}
+.tv{font-size:24px;font-weight:600}.tl{font-size:12px;color:#555}.tn{font-size:11px;color:#888;max-width:260px}
+.fixfirst{background:#fff7e6;border-left:4px solid #ff7f0e;padding:8px 12px}
+.finding{border-left:5px solid #bbb;padding:2px 12px;margin:10px 0}.sev-high{border-color:#d62728}
+.sev-moderate{border-color:#ff7f0e}.sev-none{border-color:#2ca02c}.sev{font-size:12px;letter-spacing:.05em}
+table{border-collapse:collapse;font-size:12px;margin:6px 0}th,td{border-bottom:1px solid #eee;padding:3px 8px;
+text-align:left;vertical-align:top}table.num td,table.kernels td{text-align:right}
+table.kernels td:first-child{text-align:left;max-width:520px;word-break:break-all}
+.fig{width:100%;min-height:200px}.fig.small{min-height:120px}footer{color:#888;font-size:12px;margin:20px 0}
+details{margin:8px 0}summary{cursor:pointer;color:#1f4e79}
+"""
+
+BOOT = """(function(){
+var el=document.getElementById('gs-figures');var figs=JSON.parse(el.textContent);
+var cfg={responsive:true,displaylogo:false,modeBarButtonsToRemove:['select2d','lasso2d']};
+var ids=Object.keys(figs),done=0;
+ids.forEach(function(id){var f=figs[id];Plotly.newPlot(document.getElementById(id),f.data,f.layout,cfg)
+.then(function(){done+=1;if(done===ids.length){document.body.setAttribute('data-gs-rendered',String(done));}});});
+if(!ids.length){document.body.setAttribute('data-gs-rendered','0');}
+})();"""
+
+
+def render_html(report: Any, comparison: Any = None) -> str:
+    """The whole page as one string. ``comparison`` is the seam for ``gpusleuth compare`` charts (a
+    later issue): it is accepted and ignored today so callers can be written against the final shape."""
+    js = plotly_js()
+    d = report.to_dict()
+    pg = _Page()
+    _header(pg, d)
+    if d.get("outcomes"):
+        _headline_run(pg, d)
+    elif d.get("ranks"):
+        _headline_trace(pg, d["ranks"])
+    _findings(pg, d)
+    _timeline(pg, report)
+    _telemetry_tables(pg, d)
+    disp = getattr(report, "display", None)
+    hists = {h.rank_label: h for h in (disp.gap_histograms if disp is not None else [])}
+    for r in d.get("ranks") or []:
+        _rank(pg, r, hists.get(str(r.get("label") or "")))
+    if d.get("losses"):
+        pg.add("<section><h2>Data losses and salvage</h2><ul>"
+               + "".join(f"<li>{e(str(x))}</li>" for x in d["losses"]) + "</ul></section>")
+    _ = comparison
+    title = e(f"gpusleuth — {d['run'].get('label') or 'report'}")
+    return (
+        "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+        "<meta name=viewport content='width=device-width, initial-scale=1'>"
+        # offline and inert: no network; only our own two scripts (by hash) may run — a second line of
+        # defence behind the escaping ('unsafe-eval': plotly's WebGL traces compile shaders at run time)
+        "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'; "
+        f"script-src {_sha(js)} {_sha(BOOT)} 'unsafe-eval'; style-src 'unsafe-inline'; "
+        "img-src data: blob:; font-src data:; connect-src 'none'\">"
+        f"<title>{title}</title><style>{CSS}</style></head><body>\n"
+        + "\n".join(pg.parts)
+        + f"\n<footer>gpusleuth {e(__version__)} · report schema {e(str(d.get('schema')))} · charts: plotly.js, "
+        "inlined (this file needs no network)</footer>\n"
+        + f'<script type="application/json" id="gs-figures">{script_json(pg.figures)}</script>\n'
+        + f"<script>{js}</script>\n<script>{BOOT}</script>\n</body></html>\n"
+    )
+
+
+def _sha(script: str) -> str:
+    import base64
+    import hashlib
+
+    return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode() + "'"
+
+
+def write_html(report: Any, path: Path) -> int:
+    """Write the page; returns its size in bytes."""
+    text = render_html(report)
+    data = text.encode("utf-8")
+    Path(path).write_bytes(data)
+    return len(data)
