@@ -24,6 +24,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument("paths", nargs="+", type=Path, help="a run directory, or trace files")
     p.add_argument("--json", action="store_true", help="print one JSON object (docs/report-json.md) on stdout")
+    add_output_options(p)
     from gpusleuth.report.options import add_report_options
 
     add_report_options(p)
@@ -47,7 +48,8 @@ def report_command(args) -> int:
             run.losses.extend(n for n in notes if n not in run.losses)
         from gpusleuth.report.options import options_from_args
 
-        print_report(run, as_json=args.json, options=options_from_args(args))
+        report = print_report(run, as_json=args.json, options=options_from_args(args))
+        write_outputs(report, args, run.profiles)
         return 0
     for p in paths:
         if not p.exists():
@@ -56,14 +58,18 @@ def report_command(args) -> int:
     from gpusleuth.sources.kineto import load_traces
 
     runs = load_traces(paths, progress=_progress(paths) if sys.stderr.isatty() else None)
-    _emit(build_trace_report(runs), args.json)
+    report = build_trace_report(runs, progress=_rank_progress(len(runs)) if sys.stderr.isatty() else None)
+    _emit(report, args.json)
+    write_outputs(report, args, runs)
     return 0
 
 
 def print_report(run, as_json: bool = False, to_stderr: bool = False, options=None) -> None:
     from gpusleuth.report.build import build_report
 
-    _emit(build_report(run, options), as_json, to_stderr)
+    report = build_report(run, options)
+    _emit(report, as_json, to_stderr)
+    return report
 
 
 def _emit(report, as_json: bool, to_stderr: bool = False) -> None:
@@ -104,3 +110,74 @@ def make_console(to_stderr: bool = False):
 
     stream = sys.stderr if to_stderr else sys.stdout
     return Console(file=stream, highlight=False, width=None if stream.isatty() else 120)
+
+
+def add_output_options(p) -> None:
+    p.add_argument("--html", type=Path, default=None, metavar="OUT",
+                   help="also write a self-contained HTML report with charts to OUT (one file, works offline)")
+    p.add_argument("--annotate", type=Path, default=None, metavar="OUT",
+                   help="write the profiler trace back with tracks that label each idle gap by cause and each "
+                   "step's partition (open in ui.perfetto.dev or chrome://tracing); OUT ending in .gz is "
+                   "compressed; with several traces OUT is a directory")
+
+
+def write_outputs(report, args, runs) -> None:
+    """The file outputs besides the printed report: --html and --annotate (docs/html-report.md)."""
+    if getattr(args, "html", None):
+        write_html_report(report, args.html)
+    if getattr(args, "annotate", None):
+        annotate_traces(report, runs, args.annotate)
+
+
+def write_html_report(report, out: Path) -> None:
+    from gpusleuth.render.html import write_html
+
+    try:
+        size = write_html(report, out)
+    except OSError as exc:
+        raise InputError(out, f"cannot write the HTML report: {exc.strerror or exc}") from None
+    print(f"gpusleuth: HTML report written to {out} ({size / 2**20:.1f} MiB)", file=sys.stderr)
+
+
+def annotate_traces(report, runs, out: Path) -> None:
+    """One annotated copy per trace; the analyses are the report's (``report.ranks``, same order)."""
+    from gpusleuth.render.perfetto import write_annotated
+
+    traced = [(r, a) for r, a in zip(runs, report.ranks) if getattr(r, "trace", None) is not None]
+    if not traced:
+        raise InputError(out, "--annotate needs a profiler trace (give trace files, or a run recorded with "
+                              "--profile-steps)")
+    if len(traced) > 1:
+        out.mkdir(parents=True, exist_ok=True)
+    progress = _rank_progress(len(traced), "annotating") if sys.stderr.isatty() and len(traced) > 1 else None
+    for i, (run, analysis) in enumerate(traced):
+        name = Path(run.meta.get("trace_path") or run.path).name
+        target = out / name if len(traced) > 1 else out
+        try:
+            res = write_annotated(run, analysis, target)
+        except OSError as exc:
+            raise InputError(target, f"cannot write the annotated trace: {exc.strerror or exc}") from None
+        if progress:
+            progress(i + 1, len(traced))
+        print(f"gpusleuth: annotated trace written to {target} (+{res.events_added:,} events: {res.gaps:,} idle "
+              f"gaps, {res.segments:,} partition intervals, {res.steps} steps); open it in ui.perfetto.dev",
+              file=sys.stderr)
+
+
+def _rank_progress(total: int, what: str = "analysing"):
+    """A transient rich bar over ranks (only worth showing for several)."""
+    if total < 2:
+        return None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    bar = Progress(TextColumn(f"{what} ranks"), BarColumn(), MofNCompleteColumn(), transient=True,
+                   console=make_console(to_stderr=True))
+    task = bar.add_task(what, total=total)
+    bar.start()
+
+    def update(done, _total=None):
+        bar.update(task, completed=done)
+        if done >= total:
+            bar.stop()
+
+    return update
