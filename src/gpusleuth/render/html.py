@@ -212,9 +212,9 @@ def _findings(pg: _Page, d: dict) -> None:
                f'<p class=dim>confidence: {e(str(f.get("confidence")))}</p></div>')
     ne = d.get("not_evaluated") or []
     if ne:
-        pg.add("<h3>Not evaluated (data missing)</h3><ul>" + "".join(
+        pg.add(f"<details><summary>Not evaluated: {len(ne)} rule(s) lacked their data — what to record</summary><ul>" + "".join(
             f"<li><b>{e(str(m.get('rule')))}</b>: needs {e(str(m.get('needs')))} — {e(str(m.get('how')))}</li>"
-            for m in ne) + "</ul>")
+            for m in ne) + "</ul></details>")
     pg.add("</section>")
 
 

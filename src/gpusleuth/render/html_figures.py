@@ -117,7 +117,8 @@ def timeline(display: Any) -> dict | None:
     for h in display.heatmaps:
         lo, hi = domains[h.panel]
         data.append({"type": "heatmap", "x": h.t, "y": [plain(r) for r in h.rows], "z": h.z, "xaxis": "x",
-                     "yaxis": axis_of[h.panel], "zmin": 0, "zmax": 100, "colorscale": "YlOrRd",
+                     "yaxis": axis_of[h.panel], "zmin": 0, "zmax": 100,
+                     "colorscale": [[0, "#ffffff"], [0.3, "#fee391"], [0.7, "#fb6a4a"], [1, "#a50f15"]],
                      "name": plain(h.name), "showscale": True,
                      "colorbar": {"len": round(hi - lo, 3), "y": round((lo + hi) / 2, 3), "thickness": 8,
                                   "x": 1.0, "ticksuffix": "%", "tickfont": {"size": 9}},
@@ -170,8 +171,15 @@ def _fmt_us(v: float) -> str:
     if v >= 1e6:
         return f"{v / 1e6:g} s"
     if v >= 1e3:
-        return f"{v / 1e3:.3g} ms"
-    return f"{v:.3g} µs"
+        return f"{v / 1e3:g} ms"
+    return f"{v:g} µs"
+
+
+def _span(a: float, b: float) -> str:
+    """'1–3 µs', '300 µs–1 ms': the unit once when both ends share it."""
+    x, y = _fmt_us(a), _fmt_us(b)
+    ux, uy = x.split(" ")[1], y.split(" ")[1]
+    return f"{x.split(' ')[0]}–{y}" if ux == uy else f"{x}–{y}"
 
 
 def gap_histogram(h: Any) -> dict | None:
@@ -179,22 +187,33 @@ def gap_histogram(h: Any) -> dict | None:
     if h is None:
         return None
     e = h.edges_us
-    xs = [f"{_fmt_us(e[i])}–{_fmt_us(e[i + 1])}" for i in range(len(e) - 1)]
+    xs = [_span(e[i], e[i + 1]) for i in range(len(e) - 1)]
     xs[0] = "< " + _fmt_us(e[1])
     xs[-1] = "≥ " + _fmt_us(e[-2])
-    data = []
+    data, ms_y, count_y = [], [], []
     for cat, label in CATEGORY_LABELS.items():
         if cat not in h.counts:
             continue
         secs = [round((v or 0.0) * 1e3, 4) for v in h.seconds[cat]]
-        data.append({"type": "bar", "x": xs, "y": h.counts[cat], "name": plain(label), "customdata": secs,
+        ms_y.append(secs)
+        count_y.append(h.counts[cat])
+        data.append({"type": "bar", "x": xs, "y": secs, "name": plain(label),
+                     "customdata": [[c, m] for c, m in zip(h.counts[cat], secs)],
                      "marker": {"color": CATEGORY_COLORS.get(cat, "#999")},
-                     "hovertemplate": f"{plain(label)}: %{{y}} gaps, %{{customdata:.2f}} ms<extra>%{{x}}</extra>"})
+                     "hovertemplate": f"{plain(label)}: %{{customdata[0]}} gaps, %{{customdata[1]:.2f}} ms"
+                                      "<extra>%{x}</extra>"})
+    # idle time by default (where the time went); the count view shows how many holes there are
+    menu = {"type": "buttons", "direction": "right", "x": 0, "y": 1.12, "xanchor": "left", "showactive": True,
+            "buttons": [{"label": "idle time", "method": "update",
+                         "args": [{"y": ms_y}, {"yaxis.title.text": "idle ms"}]},
+                        {"label": "number of gaps", "method": "update",
+                         "args": [{"y": count_y}, {"yaxis.title.text": "gaps"}]}]}
     return {"data": data, "layout": _base_layout(
-        340, barmode="stack", xaxis={"title": {"text": "gap length"}, "type": "category"},
-        yaxis={"title": {"text": "gaps"}, "gridcolor": "#eee"},
+        360, barmode="stack", updatemenus=[menu],
+        xaxis={"title": {"text": "gap length"}, "type": "category", "automargin": True},
+        yaxis={"title": {"text": "idle ms"}, "gridcolor": "#eee"},
         legend={"orientation": "v", "x": 1.02, "y": 1, "font": {"size": 10}},
-        margin={"l": 60, "r": 20, "t": 20, "b": 50})}
+        margin={"l": 60, "r": 20, "t": 40, "b": 50})}
 
 
 def kernel_bars(kernels: dict) -> dict | None:
@@ -205,13 +224,14 @@ def kernel_bars(kernels: dict) -> dict | None:
     rows = list(reversed(top))  # largest at the top of a horizontal bar chart
     labels = [f"{i}. {plain(r['name'], 70)}" for i, r in zip(range(len(rows), 0, -1), rows)]
     data = []
+    spare = iter(["#ff7f0e", "#8c564b", "#e377c2", "#bcbd22", "#9edae5", "#c49c94"] * 4)
     for fam in dict.fromkeys(r.get("family") or "other" for r in rows):
         sel = [i for i, r in enumerate(rows) if (r.get("family") or "other") == fam]
         data.append({"type": "bar", "orientation": "h", "name": plain(fam),
                      "y": [labels[i] for i in sel], "x": [round(rows[i]["total_s"] * 1e3, 4) for i in sel],
                      "customdata": [[plain(rows[i]["name"], 400), rows[i]["count"], round(rows[i]["share"] * 100, 2)]
                                     for i in sel],
-                     "marker": {"color": FAMILY_COLORS.get(fam, "#7f7f7f")},
+                     "marker": {"color": FAMILY_COLORS.get(fam) or next(spare)},
                      "hovertemplate": "%{customdata[0]}<br>%{x:.2f} ms total · %{customdata[1]} launches · "
                                       "%{customdata[2]}% of kernel time<extra></extra>"})
     return {"data": data, "layout": _base_layout(

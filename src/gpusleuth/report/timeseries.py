@@ -29,8 +29,8 @@ GPU_METRICS = [  # column, label — utilization first, then the metrics that sh
     ("sm_occupancy", "SM occupancy"), ("tensor_active", "tensor active"), ("dram_active", "DRAM active"),
 ]
 PANEL_ORDER = ["gpu_util", "gpu_power", "gpu_clocks", "gpu_mem", "steps", "procs", "cpu", "cores", "io"]
-#: idle-gap histogram bin edges, µs: half-decades from 1 µs to 10 s (outside values go to the end bins)
-GAP_EDGES_US = [10 ** (k / 2) for k in range(0, 15)]
+#: idle-gap histogram bin edges, µs: 1-3-10 steps from 1 µs to 10 s (outside values go to the end bins)
+GAP_EDGES_US = [m * 10 ** k for k in range(0, 7) for m in (1, 3)] + [10_000_000]
 
 
 @dataclass
