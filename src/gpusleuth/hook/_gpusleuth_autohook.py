@@ -387,6 +387,7 @@ class Recorder:
                     self._merge_back(self.held)
                     self.held = []
                 self.mode = "optimizer"
+                _T.release_backward(self)
             rec = self.pending
             if rec is None:
                 self.pending_opts = [id(opt)]
@@ -437,6 +438,8 @@ class Recorder:
         t = _now()
         if self.auto:
             self.auto = False
+            if _T is not None and self.cur_start is not None:
+                _T.release_backward(self)
             if self.pending is not None:
                 self._merge_back([self.pending])
                 self.pending = None

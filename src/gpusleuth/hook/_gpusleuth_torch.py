@@ -234,6 +234,19 @@ def _patch_backward(torch, rec):
     autograd.backward = backward
 
 
+def release_backward(r):
+    """Put torch's own ``autograd.backward`` back once backward can no longer delimit steps (an optimizer
+    or an explicit ``gpusleuth.step()`` took over): no per-step cost, and no frame of ours in the
+    tracebacks of the most common training error. Code that kept a reference to the wrapper still works."""
+    try:
+        autograd = r.torch.autograd
+        real = getattr(autograd.backward, "__wrapped__", None)
+        if real is not None and getattr(autograd.backward, "__module__", None) == __name__:
+            autograd.backward = real
+    except BaseException as exc:
+        r.error("release_backward", exc)
+
+
 # ----------------------------------------------------------------------------------- eval (Module.train)
 def _patch_train(torch, rec):
     module_cls = torch.nn.Module
