@@ -33,6 +33,11 @@ def add_parser(sub) -> None:
     p.add_argument("--label", default=None, help="a name for this run in reports")
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout after the job")
     p.add_argument("--no-report", action="store_true", help="do not print a report at the end")
+    p.add_argument("--live", action="store_true",
+                   help="show a live panel (step time, samples/s, data wait, GPU, power, CPU) while the job runs; "
+                   "plain lines every 5 s when stderr is not a terminal")
+    p.add_argument("--html", type=Path, default=None, metavar="OUT",
+                   help="also write the report as a self-contained HTML file with charts")
     p.add_argument("--capture-output", action="store_true",
                    help="also copy the job's stdout/stderr into the run directory (output.log), e.g. for "
                    "MLPerf ':::MLLOG' lines; the job then writes to a pipe instead of the terminal")
@@ -64,23 +69,30 @@ def run_command(args) -> int:
         from gpusleuth.analysis.quality import Target
 
         Target.parse(args.target)  # a typo should fail before the job runs, not after
+    out, live = _live_view(args, command)
     result = launch(
         LaunchOptions(
-            command=command, out=args.out, interval_s=args.interval, duration_s=args.duration,
+            command=command, out=out, interval_s=args.interval, duration_s=args.duration,
             grace_s=args.grace, profile_steps=args.profile_steps, use_gpu=not args.no_gpu, label=args.label,
-            capture_output=args.capture_output,
+            capture_output=args.capture_output, on_tick=live.tick if live is not None else None,
             report_options=options_from_args(args).to_meta(),
             extra_env={"GPUSLEUTH_FLOPS": "0"} if args.no_flops else {},
         )
     )
+    if live is not None:
+        live.close()
     print(f"gpusleuth: run recorded in {result.run_dir}", file=sys.stderr)
     if not args.no_report:
         from gpusleuth.cli.report import print_report
         from gpusleuth.run.loader import load_run
 
         try:
-            print_report(load_run(result.run_dir), as_json=args.json, to_stderr=True,
-                         options=options_from_args(args))
+            report = print_report(load_run(result.run_dir), as_json=args.json, to_stderr=True,
+                                  options=options_from_args(args))
+            if args.html:
+                from gpusleuth.cli.report import write_html_report
+
+                write_html_report(report, args.html)
         except Exception as exc:  # noqa: BLE001 - the job's exit code must survive a report bug
             print(f"gpusleuth: could not build the report ({exc.__class__.__name__}: {exc}); "
                   f"the run is saved in {result.run_dir}", file=sys.stderr)
@@ -96,3 +108,18 @@ def _check_range(text: str) -> None:
             raise ValueError
     except ValueError:
         raise LaunchError(f"gpusleuth run: --profile-steps wants A-B with 0 <= A <= B, got {text!r}") from None
+
+
+def _live_view(args, command):
+    """The run directory (chosen here so the live view can tail it) and the --live view, or None."""
+    if not args.live:
+        return args.out, None
+    import atexit
+
+    from gpusleuth.recorder.launcher import default_run_dir
+    from gpusleuth.render.live import LiveView
+
+    out = args.out or default_run_dir(command)
+    view = LiveView(out, sys.stderr)
+    atexit.register(view.close)  # the terminal gets its scroll region back whatever happens
+    return out, view

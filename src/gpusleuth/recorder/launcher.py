@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 from gpusleuth import __version__
 from gpusleuth.errors import LaunchError
@@ -46,6 +47,7 @@ class LaunchOptions:
     label: str | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
     capture_output: bool = False  # tee the job's stdout/stderr into output.log (MLLOG lines…)
+    on_tick: Callable[[], None] | None = None  # called from the wait loop (~20 Hz): the --live view
     report_options: dict = field(default_factory=dict)  # remembered in meta.json for later reports
 
 
@@ -298,6 +300,11 @@ def _wait(child: subprocess.Popen, recorder, opts: LaunchOptions, notes: list[st
             return rc, stopped_by
         if recorder is not None and recorder.poll() is not None:
             _recorder_died(recorder, notes)
+        if opts.on_tick is not None:
+            try:
+                opts.on_tick()
+            except Exception:  # noqa: BLE001 - a display bug must never stop us supervising the job
+                opts.on_tick = None
         now = time.monotonic()
         if deadline is not None and now >= deadline and (next_escalation is None or now >= next_escalation):
             if escalation:
