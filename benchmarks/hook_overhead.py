@@ -83,7 +83,7 @@ def switch(enabled):
         optim._global_optimizer_post_hooks.update(on["post"])
     else:
         base.__next__, base.__init__ = on["nxt"].__wrapped__, on["init"].__wrapped__
-        torch.autograd.backward = on["bw"].__wrapped__
+        torch.autograd.backward = getattr(on["bw"], "__wrapped__", on["bw"])  # released once optimizers step
         for k in on["pre"]:
             optim._global_optimizer_pre_hooks.pop(k, None)
         for k in on["post"]:
