@@ -145,19 +145,17 @@ def find_max_batch(step: Callable[[int], object], lo: int = 1, hi: int = 65536, 
                 obj.zero_grad(set_to_none=True)
         if restore is not None:
             restore()
-        _free()
+        if not fits:
+            _free()
         return Try(b, fits, oom, seconds, detail, peak)
 
     return search(try_batch, lo, hi)
 
 
 def _cuda():
-    try:
-        import torch
+    from gpusleuth.experiments.memory import _torch_cuda
 
-        return torch if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    except ImportError:
-        return None
+    return _torch_cuda()
 
 
 def _sync() -> None:
@@ -178,7 +176,10 @@ def _peak() -> float | None:
 
 
 def _free() -> None:
-    gc.collect()
+    """After a failed try: collect young reference cycles (a full collection costs ~0.15 s with torch loaded,
+    and the failed step's tensors are freed by reference counting once its traceback is dropped), then give
+    the CUDA caching allocator's blocks back so fragmentation from the failure cannot shrink the next try."""
+    gc.collect(1)
     t = _cuda()
     if t is not None:
         t.cuda.empty_cache()

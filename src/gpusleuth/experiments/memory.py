@@ -8,15 +8,16 @@ the current RSS after each call (a lower bound, said so in the source label).
 from __future__ import annotations
 
 import os
+import sys
 
 
 def _torch_cuda():
+    """torch, when the program already uses CUDA; never imports torch (seconds) for a target that does not."""
+    torch = sys.modules.get("torch")
     try:
-        import torch
-
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
             return torch
-    except ImportError:
+    except Exception:  # noqa: BLE001
         pass
     return None
 

@@ -7,6 +7,7 @@ anything else stops the search with the error shown, instead of reporting a wron
 from __future__ import annotations
 
 import re
+import sys
 
 OOM_TEXT = re.compile(
     r"out of memory|OutOfMemoryError|MemoryError|can't allocate memory|CUBLAS_STATUS_ALLOC_FAILED|"
@@ -18,14 +19,11 @@ OOM_TEXT = re.compile(
 def is_oom_exception(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError):
         return True
-    try:
-        import torch
-
+    torch = sys.modules.get("torch")  # an exception of torch's can only come from a program that imported it
+    if torch is not None:
         oom_cls = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
         if oom_cls is not None and isinstance(exc, oom_cls):
             return True
-    except ImportError:
-        pass
     return isinstance(exc, RuntimeError) and bool(OOM_TEXT.search(str(exc)))
 
 

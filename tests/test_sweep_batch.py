@@ -1,0 +1,89 @@
+"""Batch-size sweeps through the hook's knobs, on an unmodified real PyTorch script.
+
+The job's step takes max(FLOOR, batch × PER_SAMPLE) seconds (a fixed per-step cost, then a cost per
+sample) around a real forward/backward: throughput rises linearly with batch until batch × PER_SAMPLE
+reaches FLOOR, then stays flat. The planted knee is therefore FLOOR / PER_SAMPLE = 64.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from conftest import gpusleuth
+from gpusleuth.run.loader import load_run
+
+FLOOR, PER_SAMPLE = 0.024, 0.000375  # knee at 64 samples
+
+JOB = textwrap.dedent(f"""
+    import sys
+    import time
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.set_num_threads(1)
+    data = TensorDataset(torch.randn(50000, 16), torch.randint(0, 2, (50000,)))
+    loader = DataLoader(data, batch_size=64)   # the user's batch size
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    sched = torch.optim.lr_scheduler.StepLR(opt, 5)   # wraps opt.step: must keep working under accumulation
+    first = True
+    for x, y in loader:
+        out = model(x)
+        if first:
+            print("dtype", out.dtype, "batch", x.shape[0], "knobs loaded", "_gpusleuth_knobs" in sys.modules, flush=True)
+            first = False
+        loss = nn.functional.cross_entropy(out.float(), y)
+        opt.zero_grad()
+        loss.backward()
+        time.sleep(max({FLOOR}, x.shape[0] * {PER_SAMPLE}))
+        opt.step()
+        sched.step()
+""")
+
+
+@pytest.mark.slow
+def test_batch_sweep_shows_the_curve_and_the_knee(tmp_path):
+    job = tmp_path / "train.py"
+    job.write_text(JOB)
+    res = gpusleuth("sweep", "--param", "batch_size=16,32,64,128", "--repeat", "1", "--steps", "12", "--warmup", "2",
+                    "--out", tmp_path / "sweep", "--json", "--", "python", job, cwd=tmp_path, timeout=170)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    tp = {int(c["config"]["batch_size"]): c["throughput"]["median"] for c in doc["configs"]}
+    for b, y in tp.items():
+        assert y == pytest.approx(b / max(FLOOR, b * PER_SAMPLE), rel=0.2), (b, y)
+    assert tp[16] < tp[32] < tp[64]
+    (k,) = doc["knees"]
+    assert k["param"] == "batch_size" and k["value"] == 64
+    assert [x for x, _ in k["curve"]] == [16, 32, 64, 128]
+    assert any("learning rate" in c for c in doc["caveats"])  # a batch change is not only a speed change
+
+
+@pytest.mark.slow
+def test_knobs_reach_an_unmodified_script_and_stay_out_otherwise(tmp_path):
+    job = tmp_path / "train.py"
+    job.write_text(JOB)
+    # batch 16 with accumulation keeping the user's 64, bf16 autocast, a worker, 6 steps
+    env = {"GPUSLEUTH_KNOB_BATCH_SIZE": "16", "GPUSLEUTH_KNOB_ACCUM": "keep", "GPUSLEUTH_KNOB_AUTOCAST": "bf16",
+           "GPUSLEUTH_KNOB_NUM_WORKERS": "1", "GPUSLEUTH_KNOB_PREFETCH_FACTOR": "4", "GPUSLEUTH_KNOB_MAX_STEPS": "6"}
+    res = gpusleuth("run", "--no-report", "--out", tmp_path / "knobs", "--", "python", job, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "dtype torch.bfloat16 batch 16 knobs loaded True" in res.stdout
+    run = load_run(tmp_path / "knobs")
+    assert len(run.steps) == 6  # stopped cleanly after 6 optimizer steps …
+    assert set(run.steps["samples"].tolist()) == {64}  # … each over 4 micro-batches of 16 = the user's 64
+    applied = [i for i in run.infos if i.get("kind") == "knob" and i.get("event") == "applied"]
+    by_where = {i["where"]: i for i in applied}
+    assert by_where["DataLoader"]["set"] == {"num_workers": 1, "batch_size": 16, "prefetch_factor": 4}
+    assert by_where["DataLoader"]["original"]["batch_size"] == 64
+    assert by_where["optimizer"]["set"] == {"accum": 4}
+    assert by_where["forward"]["set"] == {"autocast": "bf16"}
+    assert not [i for i in run.infos if i.get("kind") == "hook_error"]
+    # without any knob variable the knob module is never imported and the script runs as written
+    plain = gpusleuth("run", "--no-report", "--duration", "3", "--out", tmp_path / "plain", "--", "python", job,
+                      cwd=tmp_path)
+    assert "dtype torch.float32 batch 64 knobs loaded False" in plain.stdout, plain.stdout + plain.stderr
