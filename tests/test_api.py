@@ -6,6 +6,8 @@ import asyncio
 import json
 import sys
 
+import pytest
+
 import gpusleuth
 from test_hook import header, infos, main_events, records, run_script, steps
 
@@ -77,6 +79,7 @@ gpusleuth.step(samples=11)
 """
 
 
+@pytest.mark.slow
 def test_explicit_api_delimits_steps_phases_and_logs(tmp_path):
     res, run_dir = run_script(tmp_path, EXPLICIT)
     assert res.returncode == 0, res.stderr.decode()

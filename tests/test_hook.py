@@ -132,6 +132,7 @@ print("trained", flush=True)
 """
 
 
+@pytest.mark.slow
 def test_optimizer_delimited_steps_phases_and_loader_fact(tmp_path):
     res, run_dir = run_script(tmp_path, TRAIN_OPT, tmp_path / "ck.pt")
     assert res.returncode == 0, res.stderr.decode()
@@ -180,6 +181,7 @@ for _ in range(3):                               # then one optimizer on a batch
 """
 
 
+@pytest.mark.slow
 def test_two_optimizers_per_iteration_count_once(tmp_path):
     res, run_dir = run_script(tmp_path, TRAIN_TWO_OPTIMIZERS)
     assert res.returncode == 0, res.stderr.decode()
@@ -202,6 +204,7 @@ for i, (x, y) in enumerate(dl):                  # gradient accumulation: 4 back
 """
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_is_one_step_per_optimizer_step(tmp_path):
     res, run_dir = run_script(tmp_path, TRAIN_ACCUMULATE)
     assert res.returncode == 0, res.stderr.decode()
@@ -226,6 +229,7 @@ print(round(float(w.sum()), 1) == round(float(w.sum()), 1))
 """
 
 
+@pytest.mark.slow
 def test_backward_delimited_steps_without_optimizer(tmp_path):
     res, run_dir = run_script(tmp_path, TRAIN_BACKWARD_ONLY)
     assert res.returncode == 0, res.stderr.decode()
@@ -262,6 +266,7 @@ for ds in (Sleepy(), Busy()):
 """
 
 
+@pytest.mark.slow
 def test_data_wait_and_data_cpu_match_planted_stalls(tmp_path):
     res, run_dir = run_script(tmp_path, TRAIN_DATA_WAIT)
     assert res.returncode == 0, res.stderr.decode()
@@ -296,6 +301,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_dataloader_workers_fork_and_spawn_have_worker_headers(tmp_path):
     res, run_dir = run_script(tmp_path, TRAIN_WORKERS, timeout=180)
     assert res.returncode == 0, res.stderr.decode()
@@ -332,6 +338,7 @@ torch.zeros(2).sum().backward()  # the classic: "element 0 of tensors does not r
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["exit3", "raise"])
 def test_output_and_exit_code_identical_with_and_without_hook(tmp_path, mode):
     with_hook, run_dir = run_script(tmp_path, TRANSPARENT, mode)
@@ -397,6 +404,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, max_lost_s", [(signal.SIGKILL, 1.0), (signal.SIGINT, 0.3)])
 def test_killed_job_loses_at_most_about_a_second(tmp_path, sig, max_lost_s):
     """SIGKILL: the periodic flush bounds the loss. Ctrl-C unwinds Python, so atexit writes everything."""
@@ -439,6 +447,7 @@ for (x,) in dl:
 """
 
 
+@pytest.mark.slow
 def test_profile_steps_writes_gzipped_chrome_trace(tmp_path):
     res, run_dir = run_script(tmp_path, TRAIN_PROFILED, GPUSLEUTH_PROFILE_STEPS="2-4")
     assert res.returncode == 0, res.stderr.decode()
