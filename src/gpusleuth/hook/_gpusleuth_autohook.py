@@ -40,6 +40,7 @@ GPU_PENDING_MAX = 4096
 
 R = None  # the process's recorder once activated; the torch patches and gpusleuth.api read it
 _T = None  # the _gpusleuth_torch module, once torch is imported (CUDA events, profiler)
+_F = None  # the _gpusleuth_flops module, when one step's FLOPs are to be counted
 
 
 def activate():
@@ -208,7 +209,7 @@ class Recorder:
         "header_done", "buf", "last_flush", "errors", "worker", "worker_id", "main_tid", "auto", "mode",
         "emitted", "nb", "cur_start", "c", "in_fetch", "opt_stack", "opt_t0", "bw_depth", "pending",
         "pending_opts", "held", "open_phases", "auto_eval", "eval_mod", "trained", "train_depth",
-        "ckpt_depth", "dl_seen", "cuda_on", "cuda_prev", "gpu_q", "prof", "prof_done", "exited",
+        "ckpt_depth", "dl_seen", "cuda_on", "cuda_prev", "gpu_q", "ev_pool", "prof", "prof_done", "exited",
     )
 
     def __init__(self, run_dir):
@@ -266,6 +267,7 @@ class Recorder:
         self.cuda_on = False
         self.cuda_prev = None
         self.gpu_q = []
+        self.ev_pool = []  # CUDA events already resolved, recorded again instead of created anew
         self.prof = None
         self.prof_done = forked  # a forked child never profiles
         self.exited = False
@@ -283,6 +285,15 @@ class Recorder:
             atexit.register(_at_exit)  # again, so that we run before torch's own exit handlers (LIFO)
         except BaseException as exc:
             self.error("torch_imported", exc)
+        # --- FLOPs of one step for MFU: on unless GPUSLEUTH_FLOPS=0 (gpusleuth run --no-flops) ---
+        global _F
+        try:
+            if os.environ.get("GPUSLEUTH_FLOPS", "1") != "0" and self.role == "main":
+                import _gpusleuth_flops
+
+                _F = _gpusleuth_flops
+        except BaseException as exc:
+            self.error("flops", exc)
         # --- gpusleuth sweep knobs (experiments): only when a GPUSLEUTH_KNOB_* variable is set ---
         try:
             if any(k.startswith("GPUSLEUTH_KNOB_") for k in os.environ):
@@ -345,6 +356,8 @@ class Recorder:
             _T.gpu_step(self, idx, rec[4])
         if self.prof is not None:
             _T.prof_step(self)
+        if _F is not None:  # one step's FLOPs for MFU (see _gpusleuth_flops)
+            _F.on_emit(self, idx)
         if rec[1] - self.last_flush >= FLUSH_NS:
             self.flush()
 
@@ -580,6 +593,8 @@ class Recorder:
             self.commit()
             if self.held:
                 self._commit_backward()
+            if _F is not None:
+                _F.at_exit(self)
             if self.gpu_q:
                 _T.gpu_poll(self)
             if self.prof is not None:

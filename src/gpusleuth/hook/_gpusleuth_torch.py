@@ -170,6 +170,15 @@ def _patch_dataloader(torch, rec):
     base.__next__ = __next__
     base.__init__ = __init__
 
+
+def _safe_len(dataset):
+    """len(dataset) where that is cheap and defined (map-style); None for iterable datasets."""
+    try:
+        n = len(dataset)
+        return n if isinstance(n, int) else None
+    except BaseException:
+        return None
+
 def _torch_threads(r):
     """torch.get_num_threads() of this process (issue 4: CPU oversubscription evidence); None on failure."""
     try:
@@ -195,6 +204,7 @@ def _loader_fact(r, loader):
         "dataset": type(dataset).__name__,
         # issue 4 (diagnosis, contention rule): intra-op threads of this process when its loader starts
         "torch_threads": _torch_threads(r),
+        "dataset_len": _safe_len(dataset),  # samples per epoch, for cost per epoch
     }
     key = tuple(sorted((k, str(v)) for k, v in fact.items()))
     if key not in r.dl_seen:
@@ -389,7 +399,8 @@ def cuda_mark(r):
         cuda = r.torch.cuda
         if cuda.is_current_stream_capturing():
             return None
-        ev = cuda.Event(enable_timing=True)
+        pool = r.ev_pool
+        ev = pool.pop() if pool else cuda.Event(enable_timing=True)
         ev.record()
         return ev
     except BaseException as exc:
@@ -420,6 +431,8 @@ def gpu_poll(r):
                 break
             del q[0]
             r.buf.append("G\t%d\t%d\n" % (idx, int(s.elapsed_time(e) * 1e6)))
+            if len(r.ev_pool) < 64:  # s ended step idx-1, whose entry is gone: nobody refers to it now
+                r.ev_pool.append(s)
     except BaseException as exc:
         del q[:]
         r.error("cuda_poll", exc)
