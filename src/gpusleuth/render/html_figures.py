@@ -39,7 +39,7 @@ def plain(text: Any, limit: int | None = None) -> str:
     s = "" if text is None else str(text)
     if limit is not None and len(s) > limit:
         s = s[: limit - 1] + "…"
-    return html.escape(s, quote=True)
+    return html.escape(s, quote=False)  # no tag can form without "<"; quotes need no escaping in labels
 
 
 def _base_layout(height: int, **kw) -> dict:
