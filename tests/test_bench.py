@@ -37,11 +37,11 @@ def test_percentiles_match_a_known_latency_distribution():
 
 
 class Staged:
-    """Service time: 4 ms + 0.05 ms/item up to batch 16, then compute-bound at 0.3 ms/item; 40 % of each call
-    is preprocessing."""
+    """Service time: 4 ms + 0.05 ms/item up to batch 16, then 0.4 ms/item (past 16 the device is saturated and
+    throughput falls a little); 40 % of each call is preprocessing."""
 
     def _cost(self, b):
-        return 0.004 + 0.00005 * b if b <= 16 else 0.0003 * b
+        return 0.004 + 0.00005 * b if b <= 16 else 0.0004 * b
 
     def make_batch(self, b):
         return b
@@ -59,10 +59,10 @@ class Staged:
 
 
 def test_knee_signs_and_stages_on_a_planted_curve():
-    res = bench(Staged(), [1, 4, 16, 32, 64], warmup=1, min_calls=8, max_calls=30, seconds=0.08, p95_budget_ms=15)
+    res = bench(Staged(), [1, 4, 16, 32, 64], warmup=1, min_calls=8, max_calls=30, seconds=0.08, p95_budget_ms=20)
     by = {r.batch: r for r in res.batches}
     assert by[16].items_per_s > 2.5 * by[4].items_per_s > 2.5 * by[1].items_per_s  # under-batched region
-    assert not by[64].admissible and "p95" in by[64].why_not  # 19.2 ms > the 15 ms budget
+    assert not by[64].admissible and "p95" in by[64].why_not  # 25.6 ms > the 20 ms budget
     assert res.knee.value == 16
     kinds = {s.kind: s for s in res.signs}
     assert set(kinds) == {"under-batched", "over-batched", "preprocessing-bound"}

@@ -14,7 +14,7 @@ JOB = (
     "import os, sys\n"
     "mode = sys.argv[1]\n"
     "print('MYFLAG=' + os.environ.get('MYFLAG', '?'))\n"
-    "if mode == 'crash':\n"
+    "if mode.startswith('crash'):\n"
     "    sys.stderr.write('loading shard 3\\n')\n"
     "    raise SystemExit('boom: planted failure in the job')\n"
 )
