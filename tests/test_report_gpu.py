@@ -69,7 +69,7 @@ def test_gpu_summary_from_nvml_readings(tmp_path):
     assert d["gpu"][0]["energy_j"] == pytest.approx(256.0)
     # busy H100 near full memory: neither GPU rule fires, and nothing is "not evaluated" for lack of a GPU
     assert not [f for f in report.findings if f.cause in ("sync", "batch.too_small")]
-    assert not [m for m in report.not_evaluated if "GPU" in m.needs]
+    assert not [m for m in report.not_evaluated if "GPU telemetry" in m.needs]
 
 
 def _idle_small(fx):

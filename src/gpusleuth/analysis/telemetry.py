@@ -161,6 +161,9 @@ class HostSummary:
     workers: int  # DataLoader worker processes seen
     worker_cpu_pct_mean: float | None  # mean over workers of their mean CPU (% of one core)
     main_cpu_pct_mean: float | None
+    # share of worker samples in the run state (running or waiting for a CPU): a worker starved of CPU
+    # uses little of a core yet is CPU-bound; one waiting on storage sleeps
+    worker_runnable_share: float | None = None
 
 
 def assign_roles(run: Run, main_pid: int | None) -> dict[int, str]:
@@ -207,6 +210,7 @@ def summarize_host(run: Run, main_pid: int | None, window: tuple[int, int] | Non
             procs = procs.filter(in_window)
     worker_means = []
     main_mean = None
+    runnable = []
     if len(procs):
         pids = procs["pid"].astype(int)
         for pid in np.unique(pids):
@@ -224,6 +228,8 @@ def summarize_host(run: Run, main_pid: int | None, window: tuple[int, int] | Non
             processes.append(summary)
             if role == "dataloader_worker" and cpu:
                 worker_means.append(cpu["mean"])
+                if "status" in p:
+                    runnable.extend(str(x) == "running" for x in p["status"][1:])
             if role == "main" and cpu:
                 main_mean = cpu["mean"]
     mem_used = col("mem_used").astype(float)
@@ -245,4 +251,5 @@ def summarize_host(run: Run, main_pid: int | None, window: tuple[int, int] | Non
         workers=sum(1 for p in processes if p.role == "dataloader_worker"),
         worker_cpu_pct_mean=float(np.mean(worker_means)) if worker_means else None,
         main_cpu_pct_mean=main_mean,
+        worker_runnable_share=float(np.mean(runnable)) if runnable else None,
     )

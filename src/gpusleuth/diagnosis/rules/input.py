@@ -37,15 +37,22 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
     s = facts.outcomes.steps
     if not s.steps:
         return no_steps("input-bound", "input.preprocessing")
-    share = s.data_wait_share_of_steps
+    # Steady state: leave out the first step when there are enough, since it carries the loader workers'
+    # start-up (fork, imports, first prefetch) — a one-off cost per epoch that no worker count removes.
+    first = facts.first_step if s.steps >= 5 else {}
+    n_steps = s.steps - (1 if first else 0)
+    wait_s = s.data_wait_s - first.get("data_wait_s", 0.0)
+    cpu_s = s.data_cpu_s - first.get("data_cpu_s", 0.0)
+    body_s = s.step_time_s - first.get("duration_s", 0.0)
+    share = wait_s / body_s if body_s > 0 else 0.0
     if share < MODERATE:
         return []
     severity = "high" if share >= HIGH else "moderate"
     loader = training_loader(facts)
     workers = loader.get("num_workers") if loader else None
     cores = facts.logical_cores or 1
-    step_mean = s.step_time_s / s.steps
-    wait_mean = s.data_wait_s / s.steps
+    step_mean = body_s / n_steps
+    wait_mean = wait_s / n_steps
     compute_mean = max(step_mean - wait_mean, 0.0)
     host = facts.host
     evidence = [
@@ -53,11 +60,14 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
         Evidence("data wait per step", round(wait_mean * 1e3, 2), "ms", "step instrumentation"),
         Evidence("rest of step (compute)", round(compute_mean * 1e3, 2), "ms", "step instrumentation"),
     ]
+    if first:
+        evidence.append(Evidence("first step's data wait (start-up, left out)", round(first.get("data_wait_s", 0.0) * 1e3, 1),
+                                 "ms", "step instrumentation"))
     if workers is not None:
         evidence.append(Evidence("DataLoader num_workers", workers, "", "DataLoader seen at run time"))
 
     # --- preprocessing (CPU) or I/O (latency)? ---
-    busy_ratio = s.data_cpu_s / s.data_wait_s if s.data_wait_s > 0 else 0.0
+    busy_ratio = cpu_s / wait_s if wait_s > 0 else 0.0
     worker_cpu = host.worker_cpu_pct_mean if host else None
     kind = None
     if workers == 0 or (workers is None and worker_cpu is None):
@@ -66,13 +76,19 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
                      "thread CPU clock around DataLoader fetches")
         )
         kind = "input.preprocessing" if busy_ratio >= BUSY else "input.io"
-        prep_cpu_per_step = s.data_cpu_s / s.steps
+        prep_cpu_per_step = cpu_s / n_steps
     else:
         if worker_cpu is not None:
             evidence.append(Evidence("loader worker CPU (mean)", round(worker_cpu, 1), "% of one core",
                                      "process sampler"))
             kind = "input.preprocessing" if worker_cpu >= WORKERS_SATURATED_PCT else (
                 "input.io" if worker_cpu < WORKERS_IDLE_PCT else "input.preprocessing")
+            runnable = host.worker_runnable_share if host else None
+            if kind == "input.io" and runnable is not None and runnable >= 0.5:
+                # Busy-looking no, but runnable: the workers want a CPU and don't get one (contention).
+                kind = "input.preprocessing"
+                evidence.append(Evidence("loader workers runnable (not sleeping)", round(runnable * 100, 1),
+                                         "% of samples", "process sampler (/proc state R)"))
         else:
             kind = "input.io" if busy_ratio < BUSY else "input.preprocessing"
         n = workers or (host.workers if host else 0) or 1
@@ -118,7 +134,7 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
             "used little CPU: it is waiting on I/O or latency."
         )
     saved = max(step_mean - per_step_after, 0.0)
-    gain = gain_from_seconds(facts, saved * s.steps, method)
+    gain = gain_from_seconds(facts, saved * n_steps, method)
     return [
         Finding(
             cause=kind,
