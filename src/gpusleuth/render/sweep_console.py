@@ -65,7 +65,8 @@ def render_sweep(res, console: Console) -> None:
             label = f"[bold green]{label} ★[/]"
         if c.crashed:
             first = c.attempts[0]
-            t.add_row(label, ok, f"[red]crashed: {escape(first.error or '')}[/]", *[""] * 9)
+            what = "out of memory" if first.oom else f"exit {first.exit_code}"
+            t.add_row(label, ok, f"[red]crashed ({what})[/]", *[""] * 9)
             continue
         tp = c.throughput
         t.add_row(
@@ -83,10 +84,12 @@ def render_sweep(res, console: Console) -> None:
         for a in c.attempts:
             if not a.ok:
                 console.print(f"[red]{escape(c.label)} (repeat {a.repeat}): {escape(a.error or 'failed')}[/] — "
-                              f"exit code {a.exit_code}; run: {escape(a.run_dir)}")
+                              f"run: {escape(a.run_dir)}")
                 for line in a.stderr_tail[-6:]:
                     console.print(f"   [dim]{escape(line)}[/]")
     for k in res.knees:
+        if not any(y for _, y in k["curve"]):
+            continue
         console.print()
         console.print(f"[bold]throughput vs {escape(k['param'])}[/]" + (f" ({escape(k['group'])})" if k["group"] != "all" else ""))
         top = max((y for _, y in k["curve"] if y), default=None)
