@@ -299,6 +299,7 @@ def main() -> None:
               "  python -m venv /tmp/htavenv && /tmp/htavenv/bin/pip install HolisticTraceAnalysis==0.5.0",
               file=sys.stderr)
     files = [TRACES / r for r in (args.only or REAL)]
+    load_before = os.getloadavg()
     rows = bench(files, args.reps, hta)
     if not args.no_big:
         big = Path(args.big_path)
@@ -315,6 +316,9 @@ def main() -> None:
                 n += len(chunk)
         r["json_mb"] = n / 1e6
     print(table(rows, bool(hta)))
+    print(f"\n{os.cpu_count()} CPUs; 1-min load average {load_before[0]:.1f} at start, "
+          f"{os.getloadavg()[0]:.1f} at end (other jobs on the machine inflate absolute times; "
+          "interleaving keeps the ratios comparable).")
     errs = {e for r in rows for e in r.get("hta", {}).get("errors", [])}
     if errs:
         print(f"\nHTA analyses that raised (their time is still counted up to the error): {', '.join(sorted(errs))}")

@@ -62,7 +62,9 @@ def render_trace(analysis: Any, console: Console) -> None:
 
 def _partition(d: dict, console: Console) -> None:
     steps = d.get("steps") or []
-    if steps:
+    if len(steps) > 8:
+        _partition_long(steps, console)
+    elif steps:
         cats = [c for c in _LABELS if any(c in s["partition"] for s in steps)]
         t = Table(title="Exposed time per step (ms; each row sums to the step time)", show_lines=False)
         t.add_column("category")
@@ -84,6 +86,27 @@ def _partition(d: dict, console: Console) -> None:
             if c in part:
                 t.add_row(_LABELS[c], _ms(part[c]), _pct(part[c] / tot if tot else None))
         console.print(t)
+
+
+_SHORT = {"compute": "compute", "comm": "comm", "memset": "memset", "idle_dependency": "idle dep",
+          "idle_kernel_gap": "idle gap", "idle_sync": "idle sync", "idle_data_loader": "idle data",
+          "idle_optimizer_cpu": "idle optim", "idle_launch": "idle launch", "idle_host": "idle host",
+          "idle_other": "idle other"}
+
+
+def _partition_long(steps: list[dict], console: Console) -> None:
+    """Many steps: one row per step, one column per category present (copies grouped by name prefix)."""
+    cats = [c for c in _LABELS if any(c in s["partition"] for s in steps)]
+    t = Table(title="Exposed time per step (ms; each row sums to the step time)")
+    t.add_column("step", justify="right")
+    t.add_column("time", justify="right")
+    for c in cats:
+        t.add_column(_SHORT.get(c, c.replace("memcpy_", "").replace("_", " ")), justify="right")
+    for s in steps:
+        t.add_row(f"#{s['step']}", _ms(s["duration_s"]), *[_ms(s["partition"].get(c, 0.0)) for c in cats])
+    console.print(t)
+    console.print("[dim]idle dep = waiting on a dependency with work queued; idle gap = gaps between queued "
+                  "kernels; idle host = host-bound Python/framework; idle other = no host activity recorded[/]")
 
 
 def _idle(d: dict, console: Console) -> None:

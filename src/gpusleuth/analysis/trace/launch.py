@@ -23,12 +23,20 @@ def _pct(a: np.ndarray, q: float) -> float | None:
 
 def launch_stats(p: Prepared) -> dict:
     has = p.launch >= 0
-    n = int(has.sum())
-    if n == 0:
+    n_ops = int(has.sum())
+    if n_ops == 0:
         return {"launches": 0}
-    ls, le = p.l_start[has], p.l_end[has]
-    st, du = p.start[has], p.dur[has]
-    stream = p.stream[has]
+    op_cost = (p.l_end - p.l_start)[has]
+    op_dur = p.dur[has]
+    # one queue entry per launch *call*: a cudaGraphLaunch enqueues a whole graph with one call, so
+    # only the first op of each launch counts for queue depth, latency and queueing
+    rows = p.launch[has]
+    _, first = np.unique(rows, return_index=True)
+    sel = np.flatnonzero(has)[np.sort(first)]
+    n = len(sel)
+    ls, le = p.l_start[sel], p.l_end[sel]
+    st = p.start[sel]
+    stream = p.stream[sel]
     cost = le - ls
     delay = st - le
     depth = np.zeros(n, np.int64)
@@ -63,6 +71,7 @@ def launch_stats(p: Prepared) -> dict:
     queued = np.maximum(delay[~empty], 0)
     return {
         "launches": n,
+        "device_ops_launched": n_ops,
         "launch_cost_us": {"median": _pct(cost, 50), "p95": _pct(cost, 95), "total_s": float(cost.sum()) / 1e9},
         "launch_latency_us": {"count": int(empty.sum()), "median": _pct(lat, 50), "p95": _pct(lat, 95)},
         "queueing_delay_us": {"count": int((~empty).sum()), "median": _pct(queued, 50), "p95": _pct(queued, 95)},
@@ -73,6 +82,7 @@ def launch_stats(p: Prepared) -> dict:
         "saturation_depth": SATURATION_DEPTH,
         "saturated_s": sat_ns / 1e9,
         "saturated_share": sat_ns / span,
-        "ops_shorter_than_launch": {"count": int((du < cost).sum()), "share": float((du < cost).mean())},
+        "ops_shorter_than_launch": {"count": int((op_dur < op_cost).sum()),
+                                    "share": float((op_dur < op_cost).mean())},
         "streams": per_stream,
     }
