@@ -8,7 +8,9 @@ math or interpreter overhead. Three numbers answer it and feed the ``host.python
 - **op coverage**: share of step time inside at least one ATen op (``cpu_op``) on the step's thread;
 - **python share**: the rest — the interpreter running user code between ops;
 - **tiny-op share**: share of step time in *top-level* ops shorter than ``TINY_OP_NS`` (dispatch-dominated:
-  on a CPU a 64-element add costs ~5 µs of which the arithmetic is nanoseconds).
+  on a CPU a 64-element add costs ~5 µs of which the arithmetic is nanoseconds), and in autograd nodes
+  shorter than ``TINY_BACKWARD_NS`` (the backward mirror of such ops), and in any op issued ≥ ``REPEAT``
+  times in one step (a Python loop over rows: on a slow or shared CPU each call can exceed 20 µs).
 
 Top-level = not nested inside another op of the same thread (``aten::linear`` counts, its ``aten::addmm``
 child does not), so counts mean "ops the Python code issued".
@@ -22,6 +24,12 @@ from gpusleuth.run.model import Run
 from gpusleuth.sources.kineto.model import CPU_OP, USER_ANN
 
 TINY_OP_NS = 20_000
+#: autograd nodes run one per forward op; a backward node this short is the mirror of a tiny forward op
+#: (``SelectBackward0`` of a per-row loop), so it counts as overhead too.
+TINY_BACKWARD_NS = 100_000
+#: the same top-level op issued this many times in one step is a Python loop over elements/rows (its
+#: per-call cost is overhead however long each call is on a slow or busy CPU)
+REPEAT = 16
 
 
 def _union_len(s: np.ndarray, e: np.ndarray) -> int:
@@ -66,6 +74,8 @@ def host_op_stats(run: Run) -> dict | None:
         first = np.r_[True, s[o][1:] >= cm[:-1]]
         top[m[o[first]]] = True
     top_rows = ops[top]
+    is_bwd = np.zeros(len(names) + 1, bool)
+    is_bwd[[i for i, n in enumerate(names) if n.startswith("autograd::engine::evaluate_function")]] = True
     steps = []
     for r in step_rows:
         lo, hi = int(ts_all[r]), int(end_all[r])
@@ -78,12 +88,16 @@ def host_op_stats(run: Run) -> dict | None:
         e = np.clip(end_all[sel], lo, hi)
         covered = _union_len(s, e)
         d = e - s
+        codes = ev["name"][sel]
+        uniq, inv, cnt = np.unique(codes, return_inverse=True, return_counts=True)
+        looped = cnt[inv] >= REPEAT  # the same op issued again and again: a Python loop over elements
+        tiny_m = (d < TINY_OP_NS) | (is_bwd[codes] & (d < TINY_BACKWARD_NS)) | looped
         steps.append({
             "duration_ns": dur,
             "ops": int(len(sel)),
             "covered_ns": covered,
-            "tiny_ns": int(d[d < TINY_OP_NS].sum()),
-            "tiny_ops": int((d < TINY_OP_NS).sum()),
+            "tiny_ns": int(d[tiny_m].sum()),
+            "tiny_ops": int(tiny_m.sum()),
             "median_op_ns": float(np.median(d)) if len(d) else 0.0,
         })
     if not steps:

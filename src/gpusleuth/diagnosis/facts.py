@@ -51,6 +51,9 @@ class Facts:
     traces: list[Any] = field(default_factory=list)  # analysis.trace.TraceAnalysis per --profile-steps trace
     host_ops: list[dict[str, Any]] = field(default_factory=list)  # analysis.host_ops.host_op_stats per trace
     hook_facts: list[dict[str, Any]] = field(default_factory=list)  # other ``I`` records (torch runtime…)
+    # the first step carries one-off costs (DataLoader worker start-up inside iter(loader), lazy init):
+    # its duration, data wait and data CPU, so steady-state rules can leave it out
+    first_step: dict[str, float] = field(default_factory=dict)
 
     # --- small derived helpers every rule family uses ---
     @property

@@ -66,6 +66,17 @@ def _threads(run: Run, host: HostSummary | None, pid: int | None) -> Threads:
     return t
 
 
+def _first_step(run: Run, pid: int | None) -> dict[str, float]:
+    st = run.steps
+    if not len(st) or pid is None:
+        return {}
+    m = np.flatnonzero(st["pid"] == pid)
+    i = m[np.argmin(st["start_ns"][m])]
+    return {"duration_s": max(int(st["end_ns"][i] - st["start_ns"][i]), 0) / 1e9,
+            "data_wait_s": max(int(st["data_wait_ns"][i]), 0) / 1e9,
+            "data_cpu_s": max(int(st["data_cpu_ns"][i]), 0) / 1e9}
+
+
 def extra_facts(run: Run, outcomes: Outcomes, host: HostSummary | None, ranks: list[Any]) -> dict[str, Any]:
     """Keyword arguments for :class:`Facts` beyond the basic four."""
     from gpusleuth.analysis.host_ops import host_op_stats
@@ -87,5 +98,6 @@ def extra_facts(run: Run, outcomes: Outcomes, host: HostSummary | None, ranks: l
         "threads": _threads(run, host, pid),
         "traces": list(ranks),
         "host_ops": host_ops,
+        "first_step": _first_step(run, pid),
         "hook_facts": [i for i in run.infos if i.get("kind") not in ("dataloader", "profiler_trace")],
     }

@@ -22,6 +22,7 @@ BUSY = 0.3  # main-thread CPU ÷ wait at or above this: the main thread is doing
 # busy processes share each core, which is common on small machines.
 WORKERS_SATURATED_PCT = 80.0  # a worker this busy (% of one core) is CPU-bound
 WORKERS_IDLE_PCT = 50.0
+HOST_SATURATED_PCT = 95.0  # host CPU (all cores) at which an idle-looking worker is starved, not waiting
 
 
 def training_loader(facts: Facts) -> dict | None:
@@ -83,6 +84,12 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
                                      "process sampler"))
             kind = "input.preprocessing" if worker_cpu >= WORKERS_SATURATED_PCT else (
                 "input.io" if worker_cpu < WORKERS_IDLE_PCT else "input.preprocessing")
+            host_cpu = host.cpu_pct["p50"] if host and host.cpu_pct else None
+            if kind == "input.io" and host_cpu is not None and host_cpu >= HOST_SATURATED_PCT:
+                # idle-looking workers on a saturated host are starved of CPU, not waiting on storage
+                kind = "input.preprocessing"
+                evidence.append(Evidence("host CPU (median)", round(host_cpu, 1), "% — workers starved of CPU",
+                                         "host sampler"))
             runnable = host.worker_runnable_share if host else None
             if kind == "input.io" and runnable is not None and runnable >= 0.5:
                 # Busy-looking no, but runnable: the workers want a CPU and don't get one (contention).

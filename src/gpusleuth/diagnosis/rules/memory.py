@@ -19,7 +19,7 @@ from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_gpu, no_steps
 
-OVERHEAD_MODERATE = 0.25
+OVERHEAD_MODERATE = 0.30
 OVERHEAD_HIGH = 0.50
 TARGET = 0.10
 MAX_K = 16
@@ -54,12 +54,17 @@ def step_overhead(facts: Facts) -> list[Finding] | Missing:
     if cap < 2:
         return []
     k = _k(a, r, cap)
-    after_per_sample = (a + k * r) / k
+    # lower bound: r ∝ batch; upper bound: the whole step is per-step overhead (k× the samples for the
+    # same step time). Small batches sit between (r carries per-op overhead too): geometric mean of the two.
+    low = (a + r) * k / (a + k * r)
+    speedup = (low * k) ** 0.5
+    after_per_sample = (a + r) / speedup
     saved = (body / s.steps - after_per_sample) * s.steps
     batch = round(s.samples / s.steps) if s.samples else None
     gain = gain_from_seconds(facts, saved,
                              f"step = optimizer {a * 1e3:.2f} ms (fixed) + rest {r * 1e3:.2f} ms (∝ batch); ×{k} "
-                             f"batch: {a * 1e3:.2f} + {k}×{r * 1e3:.2f} ms for {k}× the samples (lower bound)")
+                             f"batch: {a * 1e3:.2f} + {k}×{r * 1e3:.2f} ms for {k}× the samples → ≥ {low:.2f}× (lower bound); "
+                             f"≤ {k}× if the whole step is overhead; estimate = geometric mean {speedup:.2f}×")
     return [Finding(
         cause="batch.too_small",
         severity="high" if share >= OVERHEAD_HIGH else "moderate",

@@ -1,0 +1,34 @@
+"""input.io with workers — one DataLoader worker waiting on high-latency reads can't keep up.
+Fixed: the recommended 4 workers, each waiting in parallel."""
+
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from _common import Loop, mlp, parse, train_step
+
+args = parse(__doc__)
+torch.set_num_threads(1)
+STEPS, BATCH, LATENCY = int(60 * args.scale), 32, 0.015
+
+
+class Remote(Dataset):
+    def __len__(self):
+        return STEPS
+
+    def __getitem__(self, i):
+        time.sleep(LATENCY)
+        g = torch.Generator().manual_seed(i)
+        return torch.randn(BATCH, 512, generator=g), torch.randint(0, 10, (BATCH,), generator=g)
+
+
+workers = 1 if args.planted else 4
+loader = DataLoader(Remote(), batch_size=None, num_workers=workers, persistent_workers=True, prefetch_factor=4)
+model, loop = mlp(512, 512), Loop(args)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+loop.start()
+for x, y in loader:
+    train_step(model, opt, x, y)
+    loop.step(len(x))
+loop.done()

@@ -1,0 +1,36 @@
+"""input.preprocessing — a costly per-sample transform run in the training process (num_workers=0).
+Fixed: the same transform in DataLoader workers (cores − 1), overlapping training."""
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from _common import Loop, cores, mlp, parse, train_step
+
+args = parse(__doc__)
+torch.set_num_threads(1)
+STEPS, BATCH = int(100 * args.scale), 16
+
+
+class Blurred(Dataset):
+    def __len__(self):
+        return STEPS * BATCH
+
+    def __getitem__(self, i):
+        img = np.random.default_rng(i).standard_normal((48, 48)).astype(np.float32)
+        for _ in range(3):  # the costly augmentation
+            img = (np.roll(img, 1, 0) + img + np.roll(img, -1, 0)) / 3
+            img = (np.roll(img, 1, 1) + img + np.roll(img, -1, 1)) / 3
+        return torch.from_numpy(img.reshape(-1)), i % 10
+
+
+workers = 0 if args.planted else max(1, cores() - 1)
+loader = DataLoader(Blurred(), batch_size=BATCH, num_workers=workers, persistent_workers=workers > 0,
+                    prefetch_factor=4 if workers else None)
+model, loop = mlp(48 * 48, 512), Loop(args)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+loop.start()
+for x, y in loader:
+    train_step(model, opt, x, y)
+    loop.step(len(x))
+loop.done()

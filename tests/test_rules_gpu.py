@@ -1,0 +1,92 @@
+"""GPU-side rules on numbers alone: trace-partition rules (sync, launch, precision, H2D, communication,
+stragglers) on stand-in trace analyses, telemetry rules (throttling, busy-but-idle, sizing) on summaries.
+The same rules run on real traces in tests/test_trace_analysis.py's fixtures via the report."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from gpusleuth.analysis.telemetry import GpuSummary
+from gpusleuth.diagnosis.finding import Missing
+from gpusleuth.diagnosis.rules import busy_idle, distributed, precision, sizing, sync, throttling
+from gpusleuth.diagnosis.rules import input as input_rules
+from test_rules_cpu import facts
+
+
+def trace(partition, rank=0, dur=0.01, n=5, kernels=None, launch=None, overlap=None):
+    steps = [{"step": i, "duration_s": dur, "partition": dict(partition)} for i in range(n)]
+    return SimpleNamespace(rank=rank, label=f"rank{rank}", device_span_s=dur * n, steps=steps,
+                           trace_window_s=dur * n, kernels=kernels or {}, launch=launch or {},
+                           overlap=overlap or {}, idle_causes={"share": {"idle_host": 1.0}})
+
+
+def dist(v):
+    return {"mean": v, "p5": v, "p50": v, "p95": v, "max": v}
+
+
+def gpu(util=90.0, mem=0.3, sm=None, throttled=None, clock=None, power=None):
+    return GpuSummary(index=0, name="H100", samples=100, util_gpu=dist(util), util_mem=None,
+                      mem_used_max_bytes=mem * 80e9, mem_total_bytes=80e9, mem_used_share_max=mem,
+                      power_w=None if power is None else dist(power), energy_j=None, temp_c=dist(70),
+                      sm_clock_mhz=None if clock is None else dist(clock), max_sm_clock_mhz=1980,
+                      throttled_share=throttled or {}, sm_active=None if sm is None else dist(sm))
+
+
+def test_sync_from_trace_partition():
+    f = facts(traces=[trace({"compute": 0.006, "idle_sync": 0.004})])
+    (fd,) = sync.sync_stalls(f)
+    assert fd.cause == "sync" and fd.severity == "high" and ".item()" in fd.fix
+    assert abs(fd.estimated_gain.step_share - 0.4) < 1e-6
+    assert sync.sync_stalls(facts(traces=[trace({"compute": 0.0099, "idle_sync": 0.0001})])) == []
+    assert isinstance(sync.sync_stalls(facts()), Missing)
+
+
+def test_launch_bound_needs_short_kernels():
+    t = trace({"compute": 0.005, "idle_launch": 0.003, "idle_kernel_gap": 0.002},
+              kernels={"short_kernels": {"count_share": 0.9}}, launch={"launch_cost_us": {"median": 6.0}})
+    (fd,) = sync.launch_bound(facts(traces=[t]))
+    assert fd.cause == "host.launch_bound" and "torch.compile" in fd.fix
+    t.kernels = {"short_kernels": {"count_share": 0.1}}
+    assert sync.launch_bound(facts(traces=[t])) == []
+
+
+def test_precision_fp32_gemms():
+    k = {"kernel_time_s": 0.04, "precision_s": {"fp32": 0.03}, "tensor_core_share": 0.0}
+    (fd,) = precision.fp32_math(facts(traces=[trace({"compute": 0.01}, kernels=k)]))
+    assert fd.cause == "precision" and "autocast" in fd.fix
+    k2 = {"kernel_time_s": 0.04, "precision_s": {"bf16": 0.03}}
+    assert precision.fp32_math(facts(traces=[trace({"compute": 0.01}, kernels=k2)])) == []
+
+
+def test_pageable_h2d():
+    t = trace({"compute": 0.007, "memcpy_h2d_pageable": 0.003})
+    (fd,) = input_rules.h2d_transfer(facts(traces=[t]))
+    assert fd.cause == "input.transfer" and "pin_memory=True" in fd.fix
+
+
+def test_exposed_communication_and_stragglers():
+    t = trace({"compute": 0.006, "comm": 0.004}, overlap={"overlap_ratio": 0.2})
+    (fd,) = distributed.exposed_communication(facts(traces=[t]))
+    assert fd.cause == "communication"
+    fast, slow = trace({"compute": 0.01}, rank=0), trace({"compute": 0.013}, rank=1, dur=0.013)
+    (st,) = distributed.stragglers(facts(traces=[fast, slow]))
+    assert st.cause == "straggler" and "Rank 1" in st.title
+    assert isinstance(distributed.stragglers(facts(traces=[fast])), Missing)
+
+
+def test_throttling_from_counters():
+    f = facts(gpus=[gpu(throttled={"sw_power_cap": 0.3}, clock=1500)])
+    (fd,) = throttling.clock_throttling(f)
+    assert fd.cause == "throttling" and fd.severity == "high"
+    assert throttling.clock_throttling(facts(gpus=[gpu()])) == []
+    assert isinstance(throttling.clock_throttling(facts()), Missing)
+
+
+def test_busy_but_idle_and_sizing():
+    (fd,) = busy_idle.busy_but_idle(facts(gpus=[gpu(util=98, sm=20)]))
+    assert fd.cause == "sizing" and "98%" in fd.title
+    assert busy_idle.busy_but_idle(facts(gpus=[gpu(util=98, sm=80)])) == []
+    (sz,) = sizing.sizing_vs_stall(facts(gpus=[gpu(util=30, mem=0.1)]))
+    assert sz.cause == "sizing" and "MIG" in sz.fix
+    stalled = facts(gpus=[gpu(util=30, mem=0.1)], traces=[trace({"compute": 0.005, "idle_sync": 0.005})])
+    assert sizing.sizing_vs_stall(stalled) == []  # a stall is not a sizing problem
