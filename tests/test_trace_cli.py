@@ -75,3 +75,16 @@ def test_renderer_escapes_trace_strings_and_shows_issues():
     assert "evil[bold red]kernel[/]" in text
     assert "Data issues" in text and "same stream" in text
     assert "Exposed time per step" in text
+
+
+def test_console_script_reads_a_ns_trace():
+    import shutil
+
+    exe = shutil.which("gpusleuth")
+    if exe is None:
+        pytest.skip("gpusleuth console script not on PATH")
+    r = subprocess.run([exe, "report", str(NS), "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rank = json.loads(r.stdout)["ranks"][0]
+    assert rank["compute"] == pytest.approx(0.9753, abs=1e-4)
+    assert [s["step"] for s in rank["steps"]] == [101, 102, 103, 104, 105]
