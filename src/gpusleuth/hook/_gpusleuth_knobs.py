@@ -92,8 +92,7 @@ def _patch_loader(torch, rec, knobs):
         try:
             bound = sig.bind(self, *args, **kwargs)
             call = dict(bound.arguments)
-            call.pop("self", None)
-            call.update(call.pop("kwargs", {}) if isinstance(call.get("kwargs"), dict) else {})
+            call.pop("self", None)  # DataLoader.__init__ has no *args/**kwargs: every argument is named
             call = _override_loader(call, knobs, r)
         except BaseException as exc:
             r.error("knob_loader", exc)
