@@ -103,7 +103,7 @@ def test_python_overhead_from_host_ops():
 
 
 def test_engine_ranks_and_reports_missing_data():
-    f = facts(steps=100, step_s=0.01, opt_s=0.35, loop_s=3.0,
+    f = facts(steps=100, step_s=0.01, opt_s=0.46, loop_s=3.0,
               phases={"eval": PhaseStats("eval", 8, 2.0, 0.25, 12)})
     findings, missing = diagnose(f)
     assert findings[0].cause == "phase.eval"  # larger gain first among moderate findings
