@@ -142,25 +142,50 @@ def _host(report: Report, console: Console) -> None:
 
 
 def _findings(report: Report, console: Console) -> None:
+    """Ranked summary first (one line each), then every finding in the product brief's debugging order
+    (taxonomy.STAGES), each stage listing what could not be evaluated and what to run for it."""
+    from gpusleuth.diagnosis.taxonomy import STAGE_OF_CAUSE, STAGES
+
     console.print()
     console.print("[bold]Findings[/] (ranked by estimated gain)")
     if not report.findings:
         console.print("  none")
+    number = {}
     for i, f in enumerate(report.findings, 1):
+        number[id(f)] = i
         style = SEVERITY_STYLE.get(f.severity, "")
-        console.print(f"  {i}. [{style}]{f.severity.upper()}[/] [bold]{escape(f.cause)}[/] — {escape(f.title)}")
-        console.print(f"     {escape(f.summary)}")
-        for e in f.evidence:
-            src = f" [dim]({escape(e.source)})[/]" if e.source else ""
-            console.print(f"     · {escape(e.name)}: {escape(str(e.value))} {escape(e.unit)}{src}")
         g = f.estimated_gain
-        if g is not None:
-            console.print(f"     estimated gain: {g.step_share:.0%} of step time, {g.seconds_per_run:.1f} s "
-                          f"per run ({g.speedup:.2f}× throughput) — {escape(g.method)}")
-        console.print(f"     fix: {escape(f.fix)}".replace("\n", "\n          "))
-        console.print(f"     confidence: {f.confidence}")
-    if report.not_evaluated:
+        gain = f" · {g.speedup:.2f}× predicted" if g is not None and g.speedup != float("inf") else ""
+        console.print(f"  {i}. [{style}]{f.severity.upper()}[/] [bold]{escape(f.cause)}[/] — {escape(f.title)}{gain}")
+    for key, title in STAGES:
+        found = [f for f in report.findings if STAGE_OF_CAUSE.get(f.cause) == key]
+        missing = [m for m in report.not_evaluated if STAGE_OF_CAUSE.get(m.cause or "") == key]
+        if not found and not missing:
+            continue
+        console.print()
+        console.print(f"[bold]{escape(title)}[/]")
+        for f in found:
+            _finding(number[id(f)], f, console)
+        for m in missing:
+            console.print(f"  [dim]not evaluated: {escape(m.rule)} — needs {escape(m.needs)}; {escape(m.how)}[/]")
+    other = [m for m in report.not_evaluated if STAGE_OF_CAUSE.get(m.cause or "") is None]
+    if other:
         console.print()
         console.print("[bold]Not evaluated[/] (data missing)")
-        for m in report.not_evaluated:
+        for m in other:
             console.print(f"  • {escape(m.rule)}: needs {escape(m.needs)} — {escape(m.how)}")
+
+
+def _finding(i: int, f, console: Console) -> None:
+    style = SEVERITY_STYLE.get(f.severity, "")
+    console.print(f"  {i}. [{style}]{f.severity.upper()}[/] [bold]{escape(f.cause)}[/] — {escape(f.title)}")
+    console.print(f"     {escape(f.summary)}")
+    for e in f.evidence:
+        src = f" [dim]({escape(e.source)})[/]" if e.source else ""
+        console.print(f"     · {escape(e.name)}: {escape(str(e.value))} {escape(e.unit)}{src}")
+    g = f.estimated_gain
+    if g is not None:
+        console.print(f"     estimated gain: {g.step_share:.0%} of step time, {g.seconds_per_run:.1f} s "
+                      f"per run ({g.speedup:.2f}× throughput) — {escape(g.method)}")
+    console.print(f"     fix: {escape(f.fix)}".replace("\n", "\n          "))
+    console.print(f"     confidence: {f.confidence}")
