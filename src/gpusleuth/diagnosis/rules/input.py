@@ -22,7 +22,8 @@ BUSY = 0.3  # main-thread CPU ÷ wait at or above this: the main thread is doing
 # busy processes share each core, which is common on small machines.
 WORKERS_SATURATED_PCT = 80.0  # a worker this busy (% of one core) is CPU-bound
 WORKERS_IDLE_PCT = 50.0
-HOST_SATURATED_PCT = 95.0  # host CPU (all cores) at which an idle-looking worker is starved, not waiting
+HOST_SATURATED_PCT = 95.0
+BUSY_STARVED = 0.10  # on a saturated host, a loading thread with this much CPU is computing, not sleeping  # host CPU (all cores) at which an idle-looking worker is starved, not waiting
 
 
 def training_loader(facts: Facts) -> dict | None:
@@ -77,6 +78,10 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
                      "thread CPU clock around DataLoader fetches")
         )
         kind = "input.preprocessing" if busy_ratio >= BUSY else "input.io"
+        host_cpu = host.cpu_pct["p50"] if host and host.cpu_pct else None
+        if kind == "input.io" and busy_ratio >= BUSY_STARVED and host_cpu is not None and host_cpu >= HOST_SATURATED_PCT:
+            kind = "input.preprocessing"  # a CPU-bound loader on a saturated host gets only a slice of a core
+            evidence.append(Evidence("host CPU (median)", round(host_cpu, 1), "% — loading starved of CPU", "host sampler"))
         prep_cpu_per_step = cpu_s / n_steps
     else:
         if worker_cpu is not None:
