@@ -90,7 +90,8 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
             kind = "input.preprocessing" if worker_cpu >= WORKERS_SATURATED_PCT else (
                 "input.io" if worker_cpu < WORKERS_IDLE_PCT else "input.preprocessing")
             host_cpu = host.cpu_pct["p50"] if host and host.cpu_pct else None
-            if kind == "input.io" and host_cpu is not None and host_cpu >= HOST_SATURATED_PCT:
+            if (kind == "input.io" and worker_cpu >= 100 * BUSY_STARVED * 2 and host_cpu is not None
+                    and host_cpu >= HOST_SATURATED_PCT):
                 # idle-looking workers on a saturated host are starved of CPU, not waiting on storage
                 kind = "input.preprocessing"
                 evidence.append(Evidence("host CPU (median)", round(host_cpu, 1), "% — workers starved of CPU",
