@@ -1,8 +1,8 @@
 """Batch-size sweeps through the hook's knobs, on an unmodified real PyTorch script.
 
 The job's step takes FLOOR seconds up to batch 64 (a fixed per-step cost: throughput rises linearly with the
-batch), and FLOOR × (batch/64)^1.25 beyond (past saturation, a bigger batch costs more than proportionally:
-throughput falls). The planted knee is 64.
+batch), and FLOOR × (batch/64)² beyond (past saturation, a bigger batch costs more than proportionally:
+throughput halves at 128). The planted knee is 64.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ FLOOR, KNEE = 0.024, 64
 
 
 def planted_step(b):
-    return FLOOR * max(1.0, b / KNEE) ** 1.25
+    return FLOOR * max(1.0, b / KNEE) ** 2
 
 JOB = textwrap.dedent(f"""
     import sys
@@ -45,7 +45,7 @@ JOB = textwrap.dedent(f"""
         loss = nn.functional.cross_entropy(out.float(), y)
         opt.zero_grad()
         loss.backward()
-        time.sleep({FLOOR} * max(1.0, x.shape[0] / {KNEE}) ** 1.25)
+        time.sleep({FLOOR} * max(1.0, x.shape[0] / {KNEE}) ** 2)
         opt.step()
         sched.step()
 """)
@@ -61,7 +61,7 @@ def test_batch_sweep_shows_the_curve_and_the_knee(tmp_path):
     doc = json.loads(res.stdout)
     tp = {int(c["config"]["batch_size"]): c["throughput"]["median"] for c in doc["configs"]}
     for b, y in tp.items():
-        assert y == pytest.approx(b / planted_step(b), rel=0.25), (b, y)
+        assert y == pytest.approx(b / planted_step(b), rel=0.3), (b, y)  # loose: CI boxes are noisy
     assert tp[32] < tp[64] > tp[128]
     (k,) = doc["knees"]
     assert k["param"] == "batch_size" and k["value"] == 64
