@@ -89,7 +89,7 @@ def oversubscription(facts: Facts) -> list[Finding] | Missing:
              "Keep DataLoader num_workers + intra-op threads ≤ cores; set worker threads to 1 in "
              "worker_init_fn (`torch.set_num_threads(1)`), and pin processes apart (taskset) on shared hosts."),
         estimated_gain=gain,
-        confidence="medium",
+        confidence="low",
     )]
 
 
