@@ -100,3 +100,13 @@ def test_explicit_api_delimits_steps_phases_and_logs(tmp_path):
     assert logs[0]["note"] == "tab\there"
     assert logs[-2:] == [{"samples": 5}, {"samples": 2}]
     assert infos(lines, "hook_error") == []
+
+
+def test_top_level_sweep_and_bench_are_the_experiment_apis():
+    import time
+
+    import gpusleuth
+
+    res = gpusleuth.sweep(lambda batch_size: time.sleep(0.002 * int(batch_size)), {"batch_size": [1, 2]}, repeat=1)
+    assert [c.config for c in res.configs] == [{"batch_size": "1"}, {"batch_size": "2"}]
+    assert callable(gpusleuth.bench)

@@ -14,6 +14,20 @@ __version__ = "0.1.0"
 from gpusleuth.api import log, phase, step, watch  # noqa: E402
 
 
+def sweep(fn, grid, **kwargs):
+    """Measure ``fn`` under each configuration of ``grid`` in this process (see docs/experiments.md)."""
+    from gpusleuth.experiments import sweep as _sweep
+
+    return _sweep(fn, grid, **kwargs)
+
+
+def bench(*args, **kwargs):
+    """Inference benchmark of a callable over batch sizes: throughput, latency percentiles, the knee."""
+    from gpusleuth.experiments import bench as _bench
+
+    return _bench(*args, **kwargs)
+
+
 def load_run(path):
     """Load a run directory (or a profiler trace) written by gpusleuth into a :class:`Run`."""
     from gpusleuth.run.loader import load_run as _load
@@ -21,4 +35,4 @@ def load_run(path):
     return _load(path)
 
 
-__all__ = ["__version__", "load_run", "log", "phase", "step", "watch"]
+__all__ = ["__version__", "bench", "load_run", "log", "phase", "step", "sweep", "watch"]
