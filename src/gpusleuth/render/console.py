@@ -9,6 +9,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from gpusleuth.report.model import Report
+from gpusleuth.render.units import human_bytes
 
 SEVERITY_STYLE = {"high": "bold red", "moderate": "yellow", "none": "green"}
 SHARE_LABELS = {"startup": "start-up (before first step)", "data_wait": "exposed data wait",
@@ -23,13 +24,6 @@ def _pct(x: float | None, digits: int = 0) -> str:
     return "–" if x is None else f"{x:.{digits}f}%"
 
 
-def _bytes(b: float | None) -> str:
-    if b is None:
-        return "–"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(b) >= scale:
-            return f"{b / scale:.1f} {unit}"
-    return f"{b:.0f} B"
 
 
 def _dist(d: dict | None, unit: str = "%") -> str:
@@ -111,7 +105,7 @@ def _gpu(report: Report, console: Console) -> None:
     for col in ("GPU", "util (mean, p5, p95)", "mem util", "peak memory", "power", "energy", "SM clock", "throttled"):
         t.add_column(col)
     for g in report.gpus:
-        mem = f"{_bytes(g.mem_used_max_bytes)} / {_bytes(g.mem_total_bytes)}"
+        mem = f"{human_bytes(g.mem_used_max_bytes)} / {human_bytes(g.mem_total_bytes)}"
         clock = "–"
         if g.sm_clock_mhz:
             clock = f"{g.sm_clock_mhz['mean']:.0f} MHz" + (f" of {g.max_sm_clock_mhz:.0f}" if g.max_sm_clock_mhz else "")

@@ -23,6 +23,7 @@ from gpusleuth import __version__
 from gpusleuth.errors import GpusleuthError
 from gpusleuth.render import html_figures as F
 from gpusleuth.render.trace_console import _LABELS as CATEGORY_LABELS
+from gpusleuth.render.units import human_bytes
 
 MISSING_PLOTLY = ("the HTML report needs the plotly package (it inlines plotly.js so the file works "
                   "offline); install it with: pip install 'plotly>=5'")
@@ -71,13 +72,6 @@ def _pct(x: float | None, digits: int = 0) -> str:
     return "–" if x is None else f"{x * 100:.{digits}f}%"
 
 
-def _bytes(b: float | None) -> str:
-    if b is None:
-        return "–"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(b) >= scale:
-            return f"{b / scale:.1f} {unit}"
-    return f"{b:.0f} B"
 
 
 class _Page:
@@ -242,7 +236,7 @@ def _telemetry_tables(pg: _Page, d: dict) -> None:
             return "–" if not x else f"{x['mean']:.0f}{unit} (p5 {x['p5']:.0f}, p95 {x['p95']:.0f})"
         thr = ", ".join(f"{e(str(k))} {v:.0%}" for k, v in (g.get("throttled_share") or {}).items()) or "no"
         rows.append([f"{g['index']} {e(str(g.get('name') or ''))}", dist("util_gpu"), dist("sm_active"),
-                     dist("tensor_active"), f"{_bytes(g.get('mem_used_max_bytes'))} / {_bytes(g.get('mem_total_bytes'))}",
+                     dist("tensor_active"), f"{human_bytes(g.get('mem_used_max_bytes'))} / {human_bytes(g.get('mem_total_bytes'))}",
                      dist("power_w", " W"), dist("sm_clock_mhz", " MHz"), thr])
     h = d.get("host")
     if not rows and not h:
@@ -254,12 +248,12 @@ def _telemetry_tables(pg: _Page, d: dict) -> None:
         pg.add(f"<p class=dim>{e(str(d['gpu_note']))} — host telemetry only</p>")
     if h:
         procs = [[e(str(p.get("pid"))), e(str(p.get("role"))), e(str(p.get("name") or "")),
-                  _num((p.get("cpu_pct") or {}).get("mean"), "{:.0f}%"), _bytes(p.get("rss_max_bytes"))]
+                  _num((p.get("cpu_pct") or {}).get("mean"), "{:.0f}%"), human_bytes(p.get("rss_max_bytes"))]
                  for p in h.get("processes") or []]
         cpu = h.get("cpu_pct") or {}
         pg.add(f"<p>Host CPU mean {_num(cpu.get('mean'), '{:.0f}%')} of {e(str(h.get('logical_cores') or '?'))} "
                f"cores · iowait mean {_num((h.get('iowait_pct') or {}).get('mean'), '{:.1f}%')} · disk read "
-               f"{_bytes(h.get('disk_read_bytes'))}, written {_bytes(h.get('disk_write_bytes'))}</p>")
+               f"{human_bytes(h.get('disk_read_bytes'))}, written {human_bytes(h.get('disk_write_bytes'))}</p>")
         if procs:
             pg.add(_table(["pid", "role", "name", "CPU (mean, % of a core)", "peak RSS"], procs))
     pg.add("</section>")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from gpusleuth.render.units import human_bytes
 
 BAR = 28
 
@@ -17,13 +18,6 @@ def _ms(s: float | None) -> str:
     return "–" if s is None else f"{s * 1e3:.1f} ms"
 
 
-def _bytes(b: float | None) -> str:
-    if b is None:
-        return "–"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(b) >= scale:
-            return f"{b / scale:.1f} {unit}"
-    return f"{b:.0f} B"
 
 
 def _band(b) -> str:
@@ -74,7 +68,7 @@ def render_sweep(res, console: Console) -> None:
             f"×{tp.median / base:.2f}" if tp and base else "–",
             _ms(c.median("step_p50_s")), _ms(c.median("step_p95_s")),
             _pct(c.median("data_wait_share"), 100), _pct(c.median("gpu_util_mean"), 1),
-            _num(c.median("cpu_cores_busy"), ".2f"), _bytes(c.median("peak_mem_bytes")),
+            _num(c.median("cpu_cores_busy"), ".2f"), human_bytes(c.median("peak_mem_bytes")),
             _num(c.median("energy_j_per_1k"), ",.0f"), _num(c.median("cost_per_1k"), ".4f"),
         )
     console.print(t)
@@ -130,7 +124,7 @@ def render_max_batch(mb, console: Console) -> None:
     console.print(f"[bold]largest batch that fits:[/] {escape(mb.text)}")
     for t in mb.tries:
         state = "[green]fits[/]" if t.fits else ("[red]out of memory[/]" if t.oom else "[red]failed[/]")
-        extra = f", peak {_bytes(t.peak_mem_bytes)}" if t.peak_mem_bytes else ""
+        extra = f", peak {human_bytes(t.peak_mem_bytes)}" if t.peak_mem_bytes else ""
         console.print(f"  batch {t.batch:>6}: {state} ({t.seconds:.1f} s{extra})"
                       + (f" [dim]{escape(t.detail[:120])}[/]" if t.detail and not t.fits else ""))
 
@@ -138,7 +132,7 @@ def render_max_batch(mb, console: Console) -> None:
 def render_bench(res, console: Console) -> None:
     console.rule("[bold]gpusleuth bench[/]")
     budget = f"p95 budget {res.p95_budget_ms:g} ms" if res.p95_budget_ms is not None else "no p95 budget"
-    limit = f"memory limit {_bytes(res.mem_limit_bytes)}" if res.mem_limit_bytes else "no memory limit"
+    limit = f"memory limit {human_bytes(res.mem_limit_bytes)}" if res.mem_limit_bytes else "no memory limit"
     console.print(f"target: [cyan]{escape(res.target)}[/] on {res.device} · {budget} · {limit}")
     t = Table(show_edge=False, pad_edge=False)
     for col in ("batch", "calls", "items/s", "p50", "p95", "p99", "peak mem", "util", "CPU ms/item", "stages (mean)", ""):
@@ -152,7 +146,7 @@ def render_bench(res, console: Console) -> None:
         stages = " · ".join(f"{k[:4]} {v['mean']:.1f}" for k, v in r.stages_ms.items()) if r.stages_ms else ""
         mark = "◀ knee" if res.knee and res.knee.value == r.batch else ("" if r.admissible else escape(r.why_not))
         t.add_row(str(r.batch), str(r.calls), f"{r.items_per_s:,.1f} {_bar(r.items_per_s, top)}",
-                  f"{lat['p50']:.2f}", f"{lat['p95']:.2f}", f"{lat['p99']:.2f}", _bytes(r.peak_mem_bytes),
+                  f"{lat['p50']:.2f}", f"{lat['p95']:.2f}", f"{lat['p99']:.2f}", human_bytes(r.peak_mem_bytes),
                   "–" if r.device_util_mean is None else f"{r.device_util_mean:.0f}%",
                   _num(r.cpu_ms_per_item, ".3f"), stages, mark)
     console.print(t)
