@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpusleuth.analysis.goodput import step_durations, warmup_count
+from gpusleuth.analysis.goodput import warmup_count
+from gpusleuth.analysis.outcomes import step_durations
 from gpusleuth.errors import GpusleuthError
 
 # metric id → (label, higher is better)

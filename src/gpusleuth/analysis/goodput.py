@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpusleuth.analysis.outcomes import Outcomes, main_steps, phase_union
-from gpusleuth.analysis import intervals as iv
+from gpusleuth.analysis.outcomes import Outcomes, main_steps, step_durations
 from gpusleuth.run.model import Run
 
 
@@ -42,20 +41,6 @@ class Goodput:
     badput_s: dict[str, float] = field(default_factory=dict)
     badput_share: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-
-
-def step_durations(run: Run) -> tuple[np.ndarray, np.ndarray]:
-    """Each main-process step's duration with phase time carved out, and its exposed data wait (ns)."""
-    steps = main_steps(run)
-    if not len(steps):
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    start, end = int(run.start_ns), int(run.end_ns)
-    s0 = np.clip(steps["start_ns"], start, end)
-    e0 = np.clip(steps["end_ns"], start, end)
-    ps, pe = phase_union(run, start, end)
-    dur = np.maximum(e0 - s0 - iv.overlap_each(s0, e0, ps, pe), 0)
-    wait = np.minimum(np.maximum(steps["data_wait_ns"], 0), dur)
-    return dur, wait
 
 
 def warmup_count(durations_s: np.ndarray) -> int:

@@ -69,6 +69,24 @@ def phase_union(run: Run, lo: int, hi: int):
     return iv.union(s, e)
 
 
+def carve_phases(steps: Table, start: int, end: int, phase_s: np.ndarray, phase_e: np.ndarray):
+    """Each step's duration with phase time carved out, and its exposed data wait (ns), within the run."""
+    s0 = np.clip(steps["start_ns"], start, end)
+    e0 = np.clip(steps["end_ns"], start, end)
+    dur = np.maximum(e0 - s0 - iv.overlap_each(s0, e0, phase_s, phase_e), 0)
+    wait = np.minimum(np.maximum(steps["data_wait_ns"], 0), dur)
+    return dur, wait
+
+
+def step_durations(run: Run) -> tuple[np.ndarray, np.ndarray]:
+    """The main process's steps, phases carved out: (durations, exposed data waits) in ns."""
+    steps = main_steps(run)
+    if not len(steps):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    start, end = int(run.start_ns), int(run.end_ns)
+    return carve_phases(steps, start, end, *phase_union(run, start, end))
+
+
 def compute_outcomes(run: Run) -> Outcomes:
     start = int(run.start_ns)
     end = int(run.end_ns if run.end_ns is not None else start)
@@ -100,9 +118,7 @@ def compute_outcomes(run: Run) -> Outcomes:
     if len(steps):
         s0 = np.clip(steps["start_ns"], start, end)
         e0 = np.clip(steps["end_ns"], start, end)
-        in_phase = iv.overlap_each(s0, e0, covered_s, covered_e)
-        dur = np.maximum(e0 - s0 - in_phase, 0)
-        wait = np.minimum(np.maximum(steps["data_wait_ns"], 0), dur)
+        dur, wait = carve_phases(steps, start, end, covered_s, covered_e)
         data_ns = int(wait.sum())
         compute_ns = int(dur.sum()) - data_ns
         first = int(s0.min())
