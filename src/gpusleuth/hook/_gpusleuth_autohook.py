@@ -43,6 +43,12 @@ _T = None  # the _gpusleuth_torch module, once torch is imported (CUDA events, p
 _F = None  # the _gpusleuth_flops module, when one step's FLOPs are to be counted
 
 
+def _drop_flops():
+    """The FLOP count is taken: take the counter off the per-step path."""
+    global _F
+    _F = None
+
+
 def activate():
     """Start recording this process (called by sitecustomize). Idempotent; never raises."""
     global R
@@ -356,8 +362,8 @@ class Recorder:
             _T.gpu_step(self, idx, rec[4])
         if self.prof is not None:
             _T.prof_step(self)
-        if _F is not None:  # one step's FLOPs for MFU (see _gpusleuth_flops)
-            _F.on_emit(self, idx)
+        if _F is not None and _F.on_emit(self, idx):  # one step's FLOPs for MFU (see _gpusleuth_flops)
+            _drop_flops()
         if rec[1] - self.last_flush >= FLUSH_NS:
             self.flush()
 

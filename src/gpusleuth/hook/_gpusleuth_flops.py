@@ -19,9 +19,12 @@ _state = {"mode": None, "tid": None, "done": False}
 
 
 def on_emit(rec, idx):
-    """Called by the hook as step ``idx`` of this process is written (at the start of step idx + 1)."""
-    if _state["done"] or rec.torch is None:
-        return
+    """Called by the hook as step ``idx`` of this process is written (at the start of step idx + 1).
+    Returns True once the measurement is over, so the hook can stop calling it."""
+    if _state["done"]:
+        return True
+    if rec.torch is None:
+        return False
     try:
         if _state["mode"] is None and idx == COUNT_STEP - 1:
             from torch.utils.flop_counter import FlopCounterMode
@@ -33,14 +36,15 @@ def on_emit(rec, idx):
             mode = _state["mode"]
             _state["mode"], _state["done"] = None, True
             if threading.get_ident() != _state["tid"]:
-                return  # a mode must be left on the thread that entered it; give up quietly
+                return True  # a mode must be left on the thread that entered it; give up quietly
             mode.__exit__(None, None, None)
             total = int(mode.get_total_flops())
             rec.info({"kind": "flops", "step": idx, "flops": total,
                       "method": "torch.utils.flop_counter.FlopCounterMode over one whole step"})
-    except BaseException as exc:  # never let the measurement disturb the job
+    except BaseException as exc:  # never let the measurement disturb the job; the error is recorded
         _state["mode"], _state["done"] = None, True
         rec.error("flops", exc)
+    return _state["done"]
 
 
 def at_exit(rec):
