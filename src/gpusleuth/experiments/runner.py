@@ -11,15 +11,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from gpusleuth.recorder.launcher import default_run_dir
 from gpusleuth.experiments import grid as g
 from gpusleuth.experiments.knobs import KNOBS, MAX_STEPS_ENV
 from gpusleuth.experiments.measure import Measurement, measure_dir
@@ -139,15 +138,7 @@ class SweepOptions:
 
 
 def default_out_dir(command: list[str]) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    words = [Path(c).name for c in command[:3] if not c.startswith("-")]
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(words))[:40] or "job"
-    base = Path("gpusleuth-runs") / f"{stamp}-sweep-{slug}"
-    path, n = base, 1
-    while path.exists():
-        n += 1
-        path = base.with_name(f"{base.name}-{n}")
-    return path
+    return default_run_dir(command, kind="sweep")
 
 
 @contextmanager

@@ -73,11 +73,12 @@ def resolve_command(argv0: str) -> str:
     return found
 
 
-def default_run_dir(command: list[str]) -> Path:
+def default_run_dir(command: list[str], kind: str = "") -> Path:
+    """A new folder under ./gpusleuth-runs/ named by UTC time, an optional kind ("sweep") and the command."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     words = [Path(c).name for c in command[:3] if not c.startswith("-")]
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(words))[:40] or "job"
-    base = Path("gpusleuth-runs") / f"{stamp}-{slug}"
+    base = Path("gpusleuth-runs") / f"{stamp}-{kind + '-' if kind else ''}{slug}"
     path, n = base, 1
     while path.exists():
         n += 1
