@@ -182,3 +182,27 @@ def test_payloads_in_trace_names_and_command_line_run_nothing(browser, tmp_path)
     assert_clean(info) if info.get("figures") else None
     assert not info.get("alert") and info["pwned"] is None and info["imgs"] == 0 and info["svg_onload"] == 0
     assert "<script>window.__gs_pwned=1</script>" in info["text"]
+
+
+def test_compare_page_renders_and_stays_inert(browser, tmp_path):
+    """`gpusleuth compare --html`: every chart drawn, a planted cause's bar gone in the fixed run, and a run
+    label carrying a payload shown literally."""
+    for name, mode, label in (("planted", "--planted", PAYLOADS[2]), ("fixed", "--fixed", "fixed")):
+        res = gpusleuth("run", "--no-report", "--out", tmp_path / name, "--label", label, "--", sys.executable,
+                        "-m", "gpusleuth.demo.job", mode, "--steps", "40", "--transform-rounds", "4", timeout=300)
+        assert res.returncode == 0, res.stderr
+    out = tmp_path / "compare.html"
+    res = gpusleuth("compare", tmp_path / "planted", tmp_path / "fixed", "--html", out, "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["runs"][0]["findings"][0]["cause"] == "input.preprocessing"
+    html = out.read_text()
+    assert PAYLOADS[2] not in html
+    info = open_page(browser, out, "compare")
+    assert_clean(info)
+    assert info["pwned"] is None and info["imgs"] == 0 and info["scripts"] == 3
+    # deltas, throughput, step spread, step series, wall split, findings per run
+    assert info["figures"] == 6
+    text = info["text"]
+    assert "What changed against the baseline" in text and "Findings per run" in text
+    assert PAYLOADS[2] in text  # the label, as text

@@ -167,3 +167,61 @@ def test_script_json_cannot_close_the_data_block():
     text = script_json({"k": "</script><script>alert(1)</script>\u2028&"})
     assert "<" not in text and ">" not in text and "&" not in text
     assert json.loads(text)["k"] == "</script><script>alert(1)</script>\u2028&"
+
+
+TWO_SPEEDS = """
+import sys, time, torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+torch.set_num_threads(1)
+delay = float(sys.argv[1])
+class Slow(Dataset):
+    def __len__(self): return 40 * 8
+    def __getitem__(self, i):
+        time.sleep(delay)  # storage-like latency per sample
+        return torch.randn(32), i % 4
+model = nn.Linear(32, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in DataLoader(Slow(), batch_size=8):
+    time.sleep(0.01)
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_compare_html_charts_carry_the_comparisons_numbers(tmp_path):
+    """The compare page draws exactly the numbers `compare --json` reports: deltas, spreads, step series."""
+    script = tmp_path / "train.py"
+    script.write_text(TWO_SPEEDS)
+    for name, delay in (("slow", "0.004"), ("fast", "0")):
+        res = gpusleuth("run", "--no-report", "--out", tmp_path / name, "--", sys.executable, script, delay)
+        assert res.returncode == 0, res.stderr
+    out = tmp_path / "cmp.html"
+    res = gpusleuth("compare", tmp_path / "slow", tmp_path / "fast", "--json", "--html", out)
+    assert res.returncode == 0, res.stderr
+    assert f"comparison page written to {out}" in res.stderr
+    doc = json.loads(res.stdout)
+    html = out.read_text()
+    assert_offline(html)
+    figs = list(figures(html).values())
+    deltas = next(f for f in figs if "% change against the baseline" in str(f["layout"].get("xaxis")))
+    row = deltas["data"][0]["y"].index("samples/s (steady)")
+    assert deltas["data"][0]["x"][row] == pytest.approx(doc["deltas"][1]["throughput"] * 100, abs=1e-3)
+    assert doc["deltas"][1]["throughput"] > 0.3  # the fast run is faster, well beyond any noise
+    boxes = [t for f in figs for t in f["data"] if t["type"] == "box"]
+    assert [b["median"][0] for b in boxes] == [r["step_spread_ms"]["p50"] for r in doc["runs"]]
+    lines = [t for f in figs for t in f["data"] if t["type"] in ("scatter", "scattergl") and t.get("mode") == "lines"]
+    assert len(lines) == 2 and all(len(t["x"]) == 40 for t in lines)  # 40 steps each, nothing dropped
+    # the slow run's latency finding is gone in the fast one; the findings chart shows both runs
+    assert doc["runs"][0]["findings"][0]["cause"] == "input.io"
+    assert "input.io" not in [f["cause"] for f in doc["runs"][1]["findings"] if f["severity"] == "high"]
+    assert "Findings per run" in html and "What changed against the baseline" in html
+
+
+def test_run_no_report_with_html_writes_only_the_page(tmp_path):
+    out = tmp_path / "page.html"
+    res = gpusleuth("run", "--no-report", "--html", out, "--out", tmp_path / "run", "--", sys.executable, "-c",
+                    "import time; time.sleep(0.3)")
+    assert res.returncode == 0, res.stderr
+    assert out.exists() and f"HTML report written to {out}" in res.stderr
+    assert "Outcomes" not in res.stderr and "Outcomes" not in res.stdout  # no printed report

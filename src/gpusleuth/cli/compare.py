@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -26,6 +25,10 @@ def add_parser(sub) -> None:
                    "without an absolute value (goodput<0.8). Metrics: throughput, tokens_per_s, step_time, "
                    "step_time_p95, goodput, data_wait, mfu, energy_per_sample, cost_per_1k, wall. Repeatable.")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument("--html", type=Path, default=None, metavar="OUT",
+                   help="also write the comparison as a self-contained HTML page with charts: changes against the "
+                   "baseline with the noise band, throughput, step-time spread and series, wall-time split, "
+                   "findings per run, scaling")
     from gpusleuth.report.options import add_report_options
 
     add_report_options(p)
@@ -33,28 +36,29 @@ def add_parser(sub) -> None:
 
 
 def compare_command(args) -> int:
-    from gpusleuth.analysis.compare import Gate, column_for, compare
+    from gpusleuth.analysis.compare import Gate
     from gpusleuth.errors import InputError
-    from gpusleuth.report.build import build_report
+    from gpusleuth.report.comparison import build_comparison
     from gpusleuth.report.model import _clean
     from gpusleuth.report.options import options_from_args
-    from gpusleuth.run.loader import load_run
 
     if len(args.runs) < 2:
         raise InputError(args.runs[0], "compare needs at least two run directories")
     gates = [Gate.parse(g) for g in args.fail_if]
-    options = options_from_args(args)
-    columns = []
-    for path in args.runs:
-        run = load_run(path)
-        columns.append(column_for(build_report(run, options), run))
-    result = compare(columns, gates)
+    from gpusleuth.cli.report import _rank_progress
+
+    progress = _rank_progress(len(args.runs), "loading") if sys.stderr.isatty() else None
+    result = build_comparison(list(args.runs), options_from_args(args), gates, progress)
     if args.json:
-        out = {"schema": "gpusleuth.compare/1", **dataclasses.asdict(result), "failed": result.failed}
-        sys.stdout.write(json.dumps(_clean(out), indent=2, allow_nan=False) + "\n")
+        sys.stdout.write(json.dumps(_clean(result.to_dict()), indent=2, allow_nan=False) + "\n")
     else:
         from gpusleuth.cli.report import make_console
         from gpusleuth.render.compare_console import render_compare
 
         render_compare(result, make_console())
+    if args.html:
+        from gpusleuth.cli.report import write_html_file
+        from gpusleuth.render.html_compare import render_compare_html
+
+        write_html_file(render_compare_html, result, args.html, "comparison page")
     return 1 if result.failed else 0

@@ -64,11 +64,13 @@ def report_command(args) -> int:
     return 0
 
 
-def print_report(run, as_json: bool = False, to_stderr: bool = False, options=None) -> None:
+def print_report(run, as_json: bool = False, to_stderr: bool = False, options=None, quiet: bool = False):
+    """Build the run's Report and print it (unless ``quiet``: then only built, e.g. for --html alone)."""
     from gpusleuth.report.build import build_report
 
     report = build_report(run, options)
-    _emit(report, as_json, to_stderr)
+    if not quiet:
+        _emit(report, as_json, to_stderr)
     return report
 
 
@@ -130,13 +132,20 @@ def write_outputs(report, args, runs) -> None:
 
 
 def write_html_report(report, out: Path) -> None:
-    from gpusleuth.render.html import write_html
+    from gpusleuth.render.html import render_html
+
+    write_html_file(render_html, report, out, "HTML report")
+
+
+def write_html_file(render, obj, out: Path, what: str) -> None:
+    """Render ``obj`` to a page and write it; a path that cannot be written is one sentence, not a traceback."""
+    from gpusleuth.render.html import write_page
 
     try:
-        size = write_html(report, out)
+        size = write_page(render(obj), out)
     except OSError as exc:
-        raise InputError(out, f"cannot write the HTML report: {exc.strerror or exc}") from None
-    print(f"gpusleuth: HTML report written to {out} ({size / 2**20:.1f} MiB)", file=sys.stderr)
+        raise InputError(out, f"cannot write the {what}: {exc.strerror or exc}") from None
+    print(f"gpusleuth: {what} written to {out} ({size / 2**20:.1f} MiB)", file=sys.stderr)
 
 
 def annotate_traces(report, runs, out: Path) -> None:

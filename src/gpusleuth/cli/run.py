@@ -32,7 +32,7 @@ def add_parser(sub) -> None:
     p.add_argument("--no-gpu", action="store_true", help="do not sample GPUs (host telemetry only)")
     p.add_argument("--label", default=None, help="a name for this run in reports")
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout after the job")
-    p.add_argument("--no-report", action="store_true", help="do not print a report at the end")
+    p.add_argument("--no-report", action="store_true", help="do not print a report at the end (--html still writes its page)")
     p.add_argument("--live", action="store_true",
                    help="show a live panel (step time, samples/s, data wait, GPU, power, CPU) while the job runs; "
                    "plain lines every 5 s when stderr is not a terminal")
@@ -82,13 +82,13 @@ def run_command(args) -> int:
     if live is not None:
         live.close()
     print(f"gpusleuth: run recorded in {result.run_dir}", file=sys.stderr)
-    if not args.no_report:
+    if not args.no_report or args.html:  # --no-report --html: the page without the printed report
         from gpusleuth.cli.report import print_report
         from gpusleuth.run.loader import load_run
 
         try:
             report = print_report(load_run(result.run_dir), as_json=args.json, to_stderr=True,
-                                  options=options_from_args(args))
+                                  options=options_from_args(args), quiet=args.no_report)
             if args.html:
                 from gpusleuth.cli.report import write_html_report
 

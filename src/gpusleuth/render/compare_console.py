@@ -6,22 +6,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gpusleuth.analysis.compare import METRICS, Comparison
+from gpusleuth.analysis.compare import METRICS
+from gpusleuth.report.comparison import ComparisonReport
+from gpusleuth.render.units import metric_text
 
 
-def _fmt(k: str, v: float | None) -> str:
-    if v is None:
-        return "–"
-    if k in ("goodput", "data_wait", "mfu"):
-        return f"{v:.1%}"
-    if k in ("step_time", "step_time_p95"):
-        return f"{v * 1e3:.2f} ms"
-    if k == "cost_per_1k":
-        return f"${v:.4f}"
-    return f"{v:,.3g}" if abs(v) < 100 else f"{v:,.0f}"
-
-
-def render_compare(c: Comparison, console: Console) -> None:
+def render_compare(cr: ComparisonReport, console: Console) -> None:
+    c = cr.comparison
     t = Table(title="Runs compared (deltas vs the first run)")
     t.add_column("metric")
     for i, col in enumerate(c.runs):
@@ -31,7 +22,7 @@ def render_compare(c: Comparison, console: Console) -> None:
             continue
         cells = []
         for i, col in enumerate(c.runs):
-            cell = _fmt(k, col.metrics.get(k))
+            cell = metric_text(k, col.metrics.get(k))
             d = c.deltas[i].get(k)
             if i and d is not None:
                 good = (d > 0) == higher_better
@@ -53,3 +44,20 @@ def render_compare(c: Comparison, console: Console) -> None:
         mark = "[bold red]FAIL[/]" if g.failed else "[green]pass[/]"
         noise = "" if g.beyond_noise is None else (" (beyond noise)" if g.beyond_noise else " (within noise)")
         console.print(f"  gate {escape(g.gate)} on {escape(g.run)}: {mark} — {escape(g.detail)}{noise}")
+    _findings(cr, console)
+
+
+def _findings(cr: ComparisonReport, console: Console) -> None:
+    """The top finding of each run: whether a fix removed the cause, and what leads now."""
+    console.print("  top finding per run:")
+    for i, v in enumerate(cr.views):
+        ranked = [f for f in v.findings if f.severity != "none"]
+        if ranked:
+            f = ranked[0]
+            gain = f", ≈{f.wall_share:.0%} of wall time" if f.wall_share else ""
+            what = f"[bold]{escape(f.cause)}[/] ({f.severity}{gain}) — {escape(f.title)}"
+        elif v.findings:
+            what = f"[green]{escape(v.findings[0].cause)}[/] — {escape(v.findings[0].title)}"
+        else:
+            what = "[dim]no findings[/]"
+        console.print(f"    {escape(v.label)}{' (baseline)' if i == 0 else ''}: {what}")

@@ -74,7 +74,9 @@ def _pct(x: float | None, digits: int = 0) -> str:
 
 
 
-class _Page:
+class Page:
+    """The page being assembled: HTML fragments (already escaped) and the figures they reference."""
+
     def __init__(self):
         self.parts: list[str] = []
         self.figures: dict[str, dict] = {}
@@ -90,7 +92,7 @@ class _Page:
         self.add(f'<div class="{css}" id="{fid}"></div>')
 
 
-def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
+def table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
     """Cells are already-escaped HTML fragments."""
     h = "".join(f"<th>{c}</th>" for c in head)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
@@ -99,7 +101,7 @@ def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
 
 # --- sections -----------------------------------------------------------------------------------------
 
-def _header(pg: _Page, d: dict) -> None:
+def _header(pg: Page, d: dict) -> None:
     r = d["run"]
     pg.add(f"<header><h1>gpusleuth report <span class=dim>— {e(str(r.get('label') or ''))}</span></h1>")
     facts = []
@@ -119,37 +121,37 @@ def _header(pg: _Page, d: dict) -> None:
     pg.add("<p class=meta>" + " · ".join(facts) + "</p></header>")
 
 
-def _tile(label: str, value: str, note: str = "") -> str:
+def tile(label: str, value: str, note: str = "") -> str:
     return (f'<div class=tile><div class=tv>{value}</div><div class=tl>{label}</div>'
             + (f'<div class=tn>{note}</div>' if note else "") + "</div>")
 
 
-def _headline_run(pg: _Page, d: dict) -> None:
+def _headline_run(pg: Page, d: dict) -> None:
     o = d.get("outcomes")
     if not o:
         return
     th = o.get("throughput") or {}
-    tiles = [_tile("steps", _num(o.get("steps"), "{:,}")),
-             _tile("step time (p50)", _ms(th.get("step_time_p50_s") or o.get("step_time_p50_s")),
+    tiles = [tile("steps", _num(o.get("steps"), "{:,}")),
+             tile("step time (p50)", _ms(th.get("step_time_p50_s") or o.get("step_time_p50_s")),
                    f"p95 {_ms(th.get('step_time_p95_s') or o.get('step_time_p95_s'))}")]
     sps = th.get("samples_per_s") or o.get("samples_per_s")
     if sps:
-        tiles.append(_tile("samples / s", _num(sps, "{:,.0f}"), "steady state" if th.get("samples_per_s") else ""))
+        tiles.append(tile("samples / s", _num(sps, "{:,.0f}"), "steady state" if th.get("samples_per_s") else ""))
     dw = o.get("data_wait_share_of_steps")
     if dw is not None:
-        tiles.append(_tile("of step time waiting on data", _pct(dw)))
+        tiles.append(tile("of step time waiting on data", _pct(dw)))
     gp = (o.get("goodput") or {}).get("goodput")
     if gp is not None:
-        tiles.append(_tile("goodput", _pct(gp), "productive ÷ wall time"))
+        tiles.append(tile("goodput", _pct(gp), "productive ÷ wall time"))
     mfu = (o.get("mfu") or {}).get("mfu")
     if mfu is not None:
-        tiles.append(_tile("MFU", _pct(mfu, 1), e(str((o.get("mfu") or {}).get("convention") or ""))[:80]))
+        tiles.append(tile("MFU", _pct(mfu, 1), e(str((o.get("mfu") or {}).get("convention") or ""))[:80]))
     en = o.get("energy") or {}
     if en.get("per_sample_j"):
-        tiles.append(_tile("energy / sample", f"{en['per_sample_j']:.3g} J"))
+        tiles.append(tile("energy / sample", f"{en['per_sample_j']:.3g} J"))
     cost = o.get("cost") or {}
     if cost.get("per_run") is not None:
-        tiles.append(_tile("cost of this run", f"${cost['per_run']:,.2f}"))
+        tiles.append(tile("cost of this run", f"${cost['per_run']:,.2f}"))
     pg.add('<section class=headline><h2>Outcome</h2><div class=tiles>' + "".join(tiles) + "</div>")
     pg.add("<h3>Where the wall time went</h3>")
     pg.figure(F.wall_time_bar(o), "fig small")
@@ -165,7 +167,7 @@ def _headline_run(pg: _Page, d: dict) -> None:
     pg.add("</section>")
 
 
-def _headline_trace(pg: _Page, ranks: list[dict]) -> None:
+def _headline_trace(pg: Page, ranks: list[dict]) -> None:
     tiles = []
     for r in ranks:
         ic = r.get("idle_causes") or {}
@@ -175,14 +177,14 @@ def _headline_trace(pg: _Page, ranks: list[dict]) -> None:
         note = ""
         if top and top[1] > 0:
             note = f"largest idle cause: {e(CATEGORY_LABELS.get(top[0], top[0]))} ({_pct((ic.get('share') or {}).get(top[0]))} of idle)"
-        tiles.append(_tile(f"{who}: device idle", _pct(r.get("idle"), 1), note))
+        tiles.append(tile(f"{who}: device idle", _pct(r.get("idle"), 1), note))
         st = r.get("step_stats") or {}
         if st.get("count"):
-            tiles.append(_tile(f"{who}: step time (median)", _ms(st.get("median_s")), f"{st['count']} steps"))
+            tiles.append(tile(f"{who}: step time (median)", _ms(st.get("median_s")), f"{st['count']} steps"))
     pg.add('<section class=headline><h2>Outcome</h2><div class=tiles>' + "".join(tiles) + "</div></section>")
 
 
-def _findings(pg: _Page, d: dict) -> None:
+def _findings(pg: Page, d: dict) -> None:
     fs = d.get("findings") or []
     if not fs and not d.get("not_evaluated"):
         return
@@ -201,7 +203,7 @@ def _findings(pg: _Page, d: dict) -> None:
         pg.add(f'<div class="finding sev-{e(sev)}"><h3>{i}. <span class=sev>{e(sev.upper())}</span> '
                f'<code>{e(str(f.get("cause")))}</code> {e(str(f.get("title")))}</h3>'
                f'<p>{e(str(f.get("summary") or ""))}</p>'
-               + (_table(["evidence", "value", "unit", "source"], ev, "ev") if ev else "")
+               + (table(["evidence", "value", "unit", "source"], ev, "ev") if ev else "")
                + gain + f'<p><b>Fix:</b></p><pre>{e(str(f.get("fix") or ""))}</pre>'
                f'<p class=dim>confidence: {e(str(f.get("confidence")))}</p></div>')
     ne = d.get("not_evaluated") or []
@@ -212,7 +214,7 @@ def _findings(pg: _Page, d: dict) -> None:
     pg.add("</section>")
 
 
-def _timeline(pg: _Page, report: Any) -> None:
+def _timeline(pg: Page, report: Any) -> None:
     disp = getattr(report, "display", None)
     fig = F.timeline(disp)
     if fig is None:
@@ -228,7 +230,7 @@ def _timeline(pg: _Page, report: Any) -> None:
     pg.add("</section>")
 
 
-def _telemetry_tables(pg: _Page, d: dict) -> None:
+def _telemetry_tables(pg: Page, d: dict) -> None:
     rows = []
     for g in d.get("gpu") or []:
         def dist(k, unit="%"):
@@ -243,7 +245,7 @@ def _telemetry_tables(pg: _Page, d: dict) -> None:
         return
     pg.add("<section><h2>Telemetry summary</h2>")
     if rows:
-        pg.add(_table(["GPU", "util", "SM active", "tensor active", "peak memory", "power", "SM clock", "throttled"], rows))
+        pg.add(table(["GPU", "util", "SM active", "tensor active", "peak memory", "power", "SM clock", "throttled"], rows))
     elif d.get("gpu_note"):
         pg.add(f"<p class=dim>{e(str(d['gpu_note']))} — host telemetry only</p>")
     if h:
@@ -255,11 +257,11 @@ def _telemetry_tables(pg: _Page, d: dict) -> None:
                f"cores · iowait mean {_num((h.get('iowait_pct') or {}).get('mean'), '{:.1f}%')} · disk read "
                f"{human_bytes(h.get('disk_read_bytes'))}, written {human_bytes(h.get('disk_write_bytes'))}</p>")
         if procs:
-            pg.add(_table(["pid", "role", "name", "CPU (mean, % of a core)", "peak RSS"], procs))
+            pg.add(table(["pid", "role", "name", "CPU (mean, % of a core)", "peak RSS"], procs))
     pg.add("</section>")
 
 
-def _rank(pg: _Page, r: dict, hist: Any) -> None:
+def _rank(pg: Page, r: dict, hist: Any) -> None:
     who = f"rank {r['rank']}" if r.get("rank") is not None else "trace"
     pg.add(f"<section class=rank><h2>Profiler trace · {e(who)} <span class=dim>{e(str(r.get('label') or ''))}"
            + (f" · {e(str(r['device']))}" if r.get("device") else "") + "</span></h2>")
@@ -280,7 +282,7 @@ def _rank(pg: _Page, r: dict, hist: Any) -> None:
         rows = [[e(str(x["name"])), e(str(x.get("family") or "")), f"{x['count']:,}", f"{x['total_s'] * 1e3:,.3f}",
                  _pct(x.get("share"), 1), _num(x.get("mean_us"), "{:,.1f}"), _num(x.get("median_us"), "{:,.1f}"),
                  _num(x.get("min_us"), "{:,.1f}"), _num(x.get("max_us"), "{:,.1f}")] for x in k["top"]]
-        pg.add("<details><summary>Top kernels, exact numbers</summary>" + _table(
+        pg.add("<details><summary>Top kernels, exact numbers</summary>" + table(
             ["kernel", "family", "count", "total ms", "share", "mean µs", "median µs", "min µs", "max µs"],
             rows, "kernels") + "</details>")
     steps = r.get("steps") or []
@@ -288,7 +290,7 @@ def _rank(pg: _Page, r: dict, hist: Any) -> None:
         cats = [c for c in CATEGORY_LABELS if any(c in s.get("partition", {}) for s in steps)]
         rows = [[f"#{s['step']}", f"{s['duration_s'] * 1e3:,.3f}"]
                 + [f"{s['partition'].get(c, 0.0) * 1e3:,.3f}" for c in cats] for s in steps]
-        pg.add("<details><summary>Exposed time per step, exact (ms)</summary>" + _table(
+        pg.add("<details><summary>Exposed time per step, exact (ms)</summary>" + table(
             ["step", "step time"] + [e(CATEGORY_LABELS[c]) for c in cats], rows, "num") + "</details>")
     items = [("Data issues", r.get("issues") or []), ("Losses", r.get("losses") or [])]
     for title, xs in items:
@@ -315,6 +317,8 @@ text-align:left;vertical-align:top}table.num td,table.kernels td{text-align:righ
 table.kernels td:first-child{text-align:left;max-width:520px;word-break:break-all}
 .fig{width:100%;min-height:200px}.fig.small{min-height:120px}footer{color:#888;font-size:12px;margin:20px 0}
 details{margin:8px 0}summary{cursor:pointer;color:#1f4e79}
+.better,.pass{color:#2ca02c}.worse,.fail{color:#d62728}table.findings td{max-width:340px}
+span.sev-high{color:#d62728;font-weight:600}span.sev-moderate{color:#ff7f0e;font-weight:600}span.sev-none{color:#2ca02c}
 """
 
 BOOT = """(function(){
@@ -327,12 +331,10 @@ if(!ids.length){document.body.setAttribute('data-gs-rendered','0');}
 })();"""
 
 
-def render_html(report: Any, comparison: Any = None) -> str:
-    """The whole page as one string. ``comparison`` is the seam for ``gpusleuth compare`` charts (a
-    later issue): it is accepted and ignored today so callers can be written against the final shape."""
-    js = plotly_js()
+def render_html(report: Any) -> str:
+    """The whole page for one report (a recorded run and/or profiler traces), as one string."""
     d = report.to_dict()
-    pg = _Page()
+    pg = Page()
     _header(pg, d)
     if d.get("outcomes"):
         _headline_run(pg, d)
@@ -348,8 +350,12 @@ def render_html(report: Any, comparison: Any = None) -> str:
     if d.get("losses"):
         pg.add("<section><h2>Data losses and salvage</h2><ul>"
                + "".join(f"<li>{e(str(x))}</li>" for x in d["losses"]) + "</ul></section>")
-    _ = comparison
-    title = e(f"gpusleuth — {d['run'].get('label') or 'report'}")
+    return document(f"gpusleuth — {d['run'].get('label') or 'report'}", pg, f"report schema {d.get('schema')}")
+
+
+def document(title: str, pg: Page, schema: str) -> str:
+    """The self-contained page around ``pg``: styles, figure data, plotly.js and the boot script inlined."""
+    js = plotly_js()
     return (
         "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
         "<meta name=viewport content='width=device-width, initial-scale=1'>"
@@ -358,9 +364,9 @@ def render_html(report: Any, comparison: Any = None) -> str:
         "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'; "
         f"script-src {_sha(js)} {_sha(BOOT)} 'unsafe-eval'; style-src 'unsafe-inline'; "
         "img-src data: blob:; font-src data:; connect-src 'none'\">"
-        f"<title>{title}</title><style>{CSS}</style></head><body>\n"
+        f"<title>{e(title)}</title><style>{CSS}</style></head><body>\n"
         + "\n".join(pg.parts)
-        + f"\n<footer>gpusleuth {e(__version__)} · report schema {e(str(d.get('schema')))} · charts: plotly.js, "
+        + f"\n<footer>gpusleuth {e(__version__)} · {e(schema)} · charts: plotly.js, "
         "inlined (this file needs no network)</footer>\n"
         + f'<script type="application/json" id="gs-figures">{script_json(pg.figures)}</script>\n'
         + f"<script>{js}</script>\n<script>{BOOT}</script>\n</body></html>\n"
@@ -376,7 +382,10 @@ def _sha(script: str) -> str:
 
 def write_html(report: Any, path: Path) -> int:
     """Write the page; returns its size in bytes."""
-    text = render_html(report)
+    return write_page(render_html(report), path)
+
+
+def write_page(text: str, path: Path) -> int:
     data = text.encode("utf-8")
     Path(path).write_bytes(data)
     return len(data)

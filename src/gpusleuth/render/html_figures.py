@@ -27,6 +27,8 @@ CATEGORY_COLORS = {
     "idle_host": "#9467bd", "idle_other": "#b0b0b0",
 }
 SHARE_COLORS = {"startup": "#b0b0b0", "data_wait": "#ff7f0e", "compute": "#2ca02c", "other": "#d9d9d9"}
+SHARE_LABELS = {"startup": "start-up", "data_wait": "exposed data wait", "compute": "compute (rest of steps)",
+                "other": "other (gaps, idle tail)"}
 PHASE_SOLID = ["#1f77b4", "#9467bd", "#8c564b", "#17becf"]
 PHASE_COLORS = ["rgba(31,119,180,0.13)", "rgba(148,103,189,0.15)", "rgba(140,86,75,0.15)", "rgba(23,190,207,0.15)"]
 FAMILY_COLORS = {"communication": "#1f77b4", "tensor_core": "#2ca02c", "triton": "#9467bd",
@@ -42,12 +44,17 @@ def plain(text: Any, limit: int | None = None) -> str:
     return html.escape(s, quote=False)  # no tag can form without "<"; quotes need no escaping in labels
 
 
-def _base_layout(height: int, **kw) -> dict:
+def base_layout(height: int, **kw) -> dict:
     layout = {"height": height, "margin": {"l": 70, "r": 30, "t": 30, "b": 40}, "font": FONT,
               "paper_bgcolor": "white", "plot_bgcolor": "white",
               "legend": {"orientation": "h", "y": -0.15}}
     layout.update(kw)
     return layout
+
+
+def share_label(key: str) -> str:
+    """A wall-time share's legend name; keys other than the four fixed ones are phase names (untrusted)."""
+    return SHARE_LABELS.get(key) or f"phase: {plain(key)}"
 
 
 def wall_time_bar(outcomes: dict) -> dict | None:
@@ -56,18 +63,16 @@ def wall_time_bar(outcomes: dict) -> dict | None:
     secs = outcomes.get("time_s") or {}
     if not share:
         return None
-    labels = {"startup": "start-up", "data_wait": "exposed data wait", "compute": "compute (rest of steps)",
-              "other": "other (gaps, idle tail)"}
     data = []
     for i, (key, v) in enumerate(share.items()):
         if not v:
             continue
-        name = labels.get(key) or f"phase: {plain(key)}"
+        name = share_label(key)
         data.append({"type": "bar", "orientation": "h", "y": ["wall time"], "x": [round(v * 100, 2)],
                      "name": name, "marker": {"color": SHARE_COLORS.get(key, PHASE_SOLID[i % 4])},
                      "text": [f"{v * 100:.0f}%"], "textposition": "inside",
                      "hovertemplate": f"{name}: {secs.get(key, 0):.2f} s (%{{x:.1f}}%)<extra></extra>"})
-    return {"data": data, "layout": _base_layout(
+    return {"data": data, "layout": base_layout(
         150, barmode="stack", margin={"l": 80, "r": 20, "t": 10, "b": 30},
         xaxis={"range": [0, 100], "ticksuffix": "%", "fixedrange": True}, yaxis={"fixedrange": True},
         legend={"orientation": "h", "y": -0.5})}
@@ -87,7 +92,7 @@ def timeline(display: Any) -> dict | None:
         domains[p.key] = (max(top - w * unit, 0.0), top)
         top -= w * unit + gap
     axis_of = {p.key: ("y" if i == 0 else f"y{i + 1}") for i, p in enumerate(panels)}
-    layout = _base_layout(
+    layout = base_layout(
         150 * len(panels) + 120, hovermode="x unified", margin={"l": 70, "r": 90, "t": 30, "b": 50},
         legend={"orientation": "v", "x": 1.01, "y": 1, "font": {"size": 10}},
         xaxis={"anchor": axis_of[panels[-1].key], "title": {"text": "seconds since the run started"},
@@ -160,7 +165,7 @@ def step_partition(rank: dict) -> dict | None:
         data.append({"type": "bar", "x": xs, "y": ys, "name": plain(label),
                      "marker": {"color": CATEGORY_COLORS.get(cat, "#999")},
                      "hovertemplate": f"{plain(label)}: %{{y:.2f}} ms<extra>%{{x}}</extra>"})
-    return {"data": data, "layout": _base_layout(
+    return {"data": data, "layout": base_layout(
         380, barmode="stack", xaxis={"title": {"text": title_x}, "type": "category"},
         yaxis={"title": {"text": "ms"}, "gridcolor": "#eee"},
         legend={"orientation": "v", "x": 1.02, "y": 1, "font": {"size": 10}},
@@ -208,7 +213,7 @@ def gap_histogram(h: Any) -> dict | None:
                          "args": [{"y": ms_y}, {"yaxis.title.text": "idle ms"}]},
                         {"label": "number of gaps", "method": "update",
                          "args": [{"y": count_y}, {"yaxis.title.text": "gaps"}]}]}
-    return {"data": data, "layout": _base_layout(
+    return {"data": data, "layout": base_layout(
         360, barmode="stack", updatemenus=[menu],
         xaxis={"title": {"text": "gap length"}, "type": "category", "automargin": True},
         yaxis={"title": {"text": "idle ms"}, "gridcolor": "#eee"},
@@ -234,7 +239,7 @@ def kernel_bars(kernels: dict) -> dict | None:
                      "marker": {"color": FAMILY_COLORS.get(fam) or next(spare)},
                      "hovertemplate": "%{customdata[0]}<br>%{x:.2f} ms total · %{customdata[1]} launches · "
                                       "%{customdata[2]}% of kernel time<extra></extra>"})
-    return {"data": data, "layout": _base_layout(
+    return {"data": data, "layout": base_layout(
         28 * len(rows) + 90, barmode="stack",
         yaxis={"categoryorder": "array", "categoryarray": labels, "automargin": True, "tickfont": {"size": 10}},
         xaxis={"title": {"text": "total ms"}, "gridcolor": "#eee"},

@@ -11,3 +11,16 @@ def human_bytes(b: float | None) -> str:
         if abs(b) >= scale:
             return f"{b / scale:.1f} {unit}"
     return f"{b:.0f} B"
+
+
+def metric_text(metric: str, v: float | None) -> str:
+    """A ``gpusleuth compare`` metric (analysis/compare.METRICS) in its natural unit; None → '–'."""
+    if v is None:
+        return "–"
+    if metric in ("goodput", "data_wait", "mfu"):
+        return f"{v:.1%}"
+    if metric in ("step_time", "step_time_p95"):
+        return f"{v * 1e3:.2f} ms"
+    if metric == "cost_per_1k":
+        return f"${v:.4f}"
+    return f"{v:,.3g}" if abs(v) < 100 else f"{v:,.0f}"

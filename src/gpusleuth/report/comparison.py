@@ -1,0 +1,138 @@
+"""What ``gpusleuth compare`` shows, built once for every renderer (terminal, JSON, HTML).
+
+The numbers (metrics, deltas, noise bands, scaling, gates) are the analysis in ``analysis/compare.py``.
+This module adds, per run, what the charts need and what only a side-by-side view makes useful: step
+times over the run (min/max downsampled, so a spike stays visible), the spread of steady step times, the
+wall-time split, and each run's findings by cause — so "did the fix remove the finding, and what came
+next" reads off one chart. Renderers only format it (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpusleuth.analysis.compare import Comparison, Gate, RunColumn, column_for, compare
+from gpusleuth.analysis.goodput import warmup_count
+from gpusleuth.analysis.outcomes import step_durations
+from gpusleuth.report.timeseries import MAX_POINTS, minmax_downsample
+
+SCHEMA = "gpusleuth.compare/1"
+
+
+@dataclass
+class StepSeries:
+    """Step time (ms) by step index, carved of phases; ``warmup`` leading steps are excluded from stats."""
+
+    x: list[float]
+    y: list[float | None]
+    points: int  # steps before downsampling
+    warmup: int
+
+
+@dataclass
+class StepSpread:
+    """Steady (post-warm-up) step times, ms: what a box plot draws, computed here rather than in a browser."""
+
+    n: int
+    min: float
+    p5: float
+    p25: float
+    p50: float
+    p75: float
+    p95: float
+    max: float
+    mean: float
+
+
+@dataclass
+class FindingBrief:
+    cause: str
+    severity: str
+    title: str
+    step_share: float | None
+    wall_share: float | None
+    speedup: float | None
+
+
+@dataclass
+class RunView:
+    label: str
+    path: str | None
+    command: list[str] | None
+    steps: StepSeries | None
+    spread: StepSpread | None
+    time_share: dict[str, float] = field(default_factory=dict)
+    time_s: dict[str, float] = field(default_factory=dict)
+    findings: list[FindingBrief] = field(default_factory=list)
+
+
+@dataclass
+class ComparisonReport:
+    comparison: Comparison
+    views: list[RunView]
+
+    @property
+    def failed(self) -> bool:
+        return self.comparison.failed
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` document: the analysis, plus each run's findings (cause ids are stable)."""
+        out = {"schema": SCHEMA, **dataclasses.asdict(self.comparison), "failed": self.failed}
+        for run, view in zip(out["runs"], self.views):
+            run["findings"] = [dataclasses.asdict(f) for f in view.findings]
+            run["step_spread_ms"] = dataclasses.asdict(view.spread) if view.spread else None
+        return out
+
+
+def _views_of_steps(run) -> tuple[StepSeries | None, StepSpread | None]:
+    dur, _ = step_durations(run)
+    if not len(dur):
+        return None, None
+    ms = dur / 1e6
+    warm = warmup_count(ms / 1e3)
+    x, y = minmax_downsample(np.arange(len(ms), dtype=np.float64), ms, MAX_POINTS)
+    series = StepSeries(x=[float(v) for v in x], y=[round(float(v), 4) if np.isfinite(v) else None for v in y],
+                        points=len(ms), warmup=warm)
+    steady = ms[warm:]
+    if not len(steady):
+        return series, None
+    q = np.percentile(steady, [0, 5, 25, 50, 75, 95, 100])
+    spread = StepSpread(len(steady), *(round(float(v), 4) for v in q), mean=round(float(steady.mean()), 4))
+    return series, spread
+
+
+def run_view(report, run) -> RunView:
+    """One run's chart data, from its Report and Run."""
+    series, spread = _views_of_steps(run)
+    o = report.outcomes
+    briefs = []
+    for f in report.findings:
+        g = f.estimated_gain
+        briefs.append(FindingBrief(f.cause, f.severity, f.title, g.step_share if g else None,
+                                   g.wall_share if g else None, g.speedup if g else None))
+    return RunView(label=report.run.label, path=report.run.path, command=report.run.command, steps=series,
+                   spread=spread,
+                   time_share=dict(o.time_share) if o else {}, time_s=dict(o.time_s) if o else {},
+                   findings=briefs)
+
+
+def build_comparison(paths: list[Path], options, gates: list[Gate], progress=None) -> ComparisonReport:
+    """Load each run, build its Report, and compare them against the first (the baseline)."""
+    from gpusleuth.report.build import build_report
+    from gpusleuth.run.loader import load_run
+
+    columns: list[RunColumn] = []
+    views: list[RunView] = []
+    for i, path in enumerate(paths):
+        run = load_run(path)
+        report = build_report(run, options)
+        columns.append(column_for(report, run))
+        views.append(run_view(report, run))
+        if progress is not None:
+            progress(i + 1, len(paths))
+    return ComparisonReport(compare(columns, gates), views)
