@@ -5,20 +5,19 @@ import os
 import tempfile
 
 import torch
-from torch.utils.data import DataLoader, TensorDataset
 
-from _common import Loop, mlp, parse, train_step
+from _common import Loop, memory_loader, mlp, parse, train_step
 
 args = parse(__doc__)
 torch.set_num_threads(1)
-STEPS, BATCH = int(40 * args.scale), 32
+STEPS, BATCH = int(200 * args.scale), 32
 EVERY = 2 if args.planted else 20
-data = TensorDataset(torch.randn(STEPS * BATCH, 256), torch.randint(0, 10, (STEPS * BATCH,)))
+x_all, y_all = torch.randn(STEPS * BATCH, 256), torch.randint(0, 10, (STEPS * BATCH,))
 model, loop = mlp(256, 768, depth=2), Loop(args)
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 out = tempfile.mkdtemp(prefix="scenario-ckpt-")
 loop.start()
-for i, (x, y) in enumerate(DataLoader(data, batch_size=BATCH), 1):
+for i, (x, y) in enumerate(memory_loader(x_all, y_all, BATCH), 1):
     train_step(model, opt, x, y)
     loop.step(len(x))
     if i % EVERY == 0:

@@ -5,9 +5,8 @@ gpusleuth), the explicit API for phases the hook cannot see by itself."""
 import io
 
 import torch
-from torch.utils.data import DataLoader, TensorDataset
 
-from _common import Loop, mlp, parse, train_step
+from _common import Loop, memory_loader, mlp, parse, train_step
 
 try:
     import gpusleuth
@@ -18,14 +17,14 @@ except ImportError:  # pragma: no cover
 
 args = parse(__doc__)
 torch.set_num_threads(1)
-STEPS, BATCH = int(60 * args.scale), 32
+STEPS, BATCH = int(100 * args.scale), 32
 EVERY = 1 if args.planted else 10
-data = TensorDataset(torch.randn(STEPS * BATCH, 256), torch.randint(0, 10, (STEPS * BATCH,)))
+x_all, y_all = torch.randn(STEPS * BATCH, 256), torch.randint(0, 10, (STEPS * BATCH,))
 model, loop = mlp(256, 512), Loop(args)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 sink = io.StringIO()
 loop.start()
-for i, (x, y) in enumerate(DataLoader(data, batch_size=BATCH), 1):
+for i, (x, y) in enumerate(memory_loader(x_all, y_all, BATCH), 1):
     loss = train_step(model, opt, x, y)
     loop.step(len(x))
     if i % EVERY == 0:

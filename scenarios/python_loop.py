@@ -3,18 +3,17 @@ Fixed: one vectorized F.cross_entropy. Needs a profiler trace: run with --profil
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, TensorDataset
 
-from _common import Loop, mlp, parse
+from _common import Loop, memory_loader, mlp, parse
 
 args = parse(__doc__)
 torch.set_num_threads(1)
-STEPS, BATCH = int(120 * args.scale), 32
-data = TensorDataset(torch.randn(STEPS * BATCH, 64), torch.randint(0, 10, (STEPS * BATCH,)))
-model, loop = mlp(64, 64), Loop(args)
+STEPS, BATCH = int(120 * args.scale), 64
+x_all, y_all = torch.randn(STEPS * BATCH, 256), torch.randint(0, 10, (STEPS * BATCH,))
+model, loop = mlp(256, 512), Loop(args)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 loop.start()
-for x, y in DataLoader(data, batch_size=BATCH):
+for x, y in memory_loader(x_all, y_all, BATCH):
     out = model(x)
     if args.planted:
         loss = 0

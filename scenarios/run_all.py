@@ -6,7 +6,8 @@ run's top-finding prediction with the fixed twin's measured speedup.
 
 Prediction error (docs/diagnosis.md): gains are shares of the training loop's time saved,
 ``gain = 1 − 1/speedup``; predicted from the top finding's ``estimated_gain.speedup``, measured from the
-scripts' own loop timing (samples/s of the fixed twin ÷ the planted one). Error = |predicted − measured|
+scripts' own loop timing (samples/s of the fixed twin ÷ the planted one; a planted run recorded with
+--profile-steps leaves its profiled steps and the trace export out of that timing). Error = |predicted − measured|
 in percentage points. GPU-only scenarios are skipped without CUDA.
 """
 
@@ -68,7 +69,12 @@ def run_one(spec: Spec, variant: str, base: Path) -> dict:
     truth = base / f"{spec.name}-{variant}.json"
     cmd = [sys.executable, str(HERE / f"{spec.name}.py"), f"--{variant}", "--truth", str(truth)]
     profile = spec.profile_steps if variant == "planted" else None
-    res = launch(LaunchOptions(command=cmd, out=out, profile_steps=profile, label=f"{spec.name} ({variant})"))
+    env = {}
+    if profile:
+        lo, hi = (int(x) for x in profile.split("-"))
+        env["SCENARIO_EXCLUDE_STEPS"] = f"{lo}-{hi + 1}"  # the profiled steps and the one that exports
+    res = launch(LaunchOptions(command=cmd, out=out, profile_steps=profile, label=f"{spec.name} ({variant})",
+                               extra_env=env))
     if res.exit_code != 0:
         raise RuntimeError(f"{spec.name} --{variant} exited {res.exit_code}; see {out}")
     report = build_report(load_run(res.run_dir))

@@ -461,6 +461,11 @@ def test_profile_steps_writes_gzipped_chrome_trace(tmp_path):
     assert prof_steps == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
     assert any(n.startswith("Optimizer.step") for n in names)
     assert [i["steps"] for i in infos(lines, "profiler_trace")] == [[2, 4]]
+    # the export is gpusleuth's own cost: a phase after step 4 ends, carved out of step 5, not part of it
+    (export,) = [f for f in lines if f[0] == "P" and f[1] == "gpusleuth_profiler"]
+    start, end = int(export[2]), int(export[3])
+    st = steps(lines)
+    assert st[4]["end_ns"] <= start < end <= st[5]["end_ns"]
 
 
 # ------------------------------------------------------------------------------- portability of the hook

@@ -37,21 +37,8 @@ def _result(results, spec, tmp_path_factory):
     return results[spec.name]
 
 
-# Known to misbehave on a loaded 2-core box (see the issue-4 closing note): the fixed twin of
-# slow_transform keeps a high input finding when its loader worker has no free core, and python_loop's
-# fixed twin is so short (~60 ms of steps) that worker start-up dominates its data wait; slow_storage's
-# twin and oversubscription's planted run flip between input and contention causes when other jobs load
-# the host; io_workers' twin and the healthy job sit near the 5 % data-wait threshold under load.
-# They run (and count in the error median) everywhere; they must pass on a quiet machine.
-KNOWN_ON_SMALL_HOSTS = {"slow_transform", "python_loop", "slow_storage", "oversubscription", "io_workers",
-                        "healthy"}
-
-
 def _param(spec):
-    marks = []
-    if spec.name in KNOWN_ON_SMALL_HOSTS:
-        marks.append(pytest.mark.xfail(reason="fixed twin not quiet on a loaded 2-core host", strict=False))
-    return pytest.param(spec, id=spec.name, marks=marks)
+    return pytest.param(spec, id=spec.name)
 
 
 @pytest.mark.parametrize("spec", [_param(s) for s in SPECS])
@@ -60,14 +47,7 @@ def test_planted_cause_is_top_and_fixed_twin_is_quiet(spec, results, tmp_path_fa
         pytest.skip("needs a CUDA GPU")
     r = _result(results, spec, tmp_path_factory)
     assert r["top"] == spec.cause, r
-    assert [c for c in r["fixed_high"] if c != spec.cause] == [], r  # the fix brings no new problem
-    if r["fixed_high"]:
-        # The planted cause still high in the fixed twin: only acceptable where the fix (more loader
-        # workers, fewer threads) has no spare core to run on — a 2-core CI box — and it must still help.
-        import os
-
-        assert (os.cpu_count() or 1) <= 2, r
-        assert r["measured_gain_pp"] > 0, r
+    assert r["fixed_high"] == [], r  # the fix removes the cause and brings no new problem
     if spec.cause == "healthy":
         assert r["top_severity"] == "none"
     else:

@@ -164,6 +164,9 @@ class HostSummary:
     # share of worker samples in the run state (running or waiting for a CPU): a worker starved of CPU
     # uses little of a core yet is CPU-bound; one waiting on storage sleeps
     worker_runnable_share: float | None = None
+    # host CPU while the training steps ran (the window): what a saturation test should look at, since
+    # start-up (imports, one busy thread) and the idle tail would dilute a whole-run percentile
+    cpu_pct_steps: dict | None = None
 
 
 def assign_roles(run: Run, main_pid: int | None) -> dict[int, str]:
@@ -234,6 +237,11 @@ def summarize_host(run: Run, main_pid: int | None, window: tuple[int, int] | Non
                 main_mean = cpu["mean"]
     mem_used = col("mem_used").astype(float)
     mem_total = col("mem_total").astype(float)
+    cpu_steps = None
+    if window is not None and len(host) and "t_ns" in host:
+        in_steps = (host["t_ns"] >= window[0]) & (host["t_ns"] <= window[1])
+        if in_steps.sum() >= 2:
+            cpu_steps = _dist(host["cpu_pct"][in_steps]) if "cpu_pct" in host else None
     return HostSummary(
         samples=len(host),
         logical_cores=hw.get("logical_cores"),
@@ -252,4 +260,5 @@ def summarize_host(run: Run, main_pid: int | None, window: tuple[int, int] | Non
         worker_cpu_pct_mean=float(np.mean(worker_means)) if worker_means else None,
         main_cpu_pct_mean=main_mean,
         worker_runnable_share=float(np.mean(runnable)) if runnable else None,
+        cpu_pct_steps=cpu_steps,
     )

@@ -23,6 +23,12 @@ class PhaseStats:
     total_s: float
     mean_s: float
     steps_between: float | None = None  # training steps per occurrence (how often it runs)
+    # The cost a phase leaves behind in the step right after it (caches and allocator cold after a
+    # checkpoint's serialization, page-cache writeback, mode switches after eval): the median of those
+    # steps minus the median of the other steps, times the occurrences; 0 when not measurable or negative.
+    after_penalty_s: float = 0.0
+    after_step_s: float | None = None  # median step right after the phase
+    other_step_s: float | None = None  # median of the other steps
 
 
 @dataclass

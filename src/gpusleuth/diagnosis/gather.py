@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from gpusleuth.analysis.outcomes import Outcomes
+from gpusleuth.analysis import intervals as iv
+from gpusleuth.analysis.outcomes import Outcomes, carve_phases, main_steps, phase_union
 from gpusleuth.analysis.telemetry import HostSummary
 from gpusleuth.diagnosis.facts import PhaseStats, Threads
 from gpusleuth.run.model import Run
@@ -30,19 +31,61 @@ def _phases(run: Run, pid: int | None, steps: int) -> dict[str, PhaseStats]:
         m = sel & (ph["name"] == name)
         dur = np.maximum(ph["end_ns"][m] - ph["start_ns"][m], 0) / 1e9
         n = int(m.sum())
-        out[str(name)] = PhaseStats(name=str(name), count=n, total_s=float(dur.sum()),
-                                    mean_s=float(dur.mean()) if n else 0.0,
-                                    steps_between=(steps / n) if n and steps else None)
+        stats = PhaseStats(name=str(name), count=n, total_s=float(dur.sum()),
+                           mean_s=float(dur.mean()) if n else 0.0,
+                           steps_between=(steps / n) if n and steps else None)
+        _after_penalty(run, stats, ph["end_ns"][m].astype(np.int64))
+        out[str(name)] = stats
     return out
 
 
+MIN_AFTER = 3  # occurrences (and other steps) needed before a per-phase after-cost is measured
+
+
+def _after_penalty(run: Run, stats: PhaseStats, phase_end: np.ndarray) -> None:
+    """Fill ``stats.after_*``: how much longer the rest of the step right after each occurrence (phase time
+    carved out) was than the other steps."""
+    steps = main_steps(run)
+    if len(steps) < 2 * MIN_AFTER or len(phase_end) < MIN_AFTER or run.start_ns is None or run.end_ns is None:
+        return
+    start, end = int(run.start_ns), int(run.end_ns)
+    dur, _ = carve_phases(steps, start, end, *phase_union(run, start, end))
+    starts, ends = steps["start_ns"].astype(np.int64), steps["end_ns"].astype(np.int64)
+    # the step the phase ends in (its carved rest runs right after the phase), else the next one to start
+    nxt = np.maximum(np.searchsorted(starts, phase_end, side="right") - 1, 0)
+    nxt = np.where(ends[nxt] <= phase_end, nxt + 1, nxt)
+    after = np.zeros(len(steps), bool)
+    after[nxt[nxt < len(steps)]] = True
+    after[0] = False  # the first step carries start-up, not a phase's after-cost
+    others = ~after
+    others[0] = False
+    if after.sum() < MIN_AFTER or others.sum() < MIN_AFTER:
+        return
+    a, o = float(np.median(dur[after])) / 1e9, float(np.median(dur[others])) / 1e9
+    stats.after_step_s, stats.other_step_s = a, o
+    stats.after_penalty_s = max(a - o, 0.0) * int(after.sum())
+
+
+TOOL_PHASE_PREFIX = "gpusleuth_"  # phases that are gpusleuth's own cost (profiler trace export)
+
+
 def _loop_s(run: Run, pid: int | None) -> float | None:
+    """First step start → last step end, less gpusleuth's own phases: gains are the job's throughput, so
+    the seconds a --profile-steps export took must not dilute them."""
     st = run.steps
     if not len(st) or pid is None:
         return None
     m = st["pid"] == pid
     lo, hi = int(st["start_ns"][m].min()), int(st["end_ns"][m].max())
-    return (hi - lo) / 1e9 if hi > lo else None
+    ph = run.phases
+    tool = 0
+    if len(ph):
+        own = np.array([str(n).startswith(TOOL_PHASE_PREFIX) for n in ph["name"]], bool)
+        if own.any():
+            s, e = iv.clip(ph["start_ns"][own], ph["end_ns"][own], lo, hi)
+            us, ue = iv.union(s, e)
+            tool = int((ue - us).sum())
+    return (hi - lo - tool) / 1e9 if hi - lo - tool > 0 else None
 
 
 def _threads(run: Run, host: HostSummary | None, pid: int | None) -> Threads:

@@ -361,7 +361,12 @@ class Recorder:
         if rec[4] is not None or self.gpu_q:
             _T.gpu_step(self, idx, rec[4])
         if self.prof is not None:
+            was_done, t0 = self.prof_done, _now()
             _T.prof_step(self)
+            if self.prof_done and not was_done:
+                # the window just ended and the trace was written: our own cost, not the job's — a phase,
+                # so it is carved out of the next step instead of inflating it (can take seconds)
+                self.buf.append("P\tgpusleuth_profiler\t%d\t%d\tgpusleuth\n" % (t0, _now()))
         if _F is not None and _F.on_emit(self, idx):  # one step's FLOPs for MFU (see _gpusleuth_flops)
             _drop_flops()
         if rec[1] - self.last_flush >= FLUSH_NS:

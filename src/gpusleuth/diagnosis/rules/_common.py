@@ -58,3 +58,12 @@ def step_idle(trace, cats: tuple[str, ...]) -> tuple[float, float]:
     total = sum(s["duration_s"] for s in trace.steps)
     part = sum(s["partition"].get(c, 0.0) for s in trace.steps for c in cats)
     return part, total
+
+
+def host_cpu_p50(facts: Facts) -> float | None:
+    """Median host CPU (% of all cores) while the training steps ran; the whole run's when no window."""
+    h = facts.host
+    if h is None:
+        return None
+    dist = h.cpu_pct_steps or h.cpu_pct
+    return dist["p50"] if dist else None

@@ -13,7 +13,7 @@ import math
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, no_steps, no_trace
+from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, host_cpu_p50, no_steps, no_trace
 
 MODERATE = 0.05
 HIGH = 0.20
@@ -22,8 +22,8 @@ BUSY = 0.3  # main-thread CPU ÷ wait at or above this: the main thread is doing
 # busy processes share each core, which is common on small machines.
 WORKERS_SATURATED_PCT = 80.0  # a worker this busy (% of one core) is CPU-bound
 WORKERS_IDLE_PCT = 50.0
-HOST_SATURATED_PCT = 95.0
-BUSY_STARVED = 0.10  # on a saturated host, a loading thread with this much CPU is computing, not sleeping  # host CPU (all cores) at which an idle-looking worker is starved, not waiting
+HOST_SATURATED_PCT = 95.0  # host CPU (all cores, during the steps) at which an idle-looking loader is starved
+BUSY_STARVED = 0.10  # on a saturated host, a loading thread with this much CPU is computing, not sleeping
 
 
 def training_loader(facts: Facts) -> dict | None:
@@ -78,7 +78,7 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
                      "thread CPU clock around DataLoader fetches")
         )
         kind = "input.preprocessing" if busy_ratio >= BUSY else "input.io"
-        host_cpu = host.cpu_pct["p50"] if host and host.cpu_pct else None
+        host_cpu = host_cpu_p50(facts)
         if kind == "input.io" and busy_ratio >= BUSY_STARVED and host_cpu is not None and host_cpu >= HOST_SATURATED_PCT:
             kind = "input.preprocessing"  # a CPU-bound loader on a saturated host gets only a slice of a core
             evidence.append(Evidence("host CPU (median)", round(host_cpu, 1), "% — loading starved of CPU", "host sampler"))
@@ -89,7 +89,7 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
                                      "process sampler"))
             kind = "input.preprocessing" if worker_cpu >= WORKERS_SATURATED_PCT else (
                 "input.io" if worker_cpu < WORKERS_IDLE_PCT else "input.preprocessing")
-            host_cpu = host.cpu_pct["p50"] if host and host.cpu_pct else None
+            host_cpu = host_cpu_p50(facts)
             if (kind == "input.io" and worker_cpu >= 100 * BUSY_STARVED * 2 and host_cpu is not None
                     and host_cpu >= HOST_SATURATED_PCT):
                 # idle-looking workers on a saturated host are starved of CPU, not waiting on storage
@@ -133,7 +133,14 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
             f"was CPU work ({'in the main thread' if workers == 0 else 'in saturated workers'})."
         )
     else:
-        new_workers = max(4, 2 * (workers or 1))
+        # Each batch keeps a worker busy (waiting) for its latency: with no workers that is the whole wait;
+        # with w workers the loader delivers a batch per step, so a batch costs w × step. Hiding it needs
+        # latency ÷ compute workers in flight, plus one so a slow read doesn't stall the queue.
+        latency = wait_mean if not workers else workers * step_mean
+        needed = math.ceil(latency / compute_mean) + 1 if compute_mean > 0 else 4
+        new_workers = max(4, needed, (workers or 0) + 1)
+        evidence.append(Evidence("read latency per batch (estimate)", round(latency * 1e3, 2), "ms",
+                                 "data wait (no workers) or workers × step time"))
         per_step_after = compute_mean
         method = "prefetching enough batches ahead hides the latency completely (upper bound): step ≈ compute"
         title = "Input-bound: the loader waits on storage / latency, not CPU"

@@ -62,10 +62,13 @@ def phase_time(facts: Facts) -> list[Finding] | Missing:
         if share < REPORT_SHARE:
             continue
         k = FACTOR[kind]
+        cost = p.total_s + p.after_penalty_s
+        after = (f" plus {p.after_penalty_s * 1e3:.0f} ms it left in the steps right after it"
+                 if p.after_penalty_s >= 0.0005 else "")
         gain = gain_from_seconds(
-            facts, p.total_s * (1 - 1 / k),
+            facts, cost * (1 - 1 / k),
             f"running '{name}' {k}× less often saves (1 − 1/{k}) of its {p.total_s:.2f} s "
-            f"({p.count} × {p.mean_s * 1e3:.0f} ms); steps unchanged",
+            f"({p.count} × {p.mean_s * 1e3:.0f} ms){after}; other steps unchanged",
             per_step=False,
         )
         findings.append(Finding(
@@ -83,7 +86,11 @@ def phase_time(facts: Facts) -> list[Finding] | Missing:
                 Evidence("mean duration", round(p.mean_s * 1e3, 1), "ms", "phase events"),
                 Evidence("training steps between occurrences", None if p.steps_between is None else round(p.steps_between, 1),
                          "steps", "steps ÷ occurrences"),
-            ],
+            ] + ([Evidence(f"step right after '{name}' (median)", round(p.after_step_s * 1e3, 2), "ms",
+                           "steps ÷ phase events"),
+                  Evidence("other steps (median)", round(p.other_step_s * 1e3, 2), "ms", "steps"),
+                  Evidence(f"after-cost of '{name}' in total", round(p.after_penalty_s, 3), "s",
+                           "(after − other) × steps after it")] if p.after_penalty_s > 0 else []),
             fix=_fix(kind, p, k),
             estimated_gain=gain,
             confidence="high" if p.count >= 3 else "medium",
