@@ -128,3 +128,37 @@ def test_without_proc_falls_back_to_psutil():
     assert 0 < b["mem_used"] <= b["mem_total"]
     to_batch([a, b], HOST_SCHEMA)
     s.close()
+
+
+def test_recorder_keeps_pandas_out_and_still_writes(tmp_path):
+    """In the recorder's process pandas must not load (pyarrow would import it at the first flush: ~0.4 s
+    of CPU beside a starting job), and the streams must still write and convert — the first attempt at
+    this (None in sys.modules) broke pyarrow and lost host.parquet, which test_launcher caught."""
+    script = f"""
+import sys
+from gpusleuth.recorder.process import keep_pandas_out
+keep_pandas_out()
+import pyarrow.parquet as pq
+from gpusleuth.recorder.host import HostSampler
+from gpusleuth.recorder.schemas import HOST_SCHEMA
+from gpusleuth.run.streams import TableStreamWriter, read_stream
+w = TableStreamWriter({str(tmp_path / 'host.arrows')!r}, HOST_SCHEMA)
+s = HostSampler()
+import time
+for _ in range(3):
+    w.append(s.sample(time.time_ns())); time.sleep(0.05)
+w.close()
+table, loss = read_stream({str(tmp_path / 'host.arrows')!r})
+pq.write_table(table, {str(tmp_path / 'host.parquet')!r})
+print(table.num_rows, loss, 'pandas' in sys.modules)
+"""
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["3", "None", "False"]
+    assert pq_rows(tmp_path / "host.parquet") == 3
+
+
+def pq_rows(path) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.read_metadata(path).num_rows

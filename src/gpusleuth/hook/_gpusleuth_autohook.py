@@ -26,6 +26,11 @@ import sys
 import threading
 import time
 
+from _gpusleuth_records import (  # noqa: F401 - _batch_size and _jsonable are used by _gpusleuth_torch too
+    CPU, FETCHES, OPT, SAMPLES, SET, UNKNOWN, WAIT, _batch_size, _clean, _counters, _jsonable, _parse_range,
+    _step_line,
+)
+
 _now = time.time_ns
 try:
     _cpu = time.thread_time_ns
@@ -132,75 +137,6 @@ class _TorchFinder:
             if R is not None:
                 R.error("find_spec", exc)
             return None
-
-
-def _clean(name):
-    return str(name).replace("\t", " ").replace("\n", " ").replace("\r", " ")
-
-
-def _batch_size(batch, depth=0):
-    """Samples in a fetched batch: a tensor's (or array's) first dimension, else the first one found
-    inside a tuple/list/dict; -1 when nothing says."""
-    shape = getattr(batch, "shape", None)
-    if shape is not None:
-        try:
-            return int(shape[0]) if len(shape) else -1
-        except (TypeError, ValueError, IndexError):
-            return -1
-    if depth < 3:
-        if isinstance(batch, (tuple, list)):
-            items = batch
-        elif isinstance(batch, dict) or hasattr(batch, "values"):
-            try:
-                items = list(batch.values())
-            except Exception:
-                return -1
-        else:
-            return -1
-        for item in items:
-            n = _batch_size(item, depth + 1)
-            if n >= 0:
-                return n
-    return -1
-
-
-def _jsonable(obj):
-    """``json.dumps`` fallback for log values: tensors and numpy scalars become numbers or lists."""
-    try:
-        numel = getattr(obj, "numel", None) or getattr(obj, "size", None)
-        if callable(numel) and numel() == 1 and hasattr(obj, "item"):
-            return obj.item()
-        if hasattr(obj, "tolist"):
-            return obj.tolist()
-        if hasattr(obj, "item"):
-            return obj.item()
-    except Exception:
-        pass
-    return str(obj)
-
-
-# The running step's counters live in one list so that closing a step costs one allocation; the
-# hot paths (a fetch, an optimizer step) index it with these constants.
-WAIT, CPU, SAMPLES, UNKNOWN, SET, OPT, FETCHES = range(7)
-
-
-def _counters():
-    """[data wait ns, data CPU ns, samples read from batches, a batch size was unknown,
-    samples the program told us (None if it did not), optimizer ns, fetches]"""
-    return [0, 0, 0, False, None, 0, 0]
-
-
-def _step_line(rec):
-    """Format an S record. Done at flush time, in a batch, not on the step's hot path."""
-    start, end, c = rec[0], rec[1], rec[2]
-    if c[SET] is not None:
-        samples = c[SET]
-    elif c[UNKNOWN] or not c[FETCHES]:
-        samples = -1
-    else:
-        samples = c[SAMPLES]
-    return "S\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n" % (start, end, c[WAIT], c[CPU], samples, c[OPT],
-                                                       c[FETCHES], rec[3])
 
 
 class Recorder:
@@ -618,21 +554,6 @@ class Recorder:
             self.flush(force=self.torch is not None)
         except BaseException:
             pass
-
-
-def _parse_range(text):
-    """``"A-B"`` (or ``"A"``) → (A, B), 0-based inclusive step indices; None if absent or malformed."""
-    if not text:
-        return None
-    try:
-        a, _, b = text.strip().partition("-")
-        lo = int(a)
-        hi = int(b) if b else lo
-        if lo < 0 or hi < lo:
-            return None
-        return lo, hi
-    except ValueError:
-        return None
 
 
 # ----------------------------------------------------------------------------- explicit API entry points

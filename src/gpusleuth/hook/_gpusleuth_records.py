@@ -1,0 +1,89 @@
+"""The record formats of gpusleuth's in-process recorder: pure helpers with no state.
+
+Split from ``_gpusleuth_autohook`` (the state machine and writer) so each stays small. Same rules as
+every hook module: standard library only, Python 3.8+ syntax, never raise into the user's program.
+"""
+
+
+def _clean(name):
+    return str(name).replace("\t", " ").replace("\n", " ").replace("\r", " ")
+
+
+def _batch_size(batch, depth=0):
+    """Samples in a fetched batch: a tensor's (or array's) first dimension, else the first one found
+    inside a tuple/list/dict; -1 when nothing says."""
+    shape = getattr(batch, "shape", None)
+    if shape is not None:
+        try:
+            return int(shape[0]) if len(shape) else -1
+        except (TypeError, ValueError, IndexError):
+            return -1
+    if depth < 3:
+        if isinstance(batch, (tuple, list)):
+            items = batch
+        elif isinstance(batch, dict) or hasattr(batch, "values"):
+            try:
+                items = list(batch.values())
+            except Exception:
+                return -1
+        else:
+            return -1
+        for item in items:
+            n = _batch_size(item, depth + 1)
+            if n >= 0:
+                return n
+    return -1
+
+
+def _jsonable(obj):
+    """``json.dumps`` fallback for log values: tensors and numpy scalars become numbers or lists."""
+    try:
+        numel = getattr(obj, "numel", None) or getattr(obj, "size", None)
+        if callable(numel) and numel() == 1 and hasattr(obj, "item"):
+            return obj.item()
+        if hasattr(obj, "tolist"):
+            return obj.tolist()
+        if hasattr(obj, "item"):
+            return obj.item()
+    except Exception:
+        pass
+    return str(obj)
+
+
+# The running step's counters live in one list so that closing a step costs one allocation; the
+# hot paths (a fetch, an optimizer step) index it with these constants.
+WAIT, CPU, SAMPLES, UNKNOWN, SET, OPT, FETCHES = range(7)
+
+
+def _counters():
+    """[data wait ns, data CPU ns, samples read from batches, a batch size was unknown,
+    samples the program told us (None if it did not), optimizer ns, fetches]"""
+    return [0, 0, 0, False, None, 0, 0]
+
+
+def _step_line(rec):
+    """Format an S record. Done at flush time, in a batch, not on the step's hot path."""
+    start, end, c = rec[0], rec[1], rec[2]
+    if c[SET] is not None:
+        samples = c[SET]
+    elif c[UNKNOWN] or not c[FETCHES]:
+        samples = -1
+    else:
+        samples = c[SAMPLES]
+    return "S\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n" % (start, end, c[WAIT], c[CPU], samples, c[OPT],
+                                                       c[FETCHES], rec[3])
+
+
+def _parse_range(text):
+    """``"A-B"`` (or ``"A"``) → (A, B), 0-based inclusive step indices; None if absent or malformed."""
+    if not text:
+        return None
+    try:
+        a, _, b = text.strip().partition("-")
+        lo = int(a)
+        hi = int(b) if b else lo
+        if lo < 0 or hi < lo:
+            return None
+        return lo, hi
+    except ValueError:
+        return None
