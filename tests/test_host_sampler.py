@@ -136,7 +136,7 @@ def test_recorder_keeps_pandas_out_and_still_writes(tmp_path):
     this (None in sys.modules) broke pyarrow and lost host.parquet, which test_launcher caught."""
     script = f"""
 import sys
-from gpusleuth.recorder.process import keep_pandas_out
+from gpusleuth.lean_imports import keep_pandas_out
 keep_pandas_out()
 import pyarrow.parquet as pq
 from gpusleuth.recorder.host import HostSampler

@@ -36,6 +36,9 @@ def add_parser(sub) -> None:
 
 
 def compare_command(args) -> int:
+    from gpusleuth.lean_imports import keep_pandas_out
+
+    keep_pandas_out()
     from gpusleuth.analysis.compare import Gate
     from gpusleuth.errors import InputError
     from gpusleuth.report.comparison import build_comparison

@@ -32,6 +32,9 @@ def add_parser(sub) -> None:
 
 
 def report_command(args) -> int:
+    from gpusleuth.lean_imports import keep_pandas_out
+
+    keep_pandas_out()
     paths = list(args.paths)
     dirs = [p for p in paths if p.is_dir()]
     if dirs:

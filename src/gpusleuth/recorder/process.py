@@ -198,24 +198,6 @@ def run_loop(rec: Recorder, control) -> None:
             return
 
 
-class _NoPandas:
-    """A meta-path finder that answers "not installed" for pandas (see :func:`keep_pandas_out`)."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "pandas" or name.startswith("pandas."):
-            raise ModuleNotFoundError(f"No module named {name!r} (kept out of the gpusleuth recorder)", name=name)
-        return None
-
-
-def keep_pandas_out() -> None:
-    """pyarrow imports pandas, when it is installed, the first time it builds an array (its pandas shim
-    inspects every input): ~0.4 s of CPU in the recorder at its first flush, taken from a job starting up
-    beside it. This process never needs pandas, so imports of it fail here and pyarrow goes on without.
-    (A None in sys.modules is not enough: pyarrow's Cython import reads sys.modules directly.)"""
-    if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
-        sys.meta_path.insert(0, _NoPandas())
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gpusleuth-recorder")
     parser.add_argument("--run-dir", required=True, type=Path)
@@ -223,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-gpu", action="store_true")
     parser.add_argument("--pid", type=int, default=None, help="watch this process tree from the start")
     args = parser.parse_args(argv)
+    from gpusleuth.lean_imports import keep_pandas_out
+
     keep_pandas_out()
     # Terminal Ctrl-C is for the job; we stop on the launcher's word. SIGTERM ends us cleanly.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
