@@ -13,7 +13,8 @@ from gpusleuth.render.units import human_bytes
 
 SEVERITY_STYLE = {"high": "bold red", "moderate": "yellow", "none": "green"}
 SHARE_LABELS = {"startup": "start-up (before first step)", "data_wait": "exposed data wait",
-                "compute": "compute (rest of steps)", "other": "other (gaps, idle tail)"}
+                "compute": "compute (rest of steps)", "other": "other (gaps, idle tail)",
+                "gpusleuth_profiler": "gpusleuth profiler (trace export)"}
 
 
 def _ms(s: float | None) -> str:

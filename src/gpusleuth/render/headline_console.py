@@ -6,7 +6,8 @@ from rich.console import Console
 from rich.markup import escape
 
 BADPUT_LABELS = {"startup": "start-up", "warmup": "warm-up/compile", "data_wait": "data wait",
-                 "other_idle": "other idle", "lost_progress": "lost progress"}
+                 "other_idle": "other idle", "lost_progress": "lost progress",
+                 "gpusleuth_profiler": "gpusleuth profiler (trace export)"}
 
 
 def render_headline(h, console: Console) -> None:
