@@ -48,9 +48,9 @@ def compare_command(args) -> int:
     if len(args.runs) < 2:
         raise InputError(args.runs[0], "compare needs at least two run directories")
     gates = [Gate.parse(g) for g in args.fail_if]
-    from gpusleuth.cli.report import _rank_progress
+    from gpusleuth.cli.report import count_progress
 
-    progress = _rank_progress(len(args.runs), "loading") if sys.stderr.isatty() else None
+    progress = count_progress(len(args.runs), "loading runs") if sys.stderr.isatty() else None
     result = build_comparison(list(args.runs), options_from_args(args), gates, progress)
     if args.json:
         sys.stdout.write(json.dumps(_clean(result.to_dict()), indent=2, allow_nan=False) + "\n")

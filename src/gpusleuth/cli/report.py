@@ -92,21 +92,12 @@ def _emit(report, as_json: bool, to_stderr: bool = False) -> None:
 
 def _progress(paths):
     """A rich progress bar over bytes read, for big traces on a terminal."""
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+    from rich.progress import DownloadColumn
 
     total = sum(p.stat().st_size for p in paths)
     if total < 20 * 2**20:
         return None
-    bar = Progress(TextColumn("loading traces"), BarColumn(), DownloadColumn(), transient=True)
-    task = bar.add_task("load", total=total)
-    bar.start()
-
-    def update(done, _total=None):
-        bar.update(task, completed=done)
-        if done >= total:
-            bar.stop()
-
-    return update
+    return _transient_bar("loading traces", total, DownloadColumn())
 
 
 def make_console(to_stderr: bool = False):
@@ -178,13 +169,24 @@ def annotate_traces(report, runs, out: Path) -> None:
 
 def _rank_progress(total: int, what: str = "analysing"):
     """A transient rich bar over ranks (only worth showing for several)."""
+    return count_progress(total, f"{what} ranks")
+
+
+def count_progress(total: int, label: str):
+    """A transient rich bar over ``total`` items (ranks, runs), on stderr; None for fewer than two."""
     if total < 2:
         return None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.progress import MofNCompleteColumn
 
-    bar = Progress(TextColumn(f"{what} ranks"), BarColumn(), MofNCompleteColumn(), transient=True,
-                   console=make_console(to_stderr=True))
-    task = bar.add_task(what, total=total)
+    return _transient_bar(label, total, MofNCompleteColumn(), console=make_console(to_stderr=True))
+
+
+def _transient_bar(label: str, total: int, count_column, console=None):
+    """Start a bar that disappears when done; returns ``update(done, total=None)``."""
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    bar = Progress(TextColumn(label), BarColumn(), count_column, transient=True, console=console)
+    task = bar.add_task(label, total=total)
     bar.start()
 
     def update(done, _total=None):
