@@ -94,13 +94,19 @@ class Comparison:
         return any(g.failed for g in self.gates)
 
 
-def column_for(report, run) -> RunColumn:
-    """The numbers of one run, from its Report (and its Run for the step-time noise)."""
-    h = report.headline
-    o = report.outcomes
+def step_seconds(run) -> tuple[np.ndarray, int]:
+    """The main process's step durations in seconds (phases carved out) and how many lead as warm-up."""
     dur, _ = step_durations(run)
     secs = dur / 1e9
-    secs = secs[warmup_count(secs):] if len(secs) else secs
+    return secs, (warmup_count(secs) if len(secs) else 0)
+
+
+def column_for(report, run, steps: tuple[np.ndarray, int] | None = None) -> RunColumn:
+    """The numbers of one run, from its Report (and its Run, or its :func:`step_seconds`, for the noise)."""
+    h = report.headline
+    o = report.outcomes
+    all_secs, warm = steps if steps is not None else step_seconds(run)
+    secs = all_secs[warm:]
     se_rel = None
     if len(secs) >= 3 and np.median(secs) > 0:
         sigma = 1.4826 * float(np.median(np.abs(secs - np.median(secs))))

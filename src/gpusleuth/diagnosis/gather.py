@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from gpusleuth.analysis import intervals as iv
-from gpusleuth.analysis.outcomes import Outcomes, carve_phases, main_steps, phase_union
+from gpusleuth.analysis.outcomes import Outcomes, main_steps, step_durations
 from gpusleuth.analysis.telemetry import HostSummary
 from gpusleuth.diagnosis.facts import PhaseStats, Threads
 from gpusleuth.run.model import Run
@@ -26,6 +26,8 @@ def _phases(run: Run, pid: int | None, steps: int) -> dict[str, PhaseStats]:
     if not len(ph):
         return {}
     sel = np.ones(len(ph), bool) if pid is None else (ph["pid"] == pid)
+    main = main_steps(run)
+    carved = step_durations(run)[0] if run.start_ns is not None and run.end_ns is not None else None
     out = {}
     for name in dict.fromkeys(ph["name"][sel].tolist()):
         m = sel & (ph["name"] == name)
@@ -34,7 +36,8 @@ def _phases(run: Run, pid: int | None, steps: int) -> dict[str, PhaseStats]:
         stats = PhaseStats(name=str(name), count=n, total_s=float(dur.sum()),
                            mean_s=float(dur.mean()) if n else 0.0,
                            steps_between=(steps / n) if n and steps else None)
-        _after_penalty(run, stats, ph["end_ns"][m].astype(np.int64))
+        if carved is not None:
+            _after_penalty(main, carved, stats, ph["end_ns"][m].astype(np.int64))
         out[str(name)] = stats
     return out
 
@@ -42,14 +45,11 @@ def _phases(run: Run, pid: int | None, steps: int) -> dict[str, PhaseStats]:
 MIN_AFTER = 3  # occurrences (and other steps) needed before a per-phase after-cost is measured
 
 
-def _after_penalty(run: Run, stats: PhaseStats, phase_end: np.ndarray) -> None:
+def _after_penalty(steps, dur: np.ndarray, stats: PhaseStats, phase_end: np.ndarray) -> None:
     """Fill ``stats.after_*``: how much longer the rest of the step right after each occurrence (phase time
-    carved out) was than the other steps."""
-    steps = main_steps(run)
-    if len(steps) < 2 * MIN_AFTER or len(phase_end) < MIN_AFTER or run.start_ns is None or run.end_ns is None:
+    carved out: ``dur``, ns, one per row of ``steps``) was than the other steps."""
+    if len(steps) < 2 * MIN_AFTER or len(phase_end) < MIN_AFTER:
         return
-    start, end = int(run.start_ns), int(run.end_ns)
-    dur, _ = carve_phases(steps, start, end, *phase_union(run, start, end))
     starts, ends = steps["start_ns"].astype(np.int64), steps["end_ns"].astype(np.int64)
     # the step the phase ends in (its carved rest runs right after the phase), else the next one to start
     nxt = np.maximum(np.searchsorted(starts, phase_end, side="right") - 1, 0)

@@ -208,8 +208,7 @@ def _verdict(pg: Page, cr) -> None:
     c = cr.comparison
     tiles = []
     for i in range(1, len(c.runs)):
-        d = c.deltas[i].get("throughput")
-        key = "throughput" if d is not None else "step_time"
+        key = "throughput" if c.deltas[i].get("throughput") is not None else "step_time"
         d = c.deltas[i].get(key)
         if d is None:
             continue

@@ -16,9 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gpusleuth.analysis.compare import Comparison, Gate, RunColumn, column_for, compare
-from gpusleuth.analysis.goodput import warmup_count
-from gpusleuth.analysis.outcomes import step_durations
+from gpusleuth.analysis.compare import Comparison, Gate, RunColumn, column_for, compare, step_seconds
 from gpusleuth.report.timeseries import MAX_POINTS, minmax_downsample
 
 SCHEMA = "gpusleuth.compare/1"
@@ -89,12 +87,10 @@ class ComparisonReport:
         return out
 
 
-def _views_of_steps(run) -> tuple[StepSeries | None, StepSpread | None]:
-    dur, _ = step_durations(run)
-    if not len(dur):
+def _views_of_steps(secs: np.ndarray, warm: int) -> tuple[StepSeries | None, StepSpread | None]:
+    if not len(secs):
         return None, None
-    ms = dur / 1e6
-    warm = warmup_count(ms / 1e3)
+    ms = secs * 1e3
     x, y = minmax_downsample(np.arange(len(ms), dtype=np.float64), ms, MAX_POINTS)
     series = StepSeries(x=[float(v) for v in x], y=[round(float(v), 4) if np.isfinite(v) else None for v in y],
                         points=len(ms), warmup=warm)
@@ -106,9 +102,9 @@ def _views_of_steps(run) -> tuple[StepSeries | None, StepSpread | None]:
     return series, spread
 
 
-def run_view(report, run) -> RunView:
-    """One run's chart data, from its Report and Run."""
-    series, spread = _views_of_steps(run)
+def run_view(report, steps: tuple[np.ndarray, int]) -> RunView:
+    """One run's chart data, from its Report and its :func:`~gpusleuth.analysis.compare.step_seconds`."""
+    series, spread = _views_of_steps(*steps)
     o = report.outcomes
     briefs = []
     for f in report.findings:
@@ -131,8 +127,9 @@ def build_comparison(paths: list[Path], options, gates: list[Gate], progress=Non
     for i, path in enumerate(paths):
         run = load_run(path)
         report = build_report(run, options)
-        columns.append(column_for(report, run))
-        views.append(run_view(report, run))
+        steps = step_seconds(run)
+        columns.append(column_for(report, run, steps))
+        views.append(run_view(report, steps))
         if progress is not None:
             progress(i + 1, len(paths))
     return ComparisonReport(compare(columns, gates), views)
