@@ -68,6 +68,14 @@ class Loop:
             self.samples += samples
         self.last = now
 
+    def train(self, loader, model, opt):
+        """The plain loop most scenarios share: one optimizer step per batch, timed, then the truth file."""
+        self.start()
+        for x, y in loader:
+            train_step(model, opt, x, y)
+            self.step(len(x))
+        self.done()
+
     def done(self, **extra):
         loop = time.perf_counter() - (self.t0 or time.perf_counter()) - self.excluded_s
         if self.args.truth:
@@ -77,6 +85,24 @@ class Loop:
                            "samples_per_s": self.samples / loop if loop > 0 else None, **extra}, f)
         print(f"{'planted' if self.args.planted else 'fixed'}: {self.steps} steps, {self.samples} samples, "
               f"{loop:.2f} s")
+
+
+def remote_shards(steps: int, batch: int, latency_s: float, features: int = 512):
+    """A dataset of ``steps`` batches, each read after ``latency_s`` of waiting and no CPU — a shard from
+    object storage or a slow network file system (``DataLoader(..., batch_size=None)`` over it)."""
+    import torch
+    from torch.utils.data import Dataset
+
+    class RemoteShards(Dataset):
+        def __len__(self):
+            return steps
+
+        def __getitem__(self, i):
+            time.sleep(latency_s)
+            g = torch.Generator().manual_seed(i)
+            return torch.randn(batch, features, generator=g), torch.randint(0, 10, (batch,), generator=g)
+
+    return RemoteShards()
 
 
 def memory_loader(x, y, batch: int):

@@ -2,7 +2,7 @@
 
 import torch
 
-from _common import Loop, memory_loader, mlp, parse, train_step
+from _common import Loop, memory_loader, mlp, parse
 
 args = parse(__doc__)
 torch.set_num_threads(1)
@@ -10,8 +10,4 @@ STEPS, BATCH = int(40 * args.scale), 256
 x_all, y_all = torch.randn(STEPS * BATCH, 512), torch.randint(0, 10, (STEPS * BATCH,))
 model, loop = mlp(512, 1024), Loop(args)
 opt = torch.optim.Adam(model.parameters())
-loop.start()
-for x, y in memory_loader(x_all, y_all, BATCH):
-    train_step(model, opt, x, y)
-    loop.step(len(x))
-loop.done()
+loop.train(memory_loader(x_all, y_all, BATCH), model, opt)

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from _common import Loop, cores, mlp, parse, train_step
+from _common import Loop, cores, mlp, parse
 
 args = parse(__doc__)
 C = cores()
@@ -34,8 +34,4 @@ class Augmented(Dataset):
 loader = DataLoader(Augmented(), batch_size=None, num_workers=WORKERS, persistent_workers=True, prefetch_factor=4)
 model, loop = mlp(32 * 32, 256, depth=8), Loop(args)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-loop.start()
-for x, y in loader:
-    train_step(model, opt, x, y)
-    loop.step(len(x))
-loop.done()
+loop.train(loader, model, opt)

@@ -5,7 +5,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from _common import Loop, cores, mlp, parse, train_step
+from _common import Loop, cores, mlp, parse
 
 args = parse(__doc__)
 torch.set_num_threads(1)
@@ -31,8 +31,4 @@ loader = DataLoader(Blurred(), batch_size=BATCH, num_workers=workers, persistent
 # fixed twin stays quiet on a 2-core machine (loading that outran compute would need more cores, not a fix).
 model, loop = mlp(48 * 48, 1024), Loop(args)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-loop.start()
-for x, y in loader:
-    train_step(model, opt, x, y)
-    loop.step(len(x))
-loop.done()
+loop.train(loader, model, opt)

@@ -4,7 +4,7 @@ whatever the batch) dominates. Fixed: batch ×16 (what the rule recommends here)
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from _common import Loop, mlp, parse, train_step
+from _common import Loop, mlp, parse
 
 args = parse(__doc__)
 torch.set_num_threads(1)
@@ -13,8 +13,4 @@ BATCH = 4 if args.planted else 64
 data = TensorDataset(torch.randn(SAMPLES, 64), torch.randint(0, 10, (SAMPLES,)))
 model, loop = mlp(64, 1024, depth=2), Loop(args)
 opt = torch.optim.Adam(model.parameters(), foreach=False)
-loop.start()
-for x, y in DataLoader(data, batch_size=BATCH):
-    train_step(model, opt, x, y)
-    loop.step(len(x))
-loop.done()
+loop.train(DataLoader(data, batch_size=BATCH), model, opt)
