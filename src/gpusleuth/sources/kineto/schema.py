@@ -27,29 +27,27 @@ class Args(msgspec.Struct, forbid_unknown_fields=False, gc=False):
     name: Any = None  # process_name / thread_name metadata rows
 
 
-class Event(msgspec.Struct, forbid_unknown_fields=False, gc=False):
-    """One ``traceEvents`` entry; ``ts``/``dur`` are µs (floats in ns-resolution traces)."""
+class _Complete(msgspec.Struct, forbid_unknown_fields=False, gc=False):
+    """The fields of a complete (``X``) event that the column builder reads; ``ts``/``dur`` are µs
+    (floats in ns-resolution traces)."""
+
+    cat: Any = ""
+    name: Any = ""
+    pid: Any = 0
+    tid: Any = 0
+    ts: Any = None
+    dur: Any = None
+    args: Args | None = None
+
+
+class Event(_Complete):
+    """One ``traceEvents`` entry of any phase (the loose decoder, when the tagged one cannot be used)."""
 
     ph: Any = ""
-    cat: Any = ""
-    name: Any = ""
-    pid: Any = 0
-    tid: Any = 0
-    ts: Any = None
-    dur: Any = None
-    args: Args | None = None
 
 
-class XEvent(msgspec.Struct, tag_field="ph", tag="X", forbid_unknown_fields=False, gc=False):
+class XEvent(_Complete, tag_field="ph", tag="X"):
     """A complete event, selected by its ``ph`` tag (the rows we keep)."""
-
-    cat: Any = ""
-    name: Any = ""
-    pid: Any = 0
-    tid: Any = 0
-    ts: Any = None
-    dur: Any = None
-    args: Args | None = None
 
 
 class MEvent(msgspec.Struct, tag_field="ph", tag="M", forbid_unknown_fields=False, gc=False):
