@@ -54,10 +54,17 @@ def device_traces(facts: Facts) -> list:
 
 
 def step_idle(trace, cats: tuple[str, ...]) -> tuple[float, float]:
-    """(seconds in ``cats`` summed over the trace's steps, total step seconds)."""
+    """(seconds in the partition categories ``cats`` summed over the trace's steps — idle causes, comm,
+    copies — and the total step seconds)."""
     total = sum(s["duration_s"] for s in trace.steps)
     part = sum(s["partition"].get(c, 0.0) for s in trace.steps for c in cats)
     return part, total
+
+
+def run_seconds(facts: Facts, share: float) -> float:
+    """Seconds over the whole run for a share of step time measured on a trace's profiled steps."""
+    s = facts.outcomes.steps
+    return share * s.step_time_s if s.steps else 0.0
 
 
 def host_cpu_p50(facts: Facts) -> float | None:

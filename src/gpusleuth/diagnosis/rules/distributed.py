@@ -16,7 +16,7 @@ import numpy as np
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, no_trace
+from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, no_trace, run_seconds, step_idle
 
 COMM_MODERATE = 0.10
 COMM_HIGH = 0.30
@@ -29,13 +29,11 @@ def exposed_communication(facts: Facts) -> list[Finding] | Missing:
         return no_trace("exposed communication", "communication", "a profiler trace with GPU activity")
     out = []
     for t in traces:
-        total = sum(s["duration_s"] for s in t.steps)
-        exposed = sum(s["partition"].get("comm", 0.0) for s in t.steps)
+        exposed, total = step_idle(t, ("comm",))
         if not total or exposed / total < COMM_MODERATE:
             continue
         share = exposed / total
         ov = t.overlap.get("overlap_ratio")
-        s = facts.outcomes.steps
         out.append(Finding(
             cause="communication", severity="high" if share >= COMM_HIGH else "moderate",
             title=f"Exposed communication: {share:.0%} of step time in collectives not hidden by compute",
@@ -46,7 +44,7 @@ def exposed_communication(facts: Facts) -> list[Finding] | Missing:
             fix=("Overlap: DDP `bucket_cap_mb` tuning and `gradient_as_bucket_view=True`; FSDP `forward_prefetch`/"
                  "`backward_prefetch`; bf16 gradient compression hooks; check NCCL uses NVLink/IB "
                  "(`NCCL_DEBUG=INFO`)."),
-            estimated_gain=gain_from_seconds(facts, share * (s.step_time_s if s.steps else 0.0),
+            estimated_gain=gain_from_seconds(facts, run_seconds(facts, share),
                                              "all exposed communication hidden under compute (upper bound)"),
             confidence="medium",
         ))
@@ -64,8 +62,7 @@ def stragglers(facts: Facts) -> list[Finding] | Missing:
     slow = ranked[int(np.argmax(med))]
     causes = slow.idle_causes.get("share", {})
     top_cause = max(causes, key=causes.get) if causes else None
-    s = facts.outcomes.steps
-    saved = (med.max() - np.median(med)) / med.max() * (s.step_time_s if s.steps else 0.0)
+    saved = run_seconds(facts, (med.max() - np.median(med)) / med.max())
     return [Finding(
         cause="straggler", severity="high" if spread >= 0.2 else "moderate",
         title=f"Rank {slow.rank} is a straggler: median step {med.max() * 1e3:.1f} ms vs {np.median(med) * 1e3:.1f} ms",

@@ -13,7 +13,8 @@ import math
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, host_cpu_p50, no_steps, no_trace
+from gpusleuth.diagnosis.rules._common import (device_traces, gain_from_seconds, host_cpu_p50, no_steps, no_trace,
+                                               run_seconds, step_idle)
 
 MODERATE = 0.05
 HIGH = 0.20
@@ -185,14 +186,11 @@ def h2d_transfer(facts: Facts) -> list[Finding] | Missing:
     out = []
     loader = training_loader(facts)
     for t in traces:
-        total = sum(st["duration_s"] for st in t.steps)
-        parts = {c: sum(st["partition"].get(c, 0.0) for st in t.steps) for c in H2D}
-        exposed = sum(parts.values())
+        exposed, total = step_idle(t, H2D)
         if not total or exposed / total < H2D_MODERATE:
             continue
         share = exposed / total
-        pageable = parts["memcpy_h2d_pageable"] / exposed if exposed else 0.0
-        s = facts.outcomes.steps
+        pageable = step_idle(t, ("memcpy_h2d_pageable",))[0] / exposed if exposed else 0.0
         out.append(Finding(
             cause="input.transfer", severity="high" if share >= H2D_HIGH else "moderate",
             title=f"Host-to-device copies exposed: {share:.0%} of step time ({pageable:.0%} from pageable memory)",
@@ -204,7 +202,7 @@ def h2d_transfer(facts: Facts) -> list[Finding] | Missing:
                                "DataLoader seen at run time")],
             fix=("DataLoader(..., pin_memory=True) and `x = x.to('cuda', non_blocking=True)`; for tensors built "
                  "outside a loader, `.pin_memory()` once; create constant tensors directly on the device."),
-            estimated_gain=gain_from_seconds(facts, share * (s.step_time_s if s.steps else 0.0),
+            estimated_gain=gain_from_seconds(facts, run_seconds(facts, share),
                                              "exposed copy time overlaps compute once pinned + non_blocking (upper bound)"),
             confidence="medium",
         ))

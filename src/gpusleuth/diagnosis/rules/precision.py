@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, no_trace
+from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, no_trace, run_seconds
 
 FP32_SHARE = 0.5
 GEMM_SHARE = 0.2
@@ -34,7 +34,6 @@ def fp32_math(facts: Facts) -> list[Finding] | Missing:
         steps_total = sum(s["duration_s"] for s in t.steps) or t.trace_window_s
         share_of_step = fp32 / steps_total if steps_total else 0.0
         saved_share = share_of_step * (1 - 1 / SPEEDUP)
-        s = facts.outcomes.steps
         out.append(Finding(
             cause="precision", severity="high" if saved_share >= 0.2 else "moderate",
             title=f"fp32 matrix math: {fp32 / gemm:.0%} of GEMM time runs without Tensor Cores' fast path",
@@ -47,7 +46,7 @@ def fp32_math(facts: Facts) -> list[Finding] | Missing:
             fix=("Train in bf16 autocast: `with torch.autocast('cuda', dtype=torch.bfloat16): loss = model(x)` "
                  "(fp16 needs `torch.amp.GradScaler`); at least allow TF32: "
                  "`torch.set_float32_matmul_precision('high')`."),
-            estimated_gain=gain_from_seconds(facts, saved_share * (s.step_time_s if s.steps else 0.0),
+            estimated_gain=gain_from_seconds(facts, run_seconds(facts, saved_share),
                                              f"fp32 GEMM time ({share_of_step:.0%} of step) runs {SPEEDUP:.0f}× "
                                              "faster in bf16; other kernels and idle time unchanged"),
             confidence="medium",

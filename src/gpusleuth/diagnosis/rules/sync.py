@@ -18,17 +18,12 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, no_trace, step_idle
+from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, no_trace, run_seconds, step_idle
 
 MODERATE = 0.05
 SYNC_HIGH = 0.20
 LAUNCH_HIGH = 0.15
 SHORT_KERNELS = 0.5  # share of kernels shorter than 10 µs for the launch-bound signature
-
-
-def _scale(facts: Facts, share: float) -> float:
-    """Seconds over the run for a share of step time measured on the trace's steps."""
-    return share * facts.outcomes.steps.step_time_s if facts.outcomes.steps.steps else 0.0
 
 
 def sync_stalls(facts: Facts) -> list[Finding] | Missing:
@@ -53,7 +48,7 @@ def sync_stalls(facts: Facts) -> list[Finding] | Missing:
             fix=("Remove per-step host syncs: accumulate metrics on the device (`running += loss.detach()`) "
                  "and call `.item()` once every N steps; no `print(tensor)` in the loop; copy with "
                  "`non_blocking=True` from pinned memory; drop explicit `torch.cuda.synchronize()`."),
-            estimated_gain=gain_from_seconds(facts, _scale(facts, share),
+            estimated_gain=gain_from_seconds(facts, run_seconds(facts, share),
                                              "the sync-idle share of the profiled steps disappears once the host "
                                              "runs ahead of the device"),
             confidence="high" if len(t.steps) >= 3 else "medium",
@@ -88,7 +83,7 @@ def launch_bound(facts: Facts) -> list[Finding] | Missing:
             fix=("`model = torch.compile(model, mode=\"reduce-overhead\")` (fuses small ops and replays them as "
                  "a CUDA graph); or capture the step with `torch.cuda.graphs`; use fused/foreach optimizers "
                  "(`torch.optim.AdamW(..., fused=True)`); raise the batch size so each kernel does more work."),
-            estimated_gain=gain_from_seconds(facts, _scale(facts, share),
+            estimated_gain=gain_from_seconds(facts, run_seconds(facts, share),
                                              "the launch/gap idle share of the profiled steps disappears when the "
                                              "step is one graph launch (upper bound)"),
             confidence="medium",
