@@ -156,6 +156,13 @@ print(table.num_rows, loss, 'pandas' in sys.modules)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["3", "None", "False"]
     assert pq_rows(tmp_path / "host.parquet") == 3
+    import importlib.util
+
+    if importlib.util.find_spec("pandas") is not None:
+        # the control: without the guard, building one batch does import pandas (else the test proves nothing)
+        control = ("import sys, pyarrow as pa; pa.array([1]); print('pandas' in sys.modules)")
+        res = subprocess.run([sys.executable, "-c", control], capture_output=True, text=True, timeout=60)
+        assert res.stdout.split() == ["True"], res.stderr
 
 
 def pq_rows(path) -> int:
