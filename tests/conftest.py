@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-TRACES = SHARED / "traces" / "hta"
+FIXTURES = REPO / "tests" / "fixtures"
+TRACES = FIXTURES / "hta"  # HTA's real Kineto traces (MIT), MANIFEST.md beside them
 
 
 def gpusleuth(*args, timeout=180, env=None, **kw) -> subprocess.CompletedProcess:

@@ -21,8 +21,7 @@ from gpusleuth.sources.kineto import load_traces
 
 from trace_hta_rules import hta_split
 
-HTA = Path(__file__).parents[1].parent / "shared" / "traces" / "hta"
-pytestmark = pytest.mark.skipif(not HTA.exists(), reason="shared/traces/hta not beside the repo")
+HTA = Path(__file__).parent / "fixtures" / "hta"
 
 
 @lru_cache(maxsize=None)

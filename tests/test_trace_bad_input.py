@@ -13,7 +13,7 @@ from gpusleuth.errors import InputError
 from gpusleuth.sources.kineto import load_traces
 
 FIX = Path(__file__).parent / "fixtures" / "traces"
-HTA = Path(__file__).parents[1].parent / "shared" / "traces" / "hta"
+HTA = Path(__file__).parent / "fixtures" / "hta"
 NQ = HTA / "negative_queue_length_values_check" / "rank0.json.gz"
 
 

@@ -14,10 +14,9 @@ from gpusleuth.analysis.trace import analyze_trace
 from gpusleuth.render.trace_console import render_trace
 from gpusleuth.sources.kineto import load_traces
 
-HTA = Path(__file__).parents[1].parent / "shared" / "traces" / "hta"
+HTA = Path(__file__).parent / "fixtures" / "hta"
 FIX = Path(__file__).parent / "fixtures" / "traces"
 NS = HTA / "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
-pytestmark = pytest.mark.skipif(not HTA.exists(), reason="shared/traces/hta not beside the repo")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
