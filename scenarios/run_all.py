@@ -63,7 +63,7 @@ def run_one(spec: Spec, variant: str, base: Path) -> dict:
     """Record one twin; return its report, truth and run dir."""
     from gpusleuth.recorder.launcher import LaunchOptions, launch
     from gpusleuth.report.build import build_report
-    from gpusleuth.run.loader import load_run
+    from gpusleuth.sources.rundir import load_run
 
     out = base / f"{spec.name}-{variant}"
     truth = base / f"{spec.name}-{variant}.json"

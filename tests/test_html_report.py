@@ -89,7 +89,9 @@ def test_large_run_is_downsampled_in_the_report_stage_and_renders_fast(tmp_path)
 
     run = _big_run()
     t = time.perf_counter()
-    d = build_display(run, [], main_pid=1000)
+    from gpusleuth.analysis.steps import step_view
+
+    d = build_display(run, [], step_view(run))
     display_s = time.perf_counter() - t
     assert {p.key for p in d.panels} >= {"gpu_util", "gpu_power", "gpu_clocks", "steps", "procs", "cpu", "cores", "io"}
     for s in d.series:

@@ -9,7 +9,8 @@ import textwrap
 import pytest
 
 from conftest import gpusleuth, report_json
-from gpusleuth.analysis.cost import DEFAULT_PRICES, Price, compute_cost, find_price, load_prices
+from gpusleuth.analysis.cost import DEFAULT_PRICES, Price, compute_cost, find_price, price_table
+from gpusleuth.sources.prices import read_price_table
 from gpusleuth.analysis.peaks import lookup_peak
 from gpusleuth.analysis.quality import Target, TargetError, compute_time_to_target
 from gpusleuth.errors import InputError
@@ -114,10 +115,11 @@ def test_cost_arithmetic_and_price_table(tmp_path):
     assert find_price("Mystery GPU", None, DEFAULT_PRICES) is None
     custom = tmp_path / "prices.json"
     custom.write_text('{"H100 SXM": 2.0}')
-    assert load_prices(custom)["H100 SXM"] == 2.0 and load_prices(custom)["A100"] == DEFAULT_PRICES["A100"]
+    assert price_table(read_price_table(custom))["H100 SXM"] == 2.0
+    assert price_table(read_price_table(custom))["A100"] == DEFAULT_PRICES["A100"]
     custom.write_text("[1, 2]")
     with pytest.raises(InputError, match="JSON object"):
-        load_prices(custom)
+        read_price_table(custom)
 
 
 def test_peaks_are_dense_and_variant_specific():

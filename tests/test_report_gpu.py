@@ -13,8 +13,8 @@ import pytest
 
 from gpusleuth.recorder.schemas import GPU_SCHEMA, HOST_SCHEMA, PROCS_SCHEMA
 from gpusleuth.report.build import build_report
-from gpusleuth.run.finalize import finalize_run_dir
-from gpusleuth.run.loader import load_run
+from gpusleuth.recorder.finalize import finalize_run_dir
+from gpusleuth.sources.rundir import load_run
 from gpusleuth.run.meta import write_meta
 from gpusleuth.run.streams import TableStreamWriter
 from test_nvml_sampler import GiB, MS, open_fake, run_ticks

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from conftest import gpusleuth
-from gpusleuth.run.loader import load_run
+from gpusleuth.sources.rundir import load_run
 
 FLOOR, KNEE = 0.024, 64
 

@@ -9,7 +9,7 @@ The public Python surface is small on purpose:
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from gpusleuth._version import __version__
 
 from gpusleuth.api import log, phase, step, watch  # noqa: E402
 
@@ -30,7 +30,7 @@ def bench(*args, **kwargs):
 
 def load_run(path):
     """Load a run directory (or a profiler trace) written by gpusleuth into a :class:`Run`."""
-    from gpusleuth.run.loader import load_run as _load
+    from gpusleuth.sources.rundir import load_run as _load
 
     return _load(path)
 

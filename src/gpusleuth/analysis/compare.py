@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpusleuth.analysis.goodput import warmup_count
-from gpusleuth.analysis.outcomes import step_durations
+from gpusleuth.analysis.steps import robust_sigma
 from gpusleuth.errors import GpusleuthError
 
 # metric id → (label, higher is better)
@@ -94,41 +93,34 @@ class Comparison:
         return any(g.failed for g in self.gates)
 
 
-def step_seconds(run) -> tuple[np.ndarray, int]:
-    """The main process's step durations in seconds (phases carved out) and how many lead as warm-up."""
-    dur, _ = step_durations(run)
-    secs = dur / 1e9
-    return secs, (warmup_count(secs) if len(secs) else 0)
-
-
-def column_for(report, run, steps: tuple[np.ndarray, int] | None = None) -> RunColumn:
-    """The numbers of one run, from its Report (and its Run, or its :func:`step_seconds`, for the noise)."""
-    h = report.headline
-    o = report.outcomes
-    all_secs, warm = steps if steps is not None else step_seconds(run)
-    secs = all_secs[warm:]
+def column_for(a) -> RunColumn:
+    """The numbers of one run, from its :class:`~gpusleuth.analysis.bundle.RunAnalysis` (steady steps of the
+    step view for the noise; throughput is the job's, every rank's samples)."""
+    h = a.headline
+    o = a.outcomes
+    main = a.view.main
+    secs = main.seconds[main.steady] if main is not None else np.empty(0)
     se_rel = None
     if len(secs) >= 3 and np.median(secs) > 0:
-        sigma = 1.4826 * float(np.median(np.abs(secs - np.median(secs))))
-        se_rel = 1.2533 * sigma / math.sqrt(len(secs)) / float(np.median(secs))
-    processes = max(1 + len(o.steps.other_processes_with_steps) if o.steps.steps else 1, h.gpus_used or 0, 1)
+        se_rel = 1.2533 * robust_sigma(secs) / math.sqrt(len(secs)) / float(np.median(secs))
+    processes = max(a.view.world_size if main is not None else 1, h.gpus_used if h else 0, 1)
     sps = None
-    if o.steps.steps and o.steps.samples:
+    if o is not None and o.steps.steps and o.steps.samples:
         sps = o.steps.samples / o.steps.steps
     m = {
-        "throughput": (h.steady.samples_per_s * processes) if h.steady.samples_per_s else None,
-        "tokens_per_s": (h.steady.tokens_per_s * processes) if h.steady.tokens_per_s else None,
-        "step_time": h.steady.step_time_p50_s,
-        "step_time_p95": h.steady.step_time_p95_s,
-        "goodput": h.goodput.goodput,
-        "data_wait": o.steps.data_wait_share_of_steps if o.steps.steps else None,
-        "mfu": h.mfu.mfu,
-        "energy_per_sample": h.energy.per_sample_j if h.energy else None,
-        "cost_per_1k": h.cost.per_1k_samples if h.cost else None,
-        "wall": o.wall_s,
+        "throughput": h.steady.samples_per_s if h else None,
+        "tokens_per_s": h.steady.tokens_per_s if h else None,
+        "step_time": h.steady.step_time_p50_s if h else None,
+        "step_time_p95": h.steady.step_time_p95_s if h else None,
+        "goodput": h.goodput.goodput if h else None,
+        "data_wait": o.steps.data_wait_share_of_steps if o is not None and o.steps.steps else None,
+        "mfu": h.mfu.mfu if h else None,
+        "energy_per_sample": h.energy.per_sample_j if h and h.energy else None,
+        "cost_per_1k": h.cost.per_1k_samples if h and h.cost else None,
+        "wall": o.wall_s if o is not None else None,
     }
-    return RunColumn(label=report.run.label, path=report.run.path, processes=processes, samples_per_step=sps,
-                     metrics=m, step_se_rel=se_rel)
+    return RunColumn(label=a.run.label, path=str(a.run.path) if a.run.path else None, processes=processes,
+                     samples_per_step=sps, metrics=m, step_se_rel=se_rel)
 
 
 def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:

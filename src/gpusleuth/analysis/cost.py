@@ -8,11 +8,7 @@ which price it used. Cost is wall-clock GPU time, badput included: that is what 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
-
-from gpusleuth.errors import InputError
 
 PRICES_DATE = "2026-05"
 DEFAULT_PRICES: dict[str, float] = {
@@ -51,20 +47,9 @@ class Cost:
     per_recoverable_second: float  # what one second of wall time saved is worth, all GPUs
 
 
-def load_prices(path: str | Path | None) -> dict[str, float]:
-    prices = dict(DEFAULT_PRICES)
-    if path is None:
-        return prices
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise InputError(path, f"cannot read the price file ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"price file is not JSON ({exc})") from None
-    if not isinstance(data, dict) or not all(isinstance(v, (int, float)) for v in data.values()):
-        raise InputError(path, 'price file must be a JSON object like {"H100 SXM": 4.0, "A100": 2.0}')
-    prices.update({str(k): float(v) for k, v in data.items()})
-    return prices
+def price_table(user: dict[str, float] | None = None) -> dict[str, float]:
+    """The dated defaults with the user's table (``sources/prices.read_price_table``) over them."""
+    return {**DEFAULT_PRICES, **(user or {})}
 
 
 def find_price(model: str | None, override: float | None, prices: dict[str, float]) -> Price | None:

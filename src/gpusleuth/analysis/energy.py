@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpusleuth.analysis.outcomes import main_steps
-from gpusleuth.run.model import Run
+from gpusleuth.analysis.steps import StepView
+from gpusleuth.run.model import Run, Table
 
 
 @dataclass
@@ -36,11 +36,13 @@ def _monotone_counter(t: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndar
     return t, np.r_[0.0, np.cumsum(d)]
 
 
-def compute_energy(run: Run) -> Energy | None:
+def compute_energy(run: Run, view: StepView) -> Energy | None:
+    """Energy of all GPUs over the run and inside the main rank's steps; per sample over the job's samples
+    (every rank's), since every GPU's energy is counted."""
     g = run.gpu
     if not len(g) or "energy_j" not in g:
         return None
-    steps = main_steps(run)
+    steps = view.main.table if view.main is not None else Table()
     run_j = 0.0
     steps_j = 0.0
     devices = np.unique(g["gpu"]).astype(int)
@@ -56,7 +58,7 @@ def compute_energy(run: Run) -> Energy | None:
     if run_j == 0.0 and steps_j == 0.0:
         return None
     n_steps = len(steps)
-    samples = int(steps["samples"][steps["samples"] >= 0].sum()) if n_steps else 0
+    samples = sum(int(p.table["samples"][p.table["samples"] >= 0].sum()) for p in view.ranks) if n_steps else 0
     span = (g["t_ns"].max() - g["t_ns"].min()) / 1e9
     return Energy(
         gpus=len(devices),

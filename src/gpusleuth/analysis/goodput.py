@@ -6,8 +6,9 @@ wait, each named phase (evaluation, checkpointing, logging…), other idle time 
 and lost progress after restarts where the run shows them. Productive time is what remains of the steps:
 compute at the steady pace.
 
-Warm-up detection: leading steps slower than median + 3·MAD of all steps (MAD scaled to σ) are warm-up;
-their time beyond the steady median counts as ``warmup`` badput — the same inference Google's tool uses
+Warm-up detection (``analysis/steps.warmup_count``, the one definition): leading steps slower than
+median + 3·MAD of all steps (MAD scaled to σ) are warm-up; their time beyond the steady median counts as
+``warmup`` badput — the same inference Google's tool uses
 for compilation ("program startup"), since it is rarely instrumented.
 """
 
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpusleuth.analysis.outcomes import Outcomes, main_steps, step_durations
+from gpusleuth.analysis.outcomes import Outcomes
+from gpusleuth.analysis.steps import StepView
 from gpusleuth.run.model import Run
 
 
@@ -43,18 +45,6 @@ class Goodput:
     notes: list[str] = field(default_factory=list)
 
 
-def warmup_count(durations_s: np.ndarray) -> int:
-    if len(durations_s) < 5:
-        return 0
-    med = float(np.median(durations_s))
-    mad = float(np.median(np.abs(durations_s - med))) * 1.4826
-    limit = med + max(3 * mad, 0.05 * med)
-    n = 0
-    while n < len(durations_s) // 2 and durations_s[n] > limit:
-        n += 1
-    return n
-
-
 def _flops_step(run: Run, pid: int) -> int | None:
     for info in run.infos:
         if info.get("kind") == "flops" and info.get("pid") == pid and isinstance(info.get("step"), int):
@@ -72,15 +62,14 @@ def tokens_total(run: Run, lo: int, hi: int) -> int | None:
     return total if seen else None
 
 
-def steady_state(run: Run) -> SteadyState:
-    dur, _ = step_durations(run)
-    steps = main_steps(run)
-    if not len(dur):
+def steady_state(run: Run, view: StepView) -> SteadyState:
+    main = view.main
+    if main is None or not main.count:
         return SteadyState(0, 0.0, 0, None, None, None, None, None)
-    secs = dur / 1e9
-    w = warmup_count(secs)
-    keep = np.ones(len(secs), bool)
-    keep[:w] = False
+    steps = main.table
+    secs = main.seconds
+    w = main.warmup
+    keep = main.steady
     counted = _flops_step(run, int(steps["pid"][0]))
     if counted is not None and w <= counted < len(secs) and keep.sum() > 1:
         keep[counted] = False  # the step run under FlopCounterMode is slower by design
@@ -92,6 +81,11 @@ def steady_state(run: Run) -> SteadyState:
     sps = float(samples[known].sum() / steady[known].sum()) if known.any() and steady[known].sum() > 0 else None
     tokens = tokens_total(run, int(steps["start_ns"][w]), int(steps["end_ns"][-1]))
     tps = tokens / float(steady.sum()) if tokens and steady.sum() > 0 else None
+    if len(view.ranks) > 1:
+        # the job's throughput: every rank's steady samples/s, summed (each rank trains on its own shard)
+        # (tokens come from every process's gpusleuth.log records, so tokens/s is the job's already)
+        rates = [p.steady_samples_per_s() for p in view.ranks]
+        sps = float(sum(rates)) if all(r is not None for r in rates) else sps
     return SteadyState(
         warmup_steps=w,
         warmup_excess_s=excess,

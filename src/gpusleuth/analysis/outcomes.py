@@ -13,7 +13,22 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpusleuth.analysis import intervals as iv
+from gpusleuth.analysis.steps import ProcessSteps, StepView, step_view
 from gpusleuth.run.model import Run, Table
+
+
+@dataclass
+class RankSteps:
+    """One rank's steps, for the per-rank table of a distributed job."""
+
+    pid: int
+    rank: int | None
+    steps: int
+    warmup_steps: int
+    step_time_p50_s: float | None  # steady steps
+    step_time_mean_s: float | None
+    data_wait_share: float | None
+    samples_per_s: float | None  # steady
 
 
 @dataclass
@@ -34,6 +49,12 @@ class StepStats:
     step_time_s: float = 0.0  # sum of step durations with phase time carved out
     gpu_time_s: float | None = None  # sum of CUDA-event step times where resolved
     other_processes_with_steps: list[int] = field(default_factory=list)
+    # The job, when several ranks ran (torchrun, mp.spawn, one run per node): the numbers above are the
+    # main rank's; these are every rank's and the job's throughput (sum over ranks' steady samples/s).
+    world_size: int = 1
+    ranks: list[RankSteps] = field(default_factory=list)
+    job_samples_per_s: float | None = None
+    job_samples: int | None = None  # every rank's samples (the main rank's alone when one rank)
 
 
 @dataclass
@@ -46,54 +67,32 @@ class Outcomes:
     steps: StepStats
 
 
-def main_step_process(steps: Table) -> tuple[int | None, list[int]]:
-    """The process with the most steps is the training loop; others (more ranks…) are listed."""
-    if not len(steps):
-        return None, []
-    pids, counts = np.unique(steps["pid"], return_counts=True)
-    main = int(pids[np.argmax(counts)])
-    return main, [int(p) for p in pids if p != main]
+def _rank_stats(p: ProcessSteps) -> RankSteps:
+    secs = p.seconds[p.steady]
+    total = float(p.seconds.sum())
+    return RankSteps(
+        pid=p.pid, rank=p.rank, steps=p.count, warmup_steps=p.warmup,
+        step_time_p50_s=float(np.median(secs)) if len(secs) else None,
+        step_time_mean_s=float(secs.mean()) if len(secs) else None,
+        data_wait_share=float(p.wait_ns.sum() / 1e9 / total) if total > 0 else None,
+        samples_per_s=p.steady_samples_per_s(),
+    )
 
 
-def main_steps(run: Run) -> Table:
-    pid, _ = main_step_process(run.steps)
-    if pid is None:
-        return Table()
-    return run.steps.filter(run.steps["pid"] == pid).sort_by("start_ns")
-
-
-def phase_union(run: Run, lo: int, hi: int):
-    if not len(run.phases):
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    s, e = iv.clip(run.phases["start_ns"], run.phases["end_ns"], lo, hi)
-    return iv.union(s, e)
-
-
-def carve_phases(steps: Table, start: int, end: int, phase_s: np.ndarray, phase_e: np.ndarray):
-    """Each step's duration with phase time carved out, and its exposed data wait (ns), within the run."""
-    s0 = np.clip(steps["start_ns"], start, end)
-    e0 = np.clip(steps["end_ns"], start, end)
-    dur = np.maximum(e0 - s0 - iv.overlap_each(s0, e0, phase_s, phase_e), 0)
-    wait = np.minimum(np.maximum(steps["data_wait_ns"], 0), dur)
-    return dur, wait
-
-
-def step_durations(run: Run) -> tuple[np.ndarray, np.ndarray]:
-    """The main process's steps, phases carved out: (durations, exposed data waits) in ns."""
-    steps = main_steps(run)
-    if not len(steps):
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    start, end = int(run.start_ns), int(run.end_ns)
-    return carve_phases(steps, start, end, *phase_union(run, start, end))
-
-
-def compute_outcomes(run: Run) -> Outcomes:
+def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
+    view = view if view is not None else step_view(run)
     start = int(run.start_ns)
     end = int(run.end_ns if run.end_ns is not None else start)
     wall_ns = max(0, end - start)
-    steps = main_steps(run)
-    pid, others = main_step_process(run.steps)
-    stats = StepStats(pid=pid, other_processes_with_steps=others)
+    main = view.main
+    steps = main.table if main else Table()
+    stats = StepStats(pid=view.pid, other_processes_with_steps=view.other_pids, world_size=view.world_size,
+                      ranks=[_rank_stats(p) for p in view.ranks] if len(view.ranks) > 1 else [])
+    if len(stats.ranks) > 1 and all(r.samples_per_s for r in stats.ranks):
+        stats.job_samples_per_s = float(sum(r.samples_per_s for r in stats.ranks))
+    if len(view.ranks) > 1:
+        known = [p.table["samples"][p.table["samples"] >= 0] for p in view.ranks]
+        stats.job_samples = int(sum(k.sum() for k in known)) if any(len(k) for k in known) else None
 
     # Phases: each name's own union, then overall union for carving. Overlaps between different
     # names go to the phase that started first, so the partition still sums to the wall time.
@@ -118,7 +117,7 @@ def compute_outcomes(run: Run) -> Outcomes:
     if len(steps):
         s0 = np.clip(steps["start_ns"], start, end)
         e0 = np.clip(steps["end_ns"], start, end)
-        dur, wait = carve_phases(steps, start, end, covered_s, covered_e)
+        dur, wait = main.dur_ns, main.wait_ns
         data_ns = int(wait.sum())
         compute_ns = int(dur.sum()) - data_ns
         first = int(s0.min())
@@ -166,3 +165,27 @@ def compute_outcomes(run: Run) -> Outcomes:
         time_s={k: v / 1e9 for k, v in parts_ns.items()},
         steps=stats,
     )
+
+
+def traced_outcomes(traces: list) -> Outcomes | None:
+    """The basis for gains when only profiler traces were read: the traced steps of the slowest rank (the
+    job moves at its pace), or the trace window when the profiler marked no steps."""
+    with_steps = [t for t in traces if t.steps]
+    if with_steps:
+        t = max(with_steps, key=lambda t: sum(s["duration_s"] for s in t.steps))
+        secs = np.array([s["duration_s"] for s in t.steps], float)
+        delimiter = "ProfilerStep"
+    else:
+        device = [t for t in traces if t.device_span_s > 0]
+        if not device:
+            return None
+        t = max(device, key=lambda t: t.trace_window_s)
+        secs = np.array([t.trace_window_s], float)
+        delimiter = "trace window"
+    wall = max(x.trace_window_s for x in traces)
+    stats = StepStats(steps=len(secs), delimiter=delimiter, step_time_s=float(secs.sum()),
+                      step_time_p50_s=float(np.median(secs)), step_time_mean_s=float(secs.mean()),
+                      step_time_p95_s=float(np.percentile(secs, 95)),
+                      world_size=max(len(traces), 1))
+    return Outcomes(wall_s=max(wall, stats.step_time_s), startup_s=0.0, tail_s=0.0, time_share={}, time_s={},
+                    steps=stats)

@@ -11,9 +11,12 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpusleuth.errors import GpusleuthError
-from gpusleuth.sources.mllog import MlLog
+
+if TYPE_CHECKING:  # the parsed lines are handed in; analysis reads no file
+    from gpusleuth.sources.mllog import MlLog
 
 _OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
 _TARGET = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(>=|<=|>|<)\s*([-+0-9.eE]+)\s*$")

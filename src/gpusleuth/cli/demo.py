@@ -28,7 +28,7 @@ def demo_command(args) -> int:
     from gpusleuth.recorder.launcher import LaunchOptions, launch
     from gpusleuth.report.build import build_report
     from gpusleuth.render.console import render_console
-    from gpusleuth.run.loader import load_run
+    from gpusleuth.sources.rundir import load_run
 
     try:
         import torch  # noqa: F401

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpusleuth import __version__
+from gpusleuth._version import __version__
 from gpusleuth.errors import GpusleuthError
 
 VERBS = ("run", "report", "compare", "demo", "sweep", "bench")

@@ -13,10 +13,13 @@ def add_parser(sub) -> None:
         "report",
         help="report on a recorded run directory or on PyTorch profiler traces",
         description=(
-            "Print what the job waited on: outcomes first (steps, step time, throughput, where the wall "
-            "time went), then GPU and host telemetry, then ranked findings with evidence, estimated gain "
-            "and the fix. Accepts a gpusleuth run directory, or one or more PyTorch profiler (Kineto) "
-            "trace files (.json or .json.gz), one per rank."
+            "Print what the job waited on: the outcome headline, the ranked findings with their estimated "
+            "gain (× throughput, seconds, $ with a price), then the evidence (steps, GPU and host telemetry, "
+            "per-rank trace tables), each finding's fix, and one line per missing data source saying what "
+            "to record to evaluate the rest. Accepts a gpusleuth run directory, or one or more PyTorch "
+            "profiler (Kineto) trace files (.json or .json.gz), one per rank: a trace set gets the same rules "
+            "(precision, launch, sync, H2D, Python overhead, communication, stragglers), with gains in "
+            "seconds of its traced steps."
         ),
         epilog="Examples:\n  gpusleuth report gpusleuth-runs/20261121-101500-python-train.py\n"
         "  gpusleuth report rank-0.json.gz rank-1.json.gz --json > report.json",
@@ -24,6 +27,8 @@ def add_parser(sub) -> None:
     )
     p.add_argument("paths", nargs="+", type=Path, help="a run directory, or trace files")
     p.add_argument("--json", action="store_true", help="print one JSON object (docs/report-json.md) on stdout")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="list every rule that could not run and why (default: one line per missing data source)")
     add_output_options(p)
     from gpusleuth.report.options import add_report_options
 
@@ -40,8 +45,8 @@ def report_command(args) -> int:
     if dirs:
         if len(paths) > 1:
             raise InputError(dirs[0], "give one run directory at a time (or only trace files)")
-        from gpusleuth.run.finalize import finalize_run_dir, needs_finalize
-        from gpusleuth.run.loader import load_run
+        from gpusleuth.recorder.finalize import finalize_run_dir, needs_finalize
+        from gpusleuth.sources.rundir import load_run
 
         run = load_run(dirs[0])
         if needs_finalize(dirs[0]):
@@ -51,7 +56,8 @@ def report_command(args) -> int:
             run.losses.extend(n for n in notes if n not in run.losses)
         from gpusleuth.report.options import options_from_args
 
-        report = print_report(run, as_json=args.json, options=options_from_args(args))
+        report = print_report(run, as_json=args.json, options=options_from_args(args),
+                              verbose=getattr(args, "verbose", False))
         write_outputs(report, args, run.profiles)
         return 0
     for p in paths:
@@ -61,23 +67,27 @@ def report_command(args) -> int:
     from gpusleuth.sources.kineto import load_traces
 
     runs = load_traces(paths, progress=_progress(paths) if sys.stderr.isatty() else None)
-    report = build_trace_report(runs, progress=_rank_progress(len(runs)) if sys.stderr.isatty() else None)
-    _emit(report, args.json)
+    from gpusleuth.report.options import options_from_args
+
+    report = build_trace_report(runs, options_from_args(args),
+                                progress=_rank_progress(len(runs)) if sys.stderr.isatty() else None)
+    _emit(report, args.json, verbose=args.verbose)
     write_outputs(report, args, runs)
     return 0
 
 
-def print_report(run, as_json: bool = False, to_stderr: bool = False, options=None, quiet: bool = False):
+def print_report(run, as_json: bool = False, to_stderr: bool = False, options=None, quiet: bool = False,
+                 verbose: bool = False):
     """Build the run's Report and print it (unless ``quiet``: then only built, e.g. for --html alone)."""
     from gpusleuth.report.build import build_report
 
     report = build_report(run, options)
     if not quiet:
-        _emit(report, as_json, to_stderr)
+        _emit(report, as_json, to_stderr, verbose)
     return report
 
 
-def _emit(report, as_json: bool, to_stderr: bool = False) -> None:
+def _emit(report, as_json: bool, to_stderr: bool = False, verbose: bool = False) -> None:
     if as_json:
         from gpusleuth.render.json_report import render_json
 
@@ -87,7 +97,7 @@ def _emit(report, as_json: bool, to_stderr: bool = False) -> None:
 
         from rich.console import Console
 
-        render_console(report, make_console(to_stderr))
+        render_console(report, make_console(to_stderr), verbose=verbose)
 
 
 def _progress(paths):

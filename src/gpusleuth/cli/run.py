@@ -84,7 +84,7 @@ def run_command(args) -> int:
     print(f"gpusleuth: run recorded in {result.run_dir}", file=sys.stderr)
     if not args.no_report or args.html:  # --no-report --html: the page without the printed report
         from gpusleuth.cli.report import print_report
-        from gpusleuth.run.loader import load_run
+        from gpusleuth.sources.rundir import load_run
 
         try:
             report = print_report(load_run(result.run_dir), as_json=args.json, to_stderr=True,

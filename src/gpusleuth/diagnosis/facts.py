@@ -60,6 +60,11 @@ class Facts:
     # the first step carries one-off costs (DataLoader worker start-up inside iter(loader), lazy init):
     # its duration, data wait and data CPU, so steady-state rules can leave it out
     first_step: dict[str, float] = field(default_factory=dict)
+    # what one second of the job's wall time costs (all its devices), to price each gain; None: no price
+    dollars_per_second: float | None = None
+    # False when nothing was recorded (profiler traces or telemetry read alone): ``outcomes`` is then the
+    # traced steps, so gains are seconds of those steps, and step-instrumentation numbers are unmeasured
+    recorded: bool = True
 
     # --- small derived helpers every rule family uses ---
     @property

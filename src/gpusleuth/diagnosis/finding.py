@@ -26,7 +26,7 @@ class Gain:
     seconds_per_run: float
     speedup: float  # predicted throughput ratio after the fix
     method: str
-    dollars_per_run: float | None = None  # seconds_per_run at the run's price (filled by the report stage)
+    dollars_per_run: float | None = None  # seconds_per_run at the run's price (None: no price known)
 
 
 @dataclass
@@ -62,3 +62,10 @@ class Missing:
     needs: str
     how: str
     cause: str | None = None  # the cause this rule would have named (places it in the debugging order)
+    # the data source it lacked, in a few words ("GPU telemetry", "a profiler trace"): the report collapses
+    # the not-evaluated rules to one line per source
+    data: str = ""
+
+    def __post_init__(self):
+        if not self.data:
+            self.data = self.needs.split(" (", 1)[0]

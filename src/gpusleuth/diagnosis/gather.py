@@ -1,33 +1,32 @@
-"""Gather the diagnosis-specific facts from a Run: phase statistics, the training loop's span, thread
-evidence, host-op statistics of the profiler traces.
+"""``build_facts(analysis) -> Facts``: the one constructor of what the rules see.
 
-Why here and not in the rules: rules see only :class:`Facts` (numbers), so this is the single place
-the diagnosis reads a Run's tables. ``report/build.py`` calls :func:`extra_facts` and passes the result
-into ``Facts(...)``.
+Why here and not in the rules: rules see only :class:`Facts` (numbers), so this is the single place the
+diagnosis turns a :class:`~gpusleuth.analysis.bundle.RunAnalysis` into them — the analysis's summaries as
+they are, plus the diagnosis-specific ones derived from its step view (phase statistics and after-costs,
+the training loop's span, thread evidence, the first step). Any Run works: a recording, a trace read alone
+(gains against its traced steps), or telemetry alone; each rule checks that its data is there.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from gpusleuth.analysis import intervals as iv
-from gpusleuth.analysis.outcomes import Outcomes, main_steps, step_durations
+from gpusleuth.analysis.bundle import RunAnalysis
+from gpusleuth.analysis.steps import ProcessSteps
 from gpusleuth.analysis.telemetry import HostSummary
-from gpusleuth.diagnosis.facts import PhaseStats, Threads
+from gpusleuth.diagnosis.facts import Facts, PhaseStats, Threads
 from gpusleuth.run.model import Run
 
 BUSY_WORKER_PCT = 50.0
 
 
-def _phases(run: Run, pid: int | None, steps: int) -> dict[str, PhaseStats]:
+def _phases(run: Run, main: ProcessSteps | None, steps: int) -> dict[str, PhaseStats]:
     ph = run.phases
     if not len(ph):
         return {}
+    pid = main.pid if main else None
     sel = np.ones(len(ph), bool) if pid is None else (ph["pid"] == pid)
-    main = main_steps(run)
-    carved = step_durations(run)[0] if run.start_ns is not None and run.end_ns is not None else None
     out = {}
     for name in dict.fromkeys(ph["name"][sel].tolist()):
         m = sel & (ph["name"] == name)
@@ -36,8 +35,8 @@ def _phases(run: Run, pid: int | None, steps: int) -> dict[str, PhaseStats]:
         stats = PhaseStats(name=str(name), count=n, total_s=float(dur.sum()),
                            mean_s=float(dur.mean()) if n else 0.0,
                            steps_between=(steps / n) if n and steps else None)
-        if carved is not None:
-            _after_penalty(main, carved, stats, ph["end_ns"][m].astype(np.int64))
+        if main is not None:
+            _after_penalty(main.table, main.dur_ns, stats, ph["end_ns"][m].astype(np.int64))
         out[str(name)] = stats
     return out
 
@@ -69,14 +68,12 @@ def _after_penalty(steps, dur: np.ndarray, stats: PhaseStats, phase_end: np.ndar
 TOOL_PHASE_PREFIX = "gpusleuth_"  # phases that are gpusleuth's own cost (profiler trace export)
 
 
-def _loop_s(run: Run, pid: int | None) -> float | None:
+def _loop_s(run: Run, main: ProcessSteps | None) -> float | None:
     """First step start → last step end, less gpusleuth's own phases: gains are the job's throughput, so
     the seconds a --profile-steps export took must not dilute them."""
-    st = run.steps
-    if not len(st) or pid is None:
+    if main is None or not main.count:
         return None
-    m = st["pid"] == pid
-    lo, hi = int(st["start_ns"][m].min()), int(st["end_ns"][m].max())
+    lo, hi = main.window
     ph = run.phases
     tool = 0
     if len(ph):
@@ -109,38 +106,41 @@ def _threads(run: Run, host: HostSummary | None, pid: int | None) -> Threads:
     return t
 
 
-def _first_step(run: Run, pid: int | None) -> dict[str, float]:
-    st = run.steps
-    if not len(st) or pid is None:
+def _first_step(main: ProcessSteps | None) -> dict[str, float]:
+    if main is None or not main.count:
         return {}
-    m = np.flatnonzero(st["pid"] == pid)
-    i = m[np.argmin(st["start_ns"][m])]
+    st, i = main.table, 0
     return {"duration_s": max(int(st["end_ns"][i] - st["start_ns"][i]), 0) / 1e9,
             "data_wait_s": max(int(st["data_wait_ns"][i]), 0) / 1e9,
             "data_cpu_s": max(int(st["data_cpu_ns"][i]), 0) / 1e9}
 
 
-def extra_facts(run: Run, outcomes: Outcomes, host: HostSummary | None, ranks: list[Any]) -> dict[str, Any]:
-    """Keyword arguments for :class:`Facts` beyond the basic four."""
-    from gpusleuth.analysis.host_ops import host_op_stats
-
-    pid = outcomes.steps.pid
+def build_facts(a: RunAnalysis) -> Facts:
+    run, view = a.run, a.view
+    pid = view.pid
     rec = run.meta.get("recorder") or {}
-    host_ops = []
-    for prof in run.profiles:
-        try:
-            h = host_op_stats(prof)
-        except Exception:  # a damaged trace must not take the whole report down; trace losses say why
-            h = None
-        if h:
-            host_ops.append(h)
-    return {
-        "gpu_hw": list(rec.get("gpu") or []),
-        "phases": _phases(run, pid, outcomes.steps.steps),
-        "loop_s": _loop_s(run, pid),
-        "threads": _threads(run, host, pid),
-        "traces": list(ranks),
-        "host_ops": host_ops,
-        "first_step": _first_step(run, pid),
-        "hook_facts": [i for i in run.infos if i.get("kind") not in ("dataloader", "profiler_trace")],
-    }
+    basis = a.basis
+    if basis is None:  # nothing to measure gains against: no steps, no traced device time
+        from gpusleuth.analysis.outcomes import Outcomes, StepStats
+
+        wall = run.wall_s or 0.0
+        basis = Outcomes(wall_s=wall, startup_s=0.0, tail_s=0.0, time_share={}, time_s={}, steps=StepStats())
+    loop_s = _loop_s(run, view.main) if a.recorded else (basis.steps.step_time_s or None)
+    return Facts(
+        outcomes=basis,
+        gpus=a.gpus,
+        host=a.host,
+        gpu_note=a.gpu_note,
+        dataloaders=[i for i in run.infos if i.get("kind") == "dataloader"],
+        logical_cores=(rec.get("host") or {}).get("logical_cores"),
+        gpu_hw=list(rec.get("gpu") or []),
+        phases=_phases(run, view.main, basis.steps.steps),
+        loop_s=loop_s,
+        threads=_threads(run, a.host, pid),
+        traces=list(a.traces),
+        host_ops=list(a.host_ops),
+        first_step=_first_step(view.main),
+        hook_facts=[i for i in run.infos if i.get("kind") not in ("dataloader", "profiler_trace")],
+        dollars_per_second=a.dollars_per_second,
+        recorded=a.recorded,
+    )

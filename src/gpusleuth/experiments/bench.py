@@ -24,6 +24,7 @@ import numpy as np
 
 from gpusleuth.experiments.memory import PeakMemory, device_total_bytes
 from gpusleuth.experiments.stats import Knee, knee
+from gpusleuth.experiments.signs import Sign, batching_signs
 
 STAGES = ("preprocess", "infer", "postprocess")
 STEEP = 1.5  # throughput ratio per batch doubling that counts as "rising steeply"
@@ -44,13 +45,6 @@ class BatchResult:
     admissible: bool = True
     why_not: str = ""
     error: str | None = None
-
-
-@dataclass
-class Sign:
-    kind: str  # "under-batched" | "over-batched" | "preprocessing-bound"
-    text: str
-    evidence: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -204,8 +198,6 @@ def bench(target: Any, batches: list[int], warmup: int = 3, min_calls: int = 20,
                       p95_budget_ms=p95_budget_ms, mem_limit_bytes=mem_limit_bytes, batches=results)
     _admissible(res)
     res.knee = knee([(r.batch, r.items_per_s, r.admissible, r.why_not) for r in results], unit="items/s")
-    from gpusleuth.experiments.signs import batching_signs
-
     res.signs = batching_signs(res)
     if any(r.calls < 100 for r in results if not r.error):
         res.notes.append("p99 from fewer than 100 calls is close to the maximum: raise --seconds for a stable tail")

@@ -1,9 +1,12 @@
 """What one configuration of a sweep measured, read from its run directory.
 
-Throughput and step times are taken over the *steady state*: the first ``warmup`` steps (worker start-up,
-allocator warm-up, cudnn autotuning, the first optimizer step creating its state) are excluded, because a
-short bounded run would otherwise be judged on its start-up. Everything else comes from the same run
-directory and Report that ``gpusleuth report`` uses, so a sweep row and a report of that run agree.
+Throughput and step times are taken over the *steady state*: warm-up steps (``analysis/steps.warmup_count``,
+at least the sweep's ``warmup``: worker start-up, allocator warm-up, cudnn autotuning, the first optimizer
+step creating its state) are excluded, because a short bounded run would otherwise be judged on its
+start-up. Everything comes from the run's one :class:`~gpusleuth.analysis.bundle.RunAnalysis` (the same
+``report/build.analyze_run`` that ``gpusleuth report`` uses) and its diagnosis, so a sweep row and a report
+of that run agree. Throughput here is the training loop's (steady steps over their span, phases
+included): the quantity every finding's predicted speedup is a ratio of.
 """
 
 from __future__ import annotations
@@ -43,70 +46,66 @@ class Measurement:
         return asdict(self)
 
 
-def main_steps(run: Run, warmup: int) -> tuple[dict[str, np.ndarray], int]:
-    """The training process's steps after warm-up (as columns), and how many were skipped."""
-    s = run.steps
-    if not len(s):
-        return {}, 0
-    pids, counts = np.unique(s["pid"], return_counts=True)
-    pid = pids[np.argmax(counts)]
-    sel = s["pid"] == pid
-    cols = {k: np.asarray(s[k])[sel] for k in ("start_ns", "end_ns", "data_wait_ns", "samples")}
-    order = np.argsort(cols["start_ns"], kind="stable")
-    cols = {k: v[order] for k, v in cols.items()}
-    n = len(cols["start_ns"])
-    skip = min(warmup, max(n - 2, 0))  # keep at least two steps to measure
-    return {k: v[skip:] for k, v in cols.items()}, skip
-
-
 def measure_run(run: Run, warmup: int = 2, price_per_hour: float | None = None) -> Measurement:
+    from gpusleuth.report.build import analyze_run, report_from
+
     m = Measurement()
-    cols, m.warmup_steps = main_steps(run, warmup)
-    if cols and len(cols["start_ns"]):
-        start, end = cols["start_ns"], cols["end_ns"]
-        dur = (end - start) / 1e9
+    try:
+        a = analyze_run(run, min_warmup=warmup)
+    except Exception as exc:  # noqa: BLE001 - a sweep must survive one configuration's bad run
+        m.note = f"analysis failed: {type(exc).__name__}: {exc}"
+        return m
+    main = a.view.main
+    if main is not None and main.count:
+        keep = main.steady
+        dur = main.seconds[keep]
+        start, end = main.table["start_ns"][keep], main.table["end_ns"][keep]
         span = (int(end[-1]) - int(start[0])) / 1e9
+        m.warmup_steps = main.warmup
         m.steps = len(dur)
         m.step_p50_s = float(np.percentile(dur, 50))
         m.step_p95_s = float(np.percentile(dur, 95))
         if span > 0:
             m.steps_per_s = m.steps / span
-            samples = cols["samples"]
+            samples = main.table["samples"][keep]
             if (samples >= 0).all():
                 m.samples_per_step = float(samples.mean())
-                m.samples_per_s = float(samples.sum()) / span
+                rates = [_loop_rate(p) for p in a.view.ranks]
+                m.samples_per_s = float(sum(rates)) if all(r is not None for r in rates) else None
         total = float(dur.sum())
         if total > 0:
-            m.data_wait_share = float(cols["data_wait_ns"].sum() / 1e9 / total)
-        window = (int(start[0]), int(end[-1]))
-        _energy(run, window, m)
-        if price_per_hour is not None:
-            rate = m.samples_per_s or None
-            if rate:
-                m.cost_per_1k = price_per_hour / 3600.0 / rate * 1000.0
+            m.data_wait_share = float(main.wait_ns[keep].sum() / 1e9 / total)
+        energy = a.headline.energy if a.headline is not None else None
+        if energy is not None and energy.per_sample_j is not None:
+            m.energy_j_per_1k = energy.per_sample_j * 1000.0
+        if price_per_hour is not None and m.samples_per_s:
+            m.cost_per_1k = price_per_hour / 3600.0 / m.samples_per_s * 1000.0
     else:
         m.note = "no training steps were recorded (not a PyTorch optimizer loop, or it ended before one step)"
     _knobs(run, m)
     m.dataloaders = [i for i in run.infos if i.get("kind") == "dataloader"]
-    _from_report(run, m)
+    _telemetry(a, m)
+    try:
+        findings = report_from(a, display=False).findings
+    except Exception as exc:  # noqa: BLE001 - the sweep must survive a diagnosis bug
+        m.note = (m.note + "; " if m.note else "") + f"diagnosis failed: {type(exc).__name__}: {exc}"
+        findings = []
+    for f in findings:
+        g = f.estimated_gain
+        m.findings.append({"cause": f.cause, "severity": f.severity, "title": f.title,
+                           "speedup": g.speedup if g else None, "fix": f.fix,
+                           "method": g.method if g else None})
     return m
 
 
-def _energy(run: Run, window: tuple[int, int], m: Measurement) -> None:
-    g = run.gpu
-    if not len(g) or "energy_j" not in g:
-        return
-    total = 0.0
-    for dev in np.unique(g["gpu"]):
-        sel = g["gpu"] == dev
-        t, e = np.asarray(g["t_ns"][sel], dtype=np.float64), np.asarray(g["energy_j"][sel], dtype=np.float64)
-        ok = ~np.isnan(e)
-        if ok.sum() < 2:
-            return
-        total += float(np.interp(window[1], t[ok], e[ok]) - np.interp(window[0], t[ok], e[ok]))
-    if m.samples_per_s and window[1] > window[0]:
-        samples = m.samples_per_s * (window[1] - window[0]) / 1e9
-        m.energy_j_per_1k = total / samples * 1000.0 if samples else None
+def _loop_rate(p) -> float | None:
+    """A rank's samples per second of its steady loop (first steady step start → last step end)."""
+    keep = p.steady
+    samples = p.table["samples"][keep]
+    if not keep.any() or not (samples >= 0).all():
+        return None
+    span = (int(p.table["end_ns"][keep][-1]) - int(p.table["start_ns"][keep][0])) / 1e9
+    return float(samples.sum()) / span if span > 0 else None
 
 
 def _knobs(run: Run, m: Measurement) -> None:
@@ -134,35 +133,23 @@ def _knobs(run: Run, m: Measurement) -> None:
             m.knob_notes.append(f"knob error in {info.get('where')}: {info.get('error')}")
 
 
-def _from_report(run: Run, m: Measurement) -> None:
-    """GPU, CPU, memory and findings from the run's Report; a report failure costs only these columns."""
-    try:
-        from gpusleuth.report.build import build_report
-
-        rep = build_report(run)
-    except Exception as exc:  # noqa: BLE001 - the sweep must survive a report bug
-        m.note = (m.note + "; " if m.note else "") + f"report failed: {type(exc).__name__}: {exc}"
-        return
-    utils = [g.util_gpu["mean"] for g in rep.gpus if g.util_gpu]
+def _telemetry(a, m: Measurement) -> None:
+    """GPU, CPU and memory columns from the analysis's summaries."""
+    utils = [g.util_gpu["mean"] for g in a.gpus if g.util_gpu]
     if utils:
         m.gpu_util_mean = float(np.mean(utils))
-    mems = [g.mem_used_max_bytes for g in rep.gpus if g.mem_used_max_bytes is not None]
+    mems = [g.mem_used_max_bytes for g in a.gpus if g.mem_used_max_bytes is not None]
     if mems:
         m.peak_mem_bytes, m.peak_mem_source = float(sum(mems)), "GPU memory used"
-    host = rep.host
+    host = a.host
     if host is not None:
         if host.cpu_pct and host.logical_cores:
             m.cpu_cores_busy = host.cpu_pct["mean"] * host.logical_cores / 100.0
         m.main_cpu_pct = getattr(host, "main_cpu_pct_mean", None)
     if m.peak_mem_bytes is None:
-        peak = _tree_rss_peak(run)
+        peak = _tree_rss_peak(a.run)
         if peak is not None:
             m.peak_mem_bytes, m.peak_mem_source = peak, "RSS of the job's processes"
-    for f in rep.findings:
-        g = f.estimated_gain
-        m.findings.append({"cause": f.cause, "severity": f.severity, "title": f.title,
-                           "speedup": g.speedup if g else None, "fix": f.fix,
-                           "method": g.method if g else None})
 
 
 def _tree_rss_peak(run: Run) -> float | None:
@@ -177,6 +164,6 @@ def _tree_rss_peak(run: Run) -> float | None:
 
 
 def measure_dir(path: Path, warmup: int = 2, price_per_hour: float | None = None) -> Measurement:
-    from gpusleuth.run.loader import load_run
+    from gpusleuth.sources.rundir import load_run
 
     return measure_run(load_run(path), warmup=warmup, price_per_hour=price_per_hour)

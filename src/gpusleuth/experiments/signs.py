@@ -12,15 +12,22 @@ Each sign is a sentence plus the numbers it rests on; a sign whose numbers are m
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 STEEP = 1.5
 FLAT = 1.10
 PREP_SHARE = 0.30
 
 
-def batching_signs(res) -> list:
-    from gpusleuth.experiments.bench import Sign
+@dataclass
+class Sign:
+    kind: str  # "under-batched" | "over-batched" | "preprocessing-bound"
+    text: str
+    evidence: list[str] = field(default_factory=list)
 
+
+def batching_signs(res) -> list[Sign]:
+    """The signs a measured batch curve (``experiments.bench.BenchResult``) shows."""
     pts = sorted((r for r in res.batches if not r.error and r.items_per_s), key=lambda r: r.batch)
     if len(pts) < 2 or res.knee is None or res.knee.value is None:
         return []

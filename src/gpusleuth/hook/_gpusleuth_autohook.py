@@ -496,6 +496,7 @@ class Recorder:
             "t_ns": self.start_ns,
             "rank": os.environ.get("RANK"),
             "local_rank": os.environ.get("LOCAL_RANK"),
+            "world_size": os.environ.get("WORLD_SIZE"),
         }
         if self.worker_id is not None:
             head["worker_id"] = self.worker_id

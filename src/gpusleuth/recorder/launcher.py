@@ -21,9 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from gpusleuth import __version__
+from gpusleuth._version import __version__
 from gpusleuth.errors import LaunchError
-from gpusleuth.run.finalize import finalize_run_dir
+from gpusleuth.recorder.finalize import finalize_run_dir
 from gpusleuth.run.meta import FORMAT_VERSION, write_meta
 
 HOOK_DIR = Path(__file__).resolve().parents[1] / "hook"

@@ -1,5 +1,7 @@
-"""Terminal report. Leads with outcomes (steps, step time, throughput, where the wall time went), then
-GPU and host telemetry, then ranked findings. Formats what the Report holds; computes nothing."""
+"""Terminal report, in the order a reader acts on it: the outcome headline, then the ranked findings (one
+line each, with the gain), then the evidence (outcomes, GPU and host telemetry), each finding in detail in
+the debugging order, the per-rank trace tables, and last one line per missing data source ("7 checks need
+GPU telemetry — …"; every rule with ``verbose``). Formats what the Report holds; computes nothing."""
 
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ def _dist(d: dict | None, unit: str = "%") -> str:
     return f"{d['mean']:.0f}{unit} (p5 {d['p5']:.0f}, p95 {d['p95']:.0f})"
 
 
-def render_console(report: Report, console: Console | None = None) -> None:
+def render_console(report: Report, console: Console | None = None, verbose: bool = False) -> None:
     console = console or Console(stderr=True, highlight=False)
     r = report.run
     console.rule(f"[bold]gpusleuth report[/] — {escape(r.label)}")
@@ -48,18 +50,21 @@ def render_console(report: Report, console: Console | None = None) -> None:
         ending.append(f"stopped by {escape(r.stopped_by)}")
     if ending:
         console.print(" · ".join(ending))
-    if report.outcomes is not None:
+    if report.outcomes is not None and report.headline is not None:
         from gpusleuth.render.headline_console import render_headline
 
         render_headline(report.headline, console)
+    _ranked(report, console)
+    if report.outcomes is not None:
         _outcomes(report, console)
         _gpu(report, console)
         _host(report, console)
-        _findings(report, console)
+    _details(report, console)
     for rank in report.ranks:
         from gpusleuth.render.trace_console import render_trace
 
         render_trace(rank, console)
+    _not_evaluated(report, console, verbose)
     if report.losses:
         console.print()
         console.print("[bold]Data losses and salvage[/]")
@@ -81,6 +86,18 @@ def _outcomes(report: Report, console: Console) -> None:
         if s.samples_per_s:
             line += f" · {s.samples_per_s:,.0f} samples/s"
         console.print(line)
+        if s.ranks:
+            job = f", job {s.job_samples_per_s:,.0f} samples/s (sum over ranks)" if s.job_samples_per_s else ""
+            console.print(f"  {len(s.ranks)} ranks (world size {s.world_size}){job}; the numbers above are "
+                          f"rank {s.ranks[0].rank}'s")
+            t = RichTable(box=None, padding=(0, 2))
+            for col in ("rank", "pid", "steps", "step p50 (steady)", "data wait", "samples/s"):
+                t.add_column(col, justify="right")
+            for r in s.ranks:
+                t.add_row(str(r.rank), str(r.pid), str(r.steps), _ms(r.step_time_p50_s),
+                          "–" if r.data_wait_share is None else f"{r.data_wait_share:.1%}",
+                          "–" if r.samples_per_s is None else f"{r.samples_per_s:,.0f}")
+            console.print(t)
     table = RichTable(box=None, show_header=False, pad_edge=False, padding=(0, 2))
     table.add_column(style="dim")
     table.add_column(justify="right")
@@ -136,39 +153,59 @@ def _host(report: Report, console: Console) -> None:
         console.print(line)
 
 
-def _findings(report: Report, console: Console) -> None:
-    """Ranked summary first (one line each), then every finding in the product brief's debugging order
-    (taxonomy.STAGES), each stage listing what could not be evaluated and what to run for it."""
-    from gpusleuth.diagnosis.taxonomy import STAGE_OF_CAUSE, STAGES
+def _gain(g) -> str:
+    if g is None or g.speedup == float("inf"):
+        return ""
+    money = f", ${g.dollars_per_run:,.2f}" if g.dollars_per_run is not None and g.dollars_per_run >= 0.005 else ""
+    return f" · {g.speedup:.2f}× ({g.seconds_per_run:,.1f} s{money})"
 
+
+def _ranked(report: Report, console: Console) -> None:
     console.print()
     console.print("[bold]Findings[/] (ranked by estimated gain)")
     if not report.findings:
-        console.print("  none")
-    number = {}
+        console.print("  none" + (" — no rule had the data it needs (see below)" if report.not_evaluated else ""))
     for i, f in enumerate(report.findings, 1):
-        number[id(f)] = i
         style = SEVERITY_STYLE.get(f.severity, "")
-        g = f.estimated_gain
-        gain = f" · {g.speedup:.2f}× predicted" if g is not None and g.speedup != float("inf") else ""
-        console.print(f"  {i}. [{style}]{f.severity.upper()}[/] [bold]{escape(f.cause)}[/] — {escape(f.title)}{gain}")
+        console.print(f"  {i}. [{style}]{f.severity.upper()}[/] [bold]{escape(f.cause)}[/] — {escape(f.title)}"
+                      f"{_gain(f.estimated_gain)}")
+
+
+def _details(report: Report, console: Console) -> None:
+    """Every finding in the product brief's debugging order (taxonomy.STAGES)."""
+    from gpusleuth.diagnosis.taxonomy import STAGE_OF_CAUSE, STAGES
+
+    number = {id(f): i for i, f in enumerate(report.findings, 1)}
+    placed = set()
     for key, title in STAGES:
         found = [f for f in report.findings if STAGE_OF_CAUSE.get(f.cause) == key]
-        missing = [m for m in report.not_evaluated if STAGE_OF_CAUSE.get(m.cause or "") == key]
-        if not found and not missing:
+        if not found:
             continue
         console.print()
         console.print(f"[bold]{escape(title)}[/]")
         for f in found:
             _finding(number[id(f)], f, console)
-        for m in missing:
-            console.print(f"  [dim]not evaluated: {escape(m.rule)} — needs {escape(m.needs)}; {escape(m.how)}[/]")
-    other = [m for m in report.not_evaluated if STAGE_OF_CAUSE.get(m.cause or "") is None]
-    if other:
+            placed.add(id(f))
+    rest = [f for f in report.findings if id(f) not in placed]
+    if rest:
         console.print()
-        console.print("[bold]Not evaluated[/] (data missing)")
-        for m in other:
+        for f in rest:
+            _finding(number[id(f)], f, console)
+
+
+def _not_evaluated(report: Report, console: Console, verbose: bool) -> None:
+    if not report.not_evaluated:
+        return
+    console.print()
+    console.print("[bold]Not evaluated[/] (data missing)")
+    if verbose:
+        for m in report.not_evaluated:
             console.print(f"  • {escape(m.rule)}: needs {escape(m.needs)} — {escape(m.how)}")
+        return
+    for g in report.missing_summary:
+        n = len(g.rules)
+        console.print(f"  • {n} check{'s' if n != 1 else ''} need{'' if n != 1 else 's'} {escape(g.data)} — "
+                      f"{escape(g.how)} [dim]({escape(', '.join(g.rules))})[/]")
 
 
 def _finding(i: int, f, console: Console) -> None:

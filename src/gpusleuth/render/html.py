@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gpusleuth import __version__
+from gpusleuth._version import __version__
 from gpusleuth.errors import GpusleuthError
 from gpusleuth.render import html_figures as F
 from gpusleuth.render.trace_console import _LABELS as CATEGORY_LABELS

@@ -1,19 +1,26 @@
-"""Build a Report from Runs: analysis → facts → diagnosis → Report."""
+"""Build a Report, one pass down: Run → analyze → build_facts → diagnose → Report.
+
+``analyze_run`` is the one door from a Run to its :class:`RunAnalysis`: it reads what the user named in
+files (price table, MLLOG lines — through ``sources/``) and hands them to the analysis, which reads no
+file. ``report``, ``compare``, sweeps and the demo all come through it, so they agree.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable
 
-from gpusleuth.analysis.outcomes import compute_outcomes
-from gpusleuth.analysis.telemetry import summarize_gpus, summarize_host
+from gpusleuth.analysis.bundle import RunAnalysis, analyze
+from gpusleuth.analysis.options import ReportOptions
 from gpusleuth.diagnosis.engine import diagnose
-from gpusleuth.diagnosis.facts import Facts
-from gpusleuth.diagnosis.gather import extra_facts
-from gpusleuth.report.headline import compute_headline, price_findings
-from gpusleuth.report.model import Report, RunInfo
+from gpusleuth.diagnosis.gather import build_facts
+from gpusleuth.report.model import Report, RunInfo, group_missing
 from gpusleuth.report.timeseries import build_display
-from gpusleuth.report.options import ReportOptions
 from gpusleuth.run.model import Run
+from gpusleuth.sources.mllog import read_mllog
+from gpusleuth.sources.prices import read_price_table
+
+OUTPUT_LOG = "output.log"  # the job's captured output, where MLLOG lines are looked for by default
 
 
 def _run_info(run: Run) -> RunInfo:
@@ -37,65 +44,57 @@ def _run_info(run: Run) -> RunInfo:
     )
 
 
-def build_report(run: Run, options: ReportOptions | None = None) -> Report:
-    """Report for a recorded run (with its --profile-steps traces, if any)."""
+def _mllog(run: Run, opts: ReportOptions):
+    if opts.mllog:
+        return read_mllog(opts.mllog)
+    if run.path is not None and run.path.is_dir() and (run.path / OUTPUT_LOG).exists():
+        log = read_mllog(run.path / OUTPUT_LOG)
+        return log if log.events else None
+    return None
+
+
+def analyze_run(run: Run, options: ReportOptions | None = None, *, min_warmup: int = 0,
+                progress: Callable[[int, int], None] | None = None) -> RunAnalysis:
+    """The Run's analysis with the user's options (those saved at `run` time fill the gaps)."""
     options = (options or ReportOptions()).merged_with(run.meta.get("report_options"))
-    outcomes = compute_outcomes(run)
-    gpus = summarize_gpus(run)
-    main_pid = outcomes.steps.pid
-    window = None
-    if len(run.steps) and main_pid is not None:
-        sel = run.steps["pid"] == main_pid
-        window = (int(run.steps["start_ns"][sel].min()), int(run.steps["end_ns"][sel].max()))
-    host = summarize_host(run, main_pid, window)
-    rec = run.meta.get("recorder") or {}
-    gpu_note = None if gpus else (rec.get("gpu_note") or "no GPU telemetry in this run")
-    ranks = []
-    losses = list(run.losses)
-    for prof in run.profiles:
-        ranks.append(_analyze_trace(prof))
-        losses.extend(f"{prof.label}: {msg}" for msg in prof.losses)
-    facts = Facts(
-        outcomes=outcomes,
-        gpus=gpus,
-        host=host,
-        gpu_note=gpu_note,
-        dataloaders=[i for i in run.infos if i.get("kind") == "dataloader"],
-        logical_cores=(rec.get("host") or {}).get("logical_cores"),
-        **extra_facts(run, outcomes, host, ranks),  # issue 4: phases, loop span, threads, traces, host ops
-    )
-    findings, missing = diagnose(facts)
-    headline = compute_headline(run, outcomes, gpus, options)
-    price_findings(findings, headline.cost)
+    return analyze(run, options, prices=read_price_table(options.prices_file), mllog=_mllog(run, options),
+                   min_warmup=min_warmup, progress=progress)
+
+
+def report_from(a: RunAnalysis, *, display: bool = True) -> Report:
+    """Diagnose an analysis and assemble its Report. ``display``: build the chart data (HTML) too."""
+    findings, missing = diagnose(build_facts(a))
+    run = a.run
+    info = _run_info(run)
+    if run.trace is None and len(run.profiles) > 1 and not a.recorded:
+        info.label = f"{len(run.profiles)} traces"
     return Report(
-        run=_run_info(run), outcomes=outcomes, gpus=gpus, gpu_note=gpu_note, host=host,
-        findings=findings, not_evaluated=missing, losses=losses, ranks=ranks, headline=headline,
-        display=build_display(run, ranks, main_pid),
+        run=info, outcomes=a.outcomes, gpus=a.gpus, gpu_note=a.gpu_note, host=a.host,
+        findings=findings, not_evaluated=missing, losses=a.losses, ranks=a.traces, headline=a.headline,
+        display=build_display(run if a.recorded else None, a.traces, a.view) if display else None,
+        missing_summary=group_missing(missing),
     )
 
 
-def build_trace_report(runs: list[Run], progress: Callable[[int, int], None] | None = None) -> Report:
-    """Report for profiler traces read directly (one Run per rank); ``progress(done, total)`` after each
-    rank's analysis, so many ranks show progress on a terminal."""
+def build_report(run: Run, options: ReportOptions | None = None, *, display: bool = True) -> Report:
+    """Report for a Run: a recording (with its --profile-steps traces), a trace, or telemetry alone."""
+    return report_from(analyze_run(run, options), display=display)
+
+
+def trace_job(runs: list[Run]) -> Run:
+    """Profiler traces read directly (one Run per rank) as one job: a Run whose profiles are the ranks."""
+    if len(runs) == 1:
+        return runs[0]
     first = runs[0]
-    losses = []
-    for r in runs:
-        losses.extend(f"{r.label}: {msg}" if len(runs) > 1 else msg for msg in r.losses)
-    info = _run_info(first)
-    if len(runs) > 1:
-        info.label = f"{len(runs)} traces"
-    ranks = []
-    for i, r in enumerate(runs):
-        ranks.append(_analyze_trace(r))
-        if progress is not None:
-            progress(i + 1, len(runs))
-    return Report(
-        run=info, outcomes=None, gpus=[], gpu_note=None, host=None, findings=[], not_evaluated=[],
-        losses=losses, ranks=ranks, display=build_display(None, ranks),
-    )
+    meta = {"source": first.meta.get("source", "kineto"), "label": f"{len(runs)} traces",
+            "trace_path": first.meta.get("trace_path"), "device": first.meta.get("device"),
+            "world_size": first.meta.get("world_size")}
+    path = Path(first.meta["trace_path"]).parent if first.meta.get("trace_path") else None
+    return Run(meta=meta, path=path, profiles=list(runs))
 
 
-def _analyze_trace(run: Run):
-    from gpusleuth.analysis.trace import analyze_trace
-
-    return analyze_trace(run)
+def build_trace_report(runs: list[Run], options: ReportOptions | None = None,
+                       progress: Callable[[int, int], None] | None = None) -> Report:
+    """Report for profiler traces read directly (one Run per rank): the same analysis, facts and rules as
+    a recording; ``progress(done, total)`` after each rank's analysis."""
+    return report_from(analyze_run(trace_job(runs), options, progress=progress))

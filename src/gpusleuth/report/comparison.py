@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gpusleuth.analysis.compare import Comparison, Gate, RunColumn, column_for, compare, step_seconds
+from gpusleuth.analysis.compare import Comparison, Gate, RunColumn, column_for, compare
 from gpusleuth.report.timeseries import MAX_POINTS, minmax_downsample
 
 SCHEMA = "gpusleuth.compare/1"
@@ -102,9 +102,10 @@ def _views_of_steps(secs: np.ndarray, warm: int) -> tuple[StepSeries | None, Ste
     return series, spread
 
 
-def run_view(report, steps: tuple[np.ndarray, int]) -> RunView:
-    """One run's chart data, from its Report and its :func:`~gpusleuth.analysis.compare.step_seconds`."""
-    series, spread = _views_of_steps(*steps)
+def run_view(report, view) -> RunView:
+    """One run's chart data, from its Report and its step view (steps carved of phases, warm-up)."""
+    main = view.main
+    series, spread = _views_of_steps(main.seconds, main.warmup) if main is not None else (None, None)
     o = report.outcomes
     briefs = []
     for f in report.findings:
@@ -119,17 +120,16 @@ def run_view(report, steps: tuple[np.ndarray, int]) -> RunView:
 
 def build_comparison(paths: list[Path], options, gates: list[Gate], progress=None) -> ComparisonReport:
     """Load each run, build its Report, and compare them against the first (the baseline)."""
-    from gpusleuth.report.build import build_report
-    from gpusleuth.run.loader import load_run
+    from gpusleuth.report.build import analyze_run, report_from
+    from gpusleuth.sources.rundir import load_run
 
     columns: list[RunColumn] = []
     views: list[RunView] = []
     for i, path in enumerate(paths):
-        run = load_run(path)
-        report = build_report(run, options)
-        steps = step_seconds(run)
-        columns.append(column_for(report, run, steps))
-        views.append(run_view(report, steps))
+        a = analyze_run(load_run(path), options)
+        report = report_from(a, display=False)
+        columns.append(column_for(a))
+        views.append(run_view(report, a.view))
         if progress is not None:
             progress(i + 1, len(paths))
     return ComparisonReport(compare(columns, gates), views)

@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from gpusleuth.analysis.steps import pick_main
+from gpusleuth.sources.events import int_or_none, step_fields
+
 WINDOW_STEPS = 20  # step statistics are over the most recent steps: what the job does *now*
 
 
@@ -81,6 +84,7 @@ class _EventsTail:
         self.roles: dict[int, str] = {}
         self.steps: dict[int, deque] = {}
         self.counts: dict[int, int] = {}
+        self.ranks: dict[int, int | None] = {}
 
     def poll(self) -> None:
         try:
@@ -111,21 +115,24 @@ class _EventsTail:
     def _line(self, pid: int, line: str) -> None:
         kind, _, rest = line.partition("\t")
         if kind == "S":
-            f = rest.split("\t")
             try:
-                start, end, wait, samples = int(f[0]), int(f[1]), int(f[2]), int(f[4])
+                start, end, wait, _cpu, samples, *_ = step_fields(line.split("\t"))
             except (IndexError, ValueError):
                 return
             self.steps.setdefault(pid, deque(maxlen=WINDOW_STEPS)).append((start, end, wait, samples))
             self.counts[pid] = self.counts.get(pid, 0) + 1
         elif kind == "H":
             try:
-                self.roles[pid] = str(json.loads(rest).get("role") or "main")
-            except ValueError:
+                head = json.loads(rest)
+                self.roles[pid] = str(head.get("role") or "main")
+                self.ranks[pid] = int_or_none(head.get("rank"))
+            except (ValueError, AttributeError):
                 pass
 
     def main_pid(self) -> int | None:
-        return max(self.counts, key=self.counts.get) if self.counts else None
+        """The same choice as the report's step view (``analysis/steps.pick_main``)."""
+        pids = list(self.counts)
+        return pick_main(pids, [self.counts[p] for p in pids], [self.ranks.get(p) for p in pids])
 
 
 def _last(batch: pa.RecordBatch, name: str) -> list:

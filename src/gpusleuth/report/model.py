@@ -34,6 +34,23 @@ class RunInfo:
 
 
 @dataclass
+class MissingGroup:
+    """The rules one missing data source left unevaluated, and how to get it: one line in the report."""
+
+    data: str
+    how: str
+    rules: list[str]
+
+
+def group_missing(missing: list[Missing]) -> list[MissingGroup]:
+    groups: dict[str, MissingGroup] = {}
+    for m in missing:
+        g = groups.setdefault(m.data, MissingGroup(m.data, m.how, []))
+        g.rules.append(m.rule)
+    return sorted(groups.values(), key=lambda g: -len(g.rules))
+
+
+@dataclass
 class Report:
     run: RunInfo
     outcomes: Outcomes | None
@@ -47,6 +64,7 @@ class Report:
     headline: Any = None  # report.headline.Headline: throughput, goodput, MFU, energy, cost, time to target
     # report.timeseries.DisplayData: downsampled series and histograms for charts (HTML); not in the JSON
     display: Any = None
+    missing_summary: list[MissingGroup] = field(default_factory=list)  # not_evaluated, one entry per data source
 
     def to_dict(self) -> dict[str, Any]:
         o = self.outcomes
@@ -72,6 +90,9 @@ class Report:
                 "gpu_time_s": s.gpu_time_s,
                 "step_delimiter": s.delimiter,
                 "main_pid": s.pid,
+                "world_size": s.world_size,
+                "job_samples_per_s": s.job_samples_per_s,
+                "ranks": [dataclasses.asdict(r) for r in s.ranks],
             }
         if outcomes is not None and self.headline is not None:
             outcomes = {**_headline(self.headline), **outcomes}
@@ -85,6 +106,7 @@ class Report:
                 "host": dataclasses.asdict(self.host) if self.host else None,
                 "findings": [_finding(f) for f in self.findings],
                 "not_evaluated": [dataclasses.asdict(m) for m in self.not_evaluated],
+                "not_evaluated_summary": [dataclasses.asdict(g) for g in self.missing_summary],
                 "losses": self.losses,
                 "ranks": [r.to_dict() if hasattr(r, "to_dict") else r for r in self.ranks],
             }

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from gpusleuth.analysis.telemetry import THROTTLE_BITS, THROTTLE_COUNTERS, assign_roles
+from gpusleuth.analysis.steps import StepView
 from gpusleuth.run.model import Run, Table
 
 MAX_POINTS = 2000  # per series, after downsampling (≈ what a browser redraws smoothly on zoom)
@@ -313,12 +314,10 @@ def _host(b: _Builder, run: Run, main_pid: int | None) -> None:
             b.line("procs", f"{len(workers)} loader workers (sum)", ts, total)
 
 
-def _steps(b: _Builder, run: Run) -> None:
-    from gpusleuth.analysis.outcomes import main_steps
-
-    steps = main_steps(run)
-    if not len(steps):
+def _steps(b: _Builder, view: StepView | None) -> None:
+    if view is None or view.main is None or not view.main.count:
         return
+    steps = view.main.table
     b.panel("steps", "Step time and data wait", "ms")
     end = steps["end_ns"].astype(np.int64)
     b.line("steps", "step time", end, (end - steps["start_ns"]) / 1e6, mode="lines+markers")
@@ -354,15 +353,15 @@ def gap_histogram(analysis: Any) -> GapHistogram | None:
     return GapHistogram(str(getattr(analysis, "label", "")), [float(e) for e in edges], counts, seconds, len(gaps))
 
 
-def build_display(run: Run | None, ranks: list[Any], main_pid: int | None = None,
+def build_display(run: Run | None, ranks: list[Any], view: StepView | None = None,
                   max_points: int = MAX_POINTS) -> DisplayData:
     """Everything the charts need, for a recorded run (``run``) and/or trace analyses (``ranks``)."""
     if run is not None and run.start_ns is not None:
         b = _Builder(int(run.start_ns), max_points)
         b.d.duration_s = run.wall_s
-        _steps(b, run)
+        _steps(b, view)
         _gpu(b, run)
-        _host(b, run, main_pid)
+        _host(b, run, view.pid if view is not None else None)
         _phases(b, run)
         d = b.d
         # top to bottom: what the device did, what the job saw, then the host that fed it

@@ -69,6 +69,11 @@ class ProcessInfo:
     name: str = ""
     cmdline: str = ""
     torch_version: str | None = None
+    # Distributed identity from the launcher's environment (torchrun, mp.spawn, srun, mpirun): None when
+    # the process was not started as a rank.
+    rank: int | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
 
 
 @dataclass

@@ -29,23 +29,25 @@ def gain_from_seconds(facts: Facts, saved_s: float, method: str, *, per_step: bo
         seconds_per_run=saved_s,
         speedup=loop / (loop - saved_s) if loop > saved_s else float("inf"),
         method=method,
+        dollars_per_run=saved_s * facts.dollars_per_second if facts.dollars_per_second is not None else None,
     )
 
 
 def no_gpu(rule: str, facts: Facts, cause: str | None = None) -> Missing:
     why = facts.gpu_note or "no GPU samples in this run"
     return Missing(rule=rule, needs=f"GPU telemetry ({why})",
-                   how="run the job with `gpusleuth run` on a machine with an NVIDIA GPU and driver", cause=cause)
+                   how="run the job with `gpusleuth run` on a machine with an NVIDIA GPU and driver", cause=cause,
+                   data="GPU telemetry")
 
 
 def no_trace(rule: str, cause: str | None = None, what: str = "a profiler trace") -> Missing:
-    return Missing(rule=rule, needs=what, how=PROFILE_HOW, cause=cause)
+    return Missing(rule=rule, needs=what, how=PROFILE_HOW, cause=cause, data="a profiler trace")
 
 
 def no_steps(rule: str, cause: str | None = None) -> Missing:
     return Missing(rule=rule, needs="training steps",
                    how="run a PyTorch training loop under `gpusleuth run` (steps are found automatically), "
-                       "or mark steps with gpusleuth.step()", cause=cause)
+                       "or mark steps with gpusleuth.step()", cause=cause, data="training steps")
 
 
 def device_traces(facts: Facts) -> list:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import gain_from_seconds, host_cpu_p50, no_steps, no_trace
+from gpusleuth.diagnosis.rules._common import device_traces, step_idle, gain_from_seconds, host_cpu_p50, no_steps, no_trace
 
 OVERSUB_MODERATE = 1.5  # runnable threads ÷ cores
 OVERSUB_HIGH = 2.0
@@ -54,7 +54,7 @@ def oversubscription(facts: Facts) -> list[Finding] | Missing:
         return Missing(rule="CPU oversubscription", cause="contention",
                        needs="torch intra-op thread count and core count",
                        how="record the job with `gpusleuth run` (the hook reports torch.get_num_threads() "
-                           "when a DataLoader starts)")
+                           "when a DataLoader starts)", data="host telemetry of a recording")
     ratio = demand / cores
     host_cpu = host_cpu_p50(facts)
     free = max(cores - workers_cores, 0.5)
@@ -104,7 +104,8 @@ def cgroup_throttling(facts: Facts) -> list[Finding] | Missing:
     if h is None or h.cgroup_throttled_share is None:
         return Missing(rule="container CPU throttling", cause="contention",
                        needs="cgroup cpu.stat counters (the job was not in a CPU-limited cgroup, or none were read)",
-                       how="nothing to do outside a container with a CPU limit; inside one, `gpusleuth run` reads cpu.stat")
+                       how="nothing to do outside a container with a CPU limit; inside one, `gpusleuth run` reads cpu.stat",
+                       data="cgroup CPU counters")
     share = h.cgroup_throttled_share
     if share < CGROUP_MODERATE or not facts.outcomes.steps.steps:
         return []
@@ -138,6 +139,16 @@ def python_overhead(facts: Facts) -> list[Finding] | Missing:
             continue
         step = facts.step_mean_s or h["step_time_median_s"]
         removable = min(overhead, 1 - FLOOR)
+        # On an accelerator the host runs ahead of the device: Python time costs the step only where the
+        # device sat idle waiting for the host (its host-bound and launch-bound idle). Bound the gain by it.
+        device = next((t for t in device_traces(facts) if t.label == h["label"]), None)
+        if device is not None:
+            waiting, total = step_idle(device, ("idle_host", "idle_launch"))
+            device_wait = waiting / total if total else 0.0
+            if device_wait < HOST_OVERHEAD_MODERATE:
+                continue  # the device is not waiting on the interpreter: nothing to gain from the host side
+            overhead = min(overhead, device_wait)
+            removable = min(removable, device_wait)
         saved = step * removable * s.steps if s.steps else 0.0
         gain = gain_from_seconds(
             facts, saved,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gpusleuth.run.events import parse_event_files
+from gpusleuth.sources.events import parse_event_files
 from gpusleuth.run.layout import LOGS_FILE, TELEMETRY_TABLES
 from gpusleuth.run.model import Table
 from gpusleuth.run.streams import STREAM_SUFFIX, stream_to_parquet

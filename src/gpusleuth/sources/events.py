@@ -94,6 +94,14 @@ def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
     return out
 
 
+def step_fields(parts: list[str]) -> tuple[int, int, int, int, int, int, int, str]:
+    """An ``S`` line split on tabs → (start_ns, end_ns, data_wait_ns, data_cpu_ns, samples, optimizer_ns,
+    fetches, delimiter); raises IndexError/ValueError on a damaged line. The one reader of the step format
+    (the report's loader and the live view both call it)."""
+    return (int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]), int(parts[5]), int(parts[6]),
+            int(parts[7]), _DELIM_CODE.get(parts[8], parts[8]))
+
+
 def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns) -> int:
     bad = 0
     open_phases: dict[tuple[str, int], str] = {}
@@ -110,11 +118,7 @@ def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns) -> int:
         kind = parts[0]
         try:
             if kind == "S":
-                delim = _DELIM_CODE.get(parts[8], parts[8])
-                step_rows.append(
-                    (pid, int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]), int(parts[5]),
-                     int(parts[6]), int(parts[7]), delim)
-                )
+                step_rows.append((pid, *step_fields(parts)))
             elif kind == "G":
                 gpu_times[(pid, int(parts[1]))] = int(parts[2])
             elif kind == "B":
@@ -142,6 +146,9 @@ def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns) -> int:
                     name=str(h.get("name") or ""),
                     cmdline=" ".join(map(str, h.get("argv") or [])),
                     torch_version=h.get("torch"),
+                    rank=int_or_none(h.get("rank")),
+                    local_rank=int_or_none(h.get("local_rank")),
+                    world_size=int_or_none(h.get("world_size")),
                 )
             else:
                 bad += 1
@@ -152,3 +159,11 @@ def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns) -> int:
         stop = end_ns if end_ns is not None else start
         phase_rows.append((name, pid, start, max(start, stop), "open"))
     return bad
+
+
+def int_or_none(v) -> int | None:
+    """A rank field from the header: the environment's text, or anything a damaged file holds."""
+    try:
+        return int(v) if v is not None and str(v).strip() != "" else None
+    except (TypeError, ValueError):
+        return None

@@ -1,23 +1,24 @@
 """The outcome headline every report opens with: throughput, goodput and badput, MFU, energy, cost,
-time to target. Assembled here from the analyses so renderers only format it."""
+time to target. Assembled here from the analyses so renderers only format it.
+
+Reads no file: the user's price table and MLLOG lines are read by ``sources/`` (``report/inputs.py``
+gathers them) and handed in, so the same numbers come out of ``report``, ``compare`` and sweeps."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpusleuth.analysis.cost import Cost, compute_cost, find_price, load_prices
+from gpusleuth.analysis.cost import Cost, compute_cost, find_price, price_table
 from gpusleuth.analysis.energy import Energy, compute_energy
 from gpusleuth.analysis.goodput import Goodput, SteadyState, compute_goodput, steady_state
 from gpusleuth.analysis.mfu import Mfu, MfuOptions, compute_mfu
-from gpusleuth.analysis.outcomes import Outcomes, main_steps
+from gpusleuth.analysis.options import ReportOptions
+from gpusleuth.analysis.outcomes import Outcomes
 from gpusleuth.analysis.peaks import lookup_peak
 from gpusleuth.analysis.quality import Target, TimeToTarget, compute_time_to_target
 from gpusleuth.analysis.telemetry import GpuSummary
-from gpusleuth.report.options import ReportOptions
+from gpusleuth.analysis.steps import StepView
 from gpusleuth.run.model import Run
-from gpusleuth.sources.mllog import MlLog, read_mllog
-
-OUTPUT_LOG = "output.log"
 
 
 @dataclass
@@ -47,25 +48,18 @@ def gpus_used(run: Run, gpus: list[GpuSummary]) -> int:
     return len(gpus)
 
 
-def _mllog(run: Run, opts: ReportOptions) -> MlLog | None:
-    if opts.mllog:
-        return read_mllog(opts.mllog)
-    if run.path is not None and (run.path / OUTPUT_LOG).exists():
-        log = read_mllog(run.path / OUTPUT_LOG)
-        return log if log.events else None
-    return None
-
-
-def compute_headline(run: Run, outcomes: Outcomes, gpus: list[GpuSummary], opts: ReportOptions) -> Headline:
+def compute_headline(run: Run, view: StepView, outcomes: Outcomes, gpus: list[GpuSummary], opts: ReportOptions,
+                     prices: dict[str, float] | None = None, mllog=None) -> Headline:
+    """``prices``: the user's price table (over the defaults); ``mllog``: parsed ``:::MLLOG`` lines or None."""
     notes: list[str] = []
-    steady = steady_state(run)
+    steady = steady_state(run, view)
     goodput = compute_goodput(run, outcomes, steady)
     n_gpus = gpus_used(run, gpus)
     gpu_name = gpus[0].name if gpus else None
     peak_model = lookup_peak(gpu_name, "fp32")
     model = peak_model.model if peak_model else gpu_name
 
-    steps = main_steps(run)
+    steps = view.main.table if view.main else None
     tokens_per_step = None
     if steady.tokens_per_s and steady.step_time_p50_s:
         tokens_per_step = steady.tokens_per_s * steady.step_time_p50_s
@@ -76,17 +70,16 @@ def compute_headline(run: Run, outcomes: Outcomes, gpus: list[GpuSummary], opts:
                       MfuOptions(flops_per_step=opts.flops_per_step, params=opts.params,
                                  peak_tflops=opts.peak_tflops, peak_dtype=opts.peak_dtype))
 
-    energy = compute_energy(run)
+    energy = compute_energy(run, view)
 
-    prices = load_prices(opts.prices_file)
-    price = find_price(model, opts.price_per_gpu_hour, prices)
+    price = find_price(model, opts.price_per_gpu_hour, price_table(prices))
     cost = None
     cost_note = None
     if price is None:
         cost_note = (f"no price for {model!r} in the table: pass --price-per-gpu-hour" if model else
                      "no GPU: pass --price-per-gpu-hour with the machine's hourly price to get costs")
     else:
-        samples = outcomes.steps.samples
+        samples = outcomes.steps.job_samples if outcomes.steps.job_samples is not None else outcomes.steps.samples
         wall = outcomes.wall_s
         sps_wall = samples / wall if samples and wall else None
         per_epoch = None
@@ -97,23 +90,13 @@ def compute_headline(run: Run, outcomes: Outcomes, gpus: list[GpuSummary], opts:
         cost = compute_cost(price, n_gpus or 1, wall, samples, sps_wall, per_epoch)
 
     ttt = None
-    mllog = _mllog(run, opts)
     if mllog and mllog.bad_lines:
         notes.append(f"{mllog.bad_lines} ':::MLLOG' line(s) were not valid JSON and were skipped")
     if opts.target:
-        first_touch = int(steps["start_ns"].min()) if len(steps) else None
+        first_touch = int(steps["start_ns"].min()) if steps is not None and len(steps) else None
         ttt = compute_time_to_target(Target.parse(opts.target), run.logs, mllog, first_touch)
     return Headline(steady=steady, goodput=goodput, mfu=mfu, energy=energy, cost=cost, cost_note=cost_note,
                     time_to_target=ttt, gpu_model=model, gpus_used=n_gpus, notes=notes)
 
 
-def price_findings(findings, cost: Cost | None) -> None:
-    """Each finding's recoverable seconds, in dollars per run at this run's price."""
-    if cost is None:
-        return
-    for f in findings:
-        if f.estimated_gain is not None:
-            f.estimated_gain.dollars_per_run = f.estimated_gain.seconds_per_run * cost.per_recoverable_second
-
-
-__all__ = ["Headline", "compute_headline", "price_findings"]
+__all__ = ["Headline", "compute_headline"]

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpusleuth.errors import InputError
-from gpusleuth.run.events import parse_event_files
+from gpusleuth.sources.events import parse_event_files
 from gpusleuth.run.layout import TELEMETRY_TABLES
 from gpusleuth.run.meta import read_meta
 from gpusleuth.run.model import Run, Table

@@ -1,0 +1,109 @@
+"""``analyze(run) -> RunAnalysis``: every analysis of one Run, computed once.
+
+Why a bundle: the report, the diagnosis facts, ``compare``, sweep measurements and the live view need
+the same numbers (the step view, outcomes, GPU and host summaries, the headline, trace analyses). When
+each consumer derived them from the raw Run they disagreed (two warm-ups, three "main process" rules);
+now each reads this object, so they agree by construction. It is the serializable boundary between
+analysis and diagnosis, as pyinstrument's ``Session`` is between its profiler and its renderers.
+
+A Run may hold a recording (steps, telemetry, ``--profile-steps`` traces), a profiler trace alone (one
+per rank, as ``run.trace`` or ``run.profiles``), or GPU telemetry alone; each part here is present when
+its data is. ``basis`` is what gains are measured against: the recorded training loop, else the traced
+steps — so a trace read on its own gets findings with gains in seconds of its traced steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from gpusleuth.analysis.cost import find_price, price_table
+from gpusleuth.analysis.headline import Headline, compute_headline
+from gpusleuth.analysis.host_ops import host_op_stats
+from gpusleuth.analysis.options import ReportOptions
+from gpusleuth.analysis.outcomes import Outcomes, compute_outcomes, traced_outcomes
+from gpusleuth.analysis.peaks import lookup_peak
+from gpusleuth.analysis.steps import StepView, step_view
+from gpusleuth.analysis.telemetry import GpuSummary, HostSummary, summarize_gpus, summarize_host
+from gpusleuth.analysis.trace import TraceAnalysis, analyze_trace
+from gpusleuth.run.model import Run
+
+
+@dataclass
+class RunAnalysis:
+    run: Run
+    options: ReportOptions
+    view: StepView
+    outcomes: Outcomes | None  # None when nothing was recorded (a trace or a telemetry log read alone)
+    basis: Outcomes | None  # what gains are measured against (see the module docstring)
+    gpus: list[GpuSummary]
+    gpu_note: str | None  # why there is no GPU telemetry, if there is none
+    host: HostSummary | None
+    traces: list[TraceAnalysis] = field(default_factory=list)  # one per rank
+    host_ops: list[dict[str, Any]] = field(default_factory=list)  # per trace with steps
+    headline: Headline | None = None
+    dollars_per_second: float | None = None  # what one second of the job's wall time costs, all devices
+    losses: list[str] = field(default_factory=list)
+
+    @property
+    def recorded(self) -> bool:
+        return self.outcomes is not None
+
+
+def trace_runs(run: Run) -> list[Run]:
+    """The Runs holding profiler traces: the run itself (a trace read alone) and its profiles."""
+    return ([run] if run.trace is not None else []) + list(run.profiles)
+
+
+def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str, float] | None = None,
+            mllog=None, min_warmup: int = 0,
+            progress: Callable[[int, int], None] | None = None) -> RunAnalysis:
+    """Analyse ``run`` once. ``prices``/``mllog``: what ``sources`` read from the user's files;
+    ``min_warmup``: leading steps a sweep excludes at least; ``progress(done, total)`` per trace."""
+    options = options or ReportOptions()
+    recorded = run.trace is None and run.start_ns is not None and run.end_ns is not None
+    view = step_view(run, min_warmup) if recorded else StepView()
+    outcomes = compute_outcomes(run, view) if recorded else None
+    gpus = summarize_gpus(run)
+    rec = run.meta.get("recorder") or {}
+    gpu_note = None if gpus else (rec.get("gpu_note") or ("a profiler trace has no GPU telemetry"
+                                                           if not recorded else "no GPU telemetry in this run"))
+    host = summarize_host(run, view.pid, view.window) if recorded else None
+    losses = list(run.losses)
+    sources = trace_runs(run)
+    traces, host_ops = [], []
+    for i, tr in enumerate(sources):
+        traces.append(analyze_trace(tr))
+        if tr is not run:
+            losses.extend(f"{tr.label}: {msg}" for msg in tr.losses)
+        try:
+            ops = host_op_stats(tr)
+        except Exception:  # noqa: BLE001 - a damaged trace must not take the report down; its losses say why
+            ops = None
+        if ops:
+            host_ops.append(ops)
+        if progress is not None:
+            progress(i + 1, len(sources))
+    headline = compute_headline(run, view, outcomes, gpus, options, prices, mllog) if recorded else None
+    basis = outcomes if outcomes is not None and outcomes.steps.steps else (traced_outcomes(traces) or outcomes)
+    if headline is not None and headline.cost is not None:
+        per_second = headline.cost.per_recoverable_second
+    else:
+        per_second = _trace_price_per_second(traces, options, prices)
+    return RunAnalysis(run=run, options=options, view=view, outcomes=outcomes, basis=basis, gpus=gpus,
+                       gpu_note=gpu_note, host=host, traces=traces, host_ops=host_ops, headline=headline,
+                       dollars_per_second=per_second, losses=losses)
+
+
+def _trace_price_per_second(traces: list[TraceAnalysis], options: ReportOptions,
+                            prices: dict[str, float] | None) -> float | None:
+    """A trace set's price: one device per rank at the user's price, else the dated table by device name."""
+    devices = [t.device for t in traces if t.device_span_s > 0]
+    if not devices:
+        return None
+    peak = lookup_peak(devices[0], "fp32")
+    price = find_price(peak.model if peak else devices[0], options.price_per_gpu_hour, price_table(prices))
+    return price.per_gpu_hour * len(devices) / 3600.0 if price else None
+
+
+__all__ = ["RunAnalysis", "analyze", "trace_runs"]

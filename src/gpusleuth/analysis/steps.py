@@ -1,0 +1,157 @@
+"""The step view: every process's training steps, derived once per Run.
+
+Why one object: the report, the facts, the headline, compare, sweep measurements and the live view all
+need "the training steps" — which process is the training loop, which processes are ranks of the same job,
+each step's duration with phase time carved out, its exposed data wait, how many leading steps are
+warm-up, and the loop's window. Derived in several places, those answers drifted apart (three ways to
+pick the main process, two warm-up rules, phase carving in some consumers and not others). They are
+derived here, once, and everything downstream reads :class:`StepView`.
+
+Definitions (documented in docs/outcomes.md):
+
+- **Ranks of one job**: every process with steps whose launcher gave it a rank (``RANK``); a process
+  without a rank is a rank only when it is the sole process with steps.
+- **Main process**: the lowest rank; without ranks, the process with the most steps.
+- **Warm-up**: leading steps slower than median + max(3·MAD·1.4826, 5 % of the median), at most half the
+  steps; a caller may ask for at least ``min_warmup`` (sweeps exclude a fixed number of steps), always
+  keeping two steps to measure.
+- **Carved duration**: a step's wall time minus the time named phases (eval, checkpoint…) overlap it;
+  **exposed data wait**: the step's data wait, at most its carved duration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpusleuth.analysis import intervals as iv
+from gpusleuth.run.model import Run, Table
+
+MAD_SIGMA = 1.4826  # MAD → σ for normal data; the one robust-spread constant (noise, warm-up, outliers)
+
+
+def robust_sigma(x: np.ndarray) -> float:
+    """σ estimated from the median absolute deviation: outlier steps (a checkpoint's neighbour) barely move it."""
+    if not len(x):
+        return 0.0
+    return MAD_SIGMA * float(np.median(np.abs(x - np.median(x))))
+
+
+def warmup_count(durations_s: np.ndarray, min_warmup: int = 0) -> int:
+    """Leading steps that are warm-up (see the module docstring)."""
+    n_all = len(durations_s)
+    n = 0
+    if n_all >= 5:
+        med = float(np.median(durations_s))
+        limit = med + max(3 * robust_sigma(durations_s), 0.05 * med)
+        while n < n_all // 2 and durations_s[n] > limit:
+            n += 1
+    return max(n, min(min_warmup, max(n_all - 2, 0)))
+
+
+def pick_main(pids: list[int], counts: list[int], ranks: list[int | None]) -> int | None:
+    """The process reported in detail: the lowest rank, else the one with the most steps."""
+    if not pids:
+        return None
+    ranked = [(r, p) for p, r in zip(pids, ranks) if r is not None]
+    if ranked:
+        return min(ranked)[1]
+    return pids[int(np.argmax(counts))]
+
+
+@dataclass
+class ProcessSteps:
+    """One process's steps, sorted by start, with their carved durations and exposed waits (ns)."""
+
+    pid: int
+    rank: int | None
+    table: Table
+    dur_ns: np.ndarray
+    wait_ns: np.ndarray
+    warmup: int
+
+    @property
+    def count(self) -> int:
+        return len(self.dur_ns)
+
+    @property
+    def window(self) -> tuple[int, int]:
+        return int(self.table["start_ns"].min()), int(self.table["end_ns"].max())
+
+    @property
+    def seconds(self) -> np.ndarray:
+        return self.dur_ns / 1e9
+
+    @property
+    def steady(self) -> np.ndarray:
+        """Boolean mask of the steps after warm-up."""
+        keep = np.ones(self.count, bool)
+        keep[: self.warmup] = False
+        return keep
+
+    def steady_samples_per_s(self) -> float | None:
+        """Samples per second of step time over the steady steps whose batch size is known."""
+        samples = self.table["samples"][self.steady]
+        known = samples >= 0
+        t = float(self.seconds[self.steady][known].sum())
+        return float(samples[known].sum()) / t if known.any() and t > 0 else None
+
+
+@dataclass
+class StepView:
+    processes: list[ProcessSteps] = field(default_factory=list)  # every process with steps, by (rank, pid)
+    main: ProcessSteps | None = None
+    ranks: list[ProcessSteps] = field(default_factory=list)  # the processes that are ranks of the job
+    world_size: int = 1  # declared by the launcher (WORLD_SIZE) when known, else the ranks seen
+    phase_s: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # union of phase intervals
+    phase_e: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+    @property
+    def pid(self) -> int | None:
+        return self.main.pid if self.main else None
+
+    @property
+    def window(self) -> tuple[int, int] | None:
+        return self.main.window if self.main else None
+
+    @property
+    def other_pids(self) -> list[int]:
+        return [p.pid for p in self.processes if self.main is None or p.pid != self.main.pid]
+
+
+def step_view(run: Run, min_warmup: int = 0) -> StepView:
+    view = StepView()
+    st = run.steps
+    start = run.start_ns
+    end = run.end_ns
+    if start is not None and end is not None and len(run.phases):
+        s, e = iv.clip(run.phases["start_ns"], run.phases["end_ns"], int(start), int(end))
+        view.phase_s, view.phase_e = iv.union(s, e)
+    if not len(st):
+        return view
+    pids, counts = np.unique(st["pid"], return_counts=True)
+    rank_of = {pid: info.rank for pid, info in run.processes.items()}
+    lo = int(start) if start is not None else int(st["start_ns"].min())
+    hi = int(end) if end is not None else int(st["end_ns"].max())
+    for pid in pids.tolist():
+        table = st.filter(st["pid"] == pid).sort_by("start_ns")
+        s0 = np.clip(table["start_ns"], lo, hi)
+        e0 = np.clip(table["end_ns"], lo, hi)
+        dur = np.maximum(e0 - s0 - iv.overlap_each(s0, e0, view.phase_s, view.phase_e), 0)
+        wait = np.minimum(np.maximum(table["data_wait_ns"], 0), dur)
+        view.processes.append(ProcessSteps(pid=int(pid), rank=rank_of.get(int(pid)), table=table, dur_ns=dur,
+                                           wait_ns=wait, warmup=warmup_count(dur / 1e9, min_warmup)))
+    view.processes.sort(key=lambda p: (p.rank is None, p.rank if p.rank is not None else 0, p.pid))
+    main_pid = pick_main([p.pid for p in view.processes], [p.count for p in view.processes],
+                         [p.rank for p in view.processes])
+    view.main = next(p for p in view.processes if p.pid == main_pid)
+    ranked = [p for p in view.processes if p.rank is not None]
+    view.ranks = ranked if ranked else [view.main]
+    declared = [run.processes[p.pid].world_size for p in view.ranks
+                if p.pid in run.processes and run.processes[p.pid].world_size]
+    view.world_size = max(declared + [len(view.ranks)])
+    return view
+
+
+__all__ = ["ProcessSteps", "StepView", "step_view", "warmup_count", "robust_sigma", "pick_main", "MAD_SIGMA"]

@@ -1,0 +1,131 @@
+"""The house rules of docs/architecture.md, checked from the imports (AST), so the next change keeps them.
+
+Data flows one way: sources → Run → analysis → diagnosis → report → render → cli. A stage may import the
+stages before it, never those after; rules see only Facts; renderers format a Report and never reach back
+into the analysis or the files; only ``sources/`` (and the recorder, which writes them) reads files. Imports
+under ``if TYPE_CHECKING:`` are for annotations only and are not counted.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "src" / "gpusleuth"
+
+# the packages each stage may import from gpusleuth (besides itself and the leaf modules below)
+LEAVES = {"errors", "_version", "lean_imports"}
+ALLOWED = {
+    "run": {"run"},
+    "sources": {"run", "sources"},
+    "recorder": {"run", "sources", "recorder"},  # writes the run directory; finalize turns raw events into tables
+    "analysis": {"run", "analysis", "sources.kineto.model"},
+    "diagnosis": {"run", "analysis", "diagnosis"},
+    "report": {"run", "sources", "analysis", "diagnosis", "report"},
+    # renderers read the Report, plus the vocabulary the analysis defines (metric ids and their direction,
+    # trace category ids) so that labels match the numbers
+    "render": {"report", "render", "diagnosis.taxonomy", "diagnosis.finding", "analysis.compare", "analysis.trace"},
+}
+
+
+def _modules():
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG)
+        if rel.parts[0] == "hook":  # stdlib-only code run inside the user's interpreter: no gpusleuth imports
+            continue
+        yield rel, ast.parse(path.read_text(), str(path))
+
+
+def _type_checking_lines(tree) -> set[int]:
+    lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for sub in ast.walk(node):
+                lines.add(getattr(sub, "lineno", -1))
+    return lines
+
+
+MODULES = {".".join(("gpusleuth",) + p.relative_to(PKG).with_suffix("").parts).removesuffix(".__init__")
+           for p in PKG.rglob("*.py")}
+
+
+def _imports(tree):
+    skip = _type_checking_lines(tree)
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "gpusleuth" or node.module.startswith("gpusleuth."):
+                # `from pkg import module` depends on the module (and the package's __init__ runs first,
+                # which a module of the package importing it back does not make a cycle)
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    yield sub if sub in MODULES else node.module
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("gpusleuth."):
+                    yield alias.name
+
+
+def _allowed(target: str, allowed: set[str]) -> bool:
+    name = target[len("gpusleuth."):]
+    if name.split(".")[0] in LEAVES:
+        return True
+    return any(name == a or name.startswith(a + ".") for a in allowed)
+
+
+@pytest.mark.parametrize("stage", sorted(ALLOWED))
+def test_each_stage_imports_only_the_stages_before_it(stage):
+    bad = []
+    for rel, tree in _modules():
+        if rel.parts[0] != stage:
+            continue
+        bad += [f"{rel}: imports {t}" for t in _imports(tree) if not _allowed(t, ALLOWED[stage])]
+    assert not bad, "\n".join(bad)
+
+
+def test_rules_see_only_facts():
+    bad = []
+    for rel, tree in _modules():
+        if rel.parts[:2] != ("diagnosis", "rules"):
+            continue
+        ok = {"diagnosis.facts", "diagnosis.finding", "diagnosis.rules"}
+        bad += [f"{rel}: imports {t}" for t in _imports(tree) if not _allowed(t, ok)]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycles_between_modules():
+    graph: dict[str, set[str]] = {}
+    for rel, tree in _modules():
+        name = "gpusleuth." + ".".join(rel.with_suffix("").parts).removesuffix(".__init__")
+        graph[name] = set(_imports(tree))
+    # an edge to a package means its __init__; keep only edges to modules we know
+    known = set(graph)
+    edges = {m: {t for t in ts if t in known and t != m} for m, ts in graph.items()}
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(m, path):
+        state[m] = 1
+        for t in sorted(edges[m]):
+            if state.get(t) == 1:
+                cycles.append(" → ".join(path[path.index(t):] + [t]))
+            elif t not in state:
+                visit(t, path + [t])
+        state[m] = 2
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m, [m])
+    # the package root re-exports the API (and lazily the experiments): edges into it are not a layering loop
+    cycles = [c for c in cycles if not c.startswith("gpusleuth →") and " gpusleuth →" not in c
+              and not any(c.startswith(f"{pkg} →") for pkg in _packages())]
+    assert not cycles, "\n".join(cycles)
+
+
+def _packages() -> set[str]:
+    """Package __init__ modules: they import their own modules to re-export them; a module of the package
+    using the package's name back is Python's normal package import, not a layering loop."""
+    return {m for m in MODULES if (PKG / Path(*m.split(".")[1:]) / "__init__.py").exists()}
