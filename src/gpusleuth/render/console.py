@@ -81,7 +81,8 @@ def _outcomes(report: Report, console: Console) -> None:
         console.print("  no training steps were seen (not a PyTorch training loop, or it never reached "
                       "optimizer.step()/backward(); mark steps with gpusleuth.step())")
     else:
-        line = (f"  {s.steps} steps · step time p50 {_ms(s.step_time_p50_s)}, p95 {_ms(s.step_time_p95_s)}"
+        all_steps = " (all steps, warm-up included; the headline's are steady)" if report.headline else ""
+        line = (f"  {s.steps} steps{all_steps} · step time p50 {_ms(s.step_time_p50_s)}, p95 {_ms(s.step_time_p95_s)}"
                 + (f", CV {s.step_time_cv:.2f}" if s.step_time_cv is not None else ""))
         if s.samples_per_s:
             line += f" · {s.samples_per_s:,.0f} samples/s"

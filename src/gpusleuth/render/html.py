@@ -1,7 +1,7 @@
 """Self-contained HTML report: one file, works offline, charts drawn by plotly.js inlined into the page.
 
-Formatting only (docs/architecture.md): numbers come from the Report's JSON form and its ``display``
-data (report/timeseries.py); figures are specified in render/html_figures.py.
+Formatting only (docs/architecture.md): numbers come from the typed Report and its ``display`` data
+(report/timeseries.py); figures are specified in render/html_figures.py.
 
 Safety: everything in the page that came from a trace, a command line or a run directory is untrusted.
 Text goes into the HTML through ``html.escape``; chart data goes into one
@@ -24,6 +24,7 @@ from gpusleuth.errors import GpusleuthError
 from gpusleuth.render import html_figures as F
 from gpusleuth.render.trace_console import _LABELS as CATEGORY_LABELS
 from gpusleuth.render.units import human_bytes
+from gpusleuth.report.model import SCHEMA, Report
 
 MISSING_PLOTLY = ("the HTML report needs the plotly package (it inlines plotly.js so the file works "
                   "offline); install it with: pip install 'plotly>=5'")
@@ -101,21 +102,21 @@ def table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
 
 # --- sections -----------------------------------------------------------------------------------------
 
-def _header(pg: Page, d: dict) -> None:
-    r = d["run"]
-    pg.add(f"<header><h1>gpusleuth report <span class=dim>— {e(str(r.get('label') or ''))}</span></h1>")
+def _header(pg: Page, report: Report) -> None:
+    r = report.run
+    pg.add(f"<header><h1>gpusleuth report <span class=dim>— {e(r.label or '')}</span></h1>")
     facts = []
-    if r.get("command"):
-        facts.append(f"command <code>{e(' '.join(map(str, r['command'])))}</code>")
-    elif r.get("path"):
-        facts.append(f"source <code>{e(str(r['path']))}</code>")
-    if r.get("exit_code") is not None:
-        facts.append(f"exit code {e(str(r['exit_code']))}" + (f" ({e(str(r['signal']))})" if r.get("signal") else ""))
-    if r.get("wall_s") is not None:
-        facts.append(f"wall {r['wall_s']:,.2f} s")
-    if r.get("stopped_by"):
-        facts.append(f"stopped by {e(str(r['stopped_by']))}")
-    gpus = [g.get("name") for g in (r.get("hardware") or {}).get("gpus") or [] if isinstance(g, dict)]
+    if r.command:
+        facts.append(f"command <code>{e(' '.join(map(str, r.command)))}</code>")
+    elif r.path:
+        facts.append(f"source <code>{e(str(r.path))}</code>")
+    if r.exit_code is not None:
+        facts.append(f"exit code {e(str(r.exit_code))}" + (f" ({e(str(r.signal))})" if r.signal else ""))
+    if r.wall_s is not None:
+        facts.append(f"wall {r.wall_s:,.2f} s")
+    if r.stopped_by:
+        facts.append(f"stopped by {e(str(r.stopped_by))}")
+    gpus = [g.get("name") for g in (r.hardware or {}).get("gpus") or [] if isinstance(g, dict)]
     if gpus:
         facts.append("GPUs: " + e(", ".join(str(g) for g in gpus if g)))
     pg.add("<p class=meta>" + " · ".join(facts) + "</p></header>")
@@ -126,91 +127,91 @@ def tile(label: str, value: str, note: str = "") -> str:
             + (f'<div class=tn>{note}</div>' if note else "") + "</div>")
 
 
-def _headline_run(pg: Page, d: dict) -> None:
-    o = d.get("outcomes")
-    if not o:
-        return
-    th = o.get("throughput") or {}
-    tiles = [tile("steps", _num(o.get("steps"), "{:,}")),
-             tile("step time (p50)", _ms(th.get("step_time_p50_s") or o.get("step_time_p50_s")),
-                   f"p95 {_ms(th.get('step_time_p95_s') or o.get('step_time_p95_s'))}")]
-    sps = th.get("samples_per_s") or o.get("samples_per_s")
-    if sps:
-        tiles.append(tile("samples / s", _num(sps, "{:,.0f}"), "steady state" if th.get("samples_per_s") else ""))
-    dw = o.get("data_wait_share_of_steps")
-    if dw is not None:
-        tiles.append(tile("of step time waiting on data", _pct(dw)))
-    gp = (o.get("goodput") or {}).get("goodput")
-    if gp is not None:
-        tiles.append(tile("goodput", _pct(gp), "productive ÷ wall time"))
-    mfu = (o.get("mfu") or {}).get("mfu")
-    if mfu is not None:
-        tiles.append(tile("MFU", _pct(mfu, 1), e(str((o.get("mfu") or {}).get("convention") or ""))[:80]))
-    en = o.get("energy") or {}
-    if en.get("per_sample_j"):
-        tiles.append(tile("energy / sample", f"{en['per_sample_j']:.3g} J"))
-    cost = o.get("cost") or {}
-    if cost.get("per_run") is not None:
-        tiles.append(tile("cost of this run", f"${cost['per_run']:,.2f}"))
+def _headline_run(pg: Page, report: Report) -> None:
+    o, h = report.outcomes, report.headline
+    st = h.steady if h is not None else None
+    tiles = [tile("steps", _num(o.steps.steps, "{:,}"))]
+    if st is not None and st.step_time_p50_s is not None:  # the steady state: the headline's definition
+        tiles.append(tile("step time (p50)", _ms(st.step_time_p50_s), f"p95 {_ms(st.step_time_p95_s)}"))
+    if st is not None and st.samples_per_s:
+        tiles.append(tile("samples / s", _num(st.samples_per_s, "{:,.0f}"), "steady state"))
+    if o.steps.steps:
+        tiles.append(tile("of step time waiting on data", _pct(o.steps.data_wait_share_of_steps)))
+    if h is not None:
+        tiles.append(tile("goodput", _pct(h.goodput.goodput), "productive ÷ wall time"))
+        if h.mfu.mfu is not None:
+            tiles.append(tile("MFU", _pct(h.mfu.mfu, 1), e(str(h.mfu.convention or ""))[:80]))
+        if h.energy is not None and h.energy.per_sample_j:
+            tiles.append(tile("energy / sample", f"{h.energy.per_sample_j:.3g} J"))
+        if h.cost is not None:
+            tiles.append(tile("cost of this run", f"${h.cost.per_run:,.2f}"))
     pg.add('<section class=headline><h2>Outcome</h2><div class=tiles>' + "".join(tiles) + "</div>")
     pg.add("<h3>Where the wall time went</h3>")
-    pg.figure(F.wall_time_bar(o), "fig small")
-    findings = [f for f in d.get("findings") or [] if f.get("severity") != "none"]
-    if findings:
-        f = findings[0]
-        gain = f.get("estimated_gain") or {}
-        worth = f" — worth about {_pct(gain.get('wall_share'))} of wall time" if gain.get("wall_share") else ""
-        pg.add(f'<p class=fixfirst><b>Fix first:</b> {e(f["title"])}{worth}.<br><span class=dim>fix:</span> '
-               f'<code>{e(f["fix"])}</code></p>')
-    elif d.get("findings"):
-        pg.add(f'<p class=fixfirst><b>{e(d["findings"][0]["title"])}</b></p>')
+    pg.figure(F.wall_time_bar(o.time_share, o.time_s), "fig small")
+    _fix_first(pg, report)
     pg.add("</section>")
 
 
-def _headline_trace(pg: Page, ranks: list[dict]) -> None:
+def _fix_first(pg: Page, report: Report) -> None:
+    """The top-ranked finding (the diagnosis ranks them; a "none" finding only ranks first when alone)."""
+    if not report.findings:
+        return
+    f = report.findings[0]
+    if f.severity == "none":
+        pg.add(f'<p class=fixfirst><b>{e(f.title)}</b></p>')
+        return
+    g = f.estimated_gain
+    worth = f" — worth about {_pct(g.wall_share)} of wall time" if g is not None and g.wall_share else ""
+    pg.add(f'<p class=fixfirst><b>Fix first:</b> {e(f.title)}{worth}.<br><span class=dim>fix:</span> '
+           f'<code>{e(f.fix)}</code></p>')
+
+
+def _headline_trace(pg: Page, report: Report) -> None:
     tiles = []
-    for r in ranks:
-        ic = r.get("idle_causes") or {}
-        sec = ic.get("seconds") or {}
+    for r in report.ranks:
+        sec = r.idle_causes.get("seconds") or {}
         top = max(sec.items(), key=lambda kv: kv[1]) if sec else None
-        who = f"rank {r['rank']}" if r.get("rank") is not None else e(str(r.get("label") or "trace"))
+        who = f"rank {r.rank}" if r.rank is not None else e(r.label or "trace")
         note = ""
         if top and top[1] > 0:
-            note = f"largest idle cause: {e(CATEGORY_LABELS.get(top[0], top[0]))} ({_pct((ic.get('share') or {}).get(top[0]))} of idle)"
-        tiles.append(tile(f"{who}: device idle", _pct(r.get("idle"), 1), note))
-        st = r.get("step_stats") or {}
-        if st.get("count"):
-            tiles.append(tile(f"{who}: step time (median)", _ms(st.get("median_s")), f"{st['count']} steps"))
-    pg.add('<section class=headline><h2>Outcome</h2><div class=tiles>' + "".join(tiles) + "</div></section>")
+            share = (r.idle_causes.get("share") or {}).get(top[0])
+            note = f"largest idle cause: {e(CATEGORY_LABELS.get(top[0], top[0]))} ({_pct(share)} of idle)"
+        tiles.append(tile(f"{who}: device idle", _pct(r.idle, 1), note))
+        if r.step_stats.get("count"):
+            tiles.append(tile(f"{who}: step time (median)", _ms(r.step_stats.get("median_s")),
+                              f"{r.step_stats['count']} steps"))
+    pg.add('<section class=headline><h2>Outcome</h2><div class=tiles>' + "".join(tiles) + "</div>")
+    _fix_first(pg, report)
+    pg.add("</section>")
 
 
-def _findings(pg: Page, d: dict) -> None:
-    fs = d.get("findings") or []
-    if not fs and not d.get("not_evaluated"):
+def _findings(pg: Page, report: Report) -> None:
+    fs = report.findings
+    if not fs and not report.not_evaluated:
         return
     pg.add("<section><h2>Findings <span class=dim>(ranked by estimated gain)</span></h2>")
     for i, f in enumerate(fs, 1):
-        sev = str(f.get("severity"))
-        ev = [[e(str(x.get("name"))), e(_num(x.get("value"), "{:,.4g}") if isinstance(x.get("value"), (int, float))
-                                        else str(x.get("value"))), e(str(x.get("unit") or "")),
-               f"<span class=dim>{e(str(x.get('source') or ''))}</span>"] for x in f.get("evidence") or []]
-        g = f.get("estimated_gain") or {}
+        ev = [[e(str(x.name)), e(_num(x.value, "{:,.4g}") if isinstance(x.value, (int, float)) else str(x.value)),
+               e(str(x.unit or "")), f"<span class=dim>{e(str(x.source or ''))}</span>"] for x in f.evidence]
+        g = f.estimated_gain
         gain = ""
-        if g:
-            gain = (f"<p><b>Estimated gain:</b> {_pct(g.get('step_share'))} of step time, "
-                    f"{_num(g.get('seconds_per_run'), '{:,.1f}')} s per run, "
-                    f"{_num(g.get('speedup'), '{:.2f}')}× throughput <span class=dim>— {e(str(g.get('method') or ''))}</span></p>")
-        pg.add(f'<div class="finding sev-{e(sev)}"><h3>{i}. <span class=sev>{e(sev.upper())}</span> '
-               f'<code>{e(str(f.get("cause")))}</code> {e(str(f.get("title")))}</h3>'
-               f'<p>{e(str(f.get("summary") or ""))}</p>'
+        if g is not None:
+            money = f", ${g.dollars_per_run:,.2f} per run" if g.dollars_per_run is not None else ""
+            gain = (f"<p><b>Estimated gain:</b> {_pct(g.step_share)} of step time, "
+                    f"{_num(g.seconds_per_run, '{:,.1f}')} s per run{money}, "
+                    f"{_num(g.speedup, '{:.2f}')}× throughput <span class=dim>— {e(g.method)}</span></p>")
+        pg.add(f'<div class="finding sev-{e(f.severity)}"><h3>{i}. <span class=sev>{e(f.severity.upper())}</span> '
+               f'<code>{e(f.cause)}</code> {e(f.title)}</h3>'
+               f'<p>{e(f.summary or "")}</p>'
                + (table(["evidence", "value", "unit", "source"], ev, "ev") if ev else "")
-               + gain + f'<p><b>Fix:</b></p><pre>{e(str(f.get("fix") or ""))}</pre>'
-               f'<p class=dim>confidence: {e(str(f.get("confidence")))}</p></div>')
-    ne = d.get("not_evaluated") or []
-    if ne:
-        pg.add(f"<details><summary>Not evaluated: {len(ne)} rule(s) lacked their data — what to record</summary><ul>" + "".join(
-            f"<li><b>{e(str(m.get('rule')))}</b>: needs {e(str(m.get('needs')))} — {e(str(m.get('how')))}</li>"
-            for m in ne) + "</ul></details>")
+               + gain + f'<p><b>Fix:</b></p><pre>{e(f.fix or "")}</pre>'
+               f'<p class=dim>confidence: {e(f.confidence)}</p></div>')
+    if report.missing_summary:
+        n = len(report.not_evaluated)
+        pg.add(f"<details><summary>Not evaluated: {n} rule(s) lacked their data — what to record</summary><ul>"
+               + "".join(f"<li><b>{len(g.rules)} check(s) need {e(g.data)}</b> — {e(g.how)} "
+                         f"<span class=dim>({e(', '.join(g.rules))})</span></li>" for g in report.missing_summary)
+               + "</ul></details>")
     pg.add("</section>")
 
 
@@ -230,51 +231,52 @@ def _timeline(pg: Page, report: Any) -> None:
     pg.add("</section>")
 
 
-def _telemetry_tables(pg: Page, d: dict) -> None:
+def _dist(x: dict | None, unit: str = "%") -> str:
+    return "–" if not x else f"{x['mean']:.0f}{unit} (p5 {x['p5']:.0f}, p95 {x['p95']:.0f})"
+
+
+def _telemetry_tables(pg: Page, report: Report) -> None:
     rows = []
-    for g in d.get("gpu") or []:
-        def dist(k, unit="%"):
-            x = g.get(k)
-            return "–" if not x else f"{x['mean']:.0f}{unit} (p5 {x['p5']:.0f}, p95 {x['p95']:.0f})"
-        thr = ", ".join(f"{e(str(k))} {v:.0%}" for k, v in (g.get("throttled_share") or {}).items()) or "no"
-        rows.append([f"{g['index']} {e(str(g.get('name') or ''))}", dist("util_gpu"), dist("sm_active"),
-                     dist("tensor_active"), f"{human_bytes(g.get('mem_used_max_bytes'))} / {human_bytes(g.get('mem_total_bytes'))}",
-                     dist("power_w", " W"), dist("sm_clock_mhz", " MHz"), thr])
-    h = d.get("host")
+    for g in report.gpus:
+        thr = ", ".join(f"{e(str(k))} {v:.0%}" for k, v in (g.throttled_share or {}).items()) or "no"
+        rows.append([f"{g.index} {e(str(g.name or ''))}", _dist(g.util_gpu), _dist(g.sm_active),
+                     _dist(g.tensor_active), f"{human_bytes(g.mem_used_max_bytes)} / {human_bytes(g.mem_total_bytes)}",
+                     _dist(g.power_w, " W"), _dist(g.sm_clock_mhz, " MHz"), thr])
+    h = report.host
     if not rows and not h:
         return
     pg.add("<section><h2>Telemetry summary</h2>")
     if rows:
         pg.add(table(["GPU", "util", "SM active", "tensor active", "peak memory", "power", "SM clock", "throttled"], rows))
-    elif d.get("gpu_note"):
-        pg.add(f"<p class=dim>{e(str(d['gpu_note']))} — host telemetry only</p>")
+    elif report.gpu_note:
+        pg.add(f"<p class=dim>{e(str(report.gpu_note))} — host telemetry only</p>")
     if h:
-        procs = [[e(str(p.get("pid"))), e(str(p.get("role"))), e(str(p.get("name") or "")),
-                  _num((p.get("cpu_pct") or {}).get("mean"), "{:.0f}%"), human_bytes(p.get("rss_max_bytes"))]
-                 for p in h.get("processes") or []]
-        cpu = h.get("cpu_pct") or {}
-        pg.add(f"<p>Host CPU mean {_num(cpu.get('mean'), '{:.0f}%')} of {e(str(h.get('logical_cores') or '?'))} "
-               f"cores · iowait mean {_num((h.get('iowait_pct') or {}).get('mean'), '{:.1f}%')} · disk read "
-               f"{human_bytes(h.get('disk_read_bytes'))}, written {human_bytes(h.get('disk_write_bytes'))}</p>")
+        procs = [[e(str(p.pid)), e(str(p.role)), e(str(p.name or "")),
+                  _num((p.cpu_pct or {}).get("mean"), "{:.0f}%"), human_bytes(p.rss_max_bytes)]
+                 for p in h.processes]
+        pg.add(f"<p>Host CPU mean {_num((h.cpu_pct or {}).get('mean'), '{:.0f}%')} of "
+               f"{e(str(h.logical_cores or '?'))} cores · iowait mean "
+               f"{_num((h.iowait_pct or {}).get('mean'), '{:.1f}%')} · disk read "
+               f"{human_bytes(h.disk_read_bytes)}, written {human_bytes(h.disk_write_bytes)}</p>")
         if procs:
             pg.add(table(["pid", "role", "name", "CPU (mean, % of a core)", "peak RSS"], procs))
     pg.add("</section>")
 
 
-def _rank(pg: Page, r: dict, hist: Any) -> None:
-    who = f"rank {r['rank']}" if r.get("rank") is not None else "trace"
-    pg.add(f"<section class=rank><h2>Profiler trace · {e(who)} <span class=dim>{e(str(r.get('label') or ''))}"
-           + (f" · {e(str(r['device']))}" if r.get("device") else "") + "</span></h2>")
-    pg.add(f"<p>Device span {_ms(r.get('device_span_s'))}: compute {_pct(r.get('compute'), 1)}, non-compute "
-           f"{_pct(r.get('non_compute'), 1)}, idle {_pct(r.get('idle'), 1)} <span class=dim>(HTA-comparable)</span></p>")
+def _rank(pg: Page, r, hist: Any) -> None:
+    who = f"rank {r.rank}" if r.rank is not None else "trace"
+    pg.add(f"<section class=rank><h2>Profiler trace · {e(who)} <span class=dim>{e(str(r.label or ''))}"
+           + (f" · {e(str(r.device))}" if r.device else "") + "</span></h2>")
+    pg.add(f"<p>Device span {_ms(r.device_span_s)}: compute {_pct(r.compute, 1)}, non-compute "
+           f"{_pct(r.non_compute, 1)}, idle {_pct(r.idle, 1)} <span class=dim>(HTA-comparable)</span></p>")
     pg.add("<h3>Exposed time per step</h3><p class=dim>Each bar sums exactly to the step time; warm colours are "
            "time the device sat idle, by cause.</p>")
-    pg.figure(F.step_partition(r))
+    pg.figure(F.step_partition(r.steps, r.trace_partition))
     if hist is not None:
         pg.add(f"<h3>Idle gaps by size and cause</h3><p class=dim>{hist.gaps:,} gaps in the device timeline, "
                "each labelled by the cause that took most of it.</p>")
         pg.figure(F.gap_histogram(hist))
-    k = r.get("kernels") or {}
+    k = r.kernels or {}
     if k.get("top"):
         pg.add(f"<h3>Kernel breakdown</h3><p class=dim>{k.get('kernels', 0):,} kernels, "
                f"{k.get('distinct_names', 0):,} names, {_ms(k.get('kernel_time_s'))} of kernel time.</p>")
@@ -285,15 +287,13 @@ def _rank(pg: Page, r: dict, hist: Any) -> None:
         pg.add("<details><summary>Top kernels, exact numbers</summary>" + table(
             ["kernel", "family", "count", "total ms", "share", "mean µs", "median µs", "min µs", "max µs"],
             rows, "kernels") + "</details>")
-    steps = r.get("steps") or []
-    if steps:
-        cats = [c for c in CATEGORY_LABELS if any(c in s.get("partition", {}) for s in steps)]
+    if r.steps:
+        cats = [c for c in CATEGORY_LABELS if any(c in s.get("partition", {}) for s in r.steps)]
         rows = [[f"#{s['step']}", f"{s['duration_s'] * 1e3:,.3f}"]
-                + [f"{s['partition'].get(c, 0.0) * 1e3:,.3f}" for c in cats] for s in steps]
+                + [f"{s['partition'].get(c, 0.0) * 1e3:,.3f}" for c in cats] for s in r.steps]
         pg.add("<details><summary>Exposed time per step, exact (ms)</summary>" + table(
             ["step", "step time"] + [e(CATEGORY_LABELS[c]) for c in cats], rows, "num") + "</details>")
-    items = [("Data issues", r.get("issues") or []), ("Losses", r.get("losses") or [])]
-    for title, xs in items:
+    for title, xs in (("Data issues", r.issues), ("Losses", r.losses)):
         if xs:
             pg.add(f"<h3>{title}</h3><ul>" + "".join(f"<li>{e(str(x))}</li>" for x in xs) + "</ul>")
     pg.add("</section>")
@@ -331,26 +331,26 @@ if(!ids.length){document.body.setAttribute('data-gs-rendered','0');}
 })();"""
 
 
-def render_html(report: Any) -> str:
-    """The whole page for one report (a recorded run and/or profiler traces), as one string."""
-    d = report.to_dict()
+def render_html(report: Report) -> str:
+    """The whole page for one report (a recorded run and/or profiler traces), as one string, from the typed
+    Report (the same object the terminal renderer reads; the JSON is another rendering of it)."""
     pg = Page()
-    _header(pg, d)
-    if d.get("outcomes"):
-        _headline_run(pg, d)
-    elif d.get("ranks"):
-        _headline_trace(pg, d["ranks"])
-    _findings(pg, d)
+    _header(pg, report)
+    if report.outcomes is not None:
+        _headline_run(pg, report)
+    elif report.ranks:
+        _headline_trace(pg, report)
+    _findings(pg, report)
     _timeline(pg, report)
-    _telemetry_tables(pg, d)
-    disp = getattr(report, "display", None)
+    _telemetry_tables(pg, report)
+    disp = report.display
     hists = {h.rank_label: h for h in (disp.gap_histograms if disp is not None else [])}
-    for r in d.get("ranks") or []:
-        _rank(pg, r, hists.get(str(r.get("label") or "")))
-    if d.get("losses"):
+    for r in report.ranks:
+        _rank(pg, r, hists.get(str(r.label or "")))
+    if report.losses:
         pg.add("<section><h2>Data losses and salvage</h2><ul>"
-               + "".join(f"<li>{e(str(x))}</li>" for x in d["losses"]) + "</ul></section>")
-    return document(f"gpusleuth — {d['run'].get('label') or 'report'}", pg, f"report schema {d.get('schema')}")
+               + "".join(f"<li>{e(str(x))}</li>" for x in report.losses) + "</ul></section>")
+    return document(f"gpusleuth — {report.run.label or 'report'}", pg, f"report schema {SCHEMA}")
 
 
 def document(title: str, pg: Page, schema: str) -> str:

@@ -57,10 +57,10 @@ def share_label(key: str) -> str:
     return SHARE_LABELS.get(key) or f"phase: {plain(key)}"
 
 
-def wall_time_bar(outcomes: dict) -> dict | None:
+def wall_time_bar(share: dict[str, float], secs: dict[str, float]) -> dict | None:
     """Where the wall time went: one horizontal stacked bar (start-up, data wait, compute, phases…)."""
-    share = outcomes.get("time_share") or {}
-    secs = outcomes.get("time_s") or {}
+    share = share or {}
+    secs = secs or {}
     if not share:
         return None
     data = []
@@ -146,15 +146,15 @@ def timeline(display: Any) -> dict | None:
     return {"data": data, "layout": layout}
 
 
-def step_partition(rank: dict) -> dict | None:
+def step_partition(steps: list[dict], trace_partition: dict[str, float]) -> dict | None:
     """Exposed time per step, stacked by category (each bar sums to the step time)."""
-    steps = rank.get("steps") or []
+    steps = steps or []
     if steps:
         xs = [f"#{s['step']}" for s in steps]
         parts = [s.get("partition") or {} for s in steps]
         title_x = "profiler step"
-    elif rank.get("trace_partition"):
-        xs, parts, title_x = ["whole trace"], [rank["trace_partition"]], "(no ProfilerStep annotations)"
+    elif trace_partition:
+        xs, parts, title_x = ["whole trace"], [trace_partition], "(no ProfilerStep annotations)"
     else:
         return None
     data = []
