@@ -15,16 +15,24 @@ def add_parser(sub) -> None:
         description=(
             "Print what the job waited on: outcomes first (steps, step time, throughput, where the wall "
             "time went), then GPU and host telemetry, then ranked findings with evidence, estimated gain "
-            "and the fix. Accepts a gpusleuth run directory, or one or more PyTorch profiler (Kineto) "
-            "trace files (.json or .json.gz), one per rank."
+            "and the fix. Accepts a gpusleuth run directory, one or more PyTorch profiler (Kineto) "
+            "trace files (.json or .json.gz) or Nsight Systems SQLite exports (one per rank), or what "
+            "you already have: an nvidia-smi --query-gpu CSV or dmon log, dcgm-exporter / "
+            "nvidia_gpu_exporter scrapes or a Prometheus query_range JSON. Files are recognised by "
+            "content, not name."
         ),
         epilog="Examples:\n  gpusleuth report gpusleuth-runs/20261121-101500-python-train.py\n"
-        "  gpusleuth report rank-0.json.gz rank-1.json.gz --json > report.json",
+        "  gpusleuth report rank-0.json.gz rank-1.json.gz --json > report.json\n"
+        "  gpusleuth report gpu_log.csv --price-per-gpu-hour 2.5\n"
+        "  gpusleuth report profile.sqlite --step-range train_step",
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter,
     )
     p.add_argument("paths", nargs="+", type=Path, help="a run directory, or trace files")
     p.add_argument("--json", action="store_true", help="print one JSON object (docs/report-json.md) on stdout")
     add_output_options(p)
+    from gpusleuth.sources.detect import add_import_options
+
+    add_import_options(p)
     from gpusleuth.report.options import add_report_options
 
     add_report_options(p)
@@ -58,9 +66,20 @@ def report_command(args) -> int:
         if not p.exists():
             raise InputError(p, "no such file or directory")
     from gpusleuth.report.build import build_trace_report
-    from gpusleuth.sources.kineto import load_traces
+    from gpusleuth.sources.detect import load_files, options_from_args, sniff
 
-    runs = load_traces(paths, progress=_progress(paths) if sys.stderr.isatty() else None)
+    if all(sniff(p) == "kineto" for p in paths):
+        from gpusleuth.sources.kineto import load_traces
+
+        runs = load_traces(paths, progress=_progress(paths) if sys.stderr.isatty() else None)
+    else:  # nvidia-smi/dmon logs, DCGM/Prometheus data, Nsight Systems exports (sources/detect.py)
+        kind, runs = load_files(paths, options_from_args(args))
+        if kind != "trace":
+            from gpusleuth.report.options import options_from_args as report_options
+
+            report = print_report(runs[0], as_json=args.json, options=report_options(args))
+            write_outputs(report, args, [])
+            return 0
     report = build_trace_report(runs, progress=_rank_progress(len(runs)) if sys.stderr.isatty() else None)
     _emit(report, args.json)
     write_outputs(report, args, runs)
