@@ -74,11 +74,13 @@ def report_command(args) -> int:
         runs = load_traces(paths, progress=_progress(paths) if sys.stderr.isatty() else None)
     else:  # nvidia-smi/dmon logs, DCGM/Prometheus data, Nsight Systems exports (sources/detect.py)
         kind, runs = load_files(paths, options_from_args(args))
-        if kind != "trace":
+        if kind != "trace" or all(r.meta.get("source") == "nsys" for r in runs):
             from gpusleuth.report.options import options_from_args as report_options
+            from gpusleuth.sources.detect import as_job
 
-            report = print_report(runs[0], as_json=args.json, options=report_options(args))
-            write_outputs(report, args, [])
+            job = as_job(runs)
+            report = print_report(job, as_json=args.json, options=report_options(args))
+            write_outputs(report, args, job.profiles)
             return 0
     report = build_trace_report(runs, progress=_rank_progress(len(runs)) if sys.stderr.isatty() else None)
     _emit(report, args.json)

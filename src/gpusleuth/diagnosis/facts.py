@@ -60,6 +60,8 @@ class Facts:
     # the first step carries one-off costs (DataLoader worker start-up inside iter(loader), lazy init):
     # its duration, data wait and data CPU, so steady-state rules can leave it out
     first_step: dict[str, float] = field(default_factory=dict)
+    # utilization over time per GPU (analysis.gpu_timeline), for telemetry-only runs (imported GPU logs)
+    gpu_timeline: list[Any] = field(default_factory=list)
 
     # --- small derived helpers every rule family uses ---
     @property

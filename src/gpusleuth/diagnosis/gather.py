@@ -143,4 +143,14 @@ def extra_facts(run: Run, outcomes: Outcomes, host: HostSummary | None, ranks: l
         "host_ops": host_ops,
         "first_step": _first_step(run, pid),
         "hook_facts": [i for i in run.infos if i.get("kind") not in ("dataloader", "profiler_trace")],
+        "gpu_timeline": _gpu_timeline(run, outcomes),
     }
+
+
+def _gpu_timeline(run: Run, outcomes: Outcomes) -> list:
+    """Utilization over time, for a GPU log read alone (no steps, no traces: nothing better to judge by)."""
+    if outcomes.steps.steps or run.profiles or run.trace is not None:
+        return []
+    from gpusleuth.analysis.gpu_timeline import gpu_timelines
+
+    return gpu_timelines(run)

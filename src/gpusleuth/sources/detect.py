@@ -160,3 +160,24 @@ def load_files(paths: list[Path], options: ImportOptions | None = None) -> tuple
         raise InputError(paths[1], "give one GPU telemetry log at a time (or only trace files): "
                                    f"formats here: {', '.join(dict.fromkeys(fmts))}")
     return ("trace" if kinds == {"trace"} else fmts[0]), runs
+
+
+def as_job(runs: list[Run]) -> Run:
+    """Trace ranks read from one export as one job: a Run whose ``profiles`` are the ranks, so the report
+    analyses each rank and runs every rule over them, as it does for a recording's traces."""
+    if len(runs) == 1 and runs[0].trace is None:
+        return runs[0]
+    first = runs[0]
+    starts = [r.start_ns for r in runs if r.start_ns is not None]
+    ends = [r.end_ns for r in runs if r.end_ns is not None]
+    meta = {"source": first.meta.get("source"), "label": first.path.name if first.path else "trace",
+            "trace_path": first.meta.get("trace_path"), "device": first.meta.get("device"),
+            "world_size": len(runs), "start_ns": min(starts) if starts else None,
+            "end_ns": max(ends) if ends else None,
+            "recorder": {"gpu": [{"index": r.meta.get("gpu_index", i), "name": r.meta.get("device")}
+                                 for i, r in enumerate(runs)], "host": {}}}
+    job = Run(meta=meta, path=first.path, profiles=list(runs))
+    gpu = [r.gpu for r in runs if len(r.gpu)]
+    if gpu:
+        job.gpu = gpu[0]
+    return job
