@@ -62,6 +62,7 @@ _TS = r"\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?"
 _TS_RE = re.compile(_TS)
 _NUM = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)\s*$")
 _MAX_HEADER_SCAN = 4 << 20
+BURST_NS = 5_000_000  # rows of one sampling tick (one per GPU) are at most this far apart
 
 
 def split_header(line: str) -> list[tuple[str, str | None]] | None:
@@ -268,15 +269,15 @@ def _gpu_ids(t_ns: np.ndarray, raw: dict[str, np.ndarray], losses: list[str], pa
             rank[np.argsort(first)] = np.arange(len(uniq), dtype=np.int32)
             _, inv = np.unique(raw[key].astype(str), return_inverse=True)
             return rank[inv]
-    # No identity column: several GPUs of one loop iteration come as a burst of rows 0–2 ms apart.
+    # No identity column: several GPUs of one loop iteration come as a burst of rows 0–2 ms apart
+    # (their timestamps differ by the time nvidia-smi took to query each), ticks far apart.
     if len(t_ns) < 2:
         return np.zeros(len(t_ns), np.int32)
     dt = np.diff(t_ns)
-    big = dt[dt > 50_000_000]
-    if not len(big):
+    within = dt <= BURST_NS
+    if within.mean() < 0.2 or not (dt > 10 * BURST_NS).any():
         return np.zeros(len(t_ns), np.int32)
-    burst_gap = min(50_000_000, np.median(big) / 4)
-    new = np.concatenate([[True], dt > burst_gap])
+    new = np.concatenate([[True], ~within])
     starts = np.flatnonzero(new)
     pos = np.arange(len(t_ns)) - np.repeat(starts, np.diff(np.append(starts, len(t_ns))))
     if pos.max() > 0:
