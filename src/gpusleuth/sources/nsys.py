@@ -205,8 +205,8 @@ def _nvtx_codes(labels: np.ndarray, start: np.ndarray, code, step_range: str | N
     trace analysis finds them as it finds PyTorch's."""
     uniq, inv = np.unique(labels.astype(str), return_inverse=True)
     if step_range:
-        is_step = np.array([u == step_range or u.startswith(step_range + " ") or
-                            u.startswith(step_range + "#") for u in uniq])
+        is_step = np.array([u == step_range or (u.startswith(step_range) and u[len(step_range)] in " #:,_-=")
+                            for u in uniq])
     else:
         is_step = np.array([bool(STEP_LIKE.match(u.strip())) for u in uniq])
     table = np.array([code(u) for u in uniq], np.int64)
