@@ -96,7 +96,7 @@ def read_nsys(path: Path, step_range: str | None = None) -> list[Run]:
     names: dict[str, int] = {}
 
     def code(s: str) -> int:
-        return names.setdefault(s, len(names))
+        return names.setdefault(str(s), len(names))
 
     def codes_for_ids(ids: np.ndarray, transform=None) -> np.ndarray:
         uniq, inv = np.unique(ids, return_inverse=True)

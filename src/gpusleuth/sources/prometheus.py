@@ -186,6 +186,10 @@ def read_text_scrapes(paths: list[Path]) -> Run:
     for p in paths:
         m = re.search(r"(?<!\d)(1[5-9]\d{8}|2\d{9})(?:\.\d+)?(?!\d)", p.name)
         stamps.append((int(float(m.group(0)) * 1e9), "name") if m else (int(p.stat().st_mtime * 1e9), "mtime"))
+    if len({t for t, _ in stamps}) < len(stamps):
+        base = min(t for t, _ in stamps)
+        stamps = [(base + i * 1_000_000_000, "order") for i in range(len(stamps))]
+        losses.append(f"{paths[0].name}: {len(paths)} scrapes share a time; placed 1 s apart in the order given")
     for p, (t_ns, _) in zip(paths, stamps):
         text = p.read_text(errors="replace")
         try:
