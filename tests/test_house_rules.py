@@ -19,7 +19,7 @@ PKG = Path(__file__).resolve().parents[1] / "src" / "gpusleuth"
 LEAVES = {"errors", "_version", "lean_imports"}
 ALLOWED = {
     "run": {"run"},
-    "sources": {"run", "sources"},
+    "sources": {"run", "sources", "recorder.schemas"},  # the recorder's on-disk schemas are the contract
     "recorder": {"run", "sources", "recorder"},  # writes the run directory; finalize turns raw events into tables
     "analysis": {"run", "analysis", "sources.kineto.model"},
     "diagnosis": {"run", "analysis", "diagnosis"},

@@ -50,7 +50,8 @@ def test_report_bad_input_is_one_line_not_a_traceback():
     r = cli(str(FIX / "not_json.json"))
     assert r.returncode != 0
     assert "Traceback" not in r.stderr
-    assert "not_json.json" in r.stderr and "not JSON" in r.stderr
+    assert "not_json.json" in r.stderr and "not a format gpusleuth reads" in r.stderr
+    assert r.stderr.count("\n") == 1
 
 
 def test_report_truncated_trace_states_the_loss(tmp_path):

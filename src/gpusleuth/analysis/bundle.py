@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from gpusleuth.analysis.cost import find_price, price_table
+from gpusleuth.analysis.gpu_timeline import gpu_timelines
 from gpusleuth.analysis.headline import Headline, compute_headline
 from gpusleuth.analysis.host_ops import host_op_stats
 from gpusleuth.analysis.options import ReportOptions
@@ -43,6 +44,8 @@ class RunAnalysis:
     host_ops: list[dict[str, Any]] = field(default_factory=list)  # per trace with steps
     headline: Headline | None = None
     dollars_per_second: float | None = None  # what one second of the job's wall time costs, all devices
+    # utilization over time per GPU, for a GPU log read alone (no steps, no traces: nothing better to judge by)
+    gpu_timeline: list[Any] = field(default_factory=list)
     losses: list[str] = field(default_factory=list)
 
     @property
@@ -61,7 +64,9 @@ def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str,
     """Analyse ``run`` once. ``prices``/``mllog``: what ``sources`` read from the user's files;
     ``min_warmup``: leading steps a sweep excludes at least; ``progress(done, total)`` per trace."""
     options = options or ReportOptions()
-    recorded = run.trace is None and run.start_ns is not None and run.end_ns is not None
+    # a recording or a telemetry log (steps, host or GPU samples over a window); not a set of traces
+    recorded = (run.trace is None and run.start_ns is not None and run.end_ns is not None
+                and not (run.profiles and not len(run.steps) and not len(run.host)))
     view = step_view(run, min_warmup) if recorded else StepView()
     outcomes = compute_outcomes(run, view) if recorded else None
     gpus = summarize_gpus(run)
@@ -92,7 +97,8 @@ def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str,
         per_second = _trace_price_per_second(traces, options, prices)
     return RunAnalysis(run=run, options=options, view=view, outcomes=outcomes, basis=basis, gpus=gpus,
                        gpu_note=gpu_note, host=host, traces=traces, host_ops=host_ops, headline=headline,
-                       dollars_per_second=per_second, losses=losses)
+                       dollars_per_second=per_second, losses=losses,
+                       gpu_timeline=gpu_timelines(run) if gpus and view.main is None and not traces else [])
 
 
 def _trace_price_per_second(traces: list[TraceAnalysis], options: ReportOptions,

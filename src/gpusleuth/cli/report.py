@@ -16,13 +16,17 @@ def add_parser(sub) -> None:
             "Print what the job waited on: the outcome headline, the ranked findings with their estimated "
             "gain (× throughput, seconds, $ with a price), then the evidence (steps, GPU and host telemetry, "
             "per-rank trace tables), each finding's fix, and one line per missing data source saying what "
-            "to record to evaluate the rest. Accepts a gpusleuth run directory, or one or more PyTorch "
-            "profiler (Kineto) trace files (.json or .json.gz), one per rank: a trace set gets the same rules "
-            "(precision, launch, sync, H2D, Python overhead, communication, stragglers), with gains in "
-            "seconds of its traced steps."
+            "to record to evaluate the rest. Accepts a gpusleuth run directory, one or more PyTorch "
+            "profiler (Kineto) trace files (.json or .json.gz) or Nsight Systems SQLite exports (one per "
+            "rank), or what you already have: an nvidia-smi --query-gpu CSV or dmon log, dcgm-exporter / "
+            "nvidia_gpu_exporter scrapes or a Prometheus query_range JSON. Files are recognised by content, "
+            "not name. A trace set gets the same rules as a recording (precision, launch, sync, H2D, Python "
+            "overhead, communication, stragglers), with gains in seconds of its traced steps."
         ),
         epilog="Examples:\n  gpusleuth report gpusleuth-runs/20261121-101500-python-train.py\n"
-        "  gpusleuth report rank-0.json.gz rank-1.json.gz --json > report.json",
+        "  gpusleuth report rank-0.json.gz rank-1.json.gz --json > report.json\n"
+        "  gpusleuth report gpu_log.csv --price-per-gpu-hour 2.5\n"
+        "  gpusleuth report profile.sqlite --step-range train_step",
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter,
     )
     p.add_argument("paths", nargs="+", type=Path, help="a run directory, or trace files")
@@ -30,6 +34,9 @@ def add_parser(sub) -> None:
     p.add_argument("-v", "--verbose", action="store_true",
                    help="list every rule that could not run and why (default: one line per missing data source)")
     add_output_options(p)
+    from gpusleuth.sources.detect import add_import_options
+
+    add_import_options(p)
     from gpusleuth.report.options import add_report_options
 
     add_report_options(p)
@@ -63,25 +70,34 @@ def report_command(args) -> int:
     for p in paths:
         if not p.exists():
             raise InputError(p, "no such file or directory")
-    from gpusleuth.report.build import build_trace_report
-    from gpusleuth.sources.kineto import load_traces
+    from gpusleuth.sources.detect import load_files, options_from_args, sniff
 
-    runs = load_traces(paths, progress=_progress(paths) if sys.stderr.isatty() else None)
-    from gpusleuth.report.options import options_from_args
+    if all(sniff(p) == "kineto" for p in paths):
+        from gpusleuth.report.build import trace_job
+        from gpusleuth.sources.kineto import load_traces
 
-    report = build_trace_report(runs, options_from_args(args),
-                                progress=_rank_progress(len(runs)) if sys.stderr.isatty() else None)
-    _emit(report, args.json, verbose=args.verbose)
+        runs = load_traces(paths, progress=_progress(paths) if sys.stderr.isatty() else None)
+        job = trace_job(runs)
+    else:  # nvidia-smi/dmon logs, DCGM/Prometheus data, Nsight Systems exports (sources/detect.py)
+        from gpusleuth.sources.detect import as_job
+
+        _kind, runs = load_files(paths, options_from_args(args))
+        job = as_job(runs)
+    from gpusleuth.report.options import options_from_args as report_options
+
+    ranks = len(job.profiles)
+    report = print_report(job, as_json=args.json, options=report_options(args), verbose=args.verbose,
+                          progress=_rank_progress(ranks) if sys.stderr.isatty() and ranks > 1 else None)
     write_outputs(report, args, runs)
     return 0
 
 
 def print_report(run, as_json: bool = False, to_stderr: bool = False, options=None, quiet: bool = False,
-                 verbose: bool = False):
+                 verbose: bool = False, progress=None):
     """Build the run's Report and print it (unless ``quiet``: then only built, e.g. for --html alone)."""
     from gpusleuth.report.build import build_report
 
-    report = build_report(run, options)
+    report = build_report(run, options, progress=progress)
     if not quiet:
         _emit(report, as_json, to_stderr, verbose)
     return report

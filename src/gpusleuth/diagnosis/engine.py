@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules import busy_idle, distributed, gpu, host, memory, phases, precision, sizing, sync, throttling
+from gpusleuth.diagnosis.rules import busy_idle, copies, distributed, gpu, gpu_log, host, memory, phases, precision, sizing, sync, throttling
 from gpusleuth.diagnosis.rules import input as input_rules
 
 # In the product brief's debugging order; the order only matters for ties and for "not evaluated".
@@ -32,6 +32,10 @@ RULES = (
     distributed.exposed_communication,
     busy_idle.busy_but_idle,
     sizing.sizing_vs_stall,
+    gpu_log.idle_gpus,
+    gpu_log.bursty_or_steady,
+    gpu_log.gpu_imbalance,
+    copies.copy_bound,
 )
 
 

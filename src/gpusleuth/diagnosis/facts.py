@@ -65,6 +65,8 @@ class Facts:
     # False when nothing was recorded (profiler traces or telemetry read alone): ``outcomes`` is then the
     # traced steps, so gains are seconds of those steps, and step-instrumentation numbers are unmeasured
     recorded: bool = True
+    # utilization over time per GPU (analysis.gpu_timeline), for telemetry-only runs (imported GPU logs)
+    gpu_timeline: list[Any] = field(default_factory=list)
 
     # --- small derived helpers every rule family uses ---
     @property

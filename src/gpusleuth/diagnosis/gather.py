@@ -143,4 +143,5 @@ def build_facts(a: RunAnalysis) -> Facts:
         hook_facts=[i for i in run.infos if i.get("kind") not in ("dataloader", "profiler_trace")],
         dollars_per_second=a.dollars_per_second,
         recorded=a.recorded,
+        gpu_timeline=list(a.gpu_timeline),
     )

@@ -76,9 +76,11 @@ def report_from(a: RunAnalysis, *, display: bool = True) -> Report:
     )
 
 
-def build_report(run: Run, options: ReportOptions | None = None, *, display: bool = True) -> Report:
-    """Report for a Run: a recording (with its --profile-steps traces), a trace, or telemetry alone."""
-    return report_from(analyze_run(run, options), display=display)
+def build_report(run: Run, options: ReportOptions | None = None, *, display: bool = True,
+                 progress: Callable[[int, int], None] | None = None) -> Report:
+    """Report for a Run: a recording (with its --profile-steps traces), a trace set (``trace_job``), or
+    telemetry alone. ``progress(done, total)`` after each trace's analysis."""
+    return report_from(analyze_run(run, options, progress=progress), display=display)
 
 
 def trace_job(runs: list[Run]) -> Run:
@@ -91,10 +93,3 @@ def trace_job(runs: list[Run]) -> Run:
             "world_size": first.meta.get("world_size")}
     path = Path(first.meta["trace_path"]).parent if first.meta.get("trace_path") else None
     return Run(meta=meta, path=path, profiles=list(runs))
-
-
-def build_trace_report(runs: list[Run], options: ReportOptions | None = None,
-                       progress: Callable[[int, int], None] | None = None) -> Report:
-    """Report for profiler traces read directly (one Run per rank): the same analysis, facts and rules as
-    a recording; ``progress(done, total)`` after each rank's analysis."""
-    return report_from(analyze_run(trace_job(runs), options, progress=progress))

@@ -1,0 +1,183 @@
+"""Recognise what a file is by its content (never its name) and read it with the right source.
+
+``sniff(path)`` names the format; ``load_file(path, options)`` returns the Runs it holds (one per GPU
+log, one per rank/device for traces). Formats: a Kineto trace (JSON, plain or gzip), an Nsight Systems
+SQLite export, ``nvidia-smi --query-gpu`` CSV (header or not), ``nvidia-smi dmon``, Prometheus text
+scrapes (dcgm-exporter, nvidia_gpu_exporter) and Prometheus ``query_range`` JSON.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpusleuth.errors import InputError
+from gpusleuth.run.model import Run
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+TRACE_FORMATS = ("kineto", "nsys")
+_SNIFF = 4 << 20
+
+
+@dataclass
+class ImportOptions:
+    """What a file cannot say about itself, given on the command line (all optional)."""
+
+    fields: list[str] | None = None  # --fields: the --query-gpu list of a noheader log
+    tz: str | None = None  # --tz: zone of nvidia-smi's local timestamps
+    start_ns: int | None = None  # --start: when a dmon log without timestamps began
+    interval_s: float = 1.0  # --interval: dmon's -d
+    step_range: str | None = None  # --step-range: the NVTX range that marks a training step (nsys)
+
+
+def add_import_options(p) -> None:
+    """The options of ``report`` and ``import`` that only imported files need."""
+    g = p.add_argument_group("imported files (nvidia-smi, dmon, Nsight Systems, DCGM/Prometheus)")
+    g.add_argument("--fields", default=None, metavar="LIST",
+                   help="the --query-gpu field list of a header-less nvidia-smi log, e.g. "
+                   "timestamp,index,utilization.gpu,memory.used (default: inferred from the values)")
+    g.add_argument("--tz", default=None, metavar="ZONE",
+                   help="time zone of nvidia-smi's local timestamps, e.g. Europe/Berlin (default: this machine's)")
+    g.add_argument("--start", default=None, metavar="TIME",
+                   help="start of a dmon log printed without -o DT (ISO time, e.g. 2026-05-01T10:00:00+00:00)")
+    g.add_argument("--interval", type=float, default=1.0, metavar="S",
+                   help="sampling interval of a dmon log without timestamps (dmon -d; default 1)")
+    g.add_argument("--step-range", default=None, metavar="NAME",
+                   help="the NVTX range that marks one training step in an Nsight Systems export "
+                   "(default: ranges named like steps, e.g. 'step 12', 'train_step')")
+
+
+def options_from_args(args) -> ImportOptions:
+    start = getattr(args, "start", None)
+    start_ns = None
+    if start:
+        from datetime import datetime
+
+        try:
+            start_ns = int(datetime.fromisoformat(start).timestamp() * 1e9)
+        except ValueError:
+            raise InputError(start, "--start must be an ISO time such as 2026-05-01T10:00:00+00:00") from None
+    fields = getattr(args, "fields", None)
+    return ImportOptions(fields=[f for f in fields.split(",") if f.strip()] if fields else None,
+                         tz=getattr(args, "tz", None), start_ns=start_ns,
+                         interval_s=getattr(args, "interval", 1.0) or 1.0,
+                         step_range=getattr(args, "step_range", None))
+
+
+def sniff(path: Path) -> str:
+    """The format of ``path`` from its first bytes: one of ``kineto``, ``nsys``, ``nvidia-smi``, ``dmon``,
+    ``pmon``, ``prometheus-text``, ``prometheus-json``; raises InputError with what it looks like."""
+    if not path.exists():
+        raise InputError(path, "no such file or directory")
+    with open(path, "rb") as f:
+        head = f.read(_SNIFF)
+    if head.startswith(SQLITE_MAGIC):
+        return "nsys"
+    if head[:2] == b"\x1f\x8b":
+        return "kineto"  # gzip: only profiler traces come compressed; the reader says if it is not one
+    text = head.decode("utf-8", errors="replace")
+    stripped = text.lstrip("\ufeff \t\r\n")
+    if stripped.startswith(("{", "[")):
+        if re.search(r'"resultType"\s*:\s*"(matrix|vector)"', text[:200_000]):
+            return "prometheus-json"
+        return "kineto"
+    from gpusleuth.sources import dmon, nvsmi, prometheus
+
+    if nvsmi.find_header(text):
+        return "nvidia-smi"
+    if dmon.is_dmon(text):
+        return "dmon"
+    if dmon.is_pmon(text):
+        return "pmon"
+    if prometheus.is_text_scrape(text):
+        return "prometheus-text"
+    if nvsmi.looks_like_noheader(text):
+        return "nvidia-smi"
+    if head[:8] == b"\x00\x00\x00\x00\x00\x00\x00\x00" or path.suffix in (".nsys-rep", ".qdrep") or \
+            (b"\x00" in head[:4096] and not text.isprintable()):
+        if path.suffix in (".nsys-rep", ".qdrep") or b"nsys" in head[:1 << 16].lower():
+            raise InputError(path, "an Nsight Systems report (.nsys-rep) — its format is private to nsys; export "
+                                   f"it first:  nsys export --type sqlite --output {path.with_suffix('.sqlite').name} "
+                                   f"{path.name}   then give gpusleuth the .sqlite")
+        raise InputError(path, "a binary file gpusleuth does not know (expected a profiler trace .json[.gz], an "
+                               "Nsight Systems .sqlite export, an nvidia-smi/dmon log or a Prometheus scrape)")
+    raise InputError(path, "not a format gpusleuth reads: expected a PyTorch profiler trace (.json[.gz]), an "
+                           "Nsight Systems SQLite export, an nvidia-smi --query-gpu CSV or dmon log, or a "
+                           "DCGM/Prometheus scrape or query_range JSON")
+
+
+def load_file(path: Path, options: ImportOptions | None = None) -> tuple[str, list[Run]]:
+    """(format, Runs) for one file."""
+    options = options or ImportOptions()
+    fmt = sniff(path)
+    if fmt == "kineto":
+        from gpusleuth.sources.kineto import load_trace
+
+        return fmt, [load_trace(path)]
+    if fmt == "nsys":
+        from gpusleuth.sources.nsys import read_nsys
+
+        return fmt, read_nsys(path, step_range=options.step_range)
+    if fmt == "nvidia-smi":
+        from gpusleuth.sources.nvsmi import read_nvsmi_csv
+
+        return fmt, [read_nvsmi_csv(path, options.fields, options.tz)]
+    if fmt == "dmon":
+        from gpusleuth.sources.dmon import read_dmon
+
+        return fmt, [read_dmon(path, options.start_ns, options.interval_s)]
+    if fmt == "pmon":
+        raise InputError(path, "an nvidia-smi pmon log (per process): gpusleuth reads the per-device logs — "
+                               "record `nvidia-smi dmon -o DT` or `nvidia-smi --query-gpu=timestamp,index,"
+                               "utilization.gpu,utilization.memory,memory.used,memory.total,power.draw "
+                               "--format=csv -l 1` instead")
+    if fmt == "prometheus-text":
+        from gpusleuth.sources.prometheus import read_text_scrapes
+
+        return fmt, [read_text_scrapes([path])]
+    from gpusleuth.sources.prometheus import read_query_range
+
+    return fmt, [read_query_range(path)]
+
+
+def load_files(paths: list[Path], options: ImportOptions | None = None) -> tuple[str, list[Run]]:
+    """Several files: traces (one Run per rank) may be mixed freely; GPU logs are read one at a time,
+    except Prometheus text scrapes, which are one instant each and join into one series."""
+    fmts = [sniff(p) for p in paths]
+    if len(paths) > 1 and all(f == "prometheus-text" for f in fmts):
+        from gpusleuth.sources.prometheus import read_text_scrapes
+
+        return "prometheus-text", [read_text_scrapes(paths)]
+    runs: list[Run] = []
+    kinds = set()
+    for p in paths:
+        fmt, got = load_file(p, options)
+        kinds.add("trace" if fmt in TRACE_FORMATS else "telemetry")
+        runs.extend(got)
+    if len(kinds) > 1 or (kinds == {"telemetry"} and len(runs) > 1):
+        raise InputError(paths[1], "give one GPU telemetry log at a time (or only trace files): "
+                                   f"formats here: {', '.join(dict.fromkeys(fmts))}")
+    return ("trace" if kinds == {"trace"} else fmts[0]), runs
+
+
+def as_job(runs: list[Run]) -> Run:
+    """Trace ranks read from one export as one job: a Run whose ``profiles`` are the ranks, so the report
+    analyses each rank and runs every rule over them, as it does for a recording's traces."""
+    if len(runs) == 1 and runs[0].trace is None:
+        return runs[0]
+    first = runs[0]
+    starts = [r.start_ns for r in runs if r.start_ns is not None]
+    ends = [r.end_ns for r in runs if r.end_ns is not None]
+    meta = {"source": first.meta.get("source"), "label": first.path.name if first.path else "trace",
+            "trace_path": first.meta.get("trace_path"), "device": first.meta.get("device"),
+            "world_size": len(runs), "start_ns": min(starts) if starts else None,
+            "end_ns": max(ends) if ends else None,
+            "recorder": {"gpu": [{"index": r.meta.get("gpu_index", i), "name": r.meta.get("device")}
+                                 for i, r in enumerate(runs)], "host": {}}}
+    job = Run(meta=meta, path=first.path, profiles=list(runs))
+    gpu = [r.gpu for r in runs if len(r.gpu)]
+    if gpu:
+        job.gpu = gpu[0]
+    return job

@@ -1,0 +1,361 @@
+"""Nsight Systems SQLite exports (``nsys export --type sqlite``) → one Run per rank, in the Kineto trace model.
+
+Kernels, memcpy (named like Kineto's ``Memcpy HtoD (Pageable -> Device)``, unified-memory migrations
+marked as such), memset, synchronization, CUDA runtime calls (version suffixes such as ``_v7000``
+dropped so the launch/sync tables match) and NVTX ranges become rows of a
+:class:`~gpusleuth.sources.kineto.model.TraceData`, so the trace attribution and every trace rule apply
+unchanged. One rank = one process with GPU work (split further by device when one process drives
+several). Steps: NVTX ranges named like steps (``step 12``, ``train_step``, ``iteration 3``, PyTorch's
+``ProfilerStep#N``), or the range given with ``--step-range NAME``; each becomes ``ProfilerStep#k``.
+
+Columns are read by name (``PRAGMA table_info``) across schema 2.x–3.2x: the metadata table's rename,
+``SYNCHRONIZATION.syncType`` vs ``deprecatedSyncType``, NVTX ``text`` vs ``textId``, and tables created
+only when something was recorded. ``GPU_METRICS`` samples, when captured, become the Run's ``gpu`` table.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+
+from gpusleuth.errors import InputError
+from gpusleuth.run.model import Run, Table
+from gpusleuth.sources.kineto.model import KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, USER_ANN, TraceData
+
+COPY_KIND = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH",
+             10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}
+UVM_KINDS = (11, 12, 13)
+MEM_KIND = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
+            6: "Managed Static"}
+SYNC_NAMES = {1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
+STEP_LIKE = re.compile(r"^(ProfilerStep#\d+|(train(ing)?[ _-]?)?(step|iter(ation)?)([ _#:=-]*\d+)?)$", re.I)
+_VERSION = re.compile(r"_v\d+$")
+#: a capture with fewer device operations than this is a start-up or a toy, not a workload to diagnose
+WINDOW_MIN_OPS = 200
+
+
+class _Db:
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self.con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            self.tables = {r[0] for r in self.con.execute("select name from sqlite_master where type='table'")}
+        except sqlite3.DatabaseError as exc:
+            raise InputError(path, f"a damaged SQLite file ({exc})") from None
+
+    def cols(self, table: str) -> set[str]:
+        return {r[1] for r in self.con.execute(f"PRAGMA table_info({table})")} if table in self.tables else set()
+
+    def fetch(self, sql: str) -> list[np.ndarray]:
+        try:
+            rows = self.con.execute(sql).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise InputError(self.path, f"reading the export failed ({exc})") from None
+        if not rows:
+            return []
+        return [np.array(c) for c in zip(*rows)]
+
+    def strings(self) -> dict[int, str]:
+        if "StringIds" not in self.tables:
+            return {}
+        return dict(self.con.execute("select id, value from StringIds"))
+
+    def meta(self) -> dict[str, str]:
+        out = {}
+        for t in ("EXPORT_META_DATA", "META_DATA_EXPORT", "META_DATA_CAPTURE"):
+            if t in self.tables and {"name", "value"} <= self.cols(t):
+                out.update({str(k): str(v) for k, v in self.con.execute(f"select name, value from {t}")})
+        return out
+
+
+class _Rows:
+    """Columns of the rows being built (one list of arrays per column)."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in
+                                                   ("ts", "dur", "kind", "name", "gpid", "tid", "corr", "stream",
+                                                    "device")}
+
+    def add(self, n: int, **cols) -> None:
+        for k in self.parts:
+            v = cols.get(k, -1)
+            self.parts[k].append(np.broadcast_to(np.asarray(v), (n,)).astype(np.int64) if np.ndim(v) == 0 else
+                                 np.asarray(v).astype(np.int64))
+
+    def finish(self) -> dict[str, np.ndarray]:
+        return {k: np.concatenate(v) if v else np.empty(0, np.int64) for k, v in self.parts.items()}
+
+
+def read_nsys(path: Path, step_range: str | None = None) -> list[Run]:
+    db = _Db(path)
+    meta = db.meta()
+    strings = db.strings()
+    names: dict[str, int] = {}
+
+    def code(s: str) -> int:
+        return names.setdefault(str(s), len(names))
+
+    def codes_for_ids(ids: np.ndarray, transform=None) -> np.ndarray:
+        uniq, inv = np.unique(ids, return_inverse=True)
+        table = np.array([code(transform(strings.get(int(i), f"<string {i}>")) if transform else
+                               strings.get(int(i), f"<string {i}>")) for i in uniq], np.int64)
+        return table[inv]
+
+    rows = _Rows()
+    counts: dict[str, int] = {}
+    kt = "CUPTI_ACTIVITY_KIND_KERNEL"
+    kc = db.cols(kt)
+    if kc:
+        name_col = "demangledName" if "demangledName" in kc else "shortName"
+        got = db.fetch(f"select start, end, {name_col}, globalPid, correlationId, streamId, deviceId from {kt}")
+        if got:
+            s, e, nm, gp, corr, stream, dev = got
+            rows.add(len(s), ts=s, dur=e - s, kind=KERNEL, name=codes_for_ids(nm), gpid=gp, corr=corr,
+                     stream=stream, device=dev)
+            counts["kernels"] = len(s)
+    mt = "CUPTI_ACTIVITY_KIND_MEMCPY"
+    mc = db.cols(mt)
+    uvm = 0
+    if mc:
+        src = "srcKind" if "srcKind" in mc else "-1"
+        dst = "dstKind" if "dstKind" in mc else "-1"
+        got = db.fetch(f"select start, end, copyKind, {src}, {dst}, globalPid, correlationId, streamId, deviceId, "
+                       f"bytes from {mt}")
+        if got:
+            s, e, ck, sk, dk, gp, corr, stream, dev, nbytes = got
+            labels = {}
+            combo = np.stack([ck, sk, dk], 1)
+            uniq, inv = np.unique(combo, axis=0, return_inverse=True)
+            for i, (c, a, b) in enumerate(uniq):
+                labels[i] = code(_memcpy_name(int(c), int(a), int(b)))
+            nm = np.array([labels[i] for i in range(len(uniq))], np.int64)[np.ravel(inv)]
+            rows.add(len(s), ts=s, dur=e - s, kind=MEMCPY, name=nm, gpid=gp, corr=corr, stream=stream, device=dev)
+            counts["memcpy"] = len(s)
+            uvm = int(np.isin(ck, UVM_KINDS).sum())
+            counts["memcpy_bytes"] = int(np.nansum(nbytes.astype(float)))
+    st = "CUPTI_ACTIVITY_KIND_MEMSET"
+    if db.cols(st):
+        got = db.fetch(f"select start, end, globalPid, correlationId, streamId, deviceId from {st}")
+        if got:
+            s, e, gp, corr, stream, dev = got
+            rows.add(len(s), ts=s, dur=e - s, kind=MEMSET, name=code("Memset (Device)"), gpid=gp, corr=corr,
+                     stream=stream, device=dev)
+            counts["memset"] = len(s)
+    yt = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+    yc = db.cols(yt)
+    if yc:
+        stype = "syncType" if "syncType" in yc else "deprecatedSyncType"
+        gpid = "globalPid" if "globalPid" in yc else "-1"
+        got = db.fetch(f"select start, end, {stype}, {gpid}, correlationId, streamId, deviceId from {yt}")
+        if got:
+            s, e, ty, gp, corr, stream, dev = got
+            nm = np.array([code(SYNC_NAMES.get(int(t), "Synchronize")) for t in range(5)] + [code("Synchronize")])
+            rows.add(len(s), ts=s, dur=e - s, kind=SYNC, name=nm[np.clip(ty.astype(np.int64), 0, 5)], gpid=gp,
+                     corr=corr, stream=stream, device=dev)
+    rt = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    if db.cols(rt):
+        got = db.fetch(f"select start, end, nameId, globalTid, correlationId from {rt}")
+        if got:
+            s, e, nid, gtid, corr = got
+            rows.add(len(s), ts=s, dur=e - s, kind=RUNTIME, name=codes_for_ids(nid, lambda x: _VERSION.sub("", x)),
+                     gpid=gtid & ~0xFFFFFF, tid=gtid & 0xFFFFFF, corr=corr)
+            counts["runtime"] = len(s)
+    nt = "NVTX_EVENTS"
+    nc = db.cols(nt)
+    steps = 0
+    if nc:
+        text = "text" if "text" in nc else "NULL"
+        tid = "textId" if "textId" in nc else "NULL"
+        got = db.fetch(f"select start, end, coalesce({text}, ''), coalesce({tid}, -1), globalTid from {nt} "
+                       f"where eventType in (59, 60) and end is not null")
+        if got:
+            s, e, txt, tids, gtid = got
+            labels = np.array([t if t else strings.get(int(i), "") for t, i in zip(txt, tids)], dtype=object)
+            nm, steps = _nvtx_codes(labels, s, code, step_range)
+            rows.add(len(s), ts=s, dur=e - s, kind=USER_ANN, name=nm, gpid=gtid & ~0xFFFFFF, tid=gtid & 0xFFFFFF)
+            counts["nvtx"] = len(s)
+    cols = rows.finish()
+    if not counts.get("kernels") and not counts.get("memcpy") and not counts.get("memset"):
+        what = "only NVTX ranges" if counts.get("nvtx") else "no CUDA or NVTX activity"
+        raise InputError(path, f"an Nsight Systems export with {what}: no GPU activity was recorded; profile with "
+                               "`nsys profile --trace=cuda,nvtx …` and export again")
+    origin = _session_start(db)
+    name_list = list(names)
+    runs = _split_ranks(path, cols, name_list, origin, meta, counts, uvm, steps, step_range)
+    gpu = _gpu_metrics(db)
+    if gpu is not None and runs:
+        runs[0].gpu = gpu
+    db.con.close()
+    return runs
+
+
+def _memcpy_name(copy_kind: int, src: int, dst: int) -> str:
+    direction = COPY_KIND.get(copy_kind, "Unknown")
+    if copy_kind in UVM_KINDS:
+        return f"Memcpy {direction} (Unified Memory migration)"
+    a, b = MEM_KIND.get(src), MEM_KIND.get(dst)
+    return f"Memcpy {direction} ({a} -> {b})" if a and b else f"Memcpy {direction}"
+
+
+def _nvtx_codes(labels: np.ndarray, start: np.ndarray, code, step_range: str | None) -> tuple[np.ndarray, int]:
+    """NVTX names → codes; ranges that mark steps are renamed ``ProfilerStep#k`` (k in time order) so the
+    trace analysis finds them as it finds PyTorch's."""
+    uniq, inv = np.unique(labels.astype(str), return_inverse=True)
+    if step_range:
+        is_step = np.array([u == step_range or (u.startswith(step_range) and u[len(step_range)] in " #:,_-=")
+                            for u in uniq])
+    else:
+        is_step = np.array([bool(STEP_LIKE.match(u.strip())) for u in uniq])
+    table = np.array([code(u) for u in uniq], np.int64)
+    out = table[inv]
+    sel = np.flatnonzero(is_step[inv])
+    if len(sel) >= 2:
+        order = sel[np.argsort(start[sel], kind="stable")]
+        for k, row in enumerate(order):
+            out[row] = code(f"ProfilerStep#{k}")
+        return out, len(order)
+    return out, 0
+
+
+def _session_start(db: _Db) -> int:
+    t = "TARGET_INFO_SESSION_START_TIME"
+    if "utcEpochNs" in db.cols(t):
+        got = db.con.execute(f"select utcEpochNs from {t}").fetchone()
+        if got and got[0]:
+            return int(got[0])
+    return 0
+
+
+def _device_names(db: _Db) -> dict[int, str]:
+    t = "TARGET_INFO_GPU"
+    c = db.cols(t)
+    if {"id", "name"} <= c:
+        return {int(i): str(n) for i, n in db.con.execute(f"select id, name from {t}")}
+    t = "TARGET_INFO_CUDA_DEVICE"
+    c = db.cols(t)
+    if {"cudaId", "name"} <= c:
+        return {int(i): str(n) for i, n in db.con.execute(f"select cudaId, name from {t}")}
+    return {}
+
+
+def _split_ranks(path, cols, names, origin, meta, counts, uvm, steps, step_range) -> list[Run]:
+    """One Run per process with device work (and per device, when a process drove several)."""
+    kind = cols["kind"]
+    device_rows = np.isin(kind, (KERNEL, MEMCPY, MEMSET))
+    pid = (cols["gpid"] >> 24) & 0xFFFFFF
+    pairs = sorted({(int(p), int(d)) for p, d in zip(pid[device_rows], cols["device"][device_rows])})
+    by_pid: dict[int, list[int]] = {}
+    for p, d in pairs:
+        by_pid.setdefault(p, []).append(d)
+    runs = []
+    dev_names = {}
+    try:
+        dev_names = _device_names(_Db(path))
+    except InputError:
+        pass
+    rank = 0
+    for p, devs in by_pid.items():
+        for d in devs:
+            mine = pid == p
+            if len(devs) > 1:  # host rows stay with every device of their process; device rows split
+                mine &= ~(device_rows & (cols["device"] != d))
+            sel = np.flatnonzero(mine)
+            runs.append(_make_run(path, cols, sel, names, origin, p, d, rank, len(pairs), meta,
+                                  dev_names.get(d), counts, uvm, steps, step_range))
+            rank += 1
+    return runs
+
+
+def _make_run(path, cols, sel, names, origin, pid, device, rank, world, meta, dev_name, counts, uvm, steps,
+              step_range) -> Run:
+    ts = cols["ts"][sel]
+    order = np.argsort(ts, kind="stable")
+    sel = sel[order]
+    c = {k: v[sel] for k, v in cols.items()}
+    names = list(names)
+    n_device = int(np.isin(c["kind"], (KERNEL, MEMCPY, MEMSET)).sum())
+    whole_window = not steps and n_device >= WINDOW_MIN_OPS
+    if whole_window:
+        # No step ranges: the whole capture is one window, so every per-step rule still reads it
+        first, last = int(c["ts"].min()), int((c["ts"] + np.maximum(c["dur"], 0)).max())
+        names.append("ProfilerStep#0")
+        window = {"ts": first, "dur": last - first, "kind": USER_ANN, "name": len(names) - 1, "gpid": pid << 24,
+                  "tid": int(np.bincount(np.maximum(c["tid"], 0)).argmax()) if (c["tid"] >= 0).any() else -1,
+                  "corr": -1, "stream": -1, "device": -1}
+        c = {k: np.concatenate([[window[k]], v]) for k, v in c.items()}
+    t0 = int(c["ts"].min()) if len(sel) else 0
+    kind = c["kind"].astype(np.uint8)
+    tid_codes, tids = _codes(c["tid"])
+    events = Table({
+        "ts": c["ts"] - t0, "dur": np.maximum(c["dur"], 0), "kind": kind,
+        "cat": kind.astype(np.int32), "name": c["name"].astype(np.int32),
+        "pid": np.zeros(len(kind), np.int32), "tid": tid_codes,
+        "corr": c["corr"], "stream": c["stream"], "device": c["device"],
+    })
+    trace = TraceData(events=events, names=names,
+                      cats=["other", "cpu_op", "cuda_runtime", "kernel", "gpu_memcpy", "gpu_memset",
+                            "user_annotation", "gpu_user_annotation", "cuda_sync", "python_function", "Trace"],
+                      pids=[pid], tids=tids, origin_ns=origin + t0,
+                      meta={"distributedInfo": {"rank": rank, "world_size": world}, "deviceProperties":
+                            [{"id": device, "name": dev_name}] if dev_name else [], "source": "nsys",
+                            "nsys": {k: v for k, v in meta.items() if "VERSION" in k}})
+    end = int((events["ts"] + events["dur"]).max()) if len(events) else 0
+    n_k = int(((kind == KERNEL)).sum())
+    losses = []
+    if uvm:
+        losses.append(f"{path.name}: {uvm:,} unified-memory page migrations are counted as host↔device copies")
+    if whole_window:
+        losses.append(f"{path.name}: no NVTX range marks a training step (name one with --step-range NAME); "
+                      "the whole capture is analysed as one step-long window")
+    elif not steps:
+        losses.append(f"{path.name}: no NVTX range marks a training step and only {n_device} GPU operation(s) "
+                      f"were captured (fewer than {WINDOW_MIN_OPS}): too little to judge the workload, so the "
+                      "per-step rules are not evaluated")
+    label = f"{path.name} (pid {pid}, GPU {device})" if world > 1 else path.name
+    run_meta = {
+        "source": "nsys", "label": label, "rank": rank, "world_size": world, "trace_path": str(path),
+        "device": dev_name, "start_ns": origin + t0, "end_ns": origin + t0 + end, "events": len(events),
+        "kernels": n_k, "pid": pid, "gpu_index": device, "clock": "epoch" if origin else "trace",
+        "nsys_version": meta.get("EXPORT_PRODUCT_VERSION") or meta.get("PRODUCT_VERSION"),
+        "nsys_schema": meta.get("EXPORT_SCHEMA_VERSION") or meta.get("SCHEMA_VERSION"),
+        "step_range": step_range,
+    }
+    return Run(meta=run_meta, path=path, trace=trace, losses=losses)
+
+
+def _codes(values: np.ndarray) -> tuple[np.ndarray, list]:
+    uniq, inv = np.unique(values, return_inverse=True)
+    return inv.astype(np.int32), [int(u) for u in uniq]
+
+
+def _gpu_metrics(db: _Db) -> Table | None:
+    """``GPU_METRICS`` (``--gpu-metrics-devices``): SM active / tensor active / DRAM bandwidth samples, per GPU,
+    into the ``gpu`` table's activity columns (%)."""
+    if not ({"timestamp", "typeId", "metricId", "value"} <= db.cols("GPU_METRICS")) or \
+            not ({"metricId", "metricName"} <= db.cols("TARGET_INFO_GPU_METRICS")):
+        return None
+    wanted = {"SMs Active": "sm_active", "SM Active": "sm_active", "Tensor Active": "tensor_active",
+              "Compute Warps in Flight": "sm_occupancy", "DRAM Read Bandwidth": "dram_active",
+              "GR Active": "util_gpu"}
+    ids = {int(m): wanted[str(n).split(" [")[0]] for m, n in
+           db.con.execute("select distinct metricId, metricName from TARGET_INFO_GPU_METRICS")
+           if str(n).split(" [")[0] in wanted}
+    if not ids:
+        return None
+    got = db.fetch(f"select timestamp, typeId & 255, metricId, value from GPU_METRICS where metricId in "
+                   f"({','.join(map(str, ids))})")
+    if not got:
+        return None
+    t, dev, mid, val = got
+    origin = _session_start(db)
+    keys = np.unique(np.stack([t, dev], 1), axis=0)
+    out = {"t_ns": keys[:, 0].astype(np.int64) + origin, "gpu": keys[:, 1].astype(np.int32)}
+    pos = np.searchsorted(keys[:, 0] * 256 + keys[:, 1], t * 256 + dev)
+    for m, column in ids.items():
+        col = out.setdefault(column, np.full(len(keys), np.nan))
+        sel = mid == m
+        col[pos[sel]] = val[sel].astype(float)
+    return Table(out)

@@ -1,0 +1,114 @@
+"""Nsight Systems SQLite exports (real, schemas 3.17.2 – 3.25.0) through the Kineto trace model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import gpusleuth
+from gpusleuth.errors import InputError
+from gpusleuth.sources.detect import sniff
+from gpusleuth.sources.kineto.model import KERNEL, MEMCPY, USER_ANN
+from gpusleuth.sources.nsys import read_nsys
+
+FIX = Path(__file__).parent / "fixtures" / "nsys"
+H100 = FIX / "h100_2gpu_1s.sqlite"
+T4 = FIX / "aws_t4_uvm_report2.sqlite"
+MOCK = FIX / "mock.sqlite"
+
+
+def sql(path: Path, query: str):
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        return con.execute(query).fetchall()
+
+
+@pytest.mark.parametrize("path", [H100, T4, MOCK], ids=lambda p: p.stem)
+def test_kernel_counts_match_the_export(path):
+    runs = read_nsys(path)
+    assert sniff(path) == "nsys"
+    per_device = dict(sql(path, "select deviceId, count(*) from CUPTI_ACTIVITY_KIND_KERNEL group by deviceId"))
+    got = {r.meta["gpu_index"]: int((r.trace.events["kind"] == KERNEL).sum()) for r in runs}
+    assert got == per_device
+    total = sql(path, "select count(*) from CUPTI_ACTIVITY_KIND_KERNEL")[0][0]
+    assert sum(r.meta["kernels"] for r in runs) == total
+
+
+def test_two_h100_processes_are_two_ranks_with_real_names_and_copies():
+    runs = read_nsys(H100)
+    assert [(r.meta["pid"], r.meta["gpu_index"]) for r in runs] == [(111, 0), (112, 1)]
+    t = runs[0].trace
+    names = set(t.names[c] for c in np.unique(t.events["name"][t.events["kind"] == MEMCPY]))
+    assert "Memcpy HtoD (Pinned -> Device)" in names
+    launches = [t.names[c] for c in np.unique(t.events["name"][t.events["kind"] == 2])]
+    assert "cudaLaunchKernel" in launches  # the _v7000 suffix is dropped so the launch tables match
+    start = sql(H100, "select utcEpochNs from TARGET_INFO_SESSION_START_TIME")[0][0]
+    first = sql(H100, "select min(start) from CUPTI_ACTIVITY_KIND_RUNTIME where globalTid >> 24 & 16777215 = 111")[0][0]
+    assert runs[0].start_ns <= start + first
+
+
+def test_report_names_the_h100_copies_and_fp32_gemms():
+    res = gpusleuth("report", H100, "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert len(doc["ranks"]) == 2
+    causes = {(f["cause"], f["severity"]) for f in doc["findings"]}
+    assert ("input.transfer", "high") in causes
+    assert any(f["cause"] == "precision" for f in doc["findings"])
+
+
+def test_t4_unified_memory_run_is_named_copy_bound():
+    res = gpusleuth("report", T4, "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    f = [x for x in doc["findings"] if x["title"].startswith("Copy-bound")]
+    assert len(f) == 1
+    assert "unified-memory page migrations" in f[0]["summary"]
+    assert any("2,370 unified-memory page migrations" in x for x in doc["losses"])
+    migrations = sql(T4, "select count(*) from CUPTI_ACTIVITY_KIND_MEMCPY where copyKind in (11, 12)")[0][0]
+    assert migrations == 2370
+
+
+def test_tiny_capture_is_not_judged():
+    """Two kernels: too little for the whole-window fallback, so no per-step rule fires (no false high)."""
+    res = gpusleuth("report", MOCK, "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert not [f for f in doc["findings"] if f["severity"] == "high"]
+    assert any("too little to judge" in x for x in doc["losses"])
+
+
+def test_step_range_names_the_steps():
+    n = sql(H100, "select count(*) from NVTX_EVENTS n left join StringIds s on s.id = n.textId "
+                  "where coalesce(n.text, s.value) like 'aten::reshape,%' and globalTid >> 24 & 16777215 = 111")[0][0]
+    run = read_nsys(H100, step_range="aten::reshape")[0]
+    t = run.trace
+    steps = t.name_mask(lambda s: s.startswith("ProfilerStep#")) & (t.events["kind"] == USER_ANN)
+    assert n > 2 and int(steps.sum()) == n
+    assert not any("whole capture" in x for x in run.losses)
+
+
+def test_nvtx_only_export_gets_a_sentence(tmp_path):
+    p = tmp_path / "nvtx_only.sqlite"
+    shutil.copy(H100, p)
+    with sqlite3.connect(p) as con:
+        for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+            con.execute(f"drop table {t}")
+    with pytest.raises(InputError, match="only NVTX ranges: no GPU activity"):
+        read_nsys(p)
+
+
+def test_damaged_export_and_nsys_rep_are_sentences(tmp_path):
+    cut = tmp_path / "cut.sqlite"
+    cut.write_bytes(H100.read_bytes()[:200_000])
+    res = gpusleuth("report", cut)
+    assert res.returncode == 2 and "cut.sqlite" in res.stderr and "Traceback" not in res.stderr
+    rep = tmp_path / "profile.nsys-rep"
+    rep.write_bytes(b"\x00\x01NSYS" + bytes(range(256)) * 40)
+    res = gpusleuth("report", rep)
+    assert res.returncode == 2
+    assert "nsys export --type sqlite" in res.stderr and "Traceback" not in res.stderr
