@@ -55,7 +55,7 @@ def report_command(args) -> int:
         write_outputs(report, args, run.profiles)
         return 0
     for p in paths:
-        if not p.exists():
+        if not p.exists() and not p.is_symlink():  # a link loop or a dangling link gets its own sentence
             raise InputError(p, "no such file or directory")
     from gpusleuth.report.build import build_trace_report
     from gpusleuth.sources.kineto import load_traces
@@ -94,7 +94,7 @@ def _progress(paths):
     """A rich progress bar over bytes read, for big traces on a terminal."""
     from rich.progress import DownloadColumn
 
-    total = sum(p.stat().st_size for p in paths)
+    total = sum(p.stat().st_size for p in paths if p.is_file())  # others get their sentence from the reader
     if total < 20 * 2**20:
         return None
     return _transient_bar("loading traces", total, DownloadColumn())
