@@ -345,22 +345,118 @@ def paths() -> Iterator[Case]:
         yield Case(f"path/{name}", None, LOSSY, make=make)
 
 
+# ---- run directories ----------------------------------------------------------------------------------
+
+def rundir_seeds() -> list[Path]:
+    """Run directories recorded by gpusleuth (tests/fixtures/rundir/README.md): finished and cut off."""
+    return sorted(p for p in (FIXTURES / "rundir").iterdir() if p.is_dir())
+
+
+def _copy_run(seed: Path, work: Path) -> Path:
+    import shutil
+
+    d = work / seed.name
+    shutil.copytree(seed, d, symlinks=True)
+    return d
+
+
+def _edit(seed: Path, fn: Callable[[Path], None]) -> Callable[[Path], Path]:
+    def make(work: Path) -> Path:
+        d = _copy_run(seed, work)
+        fn(d)
+        return d
+    return make
+
+
+def _flip(path: Path, rng: random.Random, n: int = 1) -> None:
+    b = bytearray(path.read_bytes())
+    for _ in range(n):
+        if b:
+            b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+    path.write_bytes(bytes(b))
+
+
+def _set_meta(key: str, value) -> Callable[[Path], None]:
+    def fn(d: Path) -> None:
+        meta = json.loads((d / "meta.json").read_text())
+        meta[key] = value
+        (d / "meta.json").write_text(json.dumps(meta))
+    return fn
+
+
+_META_VALUES = ["x", [1], {"a": 1}, None, 10 ** 30, -5, 1.5e300, True]
+
+
+def rundir_cases(seed: Path, rng: random.Random) -> Iterator[Case]:
+    """Damaged run directories: mistyped meta.json fields, flipped/cut/emptied tables and streams, bad
+    hook events, missing pieces."""
+    meta = json.loads((seed / "meta.json").read_text())
+    for key in sorted(meta):
+        value = rng.choice(_META_VALUES)
+        yield Case(f"meta/{key}={str(value)[:12]}", None, ANY, make=_edit(seed, _set_meta(key, value)))
+    for key in ("start_ns", "end_ns", "exit_code", "interval_s", "command", "recorder", "losses", "env"):
+        for value in _META_VALUES:
+            yield Case(f"meta/{key}={str(value)[:12]}", None, ANY, make=_edit(seed, _set_meta(key, value)))
+    yield Case("meta/flip", None, ANY, make=_edit(seed, lambda d: _flip(d / "meta.json", rng)))
+    yield Case("meta/list", None, LOSSY, make=_edit(seed, lambda d: (d / "meta.json").write_text("[1]")))
+    yield Case("meta/empty-object", None, ANY, make=_edit(seed, lambda d: (d / "meta.json").write_text("{}")))
+    yield Case("meta/invalid-utf8", None, LOSSY,
+               make=_edit(seed, lambda d: (d / "meta.json").write_bytes(b'{"label": "\xff"}')))
+    files = sorted(p.relative_to(seed) for p in seed.rglob("*") if p.is_file() and p.name != "meta.json")
+    for rel in files:
+        for i in range(3):
+            yield Case(f"file/{rel}/flip-{i}", None, ANY,
+                       make=_edit(seed, lambda d, rel=rel, n=i + 1: _flip(d / rel, rng, n)))
+        cut = rng.random()
+        yield Case(f"file/{rel}/cut", None, ANY,
+                   make=_edit(seed, lambda d, rel=rel: (d / rel).write_bytes(
+                       (d / rel).read_bytes()[: int(cut * (d / rel).stat().st_size)])))
+        yield Case(f"file/{rel}/empty", None, ANY, make=_edit(seed, lambda d, rel=rel: (d / rel).write_bytes(b"")))
+        yield Case(f"file/{rel}/garbage", None, ANY,
+                   make=_edit(seed, lambda d, rel=rel: (d / rel).write_bytes(bytes(range(256)) * 4)))
+        yield Case(f"file/{rel}/removed", None, ANY, make=_edit(seed, lambda d, rel=rel: (d / rel).unlink()))
+        yield Case(f"file/{rel}/directory", None, ANY,
+                   make=_edit(seed, lambda d, rel=rel: ((d / rel).unlink(), (d / rel).mkdir())))
+    if (seed / "steps.parquet").exists():
+        def corrupt_steps_no_raw(d: Path) -> None:
+            import shutil
+
+            shutil.rmtree(d / "raw")
+            _flip(d / "steps.parquet", rng, 8)
+        yield Case("steps/corrupt-without-raw", None, ANY, make=_edit(seed, corrupt_steps_no_raw))
+    yield Case("raw/removed", None, ANY, make=_edit(seed, lambda d: __import__("shutil").rmtree(d / "raw")))
+    yield Case("raw/odd-lines", None, ANY, make=_edit(seed, lambda d: next((d / "raw").iterdir()).open("ab").write(
+        b"S\t1\t2\n\xff\xfe\nS\tx\ty\t0\t0\t-1\t1\t0\toptimizer\nH\t[1]\nS\t" + b"9" * 40 + b"\t1\t0\t0\t-1\t0\t0\tx\n")))
+
+
+# ---- readers --------------------------------------------------------------------------------------------
+
 @dataclass
 class Reader:
-    """One input kind: its seed files and the mutators that apply to them."""
+    """One input kind: its seed files and the cases made from each (a new reader — nvidia-smi, nsys,
+    DCGM — adds one entry to :data:`READERS` with its own seeds and, usually, the text mutators)."""
 
     name: str
     seeds: Callable[[], list[Path]]
-    mutators: list[Callable[[bytes, random.Random], Iterator[Case]]]
+    cases: Callable[[Path, random.Random], Iterator[Case]]
 
 
-READERS: list[Reader] = [Reader("kineto", kineto_seeds, MUTATORS)]
+def text_cases(mutators: list[Callable[[bytes, random.Random], Iterator[Case]]]):
+    def make(seed: Path, rng: random.Random) -> Iterator[Case]:
+        text = read_text(seed)
+        for m in mutators:
+            yield from m(text, rng)
+    return make
+
+
+READERS: list[Reader] = [
+    Reader("kineto", kineto_seeds, text_cases(MUTATORS)),
+    Reader("rundir", rundir_seeds, rundir_cases),
+]
 
 
 def cases(reader: Reader, seed: Path, rng: random.Random) -> Iterator[Case]:
-    text = read_text(seed)
-    for m in reader.mutators:
-        yield from m(text, rng)
+    return reader.cases(seed, rng)
 
 
 # ---- runner --------------------------------------------------------------------------------------------
@@ -500,8 +596,15 @@ def classify(case: Case, path: Path, reference: dict | None, console: bool = Fal
 
 
 def reference_report(seed: Path, tmp: Path) -> dict | None:
-    p = tmp / ("ref" + "".join(seed.suffixes))
-    p.write_bytes(seed.read_bytes())
+    if seed.is_dir():
+        import shutil
+
+        p = tmp / "ref"
+        shutil.rmtree(p, ignore_errors=True)
+        shutil.copytree(seed, p)
+    else:
+        p = tmp / ("ref" + "".join(seed.suffixes))
+        p.write_bytes(seed.read_bytes())
     kind, rc, out, _ = run_cli(["report", str(p), "--json"])
     return json.loads(out) if kind == "exit" and rc == 0 else None
 

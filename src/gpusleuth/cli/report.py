@@ -85,7 +85,6 @@ def _emit(report, as_json: bool, to_stderr: bool = False) -> None:
     else:
         from gpusleuth.render.console import render_console
 
-        from rich.console import Console
 
         render_console(report, make_console(to_stderr))
 
@@ -102,10 +101,10 @@ def _progress(paths):
 
 def make_console(to_stderr: bool = False):
     """A terminal keeps its width; a file or pipe gets 120 columns so tables stay readable."""
-    from rich.console import Console
+    from gpusleuth.render.text import SafeConsole
 
     stream = sys.stderr if to_stderr else sys.stdout
-    return Console(file=stream, highlight=False, width=None if stream.isatty() else 120)
+    return SafeConsole(file=stream, highlight=False, width=None if stream.isatty() else 120)
 
 
 def add_output_options(p) -> None:

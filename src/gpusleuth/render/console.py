@@ -4,6 +4,7 @@ GPU and host telemetry, then ranked findings. Formats what the Report holds; com
 from __future__ import annotations
 
 from rich.console import Console
+from gpusleuth.render.text import SafeConsole
 from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
@@ -34,7 +35,7 @@ def _dist(d: dict | None, unit: str = "%") -> str:
 
 
 def render_console(report: Report, console: Console | None = None) -> None:
-    console = console or Console(stderr=True, highlight=False)
+    console = console or SafeConsole(stderr=True, highlight=False)
     r = report.run
     console.rule(f"[bold]gpusleuth report[/] — {escape(r.label)}")
     if r.command:

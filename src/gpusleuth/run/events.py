@@ -97,8 +97,12 @@ def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
 def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns) -> int:
     bad = 0
     open_phases: dict[tuple[str, int], str] = {}
-    with open(path, "r", encoding="utf-8", errors="replace") as f:
-        data = f.read()
+    try:
+        with open(path, "r", encoding="utf-8", errors="replace") as f:
+            data = f.read()
+    except OSError as exc:
+        out.losses.append(f"{path.name}: unreadable ({exc.strerror or exc}); its steps are missing")
+        return 0
     lines = data.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -111,10 +115,11 @@ def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns) -> int:
         try:
             if kind == "S":
                 delim = _DELIM_CODE.get(parts[8], parts[8])
-                step_rows.append(
-                    (pid, int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]), int(parts[5]),
-                     int(parts[6]), int(parts[7]), delim)
-                )
+                row = (pid, int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]), int(parts[5]),
+                       int(parts[6]), int(parts[7]), delim)
+                if not all(-2**63 < v < 2**63 for v in row[1:8]):  # damage: would overflow int64 columns
+                    raise ValueError(line)
+                step_rows.append(row)
             elif kind == "G":
                 gpu_times[(pid, int(parts[1]))] = int(parts[2])
             elif kind == "B":
@@ -145,8 +150,8 @@ def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns) -> int:
                 )
             else:
                 bad += 1
-        except (IndexError, ValueError, json.JSONDecodeError):
-            bad += 1
+        except (IndexError, ValueError, TypeError, AttributeError, RecursionError):
+            bad += 1  # a cut-off, damaged or hand-edited line (JSON of the wrong shape included)
     for (name, start), source in open_phases.items():
         # The job died inside this phase: it lasted at least until the end of the run.
         stop = end_ns if end_ns is not None else start

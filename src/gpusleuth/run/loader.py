@@ -23,8 +23,9 @@ def load_run(path: str | Path) -> Run:
         raise InputError(run_dir, "no such file or directory")
     if not run_dir.is_dir():
         raise InputError(run_dir, "expected a gpusleuth run directory (or pass a profiler trace .json[.gz])")
-    meta = read_meta(run_dir)
-    run = Run(meta=meta, path=run_dir)
+    meta_notes: list[str] = []
+    meta = read_meta(run_dir, meta_notes)
+    run = Run(meta=meta, path=run_dir, losses=meta_notes)
     if meta.get("end_ns") is None:
         run.losses.append(
             "the run has no recorded end (the launcher was killed?): its end is taken as the last sample"
@@ -40,9 +41,13 @@ def load_run(path: str | Path) -> Run:
             meta["end_ns"] = max(last)
     events = parse_event_files(run_dir, meta.get("end_ns"))
     if not len(events.steps) and (run_dir / "steps.parquet").exists():
-        events.steps = _parquet_table(run_dir / "steps.parquet")
+        events.steps, loss = _read_table(run_dir, "steps")
+        if loss:
+            run.losses.append(loss)
     if meta.get("end_ns") is None and len(events.steps):
         meta["end_ns"] = int(events.steps["end_ns"].max())
+    if meta.get("start_ns") is None:
+        _recover_start(run, run_dir, events.steps)
     run.steps, run.phases, run.logs = events.steps, events.phases, events.logs
     run.processes, run.infos = events.processes, events.infos
     run.losses.extend(events.losses)
@@ -51,12 +56,26 @@ def load_run(path: str | Path) -> Run:
     return run
 
 
+def _recover_start(run: Run, run_dir: Path, steps: Table) -> None:
+    """meta.json lost its start (damage): take the first thing recorded, or give up with a sentence."""
+    firsts = [int(t["t_ns"].min()) for t in (run.host, run.gpu) if len(t) and "t_ns" in t.columns]
+    if len(steps) and "start_ns" in steps.columns:
+        firsts.append(int(np.min(steps["start_ns"])))
+    firsts = [t for t in firsts if 0 < t < 2**62]
+    if not firsts:
+        raise InputError(run_dir / "meta.json", "has no valid start_ns and the run holds no samples or steps")
+    run.meta["start_ns"] = min(firsts)
+    run.losses.append("the run's start time was missing or damaged in meta.json: taken as its first sample")
+    if run.meta.get("end_ns") is not None and run.meta["end_ns"] < run.meta["start_ns"]:
+        run.meta["end_ns"] = None
+
+
 def _read_table(run_dir: Path, name: str) -> tuple[Table, str | None]:
     parquet = run_dir / f"{name}.parquet"
     if parquet.exists():
         try:
             return _parquet_table(parquet), None
-        except (pa.ArrowInvalid, OSError) as exc:
+        except (pa.ArrowException, OSError, ValueError) as exc:
             return Table(), f"{parquet.name} is unreadable ({exc}); its samples are missing from this report"
     stream = run_dir / f"{name}{STREAM_SUFFIX}"
     if stream.exists():

@@ -61,26 +61,40 @@ class TableStreamWriter:
 def read_stream(path: Path) -> tuple[pa.Table | None, str | None]:
     """Read every complete batch of a stream; the second value says what was lost, if anything."""
     path = Path(path)
-    size = path.stat().st_size
+    try:
+        f = open(path, "rb")
+        size = os.fstat(f.fileno()).st_size
+    except OSError as exc:
+        return None, f"{path.name} is unreadable ({exc.strerror or exc}); its samples are missing"
     if size == 0:
+        f.close()
         return None, f"{path.name} is empty (the recorder stopped before its first flush)"
     batches: list[pa.RecordBatch] = []
     schema = None
     loss = None
-    with open(path, "rb") as f:
+    with f:
         try:
             reader = pa.ipc.open_stream(f)
             schema = reader.schema
             while True:
                 try:
-                    batches.append(reader.read_next_batch())
+                    batch = reader.read_next_batch()
                 except StopIteration:
                     break
-        except (pa.ArrowInvalid, OSError, EOFError) as exc:
+                # A batch read from damaged bytes can hold offsets/lengths pointing anywhere: writing it
+                # out crashes the process. Full validation (~µs per batch) turns that into a stated loss.
+                try:
+                    batch.validate(full=True)
+                except (pa.ArrowException, ValueError) as exc:
+                    loss = (f"{path.name} is damaged after {sum(b.num_rows for b in batches)} rows (a record "
+                            f"batch fails validation: {str(exc)[:80]}); kept the rows before it")
+                    break
+                batches.append(batch)
+        except (pa.ArrowException, OSError, EOFError, ValueError) as exc:
             good = sum(b.num_rows for b in batches)
             loss = (
-                f"{path.name} was cut off (the writer was killed mid-write): kept {good} complete rows, "
-                f"lost the partial batch after them ({exc.__class__.__name__})"
+                f"{path.name} was cut off or damaged (the writer was killed mid-write?): kept {good} complete "
+                f"rows, lost the partial batch after them ({exc.__class__.__name__})"
             )
     if schema is None:
         return None, loss or f"{path.name} has no readable schema"
