@@ -139,9 +139,15 @@ def _gunzip(first: bytes, read: Callable[..., bytes], res: ReadResult) -> Iterat
         except zlib.error as exc:
             rest = bytearray()
             for i in range(0, len(pending), 256):
+                before = saved.copy()
                 try:
                     rest += saved.decompress(pending[i:i + 256])
-                except zlib.error:
+                except zlib.error:  # the damage is in these 256 bytes: take them one at a time
+                    for j in range(i, min(i + 256, len(pending))):
+                        try:
+                            rest += before.decompress(pending[j:j + 1])
+                        except zlib.error:
+                            break
                     break
             if rest:
                 yield bytes(rest)
@@ -256,6 +262,49 @@ def _decode(fn: Callable, buf, res: ReadResult):
         return out
     except RecursionError:
         raise _Undecodable("nested too deeply") from None
+    except msgspec.DecodeError:
+        fixed = _lone_surrogates_replaced(buf)
+        if fixed is None:
+            raise
+    try:  # valid JSON that msgspec refuses: an escaped lone surrogate ("\\ud800"), as Python's json writes
+        return fn(fixed)
+    except RecursionError:
+        raise _Undecodable("nested too deeply") from None
+
+
+_SURROGATE_ESCAPE = re.compile(rb"(\\+)u[dD]([89a-fA-F])[0-9a-fA-F]{2}")
+
+
+def _lone_surrogates_replaced(buf) -> bytes | None:
+    """``buf`` with every unpaired ``\\udXXX`` escape written as ``\\ufffd`` (same length, so nothing
+    else moves); None if there is none. Only runs on text that already failed to decode."""
+    data = bytes(buf)
+    if b"\\ud" not in data and b"\\uD" not in data:
+        return None
+    out = bytearray(data)
+    pending_high = None  # position of a high-surrogate escape waiting for its low half
+    changed = False
+    for m in _SURROGATE_ESCAPE.finditer(data):
+        if len(m.group(1)) % 2 == 0:  # "\\\\ud800" is a backslash and the text "ud800"
+            continue
+        at = m.end(1) - 1
+        high = m.group(2) in b"89abAB"
+        if pending_high is not None and not high and at == pending_high + 6:
+            pending_high = None  # a proper pair
+            continue
+        if pending_high is not None:
+            out[pending_high:pending_high + 6] = b"\\ufffd"
+            changed = True
+            pending_high = None
+        if high:
+            pending_high = at
+        else:
+            out[at:at + 6] = b"\\ufffd"
+            changed = True
+    if pending_high is not None:
+        out[pending_high:pending_high + 6] = b"\\ufffd"
+        changed = True
+    return bytes(out) if changed else None
 
 
 def _decode_events(text: bytes, res: ReadResult) -> list:
