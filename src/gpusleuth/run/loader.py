@@ -52,8 +52,30 @@ def load_run(path: str | Path) -> Run:
     run.processes, run.infos = events.processes, events.infos
     run.losses.extend(events.losses)
     run.losses.extend(meta.get("losses") or [])
+    lost = _steps_lost_at_kill(meta, run.steps)
+    if lost:
+        run.losses.append(lost)
     _attach_traces(run, run_dir)
     return run
+
+
+def _steps_lost_at_kill(meta: dict, steps: Table) -> str | None:
+    """A job killed by a signal (or ending through ``os._exit`` with an error) never runs the hook's last
+    flush: the steps after it (≤ ~0.5 s, the hook's flush period) are not in the run. Estimate them from the
+    gap between the last recorded step and the job's end, in median step times."""
+    ended_badly = meta.get("signal") or (meta.get("exit_code") or 0) != 0
+    if not ended_badly or len(steps) < 3 or "end_ns" not in steps.columns or meta.get("end_ns") is None:
+        return None
+    ends = np.asarray(steps["end_ns"], dtype=np.float64)
+    durs = ends - np.asarray(steps["start_ns"], dtype=np.float64)
+    med = float(np.median(durs[durs > 0])) if (durs > 0).any() else 0.0
+    gap = float(meta["end_ns"]) - float(np.nanmax(ends))
+    if med <= 0 or gap < med:
+        return None
+    n = int(gap // med)
+    how = f"killed by {meta['signal']}" if meta.get("signal") else f"ended with exit code {meta.get('exit_code')}"
+    return (f"the job was {how} before the hook's last write: about {n:,} step(s) ({gap / 1e9:.2f} s) after the "
+            "last recorded step are missing (or the job did other work after its last step)")
 
 
 def _recover_start(run: Run, run_dir: Path, steps: Table) -> None:

@@ -15,8 +15,12 @@ def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
     """Write atomically so a crash never leaves a half-written meta.json."""
     path = Path(run_dir) / META_FILE
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(meta, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():  # the write failed (disk full): leave the old meta.json, not a partial one
+            tmp.unlink()
 
 
 def read_meta(run_dir: Path, notes: list[str] | None = None) -> dict[str, Any]:
