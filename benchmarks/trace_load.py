@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-TRACES = HERE.parents[1] / "shared" / "traces" / "hta"
+TRACES = HERE.parent / "tests" / "fixtures" / "hta"  # HTA's real traces (MIT), copied into the repo
 REAL = ["negative_queue_length_values_check/rank0.json.gz", "df_index_resolver/df_index_resolver.json.gz",
         "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", "nccl_parser_config/nccl_data.json.gz",
         "trace_diff/control/control.json.gz", "trace_diff/test/test.json.gz"]
@@ -109,12 +109,10 @@ def run_child_wait4(python: str, code: str, path: Path, timeout: float = 900) ->
     return {"wall": wall, "rss_mb": ru.ru_maxrss / 1024, **info}
 
 
-def build_big(src: Path, dst: Path, target_mb: int) -> Path:
-    """Replicate the steps of ``src`` until the JSON text is about ``target_mb``: each copy shifts
-    timestamps past the previous copy's end, and correlation/External ids and ProfilerStep numbers past
-    the previous copy's largest, so the result is one long, consistent trace."""
-    if dst.exists() and dst.stat().st_size > 0:
-        return dst
+def _replicated(src: Path, target_mb: int):
+    """The header of ``src`` and a generator of its events replicated until the JSON text is about
+    ``target_mb``: each copy shifts timestamps past the previous copy's end, and correlation/External ids and
+    ProfilerStep numbers past the previous copy's largest, so the result is one long, consistent trace."""
     import msgspec
 
     text = gzip.decompress(src.read_bytes())
@@ -131,15 +129,9 @@ def build_big(src: Path, dst: Path, target_mb: int) -> Path:
     shift_id = max(i for i in ids if isinstance(i, int)) + 1
     steps = [int(e["name"].split("#")[1]) for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
     shift_step = (max(steps) - min(steps) + 1) if steps else 0
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(dst.name + ".tmp")
-    with gzip.open(tmp, "wb", compresslevel=1) as f:
-        head = {k: v for k, v in doc.items()}
-        f.write(b'{\n  "schemaVersion": 1,\n  "deviceProperties": ' + enc.encode(head.get("deviceProperties", []))
-                + b',\n  "distributedInfo": ' + enc.encode(head.get("distributedInfo")) + b',\n  "traceEvents": [\n')
-        first = True
+
+    def gen():
         for c in range(copies):
-            buf = []
             for e in events:
                 if e.get("ph") == "M" and c > 0:
                     continue
@@ -158,12 +150,102 @@ def build_big(src: Path, dst: Path, target_mb: int) -> Path:
                 name = e2.get("name")
                 if isinstance(name, str) and name.startswith("ProfilerStep#"):
                     e2["name"] = f"ProfilerStep#{int(name.split('#')[1]) + c * shift_step}"
-                buf.append(enc.encode(e2))
-            f.write((b"" if first else b",\n") + b",\n".join(buf))
-            first = False
+                yield e2
+    return doc, gen()
+
+
+def build_big(src: Path, dst: Path, target_mb: int) -> Path:
+    """One event per line, gzip (Kineto's own layout, compact events)."""
+    if dst.exists() and dst.stat().st_size > 0:
+        return dst
+    import msgspec
+
+    enc = msgspec.json.Encoder()
+    head, events = _replicated(src, target_mb)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(dst.name + ".tmp")
+    with gzip.open(tmp, "wb", compresslevel=1) as f:
+        f.write(b'{\n  "schemaVersion": 1,\n  "deviceProperties": ' + enc.encode(head.get("deviceProperties", []))
+                + b',\n  "distributedInfo": ' + enc.encode(head.get("distributedInfo")) + b',\n  "traceEvents": [\n')
+        f.write(b",\n".join(enc.encode(e) for e in events))
         f.write(b'\n  ],\n  "traceName": "replicated"\n}\n')
     tmp.rename(dst)
     return dst
+
+
+LAYOUTS = {
+    # json.dump(obj, f): the whole trace on one line, as many tools and scripts write it
+    "compact": dict(sep=", ", dumps=lambda e: json.dumps(e)),
+    # json.dump(obj, f, indent=2): the pretty layout (one key per line)
+    "pretty": dict(sep=",\n", dumps=lambda e: "    " + json.dumps(e, indent=2).replace("\n", "\n    ")),
+}
+
+
+def build_layout(src: Path, dst: Path, target_mb: int, layout: str) -> Path:
+    """The same replicated events as plain (uncompressed) JSON in ``layout``; written once under /tmp."""
+    if dst.exists() and dst.stat().st_size > 0:
+        return dst
+    head, events = _replicated(src, target_mb)
+    lay = LAYOUTS[layout]
+    meta = {"schemaVersion": 1, "deviceProperties": head.get("deviceProperties", []),
+            "distributedInfo": head.get("distributedInfo")}
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(dst.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(json.dumps(meta, indent=2 if layout == "pretty" else None)[:-1] + ', "traceEvents": [')
+        first = True
+        for e in events:
+            f.write(("" if first else lay["sep"]) + lay["dumps"](e))
+            first = False
+        f.write('], "traceName": "replicated"}\n')
+    tmp.rename(dst)
+    return dst
+
+
+REPORT = """
+import sys, time, json, io, contextlib
+t = time.perf_counter()
+from gpusleuth.cli.main import main
+buf = io.StringIO()
+with contextlib.redirect_stdout(buf):
+    rc = main(["report", sys.argv[1], "--json"])
+t1 = time.perf_counter()
+rep = json.loads(buf.getvalue())
+print(json.dumps({"load": t1 - t, "analyze": 0.0, "rc": rc, "idle": rep["ranks"][0]["idle"]}))
+"""
+
+
+def layouts(sizes: list[int], reps: int, hta_python: str | None, src: Path, tmp: Path) -> str:
+    """End to end (``gpusleuth report F --json``, in a fresh process) on the same events in each layout at
+    each size, against HTA and a bare msgspec decode; shows time and peak memory grow linearly."""
+    rows = ["| layout | JSON MB | gpusleuth report --json s | peak RSS MiB | s per 100 MB | msgspec decode s / MiB | "
+            "ours ÷ msgspec | HTA s / MiB | HTA ÷ ours (time) | ours ÷ HTA (RSS) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    tools = [("ours", sys.executable, REPORT), ("floor", sys.executable, FLOOR)]
+    if hta_python:
+        tools.append(("hta", hta_python, HTA))
+    for mb in sizes:
+        for layout in LAYOUTS:
+            f = build_layout(src, tmp / f"replicated-{mb}mb-{layout}.json", mb, layout)
+            res: dict[str, list[dict]] = {name: [] for name, _, _ in tools}
+            for r in range(reps):
+                for name, py, code in tools:
+                    if name == "hta" and r > 0 and mb > 150:
+                        continue  # HTA at this size: one run is minutes of a shared machine
+                    res[name].append(run_child_wait4(py, code, f))
+                    last = res[name][-1]
+                    print(f"  {f.name} rep {r + 1} {name}: {last['wall']:.2f}s {last['rss_mb']:.0f}MiB"
+                          + (f" ERROR {last['error']}" if "error" in last else ""), file=sys.stderr, flush=True)
+            m = {name: (median([x["wall"] for x in v]), median([x["rss_mb"] for x in v])) for name, v in res.items()}
+            size = f.stat().st_size / 1e6
+            o, fl, h = m["ours"], m["floor"], m.get("hta", (None, None))
+
+            def r(a, b):
+                return "—" if a is None or b is None else f"{a / b:.2f}"
+            rows.append(f"| {layout} | {size:.0f} | {o[0]:.2f} | {o[1]:.0f} | {o[0] / size * 100:.2f} | "
+                        f"{fl[0]:.2f} / {fl[1]:.0f} | {r(o[0], fl[0])} | "
+                        f"{'—' if h[0] is None else f'{h[0]:.1f} / {h[1]:.0f}'} | {r(h[0], o[0])} | {r(o[1], h[1])} |")
+    return "\n".join(rows)
 
 
 def median(xs):
@@ -286,7 +368,15 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", help="subset of real traces (relative paths)")
     ap.add_argument("--decoders", action="store_true",
                     help="instead: compare json / orjson / msgspec / typed msgspec decode times")
+    ap.add_argument("--layouts", nargs="*", type=int, metavar="MB",
+                    help="instead: end-to-end report time and memory on the same events written compact "
+                    "(one line) and pretty-printed, at these sizes in MB (e.g. 30 100 330)")
+    ap.add_argument("--tmp", type=Path, default=Path("/tmp/gpusleuth-bench"))
     args = ap.parse_args()
+    if args.layouts:
+        hta = args.hta_python if Path(args.hta_python).exists() else None
+        print(layouts(args.layouts, args.reps, hta, TRACES / args.big_source, args.tmp))
+        return
     if args.decoders:
         files = [TRACES / r for r in (args.only or REAL)]
         if not args.no_big:

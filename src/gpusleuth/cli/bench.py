@@ -36,7 +36,7 @@ def add_parser(sub) -> None:
 
 
 def bench_command(args) -> int:
-    from rich.console import Console
+    from gpusleuth.render.text import SafeConsole
 
     from gpusleuth.cli.sweep import parse_size
     from gpusleuth.errors import LaunchError
@@ -52,7 +52,7 @@ def bench_command(args) -> int:
     if args.seconds <= 0 or args.min_calls < 1 or args.max_calls < args.min_calls:
         raise LaunchError("gpusleuth bench: need --seconds > 0 and 1 <= --min-calls <= --max-calls")
     target, name = load_target(args.target)
-    err = Console(stderr=True, highlight=False)
+    err = SafeConsole(stderr=True, highlight=False)
     res = bench(target, sorted(set(batches)), warmup=args.warmup, min_calls=args.min_calls, max_calls=args.max_calls,
                 seconds=args.seconds, p95_budget_ms=args.p95_budget_ms, mem_limit_bytes=parse_size(args.mem_limit),
                 name=name, progress=lambda m: err.print(m, markup=False))
@@ -61,5 +61,5 @@ def bench_command(args) -> int:
     else:
         from gpusleuth.render.sweep_console import render_bench
 
-        render_bench(res, Console(highlight=False, width=None if sys.stdout.isatty() else 140))
+        render_bench(res, SafeConsole(highlight=False, width=None if sys.stdout.isatty() else 140))
     return 0 if any(not r.error for r in res.batches) else 1

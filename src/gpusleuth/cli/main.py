@@ -44,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except GpusleuthError as exc:
-        print(f"gpusleuth: error: {exc}" if not str(exc).startswith("gpusleuth") else str(exc), file=sys.stderr)
+        from gpusleuth.render.text import inert  # paths and trace keys in the message are untrusted
+
+        print(inert(f"gpusleuth: error: {exc}" if not str(exc).startswith("gpusleuth") else str(exc)), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -68,7 +68,7 @@ def report_command(args) -> int:
         write_outputs(report, args, run.profiles)
         return 0
     for p in paths:
-        if not p.exists():
+        if not p.exists() and not p.is_symlink():  # a link loop or a dangling link gets its own sentence
             raise InputError(p, "no such file or directory")
     from gpusleuth.sources.detect import load_files, options_from_args, sniff
 
@@ -111,7 +111,6 @@ def _emit(report, as_json: bool, to_stderr: bool = False, verbose: bool = False)
     else:
         from gpusleuth.render.console import render_console
 
-        from rich.console import Console
 
         render_console(report, make_console(to_stderr), verbose=verbose)
 
@@ -120,7 +119,7 @@ def _progress(paths):
     """A rich progress bar over bytes read, for big traces on a terminal."""
     from rich.progress import DownloadColumn
 
-    total = sum(p.stat().st_size for p in paths)
+    total = sum(p.stat().st_size for p in paths if p.is_file())  # others get their sentence from the reader
     if total < 20 * 2**20:
         return None
     return _transient_bar("loading traces", total, DownloadColumn())
@@ -128,10 +127,10 @@ def _progress(paths):
 
 def make_console(to_stderr: bool = False):
     """A terminal keeps its width; a file or pipe gets 120 columns so tables stay readable."""
-    from rich.console import Console
+    from gpusleuth.render.text import SafeConsole
 
     stream = sys.stderr if to_stderr else sys.stdout
-    return Console(file=stream, highlight=False, width=None if stream.isatty() else 120)
+    return SafeConsole(file=stream, highlight=False, width=None if stream.isatty() else 120)
 
 
 def add_output_options(p) -> None:

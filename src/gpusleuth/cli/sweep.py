@@ -97,7 +97,7 @@ def _range(text: str) -> tuple[int, int]:
 
 
 def sweep_command(args) -> int:
-    from rich.console import Console
+    from gpusleuth.render.text import SafeConsole
 
     from gpusleuth.errors import LaunchError
     from gpusleuth.experiments import grid as g
@@ -130,7 +130,7 @@ def sweep_command(args) -> int:
     )
     if args.baseline is not None and not (args.baseline / "meta.json").exists():
         raise LaunchError(f"gpusleuth sweep: --baseline {args.baseline}: not a recorded run directory (no meta.json)")
-    err = Console(stderr=True, highlight=False)
+    err = SafeConsole(stderr=True, highlight=False)
     say = (lambda msg: err.print(msg, markup=False, highlight=False))
     mb = None
     if args.max_batch:
@@ -147,7 +147,7 @@ def sweep_command(args) -> int:
     else:
         from gpusleuth.render.sweep_console import render_max_batch, render_sweep
 
-        console = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
+        console = SafeConsole(highlight=False, width=None if sys.stdout.isatty() else 140)
         if result:
             render_sweep(result, console)
         else:

@@ -90,11 +90,13 @@ def prepare_run_dir(path: Path) -> Path:
     """Create the run directory and prove it is writable before the job starts."""
     try:
         path.mkdir(parents=True, exist_ok=True)
-        if any(path.iterdir()):
-            raise LaunchError(f"gpusleuth: run directory {path} is not empty; choose another --out")
         probe = path / ".write-test"
-        probe.write_text("ok")
-        probe.unlink()
+        if any(p.name != probe.name for p in path.iterdir()):  # a probe left by a full disk is no run
+            raise LaunchError(f"gpusleuth: run directory {path} is not empty; choose another --out")
+        try:
+            probe.write_text("ok")
+        finally:
+            probe.unlink(missing_ok=True)
         (path / "raw").mkdir(exist_ok=True)
     except PermissionError as exc:
         raise LaunchError(f"gpusleuth: cannot write the run directory {path}: {exc.strerror}") from None
@@ -180,7 +182,10 @@ def launch(opts: LaunchOptions) -> LaunchResult:
         "stopped_by": None,
         "report_options": opts.report_options,
     }
-    write_meta(run_dir, meta)
+    try:
+        write_meta(run_dir, meta)
+    except OSError as exc:
+        raise LaunchError(f"gpusleuth: cannot write the run directory {run_dir}: {exc.strerror or exc}") from None
 
     recorder = _start_recorder(run_dir, opts)
     terminal = _Terminal()
@@ -203,23 +208,34 @@ def launch(opts: LaunchOptions) -> LaunchResult:
         if tee is not None:
             tee.join()
     finally:
+        # The job is over: a late Ctrl-C (to the whole group, or pressed twice) must neither cut the
+        # finalization short nor print a traceback; signals still pending are discarded with the mask.
+        ignored = {s: signal.signal(s, signal.SIG_IGN) for s in FORWARDED}
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         terminal.take_back()
-    meta["end_ns"] = time.time_ns()
-    if returncode < 0:
-        meta["signal"] = signal.Signals(-returncode).name
-        exit_code = 128 - returncode
-    else:
-        exit_code = returncode
-    meta["exit_code"] = exit_code
-    meta["stopped_by"] = stopped_by
-    _stop_recorder(recorder, notes)
-    notes.extend(finalize_run_dir(run_dir, meta["end_ns"]))
-    status = _read_recorder_status(run_dir)
-    if status:
-        meta["recorder"] = status
-    meta["losses"] = notes
-    write_meta(run_dir, meta)
+    try:
+        meta["end_ns"] = time.time_ns()
+        if returncode < 0:
+            meta["signal"] = signal.Signals(-returncode).name
+            exit_code = 128 - returncode
+        else:
+            exit_code = returncode
+        meta["exit_code"] = exit_code
+        meta["stopped_by"] = stopped_by
+        _stop_recorder(recorder, notes)
+        notes.extend(finalize_run_dir(run_dir, meta["end_ns"]))
+        status = _read_recorder_status(run_dir)
+        if status:
+            meta["recorder"] = status
+        meta["losses"] = notes
+        try:
+            write_meta(run_dir, meta)
+        except OSError as exc:
+            notes.append(f"could not write meta.json ({exc.strerror or exc}): the run's end and exit code are "
+                         "not saved; `gpusleuth report` takes the end from the last sample")
+    finally:
+        for s, handler in ignored.items():
+            signal.signal(s, handler)
     return LaunchResult(run_dir=run_dir, exit_code=exit_code, notes=notes)
 
 
@@ -308,6 +324,8 @@ def _wait(child: subprocess.Popen, recorder, opts: LaunchOptions, notes: list[st
                 opts.on_tick = None
         now = time.monotonic()
         if deadline is not None and now >= deadline and (next_escalation is None or now >= next_escalation):
+            while len(escalation) > 1 and _ignores(child.pid, escalation[0]):
+                escalation.pop(0)  # the job inherited SIG_IGN for it: waiting --grace for nothing
             if escalation:
                 sig = escalation.pop(0)
                 stopped_by = stopped_by or f"--duration {opts.duration_s:g}s"
@@ -317,6 +335,18 @@ def _wait(child: subprocess.Popen, recorder, opts: LaunchOptions, notes: list[st
         if info is not None:
             stopped_by = stopped_by or f"{signal.Signals(info.si_signo).name} to gpusleuth"
             _signal_job(child, info.si_signo, group=False)
+
+
+def _ignores(pid: int, sig: int) -> bool:
+    """Whether process ``pid`` ignores ``sig`` (``SigIgn`` in /proc; False where that cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigIgn:"):
+                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 def _signal_job(child: subprocess.Popen, sig: int, group: bool) -> None:

@@ -6,6 +6,7 @@ GPU telemetry — …"; every rule with ``verbose``). Formats what the Report ho
 from __future__ import annotations
 
 from rich.console import Console
+from gpusleuth.render.text import SafeConsole
 from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
@@ -36,7 +37,7 @@ def _dist(d: dict | None, unit: str = "%") -> str:
 
 
 def render_console(report: Report, console: Console | None = None, verbose: bool = False) -> None:
-    console = console or Console(stderr=True, highlight=False)
+    console = console or SafeConsole(stderr=True, highlight=False)
     r = report.run
     console.rule(f"[bold]gpusleuth report[/] — {escape(r.label)}")
     if r.command:

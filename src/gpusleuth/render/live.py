@@ -72,7 +72,7 @@ class LiveView:
             return sz.columns, sz.lines
 
     def _panel_lines(self, s: LiveSnapshot, width: int) -> list[str]:
-        from rich.console import Console
+        from gpusleuth.render.text import SafeConsole
         from rich.panel import Panel
         from rich.table import Table
 
@@ -84,7 +84,7 @@ class LiveView:
         for row in (items[:half], items[half:]):
             t.add_row(*[f"[dim]{k}[/] [bold]{v}[/]" for k, v in row])
         buf = io.StringIO()
-        con = Console(file=buf, width=width, force_terminal=True, color_system="standard", highlight=False)
+        con = SafeConsole(file=buf, width=width, force_terminal=True, color_system="standard", highlight=False)
         con.print(Panel(t, title=f"gpusleuth live · {s.elapsed_s:,.0f} s", title_align="left",
                         border_style="cyan", padding=(0, 1)))
         return buf.getvalue().rstrip("\n").split("\n")

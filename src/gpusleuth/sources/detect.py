@@ -69,14 +69,16 @@ def options_from_args(args) -> ImportOptions:
 def sniff(path: Path) -> str:
     """The format of ``path`` from its first bytes: one of ``kineto``, ``nsys``, ``nvidia-smi``, ``dmon``,
     ``pmon``, ``prometheus-text``, ``prometheus-json``; raises InputError with what it looks like."""
-    if not path.exists():
-        raise InputError(path, "no such file or directory")
-    with open(path, "rb") as f:
+    from gpusleuth.sources.kineto.reader import open_regular  # a FIFO or a device must not block the sniff
+
+    with open_regular(path) as f:
         head = f.read(_SNIFF)
     if head.startswith(SQLITE_MAGIC):
         return "nsys"
-    if head[:2] == b"\x1f\x8b":
-        return "kineto"  # gzip: only profiler traces come compressed; the reader says if it is not one
+    if head[:2] == b"\x1f\x8b" or head[:3] == b"BZh" or head[:6] == b"\xfd7zXZ\x00" \
+            or head[:4] in (b"\x28\xb5\x2f\xfd", b"PK\x03\x04"):
+        # gzip, bzip2, xz, zstd, zip: only profiler traces come compressed; the reader says if it is not one
+        return "kineto"
     text = head.decode("utf-8", errors="replace")
     stripped = text.lstrip("\ufeff \t\r\n")
     if stripped.startswith(("{", "[")):

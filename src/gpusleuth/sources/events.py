@@ -105,8 +105,12 @@ def step_fields(parts: list[str]) -> tuple[int, int, int, int, int, int, int, st
 def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns) -> int:
     bad = 0
     open_phases: dict[tuple[str, int], str] = {}
-    with open(path, "r", encoding="utf-8", errors="replace") as f:
-        data = f.read()
+    try:
+        with open(path, "r", encoding="utf-8", errors="replace") as f:
+            data = f.read()
+    except OSError as exc:
+        out.losses.append(f"{path.name}: unreadable ({exc.strerror or exc}); its steps are missing")
+        return 0
     lines = data.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -118,7 +122,10 @@ def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns) -> int:
         kind = parts[0]
         try:
             if kind == "S":
-                step_rows.append((pid, *step_fields(parts)))
+                row = (pid, *step_fields(parts))
+                if not all(-2**63 < v < 2**63 for v in row[1:8]):  # damage: would overflow int64 columns
+                    raise ValueError(line)
+                step_rows.append(row)
             elif kind == "G":
                 gpu_times[(pid, int(parts[1]))] = int(parts[2])
             elif kind == "B":
@@ -152,8 +159,8 @@ def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns) -> int:
                 )
             else:
                 bad += 1
-        except (IndexError, ValueError, json.JSONDecodeError):
-            bad += 1
+        except (IndexError, ValueError, TypeError, AttributeError, RecursionError):
+            bad += 1  # a cut-off, damaged or hand-edited line (JSON of the wrong shape included)
     for (name, start), source in open_phases.items():
         # The job died inside this phase: it lasted at least until the end of the run.
         stop = end_ns if end_ns is not None else start

@@ -23,8 +23,9 @@ def load_run(path: str | Path) -> Run:
         raise InputError(run_dir, "no such file or directory")
     if not run_dir.is_dir():
         raise InputError(run_dir, "expected a gpusleuth run directory (or pass a profiler trace .json[.gz])")
-    meta = read_meta(run_dir)
-    run = Run(meta=meta, path=run_dir)
+    meta_notes: list[str] = []
+    meta = read_meta(run_dir, meta_notes)
+    run = Run(meta=meta, path=run_dir, losses=meta_notes)
     if meta.get("end_ns") is None:
         run.losses.append(
             "the run has no recorded end (the launcher was killed?): its end is taken as the last sample"
@@ -40,15 +41,55 @@ def load_run(path: str | Path) -> Run:
             meta["end_ns"] = max(last)
     events = parse_event_files(run_dir, meta.get("end_ns"))
     if not len(events.steps) and (run_dir / "steps.parquet").exists():
-        events.steps = _parquet_table(run_dir / "steps.parquet")
+        events.steps, loss = _read_table(run_dir, "steps")
+        if loss:
+            run.losses.append(loss)
     if meta.get("end_ns") is None and len(events.steps):
         meta["end_ns"] = int(events.steps["end_ns"].max())
+    if meta.get("start_ns") is None:
+        _recover_start(run, run_dir, events.steps)
     run.steps, run.phases, run.logs = events.steps, events.phases, events.logs
     run.processes, run.infos = events.processes, events.infos
     run.losses.extend(events.losses)
     run.losses.extend(meta.get("losses") or [])
+    lost = _steps_lost_at_kill(meta, run.steps)
+    if lost:
+        run.losses.append(lost)
     _attach_traces(run, run_dir)
     return run
+
+
+def _steps_lost_at_kill(meta: dict, steps: Table) -> str | None:
+    """A job killed by a signal (or ending through ``os._exit`` with an error) never runs the hook's last
+    flush: the steps after it (≤ ~0.5 s, the hook's flush period) are not in the run. Estimate them from the
+    gap between the last recorded step and the job's end, in median step times."""
+    ended_badly = meta.get("signal") or (meta.get("exit_code") or 0) != 0
+    if not ended_badly or len(steps) < 3 or "end_ns" not in steps.columns or meta.get("end_ns") is None:
+        return None
+    ends = np.asarray(steps["end_ns"], dtype=np.float64)
+    durs = ends - np.asarray(steps["start_ns"], dtype=np.float64)
+    med = float(np.median(durs[durs > 0])) if (durs > 0).any() else 0.0
+    gap = float(meta["end_ns"]) - float(np.nanmax(ends))
+    if med <= 0 or gap < med:
+        return None
+    n = int(gap // med)
+    how = f"killed by {meta['signal']}" if meta.get("signal") else f"ended with exit code {meta.get('exit_code')}"
+    return (f"the job was {how} before the hook's last write: about {n:,} step(s) ({gap / 1e9:.2f} s) after the "
+            "last recorded step are missing (or the job did other work after its last step)")
+
+
+def _recover_start(run: Run, run_dir: Path, steps: Table) -> None:
+    """meta.json lost its start (damage): take the first thing recorded, or give up with a sentence."""
+    firsts = [int(t["t_ns"].min()) for t in (run.host, run.gpu) if len(t) and "t_ns" in t.columns]
+    if len(steps) and "start_ns" in steps.columns:
+        firsts.append(int(np.min(steps["start_ns"])))
+    firsts = [t for t in firsts if 0 < t < 2**62]
+    if not firsts:
+        raise InputError(run_dir / "meta.json", "has no valid start_ns and the run holds no samples or steps")
+    run.meta["start_ns"] = min(firsts)
+    run.losses.append("the run's start time was missing or damaged in meta.json: taken as its first sample")
+    if run.meta.get("end_ns") is not None and run.meta["end_ns"] < run.meta["start_ns"]:
+        run.meta["end_ns"] = None
 
 
 def _read_table(run_dir: Path, name: str) -> tuple[Table, str | None]:
@@ -56,7 +97,7 @@ def _read_table(run_dir: Path, name: str) -> tuple[Table, str | None]:
     if parquet.exists():
         try:
             return _parquet_table(parquet), None
-        except (pa.ArrowInvalid, OSError) as exc:
+        except (pa.ArrowException, OSError, ValueError) as exc:
             return Table(), f"{parquet.name} is unreadable ({exc}); its samples are missing from this report"
     stream = run_dir / f"{name}{STREAM_SUFFIX}"
     if stream.exists():

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import gc
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -20,7 +21,7 @@ from gpusleuth.run.model import Run
 
 from .columns import ColumnBuilder
 from .model import DEVICE_KINDS, KIND_NAMES, TraceData
-from .reader import ReadResult, read_events
+from .reader import ReadResult, open_regular, read_events
 
 __all__ = ["load_traces", "load_trace", "TraceData", "KIND_NAMES"]
 
@@ -31,13 +32,7 @@ def load_traces(paths: Sequence[str | Path], progress: Callable[[int, int], None
     ``progress(done_bytes, total_bytes)`` is called after each block read, with byte counts summed
     over all files, so a CLI can draw one bar.
     """
-    paths = [Path(p) for p in paths]
-    for p in paths:
-        if not p.exists():
-            raise InputError(p, "no such file")
-        if p.is_dir():
-            raise InputError(p, "is a directory (give the trace files themselves)")
-    sizes = [p.stat().st_size for p in paths]
+    paths, sizes, notes = _distinct_files([Path(p) for p in paths])
     total = sum(sizes)
     runs = []
     offset = 0
@@ -51,7 +46,27 @@ def load_traces(paths: Sequence[str | Path], progress: Callable[[int, int], None
 
         runs.append(load_trace(p, cb))
         offset += size
+    if notes and runs:
+        runs[0].losses.extend(notes)
     return runs
+
+
+def _distinct_files(paths: list[Path]) -> tuple[list[Path], list[int], list[str]]:
+    """Check every path is a readable regular file (one sentence if not) and read each file once: the same
+    file given twice (or through a link) is one rank, not two."""
+    seen: dict[tuple[int, int], Path] = {}
+    keep, sizes, notes = [], [], []
+    for p in paths:
+        with open_regular(p) as f:
+            st = os.fstat(f.fileno())
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            notes.append(f"{p} is the same file as {seen[key]}; read once (one rank)")
+            continue
+        seen[key] = p
+        keep.append(p)
+        sizes.append(st.st_size)
+    return keep, sizes, notes
 
 
 def load_trace(path: str | Path, progress: Callable[[int, int], None] | None = None) -> Run:
@@ -67,7 +82,13 @@ def load_trace(path: str | Path, progress: Callable[[int, int], None] | None = N
             size = path.stat().st_size
             progress(size, size)
         base = _meta_value(res, "baseTimeNanoseconds")
-        base = int(base) if isinstance(base, (int, float)) and base > 0 else None
+        if isinstance(base, (int, float)) and not isinstance(base, bool) and 0 < base < 2**62:
+            base = int(base)
+        else:
+            if base is not None:
+                res.notes.append(f"ignored an implausible baseTimeNanoseconds ({str(base)[:40]}); times are "
+                                 "on the trace's own clock")
+            base = None
         if res.truncated and res.tail is None and base is None:
             res.notes.append("the metadata after the events (baseTimeNanoseconds, displayTimeUnit) was lost "
                              "with the cut-off end; times are on the trace's own clock")

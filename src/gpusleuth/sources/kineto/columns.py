@@ -24,31 +24,60 @@ _INT_COLS = ("corr", "stream", "device")
 
 
 def _to_float(v: Any) -> float:
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v)
-    if isinstance(v, str):
-        try:
+    try:
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+        if isinstance(v, str):
             return float(int(v, 0)) if v[:2].lower() == "0x" else float(v)
-        except ValueError:
-            return math.nan
+    except (ValueError, OverflowError):  # junk text, or an integer beyond float range (10**400)
+        pass
     return math.nan
 
 
 def _floats(values: list) -> np.ndarray:
-    """float64 array; None and junk become NaN (slow path only when the fast one fails)."""
+    """float64 array, one value per event; None, junk, lists and giant integers become NaN (the slow path
+    runs only when the fast one fails or gives anything but a flat array)."""
     try:
-        return np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        return np.array([_to_float(v) for v in values], dtype=np.float64)
+        out = np.array(values, dtype=np.float64)
+        if out.ndim == 1 and len(out) == len(values):
+            return out
+    except (TypeError, ValueError, OverflowError):
+        pass
+    return np.array([_to_float(v) for v in values], dtype=np.float64)
+
+
+_INT64_SAFE = float(2**62)
 
 
 def _ints(values: list) -> np.ndarray:
-    """int64 array with -1 for missing/unparsable values (ids, streams, byte counts)."""
+    """int64 array with -1 for missing/unparsable/out-of-range values (ids, streams, devices)."""
     f = _floats(values)
-    bad = ~np.isfinite(f)
+    bad = ~(np.abs(f) < _INT64_SAFE)
     if bad.any():
         f[bad] = -1
     return f.astype(np.int64)
+
+
+# A profiler trace covers seconds to hours. Events more than a day from the trace's median time, or
+# lasting more than a day, are damage (a bit flip, an overflowed counter, another clock): they would
+# stretch the window to years. They are dropped and counted in ``dropped`` (→ run.losses).
+PLAUSIBLE_US = 86_400e6
+
+
+def _order_key(v: Any) -> tuple:
+    """Total order over interned values of any JSON type (ints and strings mix in ``pid``)."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v:
+        return (0, v, "")
+    return (1, 0, str(v))
+
+
+def _canonical(table: dict) -> tuple[list, np.ndarray]:
+    """The table's values sorted, and the old-code → new-code map: codes no longer depend on which
+    value the file happened to show first."""
+    values = sorted(table, key=_order_key)
+    remap = np.full(len(values) + 1, len(values), np.int32)
+    remap[[table[v] for v in values]] = np.arange(len(values), dtype=np.int32)
+    return values, remap
 
 
 class ColumnBuilder:
@@ -113,6 +142,12 @@ class ColumnBuilder:
         p["stream"].append(_ints([a.stream if a is not None else None for a in args]))
         p["device"].append(_ints([a.device if a is not None else None for a in args]))
 
+    @staticmethod
+    def _canonical_codes(cols: dict, key: str, table: dict) -> list:
+        values, remap = _canonical(table)
+        cols[key] = remap[cols[key]]
+        return values
+
     def finish(self, base_time_ns: int | None) -> TraceData:
         """Concatenate, convert µs floats to int64 ns relative to the first microsecond, sort by time."""
         cols = {}
@@ -132,34 +167,82 @@ class ColumnBuilder:
         if not ok.all():
             ts_us, dur_us = ts_us[ok], dur_us[ok]
             cols = {k: v[ok] for k, v in cols.items()}
-        self.ts_in_ns = bool(base_time_ns is None and len(ts_us) and np.nanmax(ts_us) > 1e17)
+        self.ts_in_ns = bool(base_time_ns is None and len(ts_us) and np.median(ts_us) > 1e17)
         if self.ts_in_ns:
             # Chrome traces are µs by spec (Kineto's ``displayTimeUnit: "ns"`` only flags sub-µs
             # fractions), but a writer that emitted epoch *nanoseconds* gives values ~1.7e18: scale them.
             ts_us, dur_us = ts_us / 1000.0, dur_us / 1000.0
+        if len(ts_us):
+            mid = float(np.median(ts_us))
+            far = ~(np.abs(ts_us - mid) <= PLAUSIBLE_US)
+            long = ~far & ~(np.abs(dur_us) <= PLAUSIBLE_US)
+            if far.any():
+                dropped["complete events timed more than a day away from the rest of the trace "
+                        "(overflowed or damaged timestamps)"] = int(far.sum())
+            if long.any():
+                dropped["complete events lasting more than a day (damaged durations)"] = int(long.sum())
+            keep = ~(far | long)
+            if not keep.all():
+                ts_us, dur_us = ts_us[keep], dur_us[keep]
+                cols = {k: v[keep] for k, v in cols.items()}
         origin_us = float(math.floor(ts_us.min())) if len(ts_us) else 0.0
         # (ts - origin) is exact in float64 for nearby values; scaling the small offset keeps ns precision
         ts = np.rint((ts_us - origin_us) * 1000.0).astype(np.int64)
         dur = np.rint(dur_us * 1000.0).astype(np.int64)
         del ts_us, dur_us
-        order = np.argsort(ts, kind="stable")
+        names, cats, pids, tids = (self._canonical_codes(cols, k, t) for k, t in
+                                   (("name", self.name_ix), ("cat", self.cat_ix), ("pid", self.pid_ix),
+                                    ("tid", self.tid_ix)))
+        order = _event_order(ts, dur, cols)
         if len(order) and not (order[1:] > order[:-1]).all():
             ts, dur = ts[order], dur[order]
             for k in list(cols):
                 cols[k] = cols[k][order]
-        cats = list(self.cat_ix)
         kind_table = np.array([kind_of_category(c) for c in cats] + [0], dtype=np.uint8)
         events = Table({"ts": ts, "dur": dur, "kind": kind_table[cols["cat"]], **cols})
         origin_ns = int(origin_us) * 1000 + (int(base_time_ns) if base_time_ns else 0)
         return TraceData(
             events=events,
-            names=[n if isinstance(n, str) else str(n) for n in self.name_ix],
-            cats=[c if isinstance(c, str) else str(c) for c in cats],
-            pids=list(self.pid_ix),
-            tids=list(self.tid_ix),
+            names=[_text(n) for n in names],
+            cats=[_text(c) for c in cats],
+            pids=pids,
+            tids=tids,
             origin_ns=origin_ns,
-            process_names=self.process_names,
-            thread_names=self.thread_names,
+            process_names={k: _text(v) for k, v in sorted(self.process_names.items(), key=lambda kv:
+                                                                 _order_key(kv[0]))},
+            thread_names={k: _text(v) for k, v in sorted(self.thread_names.items(), key=lambda kv:
+                                                                (_order_key(kv[0][0]), _order_key(kv[0][1])))},
             phase_counts=dict(self.phases),
             dropped=dropped,
         )
+
+
+def _event_order(ts: np.ndarray, dur: np.ndarray, cols: dict) -> np.ndarray:
+    """Rows by time; rows with the same time by every other column, so that the order of events in the
+    file never changes a number (only the tied rows pay for the many-key sort)."""
+    order = np.argsort(ts, kind="stable")
+    if len(order) < 2:
+        return order
+    t = ts[order]
+    tie = t[1:] == t[:-1]
+    if not tie.any():
+        return order
+    in_tie = np.zeros(len(t), bool)
+    in_tie[1:] |= tie
+    in_tie[:-1] |= tie
+    at = np.flatnonzero(in_tie)
+    rows = order[at]
+    keys = [cols[k][rows] for k in ("device", "stream", "corr", "tid", "pid", "cat", "name")]
+    order[at] = rows[np.lexsort([*keys, dur[rows], t[at]])]
+    return order
+
+
+def _text(v: Any) -> str:
+    """A name as text that every output can encode: an escaped lone surrogate (``\\ud800``, valid JSON)
+    becomes U+FFFD instead of failing the terminal or the HTML file later."""
+    s = v if isinstance(v, str) else str(v)
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        s = s.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return s

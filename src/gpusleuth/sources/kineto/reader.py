@@ -18,7 +18,10 @@ counted for ``run.losses``.
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +36,7 @@ from .schema import HEAD_DECODER, Head, Tail, decode_events, decode_tail
 BLOCK = 1 << 20  # bytes read from disk / decompressed per step
 CHUNK = 1 << 20  # decode once this much array text is buffered (1 MB: ~20 MB less peak RSS than 4 MB,
 #                  no measurable cost in time)
-_BOUNDARY = re.compile(rb"\}[ \t]*,[ \t]*\r?\n[ \t\r\n]*\{")
+_BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _PH = b'"ph"'
 
@@ -51,72 +54,261 @@ class ReadResult:
     lost_events_estimate: int = 0
     notes: list[str] = field(default_factory=list)
     total_text_bytes: int = 0
+    bad_utf8: int = 0
 
 
 def _blocks(path: Path, progress: Progress | None, res: ReadResult) -> Iterator[bytes]:
-    """Yield decompressed text blocks. gzip is detected by magic bytes, not by the file name."""
+    """Yield decompressed text blocks. The container (gzip, bzip2, xz, zstd, zip) is detected by magic
+    bytes, not by the file name; a damaged stream yields everything before the damage."""
     total = path.stat().st_size
-    done = 0
-    with open(path, "rb") as f:
-        first = f.read(BLOCK)
-        done += len(first)
-        if progress:
-            progress(done, total)
+    with open_regular(path) as f:
+        state = {"done": 0}
+
+        def read(n: int = BLOCK) -> bytes:
+            try:
+                data = f.read(n)
+            except OSError as exc:
+                raise InputError(path, f"cannot be read ({exc.strerror or exc})") from None
+            state["done"] += len(data)
+            if progress:
+                progress(min(state["done"], total), total)
+            return data
+
+        first = read()
         if not first:
             raise InputError(path, "the file is empty (expected a PyTorch profiler / Kineto JSON trace)")
-        if first[:2] != b"\x1f\x8b":
+        if first[:2] == b"\x1f\x8b":
+            yield from _gunzip(first, read, res)
+        elif first[:3] == b"BZh" or first[:6] == b"\xfd7zXZ\x00":
+            import bz2
+            import lzma
+
+            dec = bz2.BZ2Decompressor() if first[:3] == b"BZh" else lzma.LZMADecompressor()
+            yield from _stream_decompress(dec, first, read, res, "bzip2" if first[:3] == b"BZh" else "xz")
+        elif first[:4] == b"\x28\xb5\x2f\xfd":
+            yield from _unzstd(path, res)
+        elif first[:4] == b"PK\x03\x04":
+            yield from _unzip(path, res)
+        else:
             yield first
-            while block := f.read(BLOCK):
-                done += len(block)
-                if progress:
-                    progress(done, total)
+            while block := read():
                 yield block
+
+
+def open_regular(path: Path):
+    """Open a regular file for reading; anything else (FIFO, device, socket, directory, a symlink loop, an
+    unreadable file) is one sentence. A FIFO would block forever and a device never ends."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError(path, "is a symbolic link loop") from None
+        if exc.errno == errno.ENOENT:
+            raise InputError(path, "no such file") from None
+        raise InputError(path, f"cannot be read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(path, "is a directory (give the trace files themselves)")
+    if not stat.S_ISREG(st.st_mode):
+        what = ("a named pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else
+                "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
+                "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise InputError(path, f"is {what}, not a trace file (save the trace to a file first)")
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise InputError(path, f"cannot be read ({exc.strerror or exc})") from None
+
+
+def _damaged(res: ReadResult, what: str, at: int, exc: Exception) -> None:
+    res.truncated = True
+    res.notes.append(f"the {what} stream is damaged after {at:,} bytes of text ({exc}); "
+                     "the events before the damage were kept")
+
+
+def _gunzip(first: bytes, read: Callable[..., bytes], res: ReadResult) -> Iterator[bytes]:
+    """Inflate gzip member by member. On damage, inflate the failing input again in small pieces from a
+    copy of the decompressor taken before it, so every byte before the damage is still returned."""
+    dec = zlib.decompressobj(wbits=31)
+    pending = first
+    produced = 0
+    while True:
+        saved = dec.copy()
+        try:
+            # max_length keeps each decompressed block small (gzip ratios of 15-20x are common)
+            out = dec.decompress(pending, BLOCK)
+        except zlib.error as exc:
+            rest = bytearray()
+            for i in range(0, len(pending), 256):
+                before = saved.copy()
+                try:
+                    rest += saved.decompress(pending[i:i + 256])
+                except zlib.error:  # the damage is in these 256 bytes: take them one at a time
+                    for j in range(i, min(i + 256, len(pending))):
+                        try:
+                            rest += before.decompress(pending[j:j + 1])
+                        except zlib.error:
+                            break
+                    break
+            if rest:
+                yield bytes(rest)
+            _damaged(res, "gzip", produced + len(rest), exc)
             return
-        dec = zlib.decompressobj(wbits=31)
-        pending = first
-        while True:
-            try:
-                # max_length keeps each decompressed block small (gzip ratios of 15-20x are common)
-                out = dec.decompress(pending, BLOCK)
-            except zlib.error as exc:
-                res.truncated = True
-                res.notes.append(f"the gzip stream is damaged after {done:,} compressed bytes ({exc})")
-                return
-            pending = dec.unconsumed_tail
-            if out:
-                yield out
-            if dec.eof:
-                rest = dec.unused_data + f.read()
-                if rest.strip(b"\x00"):  # concatenated gzip members
-                    dec = zlib.decompressobj(wbits=31)
-                    pending = rest
-                    continue
-                return
-            if pending or out:
+        pending = dec.unconsumed_tail
+        produced += len(out)
+        if out:
+            yield out
+        if dec.eof:
+            rest = dec.unused_data + read(-1)
+            if rest.strip(b"\x00"):  # concatenated gzip members
+                dec = zlib.decompressobj(wbits=31)
+                pending = rest
                 continue
-            pending = f.read(BLOCK)
-            if not pending:
-                res.truncated = True
-                res.notes.append("the gzip stream ends early (file cut off)")
-                return
-            done += len(pending)
-            if progress:
-                progress(done, total)
+            return
+        if pending or out:
+            continue
+        pending = read()
+        if not pending:
+            res.truncated = True
+            res.notes.append("the gzip stream ends early (file cut off)")
+            return
 
 
-def _decode_events(text: bytes) -> list:
-    return decode_events(b"[" + text + b"]")
+def _stream_decompress(dec, first: bytes, read: Callable[..., bytes], res: ReadResult,
+                       what: str) -> Iterator[bytes]:
+    """bz2/lzma decompressors (same interface): bounded output per call, damage kept as a loss."""
+    data = first
+    produced = 0
+    while True:
+        try:
+            out = dec.decompress(data, BLOCK)
+        except (OSError, EOFError, ValueError) as exc:  # lzma.LZMAError is an OSError
+            _damaged(res, what, produced, exc)
+            return
+        produced += len(out)
+        if out:
+            yield out
+        if dec.eof:
+            return
+        data = b"" if not dec.needs_input else read()
+        if dec.needs_input and not data:
+            res.truncated = True
+            res.notes.append(f"the {what} stream ends early (file cut off)")
+            return
 
 
-def _last_boundary(buf: bytes | bytearray, lo: int) -> re.Match | None:
-    """Last event boundary at or after ``lo`` (searching a small window first: it is almost always near)."""
-    for start in (max(lo, len(buf) - (256 << 10)), lo):
-        last = None
-        for last in _BOUNDARY.finditer(buf, start):
-            pass
-        if last is not None:
-            return last
-    return None
+def _unzstd(path: Path, res: ReadResult) -> Iterator[bytes]:
+    """zstd through pyarrow's codec (already a dependency), streamed."""
+    import pyarrow as pa
+
+    produced = 0
+    try:
+        with pa.input_stream(str(path), compression="zstd") as stream:
+            while block := stream.read(BLOCK):
+                produced += len(block)
+                yield block
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        _damaged(res, "zstd", produced, exc)
+
+
+def _unzip(path: Path, res: ReadResult) -> Iterator[bytes]:
+    """A zip archive holding one trace: stream its (largest) .json member."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            members = [i for i in z.infolist() if not i.is_dir()]
+            jsons = [i for i in members if i.filename.endswith((".json", ".json.gz"))] or members
+            if not jsons:
+                raise InputError(path, "a zip archive with no files in it")
+            member = max(jsons, key=lambda i: i.file_size)
+            if len(jsons) > 1:
+                res.notes.append(f"the zip archive holds {len(jsons)} traces; read only the largest, "
+                                 f"{member.filename} (unzip it to report on each rank)")
+            with z.open(member) as f:
+                produced = 0
+                try:
+                    while block := f.read(BLOCK):
+                        produced += len(block)
+                        yield block
+                except (zipfile.BadZipFile, zlib.error, OSError, EOFError) as exc:
+                    _damaged(res, "zip", produced, exc)
+    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as exc:
+        raise InputError(path, f"a damaged or unsupported zip archive ({exc})") from None
+
+
+class _Undecodable(Exception):
+    """A piece of text msgspec cannot decode (syntax, too deep, or still bad after UTF-8 repair)."""
+
+
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError, _Undecodable)
+
+
+def _decode(fn: Callable, buf, res: ReadResult):
+    """``fn(buf)``, turning every way a hostile text can fail into :class:`_Undecodable` — except bytes that
+    are not UTF-8 (bit flips, raw surrogates, Latin-1 names): those are replaced by U+FFFD and counted."""
+    try:
+        # msgspec checks UTF-8 only in the strings it keeps; a damaged key it skips ("cat\\x8f") would
+        # silently drop a field. Checking the whole text first costs ~1 ms per MB.
+        str(buf, "utf-8")
+        return fn(buf)
+    except UnicodeDecodeError:
+        text = bytes(buf).decode("utf-8", "replace")
+        bad = text.count("\ufffd") - bytes(buf).count("\ufffd".encode())
+        try:
+            out = fn(text.encode())
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+            raise _Undecodable(str(exc)) from None
+        res.bad_utf8 += max(bad, 1)
+        return out
+    except RecursionError:
+        raise _Undecodable("nested too deeply") from None
+    except msgspec.DecodeError:
+        fixed = _lone_surrogates_replaced(buf)
+        if fixed is None:
+            raise
+    try:  # valid JSON that msgspec refuses: an escaped lone surrogate ("\\ud800"), as Python's json writes
+        return fn(fixed)
+    except RecursionError:
+        raise _Undecodable("nested too deeply") from None
+
+
+_SURROGATE_ESCAPE = re.compile(rb"(\\+)u[dD]([89a-fA-F])[0-9a-fA-F]{2}")
+
+
+def _lone_surrogates_replaced(buf) -> bytes | None:
+    """``buf`` with every unpaired ``\\udXXX`` escape written as ``\\ufffd`` (same length, so nothing
+    else moves); None if there is none. Only runs on text that already failed to decode."""
+    data = bytes(buf)
+    if b"\\ud" not in data and b"\\uD" not in data:
+        return None
+    out = bytearray(data)
+    pending_high = None  # position of a high-surrogate escape waiting for its low half
+    changed = False
+    for m in _SURROGATE_ESCAPE.finditer(data):
+        if len(m.group(1)) % 2 == 0:  # "\\\\ud800" is a backslash and the text "ud800"
+            continue
+        at = m.end(1) - 1
+        high = m.group(2) in b"89abAB"
+        if pending_high is not None and not high and at == pending_high + 6:
+            pending_high = None  # a proper pair
+            continue
+        if pending_high is not None:
+            out[pending_high:pending_high + 6] = b"\\ufffd"
+            changed = True
+            pending_high = None
+        if high:
+            pending_high = at
+        else:
+            out[at:at + 6] = b"\\ufffd"
+            changed = True
+    if pending_high is not None:
+        out[pending_high:pending_high + 6] = b"\\ufffd"
+        changed = True
+    return bytes(out) if changed else None
+
+
+def _decode_events(text: bytes, res: ReadResult) -> list:
+    return _decode(decode_events, b"[" + text + b"]", res)
 
 
 def _salvage(text: bytes, sink: Callable[[list], None], res: ReadResult, final: bool) -> Tail | None:
@@ -132,10 +324,10 @@ def _salvage(text: bytes, sink: Callable[[list], None], res: ReadResult, final: 
     if final and pieces:
         s, e = pieces[-1]
         try:
-            tail = decode_tail(b'{"traceEvents":[' + text[s:e])
+            tail = _decode(decode_tail, b'{"traceEvents":[' + text[s:e], res)
             sink(tail.traceEvents)
             pieces = pieces[:-1]
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except _DECODE_ERRORS:
             pass
 
     def solve(lo: int, hi: int) -> None:
@@ -143,9 +335,9 @@ def _salvage(text: bytes, sink: Callable[[list], None], res: ReadResult, final: 
             return
         s, e = pieces[lo][0], pieces[hi - 1][1]
         try:
-            sink(_decode_events(text[s:e]))
+            sink(_decode_events(text[s:e], res))
             return
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except _DECODE_ERRORS:
             if hi - lo == 1:
                 res.lost_bytes += e - s
                 res.lost_events_estimate += max(1, text.count(_PH, s, e))
@@ -158,14 +350,61 @@ def _salvage(text: bytes, sink: Callable[[list], None], res: ReadResult, final: 
     return tail
 
 
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _find_events_key(buf: bytes | bytearray, scan: _HeaderScan) -> int | None:
+    """Offset just after the ``[`` of the *top-level* ``"traceEvents": [`` in ``buf`` (None: not yet).
+
+    Strings and nesting are tracked with one regex over tokens (C speed), so a key of the same name inside
+    an inner object, or inside a string, is never taken for the trace's array. ``scan`` carries the state
+    between calls as more text arrives; a string or key cut by the block's end is scanned again next time.
+    """
+    last = scan.pos
+    for m in _TOKEN.finditer(buf, scan.pos):
+        if buf.find(b'"', last, m.start()) >= 0:  # a string that does not end in this text yet
+            break
+        tok = m.group()
+        if tok[:1] == b'"':
+            if scan.depth == 1 and tok == b'"traceEvents"':
+                k = _EVENTS_KEY.match(buf, m.start())
+                if k is not None:
+                    return k.end()
+                if len(buf) - m.end() < 64 and not buf[m.end():].strip(b" \t\r\n:"):  # ': [' not read yet
+                    break
+        else:
+            scan.depth += 1 if tok in (b"{", b"[") else -1
+        last = scan.pos = m.end()
+    return None
+
+
+@dataclass
+class _HeaderScan:
+    pos: int = 0
+    depth: int = 0
+
+
 def read_events(path: Path, sink: Callable[[list], None], progress: Progress | None = None) -> ReadResult:
     """Stream ``path``; call ``sink`` with each decoded chunk of events; return metadata and losses."""
     res = ReadResult()
+    try:
+        return _read_events(path, sink, progress, res)
+    finally:
+        if res.bad_utf8:
+            res.notes.append(f"{res.bad_utf8:,} byte sequence(s) that are not UTF-8 (damage or another "
+                             "encoding) were replaced by \ufffd in names")
+
+
+def _read_events(path: Path, sink: Callable[[list], None], progress: Progress | None,
+                 res: ReadResult) -> ReadResult:
     buf = bytearray()
     blocks = _blocks(path, progress, res)
     bare_array = False
-    # --- header: find the start of the traceEvents array ------------------------------------
+    scan = _HeaderScan()
+    # --- header: find the start of the top-level traceEvents array ----------------------------
     for block in blocks:
+        if not res.total_text_bytes and block[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark
+            block = block[3:]
         buf += block
         res.total_text_bytes += len(block)
         stripped = buf.lstrip()
@@ -175,14 +414,14 @@ def read_events(path: Path, sink: Callable[[list], None], progress: Progress | N
             break
         if stripped and stripped[:1] != b"{":
             raise InputError(path, "not JSON (expected a PyTorch profiler / Kineto Chrome-trace JSON object)")
-        m = _EVENTS_KEY.search(buf)
-        if m:
-            header = bytes(buf[: m.end()])
+        end = _find_events_key(buf, scan)
+        if end is not None:
+            header = bytes(buf[:end])
             try:
-                res.head = HEAD_DECODER.decode(header + b"]}")
-            except (msgspec.DecodeError, msgspec.ValidationError):
+                res.head = _decode(HEAD_DECODER.decode, header + b"]}", res)
+            except _DECODE_ERRORS:
                 res.notes.append("the metadata before traceEvents could not be read")
-            del buf[: m.end() - 1]  # keep the "[" as the frame byte
+            del buf[: end - 1]  # keep the "[" as the frame byte
             break
     else:
         _not_a_trace(path, bytes(buf), res)
@@ -190,35 +429,50 @@ def read_events(path: Path, sink: Callable[[list], None], progress: Progress | N
     # Each chunk is decoded in place by writing "[" there and "]" just after the chunk's last "}" —
     # no copy of the text is made.
     # --- body: decode chunk by chunk -------------------------------------------------------
+    # Every boundary candidate is searched for once (``searched`` only moves forward), so reading is
+    # linear in the file's size whatever its layout: one event per line, pretty-printed or compact.
+    searched = 0
+    candidates: list[tuple[int, int]] = []  # (cut, next event's start) of boundaries not yet used
     hold_until = CHUNK
     for block in blocks:
         buf += block
         res.total_text_bytes += len(block)
         if len(buf) < hold_until:
             continue
-        m = _last_boundary(buf, 0)
-        if m is None:
-            hold_until = len(buf) + CHUNK
+        for m in _BOUNDARY.finditer(buf, max(searched - 64, 0)):
+            if not candidates or m.start() + 1 > candidates[-1][0]:
+                candidates.append((m.start() + 1, m.end() - 1))
+        del candidates[:-8]
+        searched = len(buf)
+        done = None
+        for cut, nxt in reversed(candidates[-4:]):  # the last few: a false one sits inside a string
+            first, after = buf[0], buf[cut]
+            buf[0], buf[cut] = 0x5B, 0x5D  # "[" … "]"
+            try:
+                with memoryview(buf) as mv, mv[: cut + 1] as part:
+                    events = _decode(decode_events, part, res)
+            except _DECODE_ERRORS:
+                buf[0], buf[cut] = first, after
+                continue
+            sink(events)
+            del events
+            done = nxt
+            break
+        if done is not None:
+            del buf[: done - 1]
+            searched -= done - 1
+            candidates = [(c - done + 1, n - done + 1) for c, n in candidates if c >= done]
+            hold_until = CHUNK
             continue
-        cut = m.start() + 1
-        first, after = buf[0], buf[cut]
-        buf[0], buf[cut] = 0x5B, 0x5D  # "[" … "]"
-        try:
-            with memoryview(buf) as mv, mv[: cut + 1] as part:
-                events = decode_events(part)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            buf[0], buf[cut] = first, after
-            # a boundary inside nested args, or damage: wait for more text and retry with a larger chunk
-            hold_until = len(buf) + CHUNK
-            if len(buf) > 16 * CHUNK:  # persistent damage: salvage this part and move on
-                _salvage(bytes(buf[1:cut]), sink, res, final=False)
-                del buf[: m.end() - 2]
-                hold_until = CHUNK
-            continue
-        sink(events)
-        del events
-        del buf[: m.end() - 2]
-        hold_until = CHUNK
+        # a boundary inside nested args, or damage: wait for more text and retry with a larger chunk
+        hold_until = len(buf) + CHUNK
+        if len(buf) > 16 * CHUNK and candidates:  # persistent damage: salvage this part and move on
+            cut, nxt = candidates[-1]
+            _salvage(bytes(buf[1:cut]), sink, res, final=False)
+            del buf[: nxt - 1]
+            searched -= nxt - 1
+            candidates = []
+            hold_until = CHUNK
     # --- end: last events + trailing metadata -------------------------------------------------
     if buf:
         buf[0] = 0x5B
@@ -226,13 +480,13 @@ def read_events(path: Path, sink: Callable[[list], None], progress: Progress | N
     del buf
     try:
         if bare_array:
-            sink(decode_events(text))
+            sink(_decode(decode_events, text, res))
         else:
-            res.tail = decode_tail(b'{"traceEvents":' + text)
+            res.tail = _decode(decode_tail, b'{"traceEvents":' + text, res)
             sink(res.tail.traceEvents)
             res.tail.traceEvents = []
         return res
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except _DECODE_ERRORS:
         pass
     res.truncated = True
     tail = _salvage(text[1:], sink, res, final=not bare_array)
@@ -244,11 +498,13 @@ def read_events(path: Path, sink: Callable[[list], None], progress: Progress | N
 
 def _not_a_trace(path: Path, text: bytes, res: ReadResult) -> None:
     """No ``traceEvents`` array anywhere: say precisely what the file is instead."""
+    if not text.strip() and res.truncated and res.notes:
+        raise InputError(path, f"nothing could be read: {res.notes[-1]}")
     if not text.strip():
         raise InputError(path, "the file is empty (expected a PyTorch profiler / Kineto JSON trace)")
     try:
-        doc = msgspec.json.decode(text)
-    except msgspec.DecodeError:
+        doc = _decode(msgspec.json.decode, text, res)
+    except _DECODE_ERRORS:
         if res.truncated or text.lstrip()[:1] == b"{":
             raise InputError(path, "not valid JSON, and no traceEvents array was found before it ends "
                                    "(expected a PyTorch profiler / Kineto Chrome-trace JSON)") from None

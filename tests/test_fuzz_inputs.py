@@ -1,0 +1,178 @@
+"""Hostile input, the whole CLI in-process: a few hundred fuzz cases made from real fixtures, plus one test
+per fault family the fuzz found (so a regression names itself). The 10⁵-case run is
+benchmarks/fuzz_inputs.py."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import fuzz_inputs as F
+
+FIX = Path(__file__).parent / "fixtures"
+SMALL = FIX / "traces" / "idle_causes.json"
+
+
+def _run_reader(reader: F.Reader, seeds: list[Path], tmp_path: Path, rng_seed: int, **kw) -> Counter:
+    counts: Counter = Counter()
+    bugs = []
+    for seed in seeds:
+        ref = F.reference_report(seed, tmp_path)
+        assert ref is not None, seed
+        for case in reader.cases(seed, random.Random(rng_seed)):
+            o = F.run_case(case, tmp_path, ref, **kw)
+            counts[o.cls] += 1
+            if o.cls in F.BUGS:
+                bugs.append(f"{seed.name} {o.case}: {o.cls}: {o.detail[-800:]}")
+    assert not bugs, "\n".join(bugs[:10])
+    return counts
+
+
+def test_fuzz_kineto_traces_json(tmp_path):
+    """Every mutation family on three real traces (HTA's and hand-made): no traceback, hang or wrong answer."""
+    seeds = [SMALL, FIX / "hta" / "cpu_only" / "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+             FIX / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"]
+    counts = _run_reader(F.READERS[0], seeds, tmp_path, 7)
+    assert sum(counts.values()) > 300
+    assert counts["same"] >= 40 and counts["salvaged"] >= 60 and counts["error"] >= 10, counts
+
+
+def test_fuzz_kineto_console_and_html(tmp_path):
+    """The same cases through the console (no raw control character) and the HTML page (escaped)."""
+    counts = _run_reader(F.READERS[0], [FIX / "traces" / "overlapping_kernels.json"], tmp_path, 11,
+                         console=True, html=tmp_path / "r.html")
+    assert sum(counts.values()) > 100
+
+
+def test_fuzz_odd_paths(tmp_path):
+    outcomes = [F.run_case(c, tmp_path, None, timeout=10) for c in F.paths()]
+    assert {o.cls for o in outcomes} == {"error"}, [(o.case, o.cls, o.detail) for o in outcomes]
+
+
+def test_fuzz_run_directories(tmp_path):
+    """Damaged copies of a finished and a killed recording: salvaged with the loss stated, or one sentence."""
+    counts = _run_reader(F.READERS[1], F.rundir_seeds(), tmp_path, 3)
+    assert sum(counts.values()) > 200 and counts["salvaged"] > 100, counts
+
+
+# ---- one test per fault family ----------------------------------------------------------------------------
+
+def _report(path: Path) -> dict:
+    kind, rc, out, err = F.run_cli(["report", str(path), "--json"])
+    assert (kind, rc) == ("exit", 0), err
+    return json.loads(out)
+
+
+def test_fifo_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "t.json"
+    os.mkfifo(fifo)
+    t = time.monotonic()
+    kind, rc, _, err = F.run_cli(["report", str(fifo), "--json"], timeout=10)
+    assert (kind, rc) == ("exit", 2) and "named pipe" in err
+    assert time.monotonic() - t < 5
+
+
+def test_damaged_gzip_is_salvaged_up_to_the_damage(tmp_path):
+    """One flipped byte in the middle of a real trace's gzip: the events before it are reported (it used to
+    say "the file is empty")."""
+    seed = FIX / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+    gz = bytearray(seed.read_bytes())
+    gz[len(gz) // 2] ^= 0x55
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(bytes(gz))
+    rep = _report(p)
+    assert any("gzip stream is damaged" in m for m in rep["losses"]), rep["losses"]
+    kept = int(next(m for m in rep["losses"] if "salvaged" in m).split("salvaged ")[1].split()[0].replace(",", ""))
+    assert kept > 0.3 * _report(seed)["ranks"][0].get("events", 0) or kept > 50, rep["losses"]
+
+
+def test_inner_traceEvents_key_is_not_the_trace(tmp_path):
+    doc = json.loads(SMALL.read_text())
+    decoy = {"meta": {"traceEvents": [{"ph": "X", "cat": "kernel", "name": "decoy", "ts": 1, "dur": 1}]}}
+    decoy.update(doc)
+    for name, text in (("pretty.json", json.dumps(decoy, indent=1)), ("compact.json", json.dumps(decoy))):
+        (tmp_path / name).write_text(text)
+        assert F.comparable(_report(tmp_path / name)) == F.comparable(_report(SMALL))
+
+
+def test_escaped_lone_surrogate_is_not_damage(tmp_path):
+    text = SMALL.read_text().replace('"name": "', '"name": "\\ud800', 1)
+    p = tmp_path / "t.json"
+    p.write_text(text)
+    rep = _report(p)
+    assert not rep["losses"]
+    kind, rc, out, err = F.run_cli(["report", str(p)])
+    assert (kind, rc) == ("exit", 0), err
+
+
+def test_raw_invalid_utf8_is_replaced_and_counted(tmp_path):
+    data = SMALL.read_bytes().replace(b'"name": "', b'"name": "\xff\xfe', 1)
+    p = tmp_path / "t.json"
+    p.write_bytes(data)
+    rep = _report(p)
+    assert any("not UTF-8" in m for m in rep["losses"]), rep["losses"]
+
+
+def test_terminal_escapes_from_trace_names_are_inert(tmp_path):
+    doc = json.loads(SMALL.read_text())
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e["name"] = "\x1b]52;c;aGVsbG8=\x07\x1b[2J\x00\u009b\u202e" + e["name"]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc))
+    kind, rc, out, err = F.run_cli(["report", str(p)])
+    assert (kind, rc) == ("exit", 0), err
+    assert "\\x1b]52" in out  # shown, escaped
+    assert not F.raw_controls(out + err)
+
+
+@pytest.mark.parametrize("value, words", [
+    (10 ** 30, "more than a day away"), (2 ** 63 + 5, "more than a day away"), (1e300, "more than a day away"),
+    (3e14, "more than a day away"),
+])
+def test_implausible_timestamps_are_dropped_with_the_loss_stated(tmp_path, value, words):
+    doc = json.loads(SMALL.read_text())
+    next(e for e in doc["traceEvents"] if e.get("ph") == "X")["ts"] = value
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc))
+    rep = _report(p)
+    assert any(words in m for m in rep["losses"]), rep["losses"]
+    assert rep["ranks"][0]["trace_window_s"] < 1.0
+
+
+def test_same_file_twice_is_one_rank(tmp_path):
+    kind, rc, out, err = F.run_cli(["report", str(SMALL), str(SMALL), "--json"])
+    rep = json.loads(out)
+    assert len(rep["ranks"]) == 1
+    assert any("same file" in m for m in rep["losses"])
+
+
+@pytest.mark.parametrize("suffix", ["bz2", "xz", "zst", "zip", "bom"])
+def test_other_containers_read_the_same(tmp_path, suffix):
+    case = next(c for c in F.layouts(SMALL.read_bytes(), random.Random(0))
+                if c.name.endswith({"bz2": "bz2", "xz": "xz", "zst": "zstd", "zip": "zip", "bom": "bom"}[suffix]))
+    p = tmp_path / f"t{case.suffix}"
+    p.write_bytes(case.data)
+    assert F.comparable(_report(p)) == F.comparable(_report(SMALL))
+
+
+@pytest.mark.parametrize("trace", sorted(p.relative_to(FIX / "hta").as_posix()
+                                         for p in F.kineto_seeds(small=False) if "hta" in p.parts))
+def test_numbers_do_not_depend_on_event_order(tmp_path, trace):
+    """Every real trace, shuffled: the same report (sorting is the reader's job, not the file's)."""
+    seed = FIX / "hta" / trace
+    ref = F.reference_report(seed, tmp_path)
+    assert ref is not None
+    doc = json.loads(F.read_text(seed))
+    random.Random(5).shuffle(doc["traceEvents"])
+    p = tmp_path / "shuffled.json"
+    p.write_text(json.dumps(doc))
+    diff = F.first_difference(F.comparable(ref), F.comparable(_report(p)))
+    assert diff is None, diff
