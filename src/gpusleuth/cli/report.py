@@ -25,8 +25,10 @@ def add_parser(sub) -> None:
     p.add_argument("paths", nargs="+", type=Path, help="a run directory, or trace files")
     p.add_argument("--json", action="store_true", help="print one JSON object (docs/report-json.md) on stdout")
     add_output_options(p)
+    from gpusleuth.cli.trackers import add_tracker_options
     from gpusleuth.report.options import add_report_options
 
+    add_tracker_options(p)
     add_report_options(p)
     p.set_defaults(func=report_command)
 
@@ -53,6 +55,9 @@ def report_command(args) -> int:
 
         report = print_report(run, as_json=args.json, options=options_from_args(args))
         write_outputs(report, args, run.profiles)
+        from gpusleuth.cli.trackers import send_to_trackers
+
+        send_to_trackers(report, run, args)
         return 0
     for p in paths:
         if not p.exists():
@@ -72,6 +77,9 @@ def print_report(run, as_json: bool = False, to_stderr: bool = False, options=No
     from gpusleuth.report.build import build_report
 
     report = build_report(run, options)
+    from gpusleuth.cli.trackers import cache_summary
+
+    cache_summary(report, run)
     if not quiet:
         _emit(report, as_json, to_stderr)
     return report
