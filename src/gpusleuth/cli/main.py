@@ -8,7 +8,7 @@ import sys
 from gpusleuth import __version__
 from gpusleuth.errors import GpusleuthError
 
-VERBS = ("run", "report", "compare", "demo", "sweep", "bench")
+VERBS = ("run", "report", "compare", "fleet", "demo", "sweep", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  gpusleuth run -- python train.py          record a job and print its report\n"
         "  gpusleuth report gpusleuth-runs/<run>     report on a recorded run\n"
         "  gpusleuth report trace.json.gz --json     analyse a PyTorch profiler trace\n"
+        "  gpusleuth fleet gpusleuth-runs/ --since 7d   GPU-hours and dollars lost by cause, per run\n"
         "  gpusleuth demo                            see a planted input stall found and fixed\n"
         "  gpusleuth sweep --param num_workers=0,2,4 -- python train.py   measure which setting wins\n"
         "  gpusleuth bench mymodel:make --batch 1,8,32 --p95-budget-ms 50  serving batch size from a budget",

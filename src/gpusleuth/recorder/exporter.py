@@ -17,13 +17,13 @@ names a host. See docs/prometheus.md.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading
 from pathlib import Path
 
-from gpusleuth.report.live import WINDOW_STEPS, _EventsTail
+from gpusleuth.report.live import WINDOW_STEPS
+from gpusleuth.report.step_tail import StepTotals, window_stats
 
 DEFAULT_HOST = "127.0.0.1"
 
@@ -43,40 +43,6 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, number
 
 
-class _StepTotals(_EventsTail):
-    """The live view's tail of the hook's event files, plus the run totals a counter needs."""
-
-    def __init__(self, raw: Path):
-        super().__init__(raw)
-        self.ranks: dict[int, str] = {}
-        self.step_ns: dict[int, int] = {}
-        self.wait_ns: dict[int, int] = {}
-        self.optimizer_ns: dict[int, int] = {}
-        self.samples: dict[int, int] = {}
-        self.phase_ns: dict[tuple[int, str], int] = {}
-
-    def _line(self, pid: int, line: str) -> None:
-        super()._line(pid, line)
-        kind, _, rest = line.partition("\t")
-        f = rest.split("\t")
-        try:
-            if kind == "S":
-                start, end, wait, samples, opt = int(f[0]), int(f[1]), int(f[2]), int(f[4]), int(f[5])
-                self.step_ns[pid] = self.step_ns.get(pid, 0) + max(end - start, 0)
-                self.wait_ns[pid] = self.wait_ns.get(pid, 0) + max(wait, 0)
-                self.optimizer_ns[pid] = self.optimizer_ns.get(pid, 0) + max(opt, 0)
-                if samples >= 0:
-                    self.samples[pid] = self.samples.get(pid, 0) + samples
-            elif kind == "P":
-                key = (pid, f[0])
-                self.phase_ns[key] = self.phase_ns.get(key, 0) + max(int(f[2]) - int(f[1]), 0)
-            elif kind == "H":
-                rank = json.loads(rest).get("rank")
-                self.ranks[pid] = str(rank) if rank not in (None, "") else "0"
-        except (IndexError, ValueError, AttributeError):
-            return  # a partial or foreign line: the finished run's parser counts it as a loss
-
-
 def _finite(value) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
@@ -92,7 +58,7 @@ class LiveMetrics:
         self._gpu_rows: list[dict] = []
         self._host_row: dict | None = None
         self._lock = threading.Lock()  # scrapes may overlap; the tail keeps file offsets
-        self._steps = _StepTotals(self.run_dir / "raw")
+        self._steps = StepTotals(self.run_dir / "raw")
         self.server = None
         self.address: tuple[str, int] | None = None
 
@@ -165,17 +131,10 @@ class LiveMetrics:
             fam["wait_s"].add_metric(lv, t.wait_ns.get(pid, 0) / 1e9)
             fam["opt_s"].add_metric(lv, t.optimizer_ns.get(pid, 0) / 1e9)
             fam["samples"].add_metric(lv, t.samples.get(pid, 0))
-            win = list(t.steps[pid])
-            durs = sorted(e - b for b, e, _, _ in win)
-            total = sum(durs)
-            if durs:
-                fam["step_time"].add_metric(lv, durs[len(durs) // 2] / 1e9)
-            if total > 0:
-                fam["wait_share"].add_metric(lv, min(sum(max(w, 0) for _, _, w, _ in win) / total, 1.0))
-                known = [(e - b, n) for b, e, _, n in win if n >= 0]
-                busy = sum(d for d, _ in known)
-                if known and busy > 0:
-                    fam["throughput"].add_metric(lv, sum(n for _, n in known) / (busy / 1e9))
+            step_s, wait_share, per_s = window_stats(t.steps[pid])
+            for key, value in (("step_time", step_s), ("wait_share", wait_share), ("throughput", per_s)):
+                if value is not None:
+                    fam[key].add_metric(lv, value)
         for (pid, phase), ns in t.phase_ns.items():
             fam["phase"].add_metric([self.job, t.ranks.get(pid, "0"), self.hostname, phase], ns / 1e9)
         return list(fam.values())

@@ -43,6 +43,7 @@ class RunSummary:
     energy_j: float | None
     price_per_gpu_hour: float | None
     cost_usd: float | None
+    usd_per_second: float | None  # one second of this run's wall time, all GPUs, at its price
     badput_s: dict[str, float] = field(default_factory=dict)
     lost_usd: dict[str, float] = field(default_factory=dict)  # by badput cause; empty without a price
     findings: int = 0
@@ -70,7 +71,7 @@ def summarize(report, meta: dict | None = None) -> RunSummary:
     d = report.to_dict()
     run, o = d["run"], d.get("outcomes") or {}
     cost = o.get("cost") or {}
-    gpus = int(o.get("gpus_used") or cost.get("gpus") or 0)
+    gpus = int(o.get("gpus_used") or 0)  # 0 on a CPU-only run: no GPU-hours, though it may have a price
     wall = run.get("wall_s")
     per_second = cost.get("per_recoverable_second")
     badput = {k: float(v) for k, v in (_get(o, "goodput", "badput_s", default={}) or {}).items() if v}
@@ -97,6 +98,7 @@ def summarize(report, meta: dict | None = None) -> RunSummary:
         energy_j=_get(o, "energy", "run_j"),
         price_per_gpu_hour=_get(cost, "price", "per_gpu_hour"),
         cost_usd=cost.get("per_run"),
+        usd_per_second=per_second,
         badput_s=badput,
         lost_usd={k: v * per_second for k, v in badput.items()} if per_second else {},
         findings=len(ranked),
