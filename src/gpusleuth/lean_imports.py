@@ -26,3 +26,9 @@ def keep_pandas_out() -> None:
     not enough: pyarrow's Cython import reads sys.modules directly and would get None.)"""
     if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
         sys.meta_path.insert(0, _NoPandas())
+
+
+def let_pandas_in() -> None:
+    """Undo :func:`keep_pandas_out` for a library that probes for pandas with ``importlib.util.find_spec``
+    (wandb does, at import), where our "not installed" answer would be an error instead of a None."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _NoPandas)]

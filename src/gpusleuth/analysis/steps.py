@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpusleuth.analysis import intervals as iv
-from gpusleuth.run.model import Run, Table
+from gpusleuth.run.model import Run, Table, pick_main
 
 MAD_SIGMA = 1.4826  # MAD → σ for normal data; the one robust-spread constant (noise, warm-up, outliers)
 
@@ -48,16 +48,6 @@ def warmup_count(durations_s: np.ndarray, min_warmup: int = 0) -> int:
         while n < n_all // 2 and durations_s[n] > limit:
             n += 1
     return max(n, min(min_warmup, max(n_all - 2, 0)))
-
-
-def pick_main(pids: list[int], counts: list[int], ranks: list[int | None]) -> int | None:
-    """The process reported in detail: the lowest rank, else the one with the most steps."""
-    if not pids:
-        return None
-    ranked = [(r, p) for p, r in zip(pids, ranks) if r is not None]
-    if ranked:
-        return min(ranked)[1]
-    return pids[int(np.argmax(counts))]
 
 
 @dataclass

@@ -8,7 +8,7 @@ import sys
 from gpusleuth._version import __version__
 from gpusleuth.errors import GpusleuthError
 
-VERBS = ("run", "report", "import_", "compare", "demo", "sweep", "bench")  # module names (import_ → `import`)
+VERBS = ("run", "report", "import_", "compare", "fleet", "demo", "sweep", "bench")  # module names (import_ → `import`)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  gpusleuth report trace.json.gz --json     analyse a PyTorch profiler trace\n"
         "  gpusleuth report gpu_log.csv              what an nvidia-smi / dmon / DCGM log or nsys export shows\n"
         "  gpusleuth import gpu_log.csv --out runs/x store it as a run directory (compare, DuckDB)\n"
+        "  gpusleuth fleet gpusleuth-runs/ --since 7d   GPU-hours and dollars lost by cause, per run\n"
         "  gpusleuth demo                            see a planted input stall found and fixed\n"
         "  gpusleuth sweep --param num_workers=0,2,4 -- python train.py   measure which setting wins\n"
         "  gpusleuth bench mymodel:make --batch 1,8,32 --p95-budget-ms 50  serving batch size from a budget",

@@ -37,8 +37,10 @@ def add_parser(sub) -> None:
     from gpusleuth.sources.detect import add_import_options
 
     add_import_options(p)
+    from gpusleuth.cli.trackers import add_tracker_options
     from gpusleuth.report.options import add_report_options
 
+    add_tracker_options(p)
     add_report_options(p)
     p.set_defaults(func=report_command)
 
@@ -66,6 +68,9 @@ def report_command(args) -> int:
         report = print_report(run, as_json=args.json, options=options_from_args(args),
                               verbose=getattr(args, "verbose", False))
         write_outputs(report, args, run.profiles)
+        from gpusleuth.cli.trackers import send_to_trackers
+
+        send_to_trackers(report, run, args)
         return 0
     for p in paths:
         if not p.exists() and not p.is_symlink():  # a link loop or a dangling link gets its own sentence
@@ -98,6 +103,9 @@ def print_report(run, as_json: bool = False, to_stderr: bool = False, options=No
     from gpusleuth.report.build import build_report
 
     report = build_report(run, options, progress=progress)
+    from gpusleuth.cli.trackers import cache_summary
+
+    cache_summary(report, run)
     if not quiet:
         _emit(report, as_json, to_stderr, verbose)
     return report

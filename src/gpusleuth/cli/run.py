@@ -36,6 +36,10 @@ def add_parser(sub) -> None:
     p.add_argument("--live", action="store_true",
                    help="show a live panel (step time, samples/s, data wait, GPU, power, CPU) while the job runs; "
                    "plain lines every 5 s when stderr is not a terminal")
+    p.add_argument("--prometheus", default=None, metavar="[HOST:]PORT",
+                   help="serve live Prometheus metrics (steps, step time, data wait, throughput, phases, GPU "
+                   "utilization/activity, power, memory) on http://HOST:PORT/metrics while the job runs; "
+                   "binds 127.0.0.1 unless HOST is given (0.0.0.0 for all interfaces). See docs/prometheus.md")
     p.add_argument("--html", type=Path, default=None, metavar="OUT",
                    help="also write the report as a self-contained HTML file with charts")
     p.add_argument("--capture-output", action="store_true",
@@ -69,6 +73,8 @@ def run_command(args) -> int:
         from gpusleuth.analysis.quality import Target
 
         Target.parse(args.target)  # a typo should fail before the job runs, not after
+    if args.prometheus:
+        _check_listen(args.prometheus)
     out, live = _live_view(args, command)
     result = launch(
         LaunchOptions(
@@ -77,6 +83,7 @@ def run_command(args) -> int:
             capture_output=args.capture_output, on_tick=live.tick if live is not None else None,
             report_options=options_from_args(args).to_meta(),
             extra_env={"GPUSLEUTH_FLOPS": "0"} if args.no_flops else {},
+            prometheus=args.prometheus,
         )
     )
     if live is not None:
@@ -108,6 +115,25 @@ def _check_range(text: str) -> None:
             raise ValueError
     except ValueError:
         raise LaunchError(f"gpusleuth run: --profile-steps wants A-B with 0 <= A <= B, got {text!r}") from None
+
+
+def _check_listen(text: str) -> None:
+    """A bad or taken --prometheus address should stop us before the job starts, not be found later."""
+    import socket
+
+    from gpusleuth.errors import LaunchError
+    from gpusleuth.recorder.exporter import parse_listen
+
+    try:
+        host, port = parse_listen(text)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+    except ValueError as exc:
+        raise LaunchError(f"gpusleuth run: {exc}") from None
+    except OSError as exc:
+        raise LaunchError(f"gpusleuth run: cannot serve Prometheus metrics on {text}: {exc.strerror or exc}") from None
 
 
 def _live_view(args, command):

@@ -49,6 +49,7 @@ class LaunchOptions:
     capture_output: bool = False  # tee the job's stdout/stderr into output.log (MLLOG lines…)
     on_tick: Callable[[], None] | None = None  # called from the wait loop (~20 Hz): the --live view
     report_options: dict = field(default_factory=dict)  # remembered in meta.json for later reports
+    prometheus: str | None = None  # [HOST:]PORT: the recorder serves live /metrics there (recorder/exporter.py)
 
 
 @dataclass
@@ -275,11 +276,24 @@ class _Tee:
         self._log.close()
 
 
+def job_name(command: list[str]) -> str:
+    """What a person calls this job: the script or module a Python command runs, else the program."""
+    args = command[1:] if Path(command[0]).name.startswith("python") else []
+    for i, a in enumerate(args):
+        if a == "-m" and i + 1 < len(args):
+            return args[i + 1]
+        if not a.startswith("-"):
+            return Path(a).name
+    return Path(command[0]).name
+
+
 def _start_recorder(run_dir: Path, opts: LaunchOptions) -> subprocess.Popen | None:
     cmd = [sys.executable, "-m", "gpusleuth.recorder.process", "--run-dir", str(run_dir),
            "--interval", str(opts.interval_s)]
     if not opts.use_gpu:
         cmd.append("--no-gpu")
+    if opts.prometheus:
+        cmd += ["--prometheus", opts.prometheus, "--job", opts.label or job_name(opts.command)]
     log = open(run_dir / "recorder.log", "ab")
     try:
         return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log, start_new_session=True)

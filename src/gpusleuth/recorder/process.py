@@ -27,7 +27,7 @@ STATUS_FILE = "recorder.json"
 
 
 class Recorder:
-    def __init__(self, run_dir: Path, interval_s: float, use_gpu: bool = True):
+    def __init__(self, run_dir: Path, interval_s: float, use_gpu: bool = True, metrics=None):
         from gpusleuth.recorder.host import HostSampler
         from gpusleuth.recorder.schemas import GPU_PROCS_SCHEMA, GPU_SCHEMA, HOST_SCHEMA, PROCS_SCHEMA
         from gpusleuth.run.streams import STREAM_SUFFIX, TableStreamWriter
@@ -51,6 +51,7 @@ class Recorder:
         self.w_procs = writer("procs", PROCS_SCHEMA)
         self.w_gpu = writer("gpu", GPU_SCHEMA) if self.gpu else None
         self.w_gpu_procs = writer("gpu_procs", GPU_PROCS_SCHEMA) if self.gpu else None
+        self.metrics = metrics  # recorder.exporter.LiveMetrics under --prometheus: fed each sample
         self.samples = 0
         self.started_ns = time.time_ns()
         self.errors: dict[str, int] = {}
@@ -78,6 +79,8 @@ class Recorder:
             "max_rss_kb": usage.ru_maxrss,
             "errors": self.errors,
         }
+        if self.metrics is not None and self.metrics.address is not None:
+            status["prometheus"] = "http://%s:%d/metrics" % self.metrics.address
         path = self.run_dir / STATUS_FILE
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(status, indent=2, default=str))
@@ -103,6 +106,8 @@ class Recorder:
         row = self._guard("host", self.host.sample, t_ns)
         if row:
             self.w_host.append(row)
+            if self.metrics is not None:
+                self.metrics.observe_host(row)
         if self.procs is not None:
             rows = self._guard("procs", self.procs.sample, t_ns)
             if rows:
@@ -111,6 +116,8 @@ class Recorder:
             rows = self._guard("gpu", self.gpu.sample, t_ns)
             if rows:
                 self.w_gpu.extend(rows)
+                if self.metrics is not None:
+                    self.metrics.observe_gpu(rows, self.gpu.hardware())
             if with_gpu_procs:
                 rows = self._guard("gpu_procs", self.gpu.sample_processes, t_ns)
                 if rows:
@@ -128,6 +135,8 @@ class Recorder:
                 self._guard("write", w.close)
         if self.gpu is not None:
             self._guard("nvml", self.gpu.close)
+        if self.metrics is not None:
+            self._guard("prometheus", self.metrics.close)
         self._write_status(final=True)
 
 
@@ -198,12 +207,30 @@ def run_loop(rec: Recorder, control) -> None:
             return
 
 
+def _serve_metrics(args):
+    """Start the /metrics listener before the first sample; a port already taken ends the recorder with
+    a sentence in recorder.log (the launcher checked the port just before, so this is a lost race)."""
+    from gpusleuth.recorder.exporter import LiveMetrics, parse_listen
+
+    host, port = parse_listen(args.prometheus)
+    metrics = LiveMetrics(args.run_dir, job=args.job or args.run_dir.name)
+    try:
+        metrics.serve(host, port)
+    except OSError as exc:
+        print(f"gpusleuth recorder: cannot serve Prometheus metrics on {host}:{port}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return None
+    return metrics
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gpusleuth-recorder")
     parser.add_argument("--run-dir", required=True, type=Path)
     parser.add_argument("--interval", type=float, default=0.1)
     parser.add_argument("--no-gpu", action="store_true")
     parser.add_argument("--pid", type=int, default=None, help="watch this process tree from the start")
+    parser.add_argument("--prometheus", default=None, metavar="[HOST:]PORT", help="serve live /metrics here")
+    parser.add_argument("--job", default=None, help="the job label of the live metrics")
     args = parser.parse_args(argv)
     from gpusleuth.lean_imports import keep_pandas_out
 
@@ -215,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, on_term)
-    rec = Recorder(args.run_dir, args.interval, use_gpu=not args.no_gpu)
+    metrics = _serve_metrics(args) if args.prometheus else None
+    rec = Recorder(args.run_dir, args.interval, use_gpu=not args.no_gpu, metrics=metrics)
     if args.pid:
         rec.watch(args.pid)
     try:

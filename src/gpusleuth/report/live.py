@@ -1,4 +1,5 @@
-"""Live numbers for ``gpusleuth run --live``, read from the run directory while the job writes it.
+"""Live numbers for ``gpusleuth run --live``, read from the run directory while the job writes it
+(the tails themselves are ``sources/livetail.py``).
 
 Runs in the launcher process (never in the job), so it cannot slow the training loop; it still keeps
 its own cost small: each poll reads only the bytes appended since the last one (files are tailed by
@@ -9,18 +10,13 @@ partial Arrow message at the end of a file is kept for the next poll.
 
 from __future__ import annotations
 
-import json
 import time
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
-from gpusleuth.analysis.steps import pick_main
-from gpusleuth.sources.events import int_or_none, step_fields
-
-WINDOW_STEPS = 20  # step statistics are over the most recent steps: what the job does *now*
+from gpusleuth.sources.livetail import ArrowTail, EventsTail
 
 
 @dataclass
@@ -39,102 +35,6 @@ class LiveSnapshot:
     gpus: int = 0
 
 
-class ArrowTail:
-    """Reads the record batches appended to an Arrow IPC stream since the last call."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.offset = 0
-        self.schema: pa.Schema | None = None
-
-    def batches(self) -> list[pa.RecordBatch]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except OSError:
-            return []
-        buf = pa.py_buffer(data)
-        reader = pa.BufferReader(buf)
-        out = []
-        done = 0
-        while done < len(data):
-            try:
-                msg = pa.ipc.read_message(reader)
-            except (OSError, EOFError, pa.ArrowInvalid):
-                break  # a partial message (or the end-of-stream marker): wait for more bytes
-            if msg is None:
-                break
-            if msg.type == "schema":
-                self.schema = pa.ipc.read_schema(msg)
-            elif msg.type == "record batch" and self.schema is not None:
-                out.append(pa.ipc.read_record_batch(msg, self.schema))
-            done = reader.tell()
-        self.offset += done
-        return out
-
-
-class _EventsTail:
-    """Step lines (``S``) of the hook's event files, by process; tails each file by offset."""
-
-    def __init__(self, raw: Path):
-        self.raw = raw
-        self.offsets: dict[Path, int] = {}
-        self.partial: dict[Path, bytes] = {}
-        self.roles: dict[int, str] = {}
-        self.steps: dict[int, deque] = {}
-        self.counts: dict[int, int] = {}
-        self.ranks: dict[int, int | None] = {}
-
-    def poll(self) -> None:
-        try:
-            files = list(self.raw.glob("events-*.tsv"))
-        except OSError:
-            return
-        for path in files:
-            try:
-                with open(path, "rb") as f:
-                    f.seek(self.offsets.get(path, 0))
-                    data = f.read()
-            except OSError:
-                continue
-            if not data:
-                continue
-            self.offsets[path] = self.offsets.get(path, 0) + len(data)
-            data = self.partial.pop(path, b"") + data
-            lines = data.split(b"\n")
-            if lines[-1]:
-                self.partial[path] = lines[-1]
-            try:
-                pid = int(path.stem.split("-", 1)[1])
-            except ValueError:
-                continue
-            for line in lines[:-1]:
-                self._line(pid, line.decode("utf-8", "replace"))
-
-    def _line(self, pid: int, line: str) -> None:
-        kind, _, rest = line.partition("\t")
-        if kind == "S":
-            try:
-                start, end, wait, _cpu, samples, *_ = step_fields(line.split("\t"))
-            except (IndexError, ValueError):
-                return
-            self.steps.setdefault(pid, deque(maxlen=WINDOW_STEPS)).append((start, end, wait, samples))
-            self.counts[pid] = self.counts.get(pid, 0) + 1
-        elif kind == "H":
-            try:
-                head = json.loads(rest)
-                self.roles[pid] = str(head.get("role") or "main")
-                self.ranks[pid] = int_or_none(head.get("rank"))
-            except (ValueError, AttributeError):
-                pass
-
-    def main_pid(self) -> int | None:
-        """The same choice as the report's step view (``analysis/steps.pick_main``)."""
-        pids = list(self.counts)
-        return pick_main(pids, [self.counts[p] for p in pids], [self.ranks.get(p) for p in pids])
-
-
 def _last(batch: pa.RecordBatch, name: str) -> list:
     return batch.column(name).to_pylist() if name in batch.schema.names else []
 
@@ -145,7 +45,7 @@ class LiveTail:
     def __init__(self, run_dir: Path, started: float | None = None):
         self.run_dir = Path(run_dir)
         self.started = started if started is not None else time.monotonic()
-        self.events = _EventsTail(self.run_dir / "raw")
+        self.events = EventsTail(self.run_dir / "raw")
         self.gpu = ArrowTail(self.run_dir / "gpu.arrows")
         self.host = ArrowTail(self.run_dir / "host.arrows")
         self.procs = ArrowTail(self.run_dir / "procs.arrows")

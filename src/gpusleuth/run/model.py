@@ -118,3 +118,13 @@ class Run:
     @property
     def label(self) -> str:
         return str(self.meta.get("label") or (self.path.name if self.path else "run"))
+
+
+def pick_main(pids: list[int], counts: list[int], ranks: list[int | None]) -> int | None:
+    """The process reported in detail: the lowest rank, else the one with the most steps."""
+    if not pids:
+        return None
+    ranked = [(r, p) for p, r in zip(pids, ranks) if r is not None]
+    if ranked:
+        return min(ranked)[1]
+    return pids[max(range(len(pids)), key=counts.__getitem__)]

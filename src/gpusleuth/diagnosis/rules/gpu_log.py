@@ -10,7 +10,7 @@ telemetry-only runs. Captures shorter than ``MIN_COVERED_S`` are too short to ju
 from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
-from gpusleuth.diagnosis.finding import Evidence, Finding, Gain
+from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
 
 MIN_COVERED_S = 60.0
 IDLE_HIGH = 0.5  # idle share of the capture: high

@@ -1,0 +1,94 @@
+"""``gpusleuth fleet DIR…``: across many runs, which jobs waste GPU-hours, how many dollars, on what cause."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def add_parser(sub) -> None:
+    from gpusleuth.report.fleet import SORTS
+
+    p = sub.add_parser(
+        "fleet",
+        help="one row per run over many run directories: GPU-hours, goodput, MFU, $ per run, $ lost by cause",
+        description=(
+            "Tabulate many recorded runs (run directories, or folders of them): job, GPUs, GPU-hours, goodput, "
+            "MFU, dollars per run, dollars lost by cause (badput seconds at the run's price), top finding. Reads "
+            "each run's summary.json (left by every report) with DuckDB; runs never reported are analysed once "
+            "and their summary cached. Needs gpusleuth[fleet] (DuckDB)."
+        ),
+        epilog="Examples:\n  gpusleuth fleet gpusleuth-runs/ --since 7d --price-per-gpu-hour 2.5\n"
+        "  gpusleuth fleet /shared/runs --label 'bert-*' --sort goodput --asc --csv > runs.csv\n"
+        "  gpusleuth fleet /shared/runs --html fleet.html",
+        formatter_class=__import__("argparse").RawDescriptionHelpFormatter,
+    )
+    p.add_argument("dirs", nargs="+", type=Path, help="run directories, or directories holding run directories")
+    p.add_argument("--since", default=None, metavar="WHEN",
+                   help="runs started at or after WHEN: an ISO date/time (UTC unless given) or a span back from "
+                   "now like 36h, 7d, 2w")
+    p.add_argument("--until", default=None, metavar="WHEN", help="runs started before WHEN (same forms)")
+    p.add_argument("--label", default=None, metavar="GLOB", help="runs whose label matches, e.g. 'bert-*'")
+    p.add_argument("--sort", default="lost", choices=sorted(SORTS), help="order rows by (default: lost, largest first)")
+    p.add_argument("--asc", action="store_true", help="smallest first")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="show N rows (default: 50 in the terminal, all in --json/--csv/--html)")
+    p.add_argument("--price-per-gpu-hour", type=float, default=None, metavar="USD",
+                   help="re-price every run at this GPU-hour price (default: the price each run was reported with)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print one JSON object (rows, totals, lost by cause)")
+    out.add_argument("--csv", action="store_true", help="print the rows as CSV")
+    p.add_argument("--html", type=Path, default=None, metavar="OUT",
+                   help="also write an HTML page with the cost-of-waste chart by cause")
+    p.add_argument("--no-analyse", action="store_true",
+                   help="only runs that already have summary.json (never run a report here)")
+    p.set_defaults(func=fleet_command)
+
+
+def fleet_command(args) -> int:
+    from gpusleuth.cli.report import count_progress, make_console, write_html_file
+    from gpusleuth.errors import InputError
+    from gpusleuth.lean_imports import keep_pandas_out
+    from gpusleuth.report.fleet import FleetFilter, ensure_summaries, find_run_dirs, parse_when, query_fleet
+    from gpusleuth.report.summary import SUMMARY_FILE
+
+    keep_pandas_out()
+    try:
+        flt = FleetFilter(
+            since_ns=parse_when(args.since) if args.since else None,
+            until_ns=parse_when(args.until) if args.until else None,
+            label=args.label, sort=args.sort, ascending=args.asc, price_per_gpu_hour=args.price_per_gpu_hour,
+            limit=args.limit if args.limit is not None else (None if args.json or args.csv or args.html else 50),
+        )
+    except ValueError as exc:
+        raise InputError(Path(args.since or args.until or "."), str(exc)) from None
+    run_dirs = find_run_dirs(args.dirs)
+    if not run_dirs:
+        raise InputError(args.dirs[0], "no run directories here (a run directory holds meta.json)")
+    skipped = []
+    if args.no_analyse:
+        skipped = [f"{d}: no {SUMMARY_FILE} (--no-analyse)" for d in run_dirs if not (d / SUMMARY_FILE).is_file()]
+    else:
+        bar = count_progress(len(run_dirs), "analysing runs without a summary") if sys.stderr.isatty() else None
+        skipped = ensure_summaries(run_dirs, progress=bar)
+    fleet = query_fleet(run_dirs, flt)
+    fleet.skipped = skipped + fleet.skipped
+    if args.html:
+        from gpusleuth.render.html_fleet import render_fleet_html
+
+        write_html_file(render_fleet_html, fleet, args.html, "fleet page")
+        if args.limit is None and not (args.json or args.csv):
+            fleet.rows = fleet.rows[:50]
+    if args.json:
+        from gpusleuth.render.fleet_console import render_fleet_json
+
+        sys.stdout.write(render_fleet_json(fleet) + "\n")
+    elif args.csv:
+        from gpusleuth.render.fleet_console import render_fleet_csv
+
+        sys.stdout.write(render_fleet_csv(fleet))
+    else:
+        from gpusleuth.render.fleet_console import render_fleet_console
+
+        render_fleet_console(fleet, make_console())
+    return 0

@@ -1,0 +1,182 @@
+"""Live Prometheus metrics for ``gpusleuth run --prometheus [HOST:]PORT``: ``/metrics`` while the job runs.
+
+Why in the recorder: it is the process that already holds the newest GPU and host samples in memory, it
+outlives the job's crashes, and it is not the job — a scrape can never slow the training loop. The
+recorder loop hands each sample to :meth:`LiveMetrics.observe_gpu` / :meth:`observe_host` (a reference
+swap, nothing else); the job's step and phase events are read from ``raw/events-*.tsv`` only when
+Prometheus scrapes, tailing each file from where the last scrape stopped, so the cost is proportional to
+what the job wrote since, and zero when nobody scrapes.
+
+Naming follows Prometheus conventions (``gpusleuth_`` prefix, base units — seconds, bytes, watts, joules,
+ratios 0–1 — and ``_total`` for counters). GPU series carry dcgm-exporter's join labels (``gpu``, ``UUID``,
+``Hostname``) so a dashboard can put them next to ``DCGM_FI_*`` series; every series carries ``job`` (the
+run's label, or the command's name) and step series carry ``rank``. A private registry keeps
+prometheus-client's own process/GC collectors out, and the listener binds 127.0.0.1 unless the user
+names a host. See docs/prometheus.md.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from pathlib import Path
+
+from gpusleuth.sources.livetail import WINDOW_STEPS, StepTotals, window_stats
+
+DEFAULT_HOST = "127.0.0.1"
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``PORT`` or ``HOST:PORT`` (``[::1]:PORT`` for IPv6) → (host, port); a bare port binds localhost only."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host = DEFAULT_HOST
+    host = host.strip("[]") or DEFAULT_HOST
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"--prometheus wants PORT or HOST:PORT, got {text!r}") from None
+    if not 0 <= number <= 65535:
+        raise ValueError(f"--prometheus port must be 0..65535, got {number}")
+    return host, number
+
+
+def _finite(value) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+class LiveMetrics:
+    """A prometheus-client collector over the recorder's newest samples and the job's step events."""
+
+    def __init__(self, run_dir: Path, job: str, hostname: str | None = None):
+        self.run_dir = Path(run_dir)
+        self.job = job
+        self.hostname = hostname or os.uname().nodename
+        self.gpu_info: dict[int, dict] = {}
+        self._gpu_rows: list[dict] = []
+        self._host_row: dict | None = None
+        self._lock = threading.Lock()  # scrapes may overlap; the tail keeps file offsets
+        self._steps = StepTotals(self.run_dir / "raw")
+        self.server = None
+        self.address: tuple[str, int] | None = None
+
+    # -- fed by the recorder loop (cheap: a reference swap) ------------------------------------
+    def observe_gpu(self, rows: list[dict], hardware: list[dict]) -> None:
+        if not self.gpu_info and hardware:
+            self.gpu_info = {int(h["index"]): h for h in hardware if h.get("index") is not None}
+        self._gpu_rows = rows
+
+    def observe_host(self, row: dict) -> None:
+        self._host_row = row
+
+    # -- serving --------------------------------------------------------------------------------
+    def serve(self, host: str, port: int) -> tuple[str, int]:
+        """Start the HTTP listener in a daemon thread; returns the bound address (port 0 picks one)."""
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(self)
+        server, _thread = start_http_server(port, addr=host, registry=registry)
+        self.server = server
+        self.address = (host, server.server_port)
+        return self.address
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+
+        from gpusleuth._version import __version__
+
+        with self._lock:
+            self._steps.poll()
+            step_families = self._step_families(CounterMetricFamily, GaugeMetricFamily)
+        yield InfoMetricFamily("gpusleuth_build", "gpusleuth version recording this job",
+                               value={"version": __version__, "job": self.job, "Hostname": self.hostname})
+        yield from step_families
+        yield from self._gpu_families(CounterMetricFamily, GaugeMetricFamily)
+        yield from self._host_families(GaugeMetricFamily)
+
+    def _step_families(self, Counter, Gauge):
+        t = self._steps
+        labels = ["job", "rank", "Hostname"]
+        fam = {
+            "steps": Counter("gpusleuth_steps", "training steps completed", labels=labels),
+            "step_s": Counter("gpusleuth_step_seconds", "wall time inside steps (rate / rate(steps) = mean step time)",
+                              labels=labels),
+            "wait_s": Counter("gpusleuth_data_wait_seconds", "time steps spent waiting for the next batch",
+                              labels=labels),
+            "opt_s": Counter("gpusleuth_optimizer_seconds", "time inside optimizer.step", labels=labels),
+            "samples": Counter("gpusleuth_samples", "samples (batch rows) processed", labels=labels),
+            "step_time": Gauge("gpusleuth_step_duration_seconds",
+                               f"median step time over the last {WINDOW_STEPS} steps",
+                               labels=labels),
+            "wait_share": Gauge("gpusleuth_data_wait_ratio", "share of recent step time spent waiting for data",
+                                labels=labels),
+            "throughput": Gauge("gpusleuth_samples_per_second", "samples per second over the recent steps",
+                                labels=labels),
+            "phase": Counter("gpusleuth_phase_seconds", "time in named phases (eval, checkpoint, …)",
+                             labels=[*labels, "phase"]),
+        }
+        for pid, count in t.counts.items():
+            lv = [self.job, t.rank_labels.get(pid, "0"), self.hostname]
+            fam["steps"].add_metric(lv, count)
+            fam["step_s"].add_metric(lv, t.step_ns.get(pid, 0) / 1e9)
+            fam["wait_s"].add_metric(lv, t.wait_ns.get(pid, 0) / 1e9)
+            fam["opt_s"].add_metric(lv, t.optimizer_ns.get(pid, 0) / 1e9)
+            fam["samples"].add_metric(lv, t.samples.get(pid, 0))
+            step_s, wait_share, per_s = window_stats(t.steps[pid])
+            for key, value in (("step_time", step_s), ("wait_share", wait_share), ("throughput", per_s)):
+                if value is not None:
+                    fam[key].add_metric(lv, value)
+        for (pid, phase), ns in t.phase_ns.items():
+            fam["phase"].add_metric([self.job, t.rank_labels.get(pid, "0"), self.hostname, phase], ns / 1e9)
+        return list(fam.values())
+
+    def _gpu_families(self, Counter, Gauge):
+        labels = ["gpu", "UUID", "Hostname", "job"]
+        # (family, column, scale): NVML percentages become ratios, MiB-free bytes stay bytes
+        gauges = [
+            (Gauge("gpusleuth_gpu_utilization_ratio",
+                   "NVML utilization: share of time any kernel ran (not how busy the GPU was)", labels=labels),
+             "util_gpu", 0.01),
+            (Gauge("gpusleuth_gpu_sm_active_ratio",
+                   "real activity: share of SM time with a warp resident (DCGM_FI_PROF_SM_ACTIVE)", labels=labels),
+             "sm_active", 1.0),
+            (Gauge("gpusleuth_gpu_tensor_active_ratio", "tensor-core pipe activity", labels=labels),
+             "tensor_active", 1.0),
+            (Gauge("gpusleuth_gpu_power_watts", "board power draw", labels=labels), "power_w", 1.0),
+            (Gauge("gpusleuth_gpu_memory_used_bytes", "device memory used", labels=labels), "mem_used", 1.0),
+            (Gauge("gpusleuth_gpu_memory_total_bytes", "device memory size", labels=labels), "mem_total", 1.0),
+            (Gauge("gpusleuth_gpu_temperature_celsius", "GPU temperature", labels=labels), "temp_c", 1.0),
+            (Gauge("gpusleuth_gpu_sm_clock_hertz", "SM clock", labels=labels), "sm_clock_mhz", 1e6),
+        ]
+        energy = Counter("gpusleuth_gpu_energy_joules", "energy since the driver loaded", labels=labels)
+        for row in self._gpu_rows:
+            index = row.get("gpu")
+            if index is None:
+                continue
+            uuid = str(self.gpu_info.get(int(index), {}).get("uuid") or "")
+            lv = [str(index), uuid, self.hostname, self.job]
+            for fam, column, scale in gauges:
+                value = row.get(column)
+                if _finite(value):
+                    fam.add_metric(lv, float(value) * scale)
+            if _finite(row.get("energy_j")):
+                energy.add_metric(lv, float(row["energy_j"]))
+        return [fam for fam, _, _ in gauges] + [energy]
+
+    def _host_families(self, Gauge):
+        cpu = Gauge("gpusleuth_host_cpu_ratio", "host CPU busy share, all cores", labels=["Hostname", "job"])
+        mem = Gauge("gpusleuth_host_memory_used_bytes", "host memory used", labels=["Hostname", "job"])
+        row = self._host_row or {}
+        if _finite(row.get("cpu_pct")):
+            cpu.add_metric([self.hostname, self.job], float(row["cpu_pct"]) / 100)
+        if _finite(row.get("mem_used")):
+            mem.add_metric([self.hostname, self.job], float(row["mem_used"]))
+        return [cpu, mem]

@@ -1,0 +1,122 @@
+"""A run in one small flat record: what trackers log and what ``gpusleuth fleet`` tabulates.
+
+Why a separate, flat summary: an experiment tracker wants a few scalars and tags, not the nested report;
+and a fleet of 10,000 runs must not re-run every analysis to draw one table. So every report made of a run
+directory leaves ``summary.json`` beside it (``write_summary``), and ``fleet`` reads those with DuckDB,
+computing one only for runs that have none yet.
+
+Built from the Report's JSON form (docs/report-json.md), the versioned contract, so it keeps working while
+the report's internals move. Dollars lost by cause are the badput seconds at the run's price per second of
+wall time (``cost.per_recoverable_second``, all GPUs); without a price they are absent, never zero.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SUMMARY_FILE = "summary.json"
+SCHEMA = "gpusleuth.summary/1"
+
+
+@dataclass
+class RunSummary:
+    label: str
+    path: str | None
+    command: str | None
+    hostname: str | None
+    start_ns: int | None
+    end_ns: int | None
+    wall_s: float | None
+    exit_code: int | None
+    gpus: int
+    gpu_model: str | None
+    gpu_hours: float | None
+    steps: int | None
+    samples_per_s: float | None
+    step_time_p50_s: float | None
+    goodput: float | None
+    mfu: float | None
+    energy_j: float | None
+    price_per_gpu_hour: float | None
+    cost_usd: float | None
+    usd_per_second: float | None  # one second of this run's wall time, all GPUs, at its price
+    badput_s: dict[str, float] = field(default_factory=dict)
+    lost_usd: dict[str, float] = field(default_factory=dict)  # by badput cause; empty without a price
+    findings: int = 0
+    top_finding: str | None = None
+    top_cause: str | None = None
+    top_severity: str | None = None
+    top_gain_s: float | None = None
+    top_gain_usd: float | None = None
+    schema: str = SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _get(d: dict | None, *keys, default=None):
+    for k in keys:
+        if not isinstance(d, dict):
+            return default
+        d = d.get(k)
+    return default if d is None else d
+
+
+def summarize(report, meta: dict | None = None) -> RunSummary:
+    """The summary of a built Report (``meta``: the run's meta.json, for the host name)."""
+    d = report.to_dict()
+    run, o = d["run"], d.get("outcomes") or {}
+    cost = o.get("cost") or {}
+    gpus = int(o.get("gpus_used") or 0)  # 0 on a CPU-only run: no GPU-hours, though it may have a price
+    wall = run.get("wall_s")
+    per_second = cost.get("per_recoverable_second")
+    badput = {k: float(v) for k, v in (_get(o, "goodput", "badput_s", default={}) or {}).items() if v}
+    ranked = sorted(d.get("findings") or [], key=lambda f: -(_get(f, "estimated_gain", "seconds_per_run") or 0))
+    top = ranked[0] if ranked else {}
+    command = run.get("command")
+    return RunSummary(
+        label=str(run.get("label") or ""),
+        path=run.get("path"),
+        command=" ".join(map(str, command)) if command else None,
+        hostname=(meta or {}).get("hostname"),
+        start_ns=run.get("start_ns"),
+        end_ns=run.get("end_ns"),
+        wall_s=wall,
+        exit_code=run.get("exit_code"),
+        gpus=gpus,
+        gpu_model=o.get("gpu_model"),
+        gpu_hours=gpus * wall / 3600 if wall is not None else None,
+        steps=o.get("steps"),
+        samples_per_s=_get(o, "throughput", "samples_per_s", default=o.get("samples_per_s")),
+        step_time_p50_s=_get(o, "throughput", "step_time_p50_s", default=o.get("step_time_p50_s")),
+        goodput=_get(o, "goodput", "goodput"),
+        mfu=_get(o, "mfu", "mfu"),
+        energy_j=_get(o, "energy", "run_j"),
+        price_per_gpu_hour=_get(cost, "price", "per_gpu_hour"),
+        cost_usd=cost.get("per_run"),
+        usd_per_second=per_second,
+        badput_s=badput,
+        lost_usd={k: v * per_second for k, v in badput.items()} if per_second else {},
+        findings=len(ranked),
+        top_finding=top.get("title"),
+        top_cause=top.get("cause"),
+        top_severity=top.get("severity"),
+        top_gain_s=_get(top, "estimated_gain", "seconds_per_run"),
+        top_gain_usd=_get(top, "estimated_gain", "dollars_per_run"),
+    )
+
+
+def write_summary(run_dir: Path, summary: RunSummary) -> bool:
+    """Cache the summary in the run directory; a read-only directory is fine (False: not written)."""
+    path = Path(run_dir) / SUMMARY_FILE
+    tmp = path.with_suffix(".json.tmp")
+    try:
+        tmp.write_text(json.dumps(summary.to_dict(), default=str) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        return False
+    return True

@@ -1,0 +1,166 @@
+"""Tails of a run directory that is still being written: the recorder's Arrow IPC streams and the hook's
+``raw/events-*.tsv`` lines, each read from where the last read stopped (a partial line or a partial Arrow
+message at the end is kept for the next poll).
+
+Shared by the live view (``report/live.py``, in the launcher), the live Prometheus exporter
+(``recorder/exporter.py``, in the recorder) and the trainer callbacks (``integrations/``, inside the job,
+reading the job's own event file): all want gpusleuth's own step numbers — the ones the final report is
+made of — while the job runs, at the cost of reading only what was appended since the last look.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from pathlib import Path
+
+import pyarrow as pa
+
+from gpusleuth.run.model import pick_main
+from gpusleuth.sources.events import int_or_none, step_fields
+
+WINDOW_STEPS = 20  # step statistics are over the most recent steps: what the job does *now*
+
+
+class ArrowTail:
+    """Reads the record batches appended to an Arrow IPC stream since the last call."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+        self.schema: pa.Schema | None = None
+
+    def batches(self) -> list[pa.RecordBatch]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return []
+        buf = pa.py_buffer(data)
+        reader = pa.BufferReader(buf)
+        out = []
+        done = 0
+        while done < len(data):
+            try:
+                msg = pa.ipc.read_message(reader)
+            except (OSError, EOFError, pa.ArrowInvalid):
+                break  # a partial message (or the end-of-stream marker): wait for more bytes
+            if msg is None:
+                break
+            if msg.type == "schema":
+                self.schema = pa.ipc.read_schema(msg)
+            elif msg.type == "record batch" and self.schema is not None:
+                out.append(pa.ipc.read_record_batch(msg, self.schema))
+            done = reader.tell()
+        self.offset += done
+        return out
+
+
+class EventsTail:
+    """Step lines (``S``) of the hook's event files, by process; tails each file by offset."""
+
+    def __init__(self, raw: Path):
+        self.raw = raw
+        self.offsets: dict[Path, int] = {}
+        self.partial: dict[Path, bytes] = {}
+        self.roles: dict[int, str] = {}
+        self.steps: dict[int, deque] = {}
+        self.counts: dict[int, int] = {}
+        self.ranks: dict[int, int | None] = {}
+
+    def poll(self) -> None:
+        try:
+            files = list(self.raw.glob("events-*.tsv"))
+        except OSError:
+            return
+        for path in files:
+            try:
+                with open(path, "rb") as f:
+                    f.seek(self.offsets.get(path, 0))
+                    data = f.read()
+            except OSError:
+                continue
+            if not data:
+                continue
+            self.offsets[path] = self.offsets.get(path, 0) + len(data)
+            data = self.partial.pop(path, b"") + data
+            lines = data.split(b"\n")
+            if lines[-1]:
+                self.partial[path] = lines[-1]
+            try:
+                pid = int(path.stem.split("-", 1)[1])
+            except ValueError:
+                continue
+            for line in lines[:-1]:
+                self._line(pid, line.decode("utf-8", "replace"))
+
+    def _line(self, pid: int, line: str) -> None:
+        kind, _, rest = line.partition("\t")
+        if kind == "S":
+            try:
+                start, end, wait, _cpu, samples, *_ = step_fields(line.split("\t"))
+            except (IndexError, ValueError):
+                return
+            self.steps.setdefault(pid, deque(maxlen=WINDOW_STEPS)).append((start, end, wait, samples))
+            self.counts[pid] = self.counts.get(pid, 0) + 1
+        elif kind == "H":
+            try:
+                head = json.loads(rest)
+                self.roles[pid] = str(head.get("role") or "main")
+                self.ranks[pid] = int_or_none(head.get("rank"))
+            except (ValueError, AttributeError):
+                pass
+
+    def main_pid(self) -> int | None:
+        """The same choice as the report's step view (``analysis/steps.pick_main``)."""
+        pids = list(self.counts)
+        return pick_main(pids, [self.counts[p] for p in pids], [self.ranks.get(p) for p in pids])
+
+
+def window_stats(window) -> tuple[float | None, float | None, float | None]:
+    """(median step s, data-wait share, samples/s) of recent ``(start, end, wait, samples)`` step tuples."""
+    win = list(window)
+    durs = sorted(e - b for b, e, _, _ in win)
+    total = sum(durs)
+    if not durs or total <= 0:
+        return (durs[len(durs) // 2] / 1e9 if durs else None), None, None
+    share = min(sum(max(w, 0) for _, _, w, _ in win) / total, 1.0)
+    known = [(e - b, n) for b, e, _, n in win if n >= 0]
+    busy = sum(d for d, _ in known)
+    per_s = sum(n for _, n in known) / (busy / 1e9) if known and busy > 0 else None
+    return durs[len(durs) // 2] / 1e9, share, per_s
+
+
+class StepTotals(EventsTail):
+    """The live view's tail of the hook's event files, plus the run totals a counter needs."""
+
+    def __init__(self, raw: Path):
+        super().__init__(raw)
+        self.rank_labels: dict[int, str] = {}  # the "rank" label of each process's metrics
+        self.step_ns: dict[int, int] = {}
+        self.wait_ns: dict[int, int] = {}
+        self.optimizer_ns: dict[int, int] = {}
+        self.samples: dict[int, int] = {}
+        self.phase_ns: dict[tuple[int, str], int] = {}
+
+    def _line(self, pid: int, line: str) -> None:
+        super()._line(pid, line)
+        kind, _, rest = line.partition("\t")
+        f = rest.split("\t")
+        try:
+            if kind == "S":
+                start, end, wait, _cpu, samples, opt, *_ = step_fields(line.split("\t"))
+                self.step_ns[pid] = self.step_ns.get(pid, 0) + max(end - start, 0)
+                self.wait_ns[pid] = self.wait_ns.get(pid, 0) + max(wait, 0)
+                self.optimizer_ns[pid] = self.optimizer_ns.get(pid, 0) + max(opt, 0)
+                if samples >= 0:
+                    self.samples[pid] = self.samples.get(pid, 0) + samples
+            elif kind == "P":
+                key = (pid, f[0])
+                self.phase_ns[key] = self.phase_ns.get(key, 0) + max(int(f[2]) - int(f[1]), 0)
+            elif kind == "H":
+                rank = json.loads(rest).get("rank")
+                self.rank_labels[pid] = str(rank) if rank not in (None, "") else "0"
+        except (IndexError, ValueError, AttributeError):
+            return  # a partial or foreign line: the finished run's parser counts it as a loss
