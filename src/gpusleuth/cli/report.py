@@ -16,7 +16,9 @@ def add_parser(sub) -> None:
             "Print what the job waited on: outcomes first (steps, step time, throughput, where the wall "
             "time went), then GPU and host telemetry, then ranked findings with evidence, estimated gain "
             "and the fix. Accepts a gpusleuth run directory, or one or more PyTorch profiler (Kineto) "
-            "trace files (.json or .json.gz), one per rank."
+            "trace files, one per rank: JSON in any layout (pretty, one event per line, one line), plain or "
+            "compressed (gzip, bzip2, xz, zstd, or a zip holding the trace; recognised by content). Damaged "
+            "input is salvaged and what was lost is listed under losses."
         ),
         epilog="Examples:\n  gpusleuth report gpusleuth-runs/20261121-101500-python-train.py\n"
         "  gpusleuth report rank-0.json.gz rank-1.json.gz --json > report.json",
