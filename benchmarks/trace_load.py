@@ -106,7 +106,7 @@ def run_child_wait4(python: str, code: str, path: Path, timeout: float = 900) ->
         info = json.loads(out.decode().strip().splitlines()[-1])
     except (IndexError, ValueError):
         info = {"error": err.decode(errors="replace")[-300:]}
-    return {"wall": wall, "rss_mb": ru.ru_maxrss / 1024, **info}
+    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024, **info}
 
 
 def _replicated(src: Path, target_mb: int):
@@ -218,9 +218,10 @@ print(json.dumps({"load": t1 - t, "analyze": 0.0, "rc": rc, "idle": rep["ranks"]
 def layouts(sizes: list[int], reps: int, hta_python: str | None, src: Path, tmp: Path) -> str:
     """End to end (``gpusleuth report F --json``, in a fresh process) on the same events in each layout at
     each size, against HTA and a bare msgspec decode; shows time and peak memory grow linearly."""
-    rows = ["| layout | JSON MB | gpusleuth report --json s | peak RSS MiB | s per 100 MB | msgspec decode s / MiB | "
-            "ours ÷ msgspec | HTA s / MiB | HTA ÷ ours (time) | ours ÷ HTA (RSS) |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| layout | JSON MB | gpusleuth report --json: wall s / CPU s | peak RSS MiB | CPU s per 100 MB | "
+            "msgspec decode: wall s / CPU s / MiB | ours ÷ msgspec (CPU) | HTA: wall s / CPU s / MiB | "
+            "HTA ÷ ours (CPU) | HTA ÷ ours (wall) | ours ÷ HTA (RSS) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     tools = [("ours", sys.executable, REPORT), ("floor", sys.executable, FLOOR)]
     if hta_python:
         tools.append(("hta", hta_python, HTA))
@@ -234,17 +235,20 @@ def layouts(sizes: list[int], reps: int, hta_python: str | None, src: Path, tmp:
                         continue  # HTA at this size: one run is minutes of a shared machine
                     res[name].append(run_child_wait4(py, code, f))
                     last = res[name][-1]
-                    print(f"  {f.name} rep {r + 1} {name}: {last['wall']:.2f}s {last['rss_mb']:.0f}MiB"
-                          + (f" ERROR {last['error']}" if "error" in last else ""), file=sys.stderr, flush=True)
-            m = {name: (median([x["wall"] for x in v]), median([x["rss_mb"] for x in v])) for name, v in res.items()}
+                    print(f"  {f.name} rep {r + 1} {name}: {last['wall']:.2f}s wall {last['cpu']:.2f}s CPU "
+                          f"{last['rss_mb']:.0f}MiB" + (f" ERROR {last['error']}" if "error" in last else ""),
+                          file=sys.stderr, flush=True)
+            m = {name: {k: median([x[k] for x in v]) for k in ("wall", "cpu", "rss_mb")} for name, v in res.items()}
             size = f.stat().st_size / 1e6
-            o, fl, h = m["ours"], m["floor"], m.get("hta", (None, None))
+            o, fl, h = m["ours"], m["floor"], m.get("hta")
 
             def r(a, b):
                 return "—" if a is None or b is None else f"{a / b:.2f}"
-            rows.append(f"| {layout} | {size:.0f} | {o[0]:.2f} | {o[1]:.0f} | {o[0] / size * 100:.2f} | "
-                        f"{fl[0]:.2f} / {fl[1]:.0f} | {r(o[0], fl[0])} | "
-                        f"{'—' if h[0] is None else f'{h[0]:.1f} / {h[1]:.0f}'} | {r(h[0], o[0])} | {r(o[1], h[1])} |")
+            hta_cells = (f"{h['wall']:.1f} / {h['cpu']:.1f} / {h['rss_mb']:.0f} | **{r(h['cpu'], o['cpu'])}×** | "
+                         f"{r(h['wall'], o['wall'])}× | **{r(o['rss_mb'], h['rss_mb'])}** |") if h else "— | — | — | — |"
+            rows.append(f"| {layout} | {size:.0f} | {o['wall']:.2f} / {o['cpu']:.2f} | {o['rss_mb']:.0f} | "
+                        f"{o['cpu'] / size * 100:.2f} | {fl['wall']:.2f} / {fl['cpu']:.2f} / {fl['rss_mb']:.0f} | "
+                        f"{r(o['cpu'], fl['cpu'])}× | {hta_cells}")
     return "\n".join(rows)
 
 

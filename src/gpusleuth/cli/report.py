@@ -21,7 +21,10 @@ def add_parser(sub) -> None:
             "rank), or what you already have: an nvidia-smi --query-gpu CSV or dmon log, dcgm-exporter / "
             "nvidia_gpu_exporter scrapes or a Prometheus query_range JSON. Files are recognised by content, "
             "not name. A trace set gets the same rules as a recording (precision, launch, sync, H2D, Python "
-            "overhead, communication, stragglers), with gains in seconds of its traced steps."
+            "overhead, communication, stragglers), with gains in seconds of its traced steps. "
+            "Trace JSON may come in any layout (pretty, one event per line, one line), plain or compressed "
+            "(gzip, bzip2, xz, zstd, or a zip holding the trace). Damaged input is salvaged and what was lost "
+            "is listed under losses."
         ),
         epilog="Examples:\n  gpusleuth report gpusleuth-runs/20261121-101500-python-train.py\n"
         "  gpusleuth report rank-0.json.gz rank-1.json.gz --json > report.json\n"
