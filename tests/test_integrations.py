@@ -38,16 +38,21 @@ def _steps_and_phases(run_dir: Path):
     return collections.Counter(steps["pid"])[main], delimiters, counts
 
 
+def _with_and_without(tmp_path: Path, job: str):
+    """Record the job bare and with the callback: (bare run, run, job output dir, bare numbers, numbers)."""
+    bare, _ = _record(tmp_path, job, callback=False)
+    run, out = _record(tmp_path, job, callback=True)
+    return bare, run, out, _steps_and_phases(bare), _steps_and_phases(run)
+
+
 def _throughput(run_dir: Path) -> float:
     return report_json(run_dir)["outcomes"]["throughput"]["samples_per_s"]
 
 
 def test_lightning_callback(tmp_path):
     pytest.importorskip("lightning")
-    bare, _ = _record(tmp_path, "lightning_train.py", callback=False)
-    run, out = _record(tmp_path, "lightning_train.py", callback=True)
-    steps0, delim0, phases0 = _steps_and_phases(bare)
-    steps1, delim1, phases1 = _steps_and_phases(run)
+    bare, run, out, (steps0, delim0, phases0), (steps1, delim1, phases1) = _with_and_without(
+        tmp_path, "lightning_train.py")
     assert steps0 == steps1 == 80  # 2 epochs × 40 batches, one optimizer step each
     assert delim0 == {"optimizer"} and delim1 == {"explicit"}  # the callback's steps, not the closure's
     assert phases0["eval"] == phases1["eval"] == 2  # once per epoch, counted once
@@ -68,10 +73,7 @@ def test_lightning_callback(tmp_path):
 
 def test_hf_trainer_callback(tmp_path):
     pytest.importorskip("transformers")
-    bare, _ = _record(tmp_path, "hf_train.py", callback=False)
-    run, out = _record(tmp_path, "hf_train.py", callback=True)
-    steps0, delim0, phases0 = _steps_and_phases(bare)
-    steps1, delim1, phases1 = _steps_and_phases(run)
+    bare, run, out, (steps0, delim0, phases0), (steps1, delim1, phases1) = _with_and_without(tmp_path, "hf_train.py")
     assert steps0 == steps1 == 60
     assert delim1 == {"explicit"}
     assert phases0["eval"] == phases1["eval"] == 3  # eval_steps=20 over 60 steps
