@@ -69,6 +69,9 @@ def report_command(args) -> int:
     report = build_trace_report(runs, progress=_rank_progress(len(runs)) if sys.stderr.isatty() else None)
     _emit(report, args.json)
     write_outputs(report, args, runs)
+    from gpusleuth.cli.trackers import send_to_trackers
+
+    send_to_trackers(report, None, args)
     return 0
 
 
