@@ -206,3 +206,23 @@ def test_compare_page_renders_and_stays_inert(browser, tmp_path):
     text = info["text"]
     assert "What changed against the baseline" in text and "Findings per run" in text
     assert PAYLOADS[2] in text  # the label, as text
+
+
+def test_fleet_page_renders_and_stays_inert(browser, tmp_path):
+    pytest.importorskip("duckdb")
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from fleet_scale import make_runs
+
+    base = make_runs(tmp_path, 40)
+    for i, payload in enumerate(PAYLOADS):  # labels and finding titles come from users' command lines
+        path = base / f"run-{i:05d}" / "summary.json"
+        rec = json.loads(path.read_text())
+        rec.update(label=payload, top_finding=payload)
+        path.write_text(json.dumps(rec))
+    out = tmp_path / "fleet.html"
+    res = gpusleuth("fleet", base, "--html", out, "--no-analyse")
+    assert res.returncode == 0, res.stderr
+    info = open_page(browser, out, "fleet")
+    assert_clean(info)
+    assert info["pwned"] is None and info["imgs"] == 0 and info["svg_onload"] == 0
+    assert "Cost of waste by cause" in info["text"] and PAYLOADS[0] in info["text"]  # shown as text

@@ -119,6 +119,18 @@ def test_taken_port_stops_before_the_job(tmp_path, run_cli):
     assert res.returncode != 0 and "--prometheus wants PORT or HOST:PORT" in res.stderr
 
 
+def test_listen_addresses():
+    from gpusleuth.recorder.exporter import parse_listen
+
+    assert parse_listen("9464") == ("127.0.0.1", 9464)  # a bare port is localhost only
+    assert parse_listen("0.0.0.0:9464") == ("0.0.0.0", 9464)
+    assert parse_listen("[::1]:9464") == ("::1", 9464)
+    assert parse_listen(":9464") == ("127.0.0.1", 9464)
+    for bad in ("http", "host:", "70000"):
+        with pytest.raises(ValueError):
+            parse_listen(bad)
+
+
 def test_gpu_series_carry_dcgm_join_labels(tmp_path):
     """GPU samples as NvmlSampler produces them (from the fixture's readings) become base-unit series."""
     from test_nvml_sampler import FakeNvml, load

@@ -133,3 +133,19 @@ def test_wandb_offline_run_gets_headline_findings_and_report(recorded, tmp_path)
     assert artifact.type == "gpusleuth-report"
     assert {m.path for m in artifact.manifest.contents} == {"gpusleuth-report.html", "gpusleuth-report.json"}
     assert "exit" in kinds
+
+
+def test_mlflow_from_profiler_traces(tmp_path):
+    """A trace report has no recording, but its page and wall time still go to the tracker."""
+    mlflow = pytest.importorskip("mlflow")
+    trace = REPO / "tests" / "fixtures" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"
+    store = tmp_path / "mlruns"
+    res = gpusleuth("report", trace, "--mlflow", store.as_uri(), "--mlflow-experiment", "traces")
+    assert res.returncode == 0, res.stderr
+    import os
+
+    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
+    client = mlflow.tracking.MlflowClient(tracking_uri=store.as_uri())
+    run = client.search_runs([client.get_experiment_by_name("traces").experiment_id])[0]
+    assert run.data.metrics["gpusleuth/wall_s"] > 0
+    assert {a.path for a in client.list_artifacts(run.info.run_id, "gpusleuth")} >= {"gpusleuth/gpusleuth-report.html"}

@@ -88,6 +88,23 @@ class phase:
         return f"gpusleuth.phase({self.name!r})"
 
 
+def in_phase(name: str) -> bool:
+    """Whether a phase of this name is open in this process (the program's own or one the hook opened by
+    itself, like the automatic ``eval`` from ``model.eval()``). Integrations ask before opening theirs, so a
+    phase is never counted twice. False when not recording."""
+    h = _hook()
+    r = getattr(h, "R", None) if h is not None else None
+    return r is not None and any(p[0] == name for p in getattr(r, "open_phases", ()))
+
+
+def flush() -> None:
+    """Write this process's buffered step and phase events to the run directory now (the hook writes about
+    once a second by itself). For integrations that read gpusleuth's live numbers back mid-run."""
+    h = _hook()
+    if h is not None and getattr(h, "R", None) is not None:
+        h.R.flush()
+
+
 def watch(iterable: Iterable[T]) -> Iterable[T]:
     """Wrap an iterable so that time spent fetching its items counts as data wait, like a DataLoader's.
 

@@ -97,6 +97,9 @@ def report_command(args) -> int:
     report = print_report(job, as_json=args.json, options=report_options(args), verbose=args.verbose,
                           progress=_rank_progress(ranks) if sys.stderr.isatty() and ranks > 1 else None)
     write_outputs(report, args, runs)
+    from gpusleuth.cli.trackers import send_to_trackers
+
+    send_to_trackers(report, None, args)
     return 0
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 def add_tracker_options(p) -> None:
-    g = p.add_argument_group("experiment trackers (a run directory only)")
+    g = p.add_argument_group("experiment trackers")
     g.add_argument("--mlflow", default=None, metavar="URI",
                    help="log headline outcomes, badput split, top findings and the HTML report to this MLflow "
                    "tracking URI (file:///path/mlruns, http://server:5000 …); needs gpusleuth[mlflow]")
@@ -31,7 +31,7 @@ def send_to_trackers(report, run, args) -> None:
         return
     from gpusleuth.report.summary import summarize
 
-    summary = summarize(report, run.meta)
+    summary = summarize(report, run.meta if run is not None else None)  # None: profiler traces
     if args.mlflow:
         from gpusleuth.render.trackers.to_mlflow import log_to_mlflow
 

@@ -44,7 +44,7 @@ def render_fleet_console(fleet, console) -> None:
         t.add_row(_plain(r["label"]), when(r["start_ns"]), str(r["gpus"] or 0),
                   "–" if r["gpu_hours"] is None else f"{r['gpu_hours']:,.2f}", _pct(r["goodput"]), _pct(r["mfu"]),
                   _usd(r["cost_usd"]), _usd(r["lost_usd"]), _plain(r["top_lost_cause"]),
-                  _plain(r["top_finding"] and f"[{r['top_severity']}] {r['top_finding']}"))
+                  _plain(finding_text(r)))
     console.print(t)
     tot = fleet.totals
     if fleet.runs:
@@ -57,6 +57,12 @@ def render_fleet_console(fleet, console) -> None:
         console.print("no prices: give --price-per-gpu-hour to see dollars lost by cause", highlight=False)
     for s in fleet.skipped:
         console.print(_plain(f"skipped {s}"), style="dim")
+
+
+def finding_text(r: dict) -> str | None:
+    if not r["top_finding"]:
+        return None
+    return (f"[{r['top_severity']}] " if r["top_severity"] else "") + str(r["top_finding"])
 
 
 def _row(r: dict) -> dict:

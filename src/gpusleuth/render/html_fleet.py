@@ -7,7 +7,7 @@ comes from users' commands and goes through ``html.escape`` (tables) or ``html_f
 from __future__ import annotations
 
 from gpusleuth.render import html_figures as F
-from gpusleuth.render.fleet_console import _pct, _usd, when
+from gpusleuth.render.fleet_console import _pct, _usd, finding_text, when
 from gpusleuth.render.html import Page, document, e, table, tile
 
 TOP_RUNS = 30  # bars in the per-run chart; the table has every row
@@ -32,8 +32,9 @@ def _runs_figure(fleet) -> dict | None:
     data = [{"type": "bar", "orientation": "h", "name": F.plain(c, 40), "y": names[::-1],
              "x": [round(r["lost_by_cause"].get(c, 0.0), 4) for r in rows[::-1]],
              "hovertemplate": f"{F.plain(c, 40)}: $%{{x:,.2f}}<extra>%{{y}}</extra>"} for c in causes]
-    return {"data": data, "layout": F.base_layout(80 + 22 * len(rows), barmode="stack",
-                                                  xaxis={"title": {"text": "USD lost"}})}
+    layout = F.base_layout(80 + 22 * len(rows), barmode="stack", xaxis={"title": {"text": "USD lost"}})
+    layout["margin"] = {**layout["margin"], "l": 170}  # run labels are long
+    return {"data": data, "layout": layout}
 
 
 def render_fleet_html(fleet) -> str:
@@ -59,7 +60,7 @@ def render_fleet_html(fleet) -> str:
     rows = [[e(str(r["label"])), e(when(r["start_ns"])), e(str(r["gpus"] or 0)),
              e("–" if r["gpu_hours"] is None else f"{r['gpu_hours']:,.2f}"), e(_pct(r["goodput"])), e(_pct(r["mfu"])),
              e(_usd(r["cost_usd"])), e(_usd(r["lost_usd"])), e(str(r["top_lost_cause"] or "–")),
-             e(f"[{r['top_severity']}] {r['top_finding']}" if r["top_finding"] else "–")] for r in fleet.rows]
+             e(finding_text(r) or "–")] for r in fleet.rows]
     pg.add(table(head, rows))
     if fleet.skipped:
         pg.add("<h3>Left out</h3><ul>" + "".join(f"<li>{e(s)}</li>" for s in fleet.skipped) + "</ul>")
