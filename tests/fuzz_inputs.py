@@ -30,6 +30,7 @@ import os
 import random
 import re
 import signal
+import sys
 import traceback
 import zipfile
 from dataclasses import dataclass
@@ -478,6 +479,7 @@ def run_cli(args: list[str], timeout: float = 20.0) -> tuple[str, int | None, st
     from gpusleuth.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
+    meta_path = list(sys.meta_path)  # `report` keeps pandas out of *its* process: not out of the test run's
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
@@ -493,6 +495,7 @@ def run_cli(args: list[str], timeout: float = 20.0) -> tuple[str, int | None, st
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+        sys.meta_path[:] = meta_path
 
 
 _VOLATILE = {"path", "label", "trace_path"}
