@@ -207,7 +207,7 @@ def test_real_prometheus_scrapes_the_run_and_the_dashboard_has_data(tmp_path):
                 assert time.monotonic() < deadline, (tmp_path / "prometheus.log").read_text()[-2000:]
                 time.sleep(0.3)
         start = time.time()
-        proc = _start_run(tmp_path, port, seconds=12)
+        proc = _start_run(tmp_path, port, seconds=8)
         out, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err
         end = time.time()
