@@ -98,6 +98,7 @@ def test_steps_total_grows_on_localhost_only(tmp_path):
     finally:
         out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err
+    assert f"live metrics on http://127.0.0.1:{port}/metrics" in err
     # the listener left with the recorder
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
         pass

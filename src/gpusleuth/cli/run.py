@@ -136,6 +136,9 @@ def _check_listen(text: str) -> None:
         with socket.socket(family, socket.SOCK_STREAM) as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind((host, port))
+        if port:  # port 0: the recorder picks one and writes it to recorder.json ("prometheus")
+            shown = f"[{host}]" if ":" in host else host
+            print(f"gpusleuth: live metrics on http://{shown}:{port}/metrics", file=sys.stderr)
     except ValueError as exc:
         raise LaunchError(f"gpusleuth run: {exc}") from None
     except OSError as exc:
