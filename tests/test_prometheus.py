@@ -106,6 +106,35 @@ def test_steps_total_grows_on_localhost_only(tmp_path):
     assert status["prometheus"] == f"http://127.0.0.1:{port}/metrics"
 
 
+@pytest.mark.slow
+def test_each_rank_of_a_torchrun_job_is_a_series(tmp_path):
+    """Two DDP ranks (gloo, CPU) under torchrun: one step series per rank, the job named after its script."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpusleuth", "run", "--no-gpu", "--prometheus", str(port), "--out", str(tmp_path / "run"),
+         "--no-report", "--", sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         str(REPO / "tests" / "jobs" / "ddp_train.py")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        ranks: dict[str, float] = {}
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                samples = _scrape(port).get("gpusleuth_steps", [])
+            except (urllib.error.URLError, ConnectionError):
+                samples = []
+            ranks = {s.labels["rank"]: s.value for s in samples if s.name == "gpusleuth_steps_total"}
+            if len(ranks) == 2 and min(ranks.values()) >= 20:
+                assert {s.labels["job"] for s in samples} == {"ddp_train.py"}
+                break
+            time.sleep(0.5)
+        assert set(ranks) == {"0", "1"} and min(ranks.values()) >= 20, ranks
+    finally:
+        out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err[-2000:]
+
+
 def test_taken_port_stops_before_the_job(tmp_path, run_cli):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
