@@ -58,7 +58,9 @@ def test_lightning_callback(tmp_path):
     assert phases0["eval"] == phases1["eval"] == 2  # once per epoch, counted once
     assert phases0["checkpoint"] == 0  # Lightning writes its checkpoint from memory: the hook can't see it
     assert phases1["checkpoint"] == 2  # the callback does (Trainer.save_checkpoint, once per epoch)
-    assert 0.6 < _throughput(run) / _throughput(bare) < 1.67  # the same job, timed by different hooks
+    # the same job, timed by different hooks; two short runs one after the other on a shared 2-core box
+    # differ by tens of percent, so this only catches a callback that costs real time
+    assert 0.4 < _throughput(run) / _throughput(bare) < 2.5
     # the Trainer's logger got gpusleuth's live numbers, counting the steps it had made
     with open(next(out.glob("logs/version_*/metrics.csv"))) as f:
         logged = [r for r in csv.DictReader(f) if r.get("gpusleuth/steps")]
@@ -79,7 +81,7 @@ def test_hf_trainer_callback(tmp_path):
     assert phases0["eval"] == phases1["eval"] == 3  # eval_steps=20 over 60 steps
     assert phases1["checkpoint"] == 3  # one phase per save (the hook alone sees each torch.save apart)
     r0, r1 = report_json(bare)["outcomes"], report_json(run)["outcomes"]
-    assert 0.6 < r1["throughput"]["samples_per_s"] / r0["throughput"]["samples_per_s"] < 1.67
+    assert 0.4 < r1["throughput"]["samples_per_s"] / r0["throughput"]["samples_per_s"] < 2.5  # see above
     # the callback separates checkpoint time from eval; together they are the same time as without it
     b0, b1 = r0["goodput"]["badput_s"], r1["goodput"]["badput_s"]
     assert b1["checkpoint"] > 0

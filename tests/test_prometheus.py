@@ -98,11 +98,41 @@ def test_steps_total_grows_on_localhost_only(tmp_path):
     finally:
         out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err
+    assert f"live metrics on http://127.0.0.1:{port}/metrics" in err
     # the listener left with the recorder
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
         pass
     status = json.loads((tmp_path / "run" / "recorder.json").read_text())
     assert status["prometheus"] == f"http://127.0.0.1:{port}/metrics"
+
+
+@pytest.mark.slow
+def test_each_rank_of_a_torchrun_job_is_a_series(tmp_path):
+    """Two DDP ranks (gloo, CPU) under torchrun: one step series per rank, the job named after its script."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpusleuth", "run", "--no-gpu", "--prometheus", str(port), "--out", str(tmp_path / "run"),
+         "--no-report", "--", sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         str(REPO / "tests" / "jobs" / "ddp_train.py")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        ranks: dict[str, float] = {}
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                samples = _scrape(port).get("gpusleuth_steps", [])
+            except (urllib.error.URLError, ConnectionError):
+                samples = []
+            ranks = {s.labels["rank"]: s.value for s in samples if s.name == "gpusleuth_steps_total"}
+            if len(ranks) == 2 and min(ranks.values()) >= 20:
+                assert {s.labels["job"] for s in samples} == {"ddp_train.py"}
+                break
+            time.sleep(0.5)
+        assert set(ranks) == {"0", "1"} and min(ranks.values()) >= 20, ranks
+    finally:
+        out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err[-2000:]
 
 
 def test_taken_port_stops_before_the_job(tmp_path, run_cli):
@@ -207,7 +237,7 @@ def test_real_prometheus_scrapes_the_run_and_the_dashboard_has_data(tmp_path):
                 assert time.monotonic() < deadline, (tmp_path / "prometheus.log").read_text()[-2000:]
                 time.sleep(0.3)
         start = time.time()
-        proc = _start_run(tmp_path, port, seconds=12)
+        proc = _start_run(tmp_path, port, seconds=8)
         out, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err
         end = time.time()
@@ -224,9 +254,10 @@ def test_real_prometheus_scrapes_the_run_and_the_dashboard_has_data(tmp_path):
         assert len(queries) >= 10
         checked = 0
         for title, expr in queries:
+            # every query must be valid PromQL (the API says "success"); those not about GPUs must have data
+            res = _prometheus_api(api_port, "query_range", query=_concrete(expr), start=start, end=end, step=1)
             if "gpusleuth_gpu_" in expr:
                 continue
-            res = _prometheus_api(api_port, "query_range", query=_concrete(expr), start=start, end=end, step=1)
             assert res["result"], f"dashboard panel {title!r} has no data: {_concrete(expr)}"
             checked += 1
         assert checked >= 6

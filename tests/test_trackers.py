@@ -24,8 +24,11 @@ JOB = [sys.executable, str(REPO / "tests" / "jobs" / "phased_train.py"), "--seco
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory) -> tuple[Path, dict]:
     run_dir = tmp_path_factory.mktemp("trackers") / "run"
-    res = gpusleuth("run", "--no-gpu", "--label", "tracked", "--out", run_dir, "--no-report", "--", *JOB, timeout=300)
+    at_run = run_dir.parent / "mlruns-at-run"  # `run --mlflow` logs as soon as the job ends
+    res = gpusleuth("run", "--no-gpu", "--label", "tracked", "--out", run_dir, "--no-report",
+                    "--mlflow", at_run.as_uri(), "--price-per-gpu-hour", "3", "--", *JOB, timeout=300)
     assert res.returncode == 0, res.stderr
+    assert "logged to MLflow" in res.stderr
     res = gpusleuth("report", run_dir, "--json", "--price-per-gpu-hour", "3")
     assert res.returncode == 0, res.stderr
     return run_dir, json.loads(res.stdout)
@@ -66,6 +69,18 @@ def test_mlflow_file_store_gets_headline_findings_and_report(recorded, tmp_path)
     assert names == {"gpusleuth/gpusleuth-report.html", "gpusleuth/gpusleuth-report.json"}
     local = Path(client.download_artifacts(run.info.run_id, "gpusleuth/gpusleuth-report.json", str(tmp_path)))
     assert json.loads(local.read_text())["findings"][0]["cause"] == "input.io"
+
+
+def test_run_logs_to_mlflow_when_the_job_ends(recorded):
+    mlflow = pytest.importorskip("mlflow")
+    run_dir, report = recorded
+    import os
+
+    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
+    client = mlflow.tracking.MlflowClient(tracking_uri=(run_dir.parent / "mlruns-at-run").as_uri())
+    (run,) = client.search_runs([client.get_experiment_by_name("gpusleuth").experiment_id])
+    assert run.data.metrics["gpusleuth/goodput"] == pytest.approx(report["outcomes"]["goodput"]["goodput"])
+    assert run.data.tags["gpusleuth.top_cause"] == report["findings"][0]["cause"]
 
 
 def test_mlflow_bad_uri_is_a_sentence(recorded, tmp_path):

@@ -47,8 +47,10 @@ def add_parser(sub) -> None:
                    "MLPerf ':::MLLOG' lines; the job then writes to a pipe instead of the terminal")
     p.add_argument("--no-flops", action="store_true",
                    help="do not measure FLOPs per step (the hook counts one step with FlopCounterMode for MFU)")
+    from gpusleuth.cli.trackers import add_tracker_options
     from gpusleuth.report.options import add_report_options
 
+    add_tracker_options(p)
     add_report_options(p)
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
     p.set_defaults(func=run_command)
@@ -89,17 +91,21 @@ def run_command(args) -> int:
     if live is not None:
         live.close()
     print(f"gpusleuth: run recorded in {result.run_dir}", file=sys.stderr)
-    if not args.no_report or args.html:  # --no-report --html: the page without the printed report
+    if not args.no_report or args.html or args.mlflow or args.wandb:  # --no-report --html: the page alone
         from gpusleuth.cli.report import print_report
         from gpusleuth.sources.rundir import load_run
 
         try:
-            report = print_report(load_run(result.run_dir), as_json=args.json, to_stderr=True,
+            report_run = load_run(result.run_dir)
+            report = print_report(report_run, as_json=args.json, to_stderr=True,
                                   options=options_from_args(args), quiet=args.no_report)
             if args.html:
                 from gpusleuth.cli.report import write_html_report
 
                 write_html_report(report, args.html)
+            from gpusleuth.cli.trackers import send_to_trackers
+
+            send_to_trackers(report, report_run, args)
         except Exception as exc:  # noqa: BLE001 - the job's exit code must survive a report bug
             print(f"gpusleuth: could not build the report ({exc.__class__.__name__}: {exc}); "
                   f"the run is saved in {result.run_dir}", file=sys.stderr)
@@ -130,6 +136,9 @@ def _check_listen(text: str) -> None:
         with socket.socket(family, socket.SOCK_STREAM) as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind((host, port))
+        if port:  # port 0: the recorder picks one and writes it to recorder.json ("prometheus")
+            shown = f"[{host}]" if ":" in host else host
+            print(f"gpusleuth: live metrics on http://{shown}:{port}/metrics", file=sys.stderr)
     except ValueError as exc:
         raise LaunchError(f"gpusleuth run: {exc}") from None
     except OSError as exc:

@@ -277,14 +277,24 @@ class _Tee:
 
 
 def job_name(command: list[str]) -> str:
-    """What a person calls this job: the script or module a Python command runs, else the program."""
-    args = command[1:] if Path(command[0]).name.startswith("python") else []
-    for i, a in enumerate(args):
-        if a == "-m" and i + 1 < len(args):
-            return args[i + 1]
-        if not a.startswith("-"):
-            return Path(a).name
-    return Path(command[0]).name
+    """What a person calls this job: the script or module a Python command (or a launcher such as torchrun,
+    accelerate launch, deepspeed) runs, else the program."""
+    program = Path(command[0]).name
+    scripts = [Path(a).name for a in command[1:] if a.endswith(".py")]
+    if program.startswith("python"):
+        args = command[1:]
+        for i, a in enumerate(args):
+            if a == "-m" and i + 1 < len(args):
+                return scripts[0] if args[i + 1] in LAUNCHERS and scripts else args[i + 1]
+            if not a.startswith("-"):
+                return Path(a).name
+    elif program in LAUNCHERS and scripts:
+        return scripts[0]
+    return program
+
+
+LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "accelerate", "deepspeed",
+             "lightning", "composer")
 
 
 def _start_recorder(run_dir: Path, opts: LaunchOptions) -> subprocess.Popen | None:
