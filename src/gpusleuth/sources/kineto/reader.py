@@ -5,11 +5,12 @@ event is what makes HTA need ~5× the file size in RAM. We read (and gunzip) the
 ``traceEvents`` array at event boundaries and decode a few MB at a time, so peak memory is one chunk of
 text and its events plus the growing numpy columns.
 
-Event boundaries: Kineto (and ``json.dump(indent=…)``) write one event per block of lines, separated by
-``},\\n  {``. A raw newline can never occur inside a JSON string, so ``}`` ``,`` *newline* ``{`` is always
-between values; it may (rarely) be between two objects nested inside one event's ``args``, in which case
-decoding that chunk fails and we simply wait for more text before cutting again. Single-line traces have
-no such boundaries and are decoded in one piece at the end.
+Event boundaries: ``}`` ``,`` ``{`` with any whitespace between — ``},\\n  {`` in Kineto's and
+``json.dump(indent=…)``'s layouts, ``}, {`` in a one-line ``json.dump(obj, f)``. Such a triple can also sit
+inside a string or between two objects nested in one event's ``args``; a cut there never decodes (the
+chunk ends inside a string or an unclosed object), so the previous candidates are tried, or we wait for
+more text. Each byte is searched for boundaries once, so reading is linear in the file's size whatever its
+layout. The array is the *top-level* ``traceEvents`` (a token scan skips strings and inner objects).
 
 Truncation (a crashed job's trace): whatever cannot be decoded at the end is split at every boundary and
 decoded piece by piece (halving on failure), so every complete event is kept and the lost bytes/events are
