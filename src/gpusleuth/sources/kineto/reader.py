@@ -19,10 +19,7 @@ counted for ``run.losses``.
 
 from __future__ import annotations
 
-import errno
-import os
 import re
-import stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +28,7 @@ from typing import Callable, Iterator
 import msgspec
 
 from gpusleuth.errors import InputError
+from gpusleuth.run.files import open_regular as _open_regular
 
 from .schema import HEAD_DECODER, Head, Tail, decode_events, decode_tail
 
@@ -97,27 +95,9 @@ def _blocks(path: Path, progress: Progress | None, res: ReadResult) -> Iterator[
 
 
 def open_regular(path: Path):
-    """Open a regular file for reading; anything else (FIFO, device, socket, directory, a symlink loop, an
-    unreadable file) is one sentence. A FIFO would block forever and a device never ends."""
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise InputError(path, "is a symbolic link loop") from None
-        if exc.errno == errno.ENOENT:
-            raise InputError(path, "no such file") from None
-        raise InputError(path, f"cannot be read ({exc.strerror or exc})") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise InputError(path, "is a directory (give the trace files themselves)")
-    if not stat.S_ISREG(st.st_mode):
-        what = ("a named pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else
-                "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
-                "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
-        raise InputError(path, f"is {what}, not a trace file (save the trace to a file first)")
-    try:
-        return open(path, "rb")
-    except OSError as exc:
-        raise InputError(path, f"cannot be read ({exc.strerror or exc})") from None
+    """The trace file, opened only if it is a regular file (a FIFO would block forever, a device never
+    ends); anything else is one sentence."""
+    return _open_regular(path, "a trace file (give the trace files themselves)")
 
 
 def _damaged(res: ReadResult, what: str, at: int, exc: Exception) -> None:
