@@ -100,6 +100,7 @@ def layouts(text: bytes, rng: random.Random) -> Iterator[Case]:
     yield Case("layout/ascii-escaped", _dump(doc, ensure_ascii=True, indent=2), SAME)
     yield Case("layout/utf8-raw", json.dumps(doc, ensure_ascii=False).encode(), SAME)
     yield Case("layout/bom", b"\xef\xbb\xbf" + _dump(doc, indent=2), SAME)
+    yield Case("layout/utf16", json.dumps(doc).encode("utf-16"), LOSSY)
     yield Case("layout/one-event-per-line",
                b'{"traceEvents": [\n' + b",\n".join(_dump(e) for e in doc["traceEvents"]) + b"\n]"
                + (b", " + _dump({k: v for k, v in doc.items() if k != "traceEvents"})[1:-1]

@@ -384,8 +384,14 @@ def _read_events(path: Path, sink: Callable[[list], None], progress: Progress | 
     scan = _HeaderScan()
     # --- header: find the start of the top-level traceEvents array ----------------------------
     for block in blocks:
-        if not res.total_text_bytes and block[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark
-            block = block[3:]
+        if not res.total_text_bytes:
+            if block[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark
+                block = block[3:]
+            elif not block.strip(b"\x00"):
+                raise InputError(path, "holds only NUL bytes (space reserved for a trace that was never written?)")
+            elif block[:2] in (b"\xff\xfe", b"\xfe\xff", b"{\x00", b"\x00{", b"[\x00", b"\x00["):
+                raise InputError(path, "is UTF-16 or UTF-32 text; traces are UTF-8 JSON (convert it: "
+                                       "iconv -f UTF-16 -t UTF-8)")
         buf += block
         res.total_text_bytes += len(block)
         stripped = buf.lstrip()
