@@ -75,7 +75,14 @@ def main() -> None:
         d["static"]["uuid"] = f"GPU-{i:08d}"
         d["static"]["pci_bus_id"] = f"00000000:{i + 1:02X}:00.0"
     fake = T.FakeNvml(fx)
-    n_ticks = len(dev["ticks"])
+
+
+class _Discard(list):
+    def append(self, item):  # the stand-in's call log is test bookkeeping, not the recorder's memory
+        pass
+
+
+fake.field_requests = _Discard()
     real_open = nvml_mod.NvmlSampler.open.__func__
     nvml_mod.NvmlSampler.open = classmethod(lambda cls, nvml=None, **kw: real_open(cls, fake, **kw))
 
@@ -97,7 +104,7 @@ def main() -> None:
             if now - t0 >= seconds * 1e9:
                 break
             if now >= next_ns:
-                fake.tick = i % n_ticks
+                fake.tick = i  # the stand-in holds its last reading after the fixture's ticks
                 with_procs = now >= next_procs
                 rec.sample_once(now, with_procs)
                 if with_procs:
@@ -124,12 +131,14 @@ def main() -> None:
         parquet = {p.name: p.stat().st_size / 1e6 for p in run_dir.glob("*.parquet")}
         parquet_mb = dir_mb(run_dir)
     day = 86400 / elapsed
-    # RSS growth: slope over the second half (start-up is not growth)
-    half = [p for p in points if p[0] >= elapsed / 2] or points
-    slope = (half[-1][1] - half[0][1]) / max(half[-1][0] - half[0][0], 1e-9)
+    # RSS growth: least-squares slope over the second half of the recording (start-up is not growth)
+    import numpy as np
+
+    half = [p for p in points[:-1] if p[0] >= elapsed / 2]
+    slope = float(np.polyfit([p[0] for p in half], [p[1] for p in half], 1)[0]) if len(half) >= 2 else 0.0
     out = {
         "minutes": elapsed / 60, "gpus": args.gpus, "samples": i, "rate_hz": i / elapsed,
-        "rss_mib_start": rss0, "rss_mib_end": peak_rss, "rss_slope_mib_per_h": slope * 3600,
+        "rss_mib_start": rss0, "rss_mib_end": peak_rss, "rss_points": [(round(t), round(r, 2)) for t, r, _ in points], "rss_slope_mib_per_h": slope * 3600,
         "rss_mib_24h_extrapolated": peak_rss + slope * (86400 - elapsed),
         "arrow_streams_mb": streams_mb, "parquet_mb": parquet_mb, "parquet_files_mb": parquet,
         "arrow_mb_per_day": streams_mb * day, "parquet_mb_per_day": parquet_mb * day,

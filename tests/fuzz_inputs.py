@@ -102,6 +102,7 @@ def layouts(text: bytes, rng: random.Random) -> Iterator[Case]:
     yield Case("layout/ascii-escaped", _dump(doc, ensure_ascii=True, indent=2), SAME)
     yield Case("layout/utf8-raw", json.dumps(doc, ensure_ascii=False).encode(), SAME)
     yield Case("layout/bom", b"\xef\xbb\xbf" + _dump(doc, indent=2), SAME)
+    yield Case("layout/utf16", json.dumps(doc).encode("utf-16"), LOSSY)
     yield Case("layout/one-event-per-line",
                b'{"traceEvents": [\n' + b",\n".join(_dump(e) for e in doc["traceEvents"]) + b"\n]"
                + (b", " + _dump({k: v for k, v in doc.items() if k != "traceEvents"})[1:-1]
@@ -400,6 +401,8 @@ def rundir_cases(seed: Path, rng: random.Random) -> Iterator[Case]:
         for value in _META_VALUES:
             yield Case(f"meta/{key}={str(value)[:12]}", None, ANY, make=_edit(seed, _set_meta(key, value)))
     yield Case("meta/flip", None, ANY, make=_edit(seed, lambda d: _flip(d / "meta.json", rng)))
+    yield Case("meta/fifo", None, LOSSY, make=_edit(seed, lambda d: ((d / "meta.json").unlink(),
+                                                                   os.mkfifo(d / "meta.json"))))
     yield Case("meta/list", None, LOSSY, make=_edit(seed, lambda d: (d / "meta.json").write_text("[1]")))
     yield Case("meta/empty-object", None, ANY, make=_edit(seed, lambda d: (d / "meta.json").write_text("{}")))
     yield Case("meta/invalid-utf8", None, LOSSY,
@@ -417,6 +420,8 @@ def rundir_cases(seed: Path, rng: random.Random) -> Iterator[Case]:
         yield Case(f"file/{rel}/garbage", None, ANY,
                    make=_edit(seed, lambda d, rel=rel: (d / rel).write_bytes(bytes(range(256)) * 4)))
         yield Case(f"file/{rel}/removed", None, ANY, make=_edit(seed, lambda d, rel=rel: (d / rel).unlink()))
+        yield Case(f"file/{rel}/fifo", None, ANY, make=_edit(seed, lambda d, rel=rel: ((d / rel).unlink(),
+                                                                         os.mkfifo(d / rel))))
         yield Case(f"file/{rel}/directory", None, ANY,
                    make=_edit(seed, lambda d, rel=rel: ((d / rel).unlink(), (d / rel).mkdir())))
     if (seed / "steps.parquet").exists():

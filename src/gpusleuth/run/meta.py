@@ -28,15 +28,16 @@ def read_meta(run_dir: Path, notes: list[str] | None = None) -> dict[str, Any]:
     the wrong type (hand-edited, damaged) is dropped and said in ``notes`` rather than failing later."""
     from gpusleuth.errors import InputError
 
+    from gpusleuth.run.files import open_regular
+
     path = Path(run_dir) / META_FILE
+    if not path.exists() and not path.is_symlink():
+        raise InputError(run_dir, "not a gpusleuth run directory (no meta.json)")
     try:
-        meta = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(run_dir, "not a gpusleuth run directory (no meta.json)") from None
+        with open_regular(path, "a JSON file") as f:
+            meta = json.loads(f.read())
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise InputError(path, f"meta.json is not valid JSON ({exc})") from None
-    except IsADirectoryError:
-        raise InputError(path, "meta.json is a directory, not a file") from None
     except OSError as exc:
         raise InputError(path, f"cannot be read ({exc.strerror or exc})") from None
     if not isinstance(meta, dict):

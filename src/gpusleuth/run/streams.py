@@ -105,11 +105,14 @@ class TableStreamWriter:
 def read_stream(path: Path) -> tuple[pa.Table | None, str | None]:
     """Read every complete batch of a stream; the second value says what was lost, if anything."""
     path = Path(path)
+    from gpusleuth.errors import InputError
+    from gpusleuth.run.files import open_regular
+
     try:
-        f = open(path, "rb")
+        f = open_regular(path, "an Arrow stream")
         size = os.fstat(f.fileno()).st_size
-    except OSError as exc:
-        return None, f"{path.name} is unreadable ({exc.strerror or exc}); its samples are missing"
+    except InputError as exc:
+        return None, f"{path.name} {exc.problem}; its samples are missing"
     if size == 0:
         f.close()
         return None, f"{path.name} is empty (the recorder stopped before its first flush)"

@@ -105,11 +105,15 @@ def step_fields(parts: list[str]) -> tuple[int, int, int, int, int, int, int, st
 def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns) -> int:
     bad = 0
     open_phases: dict[tuple[str, int], str] = {}
+    from gpusleuth.errors import InputError
+    from gpusleuth.run.files import open_regular
+
     try:
-        with open(path, "r", encoding="utf-8", errors="replace") as f:
+        with open_regular(path, "an event file", "r", encoding="utf-8", errors="replace") as f:
             data = f.read()
-    except OSError as exc:
-        out.losses.append(f"{path.name}: unreadable ({exc.strerror or exc}); its steps are missing")
+    except (OSError, InputError) as exc:
+        out.losses.append(f"{path.name}: unreadable ({getattr(exc, 'problem', None) or exc.strerror or exc}); "
+                          "its steps are missing")
         return 0
     lines = data.split("\n")
     if lines and lines[-1] == "":

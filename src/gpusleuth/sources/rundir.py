@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpusleuth.errors import InputError
+from gpusleuth.run.files import check_regular
 from gpusleuth.sources.events import parse_event_files
 from gpusleuth.run.layout import TELEMETRY_TABLES
 from gpusleuth.run.meta import read_meta
@@ -96,7 +97,10 @@ def _read_table(run_dir: Path, name: str) -> tuple[Table, str | None]:
     parquet = run_dir / f"{name}.parquet"
     if parquet.exists():
         try:
+            check_regular(parquet, "a Parquet file")
             return _parquet_table(parquet), None
+        except InputError as exc:
+            return Table(), f"{parquet.name} {exc.problem}; its samples are missing from this report"
         except (pa.ArrowException, OSError, ValueError) as exc:
             return Table(), f"{parquet.name} is unreadable ({exc}); its samples are missing from this report"
     stream = run_dir / f"{name}{STREAM_SUFFIX}"

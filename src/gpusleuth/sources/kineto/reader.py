@@ -5,11 +5,12 @@ event is what makes HTA need ~5× the file size in RAM. We read (and gunzip) the
 ``traceEvents`` array at event boundaries and decode a few MB at a time, so peak memory is one chunk of
 text and its events plus the growing numpy columns.
 
-Event boundaries: Kineto (and ``json.dump(indent=…)``) write one event per block of lines, separated by
-``},\\n  {``. A raw newline can never occur inside a JSON string, so ``}`` ``,`` *newline* ``{`` is always
-between values; it may (rarely) be between two objects nested inside one event's ``args``, in which case
-decoding that chunk fails and we simply wait for more text before cutting again. Single-line traces have
-no such boundaries and are decoded in one piece at the end.
+Event boundaries: ``}`` ``,`` ``{`` with any whitespace between — ``},\\n  {`` in Kineto's and
+``json.dump(indent=…)``'s layouts, ``}, {`` in a one-line ``json.dump(obj, f)``. Such a triple can also sit
+inside a string or between two objects nested in one event's ``args``; a cut there never decodes (the
+chunk ends inside a string or an unclosed object), so the previous candidates are tried, or we wait for
+more text. Each byte is searched for boundaries once, so reading is linear in the file's size whatever its
+layout. The array is the *top-level* ``traceEvents`` (a token scan skips strings and inner objects).
 
 Truncation (a crashed job's trace): whatever cannot be decoded at the end is split at every boundary and
 decoded piece by piece (halving on failure), so every complete event is kept and the lost bytes/events are
@@ -18,10 +19,7 @@ counted for ``run.losses``.
 
 from __future__ import annotations
 
-import errno
-import os
 import re
-import stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +28,7 @@ from typing import Callable, Iterator
 import msgspec
 
 from gpusleuth.errors import InputError
+from gpusleuth.run.files import open_regular as _open_regular
 
 from .schema import HEAD_DECODER, Head, Tail, decode_events, decode_tail
 
@@ -96,27 +95,9 @@ def _blocks(path: Path, progress: Progress | None, res: ReadResult) -> Iterator[
 
 
 def open_regular(path: Path):
-    """Open a regular file for reading; anything else (FIFO, device, socket, directory, a symlink loop, an
-    unreadable file) is one sentence. A FIFO would block forever and a device never ends."""
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise InputError(path, "is a symbolic link loop") from None
-        if exc.errno == errno.ENOENT:
-            raise InputError(path, "no such file") from None
-        raise InputError(path, f"cannot be read ({exc.strerror or exc})") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise InputError(path, "is a directory (give the trace files themselves)")
-    if not stat.S_ISREG(st.st_mode):
-        what = ("a named pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else
-                "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
-                "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
-        raise InputError(path, f"is {what}, not a trace file (save the trace to a file first)")
-    try:
-        return open(path, "rb")
-    except OSError as exc:
-        raise InputError(path, f"cannot be read ({exc.strerror or exc})") from None
+    """The trace file, opened only if it is a regular file (a FIFO would block forever, a device never
+    ends); anything else is one sentence."""
+    return _open_regular(path, "a trace file (give the trace files themselves)")
 
 
 def _damaged(res: ReadResult, what: str, at: int, exc: Exception) -> None:
@@ -403,8 +384,14 @@ def _read_events(path: Path, sink: Callable[[list], None], progress: Progress | 
     scan = _HeaderScan()
     # --- header: find the start of the top-level traceEvents array ----------------------------
     for block in blocks:
-        if not res.total_text_bytes and block[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark
-            block = block[3:]
+        if not res.total_text_bytes:
+            if block[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark
+                block = block[3:]
+            elif not block.strip(b"\x00"):
+                raise InputError(path, "holds only NUL bytes (space reserved for a trace that was never written?)")
+            elif block[:2] in (b"\xff\xfe", b"\xfe\xff", b"{\x00", b"\x00{", b"[\x00", b"\x00["):
+                raise InputError(path, "is UTF-16 or UTF-32 text; traces are UTF-8 JSON (convert it: "
+                                       "iconv -f UTF-16 -t UTF-8)")
         buf += block
         res.total_text_bytes += len(block)
         stripped = buf.lstrip()
