@@ -56,8 +56,13 @@ def test_report_names_the_h100_copies_and_fp32_gemms():
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert len(doc["ranks"]) == 2
-    causes = {(f["cause"], f["severity"]) for f in doc["findings"]}
-    assert ("input.transfer", "high") in causes
+    copies = [f for f in doc["findings"] if f["cause"] == "input.transfer"]
+    assert copies and all("95%" in f["title"] for f in copies)
+    # the copies are already pinned and the 1 s window has ~2 % compute to hide them under: named, with the
+    # volume fix, but not promised a 20x speed-up (nor told to pin what is pinned)
+    for f in copies:
+        assert f["severity"] == "moderate" and f["estimated_gain"]["speedup"] < 1.1
+        assert "already come from pinned memory" in f["fix"]
     assert any(f["cause"] == "precision" for f in doc["findings"])
 
 
