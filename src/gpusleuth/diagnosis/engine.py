@@ -39,6 +39,32 @@ RULES = (
 )
 
 
+# Rules that judge each rank's trace on its own: on a job of several ranks the same cause comes back once per
+# rank. The reader needs it once, for the job, with the ranks it holds on — not N near-copies.
+PER_RANK = {input_rules.h2d_transfer, sync.sync_stalls, sync.launch_bound, host.python_overhead,
+            precision.fp32_math, distributed.exposed_communication, copies.copy_bound}
+
+
+def one_per_cause(found: list[Finding]) -> list[Finding]:
+    """Merge a per-rank rule's findings of one cause: the largest gain speaks for the job, the others are
+    listed in its evidence (their own numbers kept), so nothing a rank showed is lost."""
+    by_cause: dict[str, list[Finding]] = {}
+    for f in found:
+        by_cause.setdefault(f.cause, []).append(f)
+    out = []
+    for group in by_cause.values():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        group.sort(key=lambda f: f.rank_key)
+        top = group[0]
+        top.evidence = top.evidence + [Evidence("same cause on another rank", f.title, "", f.evidence[0].source
+                                                if f.evidence else "") for f in group[1:]]
+        top.summary = f"{top.summary} Seen on {len(group)} ranks; the numbers are the worst rank's."
+        out.append(top)
+    return out
+
+
 def diagnose(facts: Facts) -> tuple[list[Finding], list[Missing]]:
     findings: list[Finding] = []
     missing: list[Missing] = []
@@ -47,7 +73,7 @@ def diagnose(facts: Facts) -> tuple[list[Finding], list[Missing]]:
         if isinstance(result, Missing):
             missing.append(result)
         else:
-            findings.extend(result)
+            findings.extend(one_per_cause(result) if rule in PER_RANK else result)
     findings.sort(key=lambda f: f.rank_key)
     if not any(f.severity != "none" for f in findings) and facts.outcomes.steps.steps:
         s = facts.outcomes.steps
