@@ -64,9 +64,10 @@ def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str,
     """Analyse ``run`` once. ``prices``/``mllog``: what ``sources`` read from the user's files;
     ``min_warmup``: leading steps a sweep excludes at least; ``progress(done, total)`` per trace."""
     options = options or ReportOptions()
-    # a recording or a telemetry log (steps, host or GPU samples over a window); not a set of traces
+    # a recording by `gpusleuth run` (steps, phases, host and GPU samples over its window); not a trace set
+    # nor another tool's log (nvidia-smi, DCGM, nsys — `source` names it): those have no steps to account for
     recorded = (run.trace is None and run.start_ns is not None and run.end_ns is not None
-                and not (run.profiles and not len(run.steps) and not len(run.host)))
+                and run.meta.get("source", "recorder") == "recorder")
     view = step_view(run, min_warmup) if recorded else StepView()
     outcomes = compute_outcomes(run, view) if recorded else None
     gpus = summarize_gpus(run)
@@ -94,20 +95,21 @@ def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str,
     if headline is not None and headline.cost is not None:
         per_second = headline.cost.per_recoverable_second
     else:
-        per_second = _trace_price_per_second(traces, options, prices)
+        per_second = _price_per_second([g.name for g in gpus] or [t.device for t in traces if t.device_span_s > 0],
+                                       options, prices)
     return RunAnalysis(run=run, options=options, view=view, outcomes=outcomes, basis=basis, gpus=gpus,
                        gpu_note=gpu_note, host=host, traces=traces, host_ops=host_ops, headline=headline,
                        dollars_per_second=per_second, losses=losses,
                        gpu_timeline=gpu_timelines(run) if gpus and view.main is None and not traces else [])
 
 
-def _trace_price_per_second(traces: list[TraceAnalysis], options: ReportOptions,
-                            prices: dict[str, float] | None) -> float | None:
-    """A trace set's price: one device per rank at the user's price, else the dated table by device name."""
-    devices = [t.device for t in traces if t.device_span_s > 0]
+def _price_per_second(devices: list[str | None], options: ReportOptions,
+                      prices: dict[str, float] | None) -> float | None:
+    """What a second of the devices seen (a GPU log's GPUs, a trace set's one device per rank) costs: the
+    user's price per GPU-hour, else the dated table by device name."""
     if not devices:
         return None
-    peak = lookup_peak(devices[0], "fp32")
+    peak = lookup_peak(devices[0], "fp32") if devices[0] else None
     price = find_price(peak.model if peak else devices[0], options.price_per_gpu_hour, price_table(prices))
     return price.per_gpu_hour * len(devices) / 3600.0 if price else None
 

@@ -58,6 +58,7 @@ def render_console(report: Report, console: Console | None = None, verbose: bool
     _ranked(report, console)
     if report.outcomes is not None:
         _outcomes(report, console)
+    if report.outcomes is not None or report.gpus:  # a GPU log read alone: its telemetry is the evidence
         _gpu(report, console)
         _host(report, console)
     _details(report, console)

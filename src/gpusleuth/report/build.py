@@ -71,7 +71,8 @@ def report_from(a: RunAnalysis, *, display: bool = True) -> Report:
     return Report(
         run=info, outcomes=a.outcomes, gpus=a.gpus, gpu_note=a.gpu_note, host=a.host,
         findings=findings, not_evaluated=missing, losses=a.losses, ranks=a.traces, headline=a.headline,
-        display=build_display(run if a.recorded else None, a.traces, a.view) if display else None,
+        display=build_display(run if run.trace is None and run.start_ns is not None else None, a.traces, a.view)
+        if display else None,
         missing_summary=group_missing(missing),
     )
 
