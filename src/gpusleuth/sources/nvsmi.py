@@ -61,6 +61,8 @@ _HEADER_TOKEN = re.compile(r"^[a-zA-Z][a-zA-Z0-9_]*(\.[a-zA-Z0-9_]+)*( \[[^\]]*\
 _TS = r"\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?"
 _TS_RE = re.compile(_TS)
 _NUM = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)\s*$")
+_PCI_RE = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]")
+_GPU_NAME_PREFIXES = ("NVIDIA ", "Tesla ", "Quadro ", "GeForce ", "TITAN ")
 _MAX_HEADER_SCAN = 4 << 20
 BURST_NS = 5_000_000  # rows of one sampling tick (one per GPU) are at most this far apart
 
@@ -311,7 +313,8 @@ def _devices(gpu: np.ndarray, raw: dict[str, np.ndarray]) -> dict[int, dict]:
 def infer_fields(path: Path, head: str) -> list[tuple[str, None]]:
     """Name the columns of a ``noheader`` log from its values where that is unambiguous.
 
-    ``YYYY/MM/DD …`` is the timestamp; ``W`` is power; two ``MiB`` columns are used and total (total is
+    ``YYYY/MM/DD …`` is the timestamp; ``0000:3B:00.0`` the PCI bus id (the GPU's identity); ``NVIDIA …`` the
+    name; ``W`` is power; two ``MiB`` columns are used and total (total is
     the constant, larger one); ``%`` columns in nvidia-smi's usual query order are utilization.gpu then
     utilization.memory; a ``MHz`` column is the SM clock. With ``nounits`` the shapes are gone: unless the
     values say it (a timestamp and nothing else) the user must give ``--fields``.
@@ -329,11 +332,18 @@ def infer_fields(path: Path, head: str) -> list[tuple[str, None]]:
         if all(_TS_RE.fullmatch(x) for x in col):
             fields[i] = "timestamp"
             continue
+        if col and all(x.startswith("GPU-") for x in col):
+            fields[i] = "uuid"
+            continue
+        if col and all(_PCI_RE.fullmatch(x) for x in col):
+            fields[i] = "pci.bus_id"  # a GPU's identity: better than its row's place in a burst
+            continue
+        if col and all(x.startswith(_GPU_NAME_PREFIXES) for x in col):
+            fields[i] = "name"
+            continue
         units = {(_NUM.match(x).group(2) if _NUM.match(x) else "?") for x in col if not x.startswith("[")}
         if len(units) == 1:
             unit_cols.setdefault(units.pop(), []).append(i)
-        elif col and all(x.startswith("GPU-") for x in col):
-            fields[i] = "uuid"
     for unit, name in (("W", "power.draw"), ("MHz", "clocks.sm")):
         if len(unit_cols.get(unit, [])) == 1:
             fields[unit_cols[unit][0]] = name
