@@ -22,7 +22,7 @@ from typing import Any
 from gpusleuth._version import __version__
 from gpusleuth.errors import GpusleuthError
 from gpusleuth.render import html_figures as F
-from gpusleuth.render.trace_console import _LABELS as CATEGORY_LABELS
+from gpusleuth.render.labels import CATEGORY_LABELS
 from gpusleuth.render.units import human_bytes
 from gpusleuth.report.model import SCHEMA, Report
 

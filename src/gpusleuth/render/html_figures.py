@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from gpusleuth.render.trace_console import _LABELS as CATEGORY_LABELS
+from gpusleuth.render.labels import CATEGORY_LABELS
 
 #: one colour per partition category: device work cool/green, idle causes warm, unknown grey
 CATEGORY_COLORS = {

@@ -40,7 +40,7 @@ class AnnotateResult:
 
 
 def _labels() -> dict[str, str]:
-    from gpusleuth.render.trace_console import _LABELS
+    from gpusleuth.render.labels import CATEGORY_LABELS as _LABELS
 
     return _LABELS
 

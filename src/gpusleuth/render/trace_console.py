@@ -12,19 +12,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from gpusleuth.render.labels import CATEGORY_LABELS as _LABELS
 
-_LABELS = {
-    "compute": "compute kernels", "comm": "communication (exposed)",
-    "memcpy_h2d_pinned": "copy H2D (pinned)", "memcpy_h2d_pageable": "copy H2D (pageable)",
-    "memcpy_h2d": "copy H2D", "memcpy_d2h_pinned": "copy D2H (pinned)",
-    "memcpy_d2h_pageable": "copy D2H (pageable)", "memcpy_d2h": "copy D2H", "memcpy_d2d": "copy D2D",
-    "memcpy_other": "copy (other)", "memset": "memset",
-    "idle_dependency": "idle: waiting on a dependency (work queued)",
-    "idle_kernel_gap": "idle: gaps between queued kernels",
-    "idle_sync": "idle: host synchronization", "idle_data_loader": "idle: data loader",
-    "idle_optimizer_cpu": "idle: optimizer on CPU", "idle_launch": "idle: launch-bound",
-    "idle_host": "idle: host-bound (Python/framework)", "idle_other": "idle: no host activity recorded",
-}
 
 
 def _ms(s: float | None) -> str:
