@@ -72,9 +72,11 @@ def steps(lines):
     rows = []
     for f in lines:
         if f[0] == "S":
-            assert len(f) == 9, f
+            assert len(f) == 13, f
             row = dict(zip(names, map(int, f[1:8])))
             row["delimiter"] = f[8]
+            row.update(zip(("pre_forward_ns", "forward_samples", "forward_tokens", "forward_input_new"),
+                           map(int, f[9:13])))
             rows.append(row)
     return rows
 
