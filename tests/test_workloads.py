@@ -97,3 +97,25 @@ def test_loop_without_dataloader_and_fast_input_stays_quiet(tmp_path):
     assert truth["sums_s"]["input"] < 0.03 * truth["step_s_sum"]
     assert not [f for f in report.findings if f.cause.startswith("input.")], [f.title for f in report.findings]
     assert high(report) == []
+
+
+@pytest.mark.slow
+def test_work_after_the_last_step_is_after_training_time_with_no_gain(tmp_path):
+    """word_language_model's shape: the last validation, its save, the reload and the test all run after
+    the last step. They are after-training time: no 'evaluate less often' gain may count them, and the
+    in-loop validations alone make the eval finding. The hand-written update (no optimizer) is not input."""
+    truth, run, report = run_workload(tmp_path, "rnn_lm.py", "--epochs", "3", "--batches", "20")
+    st = main_steps(run)
+    assert len(st) == truth["steps"] == 60
+    last = int(st["end_ns"].max())
+    ph = run.phases
+    after = float(((ph["end_ns"] - ph["start_ns"])[ph["start_ns"] >= last]).sum()) / 1e9
+    assert after == pytest.approx(truth["sums_s"]["after_training"], rel=0.15)
+    evals = [f for f in report.findings if f.cause == "phase.eval"]
+    assert evals, "the two in-loop validations are a quarter of the loop"
+    for f in evals:  # the only gain is from the validations inside the loop
+        assert f.estimated_gain.seconds_per_run <= 0.75 * truth["sums_s"]["validation_in_loop"] * 1.15
+        assert any("after the last step" in e.name for e in f.evidence)
+    assert not [f for f in report.findings if f.cause.startswith("input.")], [f.title for f in report.findings]
+    assert (st["wait_source"][1:] == "host").all()
+    assert high(report) == []

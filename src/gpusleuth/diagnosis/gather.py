@@ -29,13 +29,18 @@ def _phases(run: Run, pid: int | None, steps: int) -> dict[str, PhaseStats]:
     main = main_steps(run)
     carved = step_durations(run)[0] if run.start_ns is not None and run.end_ns is not None else None
     out = {}
+    last_end = int(main["end_ns"].max()) if len(main) else None
     for name in dict.fromkeys(ph["name"][sel].tolist()):
-        m = sel & (ph["name"] == name)
+        named = sel & (ph["name"] == name)
+        after = named & (ph["start_ns"] >= last_end) if last_end is not None else np.zeros(len(ph), bool)
+        m = named & ~after  # in the training loop: from its start up to the last step's end
         dur = np.maximum(ph["end_ns"][m] - ph["start_ns"][m], 0) / 1e9
         n = int(m.sum())
         stats = PhaseStats(name=str(name), count=n, total_s=float(dur.sum()),
                            mean_s=float(dur.mean()) if n else 0.0,
-                           steps_between=(steps / n) if n and steps else None)
+                           steps_between=(steps / n) if n and steps else None,
+                           after_loop_count=int(after.sum()),
+                           after_loop_s=float(np.maximum(ph["end_ns"][after] - ph["start_ns"][after], 0).sum() / 1e9))
         if carved is not None:
             _after_penalty(main, carved, stats, ph["end_ns"][m].astype(np.int64))
         out[str(name)] = stats

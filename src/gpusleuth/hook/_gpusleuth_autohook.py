@@ -313,6 +313,11 @@ class Recorder:
         if not self.framework_done:
             self.framework_done = True
             self._framework_fact()
+            if _T is not None:
+                try:
+                    _T.patch_late_writers(self)
+                except BaseException as exc:
+                    self.error("late_writers", exc)
         if rec[4] is not None or self.gpu_q:
             _T.gpu_step(self, idx, rec[4])
         if self.prof is not None:

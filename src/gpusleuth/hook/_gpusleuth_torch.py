@@ -17,11 +17,13 @@ What is patched, and why it is the right place:
   ``_BaseDataLoaderIter.__init__`` — worker start-up is wait too, and where we learn the loader's config.
 * ``torch.autograd.backward`` — what ``Tensor.backward`` calls: steps of scripts without an optimizer.
 * ``nn.Module.train`` — ``eval()`` calls it; the outermost call on a model marks the automatic eval phase.
-* ``torch.save`` — the automatic checkpoint phase.
+* ``torch.save`` (to a file or a buffer: Lightning serializes into ``BytesIO`` then writes) and, once the
+  first step ends, ``safetensors.torch.save_file``/``save`` if imported (HF ``save_pretrained``, Trainer
+  checkpoints) — the automatic checkpoint phase. A checkpoint begins where an automatic eval phase still
+  open ends: one phase ends where the next begins.
 * ``torch.utils.data._utils.worker._worker_loop`` — replaced by `_worker_loop` below, a module-level
   function, so that spawn-started workers unpickle it by name just like fork-started ones inherit it.
 """
-import io
 import sys
 import weakref
 
@@ -346,8 +348,9 @@ def _on_train(r, mod, mode, was_training):
 
 
 # ------------------------------------------------------------------------------ checkpoint (torch.save)
-def _patch_save(torch, rec):
-    real_save = torch.save
+def _checkpoint_writer(real_save):
+    """Wrap a function that writes tensors (``torch.save``, safetensors' ``save_file``) so that the
+    outermost call is a ``checkpoint`` phase, whatever it writes to."""
 
     def save(*args, **kwargs):
         r = _core.R
@@ -355,8 +358,9 @@ def _patch_save(torch, rec):
             return real_save(*args, **kwargs)
         tok = None
         try:
-            f = args[1] if len(args) > 1 else kwargs.get("f")
-            if not isinstance(f, io.BytesIO) and not any(p[0] == "checkpoint" for p in r.open_phases):
+            if not any(p[0] == "checkpoint" for p in r.open_phases):
+                if r.auto_eval is not None:  # saving after validation: the evaluation is over
+                    r.phase_end(r.auto_eval)
                 tok = r.phase_begin("checkpoint", "auto")
         except BaseException as exc:
             r.error("save", exc)
@@ -374,6 +378,33 @@ def _patch_save(torch, rec):
     save.__wrapped__ = real_save
     save.__doc__ = real_save.__doc__
     save.__name__ = real_save.__name__
+    return save
+
+
+def patch_late_writers(r):
+    """At the first step: checkpoint writers of libraries imported by then (safetensors, which HF
+    ``save_pretrained`` and the Trainer use). Not earlier: importing them ourselves would cost every job."""
+    st = sys.modules.get("safetensors.torch")
+    if st is None:
+        return
+    for name in ("save_file", "save"):
+        real = getattr(st, name, None)
+        if real is not None and getattr(real, "__module__", None) != __name__:
+            setattr(st, name, _checkpoint_writer(real))
+    # transformers binds save_file at import: `from safetensors.torch import save_file as safe_save_file`
+    for modname in ("transformers.modeling_utils", "transformers.trainer"):
+        mod = sys.modules.get(modname)
+        if mod is None:
+            continue
+        for attr in ("safe_save_file", "save_file"):
+            real = getattr(mod, attr, None)
+            if callable(real) and getattr(real, "__module__", "").startswith("safetensors"):
+                setattr(mod, attr, _checkpoint_writer(real))
+
+
+def _patch_save(torch, rec):
+    real_save = torch.save
+    save = _checkpoint_writer(real_save)
     torch.save = save
     serialization = sys.modules.get("torch.serialization")
     if serialization is not None and getattr(serialization, "save", None) is real_save:

@@ -64,9 +64,10 @@ def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
             [gpu_times.get((int(p), int(i)), -1) for p, i in zip(pids, per_pid_index)], dtype=np.int64
         )
         fetches = np.asarray(cols[7], dtype=np.int64)
+        delims = np.asarray(cols[8], dtype=object)
         wait, samples, source = input_wait(
             fetches, np.asarray(cols[3], dtype=np.int64), np.asarray(cols[5], dtype=np.int64),
-            *(np.asarray(cols[i], dtype=np.int64) for i in (9, 10, 12)))
+            *(np.asarray(cols[i], dtype=np.int64) for i in (9, 10, 12)), delims == "backward")
         table = Table(
             {
                 "step": per_pid_index,
@@ -78,7 +79,7 @@ def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
                 "samples": samples,
                 "optimizer_ns": np.asarray(cols[6], dtype=np.int64),
                 "fetches": fetches,
-                "delimiter": np.asarray(cols[8], dtype=object),
+                "delimiter": delims,
                 "gpu_ns": gpu_ns,
                 "pre_forward_ns": np.asarray(cols[9], dtype=np.int64),
                 "tokens": np.asarray(cols[11], dtype=np.int64),
@@ -101,15 +102,16 @@ def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
     return out
 
 
-def input_wait(fetches, loader_wait, samples, pre_forward, fwd_samples, fwd_new):
+def input_wait(fetches, loader_wait, samples, pre_forward, fwd_samples, fwd_new, by_backward):
     """Each step's input wait, samples and where the wait was measured (docs/run-format.md):
 
     * ``loader`` — the step fetched from a DataLoader (or ``gpusleuth.watch``): the fetch time;
     * ``pre_forward`` — no fetch, and the first forward's input was a new tensor (or not a positional
       tensor at all, e.g. ``model(**batch)``): the time from the previous step's end to that forward
       (``get_batch``, memmap reads, a custom sampler) is input wait;
-    * ``host`` — no fetch, and the forward reused the previous step's tensor: that gap is other host
-      work, not input, so the input wait is 0;
+    * ``host`` — no fetch, and the forward reused the previous step's tensor, or the step ended at
+      ``backward()`` (no optimizer: the hand-written parameter update runs in the gap, as in
+      word_language_model): that gap is other host work, not input, so the input wait is 0;
     * ``unmeasured`` — no fetch and no forward seen (the first step, a job without nn.Modules): -1, which
       reports show as unmeasured, never as 0.
 
@@ -117,9 +119,10 @@ def input_wait(fetches, loader_wait, samples, pre_forward, fwd_samples, fwd_new)
     """
     none = fetches <= 0
     seen = pre_forward >= 0
-    source = np.where(~none, "loader", np.where(~seen, "unmeasured", np.where(fwd_new != 0, "pre_forward",
+    fresh = (fwd_new != 0) & ~by_backward
+    source = np.where(~none, "loader", np.where(~seen, "unmeasured", np.where(fresh, "pre_forward",
                                                                                 "host"))).astype(object)
-    wait = np.where(~none, loader_wait, np.where(~seen, -1, np.where(fwd_new != 0, pre_forward, 0)))
+    wait = np.where(~none, loader_wait, np.where(~seen, -1, np.where(fresh, pre_forward, 0)))
     samples = np.where((samples < 0) & (fwd_samples >= 0), fwd_samples, samples)
     return wait.astype(np.int64), samples.astype(np.int64), source
 
