@@ -119,3 +119,29 @@ def test_work_after_the_last_step_is_after_training_time_with_no_gain(tmp_path):
     assert not [f for f in report.findings if f.cause.startswith("input.")], [f.title for f in report.findings]
     assert (st["wait_source"][1:] == "host").all()
     assert high(report) == []
+
+
+needs_transformers = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
+                                        reason="transformers is in the test extra")
+
+
+@pytest.mark.slow
+@needs_transformers
+def test_hf_trainer_eval_and_safetensors_checkpoints_with_the_trainers_own_knobs(tmp_path):
+    """HF Trainer, tiny GPT-2 built in code: evaluation and safetensors checkpoints are seen as phases
+    matching the job's own timing, the optimizer is its own work, and fixes name TrainingArguments."""
+    truth, run, report = run_workload(tmp_path, "hf_trainer.py", "--steps", "40", "--eval-steps", "10",
+                                      "--save-steps", "20")
+    st = main_steps(run)
+    assert len(st) == truth["steps"] == 40
+    assert st["optimizer_ns"].sum() / 1e9 == pytest.approx(truth["sums_s"]["optimizer"], rel=0.25)
+    ph = run.phases
+    dur = (ph["end_ns"] - ph["start_ns"]) / 1e9
+    assert dur[ph["name"] == "checkpoint"].sum() == pytest.approx(truth["sums_s"]["save"], rel=0.25)
+    assert dur[ph["name"] == "eval"].sum() == pytest.approx(truth["sums_s"]["evaluate"], rel=0.25)
+    assert high(report) == []
+    for f in report.findings:
+        if f.cause == "phase.eval":
+            assert "TrainingArguments(eval_steps=40)" in f.fix  # every 10 steps, 4× less often
+        if f.cause == "phase.checkpoint":
+            assert "save_steps=" in f.fix

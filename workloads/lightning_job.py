@@ -18,29 +18,10 @@ import torch  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 import lightning as L  # noqa: E402
-from _truth import Truth  # noqa: E402
+from _truth import Truth, timed_optimizer  # noqa: E402
 
 TRUTH = Truth("lightning")
-
-
-class TimedAdam(torch.optim.Adam):
-    """Adam that times its own work: the whole step minus the closure Lightning hands it."""
-
-    def step(self, closure=None):
-        t0 = time.perf_counter()
-        inside = [0.0]
-        if closure is not None:
-            real = closure
-
-            def closure():
-                c0 = time.perf_counter()
-                try:
-                    return real()
-                finally:
-                    inside[0] += time.perf_counter() - c0
-        loss = super().step(closure)
-        TRUTH.add("optimizer", time.perf_counter() - t0 - inside[0])
-        return loss
+TimedAdam = timed_optimizer(torch.optim.Adam, TRUTH)  # Adam's own work: the closure Lightning hands it is not
 
 
 class Net(L.LightningModule):

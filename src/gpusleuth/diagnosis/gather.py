@@ -38,7 +38,7 @@ def _phases(run: Run, pid: int | None, steps: int) -> dict[str, PhaseStats]:
         n = int(m.sum())
         stats = PhaseStats(name=str(name), count=n, total_s=float(dur.sum()),
                            mean_s=float(dur.mean()) if n else 0.0,
-                           steps_between=(steps / n) if n and steps else None,
+                           steps_between=(steps / (n + int(after.sum()))) if n and steps else None,
                            after_loop_count=int(after.sum()),
                            after_loop_s=float(np.maximum(ph["end_ns"][after] - ph["start_ns"][after], 0).sum() / 1e9))
         if carved is not None:

@@ -381,16 +381,31 @@ def _checkpoint_writer(real_save):
     return save
 
 
+# The checkpoint entry points of libraries: the whole save (state-dict gathering, JSON side files, the
+# write), not only the tensor write inside it. (module, class or None, attribute)
+CHECKPOINT_ENTRY_POINTS = (
+    ("safetensors.torch", None, "save_file"),
+    ("safetensors.torch", None, "save"),
+    ("transformers.modeling_utils", "PreTrainedModel", "save_pretrained"),
+    ("transformers.trainer", "Trainer", "_save_checkpoint"),
+    ("lightning.pytorch.trainer.trainer", "Trainer", "save_checkpoint"),
+    ("pytorch_lightning.trainer.trainer", "Trainer", "save_checkpoint"),
+)
+
+
 def patch_late_writers(r):
-    """At the first step: checkpoint writers of libraries imported by then (safetensors, which HF
-    ``save_pretrained`` and the Trainer use). Not earlier: importing them ourselves would cost every job."""
+    """At the first step: checkpoint writers of libraries imported by then (safetensors, HF
+    ``save_pretrained`` and the Trainer's checkpoint, Lightning's ``Trainer.save_checkpoint``). Not
+    earlier: importing them ourselves would cost every job."""
+    for modname, clsname, attr in CHECKPOINT_ENTRY_POINTS:
+        mod = sys.modules.get(modname)
+        owner = getattr(mod, clsname, None) if clsname and mod is not None else mod
+        real = getattr(owner, attr, None) if owner is not None else None
+        if callable(real) and getattr(real, "__module__", None) != __name__:
+            setattr(owner, attr, _checkpoint_writer(real))
     st = sys.modules.get("safetensors.torch")
     if st is None:
         return
-    for name in ("save_file", "save"):
-        real = getattr(st, name, None)
-        if real is not None and getattr(real, "__module__", None) != __name__:
-            setattr(st, name, _checkpoint_writer(real))
     # transformers binds save_file at import: `from safetensors.torch import save_file as safe_save_file`
     for modname in ("transformers.modeling_utils", "transformers.trainer"):
         mod = sys.modules.get(modname)
