@@ -145,3 +145,16 @@ def test_hf_trainer_eval_and_safetensors_checkpoints_with_the_trainers_own_knobs
             assert "TrainingArguments(eval_steps=40)" in f.fix  # every 10 steps, 4× less often
         if f.cause == "phase.checkpoint":
             assert "save_steps=" in f.fix
+
+
+@pytest.mark.slow
+def test_grad_accumulation_with_grad_scaler_counts_optimizer_steps(tmp_path):
+    """4 backward passes per ``scaler.step(optimizer)``: 20 steps of 64 samples, not 80 of 16."""
+    truth, run, report = run_workload(tmp_path, "accum_scaler.py", "--steps", "20", "--accum", "4")
+    st = main_steps(run)
+    assert len(st) == truth["steps"] == 20
+    assert (st["samples"] == truth["samples_per_step"]).all()
+    assert st["optimizer_ns"].sum() / 1e9 == pytest.approx(truth["sums_s"]["optimizer"], rel=0.25)
+    got = float(np.median(st["end_ns"] - st["start_ns"])) / 1e9
+    assert got == pytest.approx(truth["step_s_p50"], rel=0.25)
+    assert high(report) == []
