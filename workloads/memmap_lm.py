@@ -3,7 +3,11 @@ uint16 token file on disk, read at the top of each iteration. ``--read-delay-ms`
 (network storage) so the input wait is large and known. Truth: the job's own timing of ``get_batch``,
 of the optimizer and of each iteration, and the tokens per step.
 
-Usage: python workloads/memmap_lm.py [--steps N] [--batch B] [--read-delay-ms MS] [--data FILE]
+``--workers N`` applies gpusleuth's fix for an input-bound loop without a DataLoader: the same
+``get_batch`` inside an ``IterableDataset``, iterated through ``DataLoader(num_workers=N)``, so batches are
+read while the model trains (the prediction check of BENCHMARKS.md).
+
+Usage: python workloads/memmap_lm.py [--steps N] [--batch B] [--read-delay-ms MS] [--workers N] [--data FILE]
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from _truth import Truth  # noqa: E402
+from _truth import Truth, timed_optimizer  # noqa: E402
 
 TRUTH = Truth("memmap_lm")
 BLOCK, VOCAB = 32, 256
@@ -49,12 +53,27 @@ def get_batch(data: np.ndarray, delay_s: float, batch: int):
     return x, y
 
 
+class Batches(torch.utils.data.IterableDataset):
+    """The fix: get_batch as a dataset, so DataLoader workers run it ahead of the training loop."""
+
+    def __init__(self, path: str, delay_s: float, batch: int):
+        self.path, self.delay_s, self.batch = path, delay_s, batch
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        torch.manual_seed(1000 + (info.id if info else 0))
+        data = np.memmap(self.path, dtype=np.uint16, mode="r")
+        while True:
+            yield get_batch(data, self.delay_s, self.batch)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--read-delay-ms", type=float, default=0.0)
     ap.add_argument("--data", default=None)
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=0, help="apply the fix: get_batch in N DataLoader workers")
     a = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -62,19 +81,27 @@ def main() -> None:
     if not os.path.exists(path):
         np.random.default_rng(0).integers(0, VOCAB, 200_000, dtype=np.uint16).tofile(path)
     model = TinyLM()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = timed_optimizer(torch.optim.AdamW, TRUTH)(model.parameters(), lr=1e-3)
+    batches = None
+    if a.workers:
+        batches = iter(torch.utils.data.DataLoader(Batches(path, a.read_delay_ms / 1e3, a.batch), batch_size=None,
+                                                   num_workers=a.workers, prefetch_factor=4))
+    t_loop = time.perf_counter()
     for _ in range(a.steps):
         t0 = time.perf_counter()
-        data = np.memmap(path, dtype=np.uint16, mode="r")
         with TRUTH.timer("input"):
-            x, y = get_batch(data, a.read_delay_ms / 1e3, a.batch)
+            if batches is not None:
+                x, y = next(batches)
+            else:
+                data = np.memmap(path, dtype=np.uint16, mode="r")
+                x, y = get_batch(data, a.read_delay_ms / 1e3, a.batch)
         loss = model(x, y)
         loss.backward()
-        with TRUTH.timer("optimizer"):
-            opt.step()
+        opt.step()
         opt.zero_grad(set_to_none=True)
         TRUTH.steps.append(time.perf_counter() - t0)
-    TRUTH.values.update(samples_per_step=a.batch, tokens_per_step=a.batch * BLOCK)
+    TRUTH.values.update(samples_per_step=a.batch, tokens_per_step=a.batch * BLOCK,
+                        loop_s=time.perf_counter() - t_loop)
     TRUTH.emit()
 
 
