@@ -52,3 +52,19 @@ def test_compare_one_run_per_side_states_its_floor_and_a_gate_on_a_missing_metri
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2, res.stdout + res.stderr
     assert "lacks" in res.stderr
+
+
+def test_unmeasured_input_wait_is_unmeasured_not_zero(tmp_path):
+    """No DataLoader and no nn.Module forward: nothing measured the input wait — the JSON says null and
+    the input rule says what it needs, instead of a 0 % wait."""
+    job = ("import torch\nw = torch.randn(64, 64, requires_grad=True); o = torch.optim.SGD([w], lr=0.01)\n"
+           "for _ in range(20):\n    (w @ torch.randn(64, 8)).sum().backward(); o.step(); o.zero_grad()\n")
+    res = subprocess.run([sys.executable, "-m", "gpusleuth", "run", "--no-gpu", "--json", "--out",
+                          str(tmp_path / "r"), "--", sys.executable, "-c", job], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["outcomes"]["steps"] == 20
+    assert doc["outcomes"]["data_wait_share_of_steps"] is None
+    assert doc["outcomes"]["data_wait_measured_steps"] == 0
+    assert any(m["rule"] == "input-bound" for m in doc["not_evaluated"])

@@ -48,6 +48,10 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
     s = facts.outcomes.steps
     if not s.steps:
         return no_steps("input-bound", "input.preprocessing")
+    if s.data_wait_measured_steps == 0:
+        return Missing(rule="input-bound", needs="the steps' input wait (no DataLoader fetch and no module "
+                       "forward was seen in any step)", how="iterate your batches through "
+                       "`gpusleuth.watch(batches)` or a DataLoader", cause="input.preprocessing")
     # Steady state: leave out the first step when there are enough, since it carries the loader workers'
     # start-up (fork, imports, first prefetch) — a one-off cost per epoch that no worker count removes.
     first = facts.first_step if s.steps >= 5 else {}
