@@ -28,6 +28,7 @@ JOBS = [
     ("memmap get_batch LM, local reads (control)", "memmap_lm.py", ["--steps", "20", "--batch", "64"]),
     ("hand-updated RNN, eval + test after the loop", "rnn_lm.py", []),
     ("grad accumulation ×4 + GradScaler", "accum_scaler.py", []),
+    ("torch.compile (inductor, CPU)", "compiled.py", []),
 ]
 
 

@@ -158,3 +158,17 @@ def test_grad_accumulation_with_grad_scaler_counts_optimizer_steps(tmp_path):
     got = float(np.median(st["end_ns"] - st["start_ns"])) / 1e9
     assert got == pytest.approx(truth["step_s_p50"], rel=0.25)
     assert high(report) == []
+
+
+@pytest.mark.slow
+def test_torch_compile_job_no_recompiles_and_compile_is_not_a_step(tmp_path):
+    """torch.compile (inductor, CPU): the hook's per-step forward hook must not make dynamo recompile, the
+    compile lands before the first step is delimited or in it, and steady steps match the job's own."""
+    truth, run, report = run_workload(tmp_path, "compiled.py", "--steps", "30", timeout=400)
+    st = main_steps(run)
+    assert len(st) == truth["steps"] == 30
+    assert truth["recompiles"] == 0 and truth["frames_compiled"] == 1
+    got = float(np.median(st["end_ns"] - st["start_ns"])) / 1e9
+    assert got == pytest.approx(truth["step_s_p50"], rel=0.25)
+    assert st["optimizer_ns"].sum() / 1e9 == pytest.approx(truth["sums_s"]["optimizer"], rel=0.25)
+    assert high(report) == []
