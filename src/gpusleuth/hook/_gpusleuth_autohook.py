@@ -201,7 +201,7 @@ class Recorder:
         self.closure_ns = 0  # time inside optimizer.step(closure)'s closure: forward/backward, not optimizer
         # pre-forward gap: from a step's end to the next step's first forward (zero-code input wait)
         self.gap_t0 = None
-        self.gap_c0 = 0  # thread CPU clock at gap_t0: busy gap = preprocessing, idle gap = I/O or latency
+        self.gap_c0 = None  # thread CPU clock at gap_t0 (busy gap = preprocessing, idle = I/O); None: not read
         self.framework_done = forked
         self.fwd_handle = None  # the armed global forward pre-hook's handle (see _gpusleuth_torch.arm_forward)
         self.prev_in = None  # weakref to the previous step's first forward input
@@ -286,7 +286,8 @@ class Recorder:
         self.nb += 1
         self.gap_t0 = end
         if _T is not None:
-            self.gap_c0 = _cpu()
+            # the gap's CPU is evidence only for loops without a loader: no CPU-clock syscall otherwise
+            self.gap_c0 = None if rec[2][FETCHES] else _cpu()
             _T.arm_forward(self)
         return rec
 
@@ -403,7 +404,7 @@ class Recorder:
             self.cur_start = t
             self.nb += 1
             self.gap_t0 = t
-            self.gap_c0 = _cpu()
+            self.gap_c0 = None if c[FETCHES] else _cpu()  # see _take
             _T.arm_forward(self)
 
     def backward_end(self, t):

@@ -503,7 +503,7 @@ def _first_forward(module, args):
         if c[GAP] >= 0 or r.gap_t0 is None:
             return None  # the first forward of the job (armed at import): remember its input only
         c[GAP] = max(t - r.gap_t0, 0)
-        if not c[FETCHES]:  # no loader in this step: the gap's thread CPU is the input's CPU evidence
+        if not c[FETCHES] and r.gap_c0 is not None:  # no loader: the gap's thread CPU is the input's evidence
             c[CPU] += max(_cpu() - r.gap_c0, 0)
         c[FSAMPLES], c[FTOKENS] = _input_shape(args)
         if x is not None and had:
