@@ -66,7 +66,7 @@ def main() -> None:
 
     from gpusleuth.recorder import nvml as nvml_mod
     from gpusleuth.recorder.process import GPU_PROCS_EVERY_S, Recorder
-    from gpusleuth.run.finalize import finalize_run_dir
+    from gpusleuth.recorder.finalize import finalize_run_dir
 
     fx = T.load("h100_synthetic.json")
     dev = fx["devices"][0]

@@ -49,8 +49,8 @@ def test_bands_and_the_winner_rule():
     assert (a.median, a.lo, a.hi) == (102.0, pytest.approx(98.94), pytest.approx(105.06))  # widened to ±3 %
     a = band([90.0, 100.0, 120.0])
     assert (a.lo, a.hi, a.assumed) == (90.0, 120.0, False)  # real spread wider than the floor: kept
-    one = band([50.0])
-    assert one.assumed and one.lo == pytest.approx(48.5) and one.hi == pytest.approx(51.5)
+    one = band([50.0])  # one repeat measures no run-to-run spread: the run-to-run floor (analysis/noise.py)
+    assert one.assumed and one.lo == pytest.approx(42.5) and one.hi == pytest.approx(57.5)
     v = verdict({"fast": band([150.0, 152.0]), "slow": band([100.0, 101.0])})
     assert v.winner == "fast" and v.significant and v.ratio == pytest.approx(151 / 100.5)
     v = verdict({"a": band([100.0, 110.0]), "b": band([104.0, 108.0])})

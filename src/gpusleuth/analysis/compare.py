@@ -1,8 +1,9 @@
 """Compare runs of the same job: outcomes side by side, deltas against the first (baseline) run with a
 noise band, scaling efficiency when the runs used different numbers of processes/GPUs, and CI gates.
 
-Noise band: a change is only called a change when it exceeds about two standard errors of the two runs'
-median step times combined (σ estimated from the MAD of steady steps, SE(median) ≈ 1.2533·σ/√n). Gates
+Noise band: analysis/noise.py, shared with sweep — a change is only called a change when it exceeds two
+standard errors of the two runs' median step times combined *and* the run-to-run floor of identical runs
+(one run per side cannot measure run-to-run noise, so the band is never below that floor). Gates
 (``--fail-if 'throughput<-5%'``) compare the raw numbers — they are the user's contract — and the report
 says next to each whether the change is beyond the noise.
 """
@@ -14,9 +15,8 @@ import operator
 import re
 from dataclasses import dataclass, field
 
-import numpy as np
 
-from gpusleuth.analysis.steps import robust_sigma
+from gpusleuth.analysis.noise import band_statement, single_run_band, step_se_rel
 from gpusleuth.errors import GpusleuthError
 
 # metric id → (label, higher is better)
@@ -77,6 +77,7 @@ class GateResult:
     failed: bool
     beyond_noise: bool | None
     detail: str
+    unavailable: bool = False  # the run lacks the metric: the gate cannot be checked, which fails it
 
 
 @dataclass
@@ -84,9 +85,10 @@ class Comparison:
     runs: list[RunColumn]
     deltas: list[dict[str, float | None]]  # per run: relative change vs baseline per metric
     beyond_noise: list[dict[str, bool | None]]
-    noise_band: list[float | None]  # per run: relative band (2 SE combined) vs baseline
+    noise_band: list[float | None]  # per run: ± relative change resolvable vs baseline (analysis/noise.py)
     scaling: list[dict] = field(default_factory=list)
     gates: list[GateResult] = field(default_factory=list)
+    noise_notes: list[str | None] = field(default_factory=list)  # per run: what one run per side can resolve
 
     @property
     def failed(self) -> bool:
@@ -95,14 +97,11 @@ class Comparison:
 
 def column_for(a) -> RunColumn:
     """The numbers of one run, from its :class:`~gpusleuth.analysis.bundle.RunAnalysis` (steady steps of the
-    step view for the noise; throughput is the job's, every rank's samples)."""
+    step view for the within-run noise; throughput is the job's, every rank's samples)."""
     h = a.headline
     o = a.outcomes
     main = a.view.main
-    secs = main.seconds[main.steady] if main is not None else np.empty(0)
-    se_rel = None
-    if len(secs) >= 3 and np.median(secs) > 0:
-        se_rel = 1.2533 * robust_sigma(secs) / math.sqrt(len(secs)) / float(np.median(secs))
+    se_rel = step_se_rel(main.seconds[main.steady]) if main is not None else None
     processes = max(a.view.world_size if main is not None else 1, h.gpus_used if h else 0, 1)
     sps = None
     if o is not None and o.steps.steps and o.steps.samples:
@@ -125,12 +124,12 @@ def column_for(a) -> RunColumn:
 
 def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
     base = columns[0]
-    deltas, beyond, bands = [], [], []
+    deltas, beyond, bands, within = [], [], [], []
     for col in columns:
         d, b = {}, {}
-        band = None
-        if base.step_se_rel is not None and col.step_se_rel is not None:
-            band = 2 * math.hypot(base.step_se_rel, col.step_se_rel)
+        band = single_run_band(base.step_se_rel, col.step_se_rel)
+        within.append(2 * math.hypot(base.step_se_rel, col.step_se_rel)
+                      if base.step_se_rel is not None and col.step_se_rel is not None else None)
         for k in METRICS:
             x0, x = base.metrics.get(k), col.metrics.get(k)
             d[k] = (x - x0) / abs(x0) if x is not None and x0 not in (None, 0) else None
@@ -157,8 +156,11 @@ def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
         for col, d, b in zip(columns[1:], deltas[1:], beyond[1:]):
             value = d.get(gate.metric) if gate.relative else col.metrics.get(gate.metric)
             if value is None:
-                results.append(GateResult(gate.text, col.label, None, False, None,
-                                          f"{gate.metric} not available for this run: gate not applied"))
+                # A gate that cannot be checked must not pass silently: CI would go green on a run that
+                # lost the very metric it guards (no samples, no GPU telemetry…).
+                results.append(GateResult(gate.text, col.label, None, True, None,
+                                          f"{gate.metric} not available for this run: the gate cannot be "
+                                          "checked (an error, not a pass)", unavailable=True))
                 continue
             shown = value * 100 if gate.relative else value
             failed = _OPS[gate.op](shown, gate.value)
@@ -166,5 +168,7 @@ def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
             results.append(GateResult(gate.text, col.label, shown, failed, b.get(gate.metric),
                                       f"{gate.metric} = {shown:+.2f}{unit}" if gate.relative else
                                       f"{gate.metric} = {shown:.4g}"))
+    notes = [None] + [band_statement(bands[i], within[i]) for i in range(1, len(columns))]
     return Comparison(runs=columns, deltas=deltas, beyond_noise=beyond, noise_band=bands, scaling=scaling,
+                      noise_notes=notes,
                       gates=results)

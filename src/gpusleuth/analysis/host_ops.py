@@ -14,6 +14,11 @@ math or interpreter overhead. Three numbers answer it and feed the ``host.python
 
 Top-level = not nested inside another op of the same thread (``aten::linear`` counts, its ``aten::addmm``
 child does not), so counts mean "ops the Python code issued".
+
+Only the user's own step counts: time inside a DataLoader fetch (torch's ``enumerate(DataLoader)#…``
+annotation: the loader's per-sample indexing and collate are its ops, not the training code's, and input
+time is the input rules' business) and inside collectives (a rank waiting in an all-reduce is not running
+Python) is taken out of the step, with the ops in it, before any share is computed.
 """
 
 from __future__ import annotations
@@ -42,6 +47,24 @@ def _union_len(s: np.ndarray, e: np.ndarray) -> int:
     starts = s[new]
     ends = np.r_[run_end[np.flatnonzero(new)[1:] - 1], run_end[-1]]
     return int((ends - starts).sum())
+
+
+#: user annotations whose time is not the training code's own (DataLoader fetches)
+EXCLUDED_ANNOTATIONS = ("enumerate(DataLoader)",)
+#: op names of collectives: time in them is waiting on other ranks, not Python
+COLLECTIVE_MARKS = ("allreduce", "all_reduce", "allgather", "all_gather", "reduce_scatter", "reducescatter",
+                    "broadcast", "barrier", "all_to_all", "alltoall", "record_param_comms", "nccl:", "gloo:",
+                    "c10d::")
+
+
+def _excluded_name_mask(names: list[str]) -> np.ndarray:
+    """Per name code: True for DataLoader fetch annotations and collectives (one slot more for -1 codes)."""
+    m = np.zeros(len(names) + 1, bool)
+    for i, n in enumerate(names):
+        low = n.lower()
+        if n.startswith(EXCLUDED_ANNOTATIONS) or any(k in low for k in COLLECTIVE_MARKS):
+            m[i] = True
+    return m
 
 
 def host_op_stats(run: Run) -> dict | None:
@@ -74,6 +97,9 @@ def host_op_stats(run: Run) -> dict | None:
         first = np.r_[True, s[o][1:] >= cm[:-1]]
         top[m[o[first]]] = True
     top_rows = ops[top]
+    excl_name = _excluded_name_mask(names)
+    excl_rows = np.flatnonzero(((kind == USER_ANN) | (kind == CPU_OP)) & excl_name[ev["name"]])
+    excl_ns_total = 0
     is_bwd = np.zeros(len(names) + 1, bool)
     is_bwd[[i for i, n in enumerate(names) if n.startswith("autograd::engine::evaluate_function")]] = True
     steps = []
@@ -84,6 +110,18 @@ def host_op_stats(run: Run) -> dict | None:
             continue
         tid = ev["tid"][r]
         sel = top_rows[(ts_all[top_rows] >= lo) & (ts_all[top_rows] < hi) & (ev["tid"][top_rows] == tid)]
+        xr = excl_rows[(end_all[excl_rows] > lo) & (ts_all[excl_rows] < hi) & (ev["tid"][excl_rows] == tid)]
+        if len(xr):  # not the user's code: the loader's fetch, a collective's wait
+            xs, xe = np.clip(ts_all[xr], lo, hi), np.clip(end_all[xr], lo, hi)
+            excl = _union_len(xs, xe)
+            inside = np.zeros(len(sel), bool)
+            for a, b in zip(xs, xe):
+                inside |= (ts_all[sel] >= a) & (ts_all[sel] < b)
+            sel = sel[~inside]
+            dur -= excl
+            excl_ns_total += excl
+            if dur <= 0:
+                continue
         s = np.clip(ts_all[sel], lo, hi)
         e = np.clip(end_all[sel], lo, hi)
         covered = _union_len(s, e)
@@ -117,4 +155,5 @@ def host_op_stats(run: Run) -> dict | None:
         "python_share": 1.0 - covered / total,
         "tiny_op_share": tiny / total,
         "tiny_op_threshold_us": TINY_OP_NS / 1e3,
+        "excluded_s_per_step": excl_ns_total / 1e9 / len(steps),  # DataLoader fetches and collectives
     }

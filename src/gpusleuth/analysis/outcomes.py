@@ -48,6 +48,9 @@ class StepStats:
     optimizer_s: float = 0.0
     step_time_s: float = 0.0  # sum of step durations with phase time carved out
     gpu_time_s: float | None = None  # sum of CUDA-event step times where resolved
+    # steps whose input wait was measured (a fetch, or a forward after the gap; docs/run-format.md
+    # wait_source): 0 means "unmeasured", which reports must not show as a 0 % wait; None: not counted
+    data_wait_measured_steps: int | None = None
     other_processes_with_steps: list[int] = field(default_factory=list)
     # The job, when several ranks ran (torchrun, mp.spawn, one run per node): the numbers above are the
     # main rank's; these are every rank's and the job's throughput (sum over ranks' steady samples/s).
@@ -138,6 +141,7 @@ def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
         stats.data_cpu_s = float(cpu.sum() / 1e9)
         stats.data_wait_share_of_steps = data_ns / dur.sum() if dur.sum() > 0 else 0.0
         stats.optimizer_s = float(np.maximum(steps["optimizer_ns"], 0).sum() / 1e9)
+        stats.data_wait_measured_steps = int((steps["data_wait_ns"] >= 0).sum())
         known = steps["samples"] >= 0
         if known.any():
             stats.samples = int(steps["samples"][known].sum())

@@ -64,4 +64,8 @@ def compare_command(args) -> int:
         from gpusleuth.render.html_compare import render_compare_html
 
         write_html_file(render_compare_html, result, args.html, "comparison page")
+    if any(g.unavailable for g in getattr(result.comparison, "gates", [])):
+        print("gpusleuth compare: a --fail-if gate names a metric a run lacks (see the gates above)",
+              file=sys.stderr)
+        return 2
     return 1 if result.failed else 0

@@ -31,7 +31,9 @@ def add_parser(sub) -> None:
                    help="take a torch.profiler trace of steps A..B (0-based) into the run directory")
     p.add_argument("--no-gpu", action="store_true", help="do not sample GPUs (host telemetry only)")
     p.add_argument("--label", default=None, help="a name for this run in reports")
-    p.add_argument("--json", action="store_true", help="print the report as JSON on stdout after the job")
+    p.add_argument("--json", action="store_true",
+                   help="print the report as JSON on stdout after the job; stdout then carries only that JSON "
+                        "(the job's own stdout goes to stderr, and to output.log with --capture-output)")
     p.add_argument("--no-report", action="store_true", help="do not print a report at the end (--html still writes its page)")
     p.add_argument("--live", action="store_true",
                    help="show a live panel (step time, samples/s, data wait, GPU, power, CPU) while the job runs; "
@@ -83,6 +85,7 @@ def run_command(args) -> int:
             command=command, out=out, interval_s=args.interval, duration_s=args.duration,
             grace_s=args.grace, profile_steps=args.profile_steps, use_gpu=not args.no_gpu, label=args.label,
             capture_output=args.capture_output, on_tick=live.tick if live is not None else None,
+            stdout_to_stderr=args.json,
             report_options=options_from_args(args).to_meta(),
             extra_env={"GPUSLEUTH_FLOPS": "0"} if args.no_flops else {},
             prometheus=args.prometheus,

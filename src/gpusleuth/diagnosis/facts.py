@@ -29,6 +29,10 @@ class PhaseStats:
     after_penalty_s: float = 0.0
     after_step_s: float | None = None  # median step right after the phase
     other_step_s: float | None = None  # median of the other steps
+    # Occurrences that start after the last training step (a final evaluation, the last save, a test
+    # run): after-training time, left out of count/total_s/mean_s — running them less often saves nothing
+    after_loop_count: int = 0
+    after_loop_s: float = 0.0
 
 
 @dataclass

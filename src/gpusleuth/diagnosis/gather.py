@@ -28,13 +28,18 @@ def _phases(run: Run, main: ProcessSteps | None, steps: int) -> dict[str, PhaseS
     pid = main.pid if main else None
     sel = np.ones(len(ph), bool) if pid is None else (ph["pid"] == pid)
     out = {}
+    last_end = main.window[1] if main is not None and main.count else None
     for name in dict.fromkeys(ph["name"][sel].tolist()):
-        m = sel & (ph["name"] == name)
+        named = sel & (ph["name"] == name)
+        after = named & (ph["start_ns"] >= last_end) if last_end is not None else np.zeros(len(ph), bool)
+        m = named & ~after  # in the training loop: from its start up to the last step's end
         dur = np.maximum(ph["end_ns"][m] - ph["start_ns"][m], 0) / 1e9
         n = int(m.sum())
         stats = PhaseStats(name=str(name), count=n, total_s=float(dur.sum()),
                            mean_s=float(dur.mean()) if n else 0.0,
-                           steps_between=(steps / n) if n and steps else None)
+                           steps_between=(steps / (n + int(after.sum()))) if n and steps else None,
+                           after_loop_count=int(after.sum()),
+                           after_loop_s=float(np.maximum(ph["end_ns"][after] - ph["start_ns"][after], 0).sum() / 1e9))
         if main is not None:
             _after_penalty(main.table, main.dur_ns, stats, ph["end_ns"][m].astype(np.int64))
         out[str(name)] = stats

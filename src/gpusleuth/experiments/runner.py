@@ -23,6 +23,7 @@ from gpusleuth.experiments import grid as g
 from gpusleuth.experiments.knobs import KNOBS, MAX_STEPS_ENV
 from gpusleuth.experiments.measure import Measurement, measure_dir
 from gpusleuth.experiments.oom import is_oom_exit
+from gpusleuth.analysis.noise import repeats_floor
 from gpusleuth.experiments.stats import Band, Knee, Verdict, band, knee, verdict
 
 BATCH_NAMES = ("batch_size", "batch", "bs")
@@ -268,8 +269,11 @@ def finish(sweep: SweepResult, opts: SweepOptions) -> None:
     metric, unit = ("samples_per_s", "samples/s") if use_samples else ("steps_per_s", "steps/s")
     for c in sweep.configs:
         c.unit = unit
-        c.throughput = band([getattr(a.measurement, metric) for a in c.ok_attempts], opts.noise_floor)
-        c.step_p50 = band([a.measurement.step_p50_s for a in c.ok_attempts], opts.noise_floor)
+        # analysis/noise.py, as compare: --noise-floor bounds a band of repeats; a single repeat measured no
+        # run-to-run spread, so it gets at least the run-to-run floor of identical runs
+        floor = opts.noise_floor if len(c.ok_attempts) > 1 else max(opts.noise_floor, repeats_floor(1))
+        c.throughput = band([getattr(a.measurement, metric) for a in c.ok_attempts], floor)
+        c.step_p50 = band([a.measurement.step_p50_s for a in c.ok_attempts], floor)
     sweep.verdict = verdict({c.label: c.throughput for c in sweep.configs if c.throughput}, True, "throughput")
     sweep.knees = batch_knees(sweep, opts.mem_limit_bytes)
     names = {n for n, _ in sweep.params}

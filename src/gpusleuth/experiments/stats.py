@@ -11,7 +11,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-NOISE_FLOOR = 0.03  # ± share of the median a band is at least (repeat-to-repeat noise of short CPU runs)
+from gpusleuth.analysis.noise import REPEAT_FLOOR, repeats_floor  # one noise model with compare
+
+NOISE_FLOOR = REPEAT_FLOOR  # ± share of the median a band of ≥ 2 repeats is at least
 KNEE_TOLERANCE = 0.05  # the knee is the smallest setting within 5 % of the best throughput
 
 
@@ -31,10 +33,12 @@ class Band:
         return {"median": self.median, "lo": self.lo, "hi": self.hi, "n": self.n, "floor_applied": self.assumed}
 
 
-def band(values: list[float], floor: float = NOISE_FLOOR) -> Band | None:
+def band(values: list[float], floor: float | None = None) -> Band | None:
     vals = [float(v) for v in values if v is not None]
     if not vals:
         return None
+    if floor is None:  # analysis/noise.py: one repeat gets the run-to-run floor, repeats their own spread
+        floor = repeats_floor(len(vals))
     med = statistics.median(vals)
     lo, hi = min(vals), max(vals)
     assumed = False

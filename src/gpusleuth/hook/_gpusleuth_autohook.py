@@ -27,8 +27,8 @@ import threading
 import time
 
 from _gpusleuth_records import (  # noqa: F401 - _batch_size and _jsonable are used by _gpusleuth_torch too
-    CPU, FETCHES, OPT, SAMPLES, SET, UNKNOWN, WAIT, _batch_size, _clean, _counters, _jsonable, _parse_range,
-    _step_line,
+    CPU, FETCHES, FNEW, FSAMPLES, FTOKENS, GAP, OPT, SAMPLES, SET, UNKNOWN, WAIT, _batch_size, _clean, _counters,
+    _input_shape, _jsonable, _parse_range, _step_line,
 )
 
 _now = time.time_ns
@@ -152,6 +152,7 @@ class Recorder:
         "emitted", "nb", "cur_start", "c", "in_fetch", "opt_stack", "opt_t0", "bw_depth", "pending",
         "pending_opts", "held", "open_phases", "auto_eval", "eval_mod", "trained", "train_depth",
         "ckpt_depth", "dl_seen", "cuda_on", "cuda_prev", "gpu_q", "ev_pool", "prof", "prof_done", "exited",
+        "closure_ns", "gap_t0", "gap_c0", "fwd_handle", "prev_in", "framework_done",
     )
 
     def __init__(self, run_dir):
@@ -197,6 +198,13 @@ class Recorder:
         self.pending = None
         self.pending_opts = []
         self.held = []
+        self.closure_ns = 0  # time inside optimizer.step(closure)'s closure: forward/backward, not optimizer
+        # pre-forward gap: from a step's end to the next step's first forward (zero-code input wait)
+        self.gap_t0 = None
+        self.gap_c0 = None  # thread CPU clock at gap_t0 (busy gap = preprocessing, idle = I/O); None: not read
+        self.framework_done = forked
+        self.fwd_handle = None  # the armed global forward pre-hook's handle (see _gpusleuth_torch.arm_forward)
+        self.prev_in = None  # weakref to the previous step's first forward input
         # phases
         self.open_phases = []
         self.auto_eval = None
@@ -273,9 +281,14 @@ class Recorder:
         if start is None:
             start = self.torch_ns or self.start_ns
         rec = (start, end, self.c, delim, _T.cuda_mark(self) if self.cuda_on else None)
-        self.c = [0, 0, 0, False, None, 0, 0]
+        self.c = _counters()
         self.cur_start = end
         self.nb += 1
+        self.gap_t0 = end
+        if _T is not None:
+            # the gap's CPU is evidence only for loops without a loader: no CPU-clock syscall otherwise
+            self.gap_c0 = None if rec[2][FETCHES] else _cpu()
+            _T.arm_forward(self)
         return rec
 
     def _merge_back(self, recs):
@@ -288,12 +301,24 @@ class Recorder:
             c[UNKNOWN] = c[UNKNOWN] or old[UNKNOWN]
             if old[SET] is not None:
                 c[SET] = old[SET] + (c[SET] or 0)
+        for rec in reversed(recs):  # the reopened step's first forward is the earliest one seen
+            old = rec[2]
+            if old[GAP] >= 0:
+                c[GAP], c[FSAMPLES], c[FTOKENS], c[FNEW] = old[GAP], old[FSAMPLES], old[FTOKENS], old[FNEW]
         self.cur_start = recs[0][0]
 
     def _emit(self, rec):
         idx = self.emitted
         self.emitted = idx + 1
         self.buf.append(rec)
+        if not self.framework_done:
+            self.framework_done = True
+            self._framework_fact()
+            if _T is not None:
+                try:
+                    _T.patch_late_writers(self)
+                except BaseException as exc:
+                    self.error("late_writers", exc)
         if rec[4] is not None or self.gpu_q:
             _T.gpu_step(self, idx, rec[4])
         if self.prof is not None:
@@ -361,19 +386,26 @@ class Recorder:
                 self.pending_opts.append(id(opt))
         if self.auto_eval is not None:
             self.phase_end(self.auto_eval)
+        self.closure_ns = 0
         self.opt_t0 = _now()
 
     def opt_end(self):
+        """The outermost optimizer step returned. Its own time excludes its closure's (Lightning and
+        LBFGS run forward and backward inside ``step(closure)``: that is not the optimizer's work)."""
         t = _now()
         c = self.c
-        c[OPT] += t - self.opt_t0
+        c[OPT] += max(t - self.opt_t0 - self.closure_ns, 0)
+        self.closure_ns = 0
         if self.auto and self.mode == "optimizer":  # _take(), inlined: this runs every step
             start = self.cur_start
             self.pending = (start if start is not None else t, t, c, "optimizer",
                             _T.cuda_mark(self) if self.cuda_on else None)
-            self.c = [0, 0, 0, False, None, 0, 0]
+            self.c = _counters()
             self.cur_start = t
             self.nb += 1
+            self.gap_t0 = t
+            self.gap_c0 = None if c[FETCHES] else _cpu()  # see _take
+            _T.arm_forward(self)
 
     def backward_end(self, t):
         if not self.auto or self.mode == "optimizer" or self.opt_stack:
@@ -446,6 +478,8 @@ class Recorder:
             c = list(snap[2])
             c[OPT] = self.c[OPT]  # optimizer time is not the phase's data
             self.c = c
+            if c[GAP] < 0 and self.gap_t0 is not None:
+                self.gap_t0 += t - start  # the phase is not the wait before the next forward
         self.buf.append("P\t%s\t%d\t%d\t%s\n" % (name, start, t, source))
         self.flush()
 
@@ -463,6 +497,19 @@ class Recorder:
         self.buf.append("L\t%d\t%s\n" % (t, json.dumps(rec, default=_jsonable)))
         if t - self.last_flush >= FLUSH_NS:
             self.flush()
+
+    def _framework_fact(self):
+        """Which training framework drives the loop (its modules are imported by the first step), so
+        that fixes can name the framework's own knob (``val_check_interval``, ``eval_steps``…)."""
+        mods = sys.modules
+        for name, module in (("lightning", "lightning.pytorch"), ("lightning", "pytorch_lightning"),
+                             ("transformers", "transformers.trainer"), ("accelerate", "accelerate"),
+                             ("deepspeed", "deepspeed")):
+            if module in mods:
+                mod = mods.get(name) or mods.get(module)
+                self.info({"kind": "framework", "name": name,
+                           "version": str(getattr(mod, "__version__", "") or "") or None})
+                return
 
     def info(self, fact):
         self.buf.append("I\t%d\t%s\n" % (_now(), json.dumps(fact, default=str)))

@@ -52,13 +52,36 @@ def _jsonable(obj):
 
 # The running step's counters live in one list so that closing a step costs one allocation; the
 # hot paths (a fetch, an optimizer step) index it with these constants.
-WAIT, CPU, SAMPLES, UNKNOWN, SET, OPT, FETCHES = range(7)
+WAIT, CPU, SAMPLES, UNKNOWN, SET, OPT, FETCHES, GAP, FSAMPLES, FTOKENS, FNEW = range(11)
 
 
 def _counters():
     """[data wait ns, data CPU ns, samples read from batches, a batch size was unknown,
-    samples the program told us (None if it did not), optimizer ns, fetches]"""
-    return [0, 0, 0, False, None, 0, 0]
+    samples the program told us (None if it did not), optimizer ns, fetches,
+    ns from the step's start to its first forward (-1: no forward seen), the first forward's input:
+    samples (-1 unknown), tokens (-1 unless a 2-D integer tensor), 1 if that input is a new tensor and 0
+    if it is the previous step's own (-1 unknown)]"""
+    return [0, 0, 0, False, None, 0, 0, -1, -1, -1, -1]
+
+
+def _input_shape(args):
+    """(samples, tokens) of a forward's first tensor argument: its first dimension, and rows × columns
+    when it is a 2-D integer tensor (token ids); -1 where the input does not say."""
+    for a in args[:3]:
+        shape = getattr(a, "shape", None)
+        if shape is None:
+            continue
+        try:
+            if not len(shape):
+                return -1, -1
+            n = int(shape[0])
+            dt = getattr(a, "dtype", None)
+            tokens = n * int(shape[1]) if len(shape) == 2 and dt is not None and not dt.is_floating_point \
+                and not dt.is_complex else -1
+            return n, tokens
+        except (TypeError, ValueError, AttributeError):
+            return -1, -1
+    return -1, -1
 
 
 def _step_line(rec):
@@ -70,8 +93,9 @@ def _step_line(rec):
         samples = -1
     else:
         samples = c[SAMPLES]
-    return "S\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n" % (start, end, c[WAIT], c[CPU], samples, c[OPT],
-                                                       c[FETCHES], rec[3])
+    return "S\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\n" % (
+        start, end, c[WAIT], c[CPU], samples, c[OPT], c[FETCHES], rec[3], c[GAP], c[FSAMPLES], c[FTOKENS],
+        c[FNEW])
 
 
 def _parse_range(text):

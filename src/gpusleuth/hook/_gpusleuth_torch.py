@@ -8,16 +8,22 @@ What is patched, and why it is the right place:
 
 * ``torch.optim.optimizer.register_optimizer_step_pre_hook/post_hook`` — torch's own global hooks around
   every ``Optimizer.step``; a stack keeps only the outermost one (wrappers such as ZeroRedundancyOptimizer
-  or Lookahead call an inner optimizer's step).
+  or Lookahead call an inner optimizer's step). A ``closure`` argument is wrapped so that the forward and
+  backward it runs (Lightning, LBFGS) are not counted as optimizer time.
+* ``torch.nn.modules.module.register_module_forward_pre_hook`` — armed at each step's end and removed at
+  the next forward: the pre-forward gap (input wait of loops without a DataLoader) and the batch's shape.
+  Between those two moments only, so the modules' fast path is untouched the rest of the step.
 * ``_BaseDataLoaderIter.__next__`` — the one method every DataLoader iterator goes through: data wait.
   ``_BaseDataLoaderIter.__init__`` — worker start-up is wait too, and where we learn the loader's config.
 * ``torch.autograd.backward`` — what ``Tensor.backward`` calls: steps of scripts without an optimizer.
 * ``nn.Module.train`` — ``eval()`` calls it; the outermost call on a model marks the automatic eval phase.
-* ``torch.save`` — the automatic checkpoint phase.
+* ``torch.save`` (to a file or a buffer: Lightning serializes into ``BytesIO`` then writes) and, once the
+  first step ends, ``safetensors.torch.save_file``/``save`` if imported (HF ``save_pretrained``, Trainer
+  checkpoints) — the automatic checkpoint phase. A checkpoint begins where an automatic eval phase still
+  open ends: one phase ends where the next begins.
 * ``torch.utils.data._utils.worker._worker_loop`` — replaced by `_worker_loop` below, a module-level
   function, so that spawn-started workers unpickle it by name just like fork-started ones inherit it.
 """
-import io
 import sys
 import weakref
 
@@ -27,19 +33,23 @@ _now = _core._now
 _cpu = _core._cpu
 _tid = _core._tid
 _batch_size = _core._batch_size
+_input_shape = _core._input_shape
 WAIT, CPU, SAMPLES, UNKNOWN, OPT, FETCHES = (_core.WAIT, _core.CPU, _core.SAMPLES, _core.UNKNOWN, _core.OPT,
                                             _core.FETCHES)
+GAP, FSAMPLES, FTOKENS, FNEW = _core.GAP, _core.FSAMPLES, _core.FTOKENS, _core.FNEW
+_REGISTER_FORWARD_PRE = None  # torch.nn.modules.module.register_module_forward_pre_hook, once installed
 
 _ORIG_WORKER_LOOP = None
 
 
 def install(torch, rec):
     for patch in (_patch_optimizer, _patch_dataloader, _patch_backward, _patch_train, _patch_save,
-                  _patch_worker_loop):
+                  _patch_worker_loop, _patch_forward):
         try:
             patch(torch, rec)
         except BaseException as exc:
             rec.error(patch.__name__, exc)
+    arm_forward(rec)  # the job's first forward: its input is what step 1's input is compared with
 
 
 # --------------------------------------------------------------------------------------------- optimizer
@@ -62,6 +72,7 @@ def _patch_optimizer(torch, rec):
                     return None
             stack.append(opt)
             r.opt_begin(opt)
+            return _time_closure(r, args, kwargs)
         except BaseException as exc:
             r.error("optimizer_pre", exc)
         return None
@@ -82,6 +93,31 @@ def _patch_optimizer(torch, rec):
 
     optim.register_optimizer_step_pre_hook(pre_hook)
     optim.register_optimizer_step_post_hook(post_hook)
+
+
+def _time_closure(r, args, kwargs):
+    """``step(closure)``: hand the optimizer a closure that adds its own duration to ``r.closure_ns``, so
+    that ``opt_end`` can bill the optimizer only for its own work. None (no change) without a closure.
+    ``args[0]`` is the optimizer itself (torch passes ``self`` first)."""
+    closure = kwargs.get("closure") if kwargs else None
+    positional = closure is None and len(args) > 1 and callable(args[1])
+    if positional:
+        closure = args[1]
+    if closure is None or not callable(closure):
+        return None
+
+    def timed_closure(*a, **k):
+        t0 = _now()
+        try:
+            return closure(*a, **k)
+        finally:
+            r.closure_ns += _now() - t0
+
+    if positional:
+        return (args[0], timed_closure) + tuple(args[2:]), kwargs
+    kwargs = dict(kwargs)
+    kwargs["closure"] = timed_closure
+    return args, kwargs
 
 
 # -------------------------------------------------------------------------------------------- DataLoader
@@ -312,8 +348,9 @@ def _on_train(r, mod, mode, was_training):
 
 
 # ------------------------------------------------------------------------------ checkpoint (torch.save)
-def _patch_save(torch, rec):
-    real_save = torch.save
+def _checkpoint_writer(real_save):
+    """Wrap a function that writes tensors (``torch.save``, safetensors' ``save_file``) so that the
+    outermost call is a ``checkpoint`` phase, whatever it writes to."""
 
     def save(*args, **kwargs):
         r = _core.R
@@ -321,8 +358,9 @@ def _patch_save(torch, rec):
             return real_save(*args, **kwargs)
         tok = None
         try:
-            f = args[1] if len(args) > 1 else kwargs.get("f")
-            if not isinstance(f, io.BytesIO) and not any(p[0] == "checkpoint" for p in r.open_phases):
+            if not any(p[0] == "checkpoint" for p in r.open_phases):
+                if r.auto_eval is not None:  # saving after validation: the evaluation is over
+                    r.phase_end(r.auto_eval)
                 tok = r.phase_begin("checkpoint", "auto")
         except BaseException as exc:
             r.error("save", exc)
@@ -340,6 +378,48 @@ def _patch_save(torch, rec):
     save.__wrapped__ = real_save
     save.__doc__ = real_save.__doc__
     save.__name__ = real_save.__name__
+    return save
+
+
+# The checkpoint entry points of libraries: the whole save (state-dict gathering, JSON side files, the
+# write), not only the tensor write inside it. (module, class or None, attribute)
+CHECKPOINT_ENTRY_POINTS = (
+    ("safetensors.torch", None, "save_file"),
+    ("safetensors.torch", None, "save"),
+    ("transformers.modeling_utils", "PreTrainedModel", "save_pretrained"),
+    ("transformers.trainer", "Trainer", "_save_checkpoint"),
+    ("lightning.pytorch.trainer.trainer", "Trainer", "save_checkpoint"),
+    ("pytorch_lightning.trainer.trainer", "Trainer", "save_checkpoint"),
+)
+
+
+def patch_late_writers(r):
+    """At the first step: checkpoint writers of libraries imported by then (safetensors, HF
+    ``save_pretrained`` and the Trainer's checkpoint, Lightning's ``Trainer.save_checkpoint``). Not
+    earlier: importing them ourselves would cost every job."""
+    for modname, clsname, attr in CHECKPOINT_ENTRY_POINTS:
+        mod = sys.modules.get(modname)
+        owner = getattr(mod, clsname, None) if clsname and mod is not None else mod
+        real = getattr(owner, attr, None) if owner is not None else None
+        if callable(real) and getattr(real, "__module__", None) != __name__:
+            setattr(owner, attr, _checkpoint_writer(real))
+    st = sys.modules.get("safetensors.torch")
+    if st is None:
+        return
+    # transformers binds save_file at import: `from safetensors.torch import save_file as safe_save_file`
+    for modname in ("transformers.modeling_utils", "transformers.trainer"):
+        mod = sys.modules.get(modname)
+        if mod is None:
+            continue
+        for attr in ("safe_save_file", "save_file"):
+            real = getattr(mod, attr, None)
+            if callable(real) and getattr(real, "__module__", "").startswith("safetensors"):
+                setattr(mod, attr, _checkpoint_writer(real))
+
+
+def _patch_save(torch, rec):
+    real_save = torch.save
+    save = _checkpoint_writer(real_save)
     torch.save = save
     serialization = sys.modules.get("torch.serialization")
     if serialization is not None and getattr(serialization, "save", None) is real_save:
@@ -377,6 +457,60 @@ def _worker_loop(*args, **kwargs):
 
         real = _ORIG_WORKER_LOOP or worker._worker_loop
     return real(*args, **kwargs)
+
+
+# ------------------------------------------------------------------------- first forward of a step
+def _patch_forward(torch, rec):
+    global _REGISTER_FORWARD_PRE
+    from torch.nn.modules import module
+
+    _REGISTER_FORWARD_PRE = module.register_module_forward_pre_hook
+
+
+def arm_forward(r):
+    """A step just ended: catch the next forward's start. Registered per step and removed by the first
+    forward, because any global module hook takes every module call off torch's fast path."""
+    if r.fwd_handle is None and _REGISTER_FORWARD_PRE is not None and not r.worker:
+        try:
+            r.fwd_handle = _REGISTER_FORWARD_PRE(_first_forward)
+        except BaseException as exc:
+            r.error("forward_arm", exc)
+
+
+def _first_forward(module, args):
+    """The first module call since the last step's end: the pre-forward gap ends here. Its first tensor
+    argument gives the batch's samples (and tokens, for 2-D integer ids), and whether it is a new tensor
+    (input was fetched) or the previous step's own (the gap was other host work)."""
+    r = _core.R
+    if r is None or r.worker or _tid() != r.main_tid:
+        return None
+    try:
+        nb = r.nb
+        if any(p[3][0] == nb for p in r.open_phases):
+            return None  # an eval/checkpoint between steps: its forwards are not the next step's
+        t = _now()
+        h, r.fwd_handle = r.fwd_handle, None
+        if h is not None:
+            h.remove()
+        c = r.c
+        x = next((a for a in args if getattr(a, "shape", None) is not None), None)
+        had = r.prev_in is not None  # a dead reference still says: the previous input is gone, this one is new
+        prev = r.prev_in() if had else None
+        try:
+            r.prev_in = weakref.ref(x) if x is not None else None
+        except TypeError:
+            r.prev_in = None
+        if c[GAP] >= 0 or r.gap_t0 is None:
+            return None  # the first forward of the job (armed at import): remember its input only
+        c[GAP] = max(t - r.gap_t0, 0)
+        if not c[FETCHES] and r.gap_c0 is not None:  # no loader: the gap's thread CPU is the input's evidence
+            c[CPU] += max(_cpu() - r.gap_c0, 0)
+        c[FSAMPLES], c[FTOKENS] = _input_shape(args)
+        if x is not None and had:
+            c[FNEW] = 0 if prev is x else 1
+    except BaseException as exc:
+        r.error("first_forward", exc)
+    return None
 
 
 # ----------------------------------------------------------------------------------------- CUDA events

@@ -47,6 +47,8 @@ class LaunchOptions:
     label: str | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
     capture_output: bool = False  # tee the job's stdout/stderr into output.log (MLLOG lines…)
+    # the job's stdout goes to our stderr: `gpusleuth run --json > out.json` keeps stdout for the JSON alone
+    stdout_to_stderr: bool = False
     on_tick: Callable[[], None] | None = None  # called from the wait loop (~20 Hz): the --live view
     report_options: dict = field(default_factory=dict)  # remembered in meta.json for later reports
     prometheus: str | None = None  # [HOST:]PORT: the recorder serves live /metrics there (recorder/exporter.py)
@@ -192,9 +194,10 @@ def launch(opts: LaunchOptions) -> LaunchResult:
     terminal = _Terminal()
     try:
         pipe = subprocess.PIPE if opts.capture_output else None
+        job_out = pipe if pipe is not None or not opts.stdout_to_stderr else sys.stderr.fileno()
         child = subprocess.Popen(
             [executable, *opts.command[1:]], env=child_env(opts, run_dir), process_group=0,
-            stdout=pipe, stderr=pipe,
+            stdout=job_out, stderr=pipe,
         )
     except OSError as exc:
         _stop_recorder(recorder, notes)
@@ -203,7 +206,7 @@ def launch(opts: LaunchOptions) -> LaunchResult:
     _tell(recorder, f"pid {child.pid}\n", notes)
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
     # Copy threads start after the mask so they inherit it: signals stay with the main thread's wait.
-    tee = _Tee(child, run_dir / "output.log") if opts.capture_output else None
+    tee = _Tee(child, run_dir / "output.log", opts.stdout_to_stderr) if opts.capture_output else None
     try:
         returncode, stopped_by = _wait(child, recorder, opts, notes)
         if tee is not None:
@@ -243,14 +246,15 @@ def launch(opts: LaunchOptions) -> LaunchResult:
 class _Tee:
     """Copy the job's stdout and stderr to ours, byte for byte, and into one log file."""
 
-    def __init__(self, child: subprocess.Popen, path: Path):
+    def __init__(self, child: subprocess.Popen, path: Path, stdout_to_stderr: bool = False):
         import threading
 
         self._log = open(path, "ab")
         self._lock = threading.Lock()
         self._threads = [
             threading.Thread(target=self._pump, args=(src, dst), daemon=True)
-            for src, dst in ((child.stdout, sys.stdout.buffer), (child.stderr, sys.stderr.buffer))
+            for src, dst in ((child.stdout, sys.stderr.buffer if stdout_to_stderr else sys.stdout.buffer),
+                             (child.stderr, sys.stderr.buffer))
         ]
         for t in self._threads:
             t.start()

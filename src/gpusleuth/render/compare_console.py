@@ -35,8 +35,8 @@ def render_compare(cr: ComparisonReport, console: Console) -> None:
     console.print(t)
     for i, band in enumerate(c.noise_band[1:], 1):
         if band is not None:
-            console.print(f"  noise band for {escape(c.runs[i].label)}: ±{band:.1%} on step time "
-                          f"(2 standard errors of the two medians)")
+            note = c.noise_notes[i] if i < len(c.noise_notes) and c.noise_notes[i] else ""
+            console.print(f"  noise band for {escape(c.runs[i].label)}: ±{band:.1%} on step time — {note}")
     for s in c.scaling:
         console.print(f"  scaling {s['from']} → {s['to']} processes ({escape(s['run'])}): efficiency "
                       f"[bold]{s['efficiency']:.0%}[/] — {s['regime']}; {s['formula']}")

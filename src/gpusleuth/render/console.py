@@ -109,6 +109,9 @@ def _outcomes(report: Report, console: Console) -> None:
     for key, share in o.time_share.items():
         label = SHARE_LABELS.get(key, f"phase: {key}")
         bar = "█" * int(round(share * 30))
+        if key == "data_wait" and o.steps.steps and o.steps.data_wait_measured_steps == 0:
+            table.add_row("  " + escape(label), "unmeasured", "–", "")  # no fetch, no forward: not 0 %
+            continue
         table.add_row("  " + escape(label), f"{o.time_s[key]:.2f} s", f"{share * 100:.1f}%", Text(bar, style="cyan"))
     console.print(f"  where the {o.wall_s:.2f} s of wall time went:")
     console.print(table)

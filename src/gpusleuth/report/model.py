@@ -85,7 +85,9 @@ class Report:
                 "time_share": o.time_share,
                 "time_s": o.time_s,
                 "data_wait_s": s.data_wait_s,
-                "data_wait_share_of_steps": s.data_wait_share_of_steps,
+                "data_wait_share_of_steps": (None if s.data_wait_measured_steps == 0 else
+                                             s.data_wait_share_of_steps),
+                "data_wait_measured_steps": s.data_wait_measured_steps,
                 "optimizer_s": s.optimizer_s,
                 "gpu_time_s": s.gpu_time_s,
                 "step_delimiter": s.delimiter,

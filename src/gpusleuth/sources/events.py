@@ -63,19 +63,27 @@ def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
         gpu_ns = np.array(
             [gpu_times.get((int(p), int(i)), -1) for p, i in zip(pids, per_pid_index)], dtype=np.int64
         )
+        fetches = np.asarray(cols[7], dtype=np.int64)
+        delims = np.asarray(cols[8], dtype=object)
+        wait, samples, source = input_wait(
+            fetches, np.asarray(cols[3], dtype=np.int64), np.asarray(cols[5], dtype=np.int64),
+            *(np.asarray(cols[i], dtype=np.int64) for i in (9, 10, 12)), delims == "backward")
         table = Table(
             {
                 "step": per_pid_index,
                 "pid": pids,
                 "start_ns": starts,
                 "end_ns": np.asarray(cols[2], dtype=np.int64),
-                "data_wait_ns": np.asarray(cols[3], dtype=np.int64),
+                "data_wait_ns": wait,
                 "data_cpu_ns": np.asarray(cols[4], dtype=np.int64),
-                "samples": np.asarray(cols[5], dtype=np.int64),
+                "samples": samples,
                 "optimizer_ns": np.asarray(cols[6], dtype=np.int64),
-                "fetches": np.asarray(cols[7], dtype=np.int64),
-                "delimiter": np.asarray(cols[8], dtype=object),
+                "fetches": fetches,
+                "delimiter": delims,
                 "gpu_ns": gpu_ns,
+                "pre_forward_ns": np.asarray(cols[9], dtype=np.int64),
+                "tokens": np.asarray(cols[11], dtype=np.int64),
+                "wait_source": source,
             }
         )
         out.steps = table.sort_by("start_ns")
@@ -102,6 +110,37 @@ def step_fields(parts: list[str]) -> tuple[int, int, int, int, int, int, int, st
             int(parts[7]), _DELIM_CODE.get(parts[8], parts[8]))
 
 
+def forward_fields(parts: list[str]) -> tuple[int, int, int, int]:
+    """The optional tail of an ``S`` line (hooks since issue 12): (pre_forward_ns, forward samples, forward
+    tokens, forward input new: 1/0); all -1 when an older hook wrote the line."""
+    return tuple(int(x) for x in parts[9:13]) if len(parts) >= 13 else (-1, -1, -1, -1)
+
+
+def input_wait(fetches, loader_wait, samples, pre_forward, fwd_samples, fwd_new, by_backward):
+    """Each step's input wait, samples and where the wait was measured (docs/run-format.md):
+
+    * ``loader`` — the step fetched from a DataLoader (or ``gpusleuth.watch``): the fetch time;
+    * ``pre_forward`` — no fetch, and the first forward's input was a new tensor (or not a positional
+      tensor at all, e.g. ``model(**batch)``): the time from the previous step's end to that forward
+      (``get_batch``, memmap reads, a custom sampler) is input wait;
+    * ``host`` — no fetch, and the forward reused the previous step's tensor, or the step ended at
+      ``backward()`` (no optimizer: the hand-written parameter update runs in the gap, as in
+      word_language_model): that gap is other host work, not input, so the input wait is 0;
+    * ``unmeasured`` — no fetch and no forward seen (the first step, a job without nn.Modules): -1, which
+      reports show as unmeasured, never as 0.
+
+    Samples come from the batch the loader returned, else from the first forward's input.
+    """
+    none = fetches <= 0
+    seen = pre_forward >= 0
+    fresh = (fwd_new != 0) & ~by_backward
+    source = np.where(~none, "loader", np.where(~seen, "unmeasured", np.where(fresh, "pre_forward",
+                                                                                "host"))).astype(object)
+    wait = np.where(~none, loader_wait, np.where(~seen, -1, np.where(fresh, pre_forward, 0)))
+    samples = np.where((samples < 0) & (fwd_samples >= 0), fwd_samples, samples)
+    return wait.astype(np.int64), samples.astype(np.int64), source
+
+
 def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns) -> int:
     bad = 0
     open_phases: dict[tuple[str, int], str] = {}
@@ -126,7 +165,7 @@ def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns) -> int:
         kind = parts[0]
         try:
             if kind == "S":
-                row = (pid, *step_fields(parts))
+                row = (pid, *step_fields(parts)) + forward_fields(parts)
                 if not all(-2**63 < v < 2**63 for v in row[1:8]):  # damage: would overflow int64 columns
                     raise ValueError(line)
                 step_rows.append(row)

@@ -15,6 +15,14 @@ from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules._common import (device_traces, gain_from_seconds, host_cpu_p50, no_steps, no_trace,
                                                run_seconds, step_idle)
+from gpusleuth.diagnosis.rules._framework import loader_fix
+
+# Without a DataLoader the input wait is the pre-forward gap (docs/run-format.md, steps.wait_source): the
+# fix is to take batch creation off the training thread, which a DataLoader over the same code does.
+NO_LOADER_FIX = ("Your loop builds each batch itself before the forward (no DataLoader): move that code into "
+                 "an `IterableDataset` whose `__iter__` yields batches and iterate "
+                 "`{loader}` instead, so workers prepare the next batches while the model trains (or prefetch "
+                 "the next batch in a background thread).")
 
 MODERATE = 0.05
 HIGH = 0.20
@@ -40,6 +48,10 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
     s = facts.outcomes.steps
     if not s.steps:
         return no_steps("input-bound", "input.preprocessing")
+    if s.data_wait_measured_steps == 0:
+        return Missing(rule="input-bound", needs="the steps' input wait (no DataLoader fetch and no module "
+                       "forward was seen in any step)", how="iterate your batches through "
+                       "`gpusleuth.watch(batches)` or a DataLoader", cause="input.preprocessing")
     # Steady state: leave out the first step when there are enough, since it carries the loader workers'
     # start-up (fork, imports, first prefetch) — a one-off cost per epoch that no worker count removes.
     first = facts.first_step if s.steps >= 5 else {}
@@ -53,6 +65,9 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
     severity = "high" if share >= HIGH else "moderate"
     loader = training_loader(facts)
     workers = loader.get("num_workers") if loader else None
+    what = "its DataLoader" if loader else "its input (no DataLoader: the time from a step's end to the next forward)"
+    cpu_source = ("thread CPU clock around DataLoader fetches" if loader else
+                  "thread CPU clock from a step's end to the next forward")
     cores = facts.logical_cores or 1
     step_mean = body_s / n_steps
     wait_mean = wait_s / n_steps
@@ -75,8 +90,7 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
     kind = None
     if workers == 0 or (workers is None and worker_cpu is None):
         evidence.append(
-            Evidence("main-thread CPU while waiting", round(busy_ratio * 100, 1), "% of the wait",
-                     "thread CPU clock around DataLoader fetches")
+            Evidence("main-thread CPU while waiting", round(busy_ratio * 100, 1), "% of the wait", cpu_source)
         )
         kind = "input.preprocessing" if busy_ratio >= BUSY else "input.io"
         host_cpu = host_cpu_p50(facts)
@@ -121,17 +135,21 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
             f"max(compute {compute_mean * 1e3:.1f} ms, loader CPU {prep_cpu_per_step * 1e3:.1f} ms ÷ {new_workers})"
         )
         title = "Input-bound: data preprocessing on the CPU is the bottleneck"
-        fix_lines = [
-            f"DataLoader(..., num_workers={new_workers}, pin_memory=True, persistent_workers=True, prefetch_factor=4)",
-        ]
-        if needed > usable:
+        # never recommend what the run already does: with no core left for another worker, the fix is
+        # cheaper loading, not a worker count
+        fix_lines = [loader_fix(facts, new_workers)] if new_workers > (workers or 0) else []
+        if not fix_lines:  # no worker to add: the gain is from making the loading cheaper, at most all of it
+            per_step_after = compute_mean
+            method = (f"no core left for another worker: with the loading work cached or moved offline, "
+                      f"step ≈ compute {compute_mean * 1e3:.1f} ms (upper bound)")
+        if needed > usable or not fix_lines:
             fix_lines.append(
                 f"Even {usable} worker(s) can't hide {prep_cpu_per_step * 1e3:.0f} ms of CPU work per step: "
                 "cache decoded/transformed samples, move preprocessing offline, or do it on the GPU (e.g. DALI)."
             )
         summary = (
-            f"The training loop waited on its DataLoader for {share:.0%} of step time, and the loading "
-            f"was CPU work ({'in the main thread' if workers == 0 else 'in saturated workers'})."
+            f"The training loop waited on {what} for {share:.0%} of step time, and the loading "
+            f"was CPU work ({'in saturated workers' if workers else 'in the main thread'})."
         )
     else:
         # Each batch keeps a worker busy (waiting) for its latency: with no workers that is the whole wait;
@@ -146,14 +164,16 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
         method = "prefetching enough batches ahead hides the latency completely (upper bound): step ≈ compute"
         title = "Input-bound: the loader waits on storage / latency, not CPU"
         fix_lines = [
-            f"DataLoader(..., num_workers={new_workers}, prefetch_factor=4, persistent_workers=True, pin_memory=True)",
+            loader_fix(facts, new_workers),
             "Workers mostly wait, so more of them (beyond the core count) hide latency; also consider local "
             "caching/SSD staging of the dataset or larger sequential reads.",
         ]
         summary = (
-            f"The training loop waited on its DataLoader for {share:.0%} of step time while the loading "
+            f"The training loop waited on {what} for {share:.0%} of step time while the loading "
             "used little CPU: it is waiting on I/O or latency."
         )
+    if loader is None and fix_lines:
+        fix_lines[0] = NO_LOADER_FIX.format(loader=loader_fix(facts, new_workers).split(" in your")[0])
     saved = max(step_mean - per_step_after, 0.0)
     gain = gain_from_seconds(facts, saved * n_steps, method)
     return [

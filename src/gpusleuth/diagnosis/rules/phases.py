@@ -17,6 +17,7 @@ from __future__ import annotations
 from gpusleuth.diagnosis.facts import Facts, PhaseStats
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_steps
+from gpusleuth.diagnosis.rules._framework import checkpoint_fix, eval_fix
 
 REPORT_SHARE = 0.05
 FACTOR = {"eval": 4, "checkpoint": 10, "logging": 10}
@@ -31,18 +32,12 @@ def _kind(name: str) -> str | None:
     return n if n in CAUSE else None
 
 
-def _fix(kind: str, p: PhaseStats, k: int) -> str:
+def _fix(facts: Facts, kind: str, p: PhaseStats, k: int) -> str:
     every = f"every {p.steps_between:.0f} steps" if p.steps_between else f"{p.count} times"
     if kind == "eval":
-        return (f"Evaluation runs {every}; evaluate {k}× less often (e.g. `eval_every *= {k}`) or on a "
-                f"1/{k} subset of the validation set, and keep it under `torch.no_grad()`/`inference_mode()` "
-                "with a larger eval batch. Don't drop it: evaluation is how you know training works.")
+        return eval_fix(facts, every, k, p.steps_between)
     if kind == "checkpoint":
-        return (f"Checkpoints are written {every}; save {k}× less often (e.g. `save_every *= {k}`), or save "
-                "asynchronously so training continues during the write: "
-                "`torch.distributed.checkpoint.async_save(state_dict, checkpoint_id=path)` (or copy the "
-                "state to CPU and write it from a background thread). Keep enough checkpoints for your "
-                "restart budget.")
+        return checkpoint_fix(facts, every, k, p.steps_between)
     return (f"Logging runs {every}; log every {k}× fewer steps, accumulate metrics on the device "
             "(`running += loss.detach()`) and read them once per logging interval; avoid formatting "
             "tensors (`print(tensor)`, `str(tensor)`) and histogram/norm computations every step.")
@@ -57,7 +52,7 @@ def phase_time(facts: Facts) -> list[Finding] | Missing:
     for name, p in facts.phases.items():
         kind = _kind(name)
         if kind is None or p.total_s <= 0:
-            continue
+            continue  # only after the last step (or never): after-training time, no cadence to change
         share = p.total_s / loop
         if share < REPORT_SHARE:
             continue
@@ -86,12 +81,14 @@ def phase_time(facts: Facts) -> list[Finding] | Missing:
                 Evidence("mean duration", round(p.mean_s * 1e3, 1), "ms", "phase events"),
                 Evidence("training steps between occurrences", None if p.steps_between is None else round(p.steps_between, 1),
                          "steps", "steps ÷ occurrences"),
-            ] + ([Evidence(f"step right after '{name}' (median)", round(p.after_step_s * 1e3, 2), "ms",
+            ] + ([Evidence(f"'{name}' after the last step (after-training time, not counted above)",
+                           round(p.after_loop_s, 3), "s", "phase events after the last step's end")]
+                 if p.after_loop_count else []) + ([Evidence(f"step right after '{name}' (median)", round(p.after_step_s * 1e3, 2), "ms",
                            "steps ÷ phase events"),
                   Evidence("other steps (median)", round(p.other_step_s * 1e3, 2), "ms", "steps"),
                   Evidence(f"after-cost of '{name}' in total", round(p.after_penalty_s, 3), "s",
                            "(after − other) × steps after it")] if p.after_penalty_s > 0 else []),
-            fix=_fix(kind, p, k),
+            fix=_fix(facts, kind, p, k),
             estimated_gain=gain,
             confidence="high" if p.count >= 3 else "medium",
         ))

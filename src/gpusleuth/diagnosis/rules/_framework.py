@@ -1,0 +1,60 @@
+"""Fixes in the words of the framework that runs the loop.
+
+A user of Lightning or the Hugging Face Trainer does not write ``eval_every`` or a bare ``DataLoader(...)``
+call for evaluation cadence: the knobs are ``Trainer(val_check_interval=…)`` and
+``TrainingArguments(eval_steps=…)``. The hook writes one ``framework`` fact at the first step (which
+framework's modules the job imported); these helpers turn a generic fix into that framework's knob, and
+fall back to plain PyTorch when no framework is known.
+"""
+
+from __future__ import annotations
+
+from gpusleuth.diagnosis.facts import Facts
+
+
+def framework(facts: Facts) -> str | None:
+    """``"lightning"``, ``"transformers"``, ``"accelerate"``, ``"deepspeed"`` or None (plain PyTorch)."""
+    for fact in facts.hook_facts:
+        if fact.get("kind") == "framework" and fact.get("name"):
+            return str(fact["name"])
+    return None
+
+
+def loader_fix(facts: Facts, workers: int, *, prefetch: bool = True) -> str:
+    """Where ``num_workers`` (and friends) are set in this framework."""
+    fw = framework(facts)
+    if fw == "transformers":
+        return (f"TrainingArguments(..., dataloader_num_workers={workers}, dataloader_pin_memory=True, "
+                "dataloader_persistent_workers=True" + (", dataloader_prefetch_factor=4)" if prefetch else ")"))
+    extra = ", prefetch_factor=4" if prefetch else ""
+    where = " in your LightningModule/LightningDataModule's train_dataloader()" if fw == "lightning" else ""
+    return f"DataLoader(..., num_workers={workers}, pin_memory=True, persistent_workers=True{extra}){where}"
+
+
+def eval_fix(facts: Facts, every: str, k: int, steps_between: float | None) -> str:
+    fw = framework(facts)
+    n = f"{steps_between * k:.0f}" if steps_between else f"{k}× your current interval"
+    if fw == "lightning":
+        knob = (f"`Trainer(val_check_interval={n})` (or `check_val_every_n_epoch`), or "
+                f"`limit_val_batches={1 / k:g}` for a 1/{k} subset")
+    elif fw == "transformers":
+        knob = f"`TrainingArguments(eval_steps={n})`, or a 1/{k} subset of `eval_dataset`"
+    else:
+        knob = f"evaluate {k}× less often (e.g. every {n} steps) or on a 1/{k} subset of the validation set"
+    return (f"Evaluation runs {every}; {knob}, and keep it under `torch.no_grad()`/`inference_mode()` with a "
+            "larger eval batch. Don't drop it: evaluation is how you know training works.")
+
+
+def checkpoint_fix(facts: Facts, every: str, k: int, steps_between: float | None) -> str:
+    fw = framework(facts)
+    n = f"{steps_between * k:.0f}" if steps_between else f"{k}× your current interval"
+    if fw == "lightning":
+        knob = f"`ModelCheckpoint(every_n_train_steps={n})`"
+    elif fw == "transformers":
+        knob = f"`TrainingArguments(save_steps={n})` (and `save_total_limit`)"
+    else:
+        knob = f"save {k}× less often (every {n} steps)"
+    return (f"Checkpoints are written {every}; {knob}, or save asynchronously so training continues during "
+            "the write: `torch.distributed.checkpoint.async_save(state_dict, checkpoint_id=path)` (or copy the "
+            "state to CPU and write it from a background thread). Keep enough checkpoints for your restart "
+            "budget.")

@@ -1,0 +1,70 @@
+"""`gpusleuth run --json > out.json`: stdout carries the JSON report alone; the job's own output goes to
+stderr (and to output.log with --capture-output). Real child processes, real job output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+JOB = "import sys; print('job says hello'); print('job warns', file=sys.stderr)"
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_json_stdout_is_only_json(tmp_path, capture):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "gpusleuth", "run", "--no-gpu", "--json", "--out", str(out)]
+    cmd += ["--capture-output"] if capture else []
+    res = subprocess.run(cmd + ["--", sys.executable, "-c", JOB], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)  # the whole of stdout is one JSON document
+    assert report["run"]
+    assert "job says hello" in res.stderr and "job warns" in res.stderr
+    if capture:
+        log = (out / "output.log").read_text()
+        assert "job says hello" in log and "job warns" in log
+
+
+def test_compare_one_run_per_side_states_its_floor_and_a_gate_on_a_missing_metric_is_an_error(tmp_path):
+    """Two identical runs: the band is never narrower than the run-to-run floor, and says so; a gate on a
+    metric the runs lack (no GPU: no MFU) is an error (exit 2), not a silent pass."""
+    job = ("import torch\nm = torch.nn.Linear(8, 1); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+           "for _ in range(30):\n    m(torch.randn(4, 8)).sum().backward(); o.step(); o.zero_grad()\n")
+    runs = []
+    for name in ("a", "b"):
+        res = subprocess.run([sys.executable, "-m", "gpusleuth", "run", "--no-gpu", "--no-report", "--out",
+                              str(tmp_path / name), "--", sys.executable, "-c", job], capture_output=True,
+                             text=True, timeout=120, cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        runs.append(str(tmp_path / name))
+    res = subprocess.run([sys.executable, "-m", "gpusleuth", "compare", *runs, "--json"], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    from gpusleuth.analysis.noise import SINGLE_RUN_FLOOR
+
+    assert doc["noise_band"][1] >= SINGLE_RUN_FLOOR
+    assert "cannot separate less than" in doc["noise_notes"][1]
+    res = subprocess.run([sys.executable, "-m", "gpusleuth", "compare", *runs, "--fail-if", "mfu<0.3"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "lacks" in res.stderr
+
+
+def test_unmeasured_input_wait_is_unmeasured_not_zero(tmp_path):
+    """No DataLoader and no nn.Module forward: nothing measured the input wait — the JSON says null and
+    the input rule says what it needs, instead of a 0 % wait."""
+    job = ("import torch\nw = torch.randn(64, 64, requires_grad=True); o = torch.optim.SGD([w], lr=0.01)\n"
+           "for _ in range(20):\n    (w @ torch.randn(64, 8)).sum().backward(); o.step(); o.zero_grad()\n")
+    res = subprocess.run([sys.executable, "-m", "gpusleuth", "run", "--no-gpu", "--json", "--out",
+                          str(tmp_path / "r"), "--", sys.executable, "-c", job], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["outcomes"]["steps"] == 20
+    assert doc["outcomes"]["data_wait_share_of_steps"] is None
+    assert doc["outcomes"]["data_wait_measured_steps"] == 0
+    assert any(m["rule"] == "input-bound" for m in doc["not_evaluated"])

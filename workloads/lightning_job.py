@@ -1,0 +1,79 @@
+"""A Lightning Trainer job (automatic optimization): Lightning calls ``optimizer.step(closure)`` and runs
+forward and backward inside that call. Truth: the optimizer's own work (Adam's step with the closure's
+time taken out), the steps, and the validation loop's time, all timed by the job itself.
+
+Usage: python workloads/lightning_job.py [--steps N] [--val-every N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+import lightning as L  # noqa: E402
+from _truth import Truth, timed_optimizer  # noqa: E402
+
+TRUTH = Truth("lightning")
+TimedAdam = timed_optimizer(torch.optim.Adam, TRUTH)  # Adam's own work: the closure Lightning hands it is not
+
+
+class Net(L.LightningModule):
+    def __init__(self, width: int):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(64, width), torch.nn.ReLU(), torch.nn.Linear(width, 8))
+        self.t_step = None
+
+    def training_step(self, batch, idx):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.net(x), y)
+
+    def on_train_batch_start(self, batch, idx):
+        self.t_step = time.perf_counter()
+
+    def on_train_batch_end(self, outputs, batch, idx):
+        TRUTH.steps.append(time.perf_counter() - self.t_step)
+
+    def validation_step(self, batch, idx):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.net(x), y)
+
+    def on_validation_start(self):
+        self.t_val = time.perf_counter()
+
+    def on_validation_end(self):
+        TRUTH.add("validation", time.perf_counter() - self.t_val)
+
+    def configure_optimizers(self):
+        # many parameters, small activations: Adam's own work is a real share of the step
+        return TimedAdam(self.parameters(), lr=1e-3, foreach=False)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--val-every", type=int, default=30)
+    ap.add_argument("--width", type=int, default=2048)
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    x = torch.randn(a.steps * 16, 64)
+    y = torch.randint(0, 8, (a.steps * 16,))
+    train = DataLoader(TensorDataset(x, y), batch_size=16)
+    val = DataLoader(TensorDataset(x[:256], y[:256]), batch_size=64)
+    trainer = L.Trainer(max_steps=a.steps, val_check_interval=a.val_every, limit_val_batches=4,
+                        num_sanity_val_steps=0, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1)
+    trainer.fit(Net(a.width), train, val)
+    TRUTH.values["samples_per_step"] = 16
+    TRUTH.emit()
+
+
+if __name__ == "__main__":
+    main()
