@@ -112,7 +112,8 @@ def column_for(a) -> RunColumn:
         "step_time": h.steady.step_time_p50_s if h else None,
         "step_time_p95": h.steady.step_time_p95_s if h else None,
         "goodput": h.goodput.goodput if h else None,
-        "data_wait": o.steps.data_wait_share_of_steps if o is not None and o.steps.steps else None,
+        "data_wait": (o.steps.data_wait_share_of_steps if o is not None and o.steps.steps
+                      and o.steps.data_wait_measured_steps != 0 else None),
         "mfu": h.mfu.mfu if h else None,
         "energy_per_sample": h.energy.per_sample_j if h and h.energy else None,
         "cost_per_1k": h.cost.per_1k_samples if h and h.cost else None,

@@ -73,7 +73,7 @@ def _patch_optimizer(torch, rec):
             stack.append(opt)
             r.opt_begin(opt)
             return _time_closure(r, args, kwargs)
-        except BaseException as exc:
+        except Exception as exc:  # Ctrl-C is the user's: let it through
             r.error("optimizer_pre", exc)
         return None
 
@@ -473,7 +473,7 @@ def arm_forward(r):
     if r.fwd_handle is None and _REGISTER_FORWARD_PRE is not None and not r.worker:
         try:
             r.fwd_handle = _REGISTER_FORWARD_PRE(_first_forward)
-        except BaseException as exc:
+        except Exception as exc:  # Ctrl-C is the user's: let it through
             r.error("forward_arm", exc)
 
 
@@ -508,7 +508,7 @@ def _first_forward(module, args):
         c[FSAMPLES], c[FTOKENS] = _input_shape(args)
         if x is not None and had:
             c[FNEW] = 0 if prev is x else 1
-    except BaseException as exc:
+    except Exception as exc:  # Ctrl-C is the user's: let it through
         r.error("first_forward", exc)
     return None
 

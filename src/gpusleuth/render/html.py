@@ -135,8 +135,10 @@ def _headline_run(pg: Page, report: Report) -> None:
         tiles.append(tile("step time (p50)", _ms(st.step_time_p50_s), f"p95 {_ms(st.step_time_p95_s)}"))
     if st is not None and st.samples_per_s:
         tiles.append(tile("samples / s", _num(st.samples_per_s, "{:,.0f}"), "steady state"))
-    if o.steps.steps:
-        tiles.append(tile("of step time waiting on data", _pct(o.steps.data_wait_share_of_steps)))
+    if o.steps.steps:  # a loop with no fetch and no forward seen has its wait unmeasured, never 0 %
+        measured = o.steps.data_wait_measured_steps != 0
+        tiles.append(tile("of step time waiting on data", _pct(o.steps.data_wait_share_of_steps) if measured
+                          else "unmeasured"))
     if h is not None:
         tiles.append(tile("goodput", _pct(h.goodput.goodput), "productive ÷ wall time"))
         if h.mfu.mfu is not None:
