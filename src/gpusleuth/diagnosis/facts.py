@@ -60,6 +60,8 @@ class Facts:
     # the first step carries one-off costs (DataLoader worker start-up inside iter(loader), lazy init):
     # its duration, data wait and data CPU, so steady-state rules can leave it out
     first_step: dict[str, float] = field(default_factory=dict)
+    # analysis.comm.CommSummary: collectives matched across ranks (hook records, else per-rank traces)
+    comm: Any = None
 
     # --- small derived helpers every rule family uses ---
     @property

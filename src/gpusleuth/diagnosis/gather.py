@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from gpusleuth.analysis import intervals as iv
+from gpusleuth.analysis.comm import job_comm
 from gpusleuth.analysis.outcomes import Outcomes, main_steps, step_durations
 from gpusleuth.analysis.telemetry import HostSummary
 from gpusleuth.diagnosis.facts import PhaseStats, Threads
@@ -142,5 +143,6 @@ def extra_facts(run: Run, outcomes: Outcomes, host: HostSummary | None, ranks: l
         "traces": list(ranks),
         "host_ops": host_ops,
         "first_step": _first_step(run, pid),
+        "comm": job_comm(run, ranks),
         "hook_facts": [i for i in run.infos if i.get("kind") not in ("dataloader", "profiler_trace")],
     }

@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from gpusleuth.render.comm_console import render_comm
 from gpusleuth.report.model import Report
 from gpusleuth.render.units import human_bytes
 
@@ -55,11 +56,14 @@ def render_console(report: Report, console: Console | None = None) -> None:
         _outcomes(report, console)
         _gpu(report, console)
         _host(report, console)
+        render_comm(report, console)
         _findings(report, console)
     for rank in report.ranks:
         from gpusleuth.render.trace_console import render_trace
 
         render_trace(rank, console)
+    if report.outcomes is None:
+        render_comm(report, console)
     if report.losses:
         console.print()
         console.print("[bold]Data losses and salvage[/]")

@@ -9,6 +9,8 @@ from gpusleuth.analysis.telemetry import summarize_gpus, summarize_host
 from gpusleuth.diagnosis.engine import diagnose
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.gather import extra_facts
+from gpusleuth.analysis.comm import price as price_comm, trace_comm_summary
+from gpusleuth.diagnosis.rules.stragglers import verdict as straggler_verdict
 from gpusleuth.report.headline import compute_headline, price_findings
 from gpusleuth.report.model import Report, RunInfo
 from gpusleuth.report.timeseries import build_display
@@ -67,10 +69,11 @@ def build_report(run: Run, options: ReportOptions | None = None) -> Report:
     findings, missing = diagnose(facts)
     headline = compute_headline(run, outcomes, gpus, options)
     price_findings(findings, headline.cost)
+    price_comm(facts.comm, headline.cost.price.per_gpu_hour if headline.cost else None)
     return Report(
         run=_run_info(run), outcomes=outcomes, gpus=gpus, gpu_note=gpu_note, host=host,
         findings=findings, not_evaluated=missing, losses=losses, ranks=ranks, headline=headline,
-        display=build_display(run, ranks, main_pid),
+        display=build_display(run, ranks, main_pid), comm=facts.comm,
     )
 
 
@@ -89,9 +92,11 @@ def build_trace_report(runs: list[Run], progress: Callable[[int, int], None] | N
         ranks.append(_analyze_trace(r))
         if progress is not None:
             progress(i + 1, len(runs))
+    comm = trace_comm_summary(ranks)  # the ranks compared with each other: who waited for whom
+    findings = straggler_verdict(comm)
     return Report(
-        run=info, outcomes=None, gpus=[], gpu_note=None, host=None, findings=[], not_evaluated=[],
-        losses=losses, ranks=ranks, display=build_display(None, ranks),
+        run=info, outcomes=None, gpus=[], gpu_note=None, host=None, findings=findings, not_evaluated=[],
+        losses=losses, ranks=ranks, display=build_display(None, ranks), comm=comm,
     )
 
 

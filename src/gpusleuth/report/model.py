@@ -47,6 +47,7 @@ class Report:
     headline: Any = None  # report.headline.Headline: throughput, goodput, MFU, energy, cost, time to target
     # report.timeseries.DisplayData: downsampled series and histograms for charts (HTML); not in the JSON
     display: Any = None
+    comm: Any = None  # analysis.comm.CommSummary of a multi-rank job: collectives, waiting, stragglers
 
     def to_dict(self) -> dict[str, Any]:
         o = self.outcomes
@@ -87,6 +88,7 @@ class Report:
                 "not_evaluated": [dataclasses.asdict(m) for m in self.not_evaluated],
                 "losses": self.losses,
                 "ranks": [r.to_dict() if hasattr(r, "to_dict") else r for r in self.ranks],
+                "communication": self.comm.to_dict() if self.comm is not None else None,
             }
         )
 

@@ -44,6 +44,7 @@ def load_run(path: str | Path) -> Run:
     if meta.get("end_ns") is None and len(events.steps):
         meta["end_ns"] = int(events.steps["end_ns"].max())
     run.steps, run.phases, run.logs = events.steps, events.phases, events.logs
+    run.comm = events.comm
     run.processes, run.infos = events.processes, events.infos
     run.losses.extend(events.losses)
     run.losses.extend(meta.get("losses") or [])

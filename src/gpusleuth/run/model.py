@@ -69,6 +69,13 @@ class ProcessInfo:
     name: str = ""
     cmdline: str = ""
     torch_version: str | None = None
+    # its place in a distributed job (hook header / init_process_group); None where not distributed
+    rank: int | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+    node_rank: int | None = None
+    host: str | None = None
+    job_id: str | None = None
 
 
 @dataclass
@@ -88,6 +95,7 @@ class Run:
     procs: Table = field(default_factory=Table)  # per-process CPU / RSS samples of the job's tree
     steps: Table = field(default_factory=Table)  # one row per training step
     phases: Table = field(default_factory=Table)  # named phase intervals (eval, checkpoint, logging…)
+    comm: Table = field(default_factory=Table)  # one row per collective call (torch.distributed, DDP buckets)
     logs: list[dict[str, Any]] = field(default_factory=list)  # gpusleuth.log(...) records
     processes: dict[int, ProcessInfo] = field(default_factory=dict)
     infos: list[dict[str, Any]] = field(default_factory=list)  # facts the hook saw (DataLoader config…)
