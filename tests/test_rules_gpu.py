@@ -64,14 +64,11 @@ def test_pageable_h2d():
     assert fd.cause == "input.transfer" and "pin_memory=True" in fd.fix
 
 
-def test_exposed_communication_and_stragglers():
+def test_exposed_communication():
+    # stragglers are judged from collectives matched across ranks: tests/test_distributed.py, on real jobs
     t = trace({"compute": 0.006, "comm": 0.004}, overlap={"overlap_ratio": 0.2})
     (fd,) = distributed.exposed_communication(facts(traces=[t]))
     assert fd.cause == "communication"
-    fast, slow = trace({"compute": 0.01}, rank=0), trace({"compute": 0.013}, rank=1, dur=0.013)
-    (st,) = distributed.stragglers(facts(traces=[fast, slow]))
-    assert st.cause == "straggler" and "Rank 1" in st.title
-    assert isinstance(distributed.stragglers(facts(traces=[fast])), Missing)
 
 
 def test_throttling_from_counters():

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from gpusleuth.analysis.comm import job_comm
+from gpusleuth.analysis.comm import price as price_comm
 from gpusleuth.analysis.cost import find_price, price_table
 from gpusleuth.analysis.gpu_timeline import gpu_timelines
 from gpusleuth.analysis.headline import Headline, compute_headline
@@ -46,6 +48,7 @@ class RunAnalysis:
     dollars_per_second: float | None = None  # what one second of the job's wall time costs, all devices
     # utilization over time per GPU, for a GPU log read alone (no steps, no traces: nothing better to judge by)
     gpu_timeline: list[Any] = field(default_factory=list)
+    comm: Any = None  # analysis.comm.CommSummary of a multi-rank job: collectives matched across ranks
     losses: list[str] = field(default_factory=list)
 
     @property
@@ -92,15 +95,20 @@ def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str,
             progress(i + 1, len(sources))
     headline = compute_headline(run, view, outcomes, gpus, options, prices, mllog) if recorded else None
     basis = outcomes if outcomes is not None and outcomes.steps.steps else (traced_outcomes(traces) or outcomes)
+    devices = [g.name for g in gpus] or [t.device for t in traces if t.device_span_s > 0]
     if headline is not None and headline.cost is not None:
         per_second = headline.cost.per_recoverable_second
+        gpu_hour = headline.cost.price.per_gpu_hour
     else:
-        per_second = _price_per_second([g.name for g in gpus] or [t.device for t in traces if t.device_span_s > 0],
-                                       options, prices)
+        per_second = _price_per_second(devices, options, prices)
+        gpu_hour = per_second * 3600.0 / len(devices) if per_second is not None and devices else None
+    comm = job_comm(run, traces)
+    price_comm(comm, gpu_hour)  # what the job's collectives and waiting cost, one GPU per rank
     return RunAnalysis(run=run, options=options, view=view, outcomes=outcomes, basis=basis, gpus=gpus,
                        gpu_note=gpu_note, host=host, traces=traces, host_ops=host_ops, headline=headline,
                        dollars_per_second=per_second, losses=losses,
-                       gpu_timeline=gpu_timelines(run) if gpus and view.main is None and not traces else [])
+                       gpu_timeline=gpu_timelines(run) if gpus and view.main is None and not traces else [],
+                       comm=comm)
 
 
 def _price_per_second(devices: list[str | None], options: ReportOptions,

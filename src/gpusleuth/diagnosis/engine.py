@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules import busy_idle, copies, distributed, gpu, gpu_log, host, memory, phases, precision, sizing, sync, throttling
+from gpusleuth.diagnosis.rules import (busy_idle, copies, distributed, gpu, gpu_log, host, memory, phases, precision,
+                                       sizing, stragglers, sync, throttling)
 from gpusleuth.diagnosis.rules import input as input_rules
 
 # In the product brief's debugging order; the order only matters for ties and for "not evaluated".
@@ -19,7 +20,7 @@ RULES = (
     host.oversubscription,
     host.cgroup_throttling,
     phases.phase_time,
-    distributed.stragglers,
+    stragglers.straggler,
     memory.step_overhead,
     gpu.memory_headroom,
     memory.memory_capacity,

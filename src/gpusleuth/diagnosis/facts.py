@@ -71,6 +71,8 @@ class Facts:
     recorded: bool = True
     # utilization over time per GPU (analysis.gpu_timeline), for telemetry-only runs (imported GPU logs)
     gpu_timeline: list[Any] = field(default_factory=list)
+    # analysis.comm.CommSummary: collectives matched across ranks (hook records, else per-rank traces)
+    comm: Any = None
 
     # --- small derived helpers every rule family uses ---
     @property

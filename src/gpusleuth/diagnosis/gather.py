@@ -149,4 +149,5 @@ def build_facts(a: RunAnalysis) -> Facts:
         dollars_per_second=a.dollars_per_second,
         recorded=a.recorded,
         gpu_timeline=list(a.gpu_timeline),
+        comm=a.comm,
     )

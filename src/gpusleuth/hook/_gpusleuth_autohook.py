@@ -46,6 +46,7 @@ GPU_PENDING_MAX = 4096
 R = None  # the process's recorder once activated; the torch patches and gpusleuth.api read it
 _T = None  # the _gpusleuth_torch module, once torch is imported (CUDA events, profiler)
 _F = None  # the _gpusleuth_flops module, when one step's FLOPs are to be counted
+_D = None  # the _gpusleuth_dist module, once torch is imported (collectives, DDP comm hook)
 
 
 def _drop_flops():
@@ -541,10 +542,13 @@ class Recorder:
             "executable": sys.executable,
             "torch": str(getattr(torch, "__version__", "")) or None if torch is not None else None,
             "t_ns": self.start_ns,
-            "rank": os.environ.get("RANK"),
-            "local_rank": os.environ.get("LOCAL_RANK"),
-            "world_size": os.environ.get("WORLD_SIZE"),
         }
+        try:
+            import _gpusleuth_dist  # rank, local rank, world size, node, host: stdlib only
+
+            head.update(_gpusleuth_dist.identity())
+        except BaseException as exc:
+            self.error("identity", exc)
         if self.worker_id is not None:
             head["worker_id"] = self.worker_id
         return "H\t%s\n" % json.dumps(head, default=str)
@@ -592,6 +596,8 @@ class Recorder:
                 _F.at_exit(self)
             if self.gpu_q:
                 _T.gpu_poll(self)
+            if _D is not None:
+                _D.at_exit(self)
             if self.prof is not None:
                 prof, self.prof = self.prof, None
                 self.prof_done = True

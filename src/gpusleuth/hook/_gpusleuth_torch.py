@@ -44,12 +44,20 @@ _ORIG_WORKER_LOOP = None
 
 def install(torch, rec):
     for patch in (_patch_optimizer, _patch_dataloader, _patch_backward, _patch_train, _patch_save,
-                  _patch_worker_loop, _patch_forward):
+                  _patch_worker_loop, _patch_forward, _patch_distributed):
         try:
             patch(torch, rec)
         except BaseException as exc:
             rec.error(patch.__name__, exc)
     arm_forward(rec)  # the job's first forward: its input is what step 1's input is compared with
+
+
+def _patch_distributed(torch, rec):
+    """Collectives, init_process_group and DDP's comm hook: see _gpusleuth_dist."""
+    import _gpusleuth_dist
+
+    _core._D = _gpusleuth_dist
+    _gpusleuth_dist.install(torch, rec)
 
 
 # --------------------------------------------------------------------------------------------- optimizer

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from gpusleuth.render.comm_console import render_comm
 from gpusleuth.report.model import Report
 from gpusleuth.render.units import human_bytes
 
@@ -62,6 +63,8 @@ def render_console(report: Report, console: Console | None = None, verbose: bool
         _gpu(report, console)
         _host(report, console)
     _details(report, console)
+    if report.comm is not None:
+        render_comm(report, console)
     for rank in report.ranks:
         from gpusleuth.render.trace_console import render_trace
 

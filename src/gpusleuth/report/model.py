@@ -65,6 +65,7 @@ class Report:
     # report.timeseries.DisplayData: downsampled series and histograms for charts (HTML); not in the JSON
     display: Any = None
     missing_summary: list[MissingGroup] = field(default_factory=list)  # not_evaluated, one entry per data source
+    comm: Any = None  # analysis.comm.CommSummary of a multi-rank job: collectives, waiting, stragglers
 
     def to_dict(self) -> dict[str, Any]:
         o = self.outcomes
@@ -111,6 +112,7 @@ class Report:
                 "not_evaluated_summary": [dataclasses.asdict(g) for g in self.missing_summary],
                 "losses": self.losses,
                 "ranks": [r.to_dict() if hasattr(r, "to_dict") else r for r in self.ranks],
+                "communication": self.comm.to_dict() if self.comm is not None else None,
             }
         )
 

@@ -69,11 +69,13 @@ class ProcessInfo:
     name: str = ""
     cmdline: str = ""
     torch_version: str | None = None
-    # Distributed identity from the launcher's environment (torchrun, mp.spawn, srun, mpirun): None when
-    # the process was not started as a rank.
+    # its place in a distributed job (hook header / init_process_group); None where not distributed
     rank: int | None = None
     local_rank: int | None = None
     world_size: int | None = None
+    node_rank: int | None = None
+    host: str | None = None
+    job_id: str | None = None
 
 
 @dataclass
@@ -93,6 +95,7 @@ class Run:
     procs: Table = field(default_factory=Table)  # per-process CPU / RSS samples of the job's tree
     steps: Table = field(default_factory=Table)  # one row per training step
     phases: Table = field(default_factory=Table)  # named phase intervals (eval, checkpoint, logging…)
+    comm: Table = field(default_factory=Table)  # one row per collective call (torch.distributed, DDP buckets)
     logs: list[dict[str, Any]] = field(default_factory=list)  # gpusleuth.log(...) records
     processes: dict[int, ProcessInfo] = field(default_factory=dict)
     infos: list[dict[str, Any]] = field(default_factory=list)  # facts the hook saw (DataLoader config…)

@@ -25,6 +25,7 @@ _DELIM_CODE = {"o": "optimizer", "b": "backward", "e": "explicit"}
 class ParsedEvents:
     steps: Table = field(default_factory=Table)
     phases: Table = field(default_factory=Table)
+    comm: Table = field(default_factory=Table)
     logs: list[dict[str, Any]] = field(default_factory=list)
     infos: list[dict[str, Any]] = field(default_factory=list)
     processes: dict[int, ProcessInfo] = field(default_factory=dict)
@@ -36,6 +37,7 @@ def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
     out = ParsedEvents()
     step_rows: list[tuple] = []
     phase_rows: list[tuple] = []
+    comm_rows: list[tuple] = []
     gpu_times: dict[tuple[int, int], int] = {}
     raw = Path(run_dir) / RAW_DIR
     files = sorted(raw.glob("events-*.tsv")) if raw.is_dir() else []
@@ -45,7 +47,7 @@ def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
         except (IndexError, ValueError):
             out.losses.append(f"{path.name}: not named events-<pid>.tsv; skipped")
             continue
-        bad = _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns)
+        bad = _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_rows)
         if bad:
             out.losses.append(f"{path.name}: {bad} unreadable line(s) skipped (a partial write when the job died?)")
 
@@ -98,6 +100,9 @@ def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
                 "source": np.asarray(cols[4], dtype=object),
             }
         ).sort_by("start_ns")
+    if comm_rows:
+        out.comm = comm_table(comm_rows)
+    _dist_identity(out)
     out.logs.sort(key=lambda r: r.get("t_ns", 0))
     return out
 
@@ -141,7 +146,30 @@ def input_wait(fetches, loader_wait, samples, pre_forward, fwd_samples, fwd_new,
     return wait.astype(np.int64), samples.astype(np.int64), source
 
 
-def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns) -> int:
+
+COMM_COLUMNS = ("pid", "start_ns", "end_ns", "op", "bytes", "group", "seq", "device_ns")
+
+
+def comm_table(rows: list[tuple]) -> Table:
+    """``C`` rows (pid first) → the ``comm`` table, in time order."""
+    cols = list(zip(*rows))
+    kinds = (np.int64, np.int64, np.int64, object, np.int64, object, np.int64, np.int64)
+    return Table({name: np.asarray(col, dtype=kind) for name, col, kind in zip(COMM_COLUMNS, cols, kinds)}
+                 ).sort_by("start_ns")
+
+
+def _dist_identity(out: ParsedEvents) -> None:
+    """What ``init_process_group`` said beats the environment (``mp.spawn`` sets no RANK variable)."""
+    for info in out.infos:
+        proc = out.processes.get(info.get("pid"))
+        if info.get("kind") != "dist_init" or proc is None:
+            continue
+        for name in ("rank", "world_size", "local_rank", "node_rank", "host"):
+            if info.get(name) is not None:
+                setattr(proc, name, info[name])
+
+
+def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_rows) -> int:
     bad = 0
     open_phases: dict[tuple[str, int], str] = {}
     from gpusleuth.errors import InputError
@@ -169,6 +197,9 @@ def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns) -> int:
                 if not all(-2**63 < v < 2**63 for v in row[1:8]):  # damage: would overflow int64 columns
                     raise ValueError(line)
                 step_rows.append(row)
+            elif kind == "C":
+                comm_rows.append((pid, int(parts[1]), int(parts[2]), parts[3], int(parts[4]), parts[5],
+                                  int(parts[6]), int(parts[7])))
             elif kind == "G":
                 gpu_times[(pid, int(parts[1]))] = int(parts[2])
             elif kind == "B":
@@ -199,6 +230,9 @@ def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns) -> int:
                     rank=int_or_none(h.get("rank")),
                     local_rank=int_or_none(h.get("local_rank")),
                     world_size=int_or_none(h.get("world_size")),
+                    node_rank=int_or_none(h.get("node_rank")),
+                    host=str(h["host"]) if h.get("host") else None,
+                    job_id=str(h["job_id"]) if h.get("job_id") else None,
                 )
             else:
                 bad += 1

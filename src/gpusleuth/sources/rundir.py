@@ -50,6 +50,7 @@ def load_run(path: str | Path) -> Run:
     if meta.get("start_ns") is None:
         _recover_start(run, run_dir, events.steps)
     run.steps, run.phases, run.logs = events.steps, events.phases, events.logs
+    run.comm = events.comm
     run.processes, run.infos = events.processes, events.infos
     run.losses.extend(events.losses)
     run.losses.extend(meta.get("losses") or [])

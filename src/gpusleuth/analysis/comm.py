@@ -1,0 +1,318 @@
+"""Communication and stragglers of a distributed job, from the hook's collective records (no trace).
+
+A pure function of a Run's ``comm``, ``steps``, ``processes`` and ``procs`` tables.
+
+Why the arithmetic is cross-rank: in synchronous data parallelism every rank's step lasts as long as the
+slowest rank's, because each collective completes only when its last rank arrives. Per-rank step times
+are therefore equal by construction and say nothing about who is slow. What differs is *arrival*: the
+fast ranks arrive early and wait, the straggler arrives last and barely waits. So for each collective
+(matched across ranks by its group and its sequence number in that group — torch requires every rank to
+call a group's collectives in the same order):
+
+* ``wait`` of a rank = last arrival − its own arrival (time lost to the slowest peer);
+* ``transfer`` = the rest of its time in the collective (the data moving, once everybody is there);
+* the rank that arrived last *caused* the others' wait.
+
+Wait intervals overlap (DDP launches several buckets before the first one completes), so a rank's wait
+and communication time are unions of intervals, never sums. Times are host wall clock (``time_ns``): the
+ranks of one node share it; across nodes the loader aligns run directories (see analysis/job.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpusleuth.analysis import intervals as iv
+from gpusleuth.run.model import Run, Table
+
+
+@dataclass
+class RankComm:
+    """One rank's communication, per step (medians over its steady steps, first step left out)."""
+
+    rank: int
+    pid: int
+    host: str | None
+    local_rank: int | None
+    steps: int
+    collectives: int
+    bytes: int
+    step_s: float  # median step
+    comm_s: float  # time inside collectives (union)
+    wait_s: float  # of which waiting for the last rank to arrive
+    transfer_s: float  # the rest: data moving
+    data_wait_s: float  # waiting for its input pipeline
+    other_s: float  # the rest of its step: compute, host work, anything outside data and collectives
+    total_comm_s: float  # sums over all its steady steps
+    total_wait_s: float
+    last_share: float  # share of matched collectives where this rank arrived last
+    caused_wait_s: float  # seconds the *other* ranks waited for this one (over the whole run)
+    cpu_pct: float | None = None  # mean CPU of its process (recorder samples), % of one core
+
+    @property
+    def comm_share(self) -> float:
+        return self.comm_s / self.step_s if self.step_s > 0 else 0.0
+
+    @property
+    def wait_share(self) -> float:
+        return self.wait_s / self.step_s if self.step_s > 0 else 0.0
+
+
+@dataclass
+class CommSummary:
+    """The job's communication as the ranks measured it, and who they waited for."""
+
+    world_size: int
+    ranks: list[RankComm]
+    matched: int  # collectives seen on every rank that called them (≥ 2 ranks)
+    unmatched: int  # calls seen on one rank only (its peer not recorded, or a cut-off run)
+    slow_rank: int | None  # the rank the others waited for most
+    slow_caused_share: float  # its share of all waiting
+    lost_s: float  # seconds the other ranks lost waiting for it (sum over ranks)
+    lost_per_step_s: float  # per step, mean over the other ranks
+    # the slow rank's per-step median minus the median of the others, per part of its step
+    slow_extra: dict[str, float] = field(default_factory=dict)
+    comm_gpu_hours: float = 0.0  # rank-seconds inside collectives / 3600 (one GPU per rank)
+    wait_gpu_hours: float = 0.0
+    clock: str = "host wall clock"
+    comm_dollars: float | None = None  # the GPU-hours above at the run's price (set by the report stage)
+    wait_dollars: float | None = None
+
+    @property
+    def comm_share(self) -> float:
+        """Mean over ranks of the share of the step spent inside collectives."""
+        return float(np.mean([r.comm_share for r in self.ranks])) if self.ranks else 0.0
+
+    @property
+    def wait_share(self) -> float:
+        return float(np.mean([r.wait_share for r in self.ranks])) if self.ranks else 0.0
+
+    @property
+    def transfer_share(self) -> float:
+        vals = [r.transfer_s / r.step_s for r in self.ranks if r.step_s > 0]
+        return float(np.mean(vals)) if vals else 0.0
+
+    def rank(self, rank: int | None) -> RankComm | None:
+        return next((r for r in self.ranks if r.rank == rank), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(comm_share=self.comm_share, wait_share=self.wait_share, transfer_share=self.transfer_share)
+        return d
+
+
+def rank_of(run: Run) -> dict[int, int]:
+    """pid → rank for every process that knows its rank; processes with steps only."""
+    return {pid: p.rank for pid, p in run.processes.items() if p.rank is not None}
+
+
+def comm_summary(run: Run) -> CommSummary | None:
+    """None unless the run recorded collectives from ≥ 2 ranks."""
+    comm = run.comm
+    if not len(comm):
+        return None
+    ranks = rank_of(run)
+    pids = [p for p in dict.fromkeys(comm["pid"].tolist()) if p in ranks]
+    if len(pids) < 2:
+        return None
+    arrivals = _match(comm, pids)
+    last = _last_arrivals(comm, arrivals)
+    per_rank = [_rank_comm(run, comm, pid, ranks[pid], arrivals, last) for pid in pids]
+    per_rank.sort(key=lambda r: r.rank)
+    world = max([p.world_size or 0 for p in run.processes.values()] + [len(per_rank)])
+    return _summarize(per_rank, world, arrivals, last)
+
+
+def _match(comm: Table, pids: list[int]) -> dict[str, np.ndarray]:
+    """For every call: its collective's last arrival and the pid that arrived last (−1: unmatched)."""
+    keep = np.isin(comm["pid"], pids)
+    group, seq = comm["group"], comm["seq"]
+    keys = np.array([f"{g}\x00{s}" for g, s in zip(group, seq)], dtype=object)
+    _, inverse = np.unique(keys, return_inverse=True)
+    inverse = np.where(keep, inverse, -1)
+    n = int(inverse.max()) + 1 if len(inverse) else 0
+    start = comm["start_ns"].astype(np.int64)
+    last_t = np.full(n, np.iinfo(np.int64).min, np.int64)
+    count = np.zeros(n, np.int64)
+    valid = inverse >= 0
+    np.maximum.at(last_t, inverse[valid], start[valid])
+    np.add.at(count, inverse[valid], 1)
+    last_pid = np.full(n, -1, np.int64)
+    is_last = valid & (start == last_t[np.maximum(inverse, 0)])
+    last_pid[inverse[is_last]] = comm["pid"][is_last]
+    matched = valid & (count[np.maximum(inverse, 0)] >= 2)
+    return {"collective": inverse, "last_ns": np.where(matched, last_t[np.maximum(inverse, 0)], -1),
+            "last_pid": np.where(matched, last_pid[np.maximum(inverse, 0)], -1), "matched": matched,
+            "n": np.array([int((count >= 2).sum()), int((count == 1).sum())])}
+
+
+def _last_arrivals(comm: Table, arrivals: dict[str, np.ndarray]) -> dict[int, int]:
+    """pid → matched collectives it arrived last at."""
+    firsts = np.unique(arrivals["collective"][arrivals["matched"]], return_index=True)[1]
+    pids = arrivals["last_pid"][arrivals["matched"]][firsts]
+    out: dict[int, int] = {}
+    for p in pids.tolist():
+        out[p] = out.get(p, 0) + 1
+    return out
+
+
+def _steps_of(run: Run, pid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    st = run.steps
+    if not len(st):
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
+    m = st["pid"] == pid
+    order = np.argsort(st["start_ns"][m], kind="stable")
+    return (st["start_ns"][m][order].astype(np.int64), st["end_ns"][m][order].astype(np.int64),
+            np.maximum(st["data_wait_ns"][m][order].astype(np.int64), 0))
+
+
+def _per_step_union(s: np.ndarray, e: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For each step [lo, hi): how much of it the union of intervals (s, e) covers, ns."""
+    us, ue = iv.union(s, e)
+    return iv.overlap_each(lo, hi, us, ue).astype(np.int64)
+
+
+def _rank_comm(run: Run, comm: Table, pid: int, rank: int, arrivals, last: dict[int, int]) -> RankComm:
+    m = comm["pid"] == pid
+    start = comm["start_ns"][m].astype(np.int64)
+    end = comm["end_ns"][m].astype(np.int64)
+    end = np.where(end >= start, end, start)
+    matched = arrivals["matched"][m]
+    last_ns = arrivals["last_ns"][m]
+    wait_end = np.where(matched, np.minimum(np.maximum(last_ns, start), np.maximum(end, start)), start)
+    lo, hi, data = _steps_of(run, pid)
+    steady = slice(1, None) if len(lo) > 2 else slice(None)
+    lo, hi, data = lo[steady], hi[steady], data[steady]
+    step = (hi - lo).astype(np.int64)
+    comm_step = _per_step_union(start, end, lo, hi)
+    wait_step = _per_step_union(start, wait_end, lo, hi)
+    other = np.maximum(step - data - comm_step, 0)
+    # the wait each *other* rank lost because this one arrived last: over the whole run
+    caused = 0
+    for other_pid in np.unique(comm["pid"]).tolist():
+        if other_pid == pid:
+            continue
+        om = (comm["pid"] == other_pid) & (arrivals["last_pid"] == pid) & arrivals["matched"]
+        os_ = comm["start_ns"][om].astype(np.int64)
+        oe = np.maximum(arrivals["last_ns"][om], os_)
+        caused += iv.total(*iv.union(os_, oe))
+    proc = run.processes.get(pid)
+    total = int(matched.sum())
+
+    def med(x):
+        return float(np.median(x)) / 1e9 if len(x) else 0.0
+
+    return RankComm(
+        rank=rank, pid=pid, host=proc.host if proc else None, local_rank=proc.local_rank if proc else None,
+        steps=int(len(step)), collectives=int(m.sum()), bytes=int(comm["bytes"][m].sum()),
+        step_s=med(step), comm_s=med(comm_step), wait_s=med(wait_step),
+        transfer_s=max(med(comm_step) - med(wait_step), 0.0), data_wait_s=med(data), other_s=med(other),
+        total_comm_s=float(comm_step.sum()) / 1e9, total_wait_s=float(wait_step.sum()) / 1e9,
+        last_share=last.get(pid, 0) / total if total else 0.0, caused_wait_s=caused / 1e9,
+        cpu_pct=_cpu_pct(run, pid),
+    )
+
+
+def _cpu_pct(run: Run, pid: int) -> float | None:
+    procs = run.procs
+    if not len(procs) or "cpu_pct" not in procs:
+        return None
+    v = procs["cpu_pct"][procs["pid"] == pid].astype(float)
+    v = v[np.isfinite(v)]
+    return float(v.mean()) if len(v) else None
+
+
+PARTS = ("data_wait_s", "other_s", "transfer_s")
+
+
+def _summarize(per_rank: list[RankComm], world: int, arrivals, last) -> CommSummary:
+    matched, unmatched = (int(x) for x in arrivals["n"])
+    total_caused = sum(r.caused_wait_s for r in per_rank)
+    slow = max(per_rank, key=lambda r: r.caused_wait_s) if total_caused > 0 else None
+    extra: dict[str, float] = {}
+    lost = lost_step = 0.0
+    if slow is not None:
+        others = [r for r in per_rank if r is not slow]
+        lost = slow.caused_wait_s
+        steps = [r.steps for r in others if r.steps]
+        lost_step = lost / len(others) / float(np.median(steps)) if steps else 0.0
+        for part in PARTS:
+            extra[part] = getattr(slow, part) - float(np.median([getattr(r, part) for r in others]))
+    return CommSummary(
+        world_size=world, ranks=per_rank, matched=matched, unmatched=unmatched,
+        slow_rank=slow.rank if slow else None,
+        slow_caused_share=slow.caused_wait_s / total_caused if slow and total_caused else 0.0,
+        lost_s=lost, lost_per_step_s=lost_step, slow_extra=extra,
+        comm_gpu_hours=sum(r.total_comm_s for r in per_rank) / 3600.0,
+        wait_gpu_hours=sum(r.total_wait_s for r in per_rank) / 3600.0,
+    )
+
+
+def trace_comm_summary(traces: list[Any]) -> CommSummary | None:
+    """The same cross-rank view from per-rank profiler traces (``analysis.trace.TraceAnalysis``).
+
+    A trace has no host arrival times, but a collective kernel on the device spins from its own rank's
+    arrival until the last rank's, then moves the data: kernel time = wait + transfer. The transfer is
+    the same on every rank of a symmetric collective, so the rank with the least collective time per step
+    is the one everybody waited for, and each other rank's excess over it is its wait.
+    """
+    ranked = [t for t in traces if getattr(t, "steps", None) and t.rank is not None]
+    if len(ranked) < 2:
+        return None
+    rows = []
+    for t in ranked:
+        comm = [s["partition"].get("comm", 0.0) + s.get("comm_overlapped_s", 0.0) for s in t.steps]
+        dur = [s["duration_s"] for s in t.steps]
+        parts: dict[str, list[float]] = {}
+        for s in t.steps:
+            for k, v in s["partition"].items():
+                if k != "comm":
+                    parts.setdefault(k, []).append(v)
+        rows.append((t, float(np.median(comm)), float(np.median(dur)), len(dur),
+                     {k: float(np.median(v + [0.0] * (len(dur) - len(v)))) for k, v in parts.items()}))
+    floor = min(r[1] for r in rows)
+    slow_i = int(np.argmin([r[1] for r in rows]))
+    per_rank = []
+    for i, (t, comm, dur, n, parts) in enumerate(rows):
+        wait = comm - floor
+        others = len(rows) - 1
+        caused = sum((c - floor) * m for j, (_, c, _, m, _) in enumerate(rows) if j != i) if i == slow_i else 0.0
+        data = 0.0  # a trace's partition has no input-pipeline category: host idle is the host's
+        per_rank.append(RankComm(
+            rank=int(t.rank), pid=-1, host=None, local_rank=None, steps=n, collectives=0, bytes=0,
+            step_s=dur, comm_s=comm, wait_s=wait, transfer_s=floor, data_wait_s=data,
+            other_s=max(dur - comm - data, 0.0), total_comm_s=comm * n, total_wait_s=wait * n,
+            last_share=1.0 if i == slow_i else 0.0, caused_wait_s=caused if others else 0.0))
+    slow = per_rank[slow_i]
+    others = [r for r in per_rank if r is not slow]
+    lost = slow.caused_wait_s
+    steps = float(np.median([r.steps for r in others]))
+    extra = {part: getattr(slow, part) - float(np.median([getattr(r, part) for r in others])) for part in PARTS}
+    slow_parts, other_parts = rows[slow_i][4], [r[4] for j, r in enumerate(rows) if j != slow_i]
+    for k in ("compute", "idle_host", "idle_optimizer_cpu"):  # where a trace says the slow rank's time went
+        if k in slow_parts:
+            extra[k + "_s"] = slow_parts[k] - float(np.median([p.get(k, 0.0) for p in other_parts]))
+    return CommSummary(
+        world_size=len(per_rank), ranks=sorted(per_rank, key=lambda r: r.rank), matched=0, unmatched=0,
+        slow_rank=slow.rank if lost > 0 else None, slow_caused_share=1.0 if lost > 0 else 0.0, lost_s=lost,
+        lost_per_step_s=lost / len(others) / steps if steps else 0.0, slow_extra=extra,
+        comm_gpu_hours=sum(r.total_comm_s for r in per_rank) / 3600.0,
+        wait_gpu_hours=sum(r.total_wait_s for r in per_rank) / 3600.0,
+        clock="device (profiler trace: collective kernel time per step)",
+    )
+
+
+def job_comm(run: Run, traces: list[Any]) -> CommSummary | None:
+    """The job's cross-rank view: the hook's matched collectives when recorded, else the traces'."""
+    return comm_summary(run) or trace_comm_summary(traces)
+
+
+def price(summary: CommSummary | None, per_gpu_hour: float | None) -> None:
+    """What the job's communication and waiting cost at ``per_gpu_hour`` (one GPU per rank)."""
+    if summary is None or per_gpu_hour is None:
+        return
+    summary.comm_dollars = summary.comm_gpu_hours * per_gpu_hour
+    summary.wait_dollars = summary.wait_gpu_hours * per_gpu_hour

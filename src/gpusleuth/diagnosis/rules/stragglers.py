@@ -1,0 +1,100 @@
+"""Stragglers the way they show in synchronous data parallelism: the rank the others wait for.
+
+Replaces the old step-time-spread rule: in synchronous DDP every rank's step lasts as long as the
+slowest one's (they all meet in the all-reduce), so per-rank step times are equal by construction and
+cannot show a straggler. What the ranks do differ in is *waiting*: ``analysis.comm`` matches every
+collective across ranks (hook records: host arrival times; profiler traces: collective kernel time) and
+says who arrived last and how long the others waited for it.
+
+Fires when one rank caused ≥ 60 % of all the waiting (a consistent straggler, not the jitter that makes
+ranks take turns arriving last) and, in their median step, the others lose ≥ 10 % of it waiting for it
+(moderate; ≥ 25 % high: NVRx calls a rank a straggler below 0.75 of the fastest rank's speed). Ascend's
+advisor uses 5 % of per-rank time, but sleep and scheduler jitter on a busy host alone reach ~5 % of a
+25 ms step (measured: a balanced 2-rank gloo job waits 4.7–4.9 % in mean), so 10 % keeps it quiet. Gain: the others' wait, if the straggler ran at their pace
+— an upper bound, as its extra work may not all be removable. When ranks are balanced, one "none"
+finding states the cross-rank verdict so a multi-rank report says it was checked.
+"""
+
+from __future__ import annotations
+
+from gpusleuth.diagnosis.facts import Facts
+from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
+from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_trace
+
+CONSISTENT = 0.60
+MODERATE = 0.10
+HIGH = 0.25
+
+_PARTS = {
+    "data_wait_s": ("its input pipeline (data wait)", "its DataLoader: more workers, faster storage, its shard size"),
+    "other_s": ("compute and host work outside data loading and collectives",
+                "its process: other load on its host or GPU, uneven work (sequence lengths), its clocks"),
+    "compute_s": ("device compute", "its GPU: clocks and throttling (`nvidia-smi -q -d PERFORMANCE`), "
+                                     "uneven work per rank"),
+    "idle_host_s": ("device idle waiting on its host", "its host: CPU contention, Python overhead"),
+    "idle_optimizer_cpu_s": ("optimizer work on its host", "its optimizer step"),
+    "transfer_s": ("moving data in collectives", "its network path (NIC, NVLink, PCIe)"),
+}
+
+
+def straggler(facts: Facts) -> list[Finding] | Missing:
+    comm = facts.comm
+    if comm is None or len(comm.ranks) < 2:
+        return no_trace("stragglers", "straggler",
+                        "collectives recorded from ≥ 2 ranks (`gpusleuth run -- torchrun …`) or profiler "
+                        "traces from ≥ 2 ranks of one job")
+    slow = comm.rank(comm.slow_rank)
+    others = [r for r in comm.ranks if r is not slow]
+    step = max((r.step_s for r in comm.ranks), default=0.0)
+    share = comm.lost_per_step_s / step if step > 0 else 0.0
+    source = "hook: collectives matched across ranks" if comm.matched else "profiler traces, per rank"
+    if slow is None or comm.slow_caused_share < CONSISTENT or share < MODERATE:
+        who = f"rank {slow.rank} holds the others longest; " if slow is not None else ""
+        return [Finding(
+            cause="straggler", severity="none",
+            title=f"Ranks are balanced: {who}the others wait {share:.1%} of a step for it",
+            summary=f"{len(comm.ranks)} ranks compared collective by collective ({comm.clock}); no rank "
+                    f"holds the others back above {MODERATE:.0%} of a step.",
+            evidence=[Evidence("wait for the slowest rank", round(share * 100, 2), "% of step", source),
+                      Evidence("time in collectives", round(comm.comm_share * 100, 1), "% of step", source)],
+            fix="Nothing to fix across ranks.", confidence="medium",
+        )]
+    part, why = _where(comm.slow_extra)
+    lost_ms = comm.lost_per_step_s * 1e3
+    evidence = [
+        Evidence("other ranks' wait for it", round(lost_ms, 2), "ms per step", source),
+        Evidence("of their step", round(share * 100, 1), "%", source),
+        Evidence("its share of all waiting", round(comm.slow_caused_share * 100, 1), "%", source),
+        Evidence("GPU-hours the others lost waiting", round(comm.lost_s / 3600, 6), "GPU-h", source),
+    ]
+    if part is not None:
+        evidence.append(Evidence(f"its extra time in {_PARTS[part][0]}", round(comm.slow_extra[part] * 1e3, 2),
+                                 "ms per step vs the median rank", source))
+    if slow.cpu_pct is not None and others and others[0].cpu_pct is not None:
+        evidence.append(Evidence("its process CPU", round(slow.cpu_pct, 1), "% of a core",
+                                 "recorder process samples"))
+    gain = None
+    if facts.outcomes is not None:
+        gain = gain_from_seconds(facts, comm.lost_per_step_s * facts.steps.steps,
+                                 "the straggler runs at the other ranks' pace: their wait for it disappears")
+    where = f" Its extra time goes to {_PARTS[part][0]}." if part else ""
+    return [Finding(
+        cause="straggler", severity="high" if share >= HIGH else "moderate",
+        title=f"Rank {slow.rank} is a straggler: the other ranks wait {lost_ms:.1f} ms per step "
+              f"({share:.0%} of a step) for it",
+        summary=f"Every collective completes only when its last rank arrives; rank {slow.rank} arrived last at "
+                f"{slow.last_share:.0%} of them and caused {comm.slow_caused_share:.0%} of all waiting.{where}",
+        evidence=evidence,
+        fix=f"Look at rank {slow.rank}" + (f": {_PARTS[part][1]}." if part else ".")
+            + " Balance work and data shards across ranks; exclude a faulty node.",
+        estimated_gain=gain, confidence="high" if comm.matched else "medium",
+    )]
+
+
+def _where(extra: dict[str, float]) -> tuple[str | None, str]:
+    """The part of the slow rank's step that grew the most over the median rank's."""
+    known = {k: v for k, v in extra.items() if k in _PARTS and v > 0}
+    if not known:
+        return None, ""
+    part = max(known, key=known.get)
+    return part, _PARTS[part][1]

@@ -1,0 +1,355 @@
+"""Distributed jobs inside the hook: who this process is in the job, and every collective it calls.
+
+Same rules as every hook module: standard library only (torch is handed in), Python 3.8+, never raise
+into the user's program, the user's call runs exactly once with its own arguments and its result passes
+through unchanged.
+
+* :func:`identity` — rank, local rank, world size, node rank and host name, from the variables that
+  ``torchrun``/``torch.distributed.run``, ``mp.spawn`` users, Slurm (``srun``) and Open MPI/PMI
+  (``mpirun``) set. Written into the ``H`` header, so every rank is known with zero code change. Once
+  ``init_process_group`` returns, an ``I`` line ``{"kind": "dist_init", ...}`` states what torch itself says
+  (``mp.spawn`` sets no variable for the rank; torch knows it).
+* Collectives: ``torch.distributed.all_reduce``, ``all_gather``, ``reduce_scatter``, ``broadcast``,
+  ``barrier``… are wrapped at module level. Each call becomes one ``C`` line (docs/run-format.md): host
+  start (this rank's *arrival*), host end (the work completed: at return for a blocking call, in the
+  future's done callback for ``async_op=True``), op, bytes, group, and the call's sequence number in its
+  group. Ranks call the collectives of one group in the same order (torch requires it), so the sequence
+  number matches one collective across ranks; analysis/comm.py does the cross-rank arithmetic.
+* DDP: its built-in C++ all-reduce never passes through Python. At a DDP module's first forward, when
+  the user registered no comm hook of their own, we register torch's reference ``allreduce_hook`` — the
+  one torch documents as giving the same results as no hook — which calls ``dist.all_reduce(async_op=True)``
+  per gradient bucket, so every bucket is timed by the wrapper above. A user's own hook calls ``dist.*``
+  too and is timed the same way.
+* NCCL (CUDA tensors): the host times are arrival and enqueue; the device time of a blocking collective
+  is taken with two CUDA events on the current stream (no synchronize) and written as ``device_ns``
+  when both have completed, polled at the next collective.
+"""
+import collections
+import os
+import socket
+
+import _gpusleuth_autohook as _core
+
+_now = _core._now
+_tid = _core._tid
+
+# (variable, meaning) in order of preference: the launcher's own names first, then the schedulers'
+_RANK_VARS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+_LOCAL_VARS = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
+_WORLD_VARS = ("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+_NODE_VARS = ("GROUP_RANK", "SLURM_NODEID", "OMPI_COMM_WORLD_NODE_RANK")
+_JOB_VARS = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "OMPI_MCA_orte_jobid", "GPUSLEUTH_JOB_ID")
+
+COLLECTIVES = (
+    "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+    "broadcast", "reduce", "gather", "scatter", "all_to_all", "all_to_all_single", "barrier",
+    "all_gather_object", "broadcast_object_list",
+)
+_GROUP_POS = {"all_reduce": 2, "broadcast": 2, "reduce": 3, "all_gather": 2, "all_gather_into_tensor": 2,
+              "reduce_scatter": 3, "reduce_scatter_tensor": 3, "barrier": 0, "all_to_all": 2,
+              "all_to_all_single": 4, "gather": 3, "scatter": 3, "all_gather_object": 2,
+              "broadcast_object_list": 2}
+_ASYNC_POS = {"all_reduce": 3, "broadcast": 3, "reduce": 4, "all_gather": 3, "all_gather_into_tensor": 3,
+              "reduce_scatter": 4, "reduce_scatter_tensor": 4, "barrier": 1, "all_to_all": 3,
+              "all_to_all_single": 5, "gather": 4, "scatter": 4}
+CUDA_PENDING_MAX = 4096
+
+
+def _first_env(names):
+    for name in names:
+        value = os.environ.get(name)
+        if value not in (None, ""):
+            try:
+                return int(value)
+            except ValueError:
+                continue
+    return None
+
+
+def identity():
+    """This process's place in the job, from the environment: what goes into the ``H`` header."""
+    try:
+        host = socket.gethostname()
+    except OSError:
+        host = None
+    job = None
+    for name in _JOB_VARS:
+        if os.environ.get(name):
+            job = os.environ[name]
+            break
+    return {"rank": _first_env(_RANK_VARS), "local_rank": _first_env(_LOCAL_VARS),
+            "world_size": _first_env(_WORLD_VARS), "node_rank": _first_env(_NODE_VARS), "host": host,
+            "job_id": job}
+
+
+class _State:
+    __slots__ = ("depth", "seq", "names", "done", "cuda_q", "world")
+
+    def __init__(self):
+        self.depth = 0  # >0 inside a wrapped collective: nested ones (all_gather_object → all_gather) are its own
+        self.seq = {}  # group name → collectives called so far
+        self.names = {}  # id(group) → name
+        self.done = collections.deque()  # lines finished in other threads (async completion), drained here
+        self.cuda_q = []  # (line prefix fields, start event, end event) waiting for the device
+        self.world = None
+
+
+S = _State()
+
+
+def install(torch, rec):
+    """Patch torch.distributed (collectives, init_process_group) and DDP. Called from _gpusleuth_torch."""
+    try:
+        dist = torch.distributed
+        if not dist.is_available():
+            return
+    except BaseException as exc:
+        rec.error("dist_available", exc)
+        return
+    try:
+        c10d = __import__("torch.distributed.distributed_c10d", fromlist=["x"])
+    except BaseException as exc:
+        rec.error("dist_import", exc)
+        return
+    for name in COLLECTIVES:
+        real = getattr(dist, name, None)
+        if real is None or getattr(real, "_gpusleuth", False):
+            continue
+        wrapped = _wrap(torch, name, real)
+        for mod in (dist, c10d):
+            try:
+                if getattr(mod, name, None) is real:
+                    setattr(mod, name, wrapped)
+            except BaseException as exc:
+                rec.error("dist_patch", exc)
+    _patch_init(dist, c10d, rec)
+    try:
+        _patch_ddp(torch, rec)
+    except BaseException as exc:
+        rec.error("ddp_patch", exc)
+
+
+def _patch_init(dist, c10d, rec):
+    real = getattr(dist, "init_process_group", None)
+    if real is None or getattr(real, "_gpusleuth", False):
+        return
+
+    def init_process_group(*args, **kwargs):
+        out = real(*args, **kwargs)
+        r = _core.R
+        if r is not None:
+            try:
+                fact = {"kind": "dist_init", "rank": dist.get_rank(), "world_size": dist.get_world_size(),
+                        "backend": str(dist.get_backend())}
+                fact.update({k: v for k, v in identity().items() if k in ("local_rank", "node_rank", "host")})
+                r.info(fact)
+                r.flush()
+            except BaseException as exc:
+                r.error("dist_init", exc)
+        return out
+
+    init_process_group._gpusleuth = True
+    for mod in (dist, c10d):
+        if getattr(mod, "init_process_group", None) is real:
+            setattr(mod, "init_process_group", init_process_group)
+
+
+def _group_name(torch, group):
+    if group is None:
+        return "world"
+    key = id(group)
+    name = S.names.get(key)
+    if name is None:
+        try:
+            world = S.world
+            if world is None:
+                world = S.world = torch.distributed.group.WORLD
+            name = "world" if group is world else str(getattr(group, "group_name", None) or key)
+        except BaseException:
+            name = str(key)
+        S.names[key] = name
+    return name
+
+
+def _nbytes(obj, depth=0):
+    """Bytes of the tensors in a collective's first argument (a tensor or a list of them)."""
+    try:
+        numel = getattr(obj, "numel", None)
+        if numel is not None and hasattr(obj, "element_size"):
+            return int(numel()) * int(obj.element_size())
+        if depth < 2 and isinstance(obj, (list, tuple)):
+            return sum(_nbytes(x, depth + 1) for x in obj)
+    except BaseException:
+        pass
+    return 0
+
+
+def _is_cuda(obj):
+    t = obj[0] if isinstance(obj, (list, tuple)) and obj else obj
+    return bool(getattr(t, "is_cuda", False))
+
+
+def _wrap(torch, name, real):
+    gpos = _GROUP_POS.get(name)
+    apos = _ASYNC_POS.get(name)
+
+    def collective(*args, **kwargs):
+        r = _core.R
+        if r is None or r.worker or S.depth:
+            return real(*args, **kwargs)
+        try:
+            if S.done:
+                _drain(r)
+            group = kwargs.get("group") if "group" in kwargs else (
+                args[gpos] if gpos is not None and len(args) > gpos else None)
+            is_async = bool(kwargs.get("async_op") if "async_op" in kwargs else (
+                args[apos] if apos is not None and len(args) > apos else False))
+            gname = _group_name(torch, group)
+            seq = S.seq.get(gname, 0)
+            S.seq[gname] = seq + 1
+            first = args[0] if args and name != "barrier" else kwargs.get("tensor")
+            nbytes = _nbytes(first)
+            cuda = r.cuda_on and _is_cuda(first)
+            ev0 = _mark(r) if cuda else None
+            t0 = _now()
+        except BaseException as exc:
+            r.error("collective_enter", exc)
+            return real(*args, **kwargs)
+        S.depth += 1
+        try:
+            out = real(*args, **kwargs)
+        finally:
+            S.depth -= 1
+        try:
+            head = (t0, name, nbytes, gname, seq)
+            if is_async and out is not None and hasattr(out, "get_future") and not cuda:
+                _on_done(out, head)
+            else:
+                ev1 = _mark(r) if cuda and not is_async else None
+                if ev0 is not None and ev1 is not None:
+                    S.cuda_q.append((head, _now(), ev0, ev1))
+                    if len(S.cuda_q) > CUDA_PENDING_MAX:
+                        del S.cuda_q[0]
+                    _poll_cuda(r)
+                else:  # blocking on the host (gloo), or async NCCL: the host end is the enqueue
+                    r.buf.append(_line(head, _now(), -1))
+        except BaseException as exc:
+            r.error("collective_exit", exc)
+        return out
+
+    collective._gpusleuth = True
+    collective.__wrapped__ = real
+    collective.__name__ = name
+    collective.__doc__ = getattr(real, "__doc__", None)
+    return collective
+
+
+def _line(head, end_ns, device_ns):
+    t0, name, nbytes, gname, seq = head
+    return "C\t%d\t%d\t%s\t%d\t%s\t%d\t%d\n" % (t0, end_ns, name, nbytes, _core._clean(gname), seq, device_ns)
+
+
+def _on_done(work, head):
+    """An async collective (DDP's buckets): its end is when its future completes, in whatever thread
+    completes it; the line waits in a deque for the main thread (``r.buf`` is the main thread's)."""
+    fut = work.get_future()
+
+    def done(_fut):
+        try:
+            S.done.append(_line(head, _now(), -1))
+        except BaseException:
+            pass
+
+    fut.add_done_callback(done)
+
+
+def _drain(r):
+    done = S.done
+    buf = r.buf
+    while done:
+        try:
+            buf.append(done.popleft())
+        except IndexError:
+            break
+
+
+def _mark(r):
+    try:
+        return _core._T.cuda_mark(r) if _core._T is not None else None
+    except BaseException:
+        return None
+
+
+def _poll_cuda(r):
+    """Emit the NCCL collectives whose two events completed: ``query()``, never a wait."""
+    q = S.cuda_q
+    try:
+        while q:
+            head, host_end, s, e = q[0]
+            if not (e.query() and s.query()):
+                break
+            del q[0]
+            r.buf.append(_line(head, host_end, int(s.elapsed_time(e) * 1e6)))
+    except BaseException as exc:
+        del q[:]
+        r.error("collective_cuda", exc)
+
+
+def at_exit(r):
+    """Called by the recorder's exit path before its last flush."""
+    try:
+        if S.cuda_q:
+            _poll_cuda(r)
+        _drain(r)
+    except BaseException:
+        pass
+
+
+# --------------------------------------------------------------------------------------------- DDP
+def _patch_ddp(torch, rec):
+    ddp = torch.nn.parallel.DistributedDataParallel
+    real_forward = ddp.forward
+    real_register = ddp.register_comm_hook
+    real_builtin = getattr(ddp, "_register_builtin_comm_hook", None)
+    if getattr(real_forward, "_gpusleuth", False):
+        return
+
+    def register_comm_hook(self, state, hook):
+        self.__dict__["_gpusleuth_user_hook"] = True
+        return real_register(self, state, hook)
+
+    def _register_builtin_comm_hook(self, comm_hook_type):
+        self.__dict__["_gpusleuth_user_hook"] = True
+        return real_builtin(self, comm_hook_type)
+
+    def forward(self, *inputs, **kwargs):
+        d = self.__dict__
+        if "_gpusleuth_user_hook" not in d:
+            d["_gpusleuth_user_hook"] = False
+            r = _core.R
+            if r is not None and not r.worker:
+                try:
+                    _timed_default_hook(torch, self, real_register)
+                except BaseException as exc:
+                    r.error("ddp_comm_hook", exc)
+        return real_forward(self, *inputs, **kwargs)
+
+    forward._gpusleuth = True
+    ddp.forward = forward
+    ddp.register_comm_hook = register_comm_hook
+    if real_builtin is not None:
+        ddp._register_builtin_comm_hook = _register_builtin_comm_hook
+
+
+def _timed_default_hook(torch, module, real_register):
+    """Register torch's reference all-reduce hook (same results as DDP's built-in reduction, per torch's
+    documentation) when nothing else was registered and DDP would otherwise reduce in C++ unseen."""
+    if os.environ.get("GPUSLEUTH_DDP_HOOK", "1") == "0":
+        return
+    if getattr(module, "_comm_hooks", None):
+        return
+    if getattr(module, "mixed_precision", None) is not None:  # DDP's own mixed-precision hook path
+        return
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    real_register(module, module.process_group, default_hooks.allreduce_hook)
