@@ -484,7 +484,12 @@ def run_cli(args: list[str], timeout: float = 20.0) -> tuple[str, int | None, st
     from gpusleuth.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
-    meta_path = list(sys.meta_path)  # `report` keeps pandas out of *its* process: not out of the test run's
+    # `report` keeps pandas out of *its* process; in the test run's process that would stick (pyarrow caches
+    # "no pandas" at its first array, and mlflow's import then fails in later tests), so not here
+    import gpusleuth.lean_imports as lean
+
+    meta_path = list(sys.meta_path)
+    guard, lean.keep_pandas_out = lean.keep_pandas_out, lambda: None
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
@@ -501,6 +506,7 @@ def run_cli(args: list[str], timeout: float = 20.0) -> tuple[str, int | None, st
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
         sys.meta_path[:] = meta_path
+        lean.keep_pandas_out = guard
 
 
 _VOLATILE = {"path", "label", "trace_path"}
