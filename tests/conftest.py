@@ -24,6 +24,15 @@ def gpusleuth(*args, timeout=180, env=None, **kw) -> subprocess.CompletedProcess
     )
 
 
+def free_port() -> int:
+    """A free loopback port (torchrun's ``--master_port 0`` hangs torch's static rendezvous)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def report_json(run_dir: Path) -> dict:
     res = gpusleuth("report", run_dir, "--json")
     assert res.returncode == 0, res.stderr

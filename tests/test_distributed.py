@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import FIXTURES, TRACES, gpusleuth, report_json
+from conftest import FIXTURES, TRACES, free_port, gpusleuth, report_json
 
 pytest.importorskip("torch")
 
@@ -26,18 +26,10 @@ def _record(tmp_path, name, *cmd, env=None):
     return out, res
 
 
-def _free_port() -> int:
-    """A port for the rendezvous (torchrun's --master_port 0 hangs with the static rendezvous here)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _torchrun(tmp_path, name, slow_rank, extra, base, steps):
     return _record(tmp_path, name, sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                   "--master_addr", "127.0.0.1", "--master_port", _free_port(), DIST / "ddp_torchrun.py",
+                   "--master_addr", "127.0.0.1", "--master_port", free_port(), DIST / "ddp_torchrun.py",
                    slow_rank, extra, base, steps)
 
 

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from conftest import gpusleuth
+from conftest import free_port, gpusleuth
 
 pytest.importorskip("torch")
 
@@ -33,13 +33,14 @@ DDP = textwrap.dedent('''
 ''')
 
 
+
 @pytest.mark.slow
 def test_torchrun_job_is_reported_as_one_job_of_two_ranks(tmp_path):
     script = tmp_path / "ddp.py"
     script.write_text(DDP)
     out = tmp_path / "run"
     res = gpusleuth("run", "--no-gpu", "--out", out, "--no-report", "--", "python", "-m", "torch.distributed.run",
-                    "--nproc_per_node", "2", "--master_port", "29533", str(script), timeout=240,
+                    "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(free_port()), str(script), timeout=240,
                     env={"OMP_NUM_THREADS": "1"})
     assert res.returncode == 0, res.stderr
     rep = gpusleuth("report", out, "--json")

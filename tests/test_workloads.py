@@ -180,7 +180,8 @@ def test_torch_compile_job_no_recompiles_and_compile_is_not_a_step(tmp_path):
 @pytest.mark.slow
 def test_ddp_gloo_straggler_wait_is_not_python_overhead(tmp_path):
     """torchrun, 2 ranks on gloo, rank 1 sleeping 10 ms per step: each rank's steps and optimizer time
-    match its own clock, and the all-reduce wait in the profiled steps is no host.python finding."""
+    match its own clock, the all-reduce wait in the profiled steps is no host.python finding, and the
+    only finding above low is rank 1 named as the straggler (the test predates the straggler rule)."""
     truths, run, report = run_workload(tmp_path, "ddp_gloo.py", "--steps", "30", "--straggle-ms", "10",
                                        launcher=("-m", "torch.distributed.run", "--standalone",
                                                  "--nproc-per-node", "2"),
@@ -195,4 +196,7 @@ def test_ddp_gloo_straggler_wait_is_not_python_overhead(tmp_path):
         assert g == pytest.approx(w, rel=0.25, abs=0.002)  # SGD on a tiny MLP: ~0.1 ms a step
     assert len(run.profiles) == 2
     assert not [f for f in report.findings if f.cause == "host.python"]
-    assert high(report) == []
+    # The one thing that holds this job back is the deliberate straggler, and it is named.
+    assert high(report) in ([], ["straggler"])
+    straggler = [f for f in report.findings if f.cause == "straggler" and f.severity != "none"]
+    assert len(straggler) == 1 and straggler[0].title.startswith("Rank 1 ")
