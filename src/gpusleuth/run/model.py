@@ -96,6 +96,12 @@ class Run:
     steps: Table = field(default_factory=Table)  # one row per training step
     phases: Table = field(default_factory=Table)  # named phase intervals (eval, checkpoint, logging…)
     comm: Table = field(default_factory=Table)  # one row per collective call (torch.distributed, DDP buckets)
+    # Serving (docs/serving.md). ``requests``: one row per request the hook saw *inside the server*
+    # (pid, start_ns, end_ns, queue_ns, pre_ns, infer_ns, post_ns, status, kind); ``load``: one row per
+    # request ``gpusleuth load`` sent (level, concurrency, rate, start_ns, end_ns, status, error); both
+    # on the wall clock (time.time_ns) so they line up with each other and with the samples.
+    requests: Table = field(default_factory=Table)
+    load: Table = field(default_factory=Table)
     logs: list[dict[str, Any]] = field(default_factory=list)  # gpusleuth.log(...) records
     processes: dict[int, ProcessInfo] = field(default_factory=dict)
     infos: list[dict[str, Any]] = field(default_factory=list)  # facts the hook saw (DataLoader config…)
