@@ -27,10 +27,10 @@ def _record(tmp_path, name, *cmd, env=None):
 
 
 
-def _torchrun(tmp_path, name, slow_rank, extra, base, steps):
-    return _record(tmp_path, name, sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+def _torchrun(tmp_path, name, slow_rank, extra, base, steps, *, nproc=2, hidden=192):
+    return _record(tmp_path, name, sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", nproc,
                    "--master_addr", "127.0.0.1", "--master_port", free_port(), DIST / "ddp_torchrun.py",
-                   slow_rank, extra, base, steps)
+                   slow_rank, extra, base, steps, hidden)
 
 
 @pytest.mark.slow
@@ -109,3 +109,44 @@ def test_two_rank_traces_get_a_cross_rank_verdict():
     assert len(verdict) == 1 and verdict[0]["severity"] == "none", verdict
     text = gpusleuth("report", *files)
     assert "Communication across 2 ranks" in text.stderr + text.stdout
+
+
+def _scaling(tmp_path, base_s, hidden):
+    """1 rank vs 2 ranks of one job, compared: the scaling row of `compare --json`."""
+    one, _ = _torchrun(tmp_path, f"one-{hidden}", 1, 0.0, base_s, 40, nproc=1, hidden=hidden)
+    two, _ = _torchrun(tmp_path, f"two-{hidden}", 1, 0.0, base_s, 40, nproc=2, hidden=hidden)
+    res = gpusleuth("compare", one, two, "--json")
+    assert res.returncode == 0, res.stderr[-3000:]
+    text = gpusleuth("compare", one, two)
+    scaling = json.loads(res.stdout)["scaling"]
+    assert len(scaling) == 1 and scaling[0]["from"] == 1 and scaling[0]["to"] == 2
+    return scaling[0], text.stdout
+
+
+@pytest.mark.slow
+def test_scaling_that_costs_more_than_it_saves_gets_the_verdict(tmp_path):
+    """A wide MLP on gloo with no other per-rank work: the second rank adds an all-reduce of 3 MB a step on
+    a 2-core host, so the job gets little or no faster while it holds twice the processes — the cost per
+    sample rises faster than the time falls, and compare says so."""
+    s, text = _scaling(tmp_path, 0.0, 8192)
+    assert s["speedup"] < 1.5, s
+    assert s["cost_outpaces_time"] is True
+    assert s["cost_change"] == pytest.approx(2 / s["speedup"] - 1, rel=1e-6)  # unpriced: processes ÷ throughput
+    assert s["per_1k_unit"] == "process-seconds per 1k samples"
+    assert "faster" in s["verdict"] and ("cost faster than they cut time" in s["verdict"] or "stay at 1" in s["verdict"])
+    assert "process-seconds per 1k samples" in " ".join(text.split())
+    assert " ".join(text.split()).count(" ".join(s["verdict"].split()[:6])) == 1
+    page = tmp_path / "cmp.html"
+    assert gpusleuth("compare", tmp_path / "one-8192", tmp_path / "two-8192", "--html", page).returncode == 0
+    assert "<h2>Scaling</h2>" in page.read_text() and s["verdict"].split(":")[0] in page.read_text()
+
+
+@pytest.mark.slow
+def test_scaling_that_pays_stays_quiet(tmp_path):
+    """Every rank waits 50 ms a step for its own input (the work that scales out): 2 ranks run nearly twice
+    as fast for nearly the same cost per sample — no verdict against scaling."""
+    s, text = _scaling(tmp_path, 0.05, 192)
+    assert s["speedup"] > 1.6, s
+    assert s["cost_outpaces_time"] is False
+    assert s["efficiency"] == pytest.approx(s["speedup"] / 2, rel=1e-6)
+    assert "time falls faster than cost rises" in " ".join(text.split())
