@@ -52,6 +52,9 @@ def render_console(report: Report, console: Console | None = None, verbose: bool
         ending.append(f"stopped by {escape(r.stopped_by)}")
     if ending:
         console.print(" · ".join(ending))
+    for node in r.nodes:
+        ranks = ", ".join(map(str, node.get("ranks") or [])) or "?"
+        console.print(f"  {escape(str(node.get('path')))}: rank(s) {ranks} · clock {escape(str(node.get('clock')))}")
     if report.outcomes is not None and report.headline is not None:
         from gpusleuth.render.headline_console import render_headline
 
