@@ -55,6 +55,11 @@ def dir_mb(d: Path) -> float:
     return sum(p.stat().st_size for p in d.rglob("*") if p.is_file()) / 1e6
 
 
+class _Discard(list):
+    def append(self, item):  # the stand-in's call log is test bookkeeping, not the recorder's memory
+        pass
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=3.0)
@@ -75,14 +80,7 @@ def main() -> None:
         d["static"]["uuid"] = f"GPU-{i:08d}"
         d["static"]["pci_bus_id"] = f"00000000:{i + 1:02X}:00.0"
     fake = T.FakeNvml(fx)
-
-
-class _Discard(list):
-    def append(self, item):  # the stand-in's call log is test bookkeeping, not the recorder's memory
-        pass
-
-
-fake.field_requests = _Discard()
+    fake.field_requests = _Discard()
     real_open = nvml_mod.NvmlSampler.open.__func__
     nvml_mod.NvmlSampler.open = classmethod(lambda cls, nvml=None, **kw: real_open(cls, fake, **kw))
 
