@@ -55,6 +55,10 @@ class LoadLevel:
     def label(self) -> str:
         return f"{self.concurrency}" if self.concurrency else f"{self.rate:g}/s"
 
+    @property
+    def named(self) -> str:
+        return f"concurrency {self.concurrency}" if self.concurrency else f"rate {self.rate:g}/s"
+
 
 @dataclass
 class LoadAnalysis:
@@ -165,7 +169,7 @@ def _knee(levels: list[LoadLevel], budget_ms: float | None) -> tuple[int | None,
     under = [lv for lv in levels if lv.p95_ms is not None and lv.p95_ms <= budget_ms and lv not in failing]
     if under:
         top = max(under, key=lambda lv: lv.rps)
-        hint = (f"; the most throughput under the budget is {top.rps:,.1f} req/s at level {top.label} "
+        hint = (f"; the most throughput under the budget is {top.rps:,.1f} req/s at {top.named} "
                 f"(p95 {top.p95_ms:,.1f} ms)")
     else:
         hint = "; no level met the budget at all"
