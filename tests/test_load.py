@@ -274,3 +274,19 @@ def test_fastapi_under_uvicorn(tmp_path):
     levels = json.loads(res.stdout)["serving"]["levels"]
     assert all(lv["ok"] == lv["requests"] > 0 for lv in levels)  # POST with a JSON body: 200, not 422
     assert levels[1]["rps"] > 2 * levels[0]["rps"]  # async sleeps overlap: throughput grows with concurrency
+
+
+def test_gpu_busy_energy_and_price_per_million_at_the_knee():
+    """GPU samples inside a level's window: 40 % busy at 100 W for its ~1 s, so ~100 J over ~100 answers."""
+    run = _run({0: (50, 10, 0), 1: (100, 20, 0)})
+    lo = int(run.load["start_ns"][run.load["level"] == 1].min())
+    t = lo + np.arange(0, 11) * 10**8  # 10 Hz over the level's second
+    run.gpu = Table({"t_ns": t, "gpu": np.zeros(len(t), np.int64), "util_gpu": np.full(len(t), 40.0),
+                     "power_w": np.full(len(t), 100.0)})
+    a = analyze_load(run, dollars_per_second=0.001)
+    knee = a.levels[a.knee]
+    assert a.knee == 1 and knee.gpu_busy == pytest.approx(0.40)
+    assert knee.energy_j_per_request == pytest.approx(100.0 / knee.ok, rel=0.01)
+    assert a.levels[0].gpu_busy is None  # no sample inside the first level
+    assert a.dollars_per_million == pytest.approx(0.001 / knee.rps * 1e6) and a.price_note is None
+    assert "unpriced" in analyze_load(run).price_note
