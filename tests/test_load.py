@@ -42,7 +42,27 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(SERVICE_S)
         self._answer(200, b"ok")
 
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        json_ok = self.headers.get("Content-Type") == "application/json" and body.startswith(b"{")
+        self._answer(200 if json_ok else 400, body)
+
+    def _chunked(self) -> None:
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.write(b"3\r\nabc\r\n5;ext=1\r\nhello\r\n0\r\n\r\n")
+
     def _answer(self, code: int, body: bytes) -> None:
+        if self.path.startswith("/chunked"):
+            return self._chunked()
+        if self.path.startswith("/close"):  # answers, then closes the connection: the next request reconnects
+            self.close_connection = True
+            self.send_response(code)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)  # no Content-Length: the body runs to the close
+            return
         self.send_response(code)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -290,3 +310,24 @@ def test_gpu_busy_energy_and_price_per_million_at_the_knee():
     assert a.levels[0].gpu_busy is None  # no sample inside the first level
     assert a.dollars_per_million == pytest.approx(0.001 / knee.rps * 1e6) and a.price_note is None
     assert "unpriced" in analyze_load(run).price_note
+
+
+@pytest.mark.parametrize("path", ["/chunked", "/close"])
+def test_chunked_bodies_and_closed_connections_are_read_whole(server, path):
+    plan = LoadPlan(url=server + path, mode="closed", levels=[2], duration_s=0.3)
+    lv = _analyze(plan, run_plan(plan)).levels[0]
+    assert lv.requests > 10 and lv.ok == lv.requests
+
+
+def test_bodies_from_a_directory_are_posted_round_robin(server, tmp_path):
+    bodies = tmp_path / "bodies"
+    bodies.mkdir()
+    for i in range(3):
+        (bodies / f"{i}.json").write_text(json.dumps({"i": i}))
+    out = tmp_path / "r"
+    res = gpusleuth("load", server + "/echo", "--bodies", bodies, "--concurrency", "1", "--requests", "6",
+                    "--out", out, "--json", timeout=60)
+    assert res.returncode == 0, res.stderr
+    lv = json.loads(res.stdout)["serving"]["levels"][0]
+    assert lv["requests"] == 6 and lv["ok"] == 6  # POST (a body was given) with Content-Type: application/json
+    assert json.loads((out / "meta.json").read_text())["load"]["method"] == "POST"

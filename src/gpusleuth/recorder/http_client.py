@@ -115,8 +115,8 @@ class Connection:
             self.writer.write(request)
             return await self._response()
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
-            if self.used == 0 or getattr(exc, "partial", b"x") != b"":
-                raise
+            if self.used == 0 or (isinstance(exc, asyncio.IncompleteReadError) and exc.partial):
+                raise  # a fresh connection failing, or an answer cut off half-way: a real error
             self.close()
             await self.open()
             self.writer.write(request)

@@ -106,7 +106,7 @@ async def _send(conn: Connection, request: bytes, timeout_s: float) -> tuple[int
     except (asyncio.TimeoutError, TimeoutError):
         conn.close()
         return 0, "timeout"
-    except (OSError, asyncio.IncompleteReadError, ProtocolError, ValueError):
+    except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ProtocolError, ValueError):
         conn.close()
         return 0, "connect"
     return status, "" if 200 <= status < 300 else "http"
