@@ -331,3 +331,39 @@ def test_bodies_from_a_directory_are_posted_round_robin(server, tmp_path):
     lv = json.loads(res.stdout)["serving"]["levels"][0]
     assert lv["requests"] == 6 and lv["ok"] == 6  # POST (a body was given) with Content-Type: application/json
     assert json.loads((out / "meta.json").read_text())["load"]["method"] == "POST"
+
+
+def test_fuzzed_load_results_are_salvaged_or_a_sentence(server, tmp_path):
+    """The fuzz harness's run-directory mutations (tests/fuzz_inputs.py), aimed at what `load` adds:
+    load.parquet flipped, cut, emptied, garbage, a FIFO, a directory; meta.json's `load` mistyped."""
+    import random
+
+    import fuzz_inputs as F
+
+    seed = tmp_path / "seed"
+    res = gpusleuth("load", server + "/", "--concurrency", "1,2", "--duration", "0.3", "--out", seed,
+                    "--p95-budget-ms", "50")
+    assert res.returncode == 0, res.stderr
+    (seed / "summary.json").unlink()
+    ref = F.reference_report(seed, tmp_path)
+    assert ref["serving"]["levels"]
+    cases = [c for c in F.rundir_cases(seed, random.Random(5)) if "load" in c.name]
+    for value in (*F._META_VALUES, {"p95_budget_ms": "x", "url": 5, "levels": "?"}):
+        cases.append(F.Case(f"meta/load={str(value)[:12]}", None, F.ANY, make=F._edit(seed, F._set_meta("load", value))))
+    outcomes = [F.run_case(c, tmp_path, ref, timeout=10) for c in cases]
+    assert len(outcomes) >= 15
+    bugs = [(c.name, o.cls, o.detail[-300:]) for c, o in zip(cases, outcomes) if o.cls in F.BUGS]
+    assert not bugs, bugs
+
+
+def test_a_server_that_never_answers_is_stopped_with_a_sentence(tmp_path):
+    silent = tmp_path / "server.py"
+    silent.write_text("import time\nprint('loading forever', flush=True)\ntry:\n    time.sleep(60)\n"
+                      "except KeyboardInterrupt:\n    pass\n")
+    t0 = time.monotonic()
+    res = gpusleuth("load", f"http://127.0.0.1:{free_port()}/", "--ready-timeout", "1", "--grace", "2",
+                    "--out", tmp_path / "r", "--", sys.executable, silent, timeout=60)
+    assert res.returncode == 1 and "did not answer within 1 s" in res.stderr and "Traceback" not in res.stderr
+    assert time.monotonic() - t0 < 30  # stopped by SIGINT, not waited out
+    meta = json.loads((tmp_path / "r" / "meta.json").read_text())
+    assert meta["stopped_by"].startswith("gpusleuth load") and not (tmp_path / "r" / "load.parquet").exists()
