@@ -263,9 +263,11 @@ def test_url_alone_writes_a_load_only_run_directory(server, tmp_path):
     page = (tmp_path / "r.html").read_text()
     assert "Serving under load" in page and "latency" in page
     assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)" in page
-    rep = gpusleuth("report", out, "--json")
+    rep = gpusleuth("report", out, "--json", "--price-per-gpu-hour", "3.6")  # no GPU seen: the server's price
     assert rep.returncode == 0, rep.stderr
-    assert json.loads(rep.stdout)["serving"]["levels"][0]["concurrency"] == 2
+    serving = json.loads(rep.stdout)["serving"]
+    assert serving["levels"][0]["concurrency"] == 2 and serving["at"] == serving["knee"] == 0
+    assert serving["outcomes"]["dollars_per_million"] == pytest.approx(0.001 / serving["levels"][0]["rps"] * 1e6)
 
 
 def test_a_damaged_load_file_is_a_loss_not_a_traceback(server, tmp_path):

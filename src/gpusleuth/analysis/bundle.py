@@ -110,7 +110,14 @@ def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str,
                        gpu_note=gpu_note, host=host, traces=traces, host_ops=host_ops, headline=headline,
                        dollars_per_second=per_second, losses=losses,
                        gpu_timeline=gpu_timelines(run) if gpus and view.main is None and not traces else [],
-                       comm=comm, load=analyze_load(run, per_second, gpu_note))
+                       comm=comm, load=analyze_load(run, _load_price(per_second, options), gpu_note))
+
+
+def _load_price(per_second: float | None, options: ReportOptions) -> float | None:
+    """A server with no GPU recorded (CPU, or loaded from afar) is priced at the user's price per hour."""
+    if per_second is None and options.price_per_gpu_hour:
+        return options.price_per_gpu_hour / 3600.0
+    return per_second
 
 
 def _price_per_second(devices: list[str | None], options: ReportOptions,

@@ -69,7 +69,10 @@ class LoadAnalysis:
     best_rps: float
     p95_budget_ms: float | None = None
     url: str | None = None
-    dollars_per_million: float | None = None  # at the knee (or the best level), from the price per second
+    # the level the outcomes ($ per 1M requests, p95, busy share) are given at: the knee; without one, the
+    # most throughput under the p95 budget, else the best throughput
+    at: int | None = None
+    dollars_per_million: float | None = None  # at ``at``, from the price per second
     price_note: str | None = None  # why there is no $ per 1M requests
     gpu_note: str | None = None  # why there is no busy share / energy (no GPU telemetry)
     notes: list[str] = field(default_factory=list)
@@ -81,7 +84,7 @@ class LoadAnalysis:
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "url": self.url, "p95_budget_ms": self.p95_budget_ms,
                 "levels": [asdict(lv) for lv in self.levels], "knee": self.knee, "knee_reason": self.knee_reason,
-                "best_rps": self.best_rps, "dollars_per_million_requests": self.dollars_per_million,
+                "best_rps": self.best_rps, "at": self.at, "dollars_per_million_requests": self.dollars_per_million,
                 "price_note": self.price_note, "gpu_note": self.gpu_note, "notes": self.notes}
 
 
@@ -177,6 +180,16 @@ def _knee(levels: list[LoadLevel], budget_ms: float | None) -> tuple[int | None,
                   f"p95 budget{hint}{skipped}"), best
 
 
+def _operating(levels: list[LoadLevel], knee: int | None, budget: float | None) -> tuple[int, str | None]:
+    """Where to read the outcomes: the knee; else the most throughput under the budget; else the best."""
+    if knee is not None:
+        return knee, None
+    under = [i for i, lv in enumerate(levels) if budget is not None and lv.p95_ms is not None and lv.p95_ms <= budget]
+    if under:
+        return max(under, key=lambda i: levels[i].rps), "no knee: priced at the most throughput under the p95 budget"
+    return max(range(len(levels)), key=lambda i: levels[i].rps), "no knee: priced at the best throughput"
+
+
 def analyze_load(run: Run, dollars_per_second: float | None = None, gpu_note: str | None = None) -> LoadAnalysis | None:
     """The load levels of ``run`` (None when ``gpusleuth load`` did not write any)."""
     if not len(run.load) or not {"level", "start_ns", "end_ns", "status", "error"} <= set(run.load.columns):
@@ -187,15 +200,15 @@ def analyze_load(run: Run, dollars_per_second: float | None = None, gpu_note: st
     levels = _levels(run)
     knee, reason, best = _knee(levels, budget)
     mode = "open" if any(lv.rate > 0 for lv in levels) else "closed"
-    at = levels[knee] if knee is not None else max(levels, key=lambda lv: lv.rps)
+    at_i, at_note = _operating(levels, knee, budget)
+    at = levels[at_i]
     dollars, price_note = None, None
     if dollars_per_second is None:
-        price_note = ("unpriced: no GPU was recorded and no price given (--price-per-gpu-hour)" if gpu_note
+        price_note = ("unpriced: no GPU was recorded and no price given (--price-per-gpu-hour: the server's price per hour)" if gpu_note
                       else "unpriced: no price is known for this GPU (--price-per-gpu-hour)")
     elif at.rps > 0:
         dollars = dollars_per_second / at.rps * 1e6
-        if knee is None:
-            price_note = "priced at the level with the best throughput (no knee)"
+        price_note = at_note
     notes = []
     if mode == "open" and any(lv.dropped for lv in levels):
         notes.append("some requests were dropped: more than max_inflight were outstanding (the server could not "
@@ -206,6 +219,6 @@ def analyze_load(run: Run, dollars_per_second: float | None = None, gpu_note: st
                      "ms): that rate is beyond this machine, not only the server; latencies count from the schedule")
     url = meta.get("url") if isinstance(meta.get("url"), str) else None
     return LoadAnalysis(mode=mode, levels=levels, knee=knee, knee_reason=reason, best_rps=best,
-                        p95_budget_ms=budget, url=url, dollars_per_million=dollars, price_note=price_note,
+                        p95_budget_ms=budget, url=url, at=at_i, dollars_per_million=dollars, price_note=price_note,
                         gpu_note=None if any(lv.gpu_busy is not None for lv in levels) else (gpu_note or "no GPU"),
                         notes=notes)

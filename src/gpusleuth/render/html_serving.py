@@ -63,7 +63,7 @@ def serving_section(pg: Any, report: Any, table, tile) -> None:
     load, o = s.load, s.outcomes
     where = f" <span class=dim>— <code>{e(load.url)}</code></span>" if load.url else ""
     pg.add(f"<section class=headline><h2>Serving under load{where}</h2><div class=tiles>")
-    at = "at the knee" if o.at_knee else "best level (no knee)"
+    at = "at the knee" if o.at_knee else f"at {e(load.levels[o.level].named)} (no knee)"
     tiles = [tile(f"req/s {at}", f"{o.rps:,.1f}"), tile(f"p95 {at}", f"{_ms(o.p95_ms)} ms")]
     tiles.append(tile("$ per 1M requests", f"${o.dollars_per_million:,.2f}") if o.dollars_per_million is not None
                  else tile("$ per 1M requests", "–", e(o.price_note or "unpriced")))

@@ -49,11 +49,12 @@ def render_serving(report: Report, console: Console) -> None:
         t.add_row(*row, style="bold" if knee else None)
     console.print(t)
     console.print(f"  knee: {escape(load.knee_reason)}")
-    at = "at the knee" if o.at_knee else "at the best level (no knee)"
+    at = "at the knee" if o.at_knee else f"at {load.levels[o.level].named} (no knee)"
     parts = [f"{o.rps:,.1f} req/s", f"p95 {_ms(o.p95_ms)} ms"]
     parts.append(f"${o.dollars_per_million:,.2f} per 1M requests" if o.dollars_per_million is not None
                  else escape(o.price_note or "unpriced"))
-    parts.append(f"accelerator busy {o.gpu_busy:.0%}" if o.gpu_busy is not None else escape(o.gpu_note or "no GPU"))
+    parts.append(f"accelerator busy {o.gpu_busy:.0%}" if o.gpu_busy is not None
+                 else f"accelerator busy – ({escape(o.gpu_note or 'no GPU')})")
     if o.energy_j_per_request is not None:
         parts.append(f"{o.energy_j_per_request:,.2f} J per request")
     console.print(f"  {at}: " + " · ".join(parts))

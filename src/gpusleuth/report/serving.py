@@ -58,7 +58,7 @@ class ServingSection:
 def serving_section(load: LoadAnalysis | None) -> ServingSection | None:
     if load is None or not load.levels:
         return None
-    i = load.knee if load.knee is not None else max(range(len(load.levels)), key=lambda k: load.levels[k].rps)
+    i = load.at if load.at is not None else 0
     lv = load.levels[i]
     outcomes = ServingOutcomes(level=i, at_knee=load.knee is not None, rps=lv.rps, p95_ms=lv.p95_ms,
                                dollars_per_million=load.dollars_per_million, price_note=load.price_note,
