@@ -22,10 +22,11 @@ def latency_vs_throughput(chart: Any) -> dict | None:
     labels = [plain(chart.labels[i]) for i in pts]
     x = [round(chart.rps[i], 3) for i in pts]
     hover = f"{plain(chart.x_title)} %{{text}}<br>%{{x:,.1f}} req/s · %{{y:,.1f}} ms<extra>%{{fullData.name}}</extra>"
-    data = [{"type": "scatter", "mode": "lines+markers+text", "name": name, "x": x, "text": labels,
-             "textposition": "top center", "y": [round(ys[i], 3) for i in pts], "marker": {"color": color},
-             "hovertemplate": hover}
-            for name, ys, color in (("p50", chart.p50_ms, "#1f77b4"), ("p95", chart.p95_ms, "#d62728"))]
+    data = [{"type": "scatter", "mode": mode, "name": name, "x": x, "text": labels,  # levels named once, on p95
+             "textposition": "top left", "y": [round(ys[i], 3) if ys[i] is not None else None for i in pts],
+             "marker": {"color": color}, "hovertemplate": hover}
+            for name, ys, color, mode in (("p50", chart.p50_ms, "#1f77b4", "lines+markers"),
+                                          ("p95", chart.p95_ms, "#d62728", "lines+markers+text"))]
     if chart.knee is not None and chart.p95_ms[chart.knee] is not None:
         k = chart.knee
         data.append({"type": "scatter", "mode": "markers", "name": "knee", "x": [round(chart.rps[k], 3)],
