@@ -6,10 +6,11 @@ from a server that does nothing — a raw asyncio protocol answering a fixed 2-b
 in its own process — per concurrency, interleaved with peers when they are importable: a plain httpx
 ``AsyncClient`` loop and a plain aiohttp ``ClientSession`` loop, same workers, same keep-alive. (No
 ``wrk``/``hey``/``oha`` binary on this machine.) Each repeat runs every client once, in rotating order;
-the table gives medians and the ratio to gpusleuth.
+the table gives medians and the ratio to gpusleuth. Then the open loop alone: the rate it sustains and
+how late it starts requests (its own lag) as the asked rate rises.
 
-    python benchmarks/load_generator.py --concurrency 1,8,64 --seconds 3 --repeats 3
-    PYTHONPATH=/tmp/peer_httpx:/tmp/peer_aiohttp python benchmarks/load_generator.py   # with peers
+    python benchmarks/load_generator.py --concurrency 1,8,64 --seconds 3 --repeats 3 --rates 1000,3000,6000,10000
+    PYTHONPATH=/path/to/httpx:/path/to/aiohttp python benchmarks/load_generator.py   # peers from elsewhere
 """
 
 from __future__ import annotations
@@ -89,11 +90,23 @@ def aiohttp_rps(url: str, conc: int, seconds: float) -> float:
     return asyncio.run(main())
 
 
+def open_loop(url: str, rate: float, seconds: float) -> tuple[float, float]:
+    """gpusleuth's open loop at ``rate``: (2xx answers/s, p95 of how late it started requests, ms)."""
+    import numpy as np
+
+    from gpusleuth.recorder.loadgen import LoadPlan, run_plan
+
+    c = run_plan(LoadPlan(url=url, mode="open", levels=[rate], duration_s=seconds)).columns
+    ok = (c["status"] == 200).sum()
+    return ok / ((c["end_ns"].max() - c["start_ns"].min()) / 1e9), float(np.percentile(c["lag_ns"], 95)) / 1e6
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--concurrency", default="1,8,64")
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rates", default="1000,3000,6000,10000", help="open-loop rates to try ('' for none)")
     args = ap.parse_args()
     clients = {"gpusleuth": gpusleuth_rps}
     for name, fn in (("httpx", httpx_rps), ("aiohttp", aiohttp_rps)):
@@ -122,6 +135,12 @@ def main() -> None:
             med = {n: statistics.median(results[(n, conc)]) for n in names}
             print(f"| {conc} | " + " | ".join(f"{med[n]:,.0f}" for n in names)
                   + "".join(f" | {med[n] / med['gpusleuth']:.2f}" for n in names[1:]) + " |")
+        if args.rates:
+            print("\n| open loop rate/s | achieved req/s (median) | generator lag p95 ms (median) |\n|---|---|---|")
+            for rate in args.rates.split(","):
+                runs = [open_loop(url, float(rate), args.seconds) for _ in range(args.repeats)]
+                print(f"| {rate} | {statistics.median(r[0] for r in runs):,.0f} | "
+                      f"{statistics.median(r[1] for r in runs):,.1f} |")
     finally:
         srv.terminate()
         srv.wait()
