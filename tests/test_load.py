@@ -223,6 +223,9 @@ def test_with_a_server_command_one_run_directory_holds_everything(tmp_path):
     assert [lv["concurrency"] for lv in serving["levels"]] == [1, 4]
     assert serving["levels"][1]["rps"] == pytest.approx(50, rel=0.2)  # the 20 ms lock caps it at 50/s
     assert serving["outcomes"]["price_note"].startswith("unpriced")
+    cpu = meta["load"]["generator_cpu_cores"]  # what the generator itself took, per level
+    assert len(cpu) == 2 and all(0 < c < 1.5 for c in cpu)
+    assert [lv["generator_cpu_cores"] for lv in serving["levels"]] == cpu
     # the load lies inside the recording, on the same clock as the server's samples
     import pyarrow.parquet as pq
 

@@ -23,6 +23,11 @@ from gpusleuth.run.model import Run
 
 WITHIN_BEST = 0.05  # a level within 5 % of the best throughput counts as reaching it
 MAX_FAILED = 0.01  # more failed requests than this and a level is not a knee candidate
+GENERATOR_BUSY = 0.5  # cores of gpusleuth's own CPU in a level above which the report says so
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e6
 
 
 @dataclass
@@ -46,6 +51,7 @@ class LoadLevel:
     lag_p95_ms: float | None = None  # open loop: how late the generator itself started requests (p95)
     gpu_busy: float | None = None  # mean accelerator utilization during the level, 0..1 (None: no GPU)
     energy_j_per_request: float | None = None  # GPU energy over the level / 2xx answers
+    generator_cpu_cores: float | None = None  # gpusleuth's own CPU during the level (cores), when recorded
 
     @property
     def failed(self) -> int:
@@ -196,8 +202,12 @@ def analyze_load(run: Run, dollars_per_second: float | None = None, gpu_note: st
         return None
     meta = run.meta.get("load") if isinstance(run.meta.get("load"), dict) else {}
     budget = meta.get("p95_budget_ms")
-    budget = float(budget) if isinstance(budget, (int, float)) and not isinstance(budget, bool) else None
+    budget = float(budget) if _is_num(budget) else None
     levels = _levels(run)
+    cpu = meta.get("generator_cpu_cores")
+    if isinstance(cpu, list) and len(cpu) == len(levels) and all(_is_num(c) for c in cpu):
+        for lv, c in zip(levels, cpu):
+            lv.generator_cpu_cores = float(c)
     knee, reason, best = _knee(levels, budget)
     mode = "open" if any(lv.rate > 0 for lv in levels) else "closed"
     at_i, at_note = _operating(levels, knee, budget)
@@ -217,6 +227,10 @@ def analyze_load(run: Run, dollars_per_second: float | None = None, gpu_note: st
     if late:
         notes.append(f"the load generator started requests late (p95 lag up to {max(lv.lag_p95_ms for lv in late):,.0f} "
                      "ms): that rate is beyond this machine, not only the server; latencies count from the schedule")
+    busy = max((lv.generator_cpu_cores or 0.0 for lv in levels), default=0.0)
+    if busy > GENERATOR_BUSY:
+        notes.append(f"the load generator itself used up to {busy:.2f} of a CPU core: if the server runs on this "
+                     "machine that CPU was not the server's — load it from another machine for its true ceiling")
     url = meta.get("url") if isinstance(meta.get("url"), str) else None
     return LoadAnalysis(mode=mode, levels=levels, knee=knee, knee_reason=reason, best_rps=best,
                         p95_budget_ms=budget, url=url, at=at_i, dollars_per_million=dollars, price_note=price_note,

@@ -148,6 +148,8 @@ def plan_from_args(args):
     for flag, v in (("--duration", args.duration), ("--timeout", args.timeout)):
         if not v > 0:
             raise LaunchError(f"gpusleuth load: {flag} must be a positive number of seconds")
+    if args.p95_budget_ms is not None and not 0 < args.p95_budget_ms < 1e6:
+        raise LaunchError("gpusleuth load: --p95-budget-ms must be a positive number of milliseconds")
     if args.requests is not None and args.requests <= 0:
         raise LaunchError("gpusleuth load: --requests must be a positive number")
     bodies = _read_bodies(args)
@@ -212,7 +214,7 @@ def _write_load_only(args, plan, result) -> Path:
     (run_dir / "raw").rmdir()  # nothing records steps here
     meta = {"format": FORMAT_VERSION, "gpusleuth_version": __version__, "source": "load", "label": args.label,
             "command": None, "hostname": __import__("os").uname().nodename, "start_ns": result.start_ns,
-            "end_ns": result.end_ns, "load": plan.to_meta()}
+            "end_ns": result.end_ns, "load": result.meta(plan)}
     try:
         write_load(run_dir, result)
         write_meta(run_dir, meta)
@@ -247,7 +249,7 @@ def _with_server(args, plan, command):
         server = (f"the server ({' '.join(command)[:80]}) exited with code {launched.exit_code} after "
                   f"{time.monotonic() - started:.1f} s; its output is in {run_dir / 'output.log'}")
     if result is not None:
-        meta["load"] = plan.to_meta()
+        meta["load"] = result.meta(plan)
         if server:
             meta.setdefault("losses", []).append(f"the load was cut short: {server}")
         try:
@@ -271,7 +273,7 @@ def _report(args, run_dir, result, plan, full: bool) -> int:
         run = load_run(run_dir)
     else:
         run = Run(meta={"source": "load", "label": args.label, "start_ns": result.start_ns,
-                        "end_ns": result.end_ns, "load": plan.to_meta()}, load=Table(result.columns))
+                        "end_ns": result.end_ns, "load": result.meta(plan)}, load=Table(result.columns))
     report = build_report(run, options_from_args(args))
     if run_dir is not None:
         from gpusleuth.cli.trackers import cache_summary

@@ -125,6 +125,9 @@ class Generator:
         self.progress = progress
         self.rows = _Rows()
         self.notes: list[str] = []
+        # per level, this process's CPU over the level's wall time, in cores: on the server's machine the
+        # generator's CPU is not the server's, so the report says how much it took
+        self.cpu_cores: list[float] = []
 
     async def run(self) -> None:
         p = self.plan
@@ -133,11 +136,12 @@ class Generator:
                 break
             if i and p.pause_s:
                 await asyncio.sleep(p.pause_s)
-            t0 = time.monotonic()
+            t0, cpu0 = time.monotonic(), time.process_time()
             if p.mode == "closed":
                 await self._closed(i, int(value))
             else:
                 await self._open(i, float(value))
+            self.cpu_cores.append(round((time.process_time() - cpu0) / max(time.monotonic() - t0, 1e-6), 3))
             if self.progress is not None:
                 what = f"concurrency {int(value)}" if p.mode == "closed" else f"rate {value:g}/s"
                 self.progress(f"level {i + 1}/{len(p.levels)} ({what}): {self.rows.count(i):,} requests "
@@ -234,6 +238,11 @@ class LoadResult:
     end_ns: int
     notes: list[str]
     not_ready: str | None = None  # why no level ran: the server never answered
+    cpu_cores: list[float] = field(default_factory=list)  # the generator's own CPU per level, in cores
+
+    def meta(self, plan: LoadPlan) -> dict:
+        """``meta["load"]``: the plan's parameters and what the generator itself cost."""
+        return {**plan.to_meta(), "generator_cpu_cores": self.cpu_cores}
 
 
 def run_plan(plan: LoadPlan, cancel: threading.Event | None = None, ready_timeout_s: float | None = None,
@@ -252,7 +261,7 @@ def run_plan(plan: LoadPlan, cancel: threading.Event | None = None, ready_timeou
         await gen.run()
 
     asyncio.run(main())
-    return LoadResult(gen.rows.arrays(), start, time.time_ns(), gen.notes, not_ready)
+    return LoadResult(gen.rows.arrays(), start, time.time_ns(), gen.notes, not_ready, gen.cpu_cores)
 
 
 class LoadThread:
