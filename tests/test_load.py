@@ -31,8 +31,10 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body in two sends must not wait for a delayed ACK
     slots = threading.Semaphore(SLOTS)
+    hits = 0  # requests seen (a test waits on it to know a client is sending)
 
     def do_GET(self):
+        type(self).hits += 1
         if self.path.startswith("/fail"):
             return self._answer(500, b"no")
         if self.path.startswith("/hang"):
@@ -372,3 +374,22 @@ def test_a_server_that_never_answers_is_stopped_with_a_sentence(tmp_path):
     assert time.monotonic() - t0 < 30  # stopped by SIGINT, not waited out
     meta = json.loads((tmp_path / "r" / "meta.json").read_text())
     assert meta["stopped_by"].startswith("gpusleuth load") and not (tmp_path / "r" / "load.parquet").exists()
+
+
+def test_ctrl_c_keeps_what_was_measured(server, tmp_path):
+    import os
+    import signal
+    import subprocess
+
+    out = tmp_path / "r"
+    proc = subprocess.Popen([sys.executable, "-m", "gpusleuth", "load", server + "/work", "--concurrency", "1,4",
+                             "--duration", "30", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ))
+    before, deadline = _Handler.hits, time.monotonic() + 20
+    while _Handler.hits < before + 5 and time.monotonic() < deadline:  # it is sending: its Ctrl-C handler is set
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "Traceback" not in stderr
+    assert "stopped early: level 1 of 2 was cut short and 1 more did not run" in stdout
+    assert (out / "load.parquet").exists()

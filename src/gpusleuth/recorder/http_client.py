@@ -67,6 +67,8 @@ def parse_target(url: str, method: str = "GET", headers: list[tuple[str, str]] |
     for k, v in headers or []:
         if any(c in k + v for c in "\r\n") or not k.strip():
             raise ValueError(f"header {k!r} has a line break or no name")
+        if k.strip().lower() in ("content-length", "transfer-encoding"):
+            raise ValueError(f"header {k.strip()} is set by gpusleuth from the body; leave it out")
         lines.append(f"{k.strip()}: {v.strip()}")
     head = ("\r\n".join(lines) + "\r\n").encode("latin-1", "replace")
     return Target(url=url, host=parts.hostname, port=port, tls=tls, head=head, method=method)

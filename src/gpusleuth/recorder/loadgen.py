@@ -142,6 +142,9 @@ class Generator:
             else:
                 await self._open(i, float(value))
             self.cpu_cores.append(round((time.process_time() - cpu0) / max(time.monotonic() - t0, 1e-6), 3))
+            if self.cancel.is_set():  # Ctrl-C, or the server ended: this level was cut short
+                self.notes.append(f"stopped early: level {i + 1} of {len(p.levels)} was cut short"
+                                  + (f" and {len(p.levels) - i - 1} more did not run" if i + 1 < len(p.levels) else ""))
             if self.progress is not None:
                 what = f"concurrency {int(value)}" if p.mode == "closed" else f"rate {value:g}/s"
                 self.progress(f"level {i + 1}/{len(p.levels)} ({what}): {self.rows.count(i):,} requests "
@@ -242,7 +245,7 @@ class LoadResult:
 
     def meta(self, plan: LoadPlan) -> dict:
         """``meta["load"]``: the plan's parameters and what the generator itself cost."""
-        return {**plan.to_meta(), "generator_cpu_cores": self.cpu_cores}
+        return {**plan.to_meta(), "generator_cpu_cores": self.cpu_cores, "notes": self.notes}
 
 
 def run_plan(plan: LoadPlan, cancel: threading.Event | None = None, ready_timeout_s: float | None = None,
