@@ -27,14 +27,15 @@ def add_parser(sub) -> None:
         usage="gpusleuth load URL [options] [-- CMD ARGS…]",
         help="load an HTTP server at several concurrencies or rates: req/s, p50/p95/p99, errors, the knee",
         description=(
-            "Send requests to URL level by level — closed loop (--concurrency: N workers, each sending its "
-            "next request when the previous one is answered) or open loop (--rate: requests start on a "
-            "schedule whatever the answers) — and report per level requests/s, latency p50/p95/p99/max, "
-            "errors and timeouts, and the knee: the smallest level within 5 %% of the best throughput whose "
-            "p95 meets --p95-budget-ms. With -- CMD the server is started under recording (like `gpusleuth "
-            "run`), loaded once it answers, stopped, and one run directory keeps its telemetry, its output and "
-            "the load results, followed by the full report (serving outcomes: $ per 1M requests at the knee, "
-            "accelerator busy share, energy per request). See docs/serving.md."
+            "Send requests to URL level by level and report, per level, requests/s, latency p50/p95/p99/max,\n"
+            "errors and timeouts, and the knee: the smallest level within 5 % of the best throughput whose p95\n"
+            "meets --p95-budget-ms.\n\n"
+            "  closed loop (--concurrency): N workers, each sending its next request when the previous is answered\n"
+            "  open loop (--rate): requests start on a schedule, whatever the answers (dropped past --max-inflight)\n\n"
+            "With -- CMD the server is started under recording (as `gpusleuth run` starts a job), loaded once it\n"
+            "answers, then stopped (SIGINT, SIGTERM); one run directory keeps its telemetry, its output\n"
+            "(output.log) and the load results (load.parquet), and the full report follows: $ per 1M requests\n"
+            "and p95 at the knee, accelerator busy share, energy per request. See docs/serving.md."
         ),
         epilog="Examples:\n"
         "  gpusleuth load http://127.0.0.1:8000/predict --concurrency 1,4,16 -- python server.py 8000\n"
