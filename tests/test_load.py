@@ -393,3 +393,21 @@ def test_ctrl_c_keeps_what_was_measured(server, tmp_path):
     assert proc.returncode == 0 and "Traceback" not in stderr
     assert "stopped early: level 1 of 2 was cut short and 1 more did not run" in stdout
     assert (out / "load.parquet").exists()
+
+
+def test_a_server_that_dies_under_load_keeps_the_rows_and_says_so(tmp_path):
+    """The server exits by itself after 20 answers: the rows so far are reported, the exit code is 1."""
+    server_py = _server_file(tmp_path, "import os\nserved = [0]\n")
+    server_py.write_text(server_py.read_text().replace(
+        "        self.wfile.write(b'ok')\n",
+        "        self.wfile.write(b'ok')\n        served[0] += 1\n"
+        "        if served[0] >= 20:\n            self.wfile.flush(); os._exit(7)\n"))
+    res = gpusleuth("load", f"http://127.0.0.1:{(port := free_port())}/", "--concurrency", "1,4", "--duration", "3",
+                    "--out", tmp_path / "r", "--json", "--", sys.executable, server_py, port, timeout=60)
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "exited with code 7" in res.stderr
+    report = json.loads(res.stdout)
+    assert any("the load was cut short" in x for x in report["losses"])
+    levels = report["serving"]["levels"]
+    assert levels[0]["ok"] >= 19 and levels[0]["errors"] > 0  # refused after it died
+    assert any("stopped early" in n for n in report["serving"]["notes"])

@@ -185,7 +185,11 @@ def load_command(args) -> int:
     if not len(result.columns["level"]):
         _say("no request was sent")
         return 1
-    return _report(args, run_dir, result, plan, full=bool(command))
+    _report(args, run_dir, result, plan, full=bool(command))
+    if server:  # it ended on its own before the levels were done: the measurement is incomplete
+        _say(server)
+        return 1
+    return 0
 
 
 def _url_only(args, plan):
@@ -262,7 +266,7 @@ def _with_server(args, plan, command):
     return run_dir, result, server
 
 
-def _report(args, run_dir, result, plan, full: bool) -> int:
+def _report(args, run_dir, result, plan, full: bool) -> None:
     from gpusleuth.cli.report import make_console, write_html_report
     from gpusleuth.report.build import build_report
     from gpusleuth.report.options import options_from_args
@@ -297,4 +301,3 @@ def _report(args, run_dir, result, plan, full: bool) -> int:
             console.print(f"  • {msg}", markup=False)
     if args.html:
         write_html_report(report, args.html)
-    return 0
