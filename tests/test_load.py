@@ -411,3 +411,51 @@ def test_a_server_that_dies_under_load_keeps_the_rows_and_says_so(tmp_path):
     levels = report["serving"]["levels"]
     assert levels[0]["ok"] >= 19 and levels[0]["errors"] > 0  # refused after it died
     assert any("stopped early" in n for n in report["serving"]["notes"])
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory):
+    """The same handler over https, with a self-signed certificate made by openssl."""
+    import shutil
+    import ssl
+    import subprocess
+
+    if not shutil.which("openssl"):
+        pytest.skip("no openssl to make a certificate")
+    d = tmp_path_factory.mktemp("tls")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem")], check=True, capture_output=True)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(d / "cert.pem", d / "key.pem")
+    srv = _Server(("127.0.0.1", 0), _Handler)
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"https://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_https_untrusted_certificate_is_a_sentence_and_insecure_loads_it(tls_server):
+    res = gpusleuth("load", tls_server + "/", "--concurrency", "2", "--duration", "0.3", timeout=60)
+    assert res.returncode == 1 and "TLS certificate is not trusted" in res.stderr and "--insecure" in res.stderr
+    res = gpusleuth("load", tls_server + "/", "--concurrency", "2", "--duration", "0.5", "--insecure", "--json",
+                    timeout=60)
+    assert res.returncode == 0, res.stderr
+    lv = json.loads(res.stdout)["serving"]["levels"][0]
+    assert lv["requests"] > 5 and lv["ok"] == lv["requests"]
+
+
+def test_the_python_310_timeout_fallback_times_out():
+    import asyncio
+
+    from gpusleuth.recorder.loadgen import _WaitFor
+
+    async def main():
+        with pytest.raises(asyncio.TimeoutError):
+            async with _WaitFor(0.05):
+                await asyncio.sleep(2)
+        async with _WaitFor(1.0):
+            await asyncio.sleep(0.01)  # finishes in time: nothing raised
+        return True
+
+    assert asyncio.run(main())

@@ -61,6 +61,8 @@ def add_parser(sub) -> None:
     r = p.add_argument_group("requests")
     r.add_argument("--method", default=None, help="HTTP method (default GET, or POST with a body)")
     r.add_argument("--header", action="append", default=[], metavar="K:V", help="a request header (repeatable)")
+    r.add_argument("--insecure", action="store_true",
+                   help="https: do not check the server's certificate (a self-signed internal server)")
     bodies = r.add_mutually_exclusive_group()
     bodies.add_argument("--body-file", type=Path, default=None, metavar="F", help="send this file as every body")
     bodies.add_argument("--bodies", type=Path, default=None, metavar="DIR",
@@ -157,7 +159,8 @@ def plan_from_args(args):
     method = (args.method or ("POST" if bodies != [b""] else "GET")).upper()
     plan = LoadPlan(url=args.url, mode=mode, levels=levels, duration_s=args.duration, requests=args.requests,
                     timeout_s=args.timeout, method=method, headers=_headers(args, bodies), bodies=bodies,
-                    max_inflight=max(1, args.max_inflight), p95_budget_ms=args.p95_budget_ms)
+                    max_inflight=max(1, args.max_inflight), p95_budget_ms=args.p95_budget_ms,
+                    insecure=args.insecure)
     try:
         plan.target()
     except ValueError as exc:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 MAX_HEADER_BYTES = 64 * 1024
@@ -35,13 +35,15 @@ class Target:
     tls: bool
     head: bytes  # request line and headers, without Content-Length
     method: str
+    verify: bool = True  # https: check the server's certificate (--insecure: don't)
 
     def request(self, body: bytes) -> bytes:
         length = f"Content-Length: {len(body)}\r\n" if body or self.method not in ("GET", "HEAD") else ""
         return self.head + length.encode() + b"\r\n" + body
 
 
-def parse_target(url: str, method: str = "GET", headers: list[tuple[str, str]] | None = None) -> Target:
+def parse_target(url: str, method: str = "GET", headers: list[tuple[str, str]] | None = None,
+                 verify: bool = True) -> Target:
     """A URL and headers into a :class:`Target`; ``ValueError`` with a sentence when the URL is unusable."""
     try:
         parts = urlsplit(url)
@@ -71,7 +73,7 @@ def parse_target(url: str, method: str = "GET", headers: list[tuple[str, str]] |
             raise ValueError(f"header {k.strip()} is set by gpusleuth from the body; leave it out")
         lines.append(f"{k.strip()}: {v.strip()}")
     head = ("\r\n".join(lines) + "\r\n").encode("latin-1", "replace")
-    return Target(url=url, host=parts.hostname, port=port, tls=tls, head=head, method=method)
+    return Target(url=url, host=parts.hostname, port=port, tls=tls, head=head, method=method, verify=verify)
 
 
 def safe_url(url: str) -> str:
@@ -95,11 +97,15 @@ class Connection:
     reader: asyncio.StreamReader | None = None
     writer: asyncio.StreamWriter | None = None
     used: int = 0  # responses read on it (a reused connection may have been closed by the server)
-    _ssl: ssl.SSLContext | None = field(default=None, repr=False)
 
     async def open(self) -> None:
         t = self.target
-        ctx = ssl.create_default_context() if t.tls else None
+        ctx = None
+        if t.tls:
+            ctx = ssl.create_default_context()
+            if not t.verify:
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
         self.reader, self.writer = await asyncio.open_connection(t.host, t.port, ssl=ctx, limit=MAX_HEADER_BYTES)
         self.used = 0
 
@@ -173,3 +179,20 @@ class Connection:
                     pass  # trailers
                 return
             await reader.readexactly(size + 2)
+
+
+def why_failed(exc: BaseException) -> str:
+    """A connection failure in words, for the sentence when a URL never answers."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"its TLS certificate is not trusted ({exc.verify_message}); --insecure skips the check"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS failed ({exc.reason or exc})"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, ProtocolError):
+        return f"it did not answer HTTP ({exc})"
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc) or type(exc).__name__
+    if isinstance(exc, asyncio.IncompleteReadError):
+        return "the connection closed without an answer"
+    return str(exc) or type(exc).__name__

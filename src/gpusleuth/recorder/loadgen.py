@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from typing import Callable
 import numpy as np
 
 from gpusleuth.run.layout import LOAD_TABLE
-from gpusleuth.recorder.http_client import Connection, ProtocolError, Target, parse_target, safe_url
+from gpusleuth.recorder.http_client import Connection, ProtocolError, Target, parse_target, safe_url, why_failed
 
 MODES = ("closed", "open")
 ERRORS = ("", "timeout", "connect", "http", "dropped")
@@ -50,16 +51,17 @@ class LoadPlan:
     max_inflight: int = 1024  # open loop: outstanding requests before new ones are dropped
     pause_s: float = 0.2  # between levels, so one level's queue does not spill into the next
     p95_budget_ms: float | None = None
+    insecure: bool = False  # https: do not check the certificate
 
     def target(self) -> Target:
-        return parse_target(self.url, self.method, self.headers)
+        return parse_target(self.url, self.method, self.headers, verify=not self.insecure)
 
     def to_meta(self) -> dict:
         """What ``meta["load"]`` keeps: the parameters, with the URL's credentials and query stripped."""
         return {"url": safe_url(self.url), "mode": self.mode, "method": self.method, "levels": self.levels,
                 "duration_s": self.duration_s, "requests_per_level": self.requests, "timeout_s": self.timeout_s,
                 "p95_budget_ms": self.p95_budget_ms, "bodies": len(self.bodies),
-                "max_inflight": self.max_inflight if self.mode == "open" else None}
+                "max_inflight": self.max_inflight if self.mode == "open" else None, "insecure": self.insecure}
 
 
 class _Rows:
@@ -92,17 +94,36 @@ class _Rows:
         return {k: out[k] for k in c}
 
 
-_timeout = getattr(asyncio, "timeout", None)  # 3.11+: no extra task per request, unlike wait_for
+class _WaitFor:
+    """``asyncio.timeout`` for Python 3.10, by cancelling the task at the deadline."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.handle, self.fired = seconds, None, False
+
+    async def __aenter__(self):
+        task = asyncio.current_task()
+        self.handle = asyncio.get_running_loop().call_later(self.seconds, self._fire, task)
+
+    def _fire(self, task) -> None:
+        self.fired = True
+        task.cancel()
+
+    async def __aexit__(self, kind, exc, tb):
+        self.handle.cancel()
+        if self.fired and kind is asyncio.CancelledError:
+            raise asyncio.TimeoutError from None
+        return False
+
+
+# 3.11+: asyncio.timeout, no extra task per request (wait_for makes one)
+_deadline = getattr(asyncio, "timeout", None) or _WaitFor
 
 
 async def _send(conn: Connection, request: bytes, timeout_s: float) -> tuple[int, str]:
     """One request: (status, error code). The connection is closed after anything but a clean answer."""
     try:
-        if _timeout is not None:
-            async with _timeout(timeout_s):
-                status = await conn.send(request)
-        else:
-            status = await asyncio.wait_for(conn.send(request), timeout_s)
+        async with _deadline(timeout_s):
+            status = await conn.send(request)
     except (asyncio.TimeoutError, TimeoutError):
         conn.close()
         return 0, "timeout"
@@ -217,7 +238,7 @@ class Generator:
 async def wait_ready(target: Target, timeout_s: float, cancel: threading.Event | None = None) -> str | None:
     """Poll the URL until it answers anything HTTP (a 404 or 405 is an answer: the server is up). None when
     it did, else a sentence saying why not."""
-    probe = parse_target(target.url, "GET")
+    probe = parse_target(target.url, "GET", verify=target.verify)
     request = probe.request(b"")
     deadline = time.monotonic() + timeout_s
     last = "no answer"
@@ -225,11 +246,18 @@ async def wait_ready(target: Target, timeout_s: float, cancel: threading.Event |
         if cancel is not None and cancel.is_set():
             return "the server exited before it answered"
         conn = Connection(probe)
-        status, error = await _send(conn, request, min(5.0, max(deadline - time.monotonic(), 0.1)))
-        conn.close()
-        if status:
+        try:
+            async with _deadline(min(5.0, max(deadline - time.monotonic(), 0.1))):
+                await conn.send(request)
             return None
-        last = "connection refused or reset" if error == "connect" else "no answer within 5 s"
+        except (asyncio.TimeoutError, TimeoutError):
+            last = "no answer within 5 s"
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ProtocolError, ValueError) as exc:
+            last = why_failed(exc)
+            if isinstance(exc, ssl.SSLError):  # a certificate does not become trusted by waiting
+                return f"{safe_url(target.url)} cannot be loaded: {last}"
+        finally:
+            conn.close()
         await asyncio.sleep(0.1)
     return f"{safe_url(target.url)} did not answer within {timeout_s:g} s ({last})"
 
