@@ -459,3 +459,14 @@ def test_the_python_310_timeout_fallback_times_out():
         return True
 
     assert asyncio.run(main())
+
+
+def test_cancel_does_not_wait_out_a_hung_server(server):
+    """Ctrl-C (the cancel event) abandons requests in flight instead of waiting for their --timeout."""
+    cancel = threading.Event()
+    plan = LoadPlan(url=server + "/hang", mode="closed", levels=[2, 4], duration_s=5, timeout_s=30)
+    threading.Timer(0.5, cancel.set).start()
+    t0 = time.monotonic()
+    result = run_plan(plan, cancel)
+    assert time.monotonic() - t0 < 1.5
+    assert len(result.columns["level"]) == 0  # nothing answered: no rows, no invented latencies

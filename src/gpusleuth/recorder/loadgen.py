@@ -171,6 +171,22 @@ class Generator:
                 self.progress(f"level {i + 1}/{len(p.levels)} ({what}): {self.rows.count(i):,} requests "
                               f"in {time.monotonic() - t0:.1f} s")
 
+    async def _until_done(self, aws) -> None:
+        """Wait for the workers (or requests in flight); on ``cancel`` abandon them at once — Ctrl-C must not
+        wait out a hung server's --timeout. An abandoned request has no answer, so it is not a row."""
+        tasks = [asyncio.ensure_future(a) for a in aws]
+        pending = set(tasks)
+        while pending:
+            _, pending = await asyncio.wait(pending, timeout=0.05)
+            if pending and self.cancel.is_set():
+                for t in pending:
+                    t.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                break
+        for t in tasks:  # a bug in a worker is not swallowed
+            if not t.cancelled() and t.exception() is not None:
+                raise t.exception()
+
     def _budget(self):
         cap = self.plan.requests
         return itertools.count() if cap is None else iter(range(cap))
@@ -193,7 +209,7 @@ class Generator:
             finally:
                 conn.close()
 
-        await asyncio.gather(*(worker() for _ in range(conc)))
+        await self._until_done(worker() for _ in range(conc))
 
     async def _open(self, level: int, rate: float) -> None:
         p, rows, cancel = self.plan, self.rows, self.cancel
@@ -230,7 +246,7 @@ class Generator:
             inflight.add(task)
             task.add_done_callback(inflight.discard)
         if inflight:
-            await asyncio.gather(*inflight)
+            await self._until_done(inflight)
         for conn in idle:
             conn.close()
 
