@@ -228,6 +228,8 @@ def test_with_a_server_command_one_run_directory_holds_everything(tmp_path):
     cpu = meta["load"]["generator_cpu_cores"]  # what the generator itself took, per level
     assert len(cpu) == 2 and all(0 < c < 1.5 for c in cpu)
     assert [lv["generator_cpu_cores"] for lv in serving["levels"]] == cpu
+    for lv in serving["levels"]:  # the server's own CPU in each level, from its recorded process samples
+        assert 0 <= lv["server_top_process_cores"] <= lv["server_cpu_cores"] < 2.5 and 0 < lv["host_cpu_share"] <= 1
     # the load lies inside the recording, on the same clock as the server's samples
     import pyarrow.parquet as pq
 

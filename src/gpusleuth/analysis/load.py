@@ -52,6 +52,12 @@ class LoadLevel:
     gpu_busy: float | None = None  # mean accelerator utilization during the level, 0..1 (None: no GPU)
     energy_j_per_request: float | None = None  # GPU energy over the level / 2xx answers
     generator_cpu_cores: float | None = None  # gpusleuth's own CPU during the level (cores), when recorded
+    # the recorded server (`load -- CMD`) during the level, from the process sampler: all its processes'
+    # CPU (cores, mean over samples), its busiest process's (a Python server holding the GIL tops out near
+    # 1.0), and the whole machine's CPU share (0..1, the generator included)
+    server_cpu_cores: float | None = None
+    server_top_process_cores: float | None = None
+    host_cpu_share: float | None = None
 
     @property
     def failed(self) -> int:
@@ -126,6 +132,28 @@ def _gpu_in(run: Run, lo: int, hi: int, ok: int) -> tuple[float | None, float | 
     return busy, energy
 
 
+def _cpu_in(run: Run, lo: int, hi: int) -> tuple[float | None, float | None, float | None]:
+    """(server cores, busiest server process cores, host CPU share) over samples within [lo, hi]."""
+    server = top = host = None
+    p = run.procs
+    if len(p) and {"t_ns", "pid", "cpu_pct"} <= set(p.columns):
+        t = p["t_ns"].astype(np.int64)
+        cpu = p["cpu_pct"].astype(np.float64)
+        m = (t >= lo) & (t <= hi) & np.isfinite(cpu)
+        if m.any():
+            times, at = np.unique(t[m], return_inverse=True)
+            server = float(np.bincount(at, weights=cpu[m]).mean()) / 100.0
+            pids, of = np.unique(p["pid"][m], return_inverse=True)
+            top = float((np.bincount(of, weights=cpu[m]) / np.bincount(of)).max()) / 100.0
+    h = run.host
+    if len(h) and {"t_ns", "cpu_pct"} <= set(h.columns):
+        t = h["t_ns"].astype(np.int64)
+        cpu = h["cpu_pct"].astype(np.float64)
+        m = (t >= lo) & (t <= hi) & np.isfinite(cpu)
+        host = float(cpu[m].mean()) / 100.0 if m.any() else None
+    return server, top, host
+
+
 def _levels(run: Run) -> list[LoadLevel]:
     ld = run.load
     level = ld["level"].astype(np.int64)
@@ -142,6 +170,7 @@ def _levels(run: Run) -> list[LoadLevel]:
         lat = (end[ok] - start[ok]).astype(np.float64)
         is_open = float(ld["rate"][m][0]) > 0
         busy, energy = _gpu_in(run, lo, hi, int(ok.sum()))
+        server_cpu, top_cpu, host_cpu = _cpu_in(run, lo, hi)
         out.append(LoadLevel(
             level=int(i), concurrency=int(ld["concurrency"][m][0]), rate=float(ld["rate"][m][0]),
             start_ns=lo, end_ns=hi, requests=int(m.sum()), ok=int(ok.sum()),
@@ -151,7 +180,8 @@ def _levels(run: Run) -> list[LoadLevel]:
             max_ms=float(lat.max()) / 1e6 if len(lat) else None, duration_s=span,
             dropped=int((m & (error == "dropped")).sum()),
             lag_p95_ms=float(np.percentile(lag[m], 95)) / 1e6 if is_open else None,
-            gpu_busy=busy, energy_j_per_request=energy))
+            gpu_busy=busy, energy_j_per_request=energy, server_cpu_cores=server_cpu,
+            server_top_process_cores=top_cpu, host_cpu_share=host_cpu))
     return out
 
 

@@ -77,9 +77,10 @@ def serving_section(pg: Any, report: Any, table, tile) -> None:
     for note in s.notes:
         pg.add(f"<p class=dim>{e(note)}</p>")
     head = ["", "concurrency" if load.mode == "closed" else "rate/s", "requests", "req/s", "p50 ms", "p95 ms",
-            "p99 ms", "max ms", "errors", "timeouts", "dropped", "GPU busy"]
+            "p99 ms", "max ms", "errors", "timeouts", "dropped", "server CPU (cores)", "GPU busy"]
     rows = [["knee →" if i == load.knee else "", e(lv.label), f"{lv.requests:,}", f"{lv.rps:,.1f}", _ms(lv.p50_ms),
              _ms(lv.p95_ms), _ms(lv.p99_ms), _ms(lv.max_ms), f"{lv.errors:,}", f"{lv.timeouts:,}", f"{lv.dropped:,}",
+             "–" if lv.server_cpu_cores is None else f"{lv.server_cpu_cores:.2f}",
              "–" if lv.gpu_busy is None else f"{lv.gpu_busy:.0%}"] for i, lv in enumerate(load.levels)]
     pg.add(table(head, rows))
     pg.add("<h3>Latency against throughput</h3><p class=dim>One point per level; past the knee more load adds "

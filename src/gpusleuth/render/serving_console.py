@@ -35,6 +35,9 @@ def render_serving(report: Report, console: Console) -> None:
         t.add_column(col, justify="right")
     if load.mode == "open":
         t.add_column("dropped", justify="right")
+    server_cpu = any(lv.server_cpu_cores is not None for lv in load.levels)
+    if server_cpu:
+        t.add_column("server CPU", justify="right")
     if any(lv.gpu_busy is not None for lv in load.levels):
         t.add_column("GPU busy", justify="right")
     for i, lv in enumerate(load.levels):
@@ -44,6 +47,8 @@ def render_serving(report: Report, console: Console) -> None:
                _count(lv.timeouts)]
         if load.mode == "open":
             row.append(_count(lv.dropped))
+        if server_cpu:
+            row.append("–" if lv.server_cpu_cores is None else f"{lv.server_cpu_cores:.2f} cores")
         if any(x.gpu_busy is not None for x in load.levels):
             row.append("–" if lv.gpu_busy is None else f"{lv.gpu_busy:.0%}")
         t.add_row(*row, style="bold" if knee else None)
