@@ -7,6 +7,8 @@ straggler's extra time is known, so the measured wait is checked against it."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 
 import numpy as np
@@ -27,10 +29,10 @@ def _record(tmp_path, name, *cmd, env=None):
 
 
 
-def _torchrun(tmp_path, name, slow_rank, extra, base, steps):
-    return _record(tmp_path, name, sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+def _torchrun(tmp_path, name, slow_rank, extra, base, steps, *, nproc=2, hidden=192):
+    return _record(tmp_path, name, sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", nproc,
                    "--master_addr", "127.0.0.1", "--master_port", free_port(), DIST / "ddp_torchrun.py",
-                   slow_rank, extra, base, steps)
+                   slow_rank, extra, base, steps, hidden)
 
 
 @pytest.mark.slow
@@ -109,3 +111,111 @@ def test_two_rank_traces_get_a_cross_rank_verdict():
     assert len(verdict) == 1 and verdict[0]["severity"] == "none", verdict
     text = gpusleuth("report", *files)
     assert "Communication across 2 ranks" in text.stderr + text.stdout
+
+
+def _scaling(tmp_path, base_s, hidden):
+    """1 rank vs 2 ranks of one job, compared: the scaling row of `compare --json`."""
+    one, _ = _torchrun(tmp_path, f"one-{hidden}", 1, 0.0, base_s, 40, nproc=1, hidden=hidden)
+    two, _ = _torchrun(tmp_path, f"two-{hidden}", 1, 0.0, base_s, 40, nproc=2, hidden=hidden)
+    res = gpusleuth("compare", one, two, "--json")
+    assert res.returncode == 0, res.stderr[-3000:]
+    text = gpusleuth("compare", one, two)
+    scaling = json.loads(res.stdout)["scaling"]
+    assert len(scaling) == 1 and scaling[0]["from"] == 1 and scaling[0]["to"] == 2
+    return scaling[0], text.stdout
+
+
+@pytest.mark.slow
+def test_scaling_that_costs_more_than_it_saves_gets_the_verdict(tmp_path):
+    """A wide MLP on gloo with no other per-rank work: the second rank adds an all-reduce of 3 MB a step on
+    a 2-core host, so the job gets little or no faster while it holds twice the processes — the cost per
+    sample rises faster than the time falls, and compare says so."""
+    s, text = _scaling(tmp_path, 0.0, 8192)
+    assert s["speedup"] < 1.5, s
+    assert s["cost_outpaces_time"] is True
+    assert s["cost_change"] == pytest.approx(2 / s["speedup"] - 1, rel=1e-6)  # unpriced: processes ÷ throughput
+    assert s["per_1k_unit"] == "process-seconds per 1k samples"
+    assert "faster" in s["verdict"] and ("cost faster than they cut time" in s["verdict"] or "stay at 1" in s["verdict"])
+    assert "process-seconds per 1k samples" in " ".join(text.split())
+    assert " ".join(text.split()).count(" ".join(s["verdict"].split()[:6])) == 1
+    page = tmp_path / "cmp.html"
+    assert gpusleuth("compare", tmp_path / "one-8192", tmp_path / "two-8192", "--html", page).returncode == 0
+    assert "<h2>Scaling</h2>" in page.read_text() and s["verdict"].split(":")[0] in page.read_text()
+
+
+@pytest.mark.slow
+def test_scaling_that_pays_stays_quiet(tmp_path):
+    """Every rank waits 50 ms a step for its own input (the work that scales out): 2 ranks run nearly twice
+    as fast for nearly the same cost per sample — no verdict against scaling."""
+    s, text = _scaling(tmp_path, 0.05, 192)
+    assert s["speedup"] > 1.6, s
+    assert s["cost_outpaces_time"] is False
+    assert s["efficiency"] == pytest.approx(s["speedup"] / 2, rel=1e-6)
+    assert "time falls faster than cost rises" in " ".join(text.split())
+
+
+def _per_rank_runs(tmp_path, slow_rank, extra, base, steps):
+    """One `gpusleuth run` per rank, as `srun`/`mpirun` start a job: each rank its own run directory."""
+    port = free_port()
+    procs, outs = [], []
+    for rank in (0, 1):
+        out = tmp_path / f"node{rank}"
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+        procs.append(subprocess.Popen([sys.executable, "-m", "gpusleuth", "run", "--out", str(out), "--no-report",
+                                       "--", sys.executable, str(DIST / "ddp_torchrun.py"), str(slow_rank),
+                                       str(extra), str(base), str(steps)],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        outs.append(out)
+    for p in procs:
+        _, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err[-3000:]
+    return outs
+
+
+@pytest.mark.slow
+def test_one_run_directory_per_rank_is_reported_as_one_job(tmp_path):
+    """Two directories (one per rank, started like a scheduler does) reported together: both ranks' steps,
+    the planted straggler named with the other rank's wait within 25 % of the planted 20 ms; clocks aligned
+    on the shared gloo collectives — and still aligned when one directory's clock is skewed by 250 ms."""
+    from gpusleuth.report.build import build_report
+    from gpusleuth.sources.jobdirs import merge_runs
+    from gpusleuth.sources.rundir import load_run
+
+    outs = _per_rank_runs(tmp_path, 1, 0.02, 0.01, 60)
+    rep = report_json_multi(*outs)
+    assert rep["outcomes"]["world_size"] == 2
+    assert sorted(r["steps"] for r in rep["outcomes"]["ranks"]) == [60, 60]
+    top = [f for f in rep["findings"] if f["severity"] != "none"][0]
+    assert top["cause"] == "straggler" and top["title"].startswith("Rank 1 ")
+    lost_ms = next(e["value"] for e in top["evidence"] if e["name"] == "other ranks' wait for it")
+    assert lost_ms == pytest.approx(20.0, rel=0.25)
+
+    # A node whose clock runs 250 ms ahead: every one of its timestamps moves, the measured offset undoes it.
+    runs = [load_run(o) for o in outs]
+    skew = 250_000_000
+    for name in ("steps", "comm", "procs"):
+        t = getattr(runs[1], name)
+        for c in ("start_ns", "end_ns", "t_ns"):
+            if c in t:
+                t.columns[c] = np.where(t[c] > 0, t[c] + skew, t[c])
+    job = merge_runs(runs)
+    node = job.meta["nodes"][1]
+    assert node["clock"].startswith("aligned")
+    assert abs(node["clock_offset_ns"] - skew) < 2_000_000  # NTP-grade: within 2 ms
+    f = [f for f in build_report(job).findings if f.cause == "straggler"][0]
+    assert f.title.startswith("Rank 1 ") and f.severity != "none"
+
+    # The same rank in two directories is not one job: a sentence naming the directory, no merge.
+    import shutil
+
+    shutil.copytree(outs[0], tmp_path / "again")
+    res = gpusleuth("report", outs[0], tmp_path / "again")
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert "holds rank 0" in res.stderr and "not the nodes of one job" in " ".join(res.stderr.split())
+
+
+def report_json_multi(*dirs):
+    res = gpusleuth("report", *dirs, "--json")
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout)

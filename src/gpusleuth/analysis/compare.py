@@ -123,6 +123,42 @@ def column_for(a) -> RunColumn:
                      samples_per_step=sps, metrics=m, step_se_rel=se_rel)
 
 
+def scaling_cost(base: RunColumn, col: RunColumn) -> dict:
+    """What the larger size buys and what it costs, per unit of work: the speedup (throughput ratio), the
+    time and the cost per 1k samples at each size, and the verdict.
+
+    Cost per sample scales as processes ÷ throughput whatever the price, so the change in cost is
+    (N/N0) ÷ speedup − 1 = 1/efficiency − 1 even for an unpriced run; it is stated in dollars per 1k
+    samples when both runs are priced (``--gpu-price``, or a known GPU model), else in process-seconds
+    (GPU-seconds on a GPU job) per 1k samples. The verdict says "more GPUs raise cost faster than they cut
+    time" when the cost per sample grows by a larger fraction than the time per sample shrinks — e.g. 2× the
+    GPUs for 1.4× the speed: +43 % cost for −29 % time."""
+    t0, t1 = base.metrics["throughput"], col.metrics["throughput"]
+    speedup = t1 / t0
+    cost_change = (col.processes / base.processes) / speedup - 1
+    time_change = 1 / speedup - 1
+    c0, c1 = base.metrics.get("cost_per_1k"), col.metrics.get("cost_per_1k")
+    priced = c0 is not None and c1 is not None
+    per_1k = [c0, c1] if priced else [base.processes * 1000 / t0, col.processes * 1000 / t1]
+    unit = "$ per 1k samples" if priced else "process-seconds per 1k samples"
+    if priced:
+        cost_change = c1 / c0 - 1  # the prices themselves may differ (another GPU model at the other size)
+    if speedup <= 1:
+        verdict = (f"{col.processes} processes are no faster than {base.processes} "
+                   f"({speedup:.2f}×) and cost {cost_change:+.0%} per sample: stay at {base.processes}")
+        worse = True
+    elif cost_change > -time_change:
+        verdict = (f"more GPUs raise cost faster than they cut time: {speedup:.2f}× faster ({time_change:+.0%} "
+                   f"time per sample) for {cost_change:+.0%} cost per sample")
+        worse = True
+    else:
+        verdict = (f"{speedup:.2f}× faster ({time_change:+.0%} time per sample) for {cost_change:+.0%} cost per "
+                   "sample: time falls faster than cost rises")
+        worse = False
+    return {"speedup": speedup, "cost_change": cost_change, "time_change": time_change, "per_1k": per_1k,
+            "per_1k_unit": unit, "verdict": verdict, "cost_outpaces_time": worse}
+
+
 def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
     base = columns[0]
     deltas, beyond, bands, within = [], [], [], []
@@ -151,7 +187,8 @@ def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
                     regime = "strong (fixed global batch)"
             scaling.append({"run": col.label, "from": base.processes, "to": col.processes,
                             "efficiency": eff, "regime": regime,
-                            "formula": "throughput(N) ÷ (N/N0 · throughput(N0))"})
+                            "formula": "throughput(N) ÷ (N/N0 · throughput(N0))",
+                            **scaling_cost(base, col)})
     results = []
     for gate in gates:
         for col, d, b in zip(columns[1:], deltas[1:], beyond[1:]):

@@ -167,6 +167,11 @@ class HostSummary:
     # host CPU while the training steps ran (the window): what a saturation test should look at, since
     # start-up (imports, one busy thread) and the idle tail would dilute a whole-run percentile
     cpu_pct_steps: dict | None = None
+    # Cores the job's own process tree used during the steps (sum of its processes' mean CPU), and the cores
+    # the rest of the host used meanwhile (host busy − job): other users' work on a shared machine, which
+    # slows and starves the job in ways no knob of the job removes.
+    job_cores_steps: float | None = None
+    foreign_cores_steps: float | None = None
 
 
 def assign_roles(run: Run, main_pid: int | None) -> dict[int, str]:
@@ -242,6 +247,11 @@ def summarize_host(run: Run, main_pid: int | None, window: tuple[int, int] | Non
         in_steps = (host["t_ns"] >= window[0]) & (host["t_ns"] <= window[1])
         if in_steps.sum() >= 2:
             cpu_steps = _dist(host["cpu_pct"][in_steps]) if "cpu_pct" in host else None
+    job_cores = sum(p.cpu_pct["mean"] for p in processes if p.cpu_pct) / 100 if processes else None
+    foreign = None
+    cores = hw.get("logical_cores")
+    if cpu_steps is not None and job_cores is not None and cores:
+        foreign = max(cpu_steps["mean"] / 100 * cores - job_cores, 0.0)
     return HostSummary(
         samples=len(host),
         logical_cores=hw.get("logical_cores"),
@@ -261,4 +271,6 @@ def summarize_host(run: Run, main_pid: int | None, window: tuple[int, int] | Non
         main_cpu_pct_mean=main_mean,
         worker_runnable_share=float(np.mean(runnable)) if runnable else None,
         cpu_pct_steps=cpu_steps,
+        job_cores_steps=job_cores,
+        foreign_cores_steps=foreign,
     )

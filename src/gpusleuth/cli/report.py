@@ -16,7 +16,9 @@ def add_parser(sub) -> None:
             "Print what the job waited on: the outcome headline, the ranked findings with their estimated "
             "gain (× throughput, seconds, $ with a price), then the evidence (steps, GPU and host telemetry, "
             "per-rank trace tables), each finding's fix, and one line per missing data source saying what "
-            "to record to evaluate the rest. Accepts a gpusleuth run directory, one or more PyTorch "
+            "to record to evaluate the rest. Accepts a gpusleuth run directory (or several of one job — one `gpusleuth "
+            "run` per node or per rank — reported as one job, clocks aligned on their shared collectives), one "
+            "or more PyTorch "
             "profiler (Kineto) trace files (.json or .json.gz) or Nsight Systems SQLite exports (one per "
             "rank), or what you already have: an nvidia-smi --query-gpu CSV or dmon log, dcgm-exporter / "
             "nvidia_gpu_exporter scrapes or a Prometheus query_range JSON. Files are recognised by content, "
@@ -27,12 +29,13 @@ def add_parser(sub) -> None:
             "is listed under losses."
         ),
         epilog="Examples:\n  gpusleuth report gpusleuth-runs/20261121-101500-python-train.py\n"
+        "  gpusleuth report runs/node0 runs/node1          # one job recorded per node\n"
         "  gpusleuth report rank-0.json.gz rank-1.json.gz --json > report.json\n"
         "  gpusleuth report gpu_log.csv --price-per-gpu-hour 2.5\n"
         "  gpusleuth report profile.sqlite --step-range train_step",
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter,
     )
-    p.add_argument("paths", nargs="+", type=Path, help="a run directory, or trace files")
+    p.add_argument("paths", nargs="+", type=Path, help="a run directory (several: the nodes of one job), or trace files")
     p.add_argument("--json", action="store_true", help="print one JSON object (docs/report-json.md) on stdout")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="list every rule that could not run and why (default: one line per missing data source)")
@@ -55,17 +58,10 @@ def report_command(args) -> int:
     paths = list(args.paths)
     dirs = [p for p in paths if p.is_dir()]
     if dirs:
-        if len(paths) > 1:
-            raise InputError(dirs[0], "give one run directory at a time (or only trace files)")
-        from gpusleuth.recorder.finalize import finalize_run_dir, needs_finalize
-        from gpusleuth.sources.rundir import load_run
-
-        run = load_run(dirs[0])
-        if needs_finalize(dirs[0]):
-            # A run whose launcher was killed: convert what was salvaged into the portable form.
-            notes = finalize_run_dir(dirs[0], run.end_ns)
-            run = load_run(dirs[0])
-            run.losses.extend(n for n in notes if n not in run.losses)
+        if len(dirs) < len(paths):
+            other = next(p for p in paths if not p.is_dir())
+            raise InputError(other, "give run directories or trace files, not both")
+        run = _load_job_dirs(dirs)
         from gpusleuth.report.options import options_from_args
 
         report = print_report(run, as_json=args.json, options=options_from_args(args),
@@ -154,6 +150,24 @@ def add_output_options(p) -> None:
                    help="write the profiler trace back with tracks that label each idle gap by cause and each "
                    "step's partition (open in ui.perfetto.dev or chrome://tracing); OUT ending in .gz is "
                    "compressed; with several traces OUT is a directory")
+
+
+def _load_job_dirs(dirs: list[Path]):
+    """One run directory, or several of one job (one per node or rank: ``sources/jobdirs.py``)."""
+    from gpusleuth.recorder.finalize import finalize_run_dir, needs_finalize
+    from gpusleuth.sources.jobdirs import merge_runs
+    from gpusleuth.sources.rundir import load_run
+
+    runs = []
+    for d in dirs:
+        run = load_run(d)
+        if needs_finalize(d):
+            # A run whose launcher was killed: convert what was salvaged into the portable form.
+            notes = finalize_run_dir(d, run.end_ns)
+            run = load_run(d)
+            run.losses.extend(n for n in notes if n not in run.losses)
+        runs.append(run)
+    return merge_runs(runs)
 
 
 def write_outputs(report, args, runs) -> None:

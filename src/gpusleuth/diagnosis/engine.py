@@ -19,6 +19,7 @@ RULES = (
     gpu.low_gpu_low_cpu,
     host.oversubscription,
     host.cgroup_throttling,
+    host.foreign_load,
     phases.phase_time,
     stragglers.straggler,
     memory.step_overhead,

@@ -40,6 +40,13 @@ def render_compare(cr: ComparisonReport, console: Console) -> None:
     for s in c.scaling:
         console.print(f"  scaling {s['from']} → {s['to']} processes ({escape(s['run'])}): efficiency "
                       f"[bold]{s['efficiency']:.0%}[/] — {s['regime']}; {s['formula']}")
+        if "verdict" in s:
+            a, b = s["per_1k"]
+            money = s["per_1k_unit"].startswith("$")
+            fmt = (lambda x: f"${x:,.4f}") if money else (lambda x: f"{x:,.3g}")
+            unit = "per 1k samples" if money else s["per_1k_unit"]
+            style = "bold red" if s["cost_outpaces_time"] else "green"
+            console.print(f"    {fmt(a)} → {fmt(b)} {unit}; [{style}]{escape(s['verdict'])}[/]")
     for g in c.gates:
         mark = "[bold red]FAIL[/]" if g.failed else "[green]pass[/]"
         noise = "" if g.beyond_noise is None else (" (beyond noise)" if g.beyond_noise else " (within noise)")

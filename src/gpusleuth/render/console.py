@@ -53,6 +53,9 @@ def render_console(report: Report, console: Console | None = None, verbose: bool
         ending.append(f"stopped by {escape(r.stopped_by)}")
     if ending:
         console.print(" · ".join(ending))
+    for node in r.nodes:
+        ranks = ", ".join(map(str, node.get("ranks") or [])) or "?"
+        console.print(f"  {escape(str(node.get('path')))}: rank(s) {ranks} · clock {escape(str(node.get('clock')))}")
     # a server loaded by `gpusleuth load` has no training steps: its outcomes are the serving section's
     steps = report.outcomes is not None and not (report.serving is not None and not report.outcomes.steps.steps)
     if steps and report.headline is not None:

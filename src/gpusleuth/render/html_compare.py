@@ -187,6 +187,11 @@ def findings_figure(cr, names: list[str]) -> dict | None:
         margin={"l": 20, "r": 20, "t": 10, "b": 50})}
 
 
+def _per_1k(s: dict, i: int) -> str:
+    x = s["per_1k"][i]
+    return f"${x:,.4f}" if s["per_1k_unit"].startswith("$") else f"{x:,.3g} process-s"
+
+
 def scaling_figure(cr) -> dict | None:
     sc = cr.comparison.scaling
     if not sc:
@@ -314,5 +319,10 @@ def render_compare_html(cr: Any) -> str:
         pg.add("<section><h2>Scaling</h2><p class=dim>throughput(N) ÷ (N/N0 · throughput(N0)); 100% is "
                "linear.</p>")
         pg.figure(fig, "fig small")
+        verdicts = [s for s in cr.comparison.scaling if "verdict" in s]
+        if verdicts:
+            pg.add(table(["sizes", "run", "speedup", "per 1k samples (before → after)", "verdict"],
+                         [[f"{s['from']} → {s['to']}", e(s["run"]), f"{s['speedup']:.2f}×",
+                           f"{_per_1k(s, 0)} → {_per_1k(s, 1)}", e(s["verdict"])] for s in verdicts]))
         pg.add("</section>")
     return document(f"gpusleuth compare — {title}", pg, f"schema {SCHEMA}")

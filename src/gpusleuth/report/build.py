@@ -42,6 +42,7 @@ def _run_info(run: Run) -> RunInfo:
         start_ns=run.start_ns,
         end_ns=run.end_ns,
         hardware=hardware,
+        nodes=list(m.get("nodes") or []),
     )
 
 

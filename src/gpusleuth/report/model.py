@@ -31,6 +31,9 @@ class RunInfo:
     start_ns: int | None
     end_ns: int | None
     hardware: dict[str, Any]
+    # Several run directories of one job (sources/jobdirs.py): per directory its path, ranks, clock offset
+    # onto the first directory's clock and how it was found. Empty for one directory.
+    nodes: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

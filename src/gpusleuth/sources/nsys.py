@@ -35,6 +35,7 @@ STEP_LIKE = re.compile(r"^(ProfilerStep#\d+|(train(ing)?[ _-]?)?(step|iter(ation
 _VERSION = re.compile(r"_v\d+$")
 #: a capture with fewer device operations than this is a start-up or a toy, not a workload to diagnose
 WINDOW_MIN_OPS = 200
+FETCH_ROWS = 1 << 16  # rows per chunk read from SQLite
 
 
 class _Db:
@@ -50,13 +51,45 @@ class _Db:
         return {r[1] for r in self.con.execute(f"PRAGMA table_info({table})")} if table in self.tables else set()
 
     def fetch(self, sql: str) -> list[np.ndarray]:
+        """The query's columns as arrays, read in chunks: Python row tuples cost ~100 bytes a value, so a
+        100 MB export read whole held ~1 GB of them at once; chunk by chunk only the arrays stay."""
+        parts: list[list[np.ndarray]] = []
         try:
-            rows = self.con.execute(sql).fetchall()
+            cur = self.con.execute(sql)
+            while True:
+                rows = cur.fetchmany(FETCH_ROWS)
+                if not rows:
+                    break
+                parts.append([np.array(c) for c in zip(*rows)])
         except sqlite3.DatabaseError as exc:
             raise InputError(self.path, f"reading the export failed ({exc})") from None
-        if not rows:
+        if not parts:
             return []
-        return [np.array(c) for c in zip(*rows)]
+        return [np.concatenate(cols) if len(cols) > 1 else cols[0] for cols in zip(*parts)]
+
+    def fetch_labelled(self, sql: str, strings: dict[int, str]) -> list | None:
+        """Rows of (numeric columns…, text, text id) as the numeric arrays, the distinct labels, and each
+        row's index into them — a label is the text, else the string its id names. The text never becomes
+        a column: NVTX exports repeat a few names hundreds of thousands of times (a fixed-width text column
+        of a 100 MB export took 200 MB, its unique() 800 MB more)."""
+        index: dict[str, int] = {}
+        parts: list[list[np.ndarray]] = []
+        try:
+            cur = self.con.execute(sql)
+            while True:
+                rows = cur.fetchmany(FETCH_ROWS)
+                if not rows:
+                    break
+                cols = list(zip(*rows))
+                labels = (str(t) if t else strings.get(int(i), "") for t, i in zip(cols[-2], cols[-1]))
+                inv = np.fromiter((index.setdefault(x, len(index)) for x in labels), np.int64, len(rows))
+                parts.append([np.array(c) for c in cols[:-2]] + [inv])
+        except (sqlite3.DatabaseError, ValueError, TypeError) as exc:
+            raise InputError(self.path, f"reading the export failed ({exc})") from None
+        if not parts:
+            return None
+        merged = [np.concatenate(c) if len(c) > 1 else c[0] for c in zip(*parts)]
+        return [*merged[:-1], list(index), merged[-1]]
 
     def strings(self) -> dict[int, str]:
         if "StringIds" not in self.tables:
@@ -86,7 +119,13 @@ class _Rows:
                                  np.asarray(v).astype(np.int64))
 
     def finish(self) -> dict[str, np.ndarray]:
-        return {k: np.concatenate(v) if v else np.empty(0, np.int64) for k, v in self.parts.items()}
+        """The columns, each concatenated then its parts dropped (never every part and every column at once)."""
+        out = {}
+        for k in list(self.parts):
+            v = self.parts.pop(k)
+            out[k] = np.concatenate(v) if v else np.empty(0, np.int64)
+            del v
+        return out
 
 
 def read_nsys(path: Path, step_range: str | None = None) -> list[Run]:
@@ -169,12 +208,11 @@ def read_nsys(path: Path, step_range: str | None = None) -> list[Run]:
     if nc:
         text = "text" if "text" in nc else "NULL"
         tid = "textId" if "textId" in nc else "NULL"
-        got = db.fetch(f"select start, end, coalesce({text}, ''), coalesce({tid}, -1), globalTid from {nt} "
-                       f"where eventType in (59, 60) and end is not null")
+        got = db.fetch_labelled(f"select start, end, globalTid, coalesce({text}, ''), coalesce({tid}, -1) "
+                                f"from {nt} where eventType in (59, 60) and end is not null", strings)
         if got:
-            s, e, txt, tids, gtid = got
-            labels = np.array([t if t else strings.get(int(i), "") for t, i in zip(txt, tids)], dtype=object)
-            nm, steps = _nvtx_codes(labels, s, code, step_range)
+            s, e, gtid, uniq, inv = got
+            nm, steps = _nvtx_codes(uniq, inv, s, code, step_range)
             rows.add(len(s), ts=s, dur=e - s, kind=USER_ANN, name=nm, gpid=gtid & ~0xFFFFFF, tid=gtid & 0xFFFFFF)
             counts["nvtx"] = len(s)
     cols = rows.finish()
@@ -200,10 +238,10 @@ def _memcpy_name(copy_kind: int, src: int, dst: int) -> str:
     return f"Memcpy {direction} ({a} -> {b})" if a and b else f"Memcpy {direction}"
 
 
-def _nvtx_codes(labels: np.ndarray, start: np.ndarray, code, step_range: str | None) -> tuple[np.ndarray, int]:
-    """NVTX names → codes; ranges that mark steps are renamed ``ProfilerStep#k`` (k in time order) so the
-    trace analysis finds them as it finds PyTorch's."""
-    uniq, inv = np.unique(labels.astype(str), return_inverse=True)
+def _nvtx_codes(uniq: list[str], inv: np.ndarray, start: np.ndarray, code,
+                step_range: str | None) -> tuple[np.ndarray, int]:
+    """NVTX names (``uniq[inv]``) → codes; ranges that mark steps are renamed ``ProfilerStep#k`` (k in time
+    order) so the trace analysis finds them as it finds PyTorch's."""
     if step_range:
         is_step = np.array([u == step_range or (u.startswith(step_range) and u[len(step_range)] in " #:,_-=")
                             for u in uniq])

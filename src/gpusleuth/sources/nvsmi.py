@@ -14,7 +14,6 @@ and the report says which.
 
 from __future__ import annotations
 
-import io
 import re
 import time
 from pathlib import Path
@@ -124,10 +123,9 @@ def read_nvsmi_csv(path: Path, fields: list[str] | None = None, tz: str | None =
         bad.append(getattr(row, "number", None) or -1)
         return "skip"
 
-    body = data[body_at:]
     try:
         tbl = pacsv.read_csv(
-            io.BytesIO(body),
+            pa.BufferReader(pa.py_buffer(data).slice(body_at)),  # zero-copy: a day of 8 GPUs is ~50 MB
             read_options=pacsv.ReadOptions(column_names=names, skip_rows=1 if skip_first else 0,
                                            block_size=8 << 20),
             parse_options=pacsv.ParseOptions(quote_char=False, invalid_row_handler=invalid),

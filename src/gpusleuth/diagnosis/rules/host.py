@@ -127,6 +127,55 @@ def cgroup_throttling(facts: Facts) -> list[Finding] | Missing:
     )]
 
 
+FOREIGN_SHARE = 0.25  # share of the host's cores other processes used during the steps
+FOREIGN_BUSY_PCT = 85.0  # … while the host was this busy: only then do they take CPU from the job
+
+
+def foreign_cores(facts: Facts) -> float | None:
+    """Cores used by processes outside the job while its steps ran, when they crowd a busy host; else None."""
+    h = facts.host
+    cores = facts.logical_cores or (h.logical_cores if h else None)
+    if h is None or h.foreign_cores_steps is None or not cores or not h.cpu_pct_steps:
+        return None
+    if h.foreign_cores_steps < FOREIGN_SHARE * cores or h.cpu_pct_steps["p50"] < FOREIGN_BUSY_PCT:
+        return None
+    return h.foreign_cores_steps
+
+
+def foreign_load(facts: Facts) -> list[Finding] | Missing:
+    """Other processes on a shared host took CPU from the job while it ran.
+
+    Nothing in the job's configuration explains this, so no other rule can name it; and it changes what the
+    other findings mean: a loader starved by someone else's work is not fixed by more workers, and timings
+    taken on a crowded host do not hold on a quiet one. Moderate at most: the loss cannot be priced from
+    samples (it depends on how the scheduler shares the cores), so no gain is claimed."""
+    h = facts.host
+    if h is None or h.foreign_cores_steps is None:
+        return Missing(rule="other load on the host", cause="contention",
+                       needs="host CPU and the job's per-process CPU during the steps",
+                       how="record the job with `gpusleuth run`", data="host telemetry of a recording")
+    cores = facts.logical_cores or h.logical_cores
+    foreign = foreign_cores(facts)
+    if foreign is None or not facts.outcomes.steps.steps:
+        return []
+    return [Finding(
+        cause="contention", severity="moderate",
+        title=f"Other processes used {foreign:.1f} of the host's {cores} cores while the job ran",
+        summary=(f"During the training steps the host was {h.cpu_pct_steps['p50']:.0f}% busy (median) and the job's "
+                 f"own processes used {h.job_cores_steps:.1f} cores of it: the rest went to processes outside the "
+                 "job. They take CPU from its loop and its loaders, so its step times and any input or host "
+                 "finding measured here are pessimistic, and they vary from run to run."),
+        evidence=[Evidence("cores used outside the job", round(foreign, 2), "cores", "host − job process samples"),
+                  Evidence("cores used by the job", round(h.job_cores_steps, 2), "cores", "process sampler"),
+                  Evidence("host CPU during the steps (median)", round(h.cpu_pct_steps["p50"], 1), "%",
+                           "host sampler"),
+                  Evidence("logical cores", cores, "", "host info")],
+        fix=("Run on a quiet host (or reserve cores: `taskset`/cgroups, a dedicated node), then measure again "
+             "before acting on input or host findings; `top -o %CPU` shows who else is running."),
+        estimated_gain=None, confidence="medium",
+    )]
+
+
 def python_overhead(facts: Facts) -> list[Finding] | Missing:
     if not facts.host_ops:
         return no_trace("Python / framework overhead", "host.python",

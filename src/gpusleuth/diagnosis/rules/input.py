@@ -13,6 +13,7 @@ import math
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
+from gpusleuth.diagnosis.rules.host import foreign_cores
 from gpusleuth.diagnosis.rules._common import (device_traces, gain_from_seconds, host_cpu_p50, no_steps, no_trace,
                                                run_seconds, step_idle)
 from gpusleuth.diagnosis.rules._framework import loader_fix
@@ -85,6 +86,13 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
         evidence.append(Evidence("DataLoader num_workers", workers, "", "DataLoader seen at run time"))
 
     # --- preprocessing (CPU) or I/O (latency)? ---
+    # On a host crowded by processes outside the job, a starved loader says nothing about the job's own
+    # loading: no "starved, so CPU-bound" inference, and the severity stays moderate (foreign_load says why).
+    foreign = foreign_cores(facts)
+    if foreign is not None:
+        severity = "moderate"
+        evidence.append(Evidence("cores used outside the job during the steps", round(foreign, 2), "cores",
+                                 "host − job process samples"))
     busy_ratio = cpu_s / wait_s if wait_s > 0 else 0.0
     worker_cpu = host.worker_cpu_pct_mean if host else None
     kind = None
@@ -94,7 +102,8 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
         )
         kind = "input.preprocessing" if busy_ratio >= BUSY else "input.io"
         host_cpu = host_cpu_p50(facts)
-        if kind == "input.io" and busy_ratio >= BUSY_STARVED and host_cpu is not None and host_cpu >= HOST_SATURATED_PCT:
+        if kind == "input.io" and busy_ratio >= BUSY_STARVED and host_cpu is not None and \
+                host_cpu >= HOST_SATURATED_PCT and foreign is None:
             kind = "input.preprocessing"  # a CPU-bound loader on a saturated host gets only a slice of a core
             evidence.append(Evidence("host CPU (median)", round(host_cpu, 1), "% — loading starved of CPU", "host sampler"))
         prep_cpu_per_step = cpu_s / n_steps
@@ -106,13 +115,13 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
                 "input.io" if worker_cpu < WORKERS_IDLE_PCT else "input.preprocessing")
             host_cpu = host_cpu_p50(facts)
             if (kind == "input.io" and worker_cpu >= 100 * BUSY_STARVED * 2 and host_cpu is not None
-                    and host_cpu >= HOST_SATURATED_PCT):
+                    and host_cpu >= HOST_SATURATED_PCT and foreign is None):
                 # idle-looking workers on a saturated host are starved of CPU, not waiting on storage
                 kind = "input.preprocessing"
                 evidence.append(Evidence("host CPU (median)", round(host_cpu, 1), "% — workers starved of CPU",
                                          "host sampler"))
             runnable = host.worker_runnable_share if host else None
-            if kind == "input.io" and runnable is not None and runnable >= 0.5:
+            if kind == "input.io" and runnable is not None and runnable >= 0.5 and foreign is None:
                 # Busy-looking no, but runnable: the workers want a CPU and don't get one (contention).
                 kind = "input.preprocessing"
                 evidence.append(Evidence("loader workers runnable (not sleeping)", round(runnable * 100, 1),
