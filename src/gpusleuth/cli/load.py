@@ -233,7 +233,7 @@ def _write_load_only(args, plan, result) -> Path:
 
 def _with_server(args, plan, command):
     """Start the server under recording, load it once it answers, stop it; one run directory for all."""
-    from gpusleuth.recorder.launcher import LaunchOptions, launch
+    from gpusleuth.recorder.launcher import LaunchOptions, default_run_dir, launch
     from gpusleuth.recorder.loadgen import LoadThread, write_load
     from gpusleuth.report.options import options_from_args
     from gpusleuth.run.meta import read_meta, write_meta
@@ -244,7 +244,7 @@ def _with_server(args, plan, command):
     driver = LoadThread(plan, ready, _say)
     started = time.monotonic()
     launched = launch(LaunchOptions(
-        command=command, out=args.out, interval_s=args.interval, grace_s=args.grace, use_gpu=not args.no_gpu,
+        command=command, out=args.out or default_run_dir(command, "load"), interval_s=args.interval, grace_s=args.grace, use_gpu=not args.no_gpu,
         label=args.label, capture_output=True, stdout_to_stderr=True, on_tick=driver.tick,
         stop_when=lambda: "gpusleuth load (levels done)" if driver.done() else None,
         report_options=options_from_args(args).to_meta(),
