@@ -23,6 +23,7 @@ from gpusleuth.analysis.cost import find_price, price_table
 from gpusleuth.analysis.gpu_timeline import gpu_timelines
 from gpusleuth.analysis.headline import Headline, compute_headline
 from gpusleuth.analysis.host_ops import host_op_stats
+from gpusleuth.analysis.load import LoadAnalysis, analyze_load
 from gpusleuth.analysis.options import ReportOptions
 from gpusleuth.analysis.outcomes import Outcomes, compute_outcomes, traced_outcomes
 from gpusleuth.analysis.peaks import lookup_peak
@@ -49,6 +50,7 @@ class RunAnalysis:
     # utilization over time per GPU, for a GPU log read alone (no steps, no traces: nothing better to judge by)
     gpu_timeline: list[Any] = field(default_factory=list)
     comm: Any = None  # analysis.comm.CommSummary of a multi-rank job: collectives matched across ranks
+    load: LoadAnalysis | None = None  # `gpusleuth load` levels, the knee, $ per 1M requests (None: no load)
     losses: list[str] = field(default_factory=list)
 
     @property
@@ -108,7 +110,14 @@ def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str,
                        gpu_note=gpu_note, host=host, traces=traces, host_ops=host_ops, headline=headline,
                        dollars_per_second=per_second, losses=losses,
                        gpu_timeline=gpu_timelines(run) if gpus and view.main is None and not traces else [],
-                       comm=comm)
+                       comm=comm, load=analyze_load(run, _load_price(per_second, options), gpu_note))
+
+
+def _load_price(per_second: float | None, options: ReportOptions) -> float | None:
+    """A server with no GPU recorded (CPU, or loaded from afar) is priced at the user's price per hour."""
+    if per_second is None and options.price_per_gpu_hour:
+        return options.price_per_gpu_hour / 3600.0
+    return per_second
 
 
 def _price_per_second(devices: list[str | None], options: ReportOptions,

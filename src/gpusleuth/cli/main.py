@@ -8,7 +8,8 @@ import sys
 from gpusleuth._version import __version__
 from gpusleuth.errors import GpusleuthError
 
-VERBS = ("run", "report", "import_", "compare", "fleet", "demo", "sweep", "bench")  # module names (import_ → `import`)
+TAKES_COMMAND_AFTER_DASHES = ("load",)  # verbs whose `-- CMD ARGS…` is split off before parsing
+VERBS = ("run", "report", "import_", "compare", "fleet", "demo", "sweep", "bench", "load")  # module names (import_ → `import`)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
         "  gpusleuth fleet gpusleuth-runs/ --since 7d   GPU-hours and dollars lost by cause, per run\n"
         "  gpusleuth demo                            see a planted input stall found and fixed\n"
         "  gpusleuth sweep --param num_workers=0,2,4 -- python train.py   measure which setting wins\n"
-        "  gpusleuth bench mymodel:make --batch 1,8,32 --p95-budget-ms 50  serving batch size from a budget",
+        "  gpusleuth bench mymodel:make --batch 1,8,32 --p95-budget-ms 50  serving batch size from a budget\n"
+        "  gpusleuth load http://127.0.0.1:8000/ --concurrency 1,4,16 -- python server.py   a server under load",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"gpusleuth {__version__}")
@@ -38,7 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
+    command = None
+    if argv[:1] and argv[0] in TAKES_COMMAND_AFTER_DASHES and "--" in argv:
+        cut = argv.index("--")  # a positional (load's URL) before `-- CMD` defeats argparse.REMAINDER
+        argv, command = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)
+    if command is not None:
+        args.command = command
     if not args.verb:
         parser.print_help()
         return 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpusleuth.analysis.load import LoadAnalysis
 from gpusleuth.analysis.outcomes import Outcomes
 from gpusleuth.analysis.telemetry import GpuSummary, HostSummary
 
@@ -73,6 +74,8 @@ class Facts:
     gpu_timeline: list[Any] = field(default_factory=list)
     # analysis.comm.CommSummary: collectives matched across ranks (hook records, else per-rank traces)
     comm: Any = None
+    # analysis.load.LoadAnalysis of `gpusleuth load`: per-level rps and latencies, the knee; None without load
+    load: LoadAnalysis | None = None
 
     # --- small derived helpers every rule family uses ---
     @property

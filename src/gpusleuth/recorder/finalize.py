@@ -54,7 +54,7 @@ def finalize_run_dir(run_dir: Path, end_ns: int | None = None) -> list[str]:
     losses.extend(events.losses)
     for path, table in ((run_dir / "steps.parquet", events.steps), (run_dir / "phases.parquet", events.phases)):
         try:
-            _write_table(path, table)
+            write_table(path, table)
         except OSError as exc:
             _unwritable(losses, path.name, "raw/", exc)
     if events.logs:
@@ -72,7 +72,7 @@ def _unwritable(losses: list[str], target: str, kept: str, exc: OSError) -> None
                   "`gpusleuth report` reads it (run it again with space to finalize the run)")
 
 
-def _write_table(path: Path, table: Table) -> None:
+def write_table(path: Path, table: Table) -> None:
     if not len(table):
         return
     cols = {}

@@ -52,6 +52,9 @@ class LaunchOptions:
     on_tick: Callable[[], None] | None = None  # called from the wait loop (~20 Hz): the --live view
     report_options: dict = field(default_factory=dict)  # remembered in meta.json for later reports
     prometheus: str | None = None  # [HOST:]PORT: the recorder serves live /metrics there (recorder/exporter.py)
+    # polled from the wait loop: once it returns a reason, the job is ended like --duration ends it
+    # (SIGINT, SIGTERM, SIGKILL, --grace apart) — `gpusleuth load -- CMD` when its levels are done
+    stop_when: Callable[[], str | None] | None = None
 
 
 @dataclass
@@ -351,6 +354,9 @@ def _wait(child: subprocess.Popen, recorder, opts: LaunchOptions, notes: list[st
             except Exception:  # noqa: BLE001 - a display bug must never stop us supervising the job
                 opts.on_tick = None
         now = time.monotonic()
+        asked = opts.stop_when() if opts.stop_when is not None and next_escalation is None else None
+        if asked:
+            deadline, stopped_by = now, stopped_by or asked
         if deadline is not None and now >= deadline and (next_escalation is None or now >= next_escalation):
             while len(escalation) > 1 and _ignores(child.pid, escalation[0]):
                 escalation.pop(0)  # the job inherited SIG_IGN for it: waiting --grace for nothing

@@ -12,6 +12,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from gpusleuth.render.comm_console import render_comm
+from gpusleuth.render.serving_console import render_serving
 from gpusleuth.report.model import Report
 from gpusleuth.render.units import human_bytes
 
@@ -55,12 +56,15 @@ def render_console(report: Report, console: Console | None = None, verbose: bool
     for node in r.nodes:
         ranks = ", ".join(map(str, node.get("ranks") or [])) or "?"
         console.print(f"  {escape(str(node.get('path')))}: rank(s) {ranks} · clock {escape(str(node.get('clock')))}")
-    if report.outcomes is not None and report.headline is not None:
+    # a server loaded by `gpusleuth load` has no training steps: its outcomes are the serving section's
+    steps = report.outcomes is not None and not (report.serving is not None and not report.outcomes.steps.steps)
+    if steps and report.headline is not None:
         from gpusleuth.render.headline_console import render_headline
 
         render_headline(report.headline, console)
     _ranked(report, console)
-    if report.outcomes is not None:
+    render_serving(report, console)
+    if steps:
         _outcomes(report, console)
     if report.outcomes is not None or report.gpus:  # a GPU log read alone: its telemetry is the evidence
         _gpu(report, console)

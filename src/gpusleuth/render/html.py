@@ -22,6 +22,7 @@ from typing import Any
 from gpusleuth._version import __version__
 from gpusleuth.errors import GpusleuthError
 from gpusleuth.render import html_figures as F
+from gpusleuth.render.html_serving import serving_section
 from gpusleuth.render.labels import CATEGORY_LABELS
 from gpusleuth.render.units import human_bytes
 from gpusleuth.report.model import SCHEMA, Report
@@ -338,10 +339,11 @@ def render_html(report: Report) -> str:
     Report (the same object the terminal renderer reads; the JSON is another rendering of it)."""
     pg = Page()
     _header(pg, report)
-    if report.outcomes is not None:
+    if report.outcomes is not None and not (report.serving is not None and not report.outcomes.steps.steps):
         _headline_run(pg, report)
     elif report.ranks:
         _headline_trace(pg, report)
+    serving_section(pg, report, table, tile)
     _findings(pg, report)
     _timeline(pg, report)
     _telemetry_tables(pg, report)

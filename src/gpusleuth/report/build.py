@@ -15,6 +15,7 @@ from gpusleuth.analysis.options import ReportOptions
 from gpusleuth.diagnosis.engine import diagnose
 from gpusleuth.diagnosis.gather import build_facts
 from gpusleuth.report.model import Report, RunInfo, group_missing
+from gpusleuth.report.serving import serving_section
 from gpusleuth.report.timeseries import build_display
 from gpusleuth.run.model import Run
 from gpusleuth.sources.mllog import read_mllog
@@ -74,7 +75,7 @@ def report_from(a: RunAnalysis, *, display: bool = True) -> Report:
         findings=findings, not_evaluated=missing, losses=a.losses, ranks=a.traces, headline=a.headline,
         display=build_display(run if run.trace is None and run.start_ns is not None else None, a.traces, a.view)
         if display else None,
-        missing_summary=group_missing(missing), comm=a.comm,
+        missing_summary=group_missing(missing), comm=a.comm, serving=serving_section(a.load),
     )
 
 

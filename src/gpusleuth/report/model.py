@@ -69,6 +69,7 @@ class Report:
     display: Any = None
     missing_summary: list[MissingGroup] = field(default_factory=list)  # not_evaluated, one entry per data source
     comm: Any = None  # analysis.comm.CommSummary of a multi-rank job: collectives, waiting, stragglers
+    serving: Any = None  # report.serving.ServingSection: `gpusleuth load` levels, the knee, serving outcomes
 
     def to_dict(self) -> dict[str, Any]:
         o = self.outcomes
@@ -116,6 +117,7 @@ class Report:
                 "losses": self.losses,
                 "ranks": [r.to_dict() if hasattr(r, "to_dict") else r for r in self.ranks],
                 "communication": self.comm.to_dict() if self.comm is not None else None,
+                "serving": self.serving.to_dict() if self.serving is not None else None,
             }
         )
 

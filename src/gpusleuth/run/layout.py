@@ -4,3 +4,4 @@ TELEMETRY_TABLES = ("gpu", "gpu_procs", "host", "procs")
 EVENT_TABLES = ("steps", "phases")
 LOGS_FILE = "logs.jsonl"
 TRACE_DIR = "trace"
+LOAD_TABLE = "load"  # `gpusleuth load`: one row per request sent (load.parquet)

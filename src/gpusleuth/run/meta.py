@@ -72,6 +72,7 @@ _CHECKS: dict[str, Any] = {
     "signal": _STR, "stopped_by": _STR,
     "losses": lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v),
     "recorder": lambda v: isinstance(v, dict),
+    "load": lambda v: isinstance(v, dict),  # `gpusleuth load` parameters (url without secrets, mode, levels…)
 }
 _RECORDER_CHECKS: dict[str, Any] = {
     "gpu": lambda v: isinstance(v, list) and all(isinstance(g, dict) for g in v),

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from gpusleuth.errors import InputError
 from gpusleuth.run.files import check_regular
 from gpusleuth.sources.events import parse_event_files
-from gpusleuth.run.layout import TELEMETRY_TABLES
+from gpusleuth.run.layout import LOAD_TABLE, TELEMETRY_TABLES
 from gpusleuth.run.meta import read_meta
 from gpusleuth.run.model import Run, Table
 from gpusleuth.run.streams import STREAM_SUFFIX, read_stream
@@ -58,7 +58,27 @@ def load_run(path: str | Path) -> Run:
     if lost:
         run.losses.append(lost)
     _attach_traces(run, run_dir)
+    _read_load(run, run_dir)
     return run
+
+
+LOAD_COLUMNS = ("level", "concurrency", "rate", "start_ns", "end_ns", "status")
+
+
+def _read_load(run: Run, run_dir: Path) -> None:
+    """``load.parquet`` (``gpusleuth load``): kept only when its columns are what analysis expects."""
+    table, loss = _read_table(run_dir, LOAD_TABLE)
+    if loss:
+        run.losses.append(loss.replace("its samples are", "the load results are"))
+        return
+    if not len(table):
+        return
+    bad = [c for c in LOAD_COLUMNS if c not in table.columns or table[c].dtype.kind not in "iuf"]
+    if bad or "error" not in table.columns:
+        run.losses.append(f"{LOAD_TABLE}.parquet lacks usable columns ({', '.join(bad or ['error'])}); "
+                          "the load results are missing from this report")
+        return
+    run.load = table
 
 
 def _steps_lost_at_kill(meta: dict, steps: Table) -> str | None:

@@ -1,0 +1,306 @@
+"""``gpusleuth load URL --concurrency 1,4,16 [-- CMD …]``: drive a server through load levels and report.
+
+With ``-- CMD`` the server is started under recording exactly as ``gpusleuth run`` starts a job
+(``recorder/launcher.py``: the hook, the sampler, signals), the levels run in a thread beside the
+launcher's supervision, and when they are done the launcher ends the server the way ``--duration`` does
+(SIGINT, then SIGTERM, then SIGKILL). One run directory then holds the server's telemetry, its output
+(``output.log``) and the load results (``load.parquet``), all on the wall clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from gpusleuth.errors import InputError, LaunchError
+
+DEFAULT_LEVELS = "1,4,16,64"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "load",
+        usage="gpusleuth load URL [options] [-- CMD ARGS…]",
+        help="load an HTTP server at several concurrencies or rates: req/s, p50/p95/p99, errors, the knee",
+        description=(
+            "Send requests to URL level by level and report, per level, requests/s, latency p50/p95/p99/max,\n"
+            "errors and timeouts, and the knee: the smallest level within 5 % of the best throughput whose p95\n"
+            "meets --p95-budget-ms.\n\n"
+            "  closed loop (--concurrency): N workers, each sending its next request when the previous is answered\n"
+            "  open loop (--rate): requests start on a schedule, whatever the answers (dropped past --max-inflight)\n\n"
+            "With -- CMD the server is started under recording (as `gpusleuth run` starts a job), loaded once it\n"
+            "answers, then stopped (SIGINT, SIGTERM); one run directory keeps its telemetry, its output\n"
+            "(output.log) and the load results (load.parquet), and the full report follows: $ per 1M requests\n"
+            "and p95 at the knee, accelerator busy share, energy per request. See docs/serving.md."
+        ),
+        epilog="Examples:\n"
+        "  gpusleuth load http://127.0.0.1:8000/predict --concurrency 1,4,16 -- python server.py 8000\n"
+        "  gpusleuth load http://127.0.0.1:8000/ --rate 50,100,200 --duration 20 --p95-budget-ms 100\n"
+        "  gpusleuth load http://host:8000/v1/infer --body-file req.json --concurrency 8 --out runs/load1",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("url", help="the URL to send requests to (http:// or https://)")
+    g = p.add_argument_group("load levels")
+    g.add_argument("--concurrency", default=None, metavar="N[,N…]",
+                   help=f"closed loop: workers per level (default {DEFAULT_LEVELS})")
+    g.add_argument("--rate", default=None, metavar="R[,R…]",
+                   help="open loop instead: requests per second started per level, whatever the answers")
+    g.add_argument("--duration", type=float, default=10.0, metavar="S", help="seconds per level (default 10)")
+    g.add_argument("--requests", type=int, default=None, metavar="N",
+                   help="at most N requests per level (the level ends at whichever of N and --duration comes first)")
+    g.add_argument("--timeout", type=float, default=10.0, metavar="S",
+                   help="a request not answered in S seconds counts as a timeout (default 10)")
+    g.add_argument("--max-inflight", type=int, default=1024, metavar="N",
+                   help="open loop: requests outstanding before new ones are dropped (default 1024)")
+    g.add_argument("--p95-budget-ms", type=float, default=None, metavar="MS",
+                   help="latency budget: the knee is the smallest level near the best throughput whose p95 meets it")
+    r = p.add_argument_group("requests")
+    r.add_argument("--method", default=None, help="HTTP method (default GET, or POST with a body)")
+    r.add_argument("--header", action="append", default=[], metavar="K:V", help="a request header (repeatable)")
+    r.add_argument("--insecure", action="store_true",
+                   help="https: do not check the server's certificate (a self-signed internal server)")
+    bodies = r.add_mutually_exclusive_group()
+    bodies.add_argument("--body-file", type=Path, default=None, metavar="F", help="send this file as every body")
+    bodies.add_argument("--bodies", type=Path, default=None, metavar="DIR",
+                        help="send the files of DIR as bodies, in name order, round robin")
+    s = p.add_argument_group("the server (with -- CMD)")
+    s.add_argument("--ready-timeout", type=float, default=None, metavar="S",
+                   help="wait at most S seconds for URL to answer before the first level (default 60 with -- CMD, "
+                   "5 without)")
+    s.add_argument("--grace", type=float, default=10.0, metavar="S",
+                   help="seconds between SIGINT, SIGTERM and SIGKILL when stopping the server (default 10)")
+    s.add_argument("--interval", type=float, default=0.1, metavar="S", help="telemetry sampling interval (default 0.1)")
+    s.add_argument("--no-gpu", action="store_true", help="do not sample GPUs")
+    s.add_argument("--label", default=None, help="a name for this run in reports")
+    o = p.add_argument_group("output")
+    o.add_argument("--out", type=Path, default=None,
+                   help="run directory to write (with -- CMD default: a new folder under ./gpusleuth-runs/; "
+                   "without, nothing is written unless --out is given)")
+    o.add_argument("--json", action="store_true", help="print the report as JSON on stdout (docs/report-json.md)")
+    o.add_argument("--html", type=Path, default=None, metavar="F",
+                   help="also write the report as a self-contained HTML page (latency vs throughput chart)")
+    from gpusleuth.report.options import add_report_options
+
+    add_report_options(p)
+    p.set_defaults(func=load_command, command=[])  # `-- CMD ARGS…` is split off by cli/main.py
+
+
+def _levels(text: str, flag: str, integer: bool) -> list[float]:
+    try:
+        values = [int(x) if integer else float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v <= 0 for v in values) or (integer and any(v > 100_000 for v in values)):
+        kind = "positive whole numbers up to 100000" if integer else "positive numbers (requests per second)"
+        raise LaunchError(f"gpusleuth load: {flag} wants {kind}, comma-separated; got {text!r}")
+    return values
+
+
+def _read_bodies(args) -> list[bytes]:
+    from gpusleuth.run.files import check_regular
+
+    files: list[Path] = []
+    if args.body_file is not None:
+        files = [args.body_file]
+    elif args.bodies is not None:
+        if not args.bodies.is_dir():
+            raise InputError(args.bodies, "--bodies wants a directory of request bodies")
+        files = sorted(f for f in args.bodies.iterdir() if f.is_file())
+        if not files:
+            raise InputError(args.bodies, "holds no files to send as bodies")
+    out = []
+    for f in files:
+        if not f.exists():
+            raise InputError(f, "no such file")
+        try:
+            check_regular(f, "a request body")
+            out.append(f.read_bytes())
+        except OSError as exc:
+            raise InputError(f, f"cannot be read ({exc.strerror or exc})") from None
+    return out or [b""]
+
+
+def _headers(args, bodies: list[bytes]) -> list[tuple[str, str]]:
+    headers = []
+    for h in args.header:
+        k, sep, v = h.partition(":")
+        if not sep or not k.strip():
+            raise LaunchError(f"gpusleuth load: --header wants NAME:VALUE, got {h!r}")
+        headers.append((k.strip(), v.strip()))
+    named = args.body_file.name if args.body_file else ""
+    if bodies != [b""] and not any(k.lower() == "content-type" for k, _ in headers):
+        json_body = named.endswith(".json") or (args.bodies and all(b.lstrip()[:1] in (b"{", b"[") for b in bodies))
+        headers.append(("Content-Type", "application/json" if json_body else "application/octet-stream"))
+    return headers
+
+
+def plan_from_args(args):
+    from gpusleuth.recorder.http_client import safe_url
+    from gpusleuth.recorder.loadgen import LoadPlan
+
+    if args.concurrency and args.rate:
+        raise LaunchError("gpusleuth load: give --concurrency (closed loop) or --rate (open loop), not both")
+    if args.rate:
+        mode, levels = "open", _levels(args.rate, "--rate", integer=False)
+    else:
+        mode, levels = "closed", _levels(args.concurrency or DEFAULT_LEVELS, "--concurrency", integer=True)
+    for flag, v in (("--duration", args.duration), ("--timeout", args.timeout)):
+        if not v > 0:
+            raise LaunchError(f"gpusleuth load: {flag} must be a positive number of seconds")
+    if args.p95_budget_ms is not None and not 0 < args.p95_budget_ms < 1e6:
+        raise LaunchError("gpusleuth load: --p95-budget-ms must be a positive number of milliseconds")
+    if args.requests is not None and args.requests <= 0:
+        raise LaunchError("gpusleuth load: --requests must be a positive number")
+    bodies = _read_bodies(args)
+    method = (args.method or ("POST" if bodies != [b""] else "GET")).upper()
+    plan = LoadPlan(url=args.url, mode=mode, levels=levels, duration_s=args.duration, requests=args.requests,
+                    timeout_s=args.timeout, method=method, headers=_headers(args, bodies), bodies=bodies,
+                    max_inflight=max(1, args.max_inflight), p95_budget_ms=args.p95_budget_ms,
+                    insecure=args.insecure)
+    try:
+        plan.target()
+    except ValueError as exc:
+        raise InputError(safe_url(args.url) if "://" in args.url else args.url, str(exc)) from None
+    return plan
+
+
+def _say(line: str) -> None:
+    print(f"gpusleuth load: {line}", file=sys.stderr, flush=True)
+
+
+def load_command(args) -> int:
+    command = list(args.command)
+    plan = plan_from_args(args)
+    if command:
+        run_dir, result, server = _with_server(args, plan, command)
+    else:
+        run_dir, result, server = _url_only(args, plan)
+    if result is None or result.not_ready:
+        why = result.not_ready if result is not None else "the load generator did not run"
+        if server:
+            why = f"{why}; {server}"
+        _say(why + (f"; the run is kept in {run_dir}" if run_dir else ""))
+        return 1
+    if not len(result.columns["level"]):
+        _say("no request was sent")
+        return 1
+    _report(args, run_dir, result, plan, full=bool(command))
+    if server:  # it ended on its own before the levels were done: the measurement is incomplete
+        _say(server)
+        return 1
+    return 0
+
+
+def _url_only(args, plan):
+    """No server to start: load the URL; with --out, a run directory with only the load results."""
+    from gpusleuth.recorder.loadgen import run_plan
+
+    cancel = threading.Event()
+    old = signal.signal(signal.SIGINT, lambda *_: cancel.set())  # Ctrl-C ends the levels, keeps the rows
+    try:
+        ready = args.ready_timeout if args.ready_timeout is not None else 5.0
+        result = run_plan(plan, cancel, ready, _say)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    run_dir = None
+    if args.out is not None and result.not_ready is None:
+        run_dir = _write_load_only(args, plan, result)
+    return run_dir, result, None
+
+
+def _write_load_only(args, plan, result) -> Path:
+    from gpusleuth._version import __version__
+    from gpusleuth.recorder.launcher import prepare_run_dir
+    from gpusleuth.recorder.loadgen import write_load
+    from gpusleuth.run.meta import FORMAT_VERSION, write_meta
+
+    run_dir = prepare_run_dir(args.out)
+    (run_dir / "raw").rmdir()  # nothing records steps here
+    meta = {"format": FORMAT_VERSION, "gpusleuth_version": __version__, "source": "load", "label": args.label,
+            "command": None, "hostname": __import__("os").uname().nodename, "start_ns": result.start_ns,
+            "end_ns": result.end_ns, "load": result.meta(plan)}
+    try:
+        write_load(run_dir, result)
+        write_meta(run_dir, meta)
+    except OSError as exc:
+        raise LaunchError(f"gpusleuth load: cannot write the run directory {run_dir}: {exc.strerror or exc}") from None
+    return run_dir
+
+
+def _with_server(args, plan, command):
+    """Start the server under recording, load it once it answers, stop it; one run directory for all."""
+    from gpusleuth.recorder.launcher import LaunchOptions, default_run_dir, launch
+    from gpusleuth.recorder.loadgen import LoadThread, write_load
+    from gpusleuth.report.options import options_from_args
+    from gpusleuth.run.meta import read_meta, write_meta
+
+    if not 0 < args.interval <= 60:
+        raise LaunchError("gpusleuth load: --interval must be between 0 and 60 seconds")
+    ready = args.ready_timeout if args.ready_timeout is not None else 60.0
+    driver = LoadThread(plan, ready, _say)
+    started = time.monotonic()
+    launched = launch(LaunchOptions(
+        command=command, out=args.out or default_run_dir(command, "load"), interval_s=args.interval, grace_s=args.grace, use_gpu=not args.no_gpu,
+        label=args.label, capture_output=True, stdout_to_stderr=True, on_tick=driver.tick,
+        stop_when=lambda: "gpusleuth load (levels done)" if driver.done() else None,
+        report_options=options_from_args(args).to_meta(),
+    ))
+    result = driver.finish()
+    run_dir = launched.run_dir
+    server = None
+    meta = read_meta(run_dir, [])
+    if meta.get("stopped_by") is None:  # it ended on its own, before the levels were done
+        server = (f"the server ({' '.join(command)[:80]}) exited with code {launched.exit_code} after "
+                  f"{time.monotonic() - started:.1f} s; its output is in {run_dir / 'output.log'}")
+    if result is not None:
+        meta["load"] = result.meta(plan)
+        if server:
+            meta.setdefault("losses", []).append(f"the load was cut short: {server}")
+        try:
+            write_load(run_dir, result)
+            write_meta(run_dir, meta)
+        except OSError as exc:
+            _say(f"could not write the load results into {run_dir} ({exc.strerror or exc})")
+    _say(f"run recorded in {run_dir}")
+    return run_dir, result, server
+
+
+def _report(args, run_dir, result, plan, full: bool) -> None:
+    from gpusleuth.cli.report import make_console, write_html_report
+    from gpusleuth.report.build import build_report
+    from gpusleuth.report.options import options_from_args
+    from gpusleuth.run.model import Run, Table
+
+    if run_dir is not None:
+        from gpusleuth.sources.rundir import load_run
+
+        run = load_run(run_dir)
+    else:
+        run = Run(meta={"source": "load", "label": args.label, "start_ns": result.start_ns,
+                        "end_ns": result.end_ns, "load": result.meta(plan)}, load=Table(result.columns))
+    report = build_report(run, options_from_args(args))
+    if run_dir is not None:
+        from gpusleuth.cli.trackers import cache_summary
+
+        cache_summary(report, run)
+    if args.json:
+        from gpusleuth.render.json_report import render_json
+
+        sys.stdout.write(render_json(report) + "\n")
+    elif full:
+        from gpusleuth.render.console import render_console
+
+        render_console(report, make_console())
+    else:
+        from gpusleuth.render.serving_console import render_serving
+
+        console = make_console()
+        render_serving(report, console)
+        for msg in report.losses:
+            console.print(f"  • {msg}", markup=False)
+    if args.html:
+        write_html_report(report, args.html)

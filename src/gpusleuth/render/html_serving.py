@@ -1,0 +1,91 @@
+"""The serving section of the HTML report: the level table, the outcomes at the knee, and two charts —
+latency against throughput (p50 and p95 vs req/s, one point per level, the knee ringed, the budget as a
+line) and requests/s per level. Formatting only: the numbers are ``report.serving`` (report/serving.py).
+
+The URL and level labels came from a command line: text goes through ``html.escape``, chart labels through
+``html_figures.plain``."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from gpusleuth.render.html_figures import base_layout, plain
+
+e = html.escape
+
+
+def latency_vs_throughput(chart: Any) -> dict | None:
+    pts = [i for i, v in enumerate(chart.p50_ms) if v is not None]
+    if not pts:
+        return None
+    labels = [plain(chart.labels[i]) for i in pts]
+    x = [round(chart.rps[i], 3) for i in pts]
+    hover = f"{plain(chart.x_title)} %{{text}}<br>%{{x:,.1f}} req/s · %{{y:,.1f}} ms<extra>%{{fullData.name}}</extra>"
+    data = [{"type": "scatter", "mode": mode, "name": name, "x": x, "text": labels,  # levels named once, on p95
+             "textposition": "top left", "y": [round(ys[i], 3) if ys[i] is not None else None for i in pts],
+             "marker": {"color": color}, "hovertemplate": hover}
+            for name, ys, color, mode in (("p50", chart.p50_ms, "#1f77b4", "lines+markers"),
+                                          ("p95", chart.p95_ms, "#d62728", "lines+markers+text"))]
+    if chart.knee is not None and chart.p95_ms[chart.knee] is not None:
+        k = chart.knee
+        data.append({"type": "scatter", "mode": "markers", "name": "knee", "x": [round(chart.rps[k], 3)],
+                     "y": [round(chart.p95_ms[k], 3)], "hoverinfo": "skip",
+                     "marker": {"size": 18, "color": "rgba(0,0,0,0)", "line": {"color": "#2ca02c", "width": 3}}})
+    shapes = []
+    if chart.budget_ms is not None:
+        shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": chart.budget_ms, "y1": chart.budget_ms,
+                       "line": {"color": "#888", "dash": "dash"}})
+    return {"data": data, "layout": base_layout(
+        360, shapes=shapes, xaxis={"title": {"text": "throughput (2xx answers/s)"}, "gridcolor": "#eee"},
+        yaxis={"title": {"text": "latency (ms)"}, "gridcolor": "#eee", "rangemode": "tozero"})}
+
+
+def rps_per_level(chart: Any) -> dict | None:
+    if not chart.rps:
+        return None
+    labels = [plain(x) for x in chart.labels]
+    colors = ["#2ca02c" if i == chart.knee else "#9ecae1" for i in range(len(labels))]
+    return {"data": [{"type": "bar", "x": labels, "y": [round(v, 3) for v in chart.rps], "name": "req/s",
+                      "marker": {"color": colors}, "hovertemplate": "%{x}: %{y:,.1f} req/s<extra></extra>"}],
+            "layout": base_layout(260, xaxis={"title": {"text": plain(chart.x_title)}, "type": "category"},
+                                  yaxis={"title": {"text": "req/s"}, "gridcolor": "#eee"}, showlegend=False)}
+
+
+def _ms(v: float | None) -> str:
+    return "–" if v is None else f"{v:,.1f}"
+
+
+def serving_section(pg: Any, report: Any, table, tile) -> None:
+    """Append the section to ``pg`` (render/html.Page); ``table``/``tile`` are html.py's cell helpers."""
+    s = report.serving
+    if s is None:
+        return
+    load, o = s.load, s.outcomes
+    where = f" <span class=dim>— <code>{e(load.url)}</code></span>" if load.url else ""
+    pg.add(f"<section class=headline><h2>Serving under load{where}</h2><div class=tiles>")
+    at = "at the knee" if o.at_knee else f"at {e(load.levels[o.level].named)} (no knee)"
+    tiles = [tile(f"req/s {at}", f"{o.rps:,.1f}"), tile(f"p95 {at}", f"{_ms(o.p95_ms)} ms")]
+    tiles.append(tile("$ per 1M requests", f"${o.dollars_per_million:,.2f}") if o.dollars_per_million is not None
+                 else tile("$ per 1M requests", "–", e(o.price_note or "unpriced")))
+    tiles.append(tile("accelerator busy", f"{o.gpu_busy:.0%}") if o.gpu_busy is not None
+                 else tile("accelerator busy", "–", e(o.gpu_note or "no GPU")))
+    if o.energy_j_per_request is not None:
+        tiles.append(tile("energy / request", f"{o.energy_j_per_request:,.3g} J"))
+    pg.add("".join(tiles) + "</div>")
+    pg.add(f"<p><b>Knee:</b> {e(load.knee_reason)}</p>")
+    for note in s.notes:
+        pg.add(f"<p class=dim>{e(note)}</p>")
+    head = ["", "concurrency" if load.mode == "closed" else "rate/s", "requests", "req/s", "p50 ms", "p95 ms",
+            "p99 ms", "max ms", "errors", "timeouts", "dropped", "server CPU (cores)", "GPU busy"]
+    rows = [["knee →" if i == load.knee else "", e(lv.label), f"{lv.requests:,}", f"{lv.rps:,.1f}", _ms(lv.p50_ms),
+             _ms(lv.p95_ms), _ms(lv.p99_ms), _ms(lv.max_ms), f"{lv.errors:,}", f"{lv.timeouts:,}", f"{lv.dropped:,}",
+             "–" if lv.server_cpu_cores is None else f"{lv.server_cpu_cores:.2f}",
+             "–" if lv.gpu_busy is None else f"{lv.gpu_busy:.0%}"] for i, lv in enumerate(load.levels)]
+    pg.add(table(head, rows))
+    pg.add("<h3>Latency against throughput</h3><p class=dim>One point per level; past the knee more load adds "
+           "latency, not throughput.</p>")
+    pg.figure(latency_vs_throughput(s.chart))
+    pg.add("<h3>Requests per second per level</h3>")
+    pg.figure(rps_per_level(s.chart), "fig small")
+    pg.add("</section>")

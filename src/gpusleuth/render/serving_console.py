@@ -1,0 +1,67 @@
+"""The serving section in the terminal: one row per load level, the knee marked, then the outcomes at it.
+
+Formats ``report.serving`` (report/serving.py); computes nothing. The URL came from the user's command line
+and is printed through markup escaping (the console itself is a SafeConsole)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table as RichTable
+
+from gpusleuth.report.model import Report
+
+
+def _ms(v: float | None) -> str:
+    return "–" if v is None else (f"{v:,.1f}" if v < 1000 else f"{v:,.0f}")
+
+
+def _count(n: int) -> str:
+    return f"{n:,}" if n else "·"
+
+
+def render_serving(report: Report, console: Console) -> None:
+    s = report.serving
+    if s is None:
+        return
+    load, o = s.load, s.outcomes
+    console.print()
+    mode = "closed loop (workers)" if load.mode == "closed" else "open loop (requests started per second)"
+    where = f" — {escape(load.url)}" if load.url else ""
+    console.print(f"[bold]Serving under load[/]{where} · {mode}")
+    t = RichTable(box=None, padding=(0, 1), pad_edge=False)
+    for col in ("", "concurrency" if load.mode == "closed" else "rate/s", "requests", "req/s", "p50 ms", "p95 ms",
+                "p99 ms", "max ms", "errors", "timeouts"):
+        t.add_column(col, justify="right")
+    if load.mode == "open":
+        t.add_column("dropped", justify="right")
+    server_cpu = any(lv.server_cpu_cores is not None for lv in load.levels)
+    if server_cpu:
+        t.add_column("server CPU", justify="right")
+    if any(lv.gpu_busy is not None for lv in load.levels):
+        t.add_column("GPU busy", justify="right")
+    for i, lv in enumerate(load.levels):
+        knee = i == load.knee
+        row = ["[bold green]knee →[/]" if knee else "", lv.label, f"{lv.requests:,}", f"{lv.rps:,.1f}",
+               _ms(lv.p50_ms), _ms(lv.p95_ms), _ms(lv.p99_ms), _ms(lv.max_ms), _count(lv.errors),
+               _count(lv.timeouts)]
+        if load.mode == "open":
+            row.append(_count(lv.dropped))
+        if server_cpu:
+            row.append("–" if lv.server_cpu_cores is None else f"{lv.server_cpu_cores:.2f} cores")
+        if any(x.gpu_busy is not None for x in load.levels):
+            row.append("–" if lv.gpu_busy is None else f"{lv.gpu_busy:.0%}")
+        t.add_row(*row, style="bold" if knee else None)
+    console.print(t)
+    console.print(f"  knee: {escape(load.knee_reason)}")
+    at = "at the knee" if o.at_knee else f"at {load.levels[o.level].named} (no knee)"
+    parts = [f"{o.rps:,.1f} req/s", f"p95 {_ms(o.p95_ms)} ms"]
+    parts.append(f"${o.dollars_per_million:,.2f} per 1M requests" if o.dollars_per_million is not None
+                 else escape(o.price_note or "unpriced"))
+    parts.append(f"accelerator busy {o.gpu_busy:.0%}" if o.gpu_busy is not None
+                 else f"accelerator busy – ({escape(o.gpu_note or 'no GPU')})")
+    if o.energy_j_per_request is not None:
+        parts.append(f"{o.energy_j_per_request:,.2f} J per request")
+    console.print(f"  {at}: " + " · ".join(parts))
+    for note in s.notes:
+        console.print(f"  [yellow]![/] {escape(note)}")
