@@ -106,11 +106,22 @@ def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str,
         gpu_hour = per_second * 3600.0 / len(devices) if per_second is not None and devices else None
     comm = job_comm(run, traces)
     price_comm(comm, gpu_hour)  # what the job's collectives and waiting cost, one GPU per rank
+    load = analyze_load(run, _load_price(per_second, options), gpu_note)
+    _not_foreign(host, load, run)
     return RunAnalysis(run=run, options=options, view=view, outcomes=outcomes, basis=basis, gpus=gpus,
                        gpu_note=gpu_note, host=host, traces=traces, host_ops=host_ops, headline=headline,
                        dollars_per_second=per_second, losses=losses,
                        gpu_timeline=gpu_timelines(run) if gpus and view.main is None and not traces else [],
-                       comm=comm, load=analyze_load(run, _load_price(per_second, options), gpu_note))
+                       comm=comm, load=load)
+
+
+def _not_foreign(host: HostSummary | None, load: LoadAnalysis | None, run: Run) -> None:
+    """``gpusleuth load`` runs beside the server it drives: its own CPU is not someone else's load on the
+    host, so it leaves the foreign cores (spread over the whole run, as the host figure is for a server)."""
+    if host is None or load is None or host.foreign_cores_steps is None or not run.wall_s:
+        return
+    gen = sum((lv.generator_cpu_cores or 0.0) * max(lv.end_ns - lv.start_ns, 0) / 1e9 for lv in load.levels)
+    host.foreign_cores_steps = max(host.foreign_cores_steps - gen / run.wall_s, 0.0)
 
 
 def _load_price(per_second: float | None, options: ReportOptions) -> float | None:

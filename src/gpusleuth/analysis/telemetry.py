@@ -167,9 +167,10 @@ class HostSummary:
     # host CPU while the training steps ran (the window): what a saturation test should look at, since
     # start-up (imports, one busy thread) and the idle tail would dilute a whole-run percentile
     cpu_pct_steps: dict | None = None
-    # Cores the job's own process tree used during the steps (sum of its processes' mean CPU), and the cores
-    # the rest of the host used meanwhile (host busy − job): other users' work on a shared machine, which
-    # slows and starves the job in ways no knob of the job removes.
+    # Cores the job's own process tree used during the steps (the whole run when it has none, e.g. a server)
+    # — the sum of its processes' mean CPU — and the cores the rest of the host used meanwhile (host busy −
+    # job): other users' work on a shared machine, which slows and starves the job in ways no knob of the
+    # job removes.
     job_cores_steps: float | None = None
     foreign_cores_steps: float | None = None
 
@@ -250,8 +251,9 @@ def summarize_host(run: Run, main_pid: int | None, window: tuple[int, int] | Non
     job_cores = sum(p.cpu_pct["mean"] for p in processes if p.cpu_pct) / 100 if processes else None
     foreign = None
     cores = hw.get("logical_cores")
-    if cpu_steps is not None and job_cores is not None and cores:
-        foreign = max(cpu_steps["mean"] / 100 * cores - job_cores, 0.0)
+    busy = cpu_steps if window is not None else _dist(col("cpu_pct"))  # a server has no steps: its whole run
+    if busy is not None and job_cores is not None and cores:
+        foreign = max(busy["mean"] / 100 * cores - job_cores, 0.0)
     return HostSummary(
         samples=len(host),
         logical_cores=hw.get("logical_cores"),

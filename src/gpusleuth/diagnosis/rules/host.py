@@ -135,9 +135,10 @@ def foreign_cores(facts: Facts) -> float | None:
     """Cores used by processes outside the job while its steps ran, when they crowd a busy host; else None."""
     h = facts.host
     cores = facts.logical_cores or (h.logical_cores if h else None)
-    if h is None or h.foreign_cores_steps is None or not cores or not h.cpu_pct_steps:
+    busy = h.cpu_pct_steps or h.cpu_pct if h is not None else None
+    if h is None or h.foreign_cores_steps is None or not cores or not busy:
         return None
-    if h.foreign_cores_steps < FOREIGN_SHARE * cores or h.cpu_pct_steps["p50"] < FOREIGN_BUSY_PCT:
+    if h.foreign_cores_steps < FOREIGN_SHARE * cores or busy["p50"] < FOREIGN_BUSY_PCT:
         return None
     return h.foreign_cores_steps
 
@@ -156,19 +157,20 @@ def foreign_load(facts: Facts) -> list[Finding] | Missing:
                        how="record the job with `gpusleuth run`", data="host telemetry of a recording")
     cores = facts.logical_cores or h.logical_cores
     foreign = foreign_cores(facts)
-    if foreign is None or not facts.outcomes.steps.steps:
+    if foreign is None:
         return []
+    busy = h.cpu_pct_steps or h.cpu_pct
+    when = "During the training steps" if h.cpu_pct_steps else "While it ran"
     return [Finding(
         cause="contention", severity="moderate",
         title=f"Other processes used {foreign:.1f} of the host's {cores} cores while the job ran",
-        summary=(f"During the training steps the host was {h.cpu_pct_steps['p50']:.0f}% busy (median) and the job's "
+        summary=(f"{when} the host was {busy['p50']:.0f}% busy (median) and the job's "
                  f"own processes used {h.job_cores_steps:.1f} cores of it: the rest went to processes outside the "
                  "job. They take CPU from its loop and its loaders, so its step times and any input or host "
                  "finding measured here are pessimistic, and they vary from run to run."),
         evidence=[Evidence("cores used outside the job", round(foreign, 2), "cores", "host − job process samples"),
                   Evidence("cores used by the job", round(h.job_cores_steps, 2), "cores", "process sampler"),
-                  Evidence("host CPU during the steps (median)", round(h.cpu_pct_steps["p50"], 1), "%",
-                           "host sampler"),
+                  Evidence("host CPU while it ran (median)", round(busy["p50"], 1), "%", "host sampler"),
                   Evidence("logical cores", cores, "", "host info")],
         fix=("Run on a quiet host (or reserve cores: `taskset`/cgroups, a dedicated node), then measure again "
              "before acting on input or host findings; `top -o %CPU` shows who else is running."),
