@@ -41,6 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 
 BUGS = ("traceback", "hang", "wrong")
+MTIME = 1_763_800_000  # every case file's (and reference's) modification time
 
 # What a mutation promises about the report:
 SAME = "same"    # only the layout changed: the report must equal the seed's
@@ -436,6 +437,163 @@ def rundir_cases(seed: Path, rng: random.Random) -> Iterator[Case]:
         b"S\t1\t2\n\xff\xfe\nS\tx\ty\t0\t0\t-1\t1\t0\toptimizer\nH\t[1]\nS\t" + b"9" * 40 + b"\t1\t0\t0\t-1\t0\t0\tx\n")))
 
 
+# ---- line-oriented logs: nvidia-smi CSV, Prometheus / DCGM text (issue 14's readers) -------------------
+
+def _header_lines(lines: list[bytes]) -> int:
+    """Leading lines that are not samples (comments, a CSV header): kept first when rows are shuffled."""
+    n = 0
+    for ln in lines:
+        s = ln.strip()
+        if s and (s[:1].isdigit() or (s[:1].isalpha() and b"{" in s and not s.startswith(b"#"))):
+            break
+        n += 1
+    return n
+
+
+def line_layouts(text: bytes, rng: random.Random, suffix: str) -> Iterator[Case]:
+    """Line endings, a BOM, blank lines, no final newline: the same samples, so the same report."""
+    unix = text.replace(b"\r\n", b"\n")
+    yield Case("layout/crlf", unix.replace(b"\n", b"\r\n"), SAME, suffix)
+    yield Case("layout/no-final-newline", unix.rstrip(b"\n"), SAME, suffix)
+    yield Case("layout/bom", b"\xef\xbb\xbf" + unix, SAME, suffix)
+    yield Case("layout/blank-lines", unix.replace(b"\n", b"\n\n", 3) + b"\n\n", SAME, suffix)
+
+
+def line_orders(text: bytes, rng: random.Random, suffix: str) -> Iterator[Case]:
+    """The same sample lines in another order: every reader sorts what needs order."""
+    lines = text.replace(b"\r\n", b"\n").rstrip(b"\n").split(b"\n")
+    head = _header_lines(lines)
+    body = lines[head:]
+    if len(body) < 3:
+        return
+    # A log whose rows do not name their GPU (nvidia-smi without index/uuid/pci.bus_id) numbers the GPUs by
+    # their place in each sampling burst: there the order is data, not layout.
+    header = b"\n".join(lines[:head]).lower()
+    named = suffix == ".metrics" or any(k in header for k in (b"index", b"uuid", b"pci.bus_id"))
+    expect = SAME if named else ANY
+    shuffled = body[:]
+    rng.shuffle(shuffled)
+    yield Case("order/shuffled-rows", b"\n".join(lines[:head] + shuffled) + b"\n", expect, suffix)
+    yield Case("order/reversed-rows", b"\n".join(lines[:head] + body[::-1]) + b"\n", expect, suffix)
+
+
+def line_damage(text: bytes, rng: random.Random, suffix: str, n: int = 4) -> Iterator[Case]:
+    """Cut-offs, bit flips, spliced bytes and garbage lines. A cut at a line boundary is a shorter log (no
+    way to tell), a cut inside a line is a damaged one (its loss must be stated)."""
+    unix = text.replace(b"\r\n", b"\n")
+    for i in range(n):
+        cut = rng.randrange(1, len(unix))
+        at_boundary = unix[cut - 1:cut] == b"\n"
+        yield Case(f"damage/cut-{i}", unix[:cut], ANY if at_boundary else LOSSY, suffix)
+        b = bytearray(unix)
+        b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+        yield Case(f"damage/bitflip-{i}", bytes(b), ANY, suffix)
+        a = rng.randrange(len(unix))
+        yield Case(f"damage/splice-{i}", unix[:a] + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40)))
+                   + unix[a:], ANY, suffix)
+    lines = unix.rstrip(b"\n").split(b"\n")
+    at = rng.randrange(_header_lines(lines), len(lines) + 1)
+    garbage = bytes(rng.choice(b"abcxyz!@#$%^&*()0123456789,;:") for _ in range(rng.randrange(5, 60)))
+    yield Case("damage/garbage-line", b"\n".join(lines[:at] + [garbage] + lines[at:]) + b"\n", LOSSY, suffix)
+
+
+def line_odd(text: bytes, rng: random.Random, suffix: str) -> Iterator[Case]:
+    """Valid-looking but odd content: any report or a clean error, never a traceback or a hang."""
+    unix = text.replace(b"\r\n", b"\n")
+    lines = unix.rstrip(b"\n").split(b"\n")
+    head = _header_lines(lines)
+    yield Case("odd/empty", b"", ANY, suffix)
+    yield Case("odd/header-only", b"\n".join(lines[:head]) + b"\n", ANY, suffix)
+    yield Case("odd/one-row", b"\n".join(lines[:head + 1]) + b"\n", ANY, suffix)
+    yield Case("odd/duplicated", unix + unix, ANY, suffix)
+    numbers = list(re.finditer(rb"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", unix))
+    for i, value in enumerate((b"9" * 40, b"-1", b"nan", b"inf", b"1e308", b"0")):
+        if numbers:
+            m = rng.choice(numbers)
+            yield Case(f"odd/number-{i}", unix[:m.start()] + value + unix[m.end():], ANY, suffix)
+    yield Case("odd/nul-bytes", unix.replace(b",", b",\x00", 5), ANY, suffix)
+    yield Case("odd/latin1", unix.replace(b"MiB", b"Mi\xe9", 3), ANY, suffix)
+    yield Case("odd/long-line", b"\n".join(lines[:head + 1] + [b"x" * 1_000_000] + lines[head + 1:]), ANY, suffix)
+    yield Case("odd/controls", unix.replace(b"W", b"W\x1b]52;c;aGk=\x07", 2), ANY, suffix)
+
+
+LINE_MUTATORS = [line_layouts, line_orders, line_damage, line_odd]
+
+
+def line_cases(seed: Path, rng: random.Random) -> Iterator[Case]:
+    text = seed.read_bytes()
+    suffix = "".join(seed.suffixes[-1:]) or ".txt"
+    for m in LINE_MUTATORS:
+        yield from m(text, rng, suffix)
+
+
+def nvsmi_seeds() -> list[Path]:
+    return sorted((FIXTURES / "nvidia-smi").glob("*.csv")) + sorted((FIXTURES / "nvidia-smi").glob("*.txt"))
+
+
+def prometheus_seeds() -> list[Path]:
+    return sorted((FIXTURES / "dcgm").glob("*.metrics"))
+
+
+# ---- Nsight Systems SQLite exports -----------------------------------------------------------------------
+
+def nsys_seeds() -> list[Path]:
+    return sorted((FIXTURES / "nsys").glob("*.sqlite"), key=lambda p: p.stat().st_size)
+
+
+def _sqlite_edit(seed: bytes, sql: list[str]) -> bytes | None:
+    """The export with ``sql`` applied (a schema or value change a damaged or odd export could have)."""
+    import sqlite3
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "e.sqlite"
+        p.write_bytes(seed)
+        con = sqlite3.connect(p)
+        try:
+            for q in sql:
+                con.execute(q)
+            con.commit()
+        except sqlite3.DatabaseError:
+            return None
+        finally:
+            con.close()
+        return p.read_bytes()
+
+
+_NSYS_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_RUNTIME",
+                "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
+
+
+def nsys_cases(seed: Path, rng: random.Random, n: int = 4) -> Iterator[Case]:
+    """Byte damage (SQLite checks little: a flipped value byte is a different value, so ANY) and the
+    schema and value oddities of other Nsight versions and of damaged exports."""
+    data = seed.read_bytes()
+    for i in range(n):
+        b = bytearray(data)
+        for _ in range(rng.randrange(1, 8)):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+        yield Case(f"damage/bytes-{i}", bytes(b), ANY, ".sqlite")
+        yield Case(f"damage/cut-{i}", data[: rng.randrange(16, len(data))], ANY, ".sqlite")
+    yield Case("damage/header", b"SQLite format 2\x00" + data[16:], ANY, ".sqlite")
+    yield Case("damage/zero-page-2", data[:4096] + bytes(4096) + data[8192:], ANY, ".sqlite")
+    edits = [(f"schema/drop-{t}", [f"DROP TABLE {t}"]) for t in _NSYS_TABLES]
+    edits += [
+        ("values/null-ends", ["UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = NULL WHERE rowid % 3 = 0"]),
+        ("values/text-starts", ["UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'x' WHERE rowid % 5 = 0"]),
+        ("values/huge-ends", ["UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = 9223372036854775807 WHERE rowid = 1"]),
+        ("values/negative-durations", ["UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET end = start - 1000"]),
+        ("values/nvtx-controls", ["UPDATE NVTX_EVENTS SET text = char(27) || ']52;c;aGk=' || char(7) || "
+                                  "'<script>alert(1)</script>' WHERE rowid % 2 = 0"]),
+        ("values/missing-strings", ["DELETE FROM StringIds WHERE rowid % 2 = 0"]),
+        ("values/empty-kernels", ["DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL"]),
+    ]
+    for name, sql in edits:
+        edited = _sqlite_edit(data, sql)
+        if edited is not None:
+            yield Case(name, edited, ANY, ".sqlite")
+
+
 # ---- readers --------------------------------------------------------------------------------------------
 
 @dataclass
@@ -459,6 +617,9 @@ def text_cases(mutators: list[Callable[[bytes, random.Random], Iterator[Case]]])
 READERS: list[Reader] = [
     Reader("kineto", kineto_seeds, text_cases(MUTATORS)),
     Reader("rundir", rundir_seeds, rundir_cases),
+    Reader("nvidia-smi", nvsmi_seeds, line_cases),
+    Reader("prometheus", prometheus_seeds, line_cases),
+    Reader("nsys", nsys_seeds, nsys_cases),
 ]
 
 
@@ -618,9 +779,10 @@ def reference_report(seed: Path, tmp: Path) -> dict | None:
         p = tmp / "ref"
         shutil.rmtree(p, ignore_errors=True)
         shutil.copytree(seed, p)
-    else:
-        p = tmp / ("ref" + "".join(seed.suffixes))
+    else:  # named like the cases ("t" + suffix), so the file's name drops out of the comparison the same way
+        p = tmp / ("t" + (".json.gz" if seed.name.endswith(".json.gz") else seed.suffix))
         p.write_bytes(seed.read_bytes())
+        os.utime(p, (MTIME, MTIME))
     kind, rc, out, _ = run_cli(["report", str(p), "--json"])
     return json.loads(out) if kind == "exit" and rc == 0 else None
 
@@ -636,6 +798,7 @@ def run_case(case: Case, tmp: Path, reference: dict | None, **kw) -> Outcome:
         else:
             path = work / ("t" + case.suffix)
             path.write_bytes(case.data)
+            os.utime(path, (MTIME, MTIME))  # Prometheus scrapes are timed by their file's mtime
         return classify(case, path, reference, **kw)
     finally:
         _rmtree(work)

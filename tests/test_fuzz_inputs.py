@@ -176,3 +176,16 @@ def test_numbers_do_not_depend_on_event_order(tmp_path, trace):
     p.write_text(json.dumps(doc))
     diff = F.first_difference(F.comparable(ref), F.comparable(_report(p)))
     assert diff is None, diff
+
+
+@pytest.mark.parametrize("name", ["nvidia-smi", "prometheus", "nsys"])
+def test_fuzz_imported_logs_and_exports(name, tmp_path):
+    """Issue 14's readers under the same harness (issue 18: every new reader as it lands): nvidia-smi CSV
+    (with and without a header), DCGM / nvidia_gpu_exporter scrapes, Nsight Systems SQLite exports —
+    layout-only changes give the same report, damage is salvaged with its loss or is one sentence."""
+    reader = next(r for r in F.READERS if r.name == name)
+    counts = _run_reader(reader, reader.seeds(), tmp_path, 5)
+    assert sum(counts.values()) >= 60, counts
+    if name != "nsys":
+        assert counts["same"] >= 10, counts  # CRLF, BOM, blank lines, reordered rows
+    assert counts["salvaged"] >= 30, counts

@@ -44,16 +44,33 @@ class _Db:
         try:
             self.con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
             self.tables = {r[0] for r in self.con.execute("select name from sqlite_master where type='table'")}
+            self.losses: list[str] = []
         except sqlite3.DatabaseError as exc:
             raise InputError(path, f"a damaged SQLite file ({exc})") from None
 
     def cols(self, table: str) -> set[str]:
-        return {r[1] for r in self.con.execute(f"PRAGMA table_info({table})")} if table in self.tables else set()
+        if table not in self.tables:
+            return set()
+        try:
+            return {r[1] for r in self.con.execute(f"PRAGMA table_info({table})")}
+        except sqlite3.DatabaseError as exc:
+            self.losses.append(f"{self.path.name}: table {table} is damaged ({exc}); skipped")
+            return set()
+
+    def _damaged(self, sql: str, exc: Exception, rows: int) -> None:
+        m = re.search(r"\bfrom (\w+)", sql, re.I)
+        table = m.group(1) if m else "a table"
+        self.losses.append(f"{self.path.name}: {table} is damaged ({exc}): "
+                           + (f"its first {rows:,} row(s) were read, the rest lost" if rows else "none of it was read"))
 
     def fetch(self, sql: str) -> list[np.ndarray]:
-        """The query's columns as arrays, read in chunks: Python row tuples cost ~100 bytes a value, so a
-        100 MB export read whole held ~1 GB of them at once; chunk by chunk only the arrays stay."""
+        """The query's columns as arrays (the first two — start and end — always integers: rows whose start
+        or end is not one are dropped and counted; elsewhere a value that is not a number becomes −1), read
+        in chunks: Python row tuples cost ~100 bytes a value, so a 100 MB export read whole held ~1 GB of
+        them at once; chunk by chunk only the arrays stay. A damaged table keeps the rows read before the
+        damage, and the loss is said."""
         parts: list[list[np.ndarray]] = []
+        read = 0
         try:
             cur = self.con.execute(sql)
             while True:
@@ -61,11 +78,27 @@ class _Db:
                 if not rows:
                     break
                 parts.append([np.array(c) for c in zip(*rows)])
+                read += len(rows)
         except sqlite3.DatabaseError as exc:
-            raise InputError(self.path, f"reading the export failed ({exc})") from None
+            self._damaged(sql, exc, read)
         if not parts:
             return []
-        return [np.concatenate(cols) if len(cols) > 1 else cols[0] for cols in zip(*parts)]
+        cols = [np.concatenate(c) if len(c) > 1 else c[0] for c in zip(*parts)]
+        return self._numeric(sql, cols)
+
+    def _numeric(self, sql: str, cols: list[np.ndarray]) -> list[np.ndarray]:
+        out, ok = [], np.ones(len(cols[0]), bool)
+        for i, c in enumerate(cols):
+            v, good = _as_int64(c)
+            if i < 2:
+                ok &= good
+            out.append(np.where(good, v, -1))
+        if not ok.all():
+            m = re.search(r"\bfrom (\w+)", sql, re.I)
+            self.losses.append(f"{self.path.name}: {int((~ok).sum()):,} row(s) of {m.group(1) if m else 'a table'} "
+                               "whose start or end is not a number were skipped")
+            out = [c[ok] for c in out]
+        return out if len(out[0]) else []
 
     def fetch_labelled(self, sql: str, strings: dict[int, str]) -> list | None:
         """Rows of (numeric columns…, text, text id) as the numeric arrays, the distinct labels, and each
@@ -74,6 +107,7 @@ class _Db:
         of a 100 MB export took 200 MB, its unique() 800 MB more)."""
         index: dict[str, int] = {}
         parts: list[list[np.ndarray]] = []
+        read = 0
         try:
             cur = self.con.execute(sql)
             while True:
@@ -81,26 +115,38 @@ class _Db:
                 if not rows:
                     break
                 cols = list(zip(*rows))
-                labels = (str(t) if t else strings.get(int(i), "") for t, i in zip(cols[-2], cols[-1]))
+                labels = (str(t) if t else strings.get(i, "") if isinstance(i, int) else ""
+                          for t, i in zip(cols[-2], cols[-1]))
                 inv = np.fromiter((index.setdefault(x, len(index)) for x in labels), np.int64, len(rows))
                 parts.append([np.array(c) for c in cols[:-2]] + [inv])
-        except (sqlite3.DatabaseError, ValueError, TypeError) as exc:
-            raise InputError(self.path, f"reading the export failed ({exc})") from None
+                read += len(rows)
+        except sqlite3.DatabaseError as exc:
+            self._damaged(sql, exc, read)
         if not parts:
             return None
-        merged = [np.concatenate(c) if len(c) > 1 else c[0] for c in zip(*parts)]
+        merged = self._numeric(sql, [np.concatenate(c) if len(c) > 1 else c[0] for c in zip(*parts)])
+        if not merged:
+            return None
         return [*merged[:-1], list(index), merged[-1]]
 
     def strings(self) -> dict[int, str]:
         if "StringIds" not in self.tables:
             return {}
-        return dict(self.con.execute("select id, value from StringIds"))
+        try:
+            return {i: str(v) for i, v in self.con.execute("select id, value from StringIds")
+                    if isinstance(i, int)}
+        except sqlite3.DatabaseError as exc:
+            self.losses.append(f"{self.path.name}: its string table is damaged ({exc}); names are shown by id")
+            return {}
 
     def meta(self) -> dict[str, str]:
         out = {}
         for t in ("EXPORT_META_DATA", "META_DATA_EXPORT", "META_DATA_CAPTURE"):
             if t in self.tables and {"name", "value"} <= self.cols(t):
-                out.update({str(k): str(v) for k, v in self.con.execute(f"select name, value from {t}")})
+                try:
+                    out.update({str(k): str(v) for k, v in self.con.execute(f"select name, value from {t}")})
+                except sqlite3.DatabaseError as exc:
+                    self.losses.append(f"{self.path.name}: {t} is damaged ({exc}); skipped")
         return out
 
 
@@ -128,7 +174,29 @@ class _Rows:
         return out
 
 
+def _as_int64(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(values as int64, which were integers): SQLite columns are typed per value, so a damaged or odd
+    export can hold NULL, text or floats where Nsight writes integers."""
+    if c.dtype.kind in "iub":
+        return c.astype(np.int64), np.ones(len(c), bool)
+    good = np.array([isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+                     and -(1 << 63) <= int(x) < (1 << 63) for x in c.tolist()], bool) if len(c) else np.ones(0, bool)
+    out = np.full(len(c), -1, np.int64)
+    if good.any():
+        out[good] = np.array([int(x) for x, g in zip(c.tolist(), good) if g], np.int64)
+    return out, good
+
+
 def read_nsys(path: Path, step_range: str | None = None) -> list[Run]:
+    """Runs from an Nsight Systems SQLite export; a damaged file is salvaged table by table (the losses
+    say what), and one whose core tables cannot be read is one sentence."""
+    try:
+        return _read_nsys(path, step_range)
+    except sqlite3.DatabaseError as exc:
+        raise InputError(path, f"a damaged SQLite file ({exc})") from None
+
+
+def _read_nsys(path: Path, step_range: str | None) -> list[Run]:
     db = _Db(path)
     meta = db.meta()
     strings = db.strings()
@@ -217,6 +285,8 @@ def read_nsys(path: Path, step_range: str | None = None) -> list[Run]:
             counts["nvtx"] = len(s)
     cols = rows.finish()
     if not counts.get("kernels") and not counts.get("memcpy") and not counts.get("memset"):
+        if db.losses:
+            raise InputError(path, f"a damaged Nsight Systems export: {'; '.join(db.losses)}")
         what = "only NVTX ranges" if counts.get("nvtx") else "no CUDA or NVTX activity"
         raise InputError(path, f"an Nsight Systems export with {what}: no GPU activity was recorded; profile with "
                                "`nsys profile --trace=cuda,nvtx …` and export again")
@@ -226,6 +296,8 @@ def read_nsys(path: Path, step_range: str | None = None) -> list[Run]:
     gpu = _gpu_metrics(db)
     if gpu is not None and runs:
         runs[0].gpu = gpu
+    for run in runs:
+        run.losses[:0] = db.losses
     db.con.close()
     return runs
 

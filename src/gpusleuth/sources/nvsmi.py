@@ -101,8 +101,17 @@ def looks_like_noheader(text: str) -> bool:
 
 def read_nvsmi_csv(path: Path, fields: list[str] | None = None, tz: str | None = None) -> Run:
     data = path.read_bytes()
-    head = data[:_MAX_HEADER_SCAN].decode("utf-8", errors="replace")
     losses: list[str] = []
+    if data.startswith(b"\xef\xbb\xbf"):  # a BOM (Windows editors): not part of the first field
+        data = data[3:]
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # pyarrow decodes a bad row's text for the invalid-row handler and fails inside it on non-UTF-8
+        # bytes; replaced here, the row is skipped like any other damaged one and the loss said.
+        data = data.decode("utf-8", errors="replace").encode("utf-8")
+        losses.append(f"{path.name}: bytes that are not UTF-8 (first at byte {exc.start:,}) were replaced")
+    head = data[:_MAX_HEADER_SCAN].decode("utf-8", errors="replace")
     found = find_header(head)
     if fields:
         hdr = [(f.strip().lower(), None) for f in fields]
