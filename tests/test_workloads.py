@@ -142,6 +142,9 @@ def test_work_after_the_last_step_is_after_training_time_with_no_gain(tmp_path):
         assert any("after the last step" in e.name for e in f.evidence)
     assert not [f for f in report.findings if f.cause.startswith("input.")], [f.title for f in report.findings]
     assert (st["wait_source"][1:] == "host").all()
+    # LSTM with batch_first=False is fed [seq 20, batch 8]: 8 samples and 160 tokens a step, not 20 samples
+    known = st["samples"] > 0
+    assert known.sum() >= 59 and (st["samples"][known] == 8).all() and (st["tokens"][known] == 160).all()
     assert high(report) == []
 
 

@@ -64,9 +64,11 @@ def _counters():
     return [0, 0, 0, False, None, 0, 0, -1, -1, -1, -1]
 
 
-def _input_shape(args):
-    """(samples, tokens) of a forward's first tensor argument: its first dimension, and rows × columns
-    when it is a 2-D integer tensor (token ids); -1 where the input does not say."""
+def _input_shape(args, seq_first=False):
+    """(samples, tokens) of a forward's first tensor argument: its batch dimension — the first, or the
+    second for a model whose recurrent layers take ``[seq, batch, …]`` (``seq_first``: PyTorch's RNN/LSTM/GRU
+    default, word_language_model's layout) — and rows × columns when it is a 2-D integer tensor (token
+    ids); -1 where the input does not say."""
     for a in args[:3]:
         shape = getattr(a, "shape", None)
         if shape is None:
@@ -74,10 +76,10 @@ def _input_shape(args):
         try:
             if not len(shape):
                 return -1, -1
-            n = int(shape[0])
+            n = int(shape[1]) if seq_first and len(shape) >= 2 else int(shape[0])
             dt = getattr(a, "dtype", None)
-            tokens = n * int(shape[1]) if len(shape) == 2 and dt is not None and not dt.is_floating_point \
-                and not dt.is_complex else -1
+            tokens = int(shape[0]) * int(shape[1]) if len(shape) == 2 and dt is not None \
+                and not dt.is_floating_point and not dt.is_complex else -1
             return n, tokens
         except (TypeError, ValueError, AttributeError):
             return -1, -1

@@ -485,6 +485,28 @@ def arm_forward(r):
             r.error("forward_arm", exc)
 
 
+_SEQ_FIRST = {}  # id(module) -> whether its recurrent layers take [seq, batch, …] (asked once per model)
+
+
+def _seq_first(module):
+    """A model whose RNN/LSTM/GRU layers all run with ``batch_first=False`` is fed ``[seq, batch]``: its
+    batch is the input's second dimension. Walked once per model, not per step."""
+    key = id(module)
+    got = _SEQ_FIRST.get(key)
+    if got is None:
+        got = False
+        try:
+            rnn = _core.R.torch.nn.RNNBase if _core.R is not None and _core.R.torch is not None else None
+            if rnn is not None:
+                layers = [m for m in module.modules() if isinstance(m, rnn)]
+                got = bool(layers) and not any(getattr(m, "batch_first", False) for m in layers)
+        except Exception:  # Ctrl-C is the user's: let it through
+            got = False
+        if len(_SEQ_FIRST) < 1024:
+            _SEQ_FIRST[key] = got
+    return got
+
+
 def _first_forward(module, args):
     """The first module call since the last step's end: the pre-forward gap ends here. Its first tensor
     argument gives the batch's samples (and tokens, for 2-D integer ids), and whether it is a new tensor
@@ -513,7 +535,7 @@ def _first_forward(module, args):
         c[GAP] = max(t - r.gap_t0, 0)
         if not c[FETCHES] and r.gap_c0 is not None:  # no loader: the gap's thread CPU is the input's evidence
             c[CPU] += max(_cpu() - r.gap_c0, 0)
-        c[FSAMPLES], c[FTOKENS] = _input_shape(args)
+        c[FSAMPLES], c[FTOKENS] = _input_shape(args, _seq_first(module))
         if x is not None and had:
             c[FNEW] = 0 if prev is x else 1
     except Exception as exc:  # Ctrl-C is the user's: let it through
