@@ -494,3 +494,34 @@ def test_hook_files_are_stdlib_only_and_python38_syntax():
             for name in names:
                 top = name.split(".")[0]
                 assert top in sys.stdlib_module_names or top in ours or top == "torch", (path.name, name)
+
+
+CTRL_C_IN_BOOKKEEPING = """
+import torch, _gpusleuth_autohook as hook, _gpusleuth_torch as hook_torch
+from torch.utils.data import DataLoader
+dl = DataLoader([{"x": torch.randn(4)} for _ in range(8)], batch_size=2)  # dict batches: sized by the hook
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for b in dl:  # one real step first, so the recorder is active
+    model(b["x"]).sum().backward(); opt.step(); opt.zero_grad()
+    break
+def interrupted(*a, **k):  # Ctrl-C landing while the hook does its own bookkeeping
+    raise KeyboardInterrupt
+hook_torch._batch_size = interrupted
+type(hook.R).opt_begin = interrupted
+for where, go in (("fetch", lambda: next(iter(dl))), ("optimizer", opt.step)):
+    try:
+        go()
+        print(where, "swallowed", flush=True)
+    except KeyboardInterrupt:
+        print(where, "propagated", flush=True)
+"""
+
+
+def test_ctrl_c_during_the_hooks_bookkeeping_reaches_the_job(tmp_path):
+    """The hook never raises into the user's program — except the user's own Ctrl-C: a KeyboardInterrupt
+    that lands while the hook records a fetch or an optimizer step must stop the job, not become a
+    recorded hook error (it did: every wrapper caught BaseException)."""
+    res, _ = run_script(tmp_path, CTRL_C_IN_BOOKKEEPING)
+    assert res.returncode == 0, res.stderr.decode()[-2000:]
+    assert res.stdout.decode().split("\n")[:2] == ["fetch propagated", "optimizer propagated"], res.stdout

@@ -103,12 +103,12 @@ def install(torch, rec):
         dist = torch.distributed
         if not dist.is_available():
             return
-    except BaseException as exc:
+    except Exception as exc:
         rec.error("dist_available", exc)
         return
     try:
         c10d = __import__("torch.distributed.distributed_c10d", fromlist=["x"])
-    except BaseException as exc:
+    except Exception as exc:
         rec.error("dist_import", exc)
         return
     for name in COLLECTIVES:
@@ -120,12 +120,12 @@ def install(torch, rec):
             try:
                 if getattr(mod, name, None) is real:
                     setattr(mod, name, wrapped)
-            except BaseException as exc:
+            except Exception as exc:
                 rec.error("dist_patch", exc)
     _patch_init(dist, c10d, rec)
     try:
         _patch_ddp(torch, rec)
-    except BaseException as exc:
+    except Exception as exc:
         rec.error("ddp_patch", exc)
 
 
@@ -144,7 +144,7 @@ def _patch_init(dist, c10d, rec):
                 fact.update({k: v for k, v in identity().items() if k in ("local_rank", "node_rank", "host")})
                 r.info(fact)
                 r.flush()
-            except BaseException as exc:
+            except Exception as exc:
                 r.error("dist_init", exc)
         return out
 
@@ -165,7 +165,7 @@ def _group_name(torch, group):
             if world is None:
                 world = S.world = torch.distributed.group.WORLD
             name = "world" if group is world else str(getattr(group, "group_name", None) or key)
-        except BaseException:
+        except Exception:
             name = str(key)
         S.names[key] = name
     return name
@@ -179,7 +179,7 @@ def _nbytes(obj, depth=0):
             return int(numel()) * int(obj.element_size())
         if depth < 2 and isinstance(obj, (list, tuple)):
             return sum(_nbytes(x, depth + 1) for x in obj)
-    except BaseException:
+    except Exception:
         pass
     return 0
 
@@ -212,7 +212,7 @@ def _wrap(torch, name, real):
             cuda = r.cuda_on and _is_cuda(first)
             ev0 = _mark(r) if cuda else None
             t0 = _now()
-        except BaseException as exc:
+        except Exception as exc:
             r.error("collective_enter", exc)
             return real(*args, **kwargs)
         S.depth += 1
@@ -233,7 +233,7 @@ def _wrap(torch, name, real):
                     _poll_cuda(r)
                 else:  # blocking on the host (gloo), or async NCCL: the host end is the enqueue
                     r.buf.append(_line(head, _now(), -1))
-        except BaseException as exc:
+        except Exception as exc:
             r.error("collective_exit", exc)
         return out
 
@@ -257,7 +257,7 @@ def _on_done(work, head):
     def done(_fut):
         try:
             S.done.append(_line(head, _now(), -1))
-        except BaseException:
+        except Exception:
             pass
 
     fut.add_done_callback(done)
@@ -276,7 +276,7 @@ def _drain(r):
 def _mark(r):
     try:
         return _core._T.cuda_mark(r) if _core._T is not None else None
-    except BaseException:
+    except Exception:
         return None
 
 
@@ -290,7 +290,7 @@ def _poll_cuda(r):
                 break
             del q[0]
             r.buf.append(_line(head, host_end, int(s.elapsed_time(e) * 1e6)))
-    except BaseException as exc:
+    except Exception as exc:
         del q[:]
         r.error("collective_cuda", exc)
 
@@ -301,7 +301,7 @@ def at_exit(r):
         if S.cuda_q:
             _poll_cuda(r)
         _drain(r)
-    except BaseException:
+    except Exception:
         pass
 
 
@@ -330,7 +330,7 @@ def _patch_ddp(torch, rec):
             if r is not None and not r.worker:
                 try:
                     _timed_default_hook(torch, self, real_register)
-                except BaseException as exc:
+                except Exception as exc:
                     r.error("ddp_comm_hook", exc)
         return real_forward(self, *inputs, **kwargs)
 

@@ -41,7 +41,7 @@ def on_emit(rec, idx):
             total = int(mode.get_total_flops())
             rec.info({"kind": "flops", "step": idx, "flops": total,
                       "method": "torch.utils.flop_counter.FlopCounterMode over one whole step"})
-    except BaseException as exc:  # never let the measurement disturb the job; the error is recorded
+    except Exception as exc:  # never let the measurement disturb the job; the error is recorded
         _state["mode"], _state["done"] = None, True
         rec.error("flops", exc)
     return _state["done"]
@@ -54,5 +54,5 @@ def at_exit(rec):
         _state["mode"], _state["done"] = None, True
         try:
             mode.__exit__(None, None, None)
-        except BaseException:
+        except Exception:
             pass

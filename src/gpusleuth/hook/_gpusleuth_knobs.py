@@ -62,7 +62,7 @@ def install(torch, rec):
     """Apply the requested knobs. Never raises: a failure becomes one ``hook_error`` line."""
     try:
         knobs = requested()
-    except BaseException as exc:
+    except Exception as exc:
         rec.error("knobs_parse", exc)
         return
     _state["main_tid"] = threading.get_ident()
@@ -72,7 +72,7 @@ def install(torch, rec):
         if any(n in knobs for n in names):
             try:
                 fn(torch, rec, knobs)
-            except BaseException as exc:
+            except Exception as exc:
                 rec.error("knob_" + fn.__name__.strip("_"), exc)
 
 
@@ -94,7 +94,7 @@ def _patch_loader(torch, rec, knobs):
             call = dict(bound.arguments)
             call.pop("self", None)  # DataLoader.__init__ has no *args/**kwargs: every argument is named
             call = _override_loader(call, knobs, r)
-        except BaseException as exc:
+        except Exception as exc:
             r.error("knob_loader", exc)
             return real_init(self, *args, **kwargs)
         depth[0] += 1
@@ -179,7 +179,7 @@ def _patch_optimizer(torch, rec, knobs):
                     self._gpusleuth_calls = 0
                     self.step = types.MethodType(_accum_step, self)
                     self.zero_grad = types.MethodType(_accum_zero_grad, self)
-            except BaseException as exc:
+            except Exception as exc:
                 rec.error("knob_accum", exc)
 
         __init__.__wrapped__ = real_init
@@ -255,7 +255,7 @@ def _patch_autocast(torch, rec, knobs):
                 said.append(1)
                 rec.info({"kind": "knob", "event": "applied", "where": "forward",
                           "set": {"autocast": mode}, "original": {}, "skipped": {}, "device": device})
-        except BaseException as exc:
+        except Exception as exc:
             rec.error("knob_autocast", exc)
             return real_call(self, *args, **kwargs)
         depth[0] += 1

@@ -47,7 +47,7 @@ def install(torch, rec):
                   _patch_worker_loop, _patch_forward, _patch_distributed):
         try:
             patch(torch, rec)
-        except BaseException as exc:
+        except Exception as exc:
             rec.error(patch.__name__, exc)
     arm_forward(rec)  # the job's first forward: its input is what step 1's input is compared with
 
@@ -95,7 +95,7 @@ def _patch_optimizer(torch, rec):
                 stack.pop()
                 if not stack:
                     r.opt_end()
-        except BaseException as exc:
+        except Exception as exc:
             r.error("optimizer_post", exc)
         return None
 
@@ -149,7 +149,7 @@ def _patch_dataloader(torch, rec):
             r.in_fetch = True
             t0 = _now()
             c0 = _cpu()
-        except BaseException as exc:
+        except Exception as exc:
             r.error("fetch_enter", exc)
             return real_next(self)
         try:
@@ -157,7 +157,7 @@ def _patch_dataloader(torch, rec):
         except BaseException:
             try:  # StopIteration at the end of an epoch (and worker shutdown) is waiting too
                 r.fetch_exit(t0, c0, None, False)
-            except BaseException as exc:
+            except Exception as exc:
                 r.error("fetch_exit", exc)
             raise
         try:
@@ -180,7 +180,7 @@ def _patch_dataloader(torch, rec):
                     c[UNKNOWN] = True
                 else:
                     c[SAMPLES] += n
-        except BaseException as exc:
+        except Exception as exc:
             r.in_fetch = False
             r.error("fetch_exit", exc)
         return batch
@@ -196,7 +196,7 @@ def _patch_dataloader(torch, rec):
                 r.fetch_enter()
                 t0 = _now()
                 c0 = _cpu()
-        except BaseException as exc:
+        except Exception as exc:
             r.error("loader_init", exc)
             return real_init(self, loader, *args, **kwargs)
         if not timed:
@@ -206,7 +206,7 @@ def _patch_dataloader(torch, rec):
         finally:
             try:
                 r.fetch_exit(t0, c0, None, False)
-            except BaseException as exc:
+            except Exception as exc:
                 r.error("loader_init", exc)
 
     __next__.__wrapped__ = real_next
@@ -220,14 +220,14 @@ def _safe_len(dataset):
     try:
         n = len(dataset)
         return n if isinstance(n, int) else None
-    except BaseException:
+    except Exception:
         return None
 
 def _torch_threads(r):
     """torch.get_num_threads() of this process (issue 4: CPU oversubscription evidence); None on failure."""
     try:
         return int(r.torch.get_num_threads()) if r.torch is not None else None
-    except BaseException:
+    except Exception:
         return None
 
 
@@ -269,7 +269,7 @@ def _patch_backward(torch, rec):
         try:
             if r.cur_start is None:
                 r.first_activity()
-        except BaseException as exc:
+        except Exception as exc:
             r.error("backward", exc)
         r.bw_depth += 1
         try:
@@ -278,7 +278,7 @@ def _patch_backward(torch, rec):
             r.bw_depth -= 1
         try:
             r.backward_end(_now())
-        except BaseException as exc:
+        except Exception as exc:
             r.error("backward", exc)
         return result
 
@@ -297,7 +297,7 @@ def release_backward(r):
         real = getattr(autograd.backward, "__wrapped__", None)
         if real is not None and getattr(autograd.backward, "__module__", None) == __name__:
             autograd.backward = real
-    except BaseException as exc:
+    except Exception as exc:
         r.error("release_backward", exc)
 
 
@@ -312,7 +312,7 @@ def _patch_train(torch, rec):
             return real_train(self, mode)
         try:
             was_training = bool(getattr(self, "training", False))
-        except BaseException:
+        except Exception:
             was_training = False
         r.train_depth += 1
         try:
@@ -321,7 +321,7 @@ def _patch_train(torch, rec):
             r.train_depth -= 1
         try:
             _on_train(r, self, bool(mode), was_training)
-        except BaseException as exc:
+        except Exception as exc:
             r.error("module_train", exc)
         return result
 
@@ -370,7 +370,7 @@ def _checkpoint_writer(real_save):
                 if r.auto_eval is not None:  # saving after validation: the evaluation is over
                     r.phase_end(r.auto_eval)
                 tok = r.phase_begin("checkpoint", "auto")
-        except BaseException as exc:
+        except Exception as exc:
             r.error("save", exc)
         r.ckpt_depth += 1
         try:
@@ -380,7 +380,7 @@ def _checkpoint_writer(real_save):
             if tok is not None:
                 try:
                     r.phase_end(tok)
-                except BaseException as exc:
+                except Exception as exc:
                     r.error("save", exc)
 
     save.__wrapped__ = real_save
@@ -457,7 +457,7 @@ def _worker_loop(*args, **kwargs):
         if r is not None:
             worker_id = args[10] if len(args) > 10 else kwargs.get("worker_id")
             r.become_worker(worker_id)
-    except BaseException:
+    except Exception:
         pass
     real = _ORIG_WORKER_LOOP
     if real is None:  # torch is imported in this child by now, which installed the patch and saved it
@@ -551,7 +551,7 @@ def cuda_check(r):
         return r.cuda_on
     try:
         r.cuda_on = bool(r.torch.cuda.is_initialized())
-    except BaseException:
+    except Exception:
         r.cuda_on = False
     return r.cuda_on
 
@@ -567,7 +567,7 @@ def cuda_mark(r):
         ev = pool.pop() if pool else cuda.Event(enable_timing=True)
         ev.record()
         return ev
-    except BaseException as exc:
+    except Exception as exc:
         r.error("cuda_event", exc)
         return None
 
@@ -597,7 +597,7 @@ def gpu_poll(r):
             r.buf.append("G\t%d\t%d\n" % (idx, int(s.elapsed_time(e) * 1e6)))
             if len(r.ev_pool) < 64:  # s ended step idx-1, whose entry is gone: nobody refers to it now
                 r.ev_pool.append(s)
-    except BaseException as exc:
+    except Exception as exc:
         del q[:]
         r.error("cuda_poll", exc)
 
@@ -606,7 +606,7 @@ def gpu_poll(r):
 def prof_start(r):
     try:
         r.prof = start_profiler(r.torch, r)
-    except BaseException as exc:
+    except Exception as exc:
         r.error("profiler_start", exc)
         r.prof = None
     if r.prof is None:
@@ -624,7 +624,7 @@ def prof_step(r):
             if r.prof_done:
                 r.prof.stop()
                 r.prof = None
-    except BaseException as exc:
+    except Exception as exc:
         r.error("profiler_step", exc)
         r.prof = None
         r.prof_done = True
@@ -641,7 +641,7 @@ def start_profiler(torch, rec):
     try:
         if torch.cuda.is_available():
             activities.append(prof_mod.ProfilerActivity.CUDA)
-    except BaseException:
+    except Exception:
         pass
     warmup = 1 if lo >= 1 else 0
 
@@ -654,7 +654,7 @@ def start_profiler(torch, rec):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             prof.export_chrome_trace(path)
             rec.info({"kind": "profiler_trace", "path": path, "steps": [lo, hi]})
-        except BaseException as exc:
+        except Exception as exc:
             rec.error("profiler_export", exc)
 
     with warnings.catch_warnings():

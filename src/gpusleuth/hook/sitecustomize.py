@@ -22,7 +22,7 @@ def _gpusleuth_activate():
         import _gpusleuth_autohook
 
         _gpusleuth_autohook.activate()
-    except BaseException:  # never break a user's interpreter start-up because of us
+    except Exception:  # never break a user's interpreter start-up because of us
         pass
 
 
