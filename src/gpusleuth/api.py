@@ -38,7 +38,38 @@ def step(samples: int | None = None) -> None:
         h.api_step(samples)
 
 
-class phase:
+class _Span:
+    """A named span: a context manager and a decorator (each call of the function is one span)."""
+
+    __slots__ = ("name", "_tokens")
+
+    def __init__(self, name: str):
+        self.name = str(name)
+        self._tokens: list = []
+
+    def __call__(self, fn: Callable[..., T]) -> Callable[..., T]:
+        name, kind = self.name, type(self)
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args, **kwargs):
+                with kind(name):
+                    return await fn(*args, **kwargs)
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with kind(name):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    def __repr__(self) -> str:
+        return f"gpusleuth.{type(self).__name__}({self.name!r})"
+
+
+class phase(_Span):
     """A named phase (``"eval"``, ``"checkpoint"``, ``"logging"``…): a context manager and a decorator.
 
     ``with gpusleuth.phase("eval"): ...`` or ``@gpusleuth.phase("eval")`` on a function (each call is
@@ -46,11 +77,7 @@ class phase:
     a phase that contains no step boundary belong to the phase, not to the surrounding step.
     """
 
-    __slots__ = ("name", "_tokens")
-
-    def __init__(self, name: str):
-        self.name = str(name)
-        self._tokens: list = []
+    __slots__ = ()
 
     def __enter__(self) -> phase:
         h = _hook()
@@ -66,26 +93,29 @@ class phase:
                 h.api_phase_end(tok)
         return False
 
-    def __call__(self, fn: Callable[..., T]) -> Callable[..., T]:
-        name = self.name
-        if inspect.iscoroutinefunction(fn):
 
-            @functools.wraps(fn)
-            async def async_wrapper(*args, **kwargs):
-                with phase(name):
-                    return await fn(*args, **kwargs)
+class stage(_Span):
+    """A named stage of the request being served (``"tokenize"``, ``"detokenize"``…): a context manager
+    and a decorator. Inside a server recorded by ``gpusleuth run``, the hook adds its time to the
+    request's ``stages`` (docs/serving-stages.md); the stage still falls in the request's pre/post split
+    by when it ran. Outside a request, or when not recording, it does nothing.
+    """
 
-            return async_wrapper  # type: ignore[return-value]
+    __slots__ = ()
 
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with phase(name):
-                return fn(*args, **kwargs)
+    def __enter__(self) -> stage:
+        h = _hook()
+        self._tokens.append(h.api_stage_begin(self.name) if h is not None and hasattr(h, "api_stage_begin")
+                            else None)
+        return self
 
-        return wrapper
-
-    def __repr__(self) -> str:
-        return f"gpusleuth.phase({self.name!r})"
+    def __exit__(self, *exc: Any) -> bool:
+        tok = self._tokens.pop() if self._tokens else None
+        if tok is not None:
+            h = _hook()
+            if h is not None:
+                h.api_stage_end(tok)
+        return False
 
 
 def in_phase(name: str) -> bool:
