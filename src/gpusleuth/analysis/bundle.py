@@ -26,6 +26,7 @@ from gpusleuth.analysis.host_ops import host_op_stats
 from gpusleuth.analysis.options import ReportOptions
 from gpusleuth.analysis.outcomes import Outcomes, compute_outcomes, traced_outcomes
 from gpusleuth.analysis.peaks import lookup_peak
+from gpusleuth.analysis.requests import RequestAnalysis, analyze_requests, split_by_levels
 from gpusleuth.analysis.steps import StepView, step_view
 from gpusleuth.analysis.telemetry import GpuSummary, HostSummary, summarize_gpus, summarize_host
 from gpusleuth.analysis.trace import TraceAnalysis, analyze_trace
@@ -49,6 +50,7 @@ class RunAnalysis:
     # utilization over time per GPU, for a GPU log read alone (no steps, no traces: nothing better to judge by)
     gpu_timeline: list[Any] = field(default_factory=list)
     comm: Any = None  # analysis.comm.CommSummary of a multi-rank job: collectives matched across ranks
+    requests: RequestAnalysis | None = None  # a server's requests, split into queue/pre/infer/post (None: none)
     losses: list[str] = field(default_factory=list)
 
     @property
@@ -104,11 +106,16 @@ def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str,
         gpu_hour = per_second * 3600.0 / len(devices) if per_second is not None and devices else None
     comm = job_comm(run, traces)
     price_comm(comm, gpu_hour)  # what the job's collectives and waiting cost, one GPU per rank
-    return RunAnalysis(run=run, options=options, view=view, outcomes=outcomes, basis=basis, gpus=gpus,
+    analysis = RunAnalysis(run=run, options=options, view=view, outcomes=outcomes, basis=basis, gpus=gpus,
                        gpu_note=gpu_note, host=host, traces=traces, host_ops=host_ops, headline=headline,
                        dollars_per_second=per_second, losses=losses,
                        gpu_timeline=gpu_timelines(run) if gpus and view.main is None and not traces else [],
                        comm=comm)
+    analysis.requests = analyze_requests(run)
+    load = getattr(analysis, "load", None)  # `gpusleuth load` levels: the server's split per level
+    if analysis.requests is not None and load is not None:
+        analysis.requests.levels = split_by_levels(analysis.requests, run, load.levels)
+    return analysis
 
 
 def _price_per_second(devices: list[str | None], options: ReportOptions,

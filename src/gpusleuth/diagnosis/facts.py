@@ -73,6 +73,8 @@ class Facts:
     gpu_timeline: list[Any] = field(default_factory=list)
     # analysis.comm.CommSummary: collectives matched across ranks (hook records, else per-rank traces)
     comm: Any = None
+    # analysis.requests.RequestAnalysis: a server's requests (queue/pre/infer/post, CPU, accelerator); None: none
+    requests: Any = None
 
     # --- small derived helpers every rule family uses ---
     @property

@@ -150,4 +150,5 @@ def build_facts(a: RunAnalysis) -> Facts:
         recorded=a.recorded,
         gpu_timeline=list(a.gpu_timeline),
         comm=a.comm,
+        requests=a.requests,
     )

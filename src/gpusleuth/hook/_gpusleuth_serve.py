@@ -370,13 +370,25 @@ def _patch_wsgiref(mod):
         req = begin("wsgi", getattr(rh, "_gpusleuth_queue", -1) if rh is not None else -1)
         if req is None:
             return real_run(self, application)
+
+        def app(environ, start_response):
+            return application(environ, _status_of(req, start_response))
+
         try:
-            return real_run(self, application)
+            return real_run(self, app)
         finally:
-            req.status = _status(getattr(self, "status", None))
             end(req)
 
     bh.run = run
+
+
+def _status_of(req, start_response):
+    """``start_response`` that also notes the status in ``req``."""
+    def sr(status, headers, *exc_info):
+        req.status = _status(status)
+        return start_response(status, headers, *exc_info)
+
+    return sr
 
 
 class _Closing(object):
@@ -407,13 +419,8 @@ def _wsgi_call(real, app, environ, start_response):
     req = begin("wsgi")
     if req is None:
         return real(app, environ, start_response)
-
-    def sr(status, headers, *exc_info):
-        req.status = _status(status)
-        return start_response(status, headers, *exc_info)
-
     try:
-        result = real(app, environ, sr)
+        result = real(app, environ, _status_of(req, start_response))
     except BaseException:
         end(req)
         raise
