@@ -17,10 +17,10 @@ done:
 
 The open request lives in a context variable, so threads and asyncio tasks (and the worker threads
 ``run_in_threadpool`` copies the context into) each see only their own. While at least one request is
-open, two global module hooks time the outermost forwards inside it (the pre hook at a forward's start,
-the always-called forward hook at its end): several forwards in one request add up, CUDA events give
-their device time once CUDA is in use, forwards outside any request are not counted and the hooks are
-removed again when the last open request ends — a training job's modules keep torch's fast path.
+open, ``nn.Module.__call__`` is wrapped to time the outermost module calls inside it: several forwards in
+one request add up, CUDA events give their device time once CUDA is in use, forwards outside any request
+are not counted, and the original ``__call__`` is put back once no request has been open for 2 s — a
+training job's modules are untouched.
 
 Each finished request is one ``R`` line (docs/run-format.md). With no forward in a request (a health
 check), ``pre`` and ``post`` are -1: there is no model call to split it at.
@@ -38,7 +38,8 @@ _now = time.time_ns
 _REQ = contextvars.ContextVar("_gpusleuth_request", default=None)
 _QUEUE = contextvars.ContextVar("_gpusleuth_queue", default=-1)  # set by the server before the app call
 _LOCK = threading.Lock()
-_ACTIVE = [0, None]  # open requests, the global hooks' handles while any is open
+_ACTIVE = [0, None, 0]  # open requests, (Module, its __call__, ours) while wrapped, last request's end
+IDLE_UNWRAP_NS = 2000000000
 _ACCEPTED = {}  # id(accepted socket) -> accept time, until its handler starts
 MAX_STAGES = 32
 STAGE_NAME_MAX = 64
@@ -46,7 +47,7 @@ _FLUSHER = [None]
 
 
 class Req(object):
-    __slots__ = ("kind", "start", "queue", "status", "first", "infer", "n", "batch", "fmod", "fdepth", "ft0",
+    __slots__ = ("kind", "start", "queue", "status", "first", "infer", "n", "batch", "fmod", "ft0",
                  "ev", "evs", "stages", "done", "returned", "token")
 
     def __init__(self, kind, start, queue):
@@ -58,8 +59,7 @@ class Req(object):
         self.infer = 0  # wall ns in outermost forwards
         self.n = 0  # outermost forwards
         self.batch = -1  # rows of the first forward's first tensor
-        self.fmod = None  # the module of the forward running now (its end closes it)
-        self.fdepth = 0
+        self.fmod = None  # the outermost module whose call is running now
         self.ft0 = 0
         self.ev = None
         self.evs = None  # [(start event, end event, wall ns)] on CUDA
@@ -143,6 +143,8 @@ def _start_flusher():
             r = _core.R
             if r is None or r.broken:
                 return
+            if _ACTIVE[1] is not None:
+                _unwrap_idle()
             if r.buf:
                 try:
                     r.flush()
@@ -161,7 +163,6 @@ def after_fork():
     """A forked server worker: no flusher thread, no hooks, no open request of the parent."""
     _FLUSHER[0] = None
     _ACTIVE[0] = 0
-    _ACTIVE[1] = None
     _ACCEPTED.clear()
 
 
@@ -172,6 +173,10 @@ def _error(where, exc):
 
 
 # ------------------------------------------------------------------------------------ forward timing
+# While a request is open, ``nn.Module.__call__`` is a thin wrapper that times the outermost module call of
+# the request (inner modules: one context-variable look-up). Not torch's global module hooks: with those,
+# every module of the model takes torch's slow call path (~5 µs a module, measured); not hooks on the
+# model's own instance either: they would stay in its ``_forward_hooks`` and be pickled by ``torch.save``.
 def _arm():
     with _LOCK:
         _ACTIVE[0] += 1
@@ -179,12 +184,10 @@ def _arm():
             mod = sys.modules.get("torch.nn.modules.module")
             if mod is not None:
                 try:
-                    pre = mod.register_module_forward_pre_hook(_pre)
-                    try:
-                        post = mod.register_module_forward_hook(_post, always_call=True)
-                    except TypeError:  # torch < 2.0
-                        post = mod.register_module_forward_hook(_post)
-                    _ACTIVE[1] = (pre, post)
+                    cls = mod.Module
+                    real = cls.__dict__["__call__"]
+                    cls.__call__ = _timed_call(real)
+                    _ACTIVE[1] = (cls, real, cls.__dict__["__call__"])
                 except BaseException as exc:
                     _error("request_arm", exc)
 
@@ -192,23 +195,39 @@ def _arm():
 def _disarm():
     with _LOCK:
         _ACTIVE[0] = max(_ACTIVE[0] - 1, 0)
-        if _ACTIVE[0] == 0 and _ACTIVE[1] is not None:
-            handles, _ACTIVE[1] = _ACTIVE[1], None
-            for h in handles:
-                h.remove()
+        _ACTIVE[2] = _now()
 
 
-def _pre(module, args):
-    req = _REQ.get()
-    if req is None or req.done >= 0:
-        return None
-    if req.fmod is not None:
-        if module is req.fmod:
-            req.fdepth += 1
-        return None
+def _unwrap_idle():
+    """Put ``Module.__call__`` back once no request has been open for IDLE_UNWRAP_NS. Not at each
+    request's end: setting a class attribute of ``nn.Module`` invalidates the type caches of all its
+    subclasses (~70 µs), too much to pay twice per request of a server with one request at a time."""
+    with _LOCK:
+        if _ACTIVE[0] == 0 and _ACTIVE[1] is not None and _now() - _ACTIVE[2] >= IDLE_UNWRAP_NS:
+            cls, real, ours = _ACTIVE[1]
+            if cls.__dict__.get("__call__") is ours:  # someone patched it after us: leave theirs alone
+                cls.__call__ = real
+            _ACTIVE[1] = None
+
+
+def _timed_call(real):
+    @functools.wraps(real)
+    def __call__(self, *args, **kwargs):
+        req = _REQ.get()
+        if req is None or req.fmod is not None or req.done >= 0:
+            return real(self, *args, **kwargs)
+        _forward_start(req, self, args)
+        try:
+            return real(self, *args, **kwargs)
+        finally:
+            _forward_end(req)
+
+    return __call__
+
+
+def _forward_start(req, module, args):
     try:
         req.fmod = module
-        req.fdepth = 0
         if req.first < 0:
             req.batch = _core._input_shape(args)[0]
         r = _core.R
@@ -220,16 +239,9 @@ def _pre(module, args):
         req.ft0 = t
     except Exception as exc:
         _error("request_forward", exc)
-    return None
 
 
-def _post(module, args, out):
-    req = _REQ.get()
-    if req is None or module is not req.fmod:
-        return None
-    if req.fdepth:
-        req.fdepth -= 1
-        return None
+def _forward_end(req):
     t = _now()
     try:
         req.fmod = None
@@ -245,7 +257,6 @@ def _post(module, args, out):
             req.ev = None
     except Exception as exc:
         _error("request_forward", exc)
-    return None
 
 
 def _event(r):

@@ -184,8 +184,8 @@ def queueing(facts: Facts) -> list[Finding] | Missing:
     q = ra.queue_p95_share
     if q is None or q < QUEUE_MODERATE:
         return []
-    pre = ra.shares.get("pre", 0.0)
-    symptom = pre >= PRE_MODERATE and bool(ra.cpu_pegged)
+    # workers (or the event loop) busy with preprocessing in the request path: the queue is its consequence
+    symptom = ra.shares.get("pre", 0.0) >= PRE_MODERATE
     high = q >= QUEUE_HIGH and not symptom
     queue = ra.parts["queue"]
     evidence = [
@@ -207,7 +207,9 @@ def queueing(facts: Facts) -> list[Finding] | Missing:
              "replicas behind the load balancer, or an async model call that does not block the event loop; if "
              "the server batches requests, lower its maximum batch size or batching delay so requests do not "
              "wait for a full batch."),
-        estimated_gain=_gain(facts, q, ra.busy_s, "the queue's share of the slowest requests' latency (a "
-                                                  "latency gain at p95, not throughput)"),
+        # a latency gain, not server time: more workers shorten the wait, they give no busy time back
+        estimated_gain=Gain(step_share=q, wall_share=0.0, seconds_per_run=0.0, speedup=1.0 / (1.0 - min(q, 0.999)),
+                            method="p95 latency ratio without the queue (queue share of the slowest 5 % requests' "
+                                   "latency); throughput does not change"),
         confidence="medium" if high else "low",
     )]
