@@ -191,3 +191,128 @@ def test_fastapi_uvicorn_server(tmp_path):
     assert (model["queue_ns"] >= 0).all()  # uvicorn's wait for the event loop is measured
     _, found = findings_of(run)
     assert found[0].cause == "serving.preprocessing"
+
+
+def test_flask_werkzeug_server(tmp_path):
+    pytest.importorskip("flask")
+    run, truth, _ = serve(tmp_path, "flask_infer.py", threads=3, per_thread=25)
+    check_against_truth(run, truth, 75, "wsgi")  # werkzeug's handler is http.server's; the app is WSGI
+
+
+# --------------------------------------------------------------------------- the R line, on its own
+def test_damaged_request_lines_are_counted_losses_and_stage_names_cleaned(tmp_path):
+    from gpusleuth.sources.events import parse_event_files
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    good = "R\t1000\t5000\t10\t1000\t2500\t1500\t200\thttp.server\t1\t4\t{}\n"
+    hostile = "R\t6000\t9000\t-1\t500\t2000\t500\t200\tasgi\t1\t1\t" + json.dumps({"tok\x1b[31m\u202e": 300}) + "\n"
+    damaged = ["R\t1000\tnope\t10\t1\t1\t1\t200\twsgi\t1\t1\t{}\n",  # not a number
+               "R\t1000\t5000\t10\t1\t1\t1\t200\twsgi\t1\t1\t[1, 2]\n",  # stages not an object
+               "R\t9000\t5000\t10\t1\t1\t1\t200\twsgi\t1\t1\t{}\n",  # ends before it starts
+               "R\t1000\t5000\t10\t1\t1\t1\t200\twsgi\t99999999999999999999\t1\t{}\n",  # overflow
+               "R\t1000\t5000\t10\t1\t1\t1\t200\twsgi\t1\t1\t{\"a\": \"x\"}\n",  # stage time not an int
+               "R\t1000\t5000\n"]  # cut short
+    (raw / "events-7.tsv").write_text('H\t{"pid": 7, "role": "main"}\n' + good + "".join(damaged) + hostile
+                                      + "R\t1\t2")  # and a last line cut off mid-write
+    ev = parse_event_files(tmp_path, None)
+    r = ev.requests
+    assert len(r) == 2 and r["kind"].tolist() == ["http.server", "asgi"]
+    assert r["queue_ns"].tolist() == [10, -1] and r["pid"].tolist() == [7, 7]
+    stages = json.loads(r["stages"][1])
+    assert list(stages.values()) == [300]
+    assert all(ch.isprintable() for ch in next(iter(stages)))
+    assert any("7 unreadable line(s)" in loss for loss in ev.losses), ev.losses
+
+
+# --------------------------------------------------------------------------- the rules, on numbers
+def synthetic_run(n=200, pre=6e6, infer=3e6, post=1e6, queue=0, cores=1.0, gpu_util=None, spacing=None):
+    """A Run holding ``n`` requests with the given parts (ns), the server's CPU samples and GPU samples."""
+    from gpusleuth.run.model import Run, Table
+
+    t0 = 1_700_000_000_000_000_000
+    dur = int(pre + infer + post)
+    spacing = spacing or dur // 2  # two requests in flight
+    start = t0 + np.arange(n, dtype=np.int64) * spacing
+    end = start + dur
+    rows = {"pid": np.full(n, 42), "start_ns": start, "end_ns": end, "queue_ns": np.full(n, int(queue)),
+            "pre_ns": np.full(n, int(pre)), "infer_ns": np.full(n, int(infer)), "post_ns": np.full(n, int(post)),
+            "status": np.full(n, 200), "kind": np.full(n, "asgi", object), "forwards": np.ones(n, np.int64),
+            "batch": np.ones(n, np.int64), "stages": np.full(n, "{}", object)}
+    ts = np.arange(t0, int(end[-1]), 100_000_000, dtype=np.int64)
+    run = Run(meta={"start_ns": t0 - 10**9, "end_ns": int(end[-1]) + 10**9, "source": "recorder"},
+              requests=Table({k: np.asarray(v) for k, v in rows.items()}),
+              procs=Table({"t_ns": ts, "pid": np.full(len(ts), 42), "cpu_pct": np.full(len(ts), cores * 100.0)}))
+    if gpu_util is not None:
+        run.gpu = Table({"t_ns": ts, "gpu": np.zeros(len(ts), np.int64), "util_gpu": np.full(len(ts), gpu_util),
+                         "mem_used": np.full(len(ts), 2e9), "mem_total": np.full(len(ts), 80e9)})
+    return run
+
+
+def facts_for(run, levels=None):
+    from types import SimpleNamespace
+
+    from gpusleuth.analysis.outcomes import Outcomes, StepStats
+    from gpusleuth.analysis.requests import analyze_requests, split_by_levels
+    from gpusleuth.diagnosis.facts import Facts
+
+    ra = analyze_requests(run)
+    facts = Facts(outcomes=Outcomes(wall_s=run.wall_s, startup_s=0.0, tail_s=0.0, time_share={}, time_s={},
+                                    steps=StepStats()), gpus=[], host=None, gpu_note=None, requests=ra)
+    if levels:
+        facts.load = SimpleNamespace(levels=levels)
+        ra.levels = split_by_levels(ra, run, levels)
+    return facts
+
+
+def levels_of(run, rps):
+    """Load levels at concurrency 1, 4, 16 over thirds of the requests' span, with the given throughputs."""
+    from types import SimpleNamespace
+
+    lo, hi = int(run.requests["start_ns"].min()), int(run.requests["end_ns"].max()) + 1
+    cut = np.linspace(lo, hi, 4).astype(np.int64)
+    return [SimpleNamespace(level=i, concurrency=c, rate=0.0, start_ns=int(cut[i]), end_ns=int(cut[i + 1]), rps=r)
+            for i, (c, r) in enumerate(zip((1, 4, 16), rps))]
+
+
+def test_preprocessing_rule_earns_its_severity():
+    from gpusleuth.diagnosis.rules.serving import preprocessing_in_request_path as rule
+
+    pegged = synthetic_run(cores=1.0)
+    f = rule(facts_for(pegged, levels_of(pegged, (50, 52, 51))))[0]
+    assert (f.severity, f.confidence) == ("high", "high")
+    assert abs(f.estimated_gain.step_share - 0.6) < 1e-6 and abs(f.estimated_gain.speedup - 2.5) < 1e-6
+    assert facts_for(pegged, levels_of(pegged, (50, 52, 51))).requests.levels[2].requests > 0
+    # throughput scales with concurrency: not GIL-bound, whatever the share
+    assert rule(facts_for(pegged, levels_of(pegged, (50, 150, 400))))[0].severity == "moderate"
+    # the process is mostly waiting (I/O) in its pre: not the GIL
+    waiting = rule(facts_for(synthetic_run(cores=0.2)))[0]
+    assert waiting.severity == "moderate" and "waiting" in waiting.summary
+    # a request that is all model forward: quiet
+    assert rule(facts_for(synthetic_run(pre=0.2e6, infer=9e6, post=0.8e6))) == []
+    # too few requests to say anything
+    assert rule(facts_for(synthetic_run(n=5))) == []
+
+
+def test_under_batched_rule_fires_only_on_an_idle_accelerator_under_load():
+    from gpusleuth.diagnosis.finding import Missing
+    from gpusleuth.diagnosis.rules.serving import under_batched as rule
+
+    run = synthetic_run(pre=0.5e6, infer=8e6, post=0.5e6, cores=0.3, gpu_util=20.0)
+    f = rule(facts_for(run, levels_of(run, (40, 120, 300))))[0]
+    assert f.severity == "high" and "batch of 16" in f.fix
+    assert rule(facts_for(run, levels_of(run, (40, 41, 40))))[0].severity == "moderate"  # flat: not proven
+    busy = synthetic_run(pre=0.5e6, infer=8e6, post=0.5e6, gpu_util=90.0)
+    assert rule(facts_for(busy, levels_of(busy, (40, 120, 300)))) == []
+    assert isinstance(rule(facts_for(synthetic_run(pre=0.5e6, infer=8e6, post=0.5e6))), Missing)  # no GPU
+    assert rule(facts_for(synthetic_run(gpu_util=10.0))) == []  # preprocessing-bound, not model-bound
+
+
+def test_queueing_rule():
+    from gpusleuth.diagnosis.rules.serving import queueing as rule
+
+    q = rule(facts_for(synthetic_run(pre=0.5e6, infer=4e6, post=0.5e6, queue=12e6)))[0]
+    assert q.severity == "high" and q.estimated_gain.wall_share == 0.0
+    # queue behind preprocessing: a symptom, held at moderate
+    assert rule(facts_for(synthetic_run(queue=12e6)))[0].severity == "moderate"
+    assert rule(facts_for(synthetic_run(queue=0.1e6))) == []

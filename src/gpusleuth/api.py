@@ -39,13 +39,30 @@ def step(samples: int | None = None) -> None:
 
 
 class _Span:
-    """A named span: a context manager and a decorator (each call of the function is one span)."""
+    """A named span: a context manager and a decorator (each call of the function is one span). A
+    subclass names the hook's begin and end functions; without the hook (not recording) it does nothing."""
 
     __slots__ = ("name", "_tokens")
+    _begin = _end = ""
 
     def __init__(self, name: str):
         self.name = str(name)
         self._tokens: list = []
+
+    def __enter__(self):
+        h = _hook()
+        begin = getattr(h, self._begin, None) if h is not None else None
+        # a stack, so one object can be entered again while open (recursion through a decorator)
+        self._tokens.append(begin(self.name) if begin is not None else None)
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        tok = self._tokens.pop() if self._tokens else None
+        if tok is not None:
+            h = _hook()
+            if h is not None:
+                getattr(h, self._end)(tok)
+        return False
 
     def __call__(self, fn: Callable[..., T]) -> Callable[..., T]:
         name, kind = self.name, type(self)
@@ -78,20 +95,7 @@ class phase(_Span):
     """
 
     __slots__ = ()
-
-    def __enter__(self) -> phase:
-        h = _hook()
-        # a stack, so one phase object can be entered again while open (recursion through a decorator)
-        self._tokens.append(h.api_phase_begin(self.name) if h is not None else None)
-        return self
-
-    def __exit__(self, *exc: Any) -> bool:
-        tok = self._tokens.pop() if self._tokens else None
-        if tok is not None:
-            h = _hook()
-            if h is not None:
-                h.api_phase_end(tok)
-        return False
+    _begin, _end = "api_phase_begin", "api_phase_end"
 
 
 class stage(_Span):
@@ -102,20 +106,7 @@ class stage(_Span):
     """
 
     __slots__ = ()
-
-    def __enter__(self) -> stage:
-        h = _hook()
-        self._tokens.append(h.api_stage_begin(self.name) if h is not None and hasattr(h, "api_stage_begin")
-                            else None)
-        return self
-
-    def __exit__(self, *exc: Any) -> bool:
-        tok = self._tokens.pop() if self._tokens else None
-        if tok is not None:
-            h = _hook()
-            if h is not None:
-                h.api_stage_end(tok)
-        return False
+    _begin, _end = "api_stage_begin", "api_stage_end"
 
 
 def in_phase(name: str) -> bool:

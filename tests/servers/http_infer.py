@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import torch
-from infer_common import Truth, answer, build_model, model_input, stop_on_signals
+from infer_common import Truth, answer, build_model, model_input, serve_until_stopped
 
 PORT, TRUTH = int(sys.argv[1]), Truth(sys.argv[2])
 MODE = sys.argv[3] if len(sys.argv) > 3 else "tokenize"
@@ -66,14 +66,7 @@ class PoolServer(ThreadingHTTPServer):
 def main():
     server = (PoolServer if MODE == "queue" else ThreadingHTTPServer)(("127.0.0.1", PORT), Handler)
     server.daemon_threads = True
-    stop_on_signals()
-    try:
-        server.serve_forever(poll_interval=0.05)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        TRUTH.write()
-        server.server_close()
+    serve_until_stopped(server, TRUTH)
 
 
 if __name__ == "__main__":

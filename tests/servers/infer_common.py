@@ -110,3 +110,15 @@ def stop_on_signals():
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+
+
+def serve_until_stopped(server, truth):
+    """``serve_forever`` until SIGINT/SIGTERM, then write the truth file and close the socket."""
+    stop_on_signals()
+    try:
+        server.serve_forever(poll_interval=0.05)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        truth.write()
+        server.server_close()

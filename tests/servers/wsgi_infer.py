@@ -9,7 +9,7 @@ import time
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import torch
-from infer_common import Truth, answer, build_model, model_input, stop_on_signals
+from infer_common import Truth, answer, build_model, model_input, serve_until_stopped
 
 PORT, TRUTH = int(sys.argv[1]), Truth(sys.argv[2])
 model = build_model("tokenize")
@@ -56,14 +56,7 @@ class QuietHandler(WSGIRequestHandler):
 
 def main():
     server = make_server("127.0.0.1", PORT, app, server_class=ThreadingWSGIServer, handler_class=QuietHandler)
-    stop_on_signals()
-    try:
-        server.serve_forever(poll_interval=0.05)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        TRUTH.write()
-        server.server_close()
+    serve_until_stopped(server, TRUTH)
 
 
 if __name__ == "__main__":

@@ -76,12 +76,16 @@ def begin(kind, queue=-1):
     r = _core.R
     if r is None or r.worker:
         return None
-    if _REQ.get() is not None:
+    try:
+        if _REQ.get() is not None:
+            return None
+        req = Req(kind, _now(), queue)
+        req.token = _REQ.set(req)
+        _arm()
+        return req
+    except BaseException as exc:
+        _error("request_begin", exc)
         return None
-    req = Req(kind, _now(), queue)
-    req.token = _REQ.set(req)
-    _arm()
-    return req
 
 
 def end(req, t=None):
@@ -427,6 +431,8 @@ def _wsgi_call(real, app, environ, start_response):
     old = _REQ.get()
     if old is not None and old.returned:  # the server never closed the last response: end it now
         end(old)
+    elif old is not None and old.kind == "http.server":  # Flask under werkzeug's dev server: a WSGI app
+        old.kind = "wsgi"
     req = begin("wsgi")
     if req is None:
         return real(app, environ, start_response)
