@@ -85,6 +85,17 @@ class RequestAnalysis:
     def cpu_pegged(self) -> bool | None:
         return None if self.server_cores is None else self.server_cores >= PEGGED_CORES
 
+    def to_dict(self) -> dict:
+        """The report's ``request_stages`` block (its rows stay behind: they are in requests.parquet)."""
+        from dataclasses import asdict, fields
+
+        out = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+        out["parts"] = {k: asdict(v) for k, v in self.parts.items()}
+        out["stages"] = [asdict(s) for s in self.stages]
+        out["levels"] = [asdict(lv) for lv in self.levels]
+        out["cpu_pegged"] = self.cpu_pegged
+        return out
+
 
 def analyze_requests(run: Run) -> RequestAnalysis | None:
     r = run.requests

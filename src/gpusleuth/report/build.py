@@ -73,7 +73,7 @@ def report_from(a: RunAnalysis, *, display: bool = True) -> Report:
         findings=findings, not_evaluated=missing, losses=a.losses, ranks=a.traces, headline=a.headline,
         display=build_display(run if run.trace is None and run.start_ns is not None else None, a.traces, a.view)
         if display else None,
-        missing_summary=group_missing(missing), comm=a.comm,
+        missing_summary=group_missing(missing), comm=a.comm, requests=a.requests,
     )
 
 

@@ -66,6 +66,7 @@ class Report:
     display: Any = None
     missing_summary: list[MissingGroup] = field(default_factory=list)  # not_evaluated, one entry per data source
     comm: Any = None  # analysis.comm.CommSummary of a multi-rank job: collectives, waiting, stragglers
+    requests: Any = None  # analysis.requests.RequestAnalysis: a recorded server's per-request stages
 
     def to_dict(self) -> dict[str, Any]:
         o = self.outcomes
@@ -113,6 +114,7 @@ class Report:
                 "losses": self.losses,
                 "ranks": [r.to_dict() if hasattr(r, "to_dict") else r for r in self.ranks],
                 "communication": self.comm.to_dict() if self.comm is not None else None,
+                "request_stages": self.requests.to_dict() if self.requests is not None else None,
             }
         )
 
