@@ -117,8 +117,8 @@ def _finish(req, t):
     stages = json.dumps(req.stages, separators=(",", ":")) if req.stages else "{}"
     r.buf.append("R\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\n" % (
         req.start, t, req.queue, pre, infer, post, req.status, req.kind, req.n, req.batch, stages))
-    if t - r.last_flush >= _core.FLUSH_NS:
-        r.flush()
+    if t - r.last_flush >= _core.FLUSH_NS or r.role == "python":
+        r.flush()  # a forked child (socketserver.ForkingMixIn) leaves through os._exit: write it now
     if _FLUSHER[0] is None:
         _start_flusher()
 
