@@ -46,16 +46,22 @@ def _gain(facts: Facts, share: float, busy_s: float, method: str) -> Gain:
 
 
 def _scaling(facts: Facts) -> tuple[float, float, object, object] | None:
-    """(throughput ratio, concurrency ratio, lowest level, highest level) over the closed-loop levels of
-    ``gpusleuth load`` that got answers; None without at least two such levels."""
+    """Did throughput keep growing with concurrency? (throughput ratio, concurrency ratio, reference level,
+    highest level): the highest closed-loop level of ``gpusleuth load`` against the highest level with at
+    most a quarter of its concurrency — a server bound by one core's GIL plateaus early (its lowest levels
+    still gain from overlapping the clients' round trips), a batching one keeps growing. None without two
+    such levels."""
     load = getattr(facts, "load", None)
-    levels = [lv for lv in (getattr(load, "levels", None) or []) if lv.concurrency and lv.rps > 0]
+    levels = sorted((lv for lv in (getattr(load, "levels", None) or []) if lv.concurrency and lv.rps > 0),
+                    key=lambda lv: lv.concurrency)
     if len(levels) < 2:
         return None
-    levels.sort(key=lambda lv: lv.concurrency)
-    lo, hi = levels[0], levels[-1]
-    best = max(levels, key=lambda lv: lv.rps)
-    return best.rps / lo.rps, hi.concurrency / lo.concurrency, lo, hi
+    hi = levels[-1]
+    ref = [lv for lv in levels[:-1] if lv.concurrency * 4 <= hi.concurrency]
+    if not ref:
+        return None
+    lo = ref[-1]
+    return hi.rps / lo.rps, hi.concurrency / lo.concurrency, lo, hi
 
 
 def _requests(facts: Facts):
@@ -104,7 +110,7 @@ def preprocessing_in_request_path(facts: Facts) -> list[Finding] | Missing:
         why = "no CPU samples of the server process say whether that time is computing or waiting"
     tail = ""
     if flat:
-        tail = (f" Throughput stayed flat ({scaling[3].rps:.1f} requests/s at concurrency "
+        tail = (f" Throughput stopped growing ({scaling[3].rps:.1f} requests/s at concurrency "
                 f"{scaling[3].concurrency} vs {scaling[2].rps:.1f} at {scaling[2].concurrency}) while the "
                 + ("CPU-only model" if ra.gpu_busy is None else "accelerator") + " waited.")
     summary = (f"{_pct(pre)} % of the server's request time is spent before the model's first forward "
