@@ -316,3 +316,60 @@ def test_queueing_rule():
     # queue behind preprocessing: a symptom, held at moderate
     assert rule(facts_for(synthetic_run(queue=12e6)))[0].severity == "moderate"
     assert rule(facts_for(synthetic_run(queue=0.1e6))) == []
+
+
+HOOK_UNIT = r"""
+import sys, time
+sys.path.insert(0, HOOK)
+import _gpusleuth_autohook as core
+core.activate()
+import torch
+import gpusleuth
+import _gpusleuth_serve as serve
+
+model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+real_call = torch.nn.Module.__dict__["__call__"]
+model(torch.randn(1, 4))  # outside any request: not counted, nothing wrapped
+with gpusleuth.stage("outside"):  # a stage outside a request does nothing
+    pass
+assert torch.nn.Module.__dict__["__call__"] is real_call
+
+class Boom(torch.nn.Module):
+    def forward(self, x):
+        raise ValueError("the user's own error")
+
+req = serve.begin("http.server")
+assert serve.begin("wsgi") is None  # a framework inside a server: the outer request counts
+assert torch.nn.Module.__dict__["__call__"] is not real_call
+with gpusleuth.stage("tok\tenize\n"):
+    model(torch.randn(2, 4))
+try:
+    Boom()(torch.randn(1, 4))
+except ValueError as exc:
+    assert str(exc) == "the user's own error"
+else:
+    raise AssertionError("the forward's exception was swallowed")
+model(torch.randn(3, 4))
+serve.end(req)
+time.sleep(2.7)  # the flusher puts Module.__call__ back once no request was open for 2 s
+assert torch.nn.Module.__dict__["__call__"] is real_call, "Module.__call__ still wrapped"
+core.R.flush()
+print("OK")
+"""
+
+
+def test_hook_in_a_process_outside_a_server(tmp_path):
+    """The hook's request API directly: nesting, a forward that raises (the user's exception unchanged and
+    still counted), stage names cleaned, forwards outside a request ignored, ``Module.__call__`` restored."""
+    hook = REPO / "src" / "gpusleuth" / "hook"
+    env = {**_env(), "GPUSLEUTH_RUN_DIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", f"HOOK = {str(hook)!r}\n" + HOOK_UNIT], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "OK" in res.stdout, res.stderr
+    lines = [ln.split("\t") for ln in next(tmp_path.glob("raw/events-*.tsv")).read_text().splitlines()]
+    reqs = [ln for ln in lines if ln[0] == "R"]
+    assert len(reqs) == 1
+    r = reqs[0]
+    assert r[8] == "http.server" and r[9] == "3" and r[10] == "2"  # three forwards, the first one's 2 rows
+    assert list(json.loads(r[11])) == ["tok enize "]
+    assert not [ln for ln in lines if ln[0] == "I" and "hook_error" in ln[2]]
