@@ -434,7 +434,9 @@ def rundir_cases(seed: Path, rng: random.Random) -> Iterator[Case]:
         yield Case("steps/corrupt-without-raw", None, ANY, make=_edit(seed, corrupt_steps_no_raw))
     yield Case("raw/removed", None, ANY, make=_edit(seed, lambda d: __import__("shutil").rmtree(d / "raw")))
     yield Case("raw/odd-lines", None, ANY, make=_edit(seed, lambda d: next((d / "raw").iterdir()).open("ab").write(
-        b"S\t1\t2\n\xff\xfe\nS\tx\ty\t0\t0\t-1\t1\t0\toptimizer\nH\t[1]\nS\t" + b"9" * 40 + b"\t1\t0\t0\t-1\t0\t0\tx\n")))
+        b"S\t1\t2\n\xff\xfe\nS\tx\ty\t0\t0\t-1\t1\t0\toptimizer\nH\t[1]\nS\t" + b"9" * 40 + b"\t1\t0\t0\t-1\t0\t0\tx\n"
+        b"R\t1\t2\t-1\t0\t0\t0\t200\tasgi\t1\t1\t{\"a\": 1e400}\nR\t1\t2\t-1\t0\t0\t0\t200\tasgi\t1\t1\t{\"\\u001b\": 5}\n"
+        b"R\t" + b"9" * 40 + b"\t1\t0\t0\t0\t0\t0\twsgi\t1\t1\t{}\n")))
 
 
 # ---- line-oriented logs: nvidia-smi CSV, Prometheus / DCGM text (issue 14's readers) -------------------

@@ -2,7 +2,7 @@
 
 The public Python surface is small on purpose:
 
-* the explicit instrumentation API for code that wants control — :func:`step`, :func:`phase`,
+* the explicit instrumentation API for code that wants control — :func:`step`, :func:`phase`, :func:`stage`,
   :func:`watch`, :func:`log` — which is a cheap no-op unless the process runs under ``gpusleuth run``;
 * :func:`load_run`, which turns a run directory into the :class:`~gpusleuth.run.model.Run` every analysis uses.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gpusleuth._version import __version__
 
-from gpusleuth.api import log, phase, step, watch  # noqa: E402
+from gpusleuth.api import log, phase, stage, step, watch  # noqa: E402
 
 
 def sweep(fn, grid, **kwargs):
@@ -35,4 +35,4 @@ def load_run(path):
     return _load(path)
 
 
-__all__ = ["__version__", "bench", "load_run", "log", "phase", "step", "sweep", "watch"]
+__all__ = ["__version__", "bench", "load_run", "log", "phase", "stage", "step", "sweep", "watch"]

@@ -38,24 +38,22 @@ def step(samples: int | None = None) -> None:
         h.api_step(samples)
 
 
-class phase:
-    """A named phase (``"eval"``, ``"checkpoint"``, ``"logging"``…): a context manager and a decorator.
-
-    ``with gpusleuth.phase("eval"): ...`` or ``@gpusleuth.phase("eval")`` on a function (each call is
-    one phase). Time in a phase is reported as that phase, not as training compute; DataLoader waits inside
-    a phase that contains no step boundary belong to the phase, not to the surrounding step.
-    """
+class _Span:
+    """A named span: a context manager and a decorator (each call of the function is one span). A
+    subclass names the hook's begin and end functions; without the hook (not recording) it does nothing."""
 
     __slots__ = ("name", "_tokens")
+    _begin = _end = ""
 
     def __init__(self, name: str):
         self.name = str(name)
         self._tokens: list = []
 
-    def __enter__(self) -> phase:
+    def __enter__(self):
         h = _hook()
-        # a stack, so one phase object can be entered again while open (recursion through a decorator)
-        self._tokens.append(h.api_phase_begin(self.name) if h is not None else None)
+        begin = getattr(h, self._begin, None) if h is not None else None
+        # a stack, so one object can be entered again while open (recursion through a decorator)
+        self._tokens.append(begin(self.name) if begin is not None else None)
         return self
 
     def __exit__(self, *exc: Any) -> bool:
@@ -63,29 +61,52 @@ class phase:
         if tok is not None:
             h = _hook()
             if h is not None:
-                h.api_phase_end(tok)
+                getattr(h, self._end)(tok)
         return False
 
     def __call__(self, fn: Callable[..., T]) -> Callable[..., T]:
-        name = self.name
+        name, kind = self.name, type(self)
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
             async def async_wrapper(*args, **kwargs):
-                with phase(name):
+                with kind(name):
                     return await fn(*args, **kwargs)
 
             return async_wrapper  # type: ignore[return-value]
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with phase(name):
+            with kind(name):
                 return fn(*args, **kwargs)
 
         return wrapper
 
     def __repr__(self) -> str:
-        return f"gpusleuth.phase({self.name!r})"
+        return f"gpusleuth.{type(self).__name__}({self.name!r})"
+
+
+class phase(_Span):
+    """A named phase (``"eval"``, ``"checkpoint"``, ``"logging"``…): a context manager and a decorator.
+
+    ``with gpusleuth.phase("eval"): ...`` or ``@gpusleuth.phase("eval")`` on a function (each call is
+    one phase). Time in a phase is reported as that phase, not as training compute; DataLoader waits inside
+    a phase that contains no step boundary belong to the phase, not to the surrounding step.
+    """
+
+    __slots__ = ()
+    _begin, _end = "api_phase_begin", "api_phase_end"
+
+
+class stage(_Span):
+    """A named stage of the request being served (``"tokenize"``, ``"detokenize"``…): a context manager
+    and a decorator. Inside a server recorded by ``gpusleuth run``, the hook adds its time to the
+    request's ``stages`` (docs/serving-stages.md); the stage still falls in the request's pre/post split
+    by when it ran. Outside a request, or when not recording, it does nothing.
+    """
+
+    __slots__ = ()
+    _begin, _end = "api_stage_begin", "api_stage_end"
 
 
 def in_phase(name: str) -> bool:

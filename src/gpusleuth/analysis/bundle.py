@@ -27,6 +27,7 @@ from gpusleuth.analysis.load import LoadAnalysis, analyze_load
 from gpusleuth.analysis.options import ReportOptions
 from gpusleuth.analysis.outcomes import Outcomes, compute_outcomes, traced_outcomes
 from gpusleuth.analysis.peaks import lookup_peak
+from gpusleuth.analysis.requests import RequestAnalysis, analyze_requests, split_by_levels
 from gpusleuth.analysis.steps import StepView, step_view
 from gpusleuth.analysis.telemetry import GpuSummary, HostSummary, summarize_gpus, summarize_host
 from gpusleuth.analysis.trace import TraceAnalysis, analyze_trace
@@ -51,6 +52,7 @@ class RunAnalysis:
     gpu_timeline: list[Any] = field(default_factory=list)
     comm: Any = None  # analysis.comm.CommSummary of a multi-rank job: collectives matched across ranks
     load: LoadAnalysis | None = None  # `gpusleuth load` levels, the knee, $ per 1M requests (None: no load)
+    requests: RequestAnalysis | None = None  # a server's requests, split into queue/pre/infer/post (None: none)
     losses: list[str] = field(default_factory=list)
 
     @property
@@ -108,11 +110,14 @@ def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str,
     price_comm(comm, gpu_hour)  # what the job's collectives and waiting cost, one GPU per rank
     load = analyze_load(run, _load_price(per_second, options), gpu_note)
     _not_foreign(host, load, run)
+    requests = analyze_requests(run)
+    if requests is not None and load is not None:  # `gpusleuth load` levels: the server's split per level
+        requests.levels = split_by_levels(requests, run, load.levels)
     return RunAnalysis(run=run, options=options, view=view, outcomes=outcomes, basis=basis, gpus=gpus,
                        gpu_note=gpu_note, host=host, traces=traces, host_ops=host_ops, headline=headline,
                        dollars_per_second=per_second, losses=losses,
                        gpu_timeline=gpu_timelines(run) if gpus and view.main is None and not traces else [],
-                       comm=comm, load=load)
+                       comm=comm, load=load, requests=requests)
 
 
 def _not_foreign(host: HostSummary | None, load: LoadAnalysis | None, run: Run) -> None:

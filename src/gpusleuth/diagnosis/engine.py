@@ -10,7 +10,7 @@ from __future__ import annotations
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules import (busy_idle, copies, distributed, gpu, gpu_log, host, memory, phases, precision,
-                                       sizing, stragglers, sync, throttling)
+                                       serving, sizing, stragglers, sync, throttling)
 from gpusleuth.diagnosis.rules import input as input_rules
 
 # In the product brief's debugging order; the order only matters for ties and for "not evaluated".
@@ -24,7 +24,10 @@ RULES = (
     stragglers.straggler,
     memory.step_overhead,
     gpu.memory_headroom,
+    serving.under_batched,
     memory.memory_capacity,
+    serving.preprocessing_in_request_path,
+    serving.queueing,
     input_rules.input_bound,
     input_rules.h2d_transfer,
     sync.sync_stalls,

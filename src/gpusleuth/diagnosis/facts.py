@@ -76,6 +76,8 @@ class Facts:
     comm: Any = None
     # analysis.load.LoadAnalysis of `gpusleuth load`: per-level rps and latencies, the knee; None without load
     load: LoadAnalysis | None = None
+    # analysis.requests.RequestAnalysis: a server's requests (queue/pre/infer/post, CPU, accelerator); None: none
+    requests: Any = None
 
     # --- small derived helpers every rule family uses ---
     @property

@@ -151,4 +151,5 @@ def build_facts(a: RunAnalysis) -> Facts:
         gpu_timeline=list(a.gpu_timeline),
         comm=a.comm,
         load=a.load,
+        requests=a.requests,
     )

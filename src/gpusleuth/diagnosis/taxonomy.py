@@ -23,6 +23,10 @@ CAUSES: dict[str, str] = {
     "healthy": "no bottleneck above the thresholds",
     # added in issue 4 (ids above never change)
     "input.transfer": "host-to-device copies not overlapped with compute (pageable memory, no non_blocking)",
+    # added in issue 16 (serving)
+    "serving.preprocessing": "a server's CPU work before/after the model (tokenization…) runs in the request path",
+    "serving.under_batched": "a server runs one small forward per request: the accelerator idles between them",
+    "serving.queueing": "requests wait in the server's queue for a worker: the queue dominates tail latency",
 }
 
 #: The product brief's debugging order. The report walks these stages in this order; each cause belongs to
@@ -56,6 +60,9 @@ STAGE_OF_CAUSE: dict[str, str] = {
     "communication": "runtime",
     "sizing": "sizing",
     "healthy": "utilization",
+    "serving.preprocessing": "input",
+    "serving.under_batched": "batch",
+    "serving.queueing": "stages",
 }
 
 SEVERITIES = ("none", "moderate", "high")

@@ -68,7 +68,10 @@ def activate():
         atexit.register(_at_exit)
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_after_fork_in_child)
-        sys.meta_path.insert(0, _TorchFinder())
+        sys.meta_path.insert(0, _ImportWatcher())
+        for name in SERVER_MODULES:  # imported before we were (rare: sitecustomize runs first)
+            if name in sys.modules:
+                _on_import(name, sys.modules[name])
     except BaseException as exc:
         if R is not None:
             R.error("activate", exc)
@@ -84,21 +87,46 @@ def _after_fork_in_child():
     if R is not None:
         try:
             R.reset_process(role="python", forked=True)
+            if "_gpusleuth_serve" in sys.modules:
+                sys.modules["_gpusleuth_serve"].after_fork()
         except BaseException:
             pass
 
 
-class _TorchFinder:
-    """A ``sys.meta_path`` finder that notices ``import torch`` without importing it.
+# Server modules whose request handling the hook times (see _gpusleuth_serve): patched right after import.
+SERVER_MODULES = ("socketserver", "http.server", "wsgiref.handlers", "flask.app", "starlette.applications",
+                  "uvicorn.protocols.http.h11_impl", "uvicorn.protocols.http.httptools_impl")
+_WATCHED = set(("torch",) + SERVER_MODULES)
 
-    For every other module it returns None at once (one string comparison per import). For ``torch`` it
-    asks the remaining finders for the real spec and wraps that loader's ``exec_module`` so that the
-    patches go in right after ``torch/__init__`` has run — torch.optim, torch.utils.data and friends are
-    imported by then. The finder removes itself once torch is imported.
+
+def _on_import(name, module):
+    """A watched module finished importing: torch gets its patches, a server module its request timing."""
+    _WATCHED.discard(name)
+    if R is None:
+        return
+    if name == "torch":
+        R.torch_imported(module)
+        return
+    try:
+        import _gpusleuth_serve
+
+        _gpusleuth_serve.patch(name, module)
+    except BaseException as exc:
+        R.error("serve", exc)
+
+
+class _ImportWatcher:
+    """A ``sys.meta_path`` finder that notices the import of ``torch`` and of a few server modules
+    (``SERVER_MODULES``) without importing anything itself.
+
+    For every other module it returns None at once (one set lookup per import). For a watched one it asks
+    the remaining finders for the real spec and wraps that loader's ``exec_module`` so that the patches go
+    in right after the module has run — for torch, torch.optim, torch.utils.data and friends are imported
+    by then. The finder removes itself once every watched module is imported.
     """
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != "torch":
+        if fullname not in _WATCHED:
             return None
         try:
             spec = None
@@ -125,12 +153,13 @@ class _TorchFinder:
                         del loader.exec_module  # back to the class's method: the loader is untouched
                     except AttributeError:
                         pass
-                try:
-                    sys.meta_path.remove(finder)
-                except ValueError:
-                    pass
-                if R is not None:
-                    R.torch_imported(module)
+                if fullname in _WATCHED:
+                    _on_import(fullname, module)
+                if not _WATCHED:
+                    try:
+                        sys.meta_path.remove(finder)
+                    except ValueError:
+                        pass
 
             loader.exec_module = exec_module
             return spec
@@ -153,7 +182,7 @@ class Recorder:
         "emitted", "nb", "cur_start", "c", "in_fetch", "opt_stack", "opt_t0", "bw_depth", "pending",
         "pending_opts", "held", "open_phases", "auto_eval", "eval_mod", "trained", "train_depth",
         "ckpt_depth", "dl_seen", "cuda_on", "cuda_prev", "gpu_q", "ev_pool", "prof", "prof_done", "exited",
-        "closure_ns", "gap_t0", "gap_c0", "fwd_handle", "prev_in", "framework_done",
+        "closure_ns", "gap_t0", "gap_c0", "fwd_handle", "prev_in", "framework_done", "lock",
     )
 
     def __init__(self, run_dir):
@@ -180,6 +209,7 @@ class Recorder:
         self.start_ns = _now()
         self.header_done = False
         self.buf = []
+        self.lock = threading.RLock()  # flushes from several threads (a server's request threads)
         self.last_flush = self.start_ns
         self.errors = set()
         self.worker = False
@@ -554,13 +584,21 @@ class Recorder:
         return "H\t%s\n" % json.dumps(head, default=str)
 
     def flush(self, force=False):
-        """Append the buffered lines with one write; the file (and its header) appear at the first one."""
+        """Append the buffered lines with one write; the file (and its header) appear at the first one.
+        Other threads may append while we write (a server's requests): the lines taken are cut off the
+        front of the buffer, never the buffer swapped, and one flush writes at a time."""
+        with self.lock:
+            self._flush(force)
+
+    def _flush(self, force):
         if self.broken:
             self.buf = []
             return
         if not self.buf and not (force and not self.header_done):
             return
-        buf, self.buf = self.buf, []
+        n = len(self.buf)
+        buf = self.buf[:n]
+        del self.buf[:n]
         try:
             if self.fd is None:
                 raw = os.path.join(self.run_dir, "raw")
@@ -636,6 +674,24 @@ def api_phase_end(tok):
             R.phase_end(tok)
     except BaseException as exc:
         R.error("api_phase", exc)
+
+
+def api_stage_begin(name):
+    """``gpusleuth.stage(name)`` entered: a token when a request is open in this thread/task, else None."""
+    try:
+        if R is not None and "_gpusleuth_serve" in sys.modules:
+            return sys.modules["_gpusleuth_serve"].stage_begin(name)
+    except BaseException as exc:
+        R.error("api_stage", exc)
+    return None
+
+
+def api_stage_end(tok):
+    try:
+        if R is not None and tok is not None:
+            sys.modules["_gpusleuth_serve"].stage_end(tok)
+    except BaseException as exc:
+        R.error("api_stage", exc)
 
 
 def api_log(samples=None, tokens=None, metrics=None):

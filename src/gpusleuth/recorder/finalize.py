@@ -52,7 +52,8 @@ def finalize_run_dir(run_dir: Path, end_ns: int | None = None) -> list[str]:
                 losses.append(note)
     events = parse_event_files(run_dir, end_ns)
     losses.extend(events.losses)
-    for path, table in ((run_dir / "steps.parquet", events.steps), (run_dir / "phases.parquet", events.phases)):
+    for path, table in ((run_dir / "steps.parquet", events.steps), (run_dir / "phases.parquet", events.phases),
+                        (run_dir / "requests.parquet", events.requests)):
         try:
             write_table(path, table)
         except OSError as exc:

@@ -76,6 +76,7 @@ def report_from(a: RunAnalysis, *, display: bool = True) -> Report:
         display=build_display(run if run.trace is None and run.start_ns is not None else None, a.traces, a.view)
         if display else None,
         missing_summary=group_missing(missing), comm=a.comm, serving=serving_section(a.load),
+        requests=a.requests,
     )
 
 

@@ -70,6 +70,7 @@ class Report:
     missing_summary: list[MissingGroup] = field(default_factory=list)  # not_evaluated, one entry per data source
     comm: Any = None  # analysis.comm.CommSummary of a multi-rank job: collectives, waiting, stragglers
     serving: Any = None  # report.serving.ServingSection: `gpusleuth load` levels, the knee, serving outcomes
+    requests: Any = None  # analysis.requests.RequestAnalysis: a recorded server's per-request stages
 
     def to_dict(self) -> dict[str, Any]:
         o = self.outcomes
@@ -118,6 +119,7 @@ class Report:
                 "ranks": [r.to_dict() if hasattr(r, "to_dict") else r for r in self.ranks],
                 "communication": self.comm.to_dict() if self.comm is not None else None,
                 "serving": self.serving.to_dict() if self.serving is not None else None,
+                "request_stages": self.requests.to_dict() if self.requests is not None else None,
             }
         )
 

@@ -26,6 +26,7 @@ class ParsedEvents:
     steps: Table = field(default_factory=Table)
     phases: Table = field(default_factory=Table)
     comm: Table = field(default_factory=Table)
+    requests: Table = field(default_factory=Table)
     logs: list[dict[str, Any]] = field(default_factory=list)
     infos: list[dict[str, Any]] = field(default_factory=list)
     processes: dict[int, ProcessInfo] = field(default_factory=dict)
@@ -38,6 +39,7 @@ def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
     step_rows: list[tuple] = []
     phase_rows: list[tuple] = []
     comm_rows: list[tuple] = []
+    request_rows: list[tuple] = []
     gpu_times: dict[tuple[int, int], int] = {}
     raw = Path(run_dir) / RAW_DIR
     files = sorted(raw.glob("events-*.tsv")) if raw.is_dir() else []
@@ -47,7 +49,7 @@ def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
         except (IndexError, ValueError):
             out.losses.append(f"{path.name}: not named events-<pid>.tsv; skipped")
             continue
-        bad = _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_rows)
+        bad = _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_rows, request_rows)
         if bad:
             out.losses.append(f"{path.name}: {bad} unreadable line(s) skipped (a partial write when the job died?)")
 
@@ -102,6 +104,8 @@ def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
         ).sort_by("start_ns")
     if comm_rows:
         out.comm = comm_table(comm_rows)
+    if request_rows:
+        out.requests = request_table(request_rows)
     _dist_identity(out)
     out.logs.sort(key=lambda r: r.get("t_ns", 0))
     return out
@@ -158,6 +162,43 @@ def comm_table(rows: list[tuple]) -> Table:
                  ).sort_by("start_ns")
 
 
+REQUEST_COLUMNS = ("pid", "start_ns", "end_ns", "queue_ns", "pre_ns", "infer_ns", "post_ns", "status", "kind",
+                   "forwards", "batch", "stages")
+REQUEST_KINDS = ("http.server", "wsgi", "asgi")
+STAGE_NAME_MAX = 64
+
+
+def request_fields(parts: list[str]) -> tuple:
+    """An ``R`` line split on tabs → its row (without the pid); raises IndexError/ValueError on a damaged
+    line. ``stages`` comes back as compact JSON text of {clean name: ns}, names cut to 64 characters."""
+    nums = tuple(int(parts[i]) for i in range(1, 8))
+    start, end, queue, pre, infer, post, status = nums
+    if not (0 < start <= end < 2**63) or infer < 0 or queue < -1 or pre < -1 or post < -1:
+        raise ValueError("request times out of range")
+    kind = parts[8] if parts[8] in REQUEST_KINDS else "other"
+    forwards, batch = int(parts[9]), int(parts[10])
+    if not all(-2**31 < v < 2**31 for v in (status, forwards, batch)):
+        raise ValueError("request counts out of range")
+    stages = json.loads(parts[11]) if len(parts) > 11 else {}
+    if not isinstance(stages, dict):
+        raise ValueError("stages is not an object")
+    clean = {}
+    for name, ns in stages.items():
+        if isinstance(ns, bool) or not isinstance(ns, int) or not 0 <= ns < 2**63:
+            raise ValueError("stage time out of range")
+        clean["".join(ch if ch.isprintable() else " " for ch in str(name))[:STAGE_NAME_MAX]] = ns
+    return (start, end, queue, pre, infer, post, status, kind, forwards, batch,
+            json.dumps(clean, separators=(",", ":"), ensure_ascii=False))
+
+
+def request_table(rows: list[tuple]) -> Table:
+    """``R`` rows (pid first) → the ``requests`` table, in time order; ``stages`` is JSON text per row."""
+    cols = list(zip(*rows))
+    kinds = (np.int64,) * 8 + (object, np.int64, np.int64, object)
+    return Table({name: np.asarray(col, dtype=kind) for name, col, kind in zip(REQUEST_COLUMNS, cols, kinds)}
+                 ).sort_by("start_ns")
+
+
 def _dist_identity(out: ParsedEvents) -> None:
     """What ``init_process_group`` said beats the environment (``mp.spawn`` sets no RANK variable)."""
     for info in out.infos:
@@ -169,7 +210,7 @@ def _dist_identity(out: ParsedEvents) -> None:
                 setattr(proc, name, info[name])
 
 
-def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_rows) -> int:
+def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_rows, request_rows) -> int:
     bad = 0
     open_phases: dict[tuple[str, int], str] = {}
     from gpusleuth.errors import InputError
@@ -200,6 +241,8 @@ def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_ro
             elif kind == "C":
                 comm_rows.append((pid, int(parts[1]), int(parts[2]), parts[3], int(parts[4]), parts[5],
                                   int(parts[6]), int(parts[7])))
+            elif kind == "R":
+                request_rows.append((pid, *request_fields(parts)))
             elif kind == "G":
                 gpu_times[(pid, int(parts[1]))] = int(parts[2])
             elif kind == "B":

@@ -51,6 +51,11 @@ def load_run(path: str | Path) -> Run:
         _recover_start(run, run_dir, events.steps)
     run.steps, run.phases, run.logs = events.steps, events.phases, events.logs
     run.comm = events.comm
+    run.requests = events.requests
+    if not len(run.requests) and (run_dir / "requests.parquet").exists():  # raw/ deleted: the finalized table
+        run.requests, loss = _read_table(run_dir, "requests")
+        if loss:
+            run.losses.append(loss)
     run.processes, run.infos = events.processes, events.infos
     run.losses.extend(events.losses)
     run.losses.extend(meta.get("losses") or [])

@@ -1,0 +1,262 @@
+"""What a server's requests spent their time on: ``analyze_requests(run) -> RequestAnalysis | None``.
+
+Reads ``run.requests`` (one row per request the hook saw inside the server, docs/serving-stages.md) and the
+server process's CPU samples (``run.procs``) and the accelerator's (``run.gpu``) over the requests' span.
+
+Shares: ``pre``, ``infer`` and ``post`` are shares of the requests' **service time** (the server started
+the request → its response was done; they add up to 1), summed over requests, so a slow request weighs
+more than a fast one — the share of the server's time, which is what a fix recovers. ``queue`` is the
+share of **latency** (queue + service) over the requests whose queue was measured. Requests without a
+model forward (health checks, static files) are counted apart and left out of the shares.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpusleuth.analysis import intervals as iv
+from gpusleuth.run.model import Run
+
+PARTS = ("pre", "infer", "post")
+PEGGED_CORES = 0.8  # a server process averaging this much of one core or more is CPU-bound on its GIL
+
+
+@dataclass
+class StageStats:
+    """A named stage (``gpusleuth.stage``) or one of queue/pre/infer/post, over the requests."""
+
+    name: str
+    share: float  # of service time (queue: of latency)
+    total_s: float
+    p50_ms: float
+    p95_ms: float
+    requests: int  # requests that had it
+
+
+@dataclass
+class RequestLevel:
+    """The requests the server finished inside one load level's window (``gpusleuth load``)."""
+
+    level: int
+    concurrency: int
+    rate: float
+    requests: int
+    shares: dict[str, float]  # pre / infer / post of service time, queue of latency
+    p95_ms: float | None  # latency (queue + service) p95 inside the server
+    queue_p95_share: float | None  # queue's share of the slowest 5 % requests' latency
+    rps: float  # requests finished per second of the window
+    server_cores: float | None  # the server process's mean CPU, in cores
+    gpu_busy: float | None  # mean accelerator utilization, 0..1
+
+
+@dataclass
+class RequestAnalysis:
+    count: int  # requests with at least one model forward
+    no_forward: int  # requests without one (left out of the shares)
+    kinds: dict[str, int]  # http.server / wsgi / asgi → requests
+    pids: list[int]  # the server processes
+    span_s: float  # first request's start → last one's end
+    busy_s: float  # time with at least one request in the server
+    service_s: float  # sum of the requests' service times
+    rps: float  # requests per second of the span
+    in_flight: float  # mean requests in the server while busy (service_s / busy_s)
+    shares: dict[str, float]  # pre / infer / post of service time; queue of latency (when measured)
+    parts: dict[str, StageStats]  # queue / pre / infer / post
+    stages: list[StageStats]  # named stages, largest first
+    queue_measured: int  # requests whose queue was measured
+    queue_p95_share: float | None  # queue's share of the latency of the slowest 5 % of requests
+    latency_p50_ms: float
+    latency_p95_ms: float
+    forwards_per_request: float
+    batch_p50: float | None  # rows of a request's first forward input (None: not a tensor)
+    server_cores: float | None  # the server's mean CPU over the span, in cores (None: no samples)
+    server_cores_p90: float | None
+    logical_cores: int | None
+    gpu_busy: float | None  # mean accelerator utilization during the requests, 0..1 (None: no GPU)
+    gpu_mem_share: float | None  # peak device memory used / total during the requests
+    levels: list[RequestLevel] = field(default_factory=list)  # filled when load levels exist
+    # the rows behind the numbers, to split by load level without going back to the Run
+    _rows: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    @property
+    def cpu_pegged(self) -> bool | None:
+        return None if self.server_cores is None else self.server_cores >= PEGGED_CORES
+
+    def to_dict(self) -> dict:
+        """The report's ``request_stages`` block (its rows stay behind: they are in requests.parquet)."""
+        from dataclasses import asdict, fields
+
+        out = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+        out["parts"] = {k: asdict(v) for k, v in self.parts.items()}
+        out["stages"] = [asdict(s) for s in self.stages]
+        out["levels"] = [asdict(lv) for lv in self.levels]
+        out["cpu_pegged"] = self.cpu_pegged
+        return out
+
+
+def analyze_requests(run: Run) -> RequestAnalysis | None:
+    r = run.requests
+    if not len(r) or "forwards" not in r:
+        return None
+    fwd = np.asarray(r["forwards"], dtype=np.int64) > 0
+    kinds: dict[str, int] = {}
+    for k in r["kind"].tolist():
+        kinds[str(k)] = kinds.get(str(k), 0) + 1
+    rows = {name: np.asarray(r[name], dtype=np.int64)[fwd] for name in
+            ("pid", "start_ns", "end_ns", "queue_ns", "pre_ns", "infer_ns", "post_ns", "forwards", "batch")}
+    rows["stages"] = np.asarray(r["stages"], dtype=object)[fwd] if "stages" in r else np.full(fwd.sum(), "{}",
+                                                                                                   object)
+    n = int(fwd.sum())
+    if not n:
+        return RequestAnalysis(count=0, no_forward=len(r), kinds=kinds, pids=[], span_s=0.0, busy_s=0.0,
+                               service_s=0.0, rps=0.0, in_flight=0.0, shares={}, parts={}, stages=[],
+                               queue_measured=0, queue_p95_share=None, latency_p50_ms=0.0, latency_p95_ms=0.0,
+                               forwards_per_request=0.0, batch_p50=None, server_cores=None,
+                               server_cores_p90=None, logical_cores=_cores(run), gpu_busy=None,
+                               gpu_mem_share=None)
+    start, end = rows["start_ns"], rows["end_ns"]
+    lo, hi = int(start.min()), int(end.max())
+    us, ue = iv.union(start, end)
+    busy = float((ue - us).sum()) / 1e9
+    service = (end - start).astype(np.float64)
+    summary = _summary(rows)
+    stages = _named_stages(rows["stages"], float(service.sum()))
+    pids = sorted(set(rows["pid"].tolist()))
+    cores, cores_p90 = _server_cpu(run, pids, lo, hi)
+    gpu_busy, mem = _gpu(run, lo, hi)
+    batch = rows["batch"][rows["batch"] >= 0]
+    span = (hi - lo) / 1e9
+    return RequestAnalysis(
+        count=n, no_forward=len(r) - n, kinds=kinds, pids=pids, span_s=span, busy_s=busy,
+        service_s=float(service.sum()) / 1e9, rps=n / span if span > 0 else 0.0,
+        in_flight=float(service.sum()) / 1e9 / busy if busy > 0 else 0.0,
+        shares=summary["shares"], parts=summary["parts"], stages=stages,
+        queue_measured=summary["queue_measured"], queue_p95_share=summary["queue_p95_share"],
+        latency_p50_ms=summary["p50_ms"], latency_p95_ms=summary["p95_ms"],
+        forwards_per_request=float(rows["forwards"].mean()), batch_p50=float(np.median(batch)) if len(batch) else None,
+        server_cores=cores, server_cores_p90=cores_p90, logical_cores=_cores(run), gpu_busy=gpu_busy,
+        gpu_mem_share=mem, _rows=rows,
+    )
+
+
+def _summary(rows: dict[str, np.ndarray]) -> dict:
+    """Shares, per-part percentiles and the queue's weight in the slowest requests, for a set of rows."""
+    service = (rows["end_ns"] - rows["start_ns"]).astype(np.float64)
+    total = float(service.sum())
+    queue = rows["queue_ns"]
+    measured = queue >= 0
+    latency = service + np.where(measured, queue, 0)
+    parts, shares = {}, {}
+    for name in PARTS:
+        v = np.maximum(rows[f"{name}_ns"], 0).astype(np.float64)
+        shares[name] = float(v.sum()) / total if total > 0 else 0.0
+        parts[name] = _stat(name, v, shares[name], len(v))
+    q_share, q_p95 = None, None
+    if measured.any():
+        qv = queue[measured].astype(np.float64)
+        lat = latency[measured]
+        q_share = float(qv.sum() / lat.sum()) if lat.sum() > 0 else 0.0
+        shares["queue"] = q_share
+        parts["queue"] = _stat("queue", qv, q_share, int(measured.sum()))
+        slow = lat >= np.percentile(lat, 95)
+        q_p95 = float(qv[slow].sum() / lat[slow].sum()) if lat[slow].sum() > 0 else 0.0
+    return {"shares": shares, "parts": parts, "queue_measured": int(measured.sum()), "queue_p95_share": q_p95,
+            "p50_ms": float(np.percentile(latency, 50)) / 1e6, "p95_ms": float(np.percentile(latency, 95)) / 1e6}
+
+
+def _stat(name: str, v: np.ndarray, share: float, n: int) -> StageStats:
+    return StageStats(name=name, share=share, total_s=float(v.sum()) / 1e9,
+                      p50_ms=float(np.percentile(v, 50)) / 1e6 if len(v) else 0.0,
+                      p95_ms=float(np.percentile(v, 95)) / 1e6 if len(v) else 0.0, requests=n)
+
+
+def _named_stages(texts: np.ndarray, service_ns: float) -> list[StageStats]:
+    per: dict[str, list[int]] = {}
+    for text in texts.tolist():
+        if not text or text == "{}":
+            continue
+        try:
+            d = json.loads(text)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(d, dict):
+            for k, ns in d.items():
+                if isinstance(ns, int):
+                    per.setdefault(str(k), []).append(ns)
+    out = [_stat(k, np.asarray(v, dtype=np.float64), float(np.sum(v)) / service_ns if service_ns > 0 else 0.0,
+                 len(v)) for k, v in per.items()]
+    return sorted(out, key=lambda s: -s.total_s)
+
+
+def _cores(run: Run) -> int | None:
+    host = (run.meta.get("recorder") or {}).get("host") or {}
+    return host.get("logical_cores")
+
+
+def _server_cpu(run: Run, pids: list[int], lo: int, hi: int) -> tuple[float | None, float | None]:
+    """The server processes' CPU over [lo, hi], in cores (samples of several server processes summed)."""
+    p = run.procs
+    if not len(p) or "cpu_pct" not in p or not pids:
+        return None, None
+    t = np.asarray(p["t_ns"], dtype=np.int64)
+    m = np.isin(np.asarray(p["pid"], dtype=np.int64), pids) & (t > lo) & (t <= hi)
+    v = np.asarray(p["cpu_pct"], dtype=np.float64)[m]
+    ok = np.isfinite(v)
+    if not ok.any():
+        return None, None
+    per_t: dict[int, float] = {}
+    for ti, vi in zip(t[m][ok].tolist(), v[ok].tolist()):
+        per_t[ti] = per_t.get(ti, 0.0) + vi
+    vals = np.asarray(list(per_t.values())) / 100.0
+    return float(vals.mean()), float(np.percentile(vals, 90))
+
+
+def _gpu(run: Run, lo: int, hi: int) -> tuple[float | None, float | None]:
+    g = run.gpu
+    if not len(g) or "util_gpu" not in g:
+        return None, None
+    t = np.asarray(g["t_ns"], dtype=np.int64)
+    m = (t >= lo) & (t <= hi)
+    util = np.asarray(g["util_gpu"], dtype=np.float64)[m]
+    util = util[np.isfinite(util)]
+    if not len(util):
+        return None, None
+    mem = None
+    if "mem_used" in g and "mem_total" in g:
+        used = np.asarray(g["mem_used"], dtype=np.float64)[m]
+        tot = np.asarray(g["mem_total"], dtype=np.float64)[m]
+        ok = np.isfinite(used) & np.isfinite(tot) & (tot > 0)
+        mem = float(np.max(used[ok] / tot[ok])) if ok.any() else None
+    return float(util.mean()) / 100.0, mem
+
+
+def split_by_levels(ra: RequestAnalysis, run: Run, levels: list) -> list[RequestLevel]:
+    """The requests of each load level (``analysis.load.LoadLevel``: ``level``, ``concurrency``, ``rate``,
+    ``start_ns``, ``end_ns``), by the time each request started."""
+    rows = ra._rows
+    if not rows or not levels:
+        return []
+    out = []
+    for lv in levels:
+        s, e = int(lv.start_ns), int(lv.end_ns)
+        m = (rows["start_ns"] >= s) & (rows["start_ns"] < e)
+        n = int(m.sum())
+        span = (e - s) / 1e9
+        if not n:
+            out.append(RequestLevel(level=lv.level, concurrency=lv.concurrency, rate=lv.rate, requests=0,
+                                    shares={}, p95_ms=None, queue_p95_share=None, rps=0.0, server_cores=None,
+                                    gpu_busy=None))
+            continue
+        sm = _summary({k: v[m] for k, v in rows.items()})
+        cores, _ = _server_cpu(run, ra.pids, s, e)
+        busy, _ = _gpu(run, s, e)
+        out.append(RequestLevel(level=lv.level, concurrency=lv.concurrency, rate=lv.rate, requests=n,
+                                shares=sm["shares"], p95_ms=sm["p95_ms"], queue_p95_share=sm["queue_p95_share"],
+                                rps=n / span if span > 0 else 0.0, server_cores=cores, gpu_busy=busy))
+    return out
+
+
+__all__ = ["RequestAnalysis", "RequestLevel", "StageStats", "analyze_requests", "split_by_levels"]

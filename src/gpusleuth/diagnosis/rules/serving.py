@@ -1,0 +1,221 @@
+"""Serving rules: what a recorded server's requests wait on (issue 16; docs/serving-stages.md).
+
+They read ``facts.requests`` (``analysis.requests.RequestAnalysis``: the hook's per-request split into
+queue / pre / infer / post, the server process's CPU, the accelerator's utilization during the requests)
+and, when ``gpusleuth load`` drove the server, ``facts.load`` (its levels: throughput by concurrency). A
+run without requests gets nothing from them — not even a "not evaluated" line: a training job is not a
+server.
+
+Gains are priced on the server's busy time (some request in flight), not on a training loop: the share of
+that time a fix gives back, as a throughput ratio.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gpusleuth.diagnosis.facts import Facts
+from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
+from gpusleuth.diagnosis.rules._common import no_gpu
+
+MIN_REQUESTS = 20  # fewer requests than this say too little about a server
+PRE_MODERATE = 0.30  # share of service time before the model's first forward
+PRE_HIGH = 0.40  # with the server process pegged at one core (GIL-bound): the wait for the GIL spreads into every part
+BUSY_CORES = 0.5  # below this the server process is mostly waiting, not computing, in its request path
+FLAT_RPS = 1.3  # throughput grew less than this while concurrency grew ≥ 4×: flat
+INFER_DOMINANT = 0.5
+ACCEL_LOW = 0.4  # mean accelerator utilization during requests below this is low
+ACCEL_NOT_FULL = 0.6
+QUEUE_MODERATE = 0.3  # queue's share of the slowest 5 % requests' latency
+QUEUE_HIGH = 0.5
+SOURCE = "hook: per-request stages"
+
+
+def _pct(x: float) -> float:
+    return round(x * 100, 1)
+
+
+def _gain(facts: Facts, share: float, busy_s: float, method: str) -> Gain:
+    """``share`` of the server's busy time given back: a throughput ratio of 1 / (1 − share)."""
+    share = min(max(share, 0.0), 0.999)
+    saved = busy_s * share
+    wall = facts.outcomes.wall_s
+    return Gain(step_share=share, wall_share=min(saved / wall, 1.0) if wall else 0.0, seconds_per_run=saved,
+                speedup=1.0 / (1.0 - share), method=method,
+                dollars_per_run=saved * facts.dollars_per_second if facts.dollars_per_second is not None else None)
+
+
+def _scaling(facts: Facts) -> tuple[float, float, object, object] | None:
+    """Did throughput keep growing with concurrency? (throughput ratio, concurrency ratio, reference level,
+    highest level): the highest closed-loop level of ``gpusleuth load`` against the highest level with at
+    most a quarter of its concurrency — a server bound by one core's GIL plateaus early (its lowest levels
+    still gain from overlapping the clients' round trips), a batching one keeps growing. None without two
+    such levels."""
+    load = getattr(facts, "load", None)
+    levels = sorted((lv for lv in (getattr(load, "levels", None) or []) if lv.concurrency and lv.rps > 0),
+                    key=lambda lv: lv.concurrency)
+    if len(levels) < 2:
+        return None
+    hi = levels[-1]
+    ref = [lv for lv in levels[:-1] if lv.concurrency * 4 <= hi.concurrency]
+    if not ref:
+        return None
+    lo = ref[-1]
+    return hi.rps / lo.rps, hi.concurrency / lo.concurrency, lo, hi
+
+
+def _requests(facts: Facts):
+    ra = facts.requests
+    return ra if ra is not None and ra.count >= MIN_REQUESTS else None
+
+
+def preprocessing_in_request_path(facts: Facts) -> list[Finding] | Missing:
+    ra = _requests(facts)
+    if ra is None:
+        return []
+    pre, infer, post = (ra.shares.get(k, 0.0) for k in ("pre", "infer", "post"))
+    if pre < PRE_MODERATE:
+        return []
+    cores = ra.server_cores
+    scaling = _scaling(facts)
+    flat = None if scaling is None else (scaling[1] >= 4 and scaling[0] < FLAT_RPS)
+    accel_idle = ra.gpu_busy is None or ra.gpu_busy < ACCEL_NOT_FULL
+    computing = cores is not None and cores >= BUSY_CORES
+    high = pre >= PRE_HIGH and bool(ra.cpu_pegged) and flat is not False and accel_idle
+    evidence = [
+        Evidence("before the model (pre)", _pct(pre), "% of request time", SOURCE),
+        Evidence("model forwards (infer)", _pct(infer), "% of request time", SOURCE),
+        Evidence("after the model (post)", _pct(post), "% of request time", SOURCE),
+        Evidence("pre per request, p50", round(ra.parts["pre"].p50_ms, 2), "ms", SOURCE),
+    ]
+    for st in ra.stages[:3]:
+        evidence.append(Evidence(f"stage {st.name!r}", _pct(st.share), "% of request time", "gpusleuth.stage"))
+    if cores is not None:
+        evidence.append(Evidence("server process CPU", round(cores, 2), "cores (mean over the requests)",
+                                 "process sampler"))
+    if ra.gpu_busy is not None:
+        evidence.append(Evidence("accelerator busy during requests", _pct(ra.gpu_busy), "%", "NVML"))
+    if scaling is not None:
+        _, _, lo, hi = scaling
+        evidence.append(Evidence(f"throughput, concurrency {lo.concurrency} → {hi.concurrency}",
+                                 f"{lo.rps:.1f} → {hi.rps:.1f}", "requests/s", "gpusleuth load"))
+    if computing:
+        why = (f"the server process ran at {cores:.2f} cores — Python work holding the GIL, so more threads "
+               "or concurrency cannot speed it up" if ra.cpu_pegged else
+               f"the server process used {cores:.2f} cores on it")
+    elif cores is not None:
+        why = (f"the server process used only {cores:.2f} cores: that time is mostly waiting (I/O, a remote "
+               "call, a lock), not computing")
+    else:
+        why = "no CPU samples of the server process say whether that time is computing or waiting"
+    tail = ""
+    if flat:
+        tail = (f" Throughput stopped growing ({scaling[3].rps:.1f} requests/s at concurrency "
+                f"{scaling[3].concurrency} vs {scaling[2].rps:.1f} at {scaling[2].concurrency}) while the "
+                + ("CPU-only model" if ra.gpu_busy is None else "accelerator") + " waited.")
+    summary = (f"{_pct(pre)} % of the server's request time is spent before the model's first forward "
+               f"(the forwards take {_pct(infer)} %); {why}.{tail}")
+    stage = f" (`{ra.stages[0].name}`)" if ra.stages else ""
+    fix = (f"Take the preprocessing{stage} out of the request path: run it in a "
+           "`concurrent.futures.ProcessPoolExecutor` (from ASGI: `await loop.run_in_executor(pool, tokenize, "
+           "text)`), use the tokenizer's fast batch API (Hugging Face `tokenizers`/`use_fast=True`, "
+           "`tokenizer(list_of_texts)`, which runs in Rust without the GIL), or move it into a separate "
+           "preprocessing service, so the web process only waits on the forward.")
+    return [Finding(
+        cause="serving.preprocessing", severity="high" if high else "moderate",
+        title=f"Preprocessing in the request path: {_pct(pre)} % of request time before the model",
+        summary=summary, evidence=evidence, fix=fix,
+        estimated_gain=_gain(facts, pre, ra.busy_s,
+                             "the pre share of the server's busy time: a server bound by one core's GIL serves "
+                             "1/(1 − share) as many requests once that work runs outside it"),
+        confidence="high" if high and flat else ("medium" if computing else "low"),
+    )]
+
+
+def under_batched(facts: Facts) -> list[Finding] | Missing:
+    ra = _requests(facts)
+    if ra is None:
+        return []
+    infer = ra.shares.get("infer", 0.0)
+    if infer < INFER_DOMINANT or ra.forwards_per_request > 1.5:
+        return []  # not model-bound, or a generation loop (many forwards per request): not this rule
+    if ra.gpu_busy is None:
+        return no_gpu("serving-under-batched", facts, "serving.under_batched")
+    if ra.gpu_busy >= ACCEL_NOT_FULL:
+        return []
+    scaling = _scaling(facts)
+    rising = None if scaling is None else scaling[0] >= FLAT_RPS
+    if scaling is None and ra.in_flight < 1.5:
+        return []  # requests hardly overlap: nothing to batch them with
+    high = bool(rising) and ra.gpu_busy < ACCEL_LOW
+    peers = scaling[3].concurrency if scaling is not None else ra.in_flight
+    batch = int(min(64, max(2, 2 ** math.ceil(math.log2(max(peers, 2))))))
+    rows = f"{ra.batch_p50:g}" if ra.batch_p50 is not None else "unknown"
+    evidence = [
+        Evidence("model forwards (infer)", _pct(infer), "% of request time", SOURCE),
+        Evidence("forwards per request", round(ra.forwards_per_request, 2), "", SOURCE),
+        Evidence("rows per forward, p50", rows, "", SOURCE),
+        Evidence("accelerator busy during requests", _pct(ra.gpu_busy), "%", "NVML"),
+        Evidence("requests in flight, mean", round(ra.in_flight, 2), "", SOURCE),
+    ]
+    if ra.gpu_mem_share is not None:
+        evidence.append(Evidence("device memory used, peak", _pct(ra.gpu_mem_share), "%", "NVML"))
+    if scaling is not None:
+        evidence.append(Evidence(f"throughput, concurrency {scaling[2].concurrency} → {scaling[3].concurrency}",
+                                 f"{scaling[2].rps:.1f} → {scaling[3].rps:.1f}", "requests/s", "gpusleuth load"))
+    idle = 1.0 - ra.gpu_busy
+    return [Finding(
+        cause="serving.under_batched", severity="high" if high else "moderate",
+        title=f"Under-batched: one forward per request, accelerator {_pct(ra.gpu_busy)} % busy",
+        summary=(f"Forwards are {_pct(infer)} % of request time, each request runs its own forward "
+                 f"({rows} rows), and the accelerator was busy only {_pct(ra.gpu_busy)} % of the time"
+                 + (" while throughput kept rising with concurrency." if rising else ".")),
+        evidence=evidence,
+        fix=(f"Batch concurrent requests into one forward (dynamic batching): collect requests for a few "
+             f"milliseconds up to a batch of {batch}, run one forward, answer each — e.g. an asyncio queue in "
+             "front of the model, or a server that does it (Triton's dynamic batcher, TorchServe "
+             f"`batch_size`/`max_batch_delay`, vLLM/TGI for generation). Start with max batch {batch} and a "
+             "delay of about one forward's time."),
+        estimated_gain=_gain(facts, infer * idle, ra.busy_s,
+                             "upper bound: the forwards' share of request time times the accelerator's idle "
+                             "share during requests, filled by batching"),
+        confidence="medium" if high else "low",
+    )]
+
+
+def queueing(facts: Facts) -> list[Finding] | Missing:
+    ra = _requests(facts)
+    if ra is None or ra.queue_measured < MIN_REQUESTS:
+        return []
+    q = ra.queue_p95_share
+    if q is None or q < QUEUE_MODERATE:
+        return []
+    # workers (or the event loop) busy with preprocessing in the request path: the queue is its consequence
+    symptom = ra.shares.get("pre", 0.0) >= PRE_MODERATE
+    high = q >= QUEUE_HIGH and not symptom
+    queue = ra.parts["queue"]
+    evidence = [
+        Evidence("queue share of the slowest 5 % requests' latency", _pct(q), "%", SOURCE),
+        Evidence("queue p95", round(queue.p95_ms, 2), "ms", SOURCE),
+        Evidence("latency p95 (queue + service)", round(ra.latency_p95_ms, 2), "ms", SOURCE),
+        Evidence("queue share of all latency", _pct(ra.shares.get("queue", 0.0)), "%", SOURCE),
+        Evidence("requests with a measured queue", ra.queue_measured, f"of {ra.count}", SOURCE),
+    ]
+    why = (" The workers are busy with the preprocessing in the request path (see that finding): fix that first."
+           if symptom else "")
+    return [Finding(
+        cause="serving.queueing", severity="high" if high else "moderate",
+        title=f"Queueing: {_pct(q)} % of tail latency is waiting for a worker",
+        summary=(f"The slowest 5 % of requests spent {_pct(q)} % of their latency queued before the server "
+                 f"started them (queue p95 {queue.p95_ms:.1f} ms of a {ra.latency_p95_ms:.1f} ms p95).{why}"),
+        evidence=evidence,
+        fix=("Add workers for the traffic: more handler threads or processes (uvicorn/gunicorn `--workers`), "
+             "replicas behind the load balancer, or an async model call that does not block the event loop; if "
+             "the server batches requests, lower its maximum batch size or batching delay so requests do not "
+             "wait for a full batch."),
+        # a latency gain, not server time: more workers shorten the wait, they give no busy time back
+        estimated_gain=Gain(step_share=q, wall_share=0.0, seconds_per_run=0.0, speedup=1.0 / (1.0 - min(q, 0.999)),
+                            method="p95 latency ratio without the queue (queue share of the slowest 5 % requests' "
+                                   "latency); throughput does not change"),
+        confidence="medium" if high else "low",
+    )]

@@ -1,0 +1,375 @@
+"""Per-request stages of real servers under ``gpusleuth run`` (issue 16), checked against the servers' own
+clocks, and the serving rules on them.
+
+Each test starts a real server from ``tests/servers/`` under ``gpusleuth run``, drives it with a few threads of
+``http.client`` (a test helper, not the product's load generator), stops it with SIGINT and reads the run
+directory. The servers time their own stages with ``time.perf_counter`` and write the sums on shutdown.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import REPO, free_port
+from gpusleuth.analysis.bundle import analyze
+from gpusleuth.diagnosis.engine import diagnose
+from gpusleuth.diagnosis.gather import build_facts
+from gpusleuth.sources.rundir import load_run
+
+SERVERS = REPO / "tests" / "servers"
+BODY = ("The quick brown fox jumps over the lazy dog 12345 times; " * 200).encode()
+
+
+def _env() -> dict:
+    """This checkout's gpusleuth first on the path: the launcher computes the hook directory from the package
+    it runs from, so the server gets this checkout's hook too."""
+    env = dict(os.environ)
+    src = str(REPO / "src")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def _wait_ready(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited early: {proc.stdout.read() if proc.stdout else ''}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/")
+            if conn.getresponse().status == 200:
+                conn.close()
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError("server did not answer")
+
+
+def drive(port: int, threads: int, per_thread: int, keep_alive: bool = True) -> list[int]:
+    """``threads`` clients each sending ``per_thread`` POSTs (one connection each, or one per request)."""
+    statuses: list[int] = []
+    lock = threading.Lock()
+
+    def client():
+        conn = None
+        for _ in range(per_thread):
+            if conn is None:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            headers = {} if keep_alive else {"Connection": "close"}
+            conn.request("POST", "/", body=BODY, headers=headers)
+            resp = conn.getresponse()
+            resp.read()
+            with lock:
+                statuses.append(resp.status)
+            if not keep_alive:
+                conn.close()
+                conn = None
+
+    ts = [threading.Thread(target=client) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return statuses
+
+
+def serve(tmp_path: Path, script: str, *args: str, threads: int = 4, per_thread: int = 40,
+          keep_alive: bool = True):
+    """Record ``script`` under ``gpusleuth run``, drive it, stop it: (run, truth, statuses)."""
+    port = free_port()
+    out, truth = tmp_path / "run", tmp_path / "truth.json"
+    proc = subprocess.Popen([sys.executable, "-m", "gpusleuth", "run", "--no-report", "--out", str(out), "--",
+                             sys.executable, str(SERVERS / script), str(port), str(truth), *args],
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_ready(port, proc)
+        statuses = drive(port, threads, per_thread, keep_alive)
+        time.sleep(0.3)  # the last handlers finish their bookkeeping after the client has its answer
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    return load_run(out), json.loads(truth.read_text()), statuses
+
+
+def findings_of(run):
+    facts = build_facts(analyze(run))
+    found, _ = diagnose(facts)
+    return facts, [f for f in found if f.severity != "none"]
+
+
+def truth_shares(t: dict) -> dict[str, float]:
+    total = t["pre_s"] + t["infer_s"] + t["post_s"]
+    return {k: t[f"{k}_s"] / total for k in ("pre", "infer", "post")}
+
+
+def check_against_truth(run, truth: dict, sent: int, kind: str) -> dict[str, float]:
+    """Every request seen once, one forward each, and the hook's split within 10 points of the server's."""
+    r = run.requests
+    model = r.filter(r["forwards"] > 0)
+    assert truth["requests"] == sent
+    assert len(model) == sent, (len(model), sent)  # the readiness GETs have no forward; nothing mixed
+    assert set(model["forwards"].tolist()) == {1}
+    assert set(model["kind"].tolist()) == {kind}
+    assert set(model["status"].tolist()) == {200}
+    service = (model["end_ns"] - model["start_ns"]).sum()
+    hook = {k: model[f"{k}_ns"].sum() / service for k in ("pre", "infer", "post")}
+    want = truth_shares(truth)
+    for k in hook:
+        assert abs(hook[k] - want[k]) < 0.10, (k, hook, want)
+    # each request's infer is its one forward: same total, and no request holds two requests' forwards
+    fwd = np.asarray(truth["forward_s"]) * 1e9
+    assert abs(model["infer_ns"].sum() / fwd.sum() - 1) < 0.15
+    assert model["infer_ns"].max() < fwd.max() * 1.3 + 1e6
+    tok = sum(json.loads(s).get("tokenize", 0) for s in model["stages"])
+    if truth["tokenize_s"]:
+        assert abs(tok / 1e9 / truth["tokenize_s"] - 1) < 0.10
+    return want
+
+
+def test_stdlib_server_with_tokenization_names_preprocessing(tmp_path):
+    run, truth, statuses = serve(tmp_path, "http_infer.py", "tokenize")
+    assert statuses == [200] * 160
+    want = check_against_truth(run, truth, 160, "http.server")
+    assert (run.path / "requests.parquet").exists()
+    facts, found = findings_of(run)
+    top = found[0]
+    assert top.cause == "serving.preprocessing", [(f.cause, f.severity) for f in found]
+    share = next(e.value for e in top.evidence if e.name.startswith("before the model")) / 100
+    assert abs(share - want["pre"]) < 0.15
+    assert top.estimated_gain.speedup > 1.3
+    assert facts.requests.stages[0].name == "tokenize"
+    assert not any(f.cause == "serving.queueing" for f in found)
+
+
+def test_stdlib_server_without_preprocessing_is_not_blamed_on_it(tmp_path):
+    run, truth, statuses = serve(tmp_path, "http_infer.py", "plain", per_thread=30)
+    check_against_truth(run, truth, 120, "http.server")
+    _, found = findings_of(run)
+    assert not any(f.cause.startswith("serving.") and f.cause != "serving.under_batched" for f in found), \
+        [(f.cause, f.severity) for f in found]
+
+
+def test_server_queue_is_measured_and_named(tmp_path):
+    """One worker thread for four clients opening a connection per request: most latency is queue."""
+    run, truth, statuses = serve(tmp_path, "http_infer.py", "queue", per_thread=20, keep_alive=False)
+    check_against_truth(run, truth, 80, "http.server")
+    facts, found = findings_of(run)
+    assert facts.requests.queue_measured >= 80
+    q = next(f for f in found if f.cause == "serving.queueing")
+    assert q.severity == "high"
+    assert not any(f.cause == "serving.preprocessing" for f in found)
+
+
+def test_wsgiref_server(tmp_path):
+    run, truth, _ = serve(tmp_path, "wsgi_infer.py", threads=3, per_thread=30)
+    check_against_truth(run, truth, 90, "wsgi")
+    _, found = findings_of(run)
+    assert found[0].cause == "serving.preprocessing"
+
+
+def test_fastapi_uvicorn_server(tmp_path):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    run, truth, _ = serve(tmp_path, "asgi_infer.py", threads=3, per_thread=30)
+    check_against_truth(run, truth, 90, "asgi")
+    model = run.requests.filter(run.requests["forwards"] > 0)
+    assert (model["queue_ns"] >= 0).all()  # uvicorn's wait for the event loop is measured
+    _, found = findings_of(run)
+    assert found[0].cause == "serving.preprocessing"
+
+
+def test_flask_werkzeug_server(tmp_path):
+    pytest.importorskip("flask")
+    run, truth, _ = serve(tmp_path, "flask_infer.py", threads=3, per_thread=25)
+    check_against_truth(run, truth, 75, "wsgi")  # werkzeug's handler is http.server's; the app is WSGI
+
+
+# --------------------------------------------------------------------------- the R line, on its own
+def test_damaged_request_lines_are_counted_losses_and_stage_names_cleaned(tmp_path):
+    from gpusleuth.sources.events import parse_event_files
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    good = "R\t1000\t5000\t10\t1000\t2500\t1500\t200\thttp.server\t1\t4\t{}\n"
+    hostile = "R\t6000\t9000\t-1\t500\t2000\t500\t200\tasgi\t1\t1\t" + json.dumps({"tok\x1b[31m\u202e": 300}) + "\n"
+    damaged = ["R\t1000\tnope\t10\t1\t1\t1\t200\twsgi\t1\t1\t{}\n",  # not a number
+               "R\t1000\t5000\t10\t1\t1\t1\t200\twsgi\t1\t1\t[1, 2]\n",  # stages not an object
+               "R\t9000\t5000\t10\t1\t1\t1\t200\twsgi\t1\t1\t{}\n",  # ends before it starts
+               "R\t1000\t5000\t10\t1\t1\t1\t200\twsgi\t99999999999999999999\t1\t{}\n",  # overflow
+               "R\t1000\t5000\t10\t1\t1\t1\t200\twsgi\t1\t1\t{\"a\": \"x\"}\n",  # stage time not an int
+               "R\t1000\t5000\n"]  # cut short
+    (raw / "events-7.tsv").write_text('H\t{"pid": 7, "role": "main"}\n' + good + "".join(damaged) + hostile
+                                      + "R\t1\t2")  # and a last line cut off mid-write
+    ev = parse_event_files(tmp_path, None)
+    r = ev.requests
+    assert len(r) == 2 and r["kind"].tolist() == ["http.server", "asgi"]
+    assert r["queue_ns"].tolist() == [10, -1] and r["pid"].tolist() == [7, 7]
+    stages = json.loads(r["stages"][1])
+    assert list(stages.values()) == [300]
+    assert all(ch.isprintable() for ch in next(iter(stages)))
+    assert any("7 unreadable line(s)" in loss for loss in ev.losses), ev.losses
+
+
+# --------------------------------------------------------------------------- the rules, on numbers
+def synthetic_run(n=200, pre=6e6, infer=3e6, post=1e6, queue=0, cores=1.0, gpu_util=None, spacing=None):
+    """A Run holding ``n`` requests with the given parts (ns), the server's CPU samples and GPU samples."""
+    from gpusleuth.run.model import Run, Table
+
+    t0 = 1_700_000_000_000_000_000
+    dur = int(pre + infer + post)
+    spacing = spacing or dur // 2  # two requests in flight
+    start = t0 + np.arange(n, dtype=np.int64) * spacing
+    end = start + dur
+    rows = {"pid": np.full(n, 42), "start_ns": start, "end_ns": end, "queue_ns": np.full(n, int(queue)),
+            "pre_ns": np.full(n, int(pre)), "infer_ns": np.full(n, int(infer)), "post_ns": np.full(n, int(post)),
+            "status": np.full(n, 200), "kind": np.full(n, "asgi", object), "forwards": np.ones(n, np.int64),
+            "batch": np.ones(n, np.int64), "stages": np.full(n, "{}", object)}
+    ts = np.arange(t0, int(end[-1]), 100_000_000, dtype=np.int64)
+    run = Run(meta={"start_ns": t0 - 10**9, "end_ns": int(end[-1]) + 10**9, "source": "recorder"},
+              requests=Table({k: np.asarray(v) for k, v in rows.items()}),
+              procs=Table({"t_ns": ts, "pid": np.full(len(ts), 42), "cpu_pct": np.full(len(ts), cores * 100.0)}))
+    if gpu_util is not None:
+        run.gpu = Table({"t_ns": ts, "gpu": np.zeros(len(ts), np.int64), "util_gpu": np.full(len(ts), gpu_util),
+                         "mem_used": np.full(len(ts), 2e9), "mem_total": np.full(len(ts), 80e9)})
+    return run
+
+
+def facts_for(run, levels=None):
+    from types import SimpleNamespace
+
+    from gpusleuth.analysis.outcomes import Outcomes, StepStats
+    from gpusleuth.analysis.requests import analyze_requests, split_by_levels
+    from gpusleuth.diagnosis.facts import Facts
+
+    ra = analyze_requests(run)
+    facts = Facts(outcomes=Outcomes(wall_s=run.wall_s, startup_s=0.0, tail_s=0.0, time_share={}, time_s={},
+                                    steps=StepStats()), gpus=[], host=None, gpu_note=None, requests=ra)
+    if levels:
+        facts.load = SimpleNamespace(levels=levels)
+        ra.levels = split_by_levels(ra, run, levels)
+    return facts
+
+
+def levels_of(run, rps):
+    """Load levels at concurrency 1, 4, 16 over thirds of the requests' span, with the given throughputs."""
+    from types import SimpleNamespace
+
+    lo, hi = int(run.requests["start_ns"].min()), int(run.requests["end_ns"].max()) + 1
+    cut = np.linspace(lo, hi, 4).astype(np.int64)
+    return [SimpleNamespace(level=i, concurrency=c, rate=0.0, start_ns=int(cut[i]), end_ns=int(cut[i + 1]), rps=r)
+            for i, (c, r) in enumerate(zip((1, 4, 16), rps))]
+
+
+def test_preprocessing_rule_earns_its_severity():
+    from gpusleuth.diagnosis.rules.serving import preprocessing_in_request_path as rule
+
+    pegged = synthetic_run(cores=1.0)
+    f = rule(facts_for(pegged, levels_of(pegged, (50, 52, 51))))[0]
+    assert (f.severity, f.confidence) == ("high", "high")
+    assert abs(f.estimated_gain.step_share - 0.6) < 1e-6 and abs(f.estimated_gain.speedup - 2.5) < 1e-6
+    assert facts_for(pegged, levels_of(pegged, (50, 52, 51))).requests.levels[2].requests > 0
+    # throughput scales with concurrency: not GIL-bound, whatever the share
+    assert rule(facts_for(pegged, levels_of(pegged, (50, 150, 400))))[0].severity == "moderate"
+    # the process is mostly waiting (I/O) in its pre: not the GIL
+    waiting = rule(facts_for(synthetic_run(cores=0.2)))[0]
+    assert waiting.severity == "moderate" and "waiting" in waiting.summary
+    # a request that is all model forward: quiet
+    assert rule(facts_for(synthetic_run(pre=0.2e6, infer=9e6, post=0.8e6))) == []
+    # too few requests to say anything
+    assert rule(facts_for(synthetic_run(n=5))) == []
+
+
+def test_under_batched_rule_fires_only_on_an_idle_accelerator_under_load():
+    from gpusleuth.diagnosis.finding import Missing
+    from gpusleuth.diagnosis.rules.serving import under_batched as rule
+
+    run = synthetic_run(pre=0.5e6, infer=8e6, post=0.5e6, cores=0.3, gpu_util=20.0)
+    f = rule(facts_for(run, levels_of(run, (40, 120, 300))))[0]
+    assert f.severity == "high" and "batch of 16" in f.fix
+    assert rule(facts_for(run, levels_of(run, (40, 41, 40))))[0].severity == "moderate"  # flat: not proven
+    busy = synthetic_run(pre=0.5e6, infer=8e6, post=0.5e6, gpu_util=90.0)
+    assert rule(facts_for(busy, levels_of(busy, (40, 120, 300)))) == []
+    assert isinstance(rule(facts_for(synthetic_run(pre=0.5e6, infer=8e6, post=0.5e6))), Missing)  # no GPU
+    assert rule(facts_for(synthetic_run(gpu_util=10.0))) == []  # preprocessing-bound, not model-bound
+
+
+def test_queueing_rule():
+    from gpusleuth.diagnosis.rules.serving import queueing as rule
+
+    q = rule(facts_for(synthetic_run(pre=0.5e6, infer=4e6, post=0.5e6, queue=12e6)))[0]
+    assert q.severity == "high" and q.estimated_gain.wall_share == 0.0
+    # queue behind preprocessing: a symptom, held at moderate
+    assert rule(facts_for(synthetic_run(queue=12e6)))[0].severity == "moderate"
+    assert rule(facts_for(synthetic_run(queue=0.1e6))) == []
+
+
+HOOK_UNIT = r"""
+import sys, time
+sys.path.insert(0, HOOK)
+import _gpusleuth_autohook as core
+core.activate()
+import torch
+import gpusleuth
+import _gpusleuth_serve as serve
+
+model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+real_call = torch.nn.Module.__dict__["__call__"]
+model(torch.randn(1, 4))  # outside any request: not counted, nothing wrapped
+with gpusleuth.stage("outside"):  # a stage outside a request does nothing
+    pass
+assert torch.nn.Module.__dict__["__call__"] is real_call
+
+class Boom(torch.nn.Module):
+    def forward(self, x):
+        raise ValueError("the user's own error")
+
+req = serve.begin("http.server")
+assert serve.begin("wsgi") is None  # a framework inside a server: the outer request counts
+assert torch.nn.Module.__dict__["__call__"] is not real_call
+with gpusleuth.stage("tok\tenize\n"):
+    model(torch.randn(2, 4))
+try:
+    Boom()(torch.randn(1, 4))
+except ValueError as exc:
+    assert str(exc) == "the user's own error"
+else:
+    raise AssertionError("the forward's exception was swallowed")
+model(torch.randn(3, 4))
+serve.end(req)
+time.sleep(2.7)  # the flusher puts Module.__call__ back once no request was open for 2 s
+assert torch.nn.Module.__dict__["__call__"] is real_call, "Module.__call__ still wrapped"
+core.R.flush()
+print("OK")
+"""
+
+
+def test_hook_in_a_process_outside_a_server(tmp_path):
+    """The hook's request API directly: nesting, a forward that raises (the user's exception unchanged and
+    still counted), stage names cleaned, forwards outside a request ignored, ``Module.__call__`` restored."""
+    hook = REPO / "src" / "gpusleuth" / "hook"
+    env = {**_env(), "GPUSLEUTH_RUN_DIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", f"HOOK = {str(hook)!r}\n" + HOOK_UNIT], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "OK" in res.stdout, res.stderr
+    lines = [ln.split("\t") for ln in next(tmp_path.glob("raw/events-*.tsv")).read_text().splitlines()]
+    reqs = [ln for ln in lines if ln[0] == "R"]
+    assert len(reqs) == 1
+    r = reqs[0]
+    assert r[8] == "http.server" and r[9] == "3" and r[10] == "2"  # three forwards, the first one's 2 rows
+    assert list(json.loads(r[11])) == ["tok enize "]
+    assert not [ln for ln in lines if ln[0] == "I" and "hook_error" in ln[2]]
