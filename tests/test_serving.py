@@ -373,3 +373,41 @@ def test_hook_in_a_process_outside_a_server(tmp_path):
     assert r[8] == "http.server" and r[9] == "3" and r[10] == "2"  # three forwards, the first one's 2 rows
     assert list(json.loads(r[11])) == ["tok enize "]
     assert not [ln for ln in lines if ln[0] == "I" and "hook_error" in ln[2]]
+
+
+def _load_and_report(tmp_path: Path, mode: str):
+    """The issue's own command: ``gpusleuth load URL --concurrency 1,4,16 -- python server.py PORT`` (the server
+    started under recording by gpusleuth, loaded level by level, stopped), then the report's JSON."""
+    port = free_port()
+    out, truth = tmp_path / "run", tmp_path / "truth.json"
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    body = tmp_path / "body.txt"
+    body.write_bytes(BODY)
+    res = subprocess.run([sys.executable, "-m", "gpusleuth", "load", f"http://127.0.0.1:{port}/",
+                          "--concurrency", "1,4,16", "--duration", "3", "--body-file", str(body), "--out", str(out),
+                          "--", sys.executable, str(SERVERS / "http_infer.py"), str(port), str(truth), mode],
+                         env=_env(), capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rep = subprocess.run([sys.executable, "-m", "gpusleuth", "report", str(out), "--json"], env=_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    return res.stdout + res.stderr, json.loads(rep.stdout), json.loads(truth.read_text())
+
+
+@pytest.mark.slow
+def test_gpusleuth_load_on_a_tokenizing_server_names_preprocessing(tmp_path):
+    """Issue 16's must-show: a row per level, the top finding preprocessing in the request path, its share
+    of request time within 15 points of the server's own timing; the same server without preprocessing is
+    not blamed on it."""
+    text, rep, truth = _load_and_report(tmp_path / "tok", "tokenize")
+    levels = rep["serving"]["levels"]
+    assert [lv["concurrency"] for lv in levels] == [1, 4, 16] and all(lv["ok"] > 0 for lv in levels)
+    for c in ("1", "4", "16"):
+        assert any(line.split()[:1] == [c] or line.split()[2:3] == [c] for line in text.splitlines()), text
+    top = [f for f in rep["findings"] if f["severity"] != "none"][0]
+    assert top["cause"] == "serving.preprocessing", [(f["cause"], f["severity"]) for f in rep["findings"]]
+    share = next(e["value"] for e in top["evidence"] if e["name"].startswith("before the model")) / 100
+    assert abs(share - truth_shares(truth)["pre"]) < 0.15, (share, truth_shares(truth))
+
+    _, plain, _ = _load_and_report(tmp_path / "plain", "plain")
+    assert not [f for f in plain["findings"] if f["cause"] == "serving.preprocessing" and f["severity"] != "none"]

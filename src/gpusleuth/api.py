@@ -101,7 +101,7 @@ class phase(_Span):
 class stage(_Span):
     """A named stage of the request being served (``"tokenize"``, ``"detokenize"``…): a context manager
     and a decorator. Inside a server recorded by ``gpusleuth run``, the hook adds its time to the
-    request's ``stages`` (docs/serving-stages.md); the stage still falls in the request's pre/post split
+    request's ``stages`` (docs/serving.md, "Per-request stages"); the stage still falls in the request's pre/post split
     by when it ran. Outside a request, or when not recording, it does nothing.
     """
 

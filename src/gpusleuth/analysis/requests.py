@@ -1,6 +1,6 @@
 """What a server's requests spent their time on: ``analyze_requests(run) -> RequestAnalysis | None``.
 
-Reads ``run.requests`` (one row per request the hook saw inside the server, docs/serving-stages.md) and the
+Reads ``run.requests`` (one row per request the hook saw inside the server, docs/serving.md, "Per-request stages") and the
 server process's CPU samples (``run.procs``) and the accelerator's (``run.gpu``) over the requests' span.
 
 Shares: ``pre``, ``infer`` and ``post`` are shares of the requests' **service time** (the server started

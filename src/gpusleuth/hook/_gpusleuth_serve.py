@@ -1,4 +1,4 @@
-"""Per-request stages of a server, with no change to its code (issue 16; docs/serving-stages.md).
+"""Per-request stages of a server, with no change to its code (issue 16; docs/serving.md, "Per-request stages").
 
 Same rules as every hook module: standard library only, Python 3.8+ syntax, never raise into the user's
 program. The import watcher of ``_gpusleuth_autohook`` hands each server module to :func:`patch` right after

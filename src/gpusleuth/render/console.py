@@ -163,10 +163,14 @@ def _host(report: Report, console: Console) -> None:
     console.print(f"  CPU {_dist(h.cpu_pct)} of {h.logical_cores or '?'} cores · iowait {_dist(h.iowait_pct)}"
                   + (f" · cgroup throttled {h.cgroup_throttled_share:.0%} of periods" if h.cgroup_throttled_share else ""))
     if h.main_cpu_pct_mean is not None:
-        line = f"  training process CPU {h.main_cpu_pct_mean:.0f}% of a core"
+        role = "server process" if report.serving is not None or report.requests is not None else "training process"
+        line = f"  {role} CPU {h.main_cpu_pct_mean:.0f}% of a core"
         if h.workers:
             line += f" · {h.workers} DataLoader worker(s) at {h.worker_cpu_pct_mean or 0:.0f}% of a core each (mean)"
         console.print(line)
+    if h.foreign_cores_steps is not None and h.job_cores_steps is not None:
+        console.print(f"  the job's processes {h.job_cores_steps:.2f} cores · everything else {h.foreign_cores_steps:.2f} cores"
+                      + (" (while the steps ran)" if h.cpu_pct_steps else ""))
 
 
 def _gain(g) -> str:

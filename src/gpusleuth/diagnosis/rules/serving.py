@@ -1,4 +1,4 @@
-"""Serving rules: what a recorded server's requests wait on (issue 16; docs/serving-stages.md).
+"""Serving rules: what a recorded server's requests wait on (issue 16; docs/serving.md, "Per-request stages").
 
 They read ``facts.requests`` (``analysis.requests.RequestAnalysis``: the hook's per-request split into
 queue / pre / infer / post, the server process's CPU, the accelerator's utilization during the requests)
