@@ -80,12 +80,20 @@ def test_a_stray_write_probe_does_not_block_the_retry(tmp_path):
 
 def test_ctrl_c_to_the_whole_group_has_no_traceback(tmp_path):
     out = tmp_path / "run"
-    job = ("import signal, sys, time\n"
+    ready = tmp_path / "ready"
+    job = ("import pathlib, signal, sys, time\n"
            "signal.signal(signal.SIGINT, lambda *a: sys.exit(130))\n"
+           f"pathlib.Path({str(ready)!r}).touch()\n"
            "while True: time.sleep(0.05)\n")
     p = subprocess.Popen([PY, "-m", "gpusleuth", "run", "--out", str(out), "--no-report", "--", PY, "-c", job],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    time.sleep(3)
+    # Ctrl-C once the job has its handler: a fixed sleep raced the job's start-up on a loaded box (the job
+    # then died of the signal itself and gpusleuth rightly passed that on as -2, not 130)
+    deadline = time.monotonic() + 60
+    while not ready.exists() and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.05)
+    assert ready.exists(), "the job never started"
+    time.sleep(0.5)  # and the recorder is sampling
     for _ in range(3):  # Ctrl-C pressed three times, to every process of gpusleuth's group
         try:
             os.killpg(p.pid, signal.SIGINT)

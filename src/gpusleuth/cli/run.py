@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -91,11 +92,24 @@ def run_command(args) -> int:
             prometheus=args.prometheus,
         )
     )
-    if live is not None:
-        live.close()
-    print(f"gpusleuth: run recorded in {result.run_dir}", file=sys.stderr)
+    try:
+        if live is not None:
+            live.close()
+        print(f"gpusleuth: run recorded in {result.run_dir}", file=sys.stderr)
+        _report_after_run(args, result)
+    except KeyboardInterrupt:  # Ctrl-C during the report stops the report, not the job's exit code
+        print(f"gpusleuth: report interrupted; the run is saved in {result.run_dir}", file=sys.stderr)
+    # The job is over and its code is ours to return: the rest of a Ctrl-C burst (pressed twice, or sent to
+    # the whole group) must not turn the exit into death by SIGINT while the interpreter shuts down.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return result.exit_code
+
+
+def _report_after_run(args, result) -> None:
+    """The report of the run just recorded (unless --no-report), its HTML page and tracker logging."""
     if not args.no_report or args.html or args.mlflow or args.wandb:  # --no-report --html: the page alone
         from gpusleuth.cli.report import print_report
+        from gpusleuth.report.options import options_from_args
         from gpusleuth.sources.rundir import load_run
 
         try:
@@ -112,7 +126,6 @@ def run_command(args) -> int:
         except Exception as exc:  # noqa: BLE001 - the job's exit code must survive a report bug
             print(f"gpusleuth: could not build the report ({exc.__class__.__name__}: {exc}); "
                   f"the run is saved in {result.run_dir}", file=sys.stderr)
-    return result.exit_code
 
 
 def _check_range(text: str) -> None:
