@@ -288,10 +288,23 @@ def _gpu_ids(t_ns: np.ndarray, raw: dict[str, np.ndarray], losses: list[str], pa
         return np.zeros(len(t_ns), np.int32)
     new = np.concatenate([[True], ~within])
     starts = np.flatnonzero(new)
-    pos = np.arange(len(t_ns)) - np.repeat(starts, np.diff(np.append(starts, len(t_ns))))
-    if pos.max() > 0:
-        losses.append(f"{path.name}: no index/uuid field; GPUs are numbered by their row's position in each "
-                      f"sampling burst ({int(pos.max()) + 1} GPUs)")
+    sizes = np.diff(np.append(starts, len(t_ns)))
+    n_gpus = int(np.bincount(sizes).argmax())  # the usual burst: one row per GPU
+    if n_gpus <= 1:
+        return np.zeros(len(t_ns), np.int32)
+    # nvidia-smi writes every GPU, in order, on each tick; a sampler stall can split one tick's rows (the
+    # first GPU on time, the rest hundreds of ms later: a real 8-GPU log does this 95 times), so numbering
+    # rows by their place in each burst would hand GPU 1's samples to GPU 0. Count rows in cycles of the
+    # usual burst size instead, re-aligned at every complete burst (a dropped line costs one tick, not all).
+    anchors = starts[sizes == n_gpus]
+    rows = np.arange(len(t_ns))
+    last = anchors[np.maximum(np.searchsorted(anchors, rows, side="right") - 1, 0)]
+    pos = (rows - last) % n_gpus
+    split = int((sizes != n_gpus).sum())
+    losses.append(f"{path.name}: no index/uuid field; GPUs are numbered by their row's position in each "
+                  f"sampling burst ({n_gpus} GPUs)"
+                  + (f"; {split} burst(s) were split or short (a sampler stall), their rows counted on in "
+                     "nvidia-smi's GPU order" if split else ""))
     return pos.astype(np.int32)
 
 
