@@ -117,3 +117,18 @@ def test_damaged_export_and_nsys_rep_are_sentences(tmp_path):
     res = gpusleuth("report", rep)
     assert res.returncode == 2
     assert "nsys export --type sqlite" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_driver_api_launches_are_not_called_triton(tmp_path):
+    """OpenMP/OpenACC offload, CuPy and nvFuser launch through cuLaunchKernel too: held-out nvc-compiled
+    exports were summarised as "triton 100%". The H100 export with its launch call renamed to the driver
+    API: its kernels count as driver-API launches, none as Triton (no kernel is named triton_*)."""
+    p = tmp_path / "driver_api.sqlite"
+    shutil.copy(H100, p)
+    with sqlite3.connect(p) as con:
+        con.execute("update StringIds set value = 'cuLaunchKernel' where value = 'cudaLaunchKernel_v7000'")
+    res = gpusleuth("report", p, "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    fams = [r["kernels"]["families"] for r in doc["ranks"]]
+    assert all(f["triton"]["count"] == 0 and f["driver_api"]["count"] > 0 for f in fams), fams
