@@ -132,3 +132,23 @@ def test_driver_api_launches_are_not_called_triton(tmp_path):
     doc = json.loads(res.stdout)
     fams = [r["kernels"]["families"] for r in doc["ranks"]]
     assert all(f["triton"]["count"] == 0 and f["driver_api"]["count"] > 0 for f in fams), fams
+
+
+def test_older_target_info_gpu_layout_names_the_device(tmp_path):
+    """Nsight exports from before META_DATA_EXPORT (a held-out OpenACC RTX 3080 export has TARGET_INFO_GPU
+    with columns vmId, deviceId, name, busLocation, isDiscrete — no `id`) still name the GPU."""
+    p = tmp_path / "old_layout.sqlite"
+    shutil.copy(MOCK, p)
+    with sqlite3.connect(p) as con:
+        (name,) = con.execute("select name from TARGET_INFO_GPU where id = 0").fetchone()
+        con.execute("drop table TARGET_INFO_GPU")
+        con.execute("create table TARGET_INFO_GPU (vmId INTEGER, deviceId INTEGER, name TEXT, busLocation TEXT, "
+                    "isDiscrete INTEGER)")
+        con.execute("insert into TARGET_INFO_GPU values (281474976710656, 0, ?, '0000:02:00.0', 1)", (name,))
+        for t in ("TARGET_INFO_CUDA_DEVICE",):
+            con.execute(f"drop table if exists {t}")
+    (run,) = read_nsys(p)
+    assert run.meta["gpu_index"] == 0
+    res = gpusleuth("report", p, "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["ranks"][0]["device"] == name
