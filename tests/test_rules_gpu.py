@@ -17,6 +17,8 @@ def trace(partition, rank=0, dur=0.01, n=5, kernels=None, launch=None, overlap=N
     steps = [{"step": i, "duration_s": dur, "partition": dict(partition)} for i in range(n)]
     return SimpleNamespace(rank=rank, label=f"rank{rank}", device_span_s=dur * n, steps=steps,
                            span_partition={k: v * n for k, v in partition.items()},
+                           device_time={"copy_between_kernels_s": sum(v * n for k, v in partition.items()
+                                                                      if k.startswith("memcpy"))},
                            trace_window_s=dur * n, kernels=kernels or {}, launch=launch or {},
                            overlap=overlap or {}, idle_causes={"share": {"idle_host": 1.0}})
 
@@ -79,6 +81,10 @@ def test_copies_both_ways_are_copy_bound_not_half_named():
     (fd2,) = input_rules.h2d_transfer(facts(traces=[t2]))
     assert fd2.title.startswith("Copy-bound: Host-to-device copies exposed: 96%")
     assert copies.copy_bound(facts(traces=[t2])) == []
+    # the same copies only bracketing the kernels (in once, out once): named, moderate, no "every iteration"
+    t.device_time = {"copy_between_kernels_s": 0.0}
+    (fd4,) = copies.copy_bound(facts(traces=[t]))
+    assert fd4.severity == "moderate" and "one-time transfer" in fd4.summary and "every iteration:" not in fd4.fix
     # copies a small part of busy time: neither says copy-bound
     t3 = trace({"compute": 0.007, "memcpy_h2d_pageable": 0.003})
     (fd3,) = input_rules.h2d_transfer(facts(traces=[t3]))
