@@ -152,3 +152,32 @@ def test_older_target_info_gpu_layout_names_the_device(tmp_path):
     res = gpusleuth("report", p, "--json")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["ranks"][0]["device"] == name
+
+
+VECADD = FIX / "rtx4060ti_vecadd_copies.sqlite"
+
+
+def test_copies_every_iteration_are_copy_bound_high():
+    """A real vector add run 4 times, each copying its inputs in and its result out: 99 % of the device's
+    busy time is copies, both directions, recurring among the kernels — named copy-bound, high, once."""
+    res = gpusleuth("report", VECADD, "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    (rank,) = doc["ranks"]
+    assert rank["kernels"]["kernels"] == sql(VECADD, "select count(*) from CUPTI_ACTIVITY_KIND_KERNEL")[0][0] == 4
+    h2d, d2h = (sql(VECADD, f"select sum(end - start) from CUPTI_ACTIVITY_KIND_MEMCPY where copyKind = {k}")[0][0]
+                for k in (1, 2))
+    assert rank["span_partition"]["memcpy_h2d_pinned"] == pytest.approx(h2d / 1e9)
+    assert rank["span_partition"]["memcpy_d2h_pinned"] == pytest.approx(d2h / 1e9)
+    copies = [f for f in doc["findings"] if f["cause"] == "input.transfer"]
+    assert len(copies) == 1
+    assert copies[0]["title"].startswith("Copy-bound: 99%") and copies[0]["severity"] == "high"
+    assert "every iteration" in copies[0]["fix"]
+
+
+def test_unified_memory_copies_outside_the_kernel_stay_moderate():
+    """The T4 export's migrations mostly precede or follow its one kernel (8 % of the device span): named
+    copy-bound, not high."""
+    doc = json.loads(gpusleuth("report", T4, "--json").stdout)
+    (f,) = [x for x in doc["findings"] if x["title"].startswith("Copy-bound")]
+    assert f["severity"] == "moderate"

@@ -51,7 +51,7 @@ def copy_bound(facts: Facts) -> list[Finding] | Missing:
                      + (f"; {unlabeled / copy_s:.0%} of the copy time has no host memory kind recorded, which in "
                         "an Nsight Systems export means unified-memory page migrations (cudaMallocManaged pages "
                         "faulted across on demand)" if unlabeled >= 0.5 * copy_s else "")
-                     + ("" if recurring else "; the copies bracket the kernels (in before the first, out after "
+                     + ("" if recurring or unlabeled >= 0.5 * copy_s else "; the copies bracket the kernels (in before the first, out after "
                         "the last): a one-time transfer next to short compute, not copying every iteration")
                      + "."),
             evidence=[Evidence(f"device time: {k}", round(v * 1e3, 2), "ms", f"trace {t.label}")
