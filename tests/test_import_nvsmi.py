@@ -129,6 +129,18 @@ def test_a_sampler_stall_inside_a_burst_does_not_shift_gpus(tmp_path):
     assert any("split or short" in x for x in run.losses)
 
 
+def test_a_log_cut_while_written_ends_in_nul_bytes(tmp_path):
+    """A held-out real log (killed 2-GPU run) ends in 2,533 NUL bytes, which read as one malformed line: the
+    loss now says what they are, and every sample before them is kept."""
+    rows = plato_rows()[:50]
+    p = write(tmp_path, "cut.csv", [HEADER] + [", ".join(r) for r in rows])
+    p.write_bytes(p.read_bytes() + b"\0" * 2533)
+    run = read_nvsmi_csv(p, tz="UTC")
+    assert len(run.gpu["t_ns"]) == 50
+    assert any("ends in 2,533 NUL bytes" in x for x in run.losses)
+    assert not any("different number of fields" in x for x in run.losses)
+
+
 def test_lms_subsecond_and_sampler_gaps_are_losses(tmp_path):
     rows = plato_rows()[:400]
     lines = [HEADER]

@@ -104,6 +104,13 @@ def read_nvsmi_csv(path: Path, fields: list[str] | None = None, tz: str | None =
     losses: list[str] = []
     if data.startswith(b"\xef\xbb\xbf"):  # a BOM (Windows editors): not part of the first field
         data = data[3:]
+    if data.endswith(b"\0"):
+        # a log cut while being written (the machine or the logger killed): the file system leaves the
+        # unwritten tail as NUL bytes — a held-out real 2-GPU log ends in 2,533 of them
+        kept = data.rstrip(b"\0")
+        losses.append(f"{path.name}: the file ends in {len(data) - len(kept):,} NUL bytes (cut off while being "
+                      "written); the samples before them are kept")
+        data = kept
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
