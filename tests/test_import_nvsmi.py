@@ -141,6 +141,17 @@ def test_a_log_cut_while_written_ends_in_nul_bytes(tmp_path):
     assert not any("different number of fields" in x for x in run.losses)
 
 
+def test_power_only_log_says_why_no_idle_check(tmp_path):
+    """A held-out `timestamp, power.draw` log (-lms 50, 3.6 s) got no finding and no word why: the idle
+    check now says what it needs."""
+    rows = plato_rows()[:40]
+    lines = ["timestamp, power.draw [W]"] + [f"{r[0]}, {r[6]}" for r in rows]
+    res = gpusleuth("report", write(tmp_path, "power.csv", lines), "--json", "--tz", "UTC")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert any("idle GPUs" in x["rules"] for x in doc["not_evaluated_summary"]), doc["not_evaluated_summary"]
+
+
 def test_lms_subsecond_and_sampler_gaps_are_losses(tmp_path):
     rows = plato_rows()[:400]
     lines = [HEADER]
