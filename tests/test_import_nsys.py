@@ -117,3 +117,67 @@ def test_damaged_export_and_nsys_rep_are_sentences(tmp_path):
     res = gpusleuth("report", rep)
     assert res.returncode == 2
     assert "nsys export --type sqlite" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_driver_api_launches_are_not_called_triton(tmp_path):
+    """OpenMP/OpenACC offload, CuPy and nvFuser launch through cuLaunchKernel too: held-out nvc-compiled
+    exports were summarised as "triton 100%". The H100 export with its launch call renamed to the driver
+    API: its kernels count as driver-API launches, none as Triton (no kernel is named triton_*)."""
+    p = tmp_path / "driver_api.sqlite"
+    shutil.copy(H100, p)
+    with sqlite3.connect(p) as con:
+        con.execute("update StringIds set value = 'cuLaunchKernel' where value = 'cudaLaunchKernel_v7000'")
+    res = gpusleuth("report", p, "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    fams = [r["kernels"]["families"] for r in doc["ranks"]]
+    assert all(f["triton"]["count"] == 0 and f["driver_api"]["count"] > 0 for f in fams), fams
+
+
+def test_older_target_info_gpu_layout_names_the_device(tmp_path):
+    """Nsight exports from before META_DATA_EXPORT (a held-out OpenACC RTX 3080 export has TARGET_INFO_GPU
+    with columns vmId, deviceId, name, busLocation, isDiscrete — no `id`) still name the GPU."""
+    p = tmp_path / "old_layout.sqlite"
+    shutil.copy(MOCK, p)
+    with sqlite3.connect(p) as con:
+        (name,) = con.execute("select name from TARGET_INFO_GPU where id = 0").fetchone()
+        con.execute("drop table TARGET_INFO_GPU")
+        con.execute("create table TARGET_INFO_GPU (vmId INTEGER, deviceId INTEGER, name TEXT, busLocation TEXT, "
+                    "isDiscrete INTEGER)")
+        con.execute("insert into TARGET_INFO_GPU values (281474976710656, 0, ?, '0000:02:00.0', 1)", (name,))
+        for t in ("TARGET_INFO_CUDA_DEVICE",):
+            con.execute(f"drop table if exists {t}")
+    (run,) = read_nsys(p)
+    assert run.meta["gpu_index"] == 0
+    res = gpusleuth("report", p, "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["ranks"][0]["device"] == name
+
+
+VECADD = FIX / "rtx4060ti_vecadd_copies.sqlite"
+
+
+def test_copies_every_iteration_are_copy_bound_high():
+    """A real vector add run 4 times, each copying its inputs in and its result out: 99 % of the device's
+    busy time is copies, both directions, recurring among the kernels — named copy-bound, high, once."""
+    res = gpusleuth("report", VECADD, "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    (rank,) = doc["ranks"]
+    assert rank["kernels"]["kernels"] == sql(VECADD, "select count(*) from CUPTI_ACTIVITY_KIND_KERNEL")[0][0] == 4
+    h2d, d2h = (sql(VECADD, f"select sum(end - start) from CUPTI_ACTIVITY_KIND_MEMCPY where copyKind = {k}")[0][0]
+                for k in (1, 2))
+    assert rank["span_partition"]["memcpy_h2d_pinned"] == pytest.approx(h2d / 1e9)
+    assert rank["span_partition"]["memcpy_d2h_pinned"] == pytest.approx(d2h / 1e9)
+    copies = [f for f in doc["findings"] if f["cause"] == "input.transfer"]
+    assert len(copies) == 1
+    assert copies[0]["title"].startswith("Copy-bound: 99%") and copies[0]["severity"] == "high"
+    assert "every iteration" in copies[0]["fix"]
+
+
+def test_unified_memory_copies_outside_the_kernel_stay_moderate():
+    """The T4 export's migrations mostly precede or follow its one kernel (8 % of the device span): named
+    copy-bound, not high."""
+    doc = json.loads(gpusleuth("report", T4, "--json").stdout)
+    (f,) = [x for x in doc["findings"] if x["title"].startswith("Copy-bound")]
+    assert f["severity"] == "moderate"

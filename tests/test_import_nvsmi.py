@@ -8,6 +8,7 @@ a real nvidia-smi sample; only the layout (header, units, GPUs interleaved, gaps
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -105,6 +106,50 @@ def test_no_index_column_numbers_gpus_by_position_in_each_burst(tmp_path):
     assert sorted(np.unique(run.gpu["gpu"]).tolist()) == [0, 1, 2, 3]
     assert (run.gpu["gpu"] == 3).sum() == 30
     assert any("position in each sampling burst" in x for x in run.losses)
+
+
+def test_a_sampler_stall_inside_a_burst_does_not_shift_gpus(tmp_path):
+    """Held-out 8×H100 log (`-lms 100`, no index column): 95 ticks were split by a stall — GPU 0's row on
+    time, GPUs 1-7 hundreds of ms later. Numbering rows by their place in each burst gave GPU 0 160 extra
+    samples and GPU 1's values; the rows are nvidia-smi's GPU order, so each GPU keeps its own series."""
+    rows = plato_rows()[:60]
+    lines = [HEADER]
+    written = {g: [] for g in range(8)}
+    for i, r in enumerate(rows):
+        tick = datetime.strptime(r[0], "%Y/%m/%d %H:%M:%S.%f")
+        for gpu in range(8):
+            v = rows[(i + 7 * gpu) % len(rows)]  # each GPU its own real samples
+            late = 600 if i % 10 == 3 and gpu > 0 else 0  # the stall: GPUs 1-7 come 0.6 s late
+            stamp = tick + timedelta(milliseconds=gpu + late)
+            lines.append(", ".join([stamp.strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]] + v[1:]))
+            written[gpu].append(float(v[1].split()[0]))
+    run = read_nvsmi_csv(write(tmp_path, "stall.csv", lines), tz="UTC")
+    for gpu in range(8):
+        assert run.gpu["util_gpu"][run.gpu["gpu"] == gpu].tolist() == written[gpu]
+    assert any("split or short" in x for x in run.losses)
+
+
+def test_a_log_cut_while_written_ends_in_nul_bytes(tmp_path):
+    """A held-out real log (killed 2-GPU run) ends in 2,533 NUL bytes, which read as one malformed line: the
+    loss now says what they are, and every sample before them is kept."""
+    rows = plato_rows()[:50]
+    p = write(tmp_path, "cut.csv", [HEADER] + [", ".join(r) for r in rows])
+    p.write_bytes(p.read_bytes() + b"\0" * 2533)
+    run = read_nvsmi_csv(p, tz="UTC")
+    assert len(run.gpu["t_ns"]) == 50
+    assert any("ends in 2,533 NUL bytes" in x for x in run.losses)
+    assert not any("different number of fields" in x for x in run.losses)
+
+
+def test_power_only_log_says_why_no_idle_check(tmp_path):
+    """A held-out `timestamp, power.draw` log (-lms 50, 3.6 s) got no finding and no word why: the idle
+    check now says what it needs."""
+    rows = plato_rows()[:40]
+    lines = ["timestamp, power.draw [W]"] + [f"{r[0]}, {r[6]}" for r in rows]
+    res = gpusleuth("report", write(tmp_path, "power.csv", lines), "--json", "--tz", "UTC")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert any("idle GPUs" in x["rules"] for x in doc["not_evaluated_summary"]), doc["not_evaluated_summary"]
 
 
 def test_lms_subsecond_and_sampler_gaps_are_losses(tmp_path):

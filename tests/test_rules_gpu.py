@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from gpusleuth.analysis.telemetry import GpuSummary
 from gpusleuth.diagnosis.finding import Missing
-from gpusleuth.diagnosis.rules import busy_idle, distributed, precision, sizing, sync, throttling
+from gpusleuth.diagnosis.rules import busy_idle, copies, distributed, precision, sizing, sync, throttling
 from gpusleuth.diagnosis.rules import input as input_rules
 from test_rules_cpu import facts
 
@@ -16,6 +16,9 @@ from test_rules_cpu import facts
 def trace(partition, rank=0, dur=0.01, n=5, kernels=None, launch=None, overlap=None):
     steps = [{"step": i, "duration_s": dur, "partition": dict(partition)} for i in range(n)]
     return SimpleNamespace(rank=rank, label=f"rank{rank}", device_span_s=dur * n, steps=steps,
+                           span_partition={k: v * n for k, v in partition.items()},
+                           device_time={"copy_between_kernels_s": sum(v * n for k, v in partition.items()
+                                                                      if k.startswith("memcpy"))},
                            trace_window_s=dur * n, kernels=kernels or {}, launch=launch or {},
                            overlap=overlap or {}, idle_causes={"share": {"idle_host": 1.0}})
 
@@ -62,6 +65,30 @@ def test_pageable_h2d():
     t = trace({"compute": 0.007, "memcpy_h2d_pageable": 0.003})
     (fd,) = input_rules.h2d_transfer(facts(traces=[t]))
     assert fd.cause == "input.transfer" and "pin_memory=True" in fd.fix
+
+
+def test_copies_both_ways_are_copy_bound_not_half_named():
+    """The held-out OpenMP-offload export's shape: 49 % H2D + 47 % D2H (pageable), 4 % compute. The H2D
+    rule alone said "H2D exposed 49 %, moderate"; the copy-bound rule speaks, high, and the H2D rule stays
+    quiet so the copies are named once."""
+    t = trace({"compute": 0.0004, "memcpy_h2d_pageable": 0.0049, "memcpy_d2h_pageable": 0.0047})
+    f = facts(traces=[t])
+    assert input_rules.h2d_transfer(f) == []
+    (fd,) = copies.copy_bound(f)
+    assert fd.title.startswith("Copy-bound: 96%") and fd.severity == "high" and "pin the host buffers" in fd.fix
+    # mostly H2D: the H2D rule speaks (with its overlap gain) and says copy-bound; the copy-bound rule is quiet
+    t2 = trace({"compute": 0.0004, "memcpy_h2d_pinned": 0.0096})
+    (fd2,) = input_rules.h2d_transfer(facts(traces=[t2]))
+    assert fd2.title.startswith("Copy-bound: Host-to-device copies exposed: 96%")
+    assert copies.copy_bound(facts(traces=[t2])) == []
+    # the same copies only bracketing the kernels (in once, out once): named, moderate, no "every iteration"
+    t.device_time = {"copy_between_kernels_s": 0.0}
+    (fd4,) = copies.copy_bound(facts(traces=[t]))
+    assert fd4.severity == "moderate" and "one-time transfer" in fd4.summary and "every iteration:" not in fd4.fix
+    # copies a small part of busy time: neither says copy-bound
+    t3 = trace({"compute": 0.007, "memcpy_h2d_pageable": 0.003})
+    (fd3,) = input_rules.h2d_transfer(facts(traces=[t3]))
+    assert not fd3.title.startswith("Copy-bound") and copies.copy_bound(facts(traces=[t3])) == []
 
 
 def test_exposed_communication():

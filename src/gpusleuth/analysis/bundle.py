@@ -88,7 +88,8 @@ def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str,
     for i, tr in enumerate(sources):
         traces.append(analyze_trace(tr))
         if tr is not run:
-            losses.extend(f"{tr.label}: {msg}" for msg in tr.losses)
+            # a reader's loss already names its file ("x.sqlite: …"); say the file once
+            losses.extend(msg if msg.startswith(f"{tr.label}:") else f"{tr.label}: {msg}" for msg in tr.losses)
         try:
             ops = host_op_stats(tr)
         except Exception:  # noqa: BLE001 - a damaged trace must not take the report down; its losses say why

@@ -32,7 +32,7 @@ SHARE_LABELS = {"startup": "start-up", "data_wait": "exposed data wait", "comput
 PHASE_SOLID = ["#1f77b4", "#9467bd", "#8c564b", "#17becf"]
 PHASE_COLORS = ["rgba(31,119,180,0.13)", "rgba(148,103,189,0.15)", "rgba(140,86,75,0.15)", "rgba(23,190,207,0.15)"]
 FAMILY_COLORS = {"communication": "#1f77b4", "tensor_core": "#2ca02c", "triton": "#9467bd",
-                 "cuda_graph": "#17becf", "other": "#7f7f7f"}
+                 "cuda_graph": "#17becf", "driver_api": "#bcbd22", "other": "#7f7f7f"}
 FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12}
 
 

@@ -342,8 +342,9 @@ def _session_start(db: _Db) -> int:
 def _device_names(db: _Db) -> dict[int, str]:
     t = "TARGET_INFO_GPU"
     c = db.cols(t)
-    if {"id", "name"} <= c:
-        return {int(i): str(n) for i, n in db.con.execute(f"select id, name from {t}")}
+    for key in ("id", "deviceId"):  # deviceId: the 2020-era layout (vmId, deviceId, name, busLocation, isDiscrete)
+        if {key, "name"} <= c:
+            return {int(i): str(n) for i, n in db.con.execute(f"select {key}, name from {t}")}
     t = "TARGET_INFO_CUDA_DEVICE"
     c = db.cols(t)
     if {"cudaId", "name"} <= c:

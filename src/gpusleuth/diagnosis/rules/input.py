@@ -14,8 +14,9 @@ import math
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules.host import foreign_cores
-from gpusleuth.diagnosis.rules._common import (device_traces, gain_from_seconds, host_cpu_p50, no_steps, no_trace,
-                                               run_seconds, step_idle)
+from gpusleuth.diagnosis.rules._common import (COPY_SHARE, copy_bound_speaks, device_copies, device_traces,
+                                               gain_from_seconds, host_cpu_p50, no_steps, no_trace, run_seconds,
+                                               step_idle)
 from gpusleuth.diagnosis.rules._framework import loader_fix
 
 # Without a DataLoader the input wait is the pre-forward gap (docs/run-format.md, steps.wait_source): the
@@ -222,8 +223,10 @@ def h2d_transfer(facts: Facts) -> list[Finding] | Missing:
     loader = training_loader(facts)
     for t in traces:
         exposed, total = step_idle(t, H2D)
-        if not total or exposed / total < H2D_MODERATE:
+        if not total or exposed / total < H2D_MODERATE or copy_bound_speaks(t):
             continue
+        copies, busy = device_copies(t)
+        copy_bound = busy > 0 and sum(copies.values()) / busy >= COPY_SHARE
         share = exposed / total
         pageable = step_idle(t, ("memcpy_h2d_pageable",))[0] / exposed if exposed else 0.0
         other_work = step_idle(t, OVERLAP_CATS)[0] / total
@@ -240,16 +243,17 @@ def h2d_transfer(facts: Facts) -> list[Finding] | Missing:
                    "outside a loader, `.pin_memory()` once; create constant tensors directly on the device.")
         out.append(Finding(
             cause="input.transfer", severity="high" if saved_share >= H2D_HIGH else "moderate",
-            title=f"Host-to-device copies exposed: {share:.0%} of step time ({pageable:.0%} from pageable memory)",
+            title=("Copy-bound: " if copy_bound else "")
+            + f"Host-to-device copies exposed: {share:.0%} of step time ({pageable:.0%} from pageable memory)",
             summary=("The device spends part of each step copying inputs instead of computing"
                      + ("; copies from pageable memory cannot overlap compute." if not pinned_already else
                         f"; the step has {other_work:.0%} of other device work to hide copies under.")),
             evidence=[Evidence("exposed H2D copies", round(share * 100, 1), "% of step time", f"trace {t.label}"),
                       Evidence("from pageable memory", round(pageable * 100, 1), "% of H2D copy time", "trace memcpy kinds"),
                       Evidence("other device work (could hide copies)", round(other_work * 100, 1), "% of step time",
-                               "trace partition"),
-                      Evidence("DataLoader pin_memory", None if loader is None else loader.get("pin_memory"), "",
-                               "DataLoader seen at run time")],
+                               "trace partition")]
+            + ([Evidence("DataLoader pin_memory", loader.get("pin_memory"), "", "DataLoader seen at run time")]
+               if loader is not None else []),
             fix=fix,
             estimated_gain=gain_from_seconds(facts, run_seconds(facts, saved_share),
                                              "exposed copy time hidden under the step's other device work "
