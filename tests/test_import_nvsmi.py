@@ -288,3 +288,42 @@ def test_bursty_gpu_is_a_stall_not_idle(tmp_path):
     f = [x for x in findings if "bursts" in x["title"]]
     assert len(f) == 1 and f[0]["title"].startswith("GPU 0") and f[0]["severity"] == "moderate"
     assert not [x for x in findings if "sat idle" in x["title"] or "unevenly" in x["title"]]
+
+
+def test_several_idle_gpus_are_one_finding_priced_together(tmp_path):
+    """8 GPUs for 10 minutes (real H100 idle and load rows): GPUs 2, 5 and 7 idle the whole time, GPU 6 idle
+    the last half. One finding names them all (an 8-GPU log gave one near-copy per card) and prices their
+    idle GPU-hours together; the loaded cards are not in it."""
+    text = H100.read_text()
+    header = next(ln for ln in text.splitlines() if ln.startswith("timestamp,"))
+    idle_row, load_row = [ln for ln in text.splitlines()
+                          if ln.startswith("2026/") and ln.count(",") == header.count(",")]
+    ix = header.split(", ").index("index")
+    lines = [header]
+    for s in range(600):
+        for gpu in range(8):
+            src = idle_row if gpu in (2, 5, 7) or (gpu == 6 and s >= 300) else load_row
+            c = src.split(", ")
+            c[0] = f"2026/07/14 09:{s // 60:02d}:{s % 60:02d}.000"
+            c[ix] = str(gpu)
+            lines.append(", ".join(c))
+    res = gpusleuth("report", write(tmp_path, "eight.csv", lines), "--json", "--tz", "UTC",
+                    "--price-per-gpu-hour", "3")
+    assert res.returncode == 0, res.stderr
+    findings = json.loads(res.stdout)["findings"]
+    # a card that ran nothing has no batch to enlarge (it was told "room for a 2x larger batch", once per card);
+    # the half-idle GPU 6 is the one card it may speak of, once
+    headroom = [f for f in findings if f["cause"] == "batch.too_small"]
+    assert [f["title"].split()[1] for f in headroom] in ([], ["6"]), [f["title"] for f in headroom]
+    assert len({f["cause"] for f in findings}) == len(findings), [f["title"] for f in findings]
+    idle = [f for f in findings if "sat idle" in f["title"]]
+    assert len(idle) == 1, [f["title"] for f in idle]
+    f = idle[0]
+    assert f["severity"] == "high" and f["title"].startswith("4 of 8 GPUs sat idle")
+    assert "GPUs 2, 5, 6, 7" in f["title"]
+    per_gpu = {e["name"]: e["value"] for e in f["evidence"]}
+    assert set(k.split()[1] for k in per_gpu if k.startswith("GPU ")) == {"2", "5", "6", "7"}
+    assert per_gpu["GPU 6 idle (utilization ≤ 5%)"] == pytest.approx(50, abs=1)
+    hours = per_gpu["idle GPU-hours"]
+    assert hours == pytest.approx(3.5 * 600 / 3600, rel=0.02)  # three whole cards and half of one
+    assert f["estimated_gain"]["dollars_per_run"] == pytest.approx(hours * 3, rel=0.01)

@@ -48,11 +48,14 @@ RULES = (
 # rank. The reader needs it once, for the job, with the ranks it holds on — not N near-copies.
 PER_RANK = {input_rules.h2d_transfer, sync.sync_stalls, sync.launch_bound, host.python_overhead,
             precision.fp32_math, distributed.exposed_communication, copies.copy_bound}
+# Rules that judge each GPU on its own: an 8-GPU node (or log) gave eight near-copies of one finding.
+PER_GPU = {gpu.low_gpu_low_cpu, gpu.memory_headroom, memory.memory_capacity, busy_idle.busy_but_idle,
+           sizing.sizing_vs_stall, throttling.clock_throttling, gpu_log.bursty_or_steady}
 
 
-def one_per_cause(found: list[Finding]) -> list[Finding]:
-    """Merge a per-rank rule's findings of one cause: the largest gain speaks for the job, the others are
-    listed in its evidence (their own numbers kept), so nothing a rank showed is lost."""
+def one_per_cause(found: list[Finding], unit: str = "ranks") -> list[Finding]:
+    """Merge one rule's findings of one cause across ranks (or GPUs): the largest gain speaks for the job, the
+    others are listed in its evidence (their own numbers kept), so nothing a rank or card showed is lost."""
     by_cause: dict[str, list[Finding]] = {}
     for f in found:
         by_cause.setdefault(f.cause, []).append(f)
@@ -63,9 +66,9 @@ def one_per_cause(found: list[Finding]) -> list[Finding]:
             continue
         group.sort(key=lambda f: f.rank_key)
         top = group[0]
-        top.evidence = top.evidence + [Evidence("same cause on another rank", f.title, "", f.evidence[0].source
-                                                if f.evidence else "") for f in group[1:]]
-        top.summary = f"{top.summary} Seen on {len(group)} ranks; the numbers are the worst rank's."
+        top.evidence = top.evidence + [Evidence(f"same cause on another {unit[:-1]}", f.title, "",
+                                                f.evidence[0].source if f.evidence else "") for f in group[1:]]
+        top.summary = f"{top.summary} Seen on {len(group)} {unit}; the numbers are the worst one's."
         out.append(top)
     return out
 
@@ -78,7 +81,8 @@ def diagnose(facts: Facts) -> tuple[list[Finding], list[Missing]]:
         if isinstance(result, Missing):
             missing.append(result)
         else:
-            findings.extend(one_per_cause(result) if rule in PER_RANK else result)
+            findings.extend(one_per_cause(result) if rule in PER_RANK
+                            else one_per_cause(result, "GPUs") if rule in PER_GPU else result)
     findings.sort(key=lambda f: f.rank_key)
     if not any(f.severity != "none" for f in findings) and facts.outcomes.steps.steps:
         s = facts.outcomes.steps

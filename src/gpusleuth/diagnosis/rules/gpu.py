@@ -13,6 +13,7 @@ LOW_UTIL = 50.0  # mean GPU utilization (%) below which the device is clearly un
 LOW_CPU = 50.0  # the training process's CPU (% of one core) below which the host is not the bottleneck
 HEADROOM = 0.5  # peak memory below this share of the device leaves room for a ≥2× batch
 BUSY_ENOUGH = 80.0
+IDLE_CARD = 5.0  # mean utilization below this: the card ran (almost) nothing
 
 
 def _no_gpu(rule: str, facts: Facts, cause: str | None = None) -> Missing:
@@ -79,6 +80,8 @@ def memory_headroom(facts: Facts) -> list[Finding] | Missing:
         util = g.util_gpu["mean"] if g.util_gpu else None
         if util is not None and util >= BUSY_ENOUGH and not (g.sm_active and g.sm_active["mean"] < 50):
             continue
+        if util is not None and util < IDLE_CARD:
+            continue  # no kernels ran: there is no batch on this card to enlarge (the idle/low-GPU rules speak)
         k = max(2, int(0.8 / share)) if share > 0 else 2
         k = 1 << (k.bit_length() - 1)  # a power of two keeps shapes friendly
         findings.append(

@@ -47,33 +47,61 @@ def idle_gpus(facts: Facts) -> list[Finding] | Missing:
                        how="log utilization for longer: `nvidia-smi --query-gpu=timestamp,index,utilization.gpu,"
                            "memory.used,power.draw --format=csv -l 1 -f gpu.csv` for the whole job",
                        cause="sync", data="GPU utilization over time")
-    out = []
-    for t in _usable(facts):
-        share = t.idle_share or 0.0
-        if share < IDLE_MODERATE:
-            continue
-        holding = t.patterns.get("idle_holding_memory", 0.0)
-        out.append(Finding(
-            cause="sync", severity="high" if share >= IDLE_HIGH else "moderate",
-            title=f"GPU {t.index} sat idle {share:.0%} of the capture ({t.idle_gpu_hours:.2f} GPU-hours)",
-            summary=(f"GPU {t.index} ran kernels ≤{5:.0f}% of the time for {share:.0%} of the {t.covered_s / 3600:.2f} h "
-                     f"it was sampled, in {t.idle_stretches} idle stretch(es) of ≥10 s (longest "
-                     f"{t.longest_idle_s / 60:.1f} min)"
-                     + (f"; {holding / share:.0%} of that idle time a process held its memory (a job waiting, "
-                        "a notebook or a hung process keeps the card)" if share and holding else "")
-                     + ". Nothing used the card then, but it was paid for."),
-            evidence=[Evidence("idle share (utilization ≤ 5%)", round(share * 100, 1), "% of sampled time", "GPU log"),
-                      Evidence("mean utilization", round(t.util_mean, 1), "%", "GPU log"),
-                      Evidence("idle stretches ≥ 10 s", t.idle_stretches, "", "GPU log"),
-                      Evidence("longest idle stretch", round(t.longest_idle_s, 1), "s", "GPU log"),
-                      Evidence("idle while holding memory", round(holding * 100, 1), "% of sampled time", "GPU log"),
-                      Evidence("idle GPU-hours", round(t.idle_gpu_hours, 3), "h", "GPU log")],
-            fix=("Give the card work or give it back: if a job waits (input, a sync, a queue), record it with "
-                 "`gpusleuth run -- python train.py` to see on what; if the job uses fewer GPUs than it holds, "
-                 "request fewer; end idle notebooks/processes holding the device."),
-            estimated_gain=_idle_gain(facts, share * t.covered_s), confidence="high",
-        ))
-    return out
+    idle = [t for t in _usable(facts) if (t.idle_share or 0.0) >= IDLE_MODERATE]
+    if not idle:
+        return []
+    # One finding for the job, however many cards idled: an 8-GPU log gave 8 near-copies before. The cost
+    # is every idle card's GPU-hours together; the evidence keeps each card's own numbers.
+    idle.sort(key=lambda t: -(t.idle_share or 0.0))
+    worst = idle[0]
+    share = worst.idle_share or 0.0
+    idle_gpu_s = sum((t.idle_share or 0.0) * t.covered_s for t in idle)
+    return [Finding(
+        cause="sync", severity="high" if share >= IDLE_HIGH else "moderate",
+        title=_idle_title(idle, len(_usable(facts)), idle_gpu_s / 3600),
+        summary=" ".join(_idle_sentence(t) for t in idle[:4])
+        + (f" {len(idle) - 4} more GPUs idled too (evidence)." if len(idle) > 4 else "")
+        + " Nothing used the card then, but it was paid for.",
+        evidence=_idle_evidence(worst) if len(idle) == 1 else (
+            [Evidence(f"GPU {t.index} idle (utilization ≤ 5%)", round((t.idle_share or 0.0) * 100, 1),
+                      f"% of sampled time; {t.idle_gpu_hours:.3f} GPU-hours", "GPU log") for t in idle]
+            + [Evidence("idle GPU-hours", round(idle_gpu_s / 3600, 3), "h (all idle GPUs)", "GPU log")]),
+        fix=("Give the card work or give it back: if a job waits (input, a sync, a queue), record it with "
+             "`gpusleuth run -- python train.py` to see on what; if the job uses fewer GPUs than it holds, "
+             "request fewer; end idle notebooks/processes holding the device."),
+        estimated_gain=_idle_gain(facts, idle_gpu_s), confidence="high",
+    )]
+
+
+def _idle_title(idle, usable: int, hours: float) -> str:
+    t = idle[0]
+    if len(idle) == 1:
+        return f"GPU {t.index} sat idle {t.idle_share or 0.0:.0%} of the capture ({t.idle_gpu_hours:.2f} GPU-hours)"
+    low = min(x.idle_share or 0.0 for x in idle)
+    names = ", ".join(str(x.index) for x in sorted(idle, key=lambda x: str(x.index))[:8])
+    more = "…" if len(idle) > 8 else ""
+    return (f"{len(idle)} of {usable} GPUs sat idle {low:.0%}–{t.idle_share or 0.0:.0%} of the capture "
+            f"(GPUs {names}{more}; {hours:.2f} GPU-hours)")
+
+
+def _idle_sentence(t) -> str:
+    share = t.idle_share or 0.0
+    holding = t.patterns.get("idle_holding_memory", 0.0)
+    return (f"GPU {t.index} ran kernels ≤5% of the time for {share:.0%} of the {t.covered_s / 3600:.2f} h it was "
+            f"sampled, in {t.idle_stretches} idle stretch(es) of ≥10 s (longest {t.longest_idle_s / 60:.1f} min)"
+            + (f"; {holding / share:.0%} of that idle time a process held its memory (a job waiting, a notebook "
+               "or a hung process keeps the card)" if share and holding else "") + ".")
+
+
+def _idle_evidence(t) -> list[Evidence]:
+    share = t.idle_share or 0.0
+    return [Evidence("idle share (utilization ≤ 5%)", round(share * 100, 1), "% of sampled time", "GPU log"),
+            Evidence("mean utilization", round(t.util_mean, 1), "%", "GPU log"),
+            Evidence("idle stretches ≥ 10 s", t.idle_stretches, "", "GPU log"),
+            Evidence("longest idle stretch", round(t.longest_idle_s, 1), "s", "GPU log"),
+            Evidence("idle while holding memory", round(t.patterns.get("idle_holding_memory", 0.0) * 100, 1),
+                     "% of sampled time", "GPU log"),
+            Evidence("idle GPU-hours", round(t.idle_gpu_hours, 3), "h", "GPU log")]
 
 
 def bursty_or_steady(facts: Facts) -> list[Finding] | Missing:
