@@ -269,19 +269,7 @@ def test_loaded_multi_gpu_capture_stays_quiet(tmp_path):
 def test_bursty_gpu_is_a_stall_not_idle(tmp_path):
     """GPU 0 alternates 65 s busy / 15 s idle (real load and idle rows), GPU 1 steady at load: a stall on
     GPU 0, named once; not an idle GPU (under 20 %) nor an imbalance (19 points apart)."""
-    text = H100.read_text()
-    header = next(ln for ln in text.splitlines() if ln.startswith("timestamp,"))
-    idle_row, load_row = [ln for ln in text.splitlines()
-                          if ln.startswith("2026/") and ln.count(",") == header.count(",")]
-    ix = header.split(", ").index("index")
-    lines = [header]
-    for s in range(1200):
-        for gpu in (0, 1):
-            src = idle_row if gpu == 0 and s % 80 >= 65 else load_row
-            c = src.split(", ")
-            c[0] = f"2026/07/14 {9 + s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}.000"
-            c[ix] = str(gpu)
-            lines.append(", ".join(c))
+    lines = h100_log(1200, 2, lambda gpu, s: gpu == 0 and s % 80 >= 65)
     res = gpusleuth("report", write(tmp_path, "bursty.csv", lines), "--json", "--tz", "UTC")
     assert res.returncode == 0, res.stderr
     findings = json.loads(res.stdout)["findings"]
@@ -294,19 +282,7 @@ def test_several_idle_gpus_are_one_finding_priced_together(tmp_path):
     """8 GPUs for 10 minutes (real H100 idle and load rows): GPUs 2, 5 and 7 idle the whole time, GPU 6 idle
     the last half. One finding names them all (an 8-GPU log gave one near-copy per card) and prices their
     idle GPU-hours together; the loaded cards are not in it."""
-    text = H100.read_text()
-    header = next(ln for ln in text.splitlines() if ln.startswith("timestamp,"))
-    idle_row, load_row = [ln for ln in text.splitlines()
-                          if ln.startswith("2026/") and ln.count(",") == header.count(",")]
-    ix = header.split(", ").index("index")
-    lines = [header]
-    for s in range(600):
-        for gpu in range(8):
-            src = idle_row if gpu in (2, 5, 7) or (gpu == 6 and s >= 300) else load_row
-            c = src.split(", ")
-            c[0] = f"2026/07/14 09:{s // 60:02d}:{s % 60:02d}.000"
-            c[ix] = str(gpu)
-            lines.append(", ".join(c))
+    lines = h100_log(600, 8, lambda gpu, s: gpu in (2, 5, 7) or (gpu == 6 and s >= 300))
     res = gpusleuth("report", write(tmp_path, "eight.csv", lines), "--json", "--tz", "UTC",
                     "--price-per-gpu-hour", "3")
     assert res.returncode == 0, res.stderr
@@ -327,3 +303,21 @@ def test_several_idle_gpus_are_one_finding_priced_together(tmp_path):
     hours = per_gpu["idle GPU-hours"]
     assert hours == pytest.approx(3.5 * 600 / 3600, rel=0.02)  # three whole cards and half of one
     assert f["estimated_gain"]["dollars_per_run"] == pytest.approx(hours * 3, rel=0.01)
+
+
+def h100_log(seconds: int, gpus: int, idle) -> list[str]:
+    """A 1 Hz --query-gpu log of ``gpus`` cards built from the real H100 capture's idle and load rows:
+    card ``gpu`` at second ``s`` is idle where ``idle(gpu, s)``."""
+    text = H100.read_text()
+    header = next(ln for ln in text.splitlines() if ln.startswith("timestamp,"))
+    idle_row, load_row = [ln for ln in text.splitlines()
+                          if ln.startswith("2026/") and ln.count(",") == header.count(",")]
+    ix = header.split(", ").index("index")
+    lines = [header]
+    for s in range(seconds):
+        for gpu in range(gpus):
+            c = (idle_row if idle(gpu, s) else load_row).split(", ")
+            c[0] = f"2026/07/14 {9 + s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}.000"
+            c[ix] = str(gpu)
+            lines.append(", ".join(c))
+    return lines
