@@ -196,6 +196,26 @@ def assign_roles(run: Run, main_pid: int | None) -> dict[int, str]:
     return roles
 
 
+def samples_around(t_ns: np.ndarray, window: tuple[int, int]) -> np.ndarray | None:
+    """Which samples describe ``window``: those inside it — or, for a window holding fewer than two sampling
+    times (a loop of 0.2 s at 10 Hz), the window widened to the nearest sampling time on each side, so a
+    short loop is measured by the samples around it rather than not at all. Not measured must not read as
+    "no other load": a quiet-looking host let a CPU-starved loader be called a high input finding. Process
+    samples share their tick's time, so times are counted, not rows. None with fewer than two times."""
+    t = np.asarray(t_ns)
+    ticks = np.unique(t)
+    if len(ticks) < 2:
+        return None
+    lo, hi = int(window[0]), int(window[1])
+    if ((ticks >= lo) & (ticks <= hi)).sum() < 2:
+        before, after = ticks[ticks < lo], ticks[ticks > hi]
+        lo = int(before[-1]) if len(before) else lo
+        hi = int(after[0]) if len(after) else hi
+        if ((ticks >= lo) & (ticks <= hi)).sum() < 2:  # the window lies past one end of the samples
+            lo, hi = (int(ticks[-2]), int(ticks[-1])) if len(before) else (int(ticks[0]), int(ticks[1]))
+    return (t >= lo) & (t <= hi)
+
+
 def summarize_host(run: Run, main_pid: int | None, window: tuple[int, int] | None = None) -> HostSummary | None:
     """Host and process summary; ``window`` (ns) limits process CPU to the training steps, so start-up
     and the idle tail don't dilute how busy the loader workers were while it mattered."""
@@ -214,8 +234,8 @@ def summarize_host(run: Run, main_pid: int | None, window: tuple[int, int] | Non
     processes: list[ProcessSummary] = []
     procs = run.procs
     if len(procs) and window is not None:
-        in_window = (procs["t_ns"] >= window[0]) & (procs["t_ns"] <= window[1])
-        if in_window.sum() >= 2:
+        in_window = samples_around(procs["t_ns"], window)
+        if in_window is not None:
             procs = procs.filter(in_window)
     worker_means = []
     main_mean = None
@@ -245,8 +265,8 @@ def summarize_host(run: Run, main_pid: int | None, window: tuple[int, int] | Non
     mem_total = col("mem_total").astype(float)
     cpu_steps = None
     if window is not None and len(host) and "t_ns" in host:
-        in_steps = (host["t_ns"] >= window[0]) & (host["t_ns"] <= window[1])
-        if in_steps.sum() >= 2:
+        in_steps = samples_around(host["t_ns"], window)
+        if in_steps is not None:
             cpu_steps = _dist(host["cpu_pct"][in_steps]) if "cpu_pct" in host else None
     job_cores = sum(p.cpu_pct["mean"] for p in processes if p.cpu_pct) / 100 if processes else None
     foreign = None
