@@ -186,6 +186,11 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
         fix_lines[0] = NO_LOADER_FIX.format(loader=loader_fix(facts, new_workers).split(" in your")[0])
     saved = max(step_mean - per_step_after, 0.0)
     gain = gain_from_seconds(facts, saved * n_steps, method)
+    if foreign is not None:
+        # the CPU-or-latency split reads CPU shares, which processes outside the job distort: a CPU-bound
+        # worker that gets no core looks like one waiting on storage
+        summary += (f" Other processes used {foreign:.1f} cores meanwhile, so whether the loading is CPU work "
+                    "or latency is uncertain here: measure it again on a quiet host.")
     return [
         Finding(
             cause=kind,
@@ -195,7 +200,7 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
             evidence=evidence,
             fix="\n".join(fix_lines),
             estimated_gain=gain,
-            confidence="high" if s.steps >= 10 else "medium",
+            confidence="low" if foreign is not None else "high" if s.steps >= 10 else "medium",
         )
     ]
 
