@@ -175,6 +175,15 @@ def test_server_queue_is_measured_and_named(tmp_path):
     assert not any(f.cause == "serving.preprocessing" for f in found)
 
 
+def test_handler_work_after_the_response_is_not_request_time(tmp_path):
+    """A handler that keeps working 30 ms after writing its response (an access log sent somewhere slow):
+    the client has its answer, so the request ends at the response's last write — counted to the
+    handler's return, those 30 ms were 'post' and took the split 80 points away from the server's own."""
+    run, truth, statuses = serve(tmp_path, "http_infer.py", "tokenize", "0.03", threads=2, per_thread=15)
+    assert set(statuses) == {200}
+    check_against_truth(run, truth, len(statuses), "http.server")
+
+
 def test_wsgiref_server(tmp_path):
     run, truth, _ = serve(tmp_path, "wsgi_infer.py", threads=3, per_thread=30)
     check_against_truth(run, truth, 90, "wsgi")
