@@ -86,7 +86,10 @@ def summarize(report, meta: dict | None = None) -> RunSummary:
     gpus, gpu_model = _gpus(d, o)
     wall = run.get("wall_s")
     per_second = cost.get("per_recoverable_second")
-    badput = {k: float(v) for k, v in (_get(o, "goodput", "badput_s", default={}) or {}).items() if v}
+    # a server's recording (requests, no training steps) has no goodput: its wall time is not "idle"
+    server = bool(d.get("serving") or d.get("request_stages")) and not o.get("steps")
+    badput = {} if server else {k: float(v) for k, v in (_get(o, "goodput", "badput_s", default={}) or {}).items()
+                                if v}
     ranked = sorted(d.get("findings") or [], key=lambda f: -(_get(f, "estimated_gain", "seconds_per_run") or 0))
     top = ranked[0] if ranked else {}
     command = run.get("command")
@@ -105,7 +108,7 @@ def summarize(report, meta: dict | None = None) -> RunSummary:
         steps=o.get("steps"),
         samples_per_s=_get(o, "throughput", "samples_per_s", default=o.get("samples_per_s")),
         step_time_p50_s=_get(o, "throughput", "step_time_p50_s", default=o.get("step_time_p50_s")),
-        goodput=_get(o, "goodput", "goodput"),
+        goodput=None if server else _get(o, "goodput", "goodput"),
         mfu=_get(o, "mfu", "mfu"),
         energy_j=_get(o, "energy", "run_j"),
         price_per_gpu_hour=_get(cost, "price", "per_gpu_hour"),
