@@ -226,3 +226,25 @@ def test_fleet_page_renders_and_stays_inert(browser, tmp_path):
     assert_clean(info)
     assert info["pwned"] is None and info["imgs"] == 0 and info["svg_onload"] == 0
     assert "Cost of waste by cause" in info["text"] and PAYLOADS[0] in info["text"]  # shown as text
+
+
+def test_serving_page_renders_its_charts(browser, tmp_path):
+    """``gpusleuth load -- server``: the level table, latency against throughput, requests/s per level and
+    the request-stage bars (per level, alone, all) are drawn with no JavaScript error."""
+    from conftest import free_port
+
+    port = free_port()
+    body = tmp_path / "body.txt"
+    body.write_text("The quick brown fox jumps over the lazy dog 12345 times; " * 100)
+    out = tmp_path / "serve.html"
+    res = gpusleuth("load", f"http://127.0.0.1:{port}/", "--concurrency", "1,4", "--duration", "2",
+                    "--body-file", body, "--out", tmp_path / "run", "--html", out, "--",
+                    sys.executable, REPO / "tests" / "servers" / "http_infer.py", port, tmp_path / "truth.json",
+                    timeout=300)
+    assert res.returncode == 0, res.stderr
+    info = open_page(browser, out, "serving")
+    assert_clean(info)
+    assert info["figures"] >= 3
+    for heading in ("Serving under load", "Latency against throughput", "Requests per second per level",
+                    "Where each request's time went", "concurrency 4"):
+        assert heading in info["text"], heading

@@ -101,3 +101,37 @@ def test_generated_fleet_filters_sorts_and_reprices(tmp_path):
     assert run("--label", "job-1")["runs"] == 4 and run("--label", "job-1*")["runs"] == 44
     res = gpusleuth("fleet", base, "--since", "last tuesday")
     assert res.returncode != 0 and "a span like 36h/7d/2w" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_imported_gpu_log_counts_its_gpu_hours(tmp_path):
+    """An nvidia-smi capture has no steps, so no outcomes: its GPUs are the log's. It was a row of 0 GPUs,
+    0 GPU-hours, priced as a CPU machine, beside a finding of 2.57 idle GPU-hours."""
+    log = REPO / "tests" / "fixtures" / "nvidia-smi" / "plato_gpu_log_noheader.csv"
+    res = gpusleuth("import", log, "--out", tmp_path / "runs" / "plato", "--tz", "UTC")
+    assert res.returncode == 0, res.stderr
+    res = gpusleuth("fleet", tmp_path / "runs", "--json", "--price-per-gpu-hour", "2")
+    assert res.returncode == 0, res.stderr
+    row = json.loads(res.stdout)["rows"][0]
+    assert row["gpus"] == 1
+    assert row["gpu_hours"] == pytest.approx(row["wall_s"] / 3600) and row["gpu_hours"] > 2.5
+    assert row["cost_usd"] == pytest.approx(row["gpu_hours"] * 2)
+    assert "GPU-hours" in row["top_finding"]
+
+
+@pytest.mark.slow
+def test_a_recorded_server_is_not_all_waste(tmp_path):
+    """A server under ``gpusleuth load`` has requests, no training steps: its fleet row has no goodput and
+    no dollars lost by cause — it showed goodput 0 % and its whole cost lost to 'other_idle'."""
+    from conftest import free_port
+
+    port = free_port()
+    res = gpusleuth("load", f"http://127.0.0.1:{port}/", "--concurrency", "2", "--duration", "1", "--body-file",
+                    REPO / "README.md", "--out", tmp_path / "runs" / "served", "--",
+                    sys.executable, REPO / "tests" / "servers" / "http_infer.py", port, tmp_path / "truth.json",
+                    timeout=300)
+    assert res.returncode == 0, res.stderr
+    res = gpusleuth("fleet", tmp_path / "runs", "--json", "--price-per-gpu-hour", "2")
+    assert res.returncode == 0, res.stderr
+    row = json.loads(res.stdout)["rows"][0]
+    assert row["steps"] in (0, None) and row["cost_usd"] > 0
+    assert row["goodput"] is None and not row["lost_usd"] and not row["lost_by_cause"]

@@ -85,8 +85,9 @@ def drive(port: int, threads: int, per_thread: int, keep_alive: bool = True) -> 
 
 
 def serve(tmp_path: Path, script: str, *args: str, threads: int = 4, per_thread: int = 40,
-          keep_alive: bool = True):
-    """Record ``script`` under ``gpusleuth run``, drive it, stop it: (run, truth, statuses)."""
+          keep_alive: bool = True, alone: int = 0):
+    """Record ``script`` under ``gpusleuth run``, drive it (``alone`` requests one at a time first), stop it:
+    (run, truth, statuses)."""
     port = free_port()
     out, truth = tmp_path / "run", tmp_path / "truth.json"
     proc = subprocess.Popen([sys.executable, "-m", "gpusleuth", "run", "--no-report", "--out", str(out), "--",
@@ -94,7 +95,8 @@ def serve(tmp_path: Path, script: str, *args: str, threads: int = 4, per_thread:
                             env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         _wait_ready(port, proc)
-        statuses = drive(port, threads, per_thread, keep_alive)
+        statuses = drive(port, 1, alone, keep_alive) if alone else []
+        statuses += drive(port, threads, per_thread, keep_alive)
         time.sleep(0.3)  # the last handlers finish their bookkeeping after the client has its answer
     finally:
         proc.send_signal(signal.SIGINT)
@@ -164,6 +166,21 @@ def test_stdlib_server_without_preprocessing_is_not_blamed_on_it(tmp_path):
         [(f.cause, f.severity) for f in found]
 
 
+def test_lock_around_the_model_is_waiting_not_preprocessing(tmp_path):
+    """No preprocessing at all, but a lock around the forward: under 8 clients most of a request passes
+    before the model, waiting for the others' forwards. The 20 requests sent one at a time first show that
+    a request alone spends almost nothing before the model, so the preprocessing rule stays quiet and the
+    wait is named as such."""
+    run, truth, statuses = serve(tmp_path, "http_infer.py", "lock", threads=8, per_thread=20, alone=20)
+    want = check_against_truth(run, truth, len(statuses), "http.server")
+    assert want["pre"] > 0.3  # the server's own clock: the lock wait is most of its requests' time
+    facts, found = findings_of(run)
+    assert facts.requests.alone_requests >= 10 and facts.requests.alone_shares["pre"] < 0.1
+    assert not any(f.cause == "serving.preprocessing" for f in found), [(f.cause, f.title) for f in found]
+    wait = next(f for f in found if f.title.startswith("Requests wait in front of the model"))
+    assert wait.cause == "serving.queueing"
+
+
 def test_server_queue_is_measured_and_named(tmp_path):
     """One worker thread for four clients opening a connection per request: most latency is queue."""
     run, truth, statuses = serve(tmp_path, "http_infer.py", "queue", per_thread=20, keep_alive=False)
@@ -173,6 +190,15 @@ def test_server_queue_is_measured_and_named(tmp_path):
     q = next(f for f in found if f.cause == "serving.queueing")
     assert q.severity == "high"
     assert not any(f.cause == "serving.preprocessing" for f in found)
+
+
+def test_handler_work_after_the_response_is_not_request_time(tmp_path):
+    """A handler that keeps working 30 ms after writing its response (an access log sent somewhere slow):
+    the client has its answer, so the request ends at the response's last write — counted to the
+    handler's return, those 30 ms were 'post' and took the split 80 points away from the server's own."""
+    run, truth, statuses = serve(tmp_path, "http_infer.py", "tokenize", "0.03", threads=2, per_thread=15)
+    assert set(statuses) == {200}
+    check_against_truth(run, truth, len(statuses), "http.server")
 
 
 def test_wsgiref_server(tmp_path):
@@ -306,6 +332,40 @@ def test_under_batched_rule_fires_only_on_an_idle_accelerator_under_load():
     assert rule(facts_for(busy, levels_of(busy, (40, 120, 300)))) == []
     assert isinstance(rule(facts_for(synthetic_run(pre=0.5e6, infer=8e6, post=0.5e6))), Missing)  # no GPU
     assert rule(facts_for(synthetic_run(gpu_util=10.0))) == []  # preprocessing-bound, not model-bound
+
+
+def alone_then_loaded(alone_pre: float, loaded_pre: float, n: int = 30):
+    """A run whose first n requests ran one at a time (pre ``alone_pre`` ns) and the next n overlapped
+    (pre ``loaded_pre`` ns), each with a 3 ms forward and 1 ms after it."""
+    from gpusleuth.run.model import Table
+
+    a = synthetic_run(pre=alone_pre, n=n, spacing=int(alone_pre + 4.5e6 + 1e6), cores=1.0)
+    b = synthetic_run(pre=loaded_pre, n=n, cores=1.0)
+    shift = int(a.requests["end_ns"].max()) + 10**6 - int(b.requests["start_ns"].min())
+    rows = {k: np.concatenate([a.requests[k], b.requests[k] + shift if k in ("start_ns", "end_ns") else
+                               b.requests[k]]) for k in a.requests.columns}
+    a.requests = Table(rows)
+    a.meta["end_ns"] = int(rows["end_ns"].max()) + 10**9
+    return a
+
+
+def test_pre_that_only_grows_under_load_is_waiting_not_preprocessing():
+    from gpusleuth.diagnosis.rules.serving import preprocessing_in_request_path as pre_rule
+    from gpusleuth.diagnosis.rules.serving import waiting_before_the_model as wait_rule
+
+    lock = facts_for(alone_then_loaded(alone_pre=0.1e6, loaded_pre=20e6))
+    assert lock.requests.alone_requests == 30 and lock.requests.alone_shares["pre"] < 0.05
+    assert pre_rule(lock) == []
+    w = wait_rule(lock)[0]
+    assert w.cause == "serving.queueing" and w.severity == "high" and "alone" in w.title
+    # a tokenizer costs its time alone too: preprocessing, and no waiting finding
+    tok = facts_for(alone_then_loaded(alone_pre=6e6, loaded_pre=20e6))
+    assert pre_rule(tok)[0].cause == "serving.preprocessing"
+    assert wait_rule(tok) == []
+    # no request ever alone: the split alone is unknown, the preprocessing rule reads the loaded shares
+    busy = facts_for(synthetic_run(pre=20e6, cores=1.0))
+    assert busy.requests.alone_requests == 0
+    assert pre_rule(busy)[0].cause == "serving.preprocessing" and wait_rule(busy) == []
 
 
 def test_queueing_rule():

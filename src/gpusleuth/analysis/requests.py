@@ -3,6 +3,10 @@
 Reads ``run.requests`` (one row per request the hook saw inside the server, docs/serving.md, "Per-request stages") and the
 server process's CPU samples (``run.procs``) and the accelerator's (``run.gpu``) over the requests' span.
 
+The same shares over the requests that ran **alone** (no other request in the server) say what a request
+costs when it waits for nothing: a share that is large under load but small alone is waiting that
+concurrency creates (a lock around the model, one model instance, a worker pool), not work.
+
 Shares: ``pre``, ``infer`` and ``post`` are shares of the requests' **service time** (the server started
 the request → its response was done; they add up to 1), summed over requests, so a slow request weighs
 more than a fast one — the share of the server's time, which is what a fix recovers. ``queue`` is the
@@ -77,6 +81,10 @@ class RequestAnalysis:
     logical_cores: int | None
     gpu_busy: float | None  # mean accelerator utilization during the requests, 0..1 (None: no GPU)
     gpu_mem_share: float | None  # peak device memory used / total during the requests
+    # pre / infer / post of the requests no other request overlapped: what a request costs with nothing to
+    # wait for (no lock, no GIL held by another request's work) — the floor the loaded shares are read against
+    alone_requests: int = 0
+    alone_shares: dict[str, float] = field(default_factory=dict)
     levels: list[RequestLevel] = field(default_factory=list)  # filled when load levels exist
     # the rows behind the numbers, to split by load level without going back to the Run
     _rows: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
@@ -129,6 +137,8 @@ def analyze_requests(run: Run) -> RequestAnalysis | None:
     gpu_busy, mem = _gpu(run, lo, hi)
     batch = rows["batch"][rows["batch"] >= 0]
     span = (hi - lo) / 1e9
+    alone = _alone(start, end)
+    alone_shares = _summary({k: v[alone] for k, v in rows.items()})["shares"] if alone.any() else {}
     return RequestAnalysis(
         count=n, no_forward=len(r) - n, kinds=kinds, pids=pids, span_s=span, busy_s=busy,
         service_s=float(service.sum()) / 1e9, rps=n / span if span > 0 else 0.0,
@@ -138,8 +148,19 @@ def analyze_requests(run: Run) -> RequestAnalysis | None:
         latency_p50_ms=summary["p50_ms"], latency_p95_ms=summary["p95_ms"],
         forwards_per_request=float(rows["forwards"].mean()), batch_p50=float(np.median(batch)) if len(batch) else None,
         server_cores=cores, server_cores_p90=cores_p90, logical_cores=_cores(run), gpu_busy=gpu_busy,
-        gpu_mem_share=mem, _rows=rows,
+        gpu_mem_share=mem, alone_requests=int(alone.sum()), alone_shares=alone_shares, _rows=rows,
     )
+
+
+def _alone(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Which requests no other request (with a forward, in any server process) overlapped in time."""
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    prev_end = np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(e)[:-1]))
+    next_start = np.concatenate((s[1:], [np.iinfo(np.int64).max]))
+    out = np.zeros(len(start), dtype=bool)
+    out[order] = (s >= prev_end) & (e <= next_start)
+    return out
 
 
 def _summary(rows: dict[str, np.ndarray]) -> dict:

@@ -28,6 +28,7 @@ RULES = (
     memory.memory_capacity,
     serving.preprocessing_in_request_path,
     serving.queueing,
+    serving.waiting_before_the_model,
     input_rules.input_bound,
     input_rules.h2d_transfer,
     sync.sync_stalls,

@@ -8,7 +8,9 @@ done:
 * ``socketserver`` / ``http.server`` — ``TCPServer.get_request`` stamps the accept, the handler's
   ``__init__`` (in the worker thread) measures accept → handler start: the **queue** of a connection's
   first request (later requests of a keep-alive connection find their thread waiting: queue 0). A request
-  runs from ``parse_request`` (the request line has arrived) to the end of ``handle_one_request``.
+  runs from ``parse_request`` (the request line has arrived) to its response's last write to the socket
+  (``socketserver._SocketWriter``, http.server's ``wfile``), or the end of ``handle_one_request`` when no
+  write was seen after the last forward.
 * ``wsgiref.handlers.BaseHandler.run`` and ``flask.app.Flask.wsgi_app`` — WSGI: from the app call to the
   response iterable's ``close()`` (the wsgiref one also knows its connection's queue).
 * ``starlette.applications.Starlette.__call__`` (FastAPI too) — ASGI ``http`` scopes: from the app call
@@ -48,7 +50,7 @@ _FLUSHER = [None]
 
 class Req(object):
     __slots__ = ("kind", "start", "queue", "status", "first", "infer", "n", "batch", "fmod", "ft0",
-                 "ev", "evs", "stages", "done", "returned", "token")
+                 "ev", "evs", "stages", "done", "returned", "token", "fend", "wrote")
 
     def __init__(self, kind, start, queue):
         self.kind = kind
@@ -67,6 +69,8 @@ class Req(object):
         self.done = -1  # the response was complete (ASGI: last body message sent)
         self.returned = False  # WSGI: the app returned its iterable (iteration and close still to come)
         self.token = None
+        self.fend = -1  # end of the last forward
+        self.wrote = -1  # http.server: the last write of the response to the client's socket
 
 
 # ------------------------------------------------------------------------------------------- requests
@@ -249,6 +253,7 @@ def _forward_end(req):
     t = _now()
     try:
         req.fmod = None
+        req.fend = t
         wall = t - req.ft0
         req.infer += wall
         req.n += 1
@@ -329,6 +334,20 @@ def _patch_socketserver(mod):
     tcp.get_request = get_request
     base.__init__ = __init__
 
+    writer = getattr(mod, "_SocketWriter", None)  # a handler's wfile when wbufsize is 0 (http.server's)
+    if writer is not None:
+        real_write = writer.write
+
+        @functools.wraps(real_write)
+        def write(self, b):
+            n = real_write(self, b)
+            req = _REQ.get()
+            if req is not None:
+                req.wrote = _now()
+            return n
+
+        writer.write = write
+
 
 def _patch_http_server(mod):
     h = mod.BaseHTTPRequestHandler
@@ -347,7 +366,7 @@ def _patch_http_server(mod):
             req = getattr(self, "_gpusleuth_req", None)
             if req is not None:
                 self._gpusleuth_req = None
-                end(req)
+                end(req, _response_done(req))
 
     @functools.wraps(real_parse)
     def parse_request(self):
@@ -373,6 +392,16 @@ def _patch_http_server(mod):
     h.handle_one_request = handle_one_request
     h.parse_request = parse_request
     h.send_response_only = send_response_only
+
+
+def _response_done(req):
+    """When an ``http.server`` request's response was done: its last socket write, if that came after its
+    last forward — work the handler does once the client has its answer (an access-log line taken under a
+    lock, metrics) is not the request's, as ASGI's end at the last body message; else now (a buffered
+    ``wfile`` whose writes we do not see, a forward after the last write). A WSGI app inside the handler
+    (werkzeug) keeps WSGI's end, the response iterable's ``close()``, which its server calls later."""
+    w = req.wrote
+    return w if w > 0 and w >= req.fend and req.kind != "wsgi" else None
 
 
 def _patch_wsgiref(mod):

@@ -22,7 +22,7 @@ from typing import Any
 from gpusleuth._version import __version__
 from gpusleuth.errors import GpusleuthError
 from gpusleuth.render import html_figures as F
-from gpusleuth.render.html_serving import serving_section
+from gpusleuth.render.html_serving import request_stages_section, serving_section
 from gpusleuth.render.labels import CATEGORY_LABELS
 from gpusleuth.render.units import human_bytes
 from gpusleuth.report.model import SCHEMA, Report
@@ -344,6 +344,7 @@ def render_html(report: Report) -> str:
     elif report.ranks:
         _headline_trace(pg, report)
     serving_section(pg, report, table, tile)
+    request_stages_section(pg, report, table)
     _findings(pg, report)
     _timeline(pg, report)
     _telemetry_tables(pg, report)

@@ -1,6 +1,8 @@
 """The serving section of the HTML report: the level table, the outcomes at the knee, and two charts —
 latency against throughput (p50 and p95 vs req/s, one point per level, the knee ringed, the budget as a
 line) and requests/s per level. Formatting only: the numbers are ``report.serving`` (report/serving.py).
+``request_stages_section``: where a recorded server's request time went (queue / pre / infer / post), per
+load level and for the requests that ran alone, from ``report.requests`` (analysis/requests.py).
 
 The URL and level labels came from a command line: text goes through ``html.escape``, chart labels through
 ``html_figures.plain``."""
@@ -89,3 +91,47 @@ def serving_section(pg: Any, report: Any, table, tile) -> None:
     pg.add("<h3>Requests per second per level</h3>")
     pg.figure(rps_per_level(s.chart), "fig small")
     pg.add("</section>")
+
+
+PART_COLORS = (("pre", "before the model (pre)", "#ff7f0e"), ("infer", "model forwards (infer)", "#1f77b4"),
+               ("post", "after the model (post)", "#9467bd"))
+
+
+def stage_shares(requests: Any) -> dict | None:
+    """Stacked bars: each column's pre / infer / post share of request service time (they add to 100 %);
+    columns are the load levels, the requests alone in the server, and all requests."""
+    cols = [(f"concurrency {lv.concurrency}" if lv.concurrency else f"{lv.rate:g}/s", lv.shares)
+            for lv in requests.levels if lv.requests and lv.shares]
+    if requests.alone_requests:
+        cols.append((f"alone ({requests.alone_requests:,})", requests.alone_shares))
+    cols.append((f"all ({requests.count:,})", requests.shares))
+    labels = [plain(c) for c, _ in cols]
+    data = [{"type": "bar", "name": name, "x": labels, "y": [round(sh.get(key, 0.0) * 100, 2) for _, sh in cols],
+             "marker": {"color": color}, "hovertemplate": "%{x}: %{y:.1f} %<extra>" + name + "</extra>"}
+            for key, name, color in PART_COLORS]
+    return {"data": data, "layout": base_layout(
+        300, barmode="stack", xaxis={"type": "category"},
+        yaxis={"title": {"text": "% of request time"}, "gridcolor": "#eee", "range": [0, 100]})}
+
+
+def request_stages_section(pg: Any, report: Any, table) -> None:
+    """Append the per-request stages of a recorded server (nothing for a training job); ``table`` is
+    html.py's."""
+    r = report.requests
+    if r is None or not r.count:
+        return
+    pg.add("<section><h2>Where each request's time went</h2>")
+    q = r.shares.get("queue")
+    queue = (f" Queued before a worker took them: {q:.1%} of latency, {r.queue_p95_share or 0:.1%} of the "
+             f"slowest 5 %'s." if q is not None else " Queue: not measured for this server.")
+    pg.add(f"<p class=dim>{r.count:,} requests with a model forward, inside the server: from the request's "
+           "start to the model's first forward (pre), the forwards (infer), after them to the response (post)."
+           f"{e(queue)} Requests alone in the server show what one costs with nothing to wait for.</p>")
+    pg.figure(stage_shares(r), "fig small")
+    if r.stages:
+        rows = [[e(st.name), f"{st.share:.1%}", f"{st.p50_ms:,.2f}", f"{st.p95_ms:,.2f}", f"{st.requests:,}"]
+                for st in r.stages]
+        pg.add("<h3>Named stages (<code>gpusleuth.stage</code>)</h3>")
+        pg.add(table(["stage", "share of request time", "p50 ms", "p95 ms", "requests"], rows))
+    pg.add("</section>")
+

@@ -66,15 +66,30 @@ def _get(d: dict | None, *keys, default=None):
     return default if d is None else d
 
 
+def _gpus(d: dict, o: dict) -> tuple[int, str | None]:
+    """GPUs the run held and their model: the ones the job used (``outcomes``), else — a telemetry log
+    without steps (an imported nvidia-smi or DCGM capture) — every GPU the log has: the capture is of them,
+    and their idle hours are what a fleet is looking for. 0 on a CPU-only run: no GPU-hours, though it may
+    have a price."""
+    if o.get("gpus_used"):
+        return int(o["gpus_used"]), o.get("gpu_model")
+    telemetry = [g for g in (d.get("gpu") or []) if isinstance(g, dict)] if not o else []
+    names = [g.get("name") for g in telemetry if g.get("name")]
+    return len(telemetry), (names[0] if names and len(set(names)) == 1 else None)
+
+
 def summarize(report, meta: dict | None = None) -> RunSummary:
     """The summary of a built Report (``meta``: the run's meta.json, for the host name)."""
     d = report.to_dict()
     run, o = d["run"], d.get("outcomes") or {}
     cost = o.get("cost") or {}
-    gpus = int(o.get("gpus_used") or 0)  # 0 on a CPU-only run: no GPU-hours, though it may have a price
+    gpus, gpu_model = _gpus(d, o)
     wall = run.get("wall_s")
     per_second = cost.get("per_recoverable_second")
-    badput = {k: float(v) for k, v in (_get(o, "goodput", "badput_s", default={}) or {}).items() if v}
+    # a server's recording (requests, no training steps) has no goodput: its wall time is not "idle"
+    server = bool(d.get("serving") or d.get("request_stages")) and not o.get("steps")
+    badput = {} if server else {k: float(v) for k, v in (_get(o, "goodput", "badput_s", default={}) or {}).items()
+                                if v}
     ranked = sorted(d.get("findings") or [], key=lambda f: -(_get(f, "estimated_gain", "seconds_per_run") or 0))
     top = ranked[0] if ranked else {}
     command = run.get("command")
@@ -88,12 +103,12 @@ def summarize(report, meta: dict | None = None) -> RunSummary:
         wall_s=wall,
         exit_code=run.get("exit_code"),
         gpus=gpus,
-        gpu_model=o.get("gpu_model"),
+        gpu_model=gpu_model,
         gpu_hours=gpus * wall / 3600 if wall is not None else None,
         steps=o.get("steps"),
         samples_per_s=_get(o, "throughput", "samples_per_s", default=o.get("samples_per_s")),
         step_time_p50_s=_get(o, "throughput", "step_time_p50_s", default=o.get("step_time_p50_s")),
-        goodput=_get(o, "goodput", "goodput"),
+        goodput=None if server else _get(o, "goodput", "goodput"),
         mfu=_get(o, "mfu", "mfu"),
         energy_j=_get(o, "energy", "run_j"),
         price_per_gpu_hour=_get(cost, "price", "per_gpu_hour"),

@@ -19,6 +19,7 @@ from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
 from gpusleuth.diagnosis.rules._common import no_gpu
 
 MIN_REQUESTS = 20  # fewer requests than this say too little about a server
+MIN_ALONE = 10  # requests alone in the server (nothing else in flight) enough to know a request's own split
 PRE_MODERATE = 0.30  # share of service time before the model's first forward
 PRE_HIGH = 0.40  # with the server process pegged at one core (GIL-bound): the wait for the GIL spreads into every part
 BUSY_CORES = 0.5  # below this the server process is mostly waiting, not computing, in its request path
@@ -64,6 +65,13 @@ def _scaling(facts: Facts) -> tuple[float, float, object, object] | None:
     return hi.rps / lo.rps, hi.concurrency / lo.concurrency, lo, hi
 
 
+def _waiting_not_work(ra) -> bool:
+    """The time before the model is small whenever a request has the server to itself: what grows under
+    load is waiting in front of the model (a lock around it, one model instance), not preprocessing. A
+    tokenizer costs its time alone too; a lock costs nothing when nobody holds it."""
+    return ra.alone_requests >= MIN_ALONE and ra.alone_shares.get("pre", 0.0) < PRE_MODERATE / 2
+
+
 def _requests(facts: Facts):
     ra = facts.requests
     return ra if ra is not None and ra.count >= MIN_REQUESTS else None
@@ -74,7 +82,7 @@ def preprocessing_in_request_path(facts: Facts) -> list[Finding] | Missing:
     if ra is None:
         return []
     pre, infer, post = (ra.shares.get(k, 0.0) for k in ("pre", "infer", "post"))
-    if pre < PRE_MODERATE:
+    if pre < PRE_MODERATE or _waiting_not_work(ra):
         return []
     cores = ra.server_cores
     scaling = _scaling(facts)
@@ -93,6 +101,9 @@ def preprocessing_in_request_path(facts: Facts) -> list[Finding] | Missing:
     if cores is not None:
         evidence.append(Evidence("server process CPU", round(cores, 2), "cores (mean over the requests)",
                                  "process sampler"))
+    if ra.alone_requests >= MIN_ALONE:
+        evidence.append(Evidence("pre when a request was alone in the server", _pct(ra.alone_shares["pre"]),
+                                 f"% of request time ({ra.alone_requests} requests)", SOURCE))
     if ra.gpu_busy is not None:
         evidence.append(Evidence("accelerator busy during requests", _pct(ra.gpu_busy), "%", "NVML"))
     if scaling is not None:
@@ -218,4 +229,51 @@ def queueing(facts: Facts) -> list[Finding] | Missing:
                             method="p95 latency ratio without the queue (queue share of the slowest 5 % requests' "
                                    "latency); throughput does not change"),
         confidence="medium" if high else "low",
+    )]
+
+
+def waiting_before_the_model(facts: Facts) -> list[Finding] | Missing:
+    """Requests that spend most of their time before the model only when others are in flight wait in
+    front of it — a lock around the forward, one model instance shared by the workers — inside the handler,
+    where the server's own queue does not see them (the preprocessing rule stays quiet on these)."""
+    ra = _requests(facts)
+    if ra is None:
+        return []
+    pre = ra.shares.get("pre", 0.0)
+    if pre < PRE_MODERATE or not _waiting_not_work(ra):
+        return []
+    alone = ra.alone_shares.get("pre", 0.0)
+    high = pre >= QUEUE_HIGH
+    evidence = [
+        Evidence("before the model (pre), all requests", _pct(pre), "% of request time", SOURCE),
+        Evidence("pre when a request was alone in the server", _pct(alone),
+                 f"% of request time ({ra.alone_requests} requests)", SOURCE),
+        Evidence("model forwards (infer)", _pct(ra.shares.get("infer", 0.0)), "% of request time", SOURCE),
+        Evidence("pre p95", round(ra.parts["pre"].p95_ms, 2), "ms", SOURCE),
+        Evidence("requests in flight, mean", round(ra.in_flight, 2), "", SOURCE),
+    ]
+    for lv in ra.levels:
+        if lv.requests and lv.concurrency:
+            evidence.append(Evidence(f"pre at concurrency {lv.concurrency}", _pct(lv.shares.get("pre", 0.0)),
+                                     "% of request time", SOURCE))
+    waited = max(pre - alone, 0.0)
+    return [Finding(
+        cause="serving.queueing", severity="high" if high else "moderate",
+        title=f"Requests wait in front of the model: {_pct(pre)} % of request time before it, {_pct(alone)} % "
+              "when alone",
+        summary=(f"Under load {_pct(pre)} % of the server's request time passes before the model's first "
+                 f"forward, but only {_pct(alone)} % when a request has the server to itself: the requests "
+                 "are not preprocessing, they wait for one another in front of the model — a lock around the "
+                 "forward, or one model instance the workers take turns on. The server's own queue does not "
+                 "show it: the wait is inside the handler."),
+        evidence=evidence,
+        fix=("Stop serializing requests on the model: drop the lock if it only guards inference (a torch "
+             "module under `torch.no_grad()`/`inference_mode()` is safe to call from several threads), run "
+             "more model replicas or worker processes, or batch the waiting requests into one forward "
+             "(dynamic batching) — they are already queued together."),
+        estimated_gain=Gain(step_share=waited, wall_share=0.0, seconds_per_run=0.0,
+                            speedup=1.0 / (1.0 - min(waited, 0.999)),
+                            method="latency ratio without the wait: the pre share under load minus the pre "
+                                   "share of requests alone; throughput is bound by the model either way"),
+        confidence="medium",
     )]
