@@ -204,6 +204,24 @@ def test_scaling_that_pays_stays_quiet(tmp_path):
     assert s["efficiency"] == pytest.approx(s["speedup"] / 2, rel=1e-6)
     assert "time falls faster than cost rises" in " ".join(text.split())
 
+    # Priced at $3.60 an hour for the machine (a CPU run's price is its machine's): both sizes ran on this
+    # one machine, so $ per 1k samples is 1000 s ÷ 1000 ÷ steady throughput at each size — the start-up
+    # each run also paid for stays out of the scaling verdict.
+    one, two = tmp_path / "one-192", tmp_path / "two-192"
+    res = gpusleuth("compare", one, two, "--json", "--price-per-gpu-hour", "3.6")
+    priced = json.loads(res.stdout)
+    thr = [r["metrics"]["throughput"] for r in priced["runs"]]
+    p = priced["scaling"][0]
+    assert p["per_1k_unit"] == "$ per 1k samples"
+    assert p["per_1k"] == pytest.approx([1 / thr[0], 1 / thr[1]], rel=1e-6)
+    assert p["cost_change"] == pytest.approx(p["time_change"], rel=1e-6) and p["cost_outpaces_time"] is False
+    # the distributed run's report prices its communication in process-hours, each rank half the machine
+    res = gpusleuth("report", two, "--json", "--price-per-gpu-hour", "3.6")
+    comm = json.loads(res.stdout)["communication"]
+    assert comm["hours_unit"] == "process-hours" and comm["comm_gpu_hours"] > 0
+    assert comm["comm_dollars"] == pytest.approx(comm["comm_gpu_hours"] * 1.8, rel=1e-6)
+    assert "process-h in collectives" in " ".join(gpusleuth("report", two).stdout.split())
+
 
 # what each launcher sets for rank r of 2, one per node: torch's own variables, Slurm's (srun), Open MPI's
 LAUNCHER_VARS = {

@@ -81,6 +81,7 @@ class CommSummary:
     slow_extra: dict[str, float] = field(default_factory=dict)
     comm_gpu_hours: float = 0.0  # rank-seconds inside collectives / 3600 (one GPU per rank)
     wait_gpu_hours: float = 0.0
+    hours_unit: str = "GPU-hours"  # "process-hours" for ranks without a GPU (set by analysis.bundle)
     clock: str = "host wall clock"
     comm_dollars: float | None = None  # the GPU-hours above at the run's price (set by the report stage)
     wait_dollars: float | None = None
@@ -339,7 +340,8 @@ def job_comm(run: Run, traces: list[Any]) -> CommSummary | None:
 
 
 def price(summary: CommSummary | None, per_gpu_hour: float | None) -> None:
-    """What the job's communication and waiting cost at ``per_gpu_hour`` (one GPU per rank)."""
+    """What the job's communication and waiting cost at ``per_gpu_hour`` per rank-hour (one GPU per rank;
+    on CPU, the rank's share of its machine)."""
     if summary is None or per_gpu_hour is None:
         return
     summary.comm_dollars = summary.comm_gpu_hours * per_gpu_hour

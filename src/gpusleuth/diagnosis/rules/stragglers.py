@@ -81,7 +81,8 @@ def straggler(facts: Facts) -> list[Finding] | Missing:
         Evidence("other ranks' wait for it", round(lost_ms, 2), "ms per step", source),
         Evidence("of their step", round(share * 100, 1), "%", source),
         Evidence("its share of all waiting", round(comm.slow_caused_share * 100, 1), "%", source),
-        Evidence("GPU-hours the others lost waiting", round(comm.lost_s / 3600, 6), "GPU-h", source),
+        Evidence(f"{comm.hours_unit} the others lost waiting", round(comm.lost_s / 3600, 6),
+                 "GPU-h" if comm.hours_unit == "GPU-hours" else "process-h", source),
     ]
     if part is not None:
         evidence.append(Evidence(f"its extra time in {_PARTS[part][0]}", round(comm.slow_extra[part] * 1e3, 2),
