@@ -49,7 +49,8 @@ class RankComm:
     other_s: float  # the rest of its step: compute, host work, anything outside data and collectives
     total_comm_s: float  # sums over all its steady steps
     total_wait_s: float
-    last_share: float  # share of matched collectives where this rank arrived last
+    last_share: float | None  # share of matched collectives where this rank arrived last (None: a trace,
+    # which has no arrival times)
     caused_wait_s: float  # seconds the *other* ranks waited for this one (in their steady steps)
     cpu_pct: float | None = None  # mean CPU of its process (recorder samples), % of one core
     # steady steps inside which it spent time in a timed collective: a job whose collectives go through a
@@ -313,7 +314,7 @@ def trace_comm_summary(traces: list[Any]) -> CommSummary | None:
             rank=int(t.rank), pid=-1, host=None, local_rank=None, steps=n, collectives=0, bytes=0,
             step_s=dur, comm_s=comm, wait_s=wait, transfer_s=floor, data_wait_s=data, data_cpu_s=0.0,
             other_s=max(dur - comm - data, 0.0), total_comm_s=comm * n, total_wait_s=wait * n,
-            last_share=1.0 if i == slow_i else 0.0, caused_wait_s=caused if others else 0.0,
+            last_share=None, caused_wait_s=caused if others else 0.0,
             comm_steps=n if comm > 0 else 0))
     slow = per_rank[slow_i]
     others = [r for r in per_rank if r is not slow]

@@ -29,7 +29,7 @@ def render_comm(report, console: Console) -> None:
     for r in comm.ranks:
         t.add_row(str(r.rank), escape(r.host or "–"), _ms(r.step_s), f"{_ms(r.comm_s)} ({r.comm_share:.0%})",
                   f"{_ms(r.wait_s)} ({r.wait_share:.0%})", _ms(r.transfer_s), _ms(r.data_wait_s), _ms(r.other_s),
-                  f"{r.last_share:.0%}")
+                  "–" if r.last_share is None else f"{r.last_share:.0%}")
     console.print(t)
     unit = "GPU-h" if comm.hours_unit == "GPU-hours" else "process-h"
     cost = f"{comm.comm_gpu_hours:.4g} {unit} in collectives, {comm.wait_gpu_hours:.4g} {unit} of it waiting"

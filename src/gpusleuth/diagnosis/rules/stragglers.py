@@ -105,18 +105,29 @@ def straggler(facts: Facts) -> list[Finding] | Missing:
         fix_part = ("the work its loop does before each forward (move it into DataLoader workers, or give it "
                     "the same work as the other ranks)")
     elif busy is not None:
-        where += f" Its main thread was on a CPU for only {busy:.0%} of that time: it waited (for storage, its DataLoader workers, a lock, a sleep)."
+        where += (f" Its main thread was on a CPU for only {busy:.0%} of that time: it waited (for storage, its "
+                  "DataLoader workers, a lock, a sleep).")
     return [Finding(
         cause="straggler", severity="high" if share >= HIGH else "moderate",
         title=f"Rank {slow.rank} is a straggler: the other ranks wait {lost_ms:.1f} ms per step "
               f"({share:.0%} of a step) for it",
-        summary=f"Every collective completes only when its last rank arrives; rank {slow.rank} arrived last at "
-                f"{slow.last_share:.0%} of them and caused {comm.slow_caused_share:.0%} of all waiting.{where}",
+        summary=_who(slow, comm) + where,
         evidence=evidence,
         fix=f"Look at rank {slow.rank}" + (f": {fix_part}." if part else ".")
             + " Balance work and data shards across ranks; exclude a faulty node.",
         estimated_gain=gain, confidence="high" if comm.matched else "medium",
     )]
+
+
+def _who(slow, comm) -> str:
+    """How the slow rank was found: arrivals matched collective by collective (hook), or — a trace has no
+    arrival times — the least collective kernel time per step (the others' kernels spin waiting for it)."""
+    if slow.last_share is None:
+        return (f"Every collective completes only when its last rank arrives, and a rank's collective kernels "
+                f"spin until then: rank {slow.rank} spends the least time in collectives per step, the others "
+                f"wait for it.")
+    return (f"Every collective completes only when its last rank arrives; rank {slow.rank} arrived last at "
+            f"{slow.last_share:.0%} of them and caused {comm.slow_caused_share:.0%} of all waiting.")
 
 
 def _cpu_busy_share(extra: dict[str, float]) -> float | None:
