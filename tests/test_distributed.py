@@ -58,6 +58,11 @@ def test_torchrun_planted_straggler_is_named_and_priced(tmp_path):
     assert busy < 5, busy
     assert comm["slow_extra"]["data_wait_s"] == pytest.approx(extra, rel=0.25)
     assert comm["comm_gpu_hours"] > comm["wait_gpu_hours"] > 0
+    # the HTML report carries the same cross-rank table and what the collectives cost
+    page = run.parent / "report.html"
+    assert gpusleuth("report", run, "--html", page).returncode == 0
+    html = page.read_text()
+    assert "Communication across 2 ranks" in html and "process-h in collectives" in html
 
 
 @pytest.mark.slow
