@@ -11,7 +11,8 @@ call a group's collectives in the same order):
 
 * ``wait`` of a rank = last arrival − its own arrival (time lost to the slowest peer);
 * ``transfer`` = the rest of its time in the collective (the data moving, once everybody is there);
-* the rank that arrived last *caused* the others' wait.
+* the rank that arrived last *caused* the others' wait; what the job loses to the slowest rank is the
+  others' wait for it beyond its own wait for them (every rank arrives late now and then on a busy host).
 
 Wait intervals overlap (DDP launches several buckets before the first one completes), so a rank's wait
 and communication time are unions of intervals, never sums. Times are host wall clock (``time_ns``): the
@@ -76,10 +77,12 @@ class CommSummary:
     unmatched: int  # calls seen on one rank only (its peer not recorded, or a cut-off run)
     slow_rank: int | None  # the rank the others waited for most
     slow_caused_share: float  # its share of all waiting
-    lost_s: float  # seconds the other ranks lost waiting for it in their steady steps (sum over ranks)
+    lost_s: float  # seconds the other ranks lost waiting for it in their steady steps, beyond what it
+    # waited for them (the jitter every rank causes), sum over ranks
     lost_per_step_s: float  # per step, mean over the other ranks
     # the slow rank's per-step median minus the median of the others, per part of its step
     slow_extra: dict[str, float] = field(default_factory=dict)
+    lost_gross_s: float = 0.0  # all the others' waiting for it (before taking out what it waited for them)
     comm_gpu_hours: float = 0.0  # rank-seconds inside collectives / 3600 (one GPU per rank)
     wait_gpu_hours: float = 0.0
     hours_unit: str = "GPU-hours"  # "process-hours" for ranks without a GPU (set by analysis.bundle)
@@ -263,9 +266,16 @@ def _summarize(per_rank: list[RankComm], world: int, arrivals, last) -> CommSumm
     slow = max(per_rank, key=lambda r: r.caused_wait_s) if total_caused > 0 else None
     extra: dict[str, float] = {}
     lost = lost_step = 0.0
+    gross = 0.0
     if slow is not None:
         others = [r for r in per_rank if r is not slow]
-        lost = slow.caused_wait_s
+        # What the others wait for it beyond what it waits for them: on a busy host every rank is sometimes
+        # descheduled and arrives late, so ranks wait for each other a little even when balanced (a job
+        # with 9 small collectives a step — FSDP2 — measured 2.4-5 ms a step each way). The slow rank's own
+        # wait estimates that jitter; only the excess would go away if it ran at their pace (2 ranks:
+        # exactly the pairwise excess; more: conservative, as it waits for the last of all the others).
+        gross = slow.caused_wait_s
+        lost = max(gross - len(others) * slow.total_wait_s, 0.0)
         steps = [r.steps for r in others if r.steps]
         lost_step = lost / len(others) / float(np.median(steps)) if steps else 0.0
         for part in PARTS + DETAILS:
@@ -274,7 +284,7 @@ def _summarize(per_rank: list[RankComm], world: int, arrivals, last) -> CommSumm
         world_size=world, ranks=per_rank, matched=matched, unmatched=unmatched,
         slow_rank=slow.rank if slow else None,
         slow_caused_share=slow.caused_wait_s / total_caused if slow and total_caused else 0.0,
-        lost_s=lost, lost_per_step_s=lost_step, slow_extra=extra,
+        lost_s=lost, lost_per_step_s=lost_step, lost_gross_s=gross, slow_extra=extra,
         comm_gpu_hours=sum(r.total_comm_s for r in per_rank) / 3600.0,
         wait_gpu_hours=sum(r.total_wait_s for r in per_rank) / 3600.0,
     )
@@ -328,6 +338,7 @@ def trace_comm_summary(traces: list[Any]) -> CommSummary | None:
     return CommSummary(
         world_size=len(per_rank), ranks=sorted(per_rank, key=lambda r: r.rank), matched=0, unmatched=0,
         slow_rank=slow.rank if lost > 0 else None, slow_caused_share=1.0 if lost > 0 else 0.0, lost_s=lost,
+        lost_gross_s=lost,
         lost_per_step_s=lost / len(others) / steps if steps else 0.0, slow_extra=extra,
         comm_gpu_hours=sum(r.total_comm_s for r in per_rank) / 3600.0,
         wait_gpu_hours=sum(r.total_wait_s for r in per_rank) / 3600.0,

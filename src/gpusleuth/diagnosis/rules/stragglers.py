@@ -24,8 +24,8 @@ from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_trace
 
 CONSISTENT = 0.60
-# a thread that computes gets a third of a core or more even on a crowded host (measured: 31-38 % on a
-# 2-core host at load 9); one that sleeps, waits on storage or on its DataLoader workers gets ≈ 0 % (0.1 %)
+# a thread that computes keeps a fifth of a core or more even on a crowded host (measured: 21-38 % on a
+# 2-core host at load 9-14); one that sleeps, waits on storage or on its DataLoader workers ≈ 0 (0.1-0.4 %)
 HOST_BUSY = 0.15
 COVERED = 0.5  # at least half of every rank's steady steps hold a timed collective, or no verdict at all
 MODERATE = 0.10
