@@ -54,7 +54,8 @@ def straggler(facts: Facts) -> list[Finding] | Missing:
             rule="stragglers", cause="straggler",
             needs=f"collectives inside the training steps of every rank (only {comm.step_coverage:.0%} of one "
                   f"rank's steps called a collective the hook times)",
-            how="the job's collectives go through a path the hook does not wrap (DDP's C++ reduction with a "
+            how="either the ranks synchronize only now and then (then they seldom wait for each other), or the "
+                "job's collectives go through a path the hook does not wrap (DDP's C++ reduction with a "
                 "built-in comm hook or GPUSLEUTH_DDP_HOOK=0, functional collectives, a custom backend): record a profiler trace of a few steps on "
                 "every rank (`gpusleuth run --profile-steps 5-8 -- torchrun …`)",
             data="collectives in the steps")
