@@ -52,10 +52,17 @@ def test_torchrun_planted_straggler_is_named_and_priced(tmp_path):
     assert abs(comm["lost_per_step_s"] - extra) <= 0.25 * extra, comm["lost_per_step_s"]
     assert abs(comm["lost_s"] - extra * (steps - 1)) <= 0.25 * extra * (steps - 1)
     assert comm["slow_rank"] == 1 and ranks[0]["wait_s"] > 10 * max(ranks[1]["wait_s"], 1e-4)
-    # what the slow rank does with the time: its input pipeline
-    assert "input pipeline" in top["summary"]
+    # what the slow rank does with the time: its input pipeline, where its main thread sleeps (not host work)
+    assert "input pipeline" in top["summary"] and "waited" in top["summary"]
+    busy = next(e["value"] for e in top["evidence"] if e["name"].startswith("its main thread on a CPU"))
+    assert busy < 5, busy
     assert comm["slow_extra"]["data_wait_s"] == pytest.approx(extra, rel=0.25)
     assert comm["comm_gpu_hours"] > comm["wait_gpu_hours"] > 0
+    # the HTML report carries the same cross-rank table and what the collectives cost
+    page = run.parent / "report.html"
+    assert gpusleuth("report", run, "--html", page).returncode == 0
+    html = page.read_text()
+    assert "Communication across 2 ranks" in html and "process-h in collectives" in html
 
 
 @pytest.mark.slow
@@ -95,6 +102,55 @@ def test_mp_spawn_ranks_collectives_and_unchanged_results(tmp_path):
         assert mine["bytes"][ops.index("broadcast")] == 4000
     # without the timed hook DDP reduces in C++: only the explicit collectives are seen
     assert load_run(plain).comm["op"].tolist().count("all_reduce") == 2
+    # ... all after the loop, so no step holds one: the ranks' waiting is unmeasured, and the report says so
+    # instead of calling them balanced
+    rep = report_json(plain)
+    assert not [f for f in rep["findings"] if f["cause"] == "straggler"], rep["findings"]
+    missing = [m for m in rep["not_evaluated"] if m["rule"] == "stragglers"]
+    assert missing and "collectives inside the training steps" in missing[0]["needs"]
+
+
+@pytest.mark.slow
+def test_a_rank_that_computes_is_told_from_one_that_sleeps(tmp_path):
+    """The slow rank's extra 30 ms per batch is CPU work in its (main-process) loader: the straggler is
+    named, its wait measured, and what it does with the time is host work, not storage."""
+    extra, steps = 0.03, 40
+    run, _ = _record(tmp_path, "compute", sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2,
+                     "--master_addr", "127.0.0.1", "--master_port", free_port(), DIST / "ddp_torchrun.py",
+                     1, extra, 0.0, steps, 192, "compute")
+    rep = report_json(run)
+    top = rep["findings"][0]
+    assert top["cause"] == "straggler" and top["title"].startswith("Rank 1 "), rep["findings"][:2]
+    assert abs(rep["communication"]["lost_per_step_s"] - extra) <= 0.25 * extra
+    assert "host work in its loop" in top["summary"] and "before each forward" in top["fix"]
+    busy = next(e["value"] for e in top["evidence"] if e["name"].startswith("its main thread on a CPU"))
+    assert busy >= 15, busy
+
+
+@pytest.mark.slow
+def test_fsdp2_gathers_and_scatters_are_timed_and_the_straggler_named(tmp_path):
+    """FSDP2 on gloo/CPU: its per-layer all-gathers and reduce-scatters go through torch.distributed (under
+    the names torch ≥ 2.10 gives them: all_gather_single, reduce_scatter_single), so the straggler sleeping
+    20 ms per step is named and the other rank's wait measured within 25 %."""
+    if not hasattr(pytest.importorskip("torch.distributed.fsdp"), "fully_shard"):
+        pytest.skip("this torch has no FSDP2 (fully_shard)")
+    from gpusleuth.sources.rundir import load_run
+
+    extra, steps = 0.02, 30
+    run, _ = _record(tmp_path, "fsdp", sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", 2,
+                     "--master_addr", "127.0.0.1", "--master_port", free_port(), DIST / "fsdp_torchrun.py",
+                     1, extra, steps)
+    comm = load_run(run).comm
+    ops = comm["op"].tolist()
+    gathers = sum(ops.count(n) for n in ("all_gather_single", "all_gather_into_tensor", "_all_gather_base"))
+    scatters = sum(ops.count(n) for n in ("reduce_scatter_single", "reduce_scatter_tensor", "_reduce_scatter_base"))
+    assert gathers >= 2 * 3 * steps and scatters >= 2 * 3 * steps, sorted(set(ops))  # 2 ranks × 3 layers
+    assert (comm["bytes"][comm["op"] != "barrier"] > 0).all()  # FSDP2 passes its tensors by keyword too
+    rep = report_json(run)
+    top = rep["findings"][0]
+    assert top["cause"] == "straggler" and top["title"].startswith("Rank 1 "), rep["findings"][:2]
+    assert abs(rep["communication"]["lost_per_step_s"] - extra) <= 0.25 * extra, rep["communication"]
+    assert rep["communication"]["step_coverage"] == 1.0
 
 
 def test_two_rank_traces_get_a_cross_rank_verdict():
@@ -153,15 +209,45 @@ def test_scaling_that_pays_stays_quiet(tmp_path):
     assert s["efficiency"] == pytest.approx(s["speedup"] / 2, rel=1e-6)
     assert "time falls faster than cost rises" in " ".join(text.split())
 
+    # Priced at $3.60 an hour for the machine (a CPU run's price is its machine's): both sizes ran on this
+    # one machine, so $ per 1k samples is 1000 s ÷ 1000 ÷ steady throughput at each size — the start-up
+    # each run also paid for stays out of the scaling verdict.
+    one, two = tmp_path / "one-192", tmp_path / "two-192"
+    res = gpusleuth("compare", one, two, "--json", "--price-per-gpu-hour", "3.6")
+    priced = json.loads(res.stdout)
+    thr = [r["metrics"]["throughput"] for r in priced["runs"]]
+    p = priced["scaling"][0]
+    assert p["per_1k_unit"] == "$ per 1k samples"
+    assert p["per_1k"] == pytest.approx([1 / thr[0], 1 / thr[1]], rel=1e-6)
+    assert p["cost_change"] == pytest.approx(p["time_change"], rel=1e-6) and p["cost_outpaces_time"] is False
+    # the distributed run's report prices its communication in process-hours, each rank half the machine
+    res = gpusleuth("report", two, "--json", "--price-per-gpu-hour", "3.6")
+    comm = json.loads(res.stdout)["communication"]
+    assert comm["hours_unit"] == "process-hours" and comm["comm_gpu_hours"] > 0
+    assert comm["comm_dollars"] == pytest.approx(comm["comm_gpu_hours"] * 1.8, rel=1e-6)
+    assert "process-h in collectives" in " ".join(gpusleuth("report", two).stdout.split())
 
-def _per_rank_runs(tmp_path, slow_rank, extra, base, steps):
+
+# what each launcher sets for rank r of 2, one per node: torch's own variables, Slurm's (srun), Open MPI's
+LAUNCHER_VARS = {
+    "torch": lambda r: {"RANK": r, "WORLD_SIZE": 2, "LOCAL_RANK": 0},
+    "slurm": lambda r: {"SLURM_PROCID": r, "SLURM_NTASKS": 2, "SLURM_LOCALID": 0, "SLURM_NODEID": r,
+                        "SLURM_JOB_ID": 4242},
+    "ompi": lambda r: {"OMPI_COMM_WORLD_RANK": r, "OMPI_COMM_WORLD_SIZE": 2, "OMPI_COMM_WORLD_LOCAL_RANK": 0,
+                       "OMPI_COMM_WORLD_NODE_RANK": r},
+}
+_ANY_RANK_VAR = [v for f in LAUNCHER_VARS.values() for v in f(0)] + ["GROUP_RANK", "TORCHELASTIC_RUN_ID"]
+
+
+def _per_rank_runs(tmp_path, slow_rank, extra, base, steps, launcher="torch"):
     """One `gpusleuth run` per rank, as `srun`/`mpirun` start a job: each rank its own run directory."""
     port = free_port()
     procs, outs = [], []
     for rank in (0, 1):
         out = tmp_path / f"node{rank}"
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+        env = {k: v for k, v in os.environ.items() if k not in _ANY_RANK_VAR}
+        env.update({k: str(v) for k, v in LAUNCHER_VARS[launcher](rank).items()},
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
         procs.append(subprocess.Popen([sys.executable, "-m", "gpusleuth", "run", "--out", str(out), "--no-report",
                                        "--", sys.executable, str(DIST / "ddp_torchrun.py"), str(slow_rank),
                                        str(extra), str(base), str(steps)],
@@ -213,6 +299,24 @@ def test_one_run_directory_per_rank_is_reported_as_one_job(tmp_path):
     res = gpusleuth("report", outs[0], tmp_path / "again")
     assert res.returncode != 0 and "Traceback" not in res.stderr
     assert "holds rank 0" in res.stderr and "not the nodes of one job" in " ".join(res.stderr.split())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["slurm", "ompi"])
+def test_scheduler_variables_give_each_rank_its_identity(tmp_path, launcher):
+    """Ranks started by srun or mpirun (their variables only, the script passes the rank to torch): each
+    run directory knows its rank, local rank, node and world size, and the two report as one job."""
+    from gpusleuth.sources.rundir import load_run
+
+    outs = _per_rank_runs(tmp_path, 1, 0.02, 0.01, 30, launcher=launcher)
+    for node, out in enumerate(outs):
+        ranked = [p for p in load_run(out).processes.values() if p.rank is not None]
+        assert [(p.rank, p.local_rank, p.node_rank, p.world_size) for p in ranked] == [(node, 0, node, 2)]
+        assert ranked[0].job_id == ("4242" if launcher == "slurm" else None)
+    rep = report_json_multi(*outs)
+    top = [f for f in rep["findings"] if f["severity"] != "none"][0]
+    assert top["cause"] == "straggler" and top["title"].startswith("Rank 1 ")
+    assert abs(rep["communication"]["lost_per_step_s"] - 0.02) <= 0.25 * 0.02
 
 
 def report_json_multi(*dirs):

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from gpusleuth.analysis.telemetry import GpuSummary
 from gpusleuth.diagnosis.finding import Missing
-from gpusleuth.diagnosis.rules import busy_idle, copies, distributed, precision, sizing, sync, throttling
+from gpusleuth.diagnosis.rules import busy_idle, copies, distributed, precision, sizing, stragglers, sync, throttling
 from gpusleuth.diagnosis.rules import input as input_rules
 from test_rules_cpu import facts
 
@@ -89,6 +89,25 @@ def test_copies_both_ways_are_copy_bound_not_half_named():
     t3 = trace({"compute": 0.007, "memcpy_h2d_pageable": 0.003})
     (fd3,) = input_rules.h2d_transfer(facts(traces=[t3]))
     assert not fd3.title.startswith("Copy-bound") and copies.copy_bound(facts(traces=[t3])) == []
+
+
+def test_straggler_from_per_rank_traces_claims_no_arrivals():
+    """From traces the slow rank is the one with the least collective kernel time per step (the others'
+    kernels spin waiting for it): 30 ms of a 100 ms step here. A trace has no arrival times, so the finding
+    says how it knows, not 'arrived last at 100 %', and the per-rank arrival share is unknown (None)."""
+    from gpusleuth.analysis.comm import trace_comm_summary
+
+    waiting = trace({"compute": 0.05, "comm": 0.04}, rank=0, dur=0.1)
+    slow = trace({"compute": 0.08, "comm": 0.01}, rank=1, dur=0.1)
+    comm = trace_comm_summary([waiting, slow])
+    assert [r.last_share for r in comm.ranks] == [None, None] and comm.slow_rank == 1
+    assert abs(comm.lost_per_step_s - 0.03) < 1e-9 and comm.step_coverage == 1.0
+    (fd,) = stragglers.straggler(facts(traces=[waiting, slow], comm=comm))
+    assert fd.cause == "straggler" and fd.severity == "high" and fd.title.startswith("Rank 1 ")
+    assert "spends the least time in collectives" in fd.summary and "arrived last" not in fd.summary
+    balanced = trace_comm_summary([waiting, trace({"compute": 0.051, "comm": 0.039}, rank=1, dur=0.1)])
+    (quiet,) = stragglers.straggler(facts(traces=[waiting], comm=balanced))
+    assert quiet.severity == "none"
 
 
 def test_exposed_communication():

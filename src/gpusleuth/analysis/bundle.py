@@ -108,6 +108,10 @@ def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str,
         per_second = _price_per_second(devices, options, prices)
         gpu_hour = per_second * 3600.0 / len(devices) if per_second is not None and devices else None
     comm = job_comm(run, traces)
+    if comm is not None and not devices:
+        # CPU ranks: a rank-hour is a process-hour, priced at its share of the machines the ranks ran on
+        comm.hours_unit = "process-hours"
+        gpu_hour = per_second * 3600.0 / len(comm.ranks) if per_second is not None else None
     price_comm(comm, gpu_hour)  # what the job's collectives and waiting cost, one GPU per rank
     load = analyze_load(run, _load_price(per_second, options), gpu_note)
     _not_foreign(host, load, run)

@@ -11,7 +11,8 @@ call a group's collectives in the same order):
 
 * ``wait`` of a rank = last arrival − its own arrival (time lost to the slowest peer);
 * ``transfer`` = the rest of its time in the collective (the data moving, once everybody is there);
-* the rank that arrived last *caused* the others' wait.
+* the rank that arrived last *caused* the others' wait; what the job loses to the slowest rank is the
+  others' wait for it beyond its own wait for them (every rank arrives late now and then on a busy host).
 
 Wait intervals overlap (DDP launches several buckets before the first one completes), so a rank's wait
 and communication time are unions of intervals, never sums. Times are host wall clock (``time_ns``): the
@@ -45,12 +46,17 @@ class RankComm:
     wait_s: float  # of which waiting for the last rank to arrive
     transfer_s: float  # the rest: data moving
     data_wait_s: float  # waiting for its input pipeline
+    data_cpu_s: float  # of which its main thread was on a CPU (thread CPU clock): host work, not waiting
     other_s: float  # the rest of its step: compute, host work, anything outside data and collectives
     total_comm_s: float  # sums over all its steady steps
     total_wait_s: float
-    last_share: float  # share of matched collectives where this rank arrived last
-    caused_wait_s: float  # seconds the *other* ranks waited for this one (over the whole run)
+    last_share: float | None  # share of matched collectives where this rank arrived last (None: a trace,
+    # which has no arrival times)
+    caused_wait_s: float  # seconds the *other* ranks waited for this one (in their steady steps)
     cpu_pct: float | None = None  # mean CPU of its process (recorder samples), % of one core
+    # steady steps inside which it spent time in a timed collective: a job whose collectives go through a
+    # path the hook does not wrap shows steps without any, and then its ranks cannot be compared
+    comm_steps: int = 0
 
     @property
     def comm_share(self) -> float:
@@ -71,12 +77,15 @@ class CommSummary:
     unmatched: int  # calls seen on one rank only (its peer not recorded, or a cut-off run)
     slow_rank: int | None  # the rank the others waited for most
     slow_caused_share: float  # its share of all waiting
-    lost_s: float  # seconds the other ranks lost waiting for it (sum over ranks)
+    lost_s: float  # seconds the other ranks lost waiting for it in their steady steps, beyond what it
+    # waited for them (the jitter every rank causes), sum over ranks
     lost_per_step_s: float  # per step, mean over the other ranks
     # the slow rank's per-step median minus the median of the others, per part of its step
     slow_extra: dict[str, float] = field(default_factory=dict)
+    lost_gross_s: float = 0.0  # all the others' waiting for it (before taking out what it waited for them)
     comm_gpu_hours: float = 0.0  # rank-seconds inside collectives / 3600 (one GPU per rank)
     wait_gpu_hours: float = 0.0
+    hours_unit: str = "GPU-hours"  # "process-hours" for ranks without a GPU (set by analysis.bundle)
     clock: str = "host wall clock"
     comm_dollars: float | None = None  # the GPU-hours above at the run's price (set by the report stage)
     wait_dollars: float | None = None
@@ -95,12 +104,20 @@ class CommSummary:
         vals = [r.transfer_s / r.step_s for r in self.ranks if r.step_s > 0]
         return float(np.mean(vals)) if vals else 0.0
 
+    @property
+    def step_coverage(self) -> float:
+        """The least share, over ranks, of steady steps that contain a timed collective (1.0: every step;
+        a trace's per-step collective time is per step by construction)."""
+        shares = [r.comm_steps / r.steps for r in self.ranks if r.steps]
+        return min(shares) if shares else 0.0
+
     def rank(self, rank: int | None) -> RankComm | None:
         return next((r for r in self.ranks if r.rank == rank), None)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d.update(comm_share=self.comm_share, wait_share=self.wait_share, transfer_share=self.transfer_share)
+        d.update(comm_share=self.comm_share, wait_share=self.wait_share, transfer_share=self.transfer_share,
+                 step_coverage=self.step_coverage)
         return d
 
 
@@ -159,14 +176,21 @@ def _last_arrivals(comm: Table, arrivals: dict[str, np.ndarray]) -> dict[int, in
     return out
 
 
-def _steps_of(run: Run, pid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _steps_of(run: Run, pid: int, column: str = "data_wait_ns") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Start, end and one per-step column (≥ 0) of a process's steps, in time order."""
     st = run.steps
-    if not len(st):
+    if not len(st) or column not in st:
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
     m = st["pid"] == pid
     order = np.argsort(st["start_ns"][m], kind="stable")
     return (st["start_ns"][m][order].astype(np.int64), st["end_ns"][m][order].astype(np.int64),
-            np.maximum(st["data_wait_ns"][m][order].astype(np.int64), 0))
+            np.maximum(st[column][m][order].astype(np.int64), 0))
+
+
+def _steady(lo: np.ndarray, hi: np.ndarray, data: np.ndarray):
+    """The steps the per-step medians are taken over: the first one (start-up) left out."""
+    steady = slice(1, None) if len(lo) > 2 else slice(None)
+    return lo[steady], hi[steady], data[steady]
 
 
 def _per_step_union(s: np.ndarray, e: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -183,14 +207,16 @@ def _rank_comm(run: Run, comm: Table, pid: int, rank: int, arrivals, last: dict[
     matched = arrivals["matched"][m]
     last_ns = arrivals["last_ns"][m]
     wait_end = np.where(matched, np.minimum(np.maximum(last_ns, start), np.maximum(end, start)), start)
-    lo, hi, data = _steps_of(run, pid)
-    steady = slice(1, None) if len(lo) > 2 else slice(None)
-    lo, hi, data = lo[steady], hi[steady], data[steady]
+    lo, hi, data = _steady(*_steps_of(run, pid))
+    data_cpu = _steady(*_steps_of(run, pid, "data_cpu_ns"))[2]
+    data_cpu = np.minimum(data_cpu, data) if len(data_cpu) == len(data) else np.zeros_like(data)
     step = (hi - lo).astype(np.int64)
     comm_step = _per_step_union(start, end, lo, hi)
     wait_step = _per_step_union(start, wait_end, lo, hi)
     other = np.maximum(step - data - comm_step, 0)
-    # the wait each *other* rank lost because this one arrived last: over the whole run
+    # the wait each *other* rank lost because this one arrived last, inside that rank's steady steps (the
+    # same window as its per-step medians: waits during start-up — FSDP's lazy init, DDP's first
+    # broadcast — are not per-step losses); over its whole run when it recorded no steps
     caused = 0
     for other_pid in np.unique(comm["pid"]).tolist():
         if other_pid == pid:
@@ -198,7 +224,9 @@ def _rank_comm(run: Run, comm: Table, pid: int, rank: int, arrivals, last: dict[
         om = (comm["pid"] == other_pid) & (arrivals["last_pid"] == pid) & arrivals["matched"]
         os_ = comm["start_ns"][om].astype(np.int64)
         oe = np.maximum(arrivals["last_ns"][om], os_)
-        caused += iv.total(*iv.union(os_, oe))
+        waits = iv.union(os_, oe)
+        olo, ohi, _ = _steady(*_steps_of(run, other_pid))
+        caused += int(iv.overlap_each(olo, ohi, *waits).sum()) if len(olo) else iv.total(*waits)
     proc = run.processes.get(pid)
     total = int(matched.sum())
 
@@ -209,10 +237,11 @@ def _rank_comm(run: Run, comm: Table, pid: int, rank: int, arrivals, last: dict[
         rank=rank, pid=pid, host=proc.host if proc else None, local_rank=proc.local_rank if proc else None,
         steps=int(len(step)), collectives=int(m.sum()), bytes=int(comm["bytes"][m].sum()),
         step_s=med(step), comm_s=med(comm_step), wait_s=med(wait_step),
-        transfer_s=max(med(comm_step) - med(wait_step), 0.0), data_wait_s=med(data), other_s=med(other),
+        transfer_s=max(med(comm_step) - med(wait_step), 0.0), data_wait_s=med(data), data_cpu_s=med(data_cpu),
+        other_s=med(other),
         total_comm_s=float(comm_step.sum()) / 1e9, total_wait_s=float(wait_step.sum()) / 1e9,
         last_share=last.get(pid, 0) / total if total else 0.0, caused_wait_s=caused / 1e9,
-        cpu_pct=_cpu_pct(run, pid),
+        cpu_pct=_cpu_pct(run, pid), comm_steps=int((comm_step > 0).sum()),
     )
 
 
@@ -226,6 +255,9 @@ def _cpu_pct(run: Run, pid: int) -> float | None:
 
 
 PARTS = ("data_wait_s", "other_s", "transfer_s")
+# not a part of the step but what one part is made of: the CPU the slow rank's main thread used while
+# the step waited for its input (sleeping on storage ≈ 0; computing in the loop ≈ the whole wait)
+DETAILS = ("data_cpu_s",)
 
 
 def _summarize(per_rank: list[RankComm], world: int, arrivals, last) -> CommSummary:
@@ -234,18 +266,25 @@ def _summarize(per_rank: list[RankComm], world: int, arrivals, last) -> CommSumm
     slow = max(per_rank, key=lambda r: r.caused_wait_s) if total_caused > 0 else None
     extra: dict[str, float] = {}
     lost = lost_step = 0.0
+    gross = 0.0
     if slow is not None:
         others = [r for r in per_rank if r is not slow]
-        lost = slow.caused_wait_s
+        # What the others wait for it beyond what it waits for them: on a busy host every rank is sometimes
+        # descheduled and arrives late, so ranks wait for each other a little even when balanced (a job
+        # with 9 small collectives a step — FSDP2 — measured 2.4-5 ms a step each way). The slow rank's own
+        # wait estimates that jitter; only the excess would go away if it ran at their pace (2 ranks:
+        # exactly the pairwise excess; more: conservative, as it waits for the last of all the others).
+        gross = slow.caused_wait_s
+        lost = max(gross - len(others) * slow.total_wait_s, 0.0)
         steps = [r.steps for r in others if r.steps]
         lost_step = lost / len(others) / float(np.median(steps)) if steps else 0.0
-        for part in PARTS:
+        for part in PARTS + DETAILS:
             extra[part] = getattr(slow, part) - float(np.median([getattr(r, part) for r in others]))
     return CommSummary(
         world_size=world, ranks=per_rank, matched=matched, unmatched=unmatched,
         slow_rank=slow.rank if slow else None,
         slow_caused_share=slow.caused_wait_s / total_caused if slow and total_caused else 0.0,
-        lost_s=lost, lost_per_step_s=lost_step, slow_extra=extra,
+        lost_s=lost, lost_per_step_s=lost_step, lost_gross_s=gross, slow_extra=extra,
         comm_gpu_hours=sum(r.total_comm_s for r in per_rank) / 3600.0,
         wait_gpu_hours=sum(r.total_wait_s for r in per_rank) / 3600.0,
     )
@@ -283,9 +322,10 @@ def trace_comm_summary(traces: list[Any]) -> CommSummary | None:
         data = 0.0  # a trace's partition has no input-pipeline category: host idle is the host's
         per_rank.append(RankComm(
             rank=int(t.rank), pid=-1, host=None, local_rank=None, steps=n, collectives=0, bytes=0,
-            step_s=dur, comm_s=comm, wait_s=wait, transfer_s=floor, data_wait_s=data,
+            step_s=dur, comm_s=comm, wait_s=wait, transfer_s=floor, data_wait_s=data, data_cpu_s=0.0,
             other_s=max(dur - comm - data, 0.0), total_comm_s=comm * n, total_wait_s=wait * n,
-            last_share=1.0 if i == slow_i else 0.0, caused_wait_s=caused if others else 0.0))
+            last_share=None, caused_wait_s=caused if others else 0.0,
+            comm_steps=n if comm > 0 else 0))
     slow = per_rank[slow_i]
     others = [r for r in per_rank if r is not slow]
     lost = slow.caused_wait_s
@@ -298,6 +338,7 @@ def trace_comm_summary(traces: list[Any]) -> CommSummary | None:
     return CommSummary(
         world_size=len(per_rank), ranks=sorted(per_rank, key=lambda r: r.rank), matched=0, unmatched=0,
         slow_rank=slow.rank if lost > 0 else None, slow_caused_share=1.0 if lost > 0 else 0.0, lost_s=lost,
+        lost_gross_s=lost,
         lost_per_step_s=lost / len(others) / steps if steps else 0.0, slow_extra=extra,
         comm_gpu_hours=sum(r.total_comm_s for r in per_rank) / 3600.0,
         wait_gpu_hours=sum(r.total_wait_s for r in per_rank) / 3600.0,
@@ -311,7 +352,8 @@ def job_comm(run: Run, traces: list[Any]) -> CommSummary | None:
 
 
 def price(summary: CommSummary | None, per_gpu_hour: float | None) -> None:
-    """What the job's communication and waiting cost at ``per_gpu_hour`` (one GPU per rank)."""
+    """What the job's communication and waiting cost at ``per_gpu_hour`` per rank-hour (one GPU per rank;
+    on CPU, the rank's share of its machine)."""
     if summary is None or per_gpu_hour is None:
         return
     summary.comm_dollars = summary.comm_gpu_hours * per_gpu_hour

@@ -67,6 +67,8 @@ class RunColumn:
     samples_per_step: float | None
     metrics: dict[str, float | None]
     step_se_rel: float | None  # relative standard error of the median step time
+    # what one second of the run costs, all its GPUs (or its machines on CPU); None: not priced
+    dollars_per_second: float | None = None
 
 
 @dataclass
@@ -120,7 +122,8 @@ def column_for(a) -> RunColumn:
         "wall": o.wall_s if o is not None else None,
     }
     return RunColumn(label=a.run.label, path=str(a.run.path) if a.run.path else None, processes=processes,
-                     samples_per_step=sps, metrics=m, step_se_rel=se_rel)
+                     samples_per_step=sps, metrics=m, step_se_rel=se_rel,
+                     dollars_per_second=h.cost.per_recoverable_second if h and h.cost else None)
 
 
 def scaling_cost(base: RunColumn, col: RunColumn) -> dict:
@@ -129,17 +132,22 @@ def scaling_cost(base: RunColumn, col: RunColumn) -> dict:
 
     Cost per sample scales as processes ÷ throughput whatever the price, so the change in cost is
     (N/N0) ÷ speedup − 1 = 1/efficiency − 1 even for an unpriced run; it is stated in dollars per 1k
-    samples when both runs are priced (``--gpu-price``, or a known GPU model), else in process-seconds
-    (GPU-seconds on a GPU job) per 1k samples. The verdict says "more GPUs raise cost faster than they cut
+    samples when both runs are priced (``--price-per-gpu-hour``, or a known GPU model), else in
+    process-seconds (GPU-seconds on a GPU job) per 1k samples. Both are at steady throughput, the basis of
+    the speedup: the run's own cost per 1k samples (the compare table's row) also pays for its start-up,
+    which on short runs differs between the two sizes by more than the scaling itself and would decide
+    the verdict. Priced, each size pays what it holds: its GPUs, or on CPU its machines (two ranks on one
+    machine cost that machine). The verdict says "more GPUs raise cost faster than they cut
     time" when the cost per sample grows by a larger fraction than the time per sample shrinks — e.g. 2× the
     GPUs for 1.4× the speed: +43 % cost for −29 % time."""
     t0, t1 = base.metrics["throughput"], col.metrics["throughput"]
     speedup = t1 / t0
     cost_change = (col.processes / base.processes) / speedup - 1
     time_change = 1 / speedup - 1
-    c0, c1 = base.metrics.get("cost_per_1k"), col.metrics.get("cost_per_1k")
-    priced = c0 is not None and c1 is not None
-    per_1k = [c0, c1] if priced else [base.processes * 1000 / t0, col.processes * 1000 / t1]
+    priced = base.dollars_per_second is not None and col.dollars_per_second is not None
+    per_1k = ([base.dollars_per_second * 1000 / t0, col.dollars_per_second * 1000 / t1] if priced else
+              [base.processes * 1000 / t0, col.processes * 1000 / t1])
+    c0, c1 = per_1k
     unit = "$ per 1k samples" if priced else "process-seconds per 1k samples"
     if priced:
         cost_change = c1 / c0 - 1  # the prices themselves may differ (another GPU model at the other size)

@@ -48,6 +48,13 @@ def gpus_used(run: Run, gpus: list[GpuSummary]) -> int:
     return len(gpus)
 
 
+def machines(run: Run) -> int:
+    """Hosts the job's ranks ran on: what a CPU-only job pays for (the price is the machine's). Two ranks on
+    one machine cost that machine; one run directory per node of a job merged into one Run, each node."""
+    hosts = {p.host for p in run.processes.values() if p.rank is not None and p.host}
+    return max(len(hosts), 1)
+
+
 def compute_headline(run: Run, view: StepView, outcomes: Outcomes, gpus: list[GpuSummary], opts: ReportOptions,
                      prices: dict[str, float] | None = None, mllog=None) -> Headline:
     """``prices``: the user's price table (over the defaults); ``mllog``: parsed ``:::MLLOG`` lines or None."""
@@ -87,7 +94,7 @@ def compute_headline(run: Run, view: StepView, outcomes: Outcomes, gpus: list[Gp
             if info.get("kind") == "dataloader" and info.get("dataset_len"):
                 per_epoch = int(info["dataset_len"])
                 break
-        cost = compute_cost(price, n_gpus or 1, wall, samples, sps_wall, per_epoch)
+        cost = compute_cost(price, n_gpus or machines(run), wall, samples, sps_wall, per_epoch)
 
     ttt = None
     if mllog and mllog.bad_lines:

@@ -40,18 +40,27 @@ _WORLD_VARS = ("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 _NODE_VARS = ("GROUP_RANK", "SLURM_NODEID", "OMPI_COMM_WORLD_NODE_RANK")
 _JOB_VARS = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "OMPI_MCA_orte_jobid", "GPUSLEUTH_JOB_ID")
 
+# Every public collective, under each name torch has given it: FSDP2 calls ``all_gather_single`` and
+# ``reduce_scatter_single`` (torch ≥ 2.10; ``all_gather_into_tensor``/``reduce_scatter_tensor`` before,
+# now deprecated aliases that call them — the outer call is the one recorded, see ``S.depth``).
 COLLECTIVES = (
-    "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
-    "broadcast", "reduce", "gather", "scatter", "all_to_all", "all_to_all_single", "barrier",
-    "all_gather_object", "broadcast_object_list",
+    "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_single", "reduce_scatter",
+    "reduce_scatter_tensor", "reduce_scatter_single", "_all_gather_base", "_reduce_scatter_base",
+    "all_reduce_coalesced", "all_gather_coalesced", "broadcast", "reduce", "gather", "scatter", "all_to_all",
+    "all_to_all_single", "barrier", "all_gather_object", "broadcast_object_list",
 )
+# positional index of ``group`` and ``async_op`` in each signature (torch's own order)
 _GROUP_POS = {"all_reduce": 2, "broadcast": 2, "reduce": 3, "all_gather": 2, "all_gather_into_tensor": 2,
-              "reduce_scatter": 3, "reduce_scatter_tensor": 3, "barrier": 0, "all_to_all": 2,
+              "all_gather_single": 2, "_all_gather_base": 2, "all_gather_coalesced": 2,
+              "all_reduce_coalesced": 2, "reduce_scatter": 3, "reduce_scatter_tensor": 3,
+              "reduce_scatter_single": 3, "_reduce_scatter_base": 3, "barrier": 0, "all_to_all": 2,
               "all_to_all_single": 4, "gather": 3, "scatter": 3, "all_gather_object": 2,
               "broadcast_object_list": 2}
-_ASYNC_POS = {"all_reduce": 3, "broadcast": 3, "reduce": 4, "all_gather": 3, "all_gather_into_tensor": 3,
-              "reduce_scatter": 4, "reduce_scatter_tensor": 4, "barrier": 1, "all_to_all": 3,
-              "all_to_all_single": 5, "gather": 4, "scatter": 4}
+_ASYNC_POS = {name: pos + 1 for name, pos in _GROUP_POS.items()
+              if name not in ("all_gather_object", "broadcast_object_list")}
+# the first tensor argument's name, for callers that pass it by keyword (FSDP2: ``output=…``)
+_FIRST_KW = ("tensor", "output_tensor", "output", "tensor_list", "tensors", "output_tensor_lists",
+             "object_list")
 CUDA_PENDING_MAX = 4096
 
 
@@ -207,7 +216,8 @@ def _wrap(torch, name, real):
             gname = _group_name(torch, group)
             seq = S.seq.get(gname, 0)
             S.seq[gname] = seq + 1
-            first = args[0] if args and name != "barrier" else kwargs.get("tensor")
+            first = args[0] if args and name != "barrier" else next(
+                (kwargs[k] for k in _FIRST_KW if k in kwargs), None)
             nbytes = _nbytes(first)
             cuda = r.cuda_on and _is_cuda(first)
             ev0 = _mark(r) if cuda else None

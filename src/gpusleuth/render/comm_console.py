@@ -8,6 +8,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
 
+from gpusleuth.render.units import dollars
+
 
 def _ms(s: float) -> str:
     return f"{s * 1e3:.1f} ms"
@@ -27,11 +29,12 @@ def render_comm(report, console: Console) -> None:
     for r in comm.ranks:
         t.add_row(str(r.rank), escape(r.host or "–"), _ms(r.step_s), f"{_ms(r.comm_s)} ({r.comm_share:.0%})",
                   f"{_ms(r.wait_s)} ({r.wait_share:.0%})", _ms(r.transfer_s), _ms(r.data_wait_s), _ms(r.other_s),
-                  f"{r.last_share:.0%}")
+                  "–" if r.last_share is None else f"{r.last_share:.0%}")
     console.print(t)
-    cost = f"{comm.comm_gpu_hours:.4g} GPU-h in collectives, {comm.wait_gpu_hours:.4g} GPU-h of it waiting"
+    unit = "GPU-h" if comm.hours_unit == "GPU-hours" else "process-h"
+    cost = f"{comm.comm_gpu_hours:.4g} {unit} in collectives, {comm.wait_gpu_hours:.4g} {unit} of it waiting"
     if comm.comm_dollars is not None:
-        cost += f" (${comm.comm_dollars:,.2f} and ${comm.wait_dollars:,.2f})"
+        cost += f" ({dollars(comm.comm_dollars)} and {dollars(comm.wait_dollars)})"
     console.print(f"  {cost}")
     if report.outcomes is None:  # a trace-only report has no findings section: the cross-rank verdict here
         for f in report.findings:

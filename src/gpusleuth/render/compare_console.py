@@ -8,7 +8,7 @@ from rich.table import Table
 
 from gpusleuth.analysis.compare import METRICS
 from gpusleuth.report.comparison import ComparisonReport
-from gpusleuth.render.units import metric_text
+from gpusleuth.render.units import dollars, metric_text
 
 
 def render_compare(cr: ComparisonReport, console: Console) -> None:
@@ -43,7 +43,7 @@ def render_compare(cr: ComparisonReport, console: Console) -> None:
         if "verdict" in s:
             a, b = s["per_1k"]
             money = s["per_1k_unit"].startswith("$")
-            fmt = (lambda x: f"${x:,.4f}") if money else (lambda x: f"{x:,.3g}")
+            fmt = dollars if money else (lambda x: f"{x:,.3g}")
             unit = "per 1k samples" if money else s["per_1k_unit"]
             style = "bold red" if s["cost_outpaces_time"] else "green"
             console.print(f"    {fmt(a)} → {fmt(b)} {unit}; [{style}]{escape(s['verdict'])}[/]")

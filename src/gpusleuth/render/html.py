@@ -24,7 +24,7 @@ from gpusleuth.errors import GpusleuthError
 from gpusleuth.render import html_figures as F
 from gpusleuth.render.html_serving import request_stages_section, serving_section
 from gpusleuth.render.labels import CATEGORY_LABELS
-from gpusleuth.render.units import human_bytes
+from gpusleuth.render.units import dollars, human_bytes
 from gpusleuth.report.model import SCHEMA, Report
 
 MISSING_PLOTLY = ("the HTML report needs the plotly package (it inlines plotly.js so the file works "
@@ -266,6 +266,24 @@ def _telemetry_tables(pg: Page, report: Report) -> None:
     pg.add("</section>")
 
 
+def _communication(pg: Page, report: Report) -> None:
+    """The distributed job's collectives across ranks (``report.comm``), as the terminal shows them."""
+    comm = report.comm
+    if comm is None:
+        return
+    rows = [[e(str(r.rank)), e(str(r.host or "–")), _ms(r.step_s), f"{_ms(r.comm_s)} ({_pct(r.comm_share)})",
+             f"{_ms(r.wait_s)} ({_pct(r.wait_share)})", _ms(r.transfer_s), _ms(r.data_wait_s), _ms(r.other_s),
+             _pct(r.last_share)] for r in comm.ranks]
+    unit = "GPU-h" if comm.hours_unit == "GPU-hours" else "process-h"
+    cost = f"{comm.comm_gpu_hours:.4g} {unit} in collectives, {comm.wait_gpu_hours:.4g} {unit} of it waiting"
+    if comm.comm_dollars is not None:
+        cost += f" ({dollars(comm.comm_dollars)} and {dollars(comm.wait_dollars)})"
+    pg.add(f"<section><h2>Communication across {len(comm.ranks)} ranks</h2>"
+           f"<p class=dim>{e(comm.clock)}; per-step medians</p>"
+           + table(["rank", "host", "step", "in collectives", "waiting", "transfer", "data wait", "other",
+                    "arrived last"], rows) + f"<p>{cost}</p></section>")
+
+
 def _rank(pg: Page, r, hist: Any) -> None:
     who = f"rank {r.rank}" if r.rank is not None else "trace"
     pg.add(f"<section class=rank><h2>Profiler trace · {e(who)} <span class=dim>{e(str(r.label or ''))}"
@@ -348,6 +366,7 @@ def render_html(report: Report) -> str:
     _findings(pg, report)
     _timeline(pg, report)
     _telemetry_tables(pg, report)
+    _communication(pg, report)
     disp = report.display
     hists = {h.rank_label: h for h in (disp.gap_histograms if disp is not None else [])}
     for r in report.ranks:

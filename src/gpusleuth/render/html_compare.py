@@ -14,7 +14,7 @@ from gpusleuth.analysis.compare import METRICS
 from gpusleuth.report.comparison import SCHEMA
 from gpusleuth.render import html_figures as F
 from gpusleuth.render.html import Page, document, e, table, tile
-from gpusleuth.render.units import metric_text
+from gpusleuth.render.units import dollars, metric_text
 
 RUN_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 BETTER, WORSE, NOISE = "#2ca02c", "#d62728", "#b0b0b0"
@@ -189,7 +189,7 @@ def findings_figure(cr, names: list[str]) -> dict | None:
 
 def _per_1k(s: dict, i: int) -> str:
     x = s["per_1k"][i]
-    return f"${x:,.4f}" if s["per_1k_unit"].startswith("$") else f"{x:,.3g} process-s"
+    return dollars(x) if s["per_1k_unit"].startswith("$") else f"{x:,.3g} process-s"
 
 
 def scaling_figure(cr) -> dict | None:
