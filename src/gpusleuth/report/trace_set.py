@@ -164,27 +164,30 @@ def _in_process(paths: Sequence[Path], progress) -> list[Run]:
     return load_traces(paths, progress=progress(total, "bytes") if progress is not None else None)
 
 
-def _pool_map(files: list[Path], workers: int, tick: Progress | None) -> list[RankResult | RankFailure]:
-    """Every rank through a spawn pool; ranks whose worker died are retried alone (see the module doc)."""
+def _pool_map(files: list[Path], workers: int, tick: Progress | None,
+              step: Callable[[str], RankResult | RankFailure] = analyse_rank_file) -> list[RankResult | RankFailure]:
+    """Every rank through a spawn pool; ranks whose worker died are retried alone (see the module doc).
+    ``step``: the per-rank function (a module-level function: spawn workers import it by name)."""
     results: dict[int, RankResult | RankFailure] = {}
     pending = list(range(len(files)))
-    pending = _run_pool(files, pending, workers, results, tick)
+    pending = _run_pool(files, pending, workers, results, tick, step)
     for i in pending:  # their pool broke: one at a time, so a rank that kills its worker is known
-        if _run_pool(files, [i], 1, results, tick):
+        if _run_pool(files, [i], 1, results, tick, step):
             raise InputError(files[i], "the worker process analysing this trace died without an answer "
                                        "(killed by the system — most often out of memory); try fewer "
                                        "--jobs, or a machine with more memory")
     return [results[i] for i in range(len(files))]
 
 
-def _run_pool(files: list[Path], todo: list[int], workers: int, results: dict, tick: Progress | None) -> list[int]:
+def _run_pool(files: list[Path], todo: list[int], workers: int, results: dict, tick: Progress | None,
+              step: Callable[[str], RankResult | RankFailure]) -> list[int]:
     """Run ``todo`` in a fresh pool; returns the ranks left unanswered because a worker died."""
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
     lost: list[int] = []
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures = {pool.submit(analyse_rank_file, str(files[i])): i for i in todo}
+        futures = {pool.submit(step, str(files[i])): i for i in todo}
         for fut in as_completed(futures):
             i = futures[fut]
             try:
