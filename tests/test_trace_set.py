@@ -29,8 +29,10 @@ NOT_A_TRACE = Path(__file__).parent / "fixtures" / "traces" / "number_list.json"
 
 
 def report_json(paths, **how) -> str:
-    runs, summaries = load_trace_set(paths, **how)
-    assert (summaries is None) == (how.get("jobs") == 1 and how.get("ray_address") is None)
+    """The JSON report of a trace set, its ranks analysed as ``how`` says (nothing: all events held here)."""
+    runs, summaries = load_trace_set(paths, keep_events=not how, **how)
+    assert (summaries is None) == (not how)
+    assert all((r.trace is None) == bool(how) for r in runs)  # the events stayed in the workers
     return render_json(build_report(trace_job(runs), ranks=summaries))
 
 
@@ -52,18 +54,20 @@ def ray_cluster():
 
 @pytest.mark.parametrize("paths", [FILTER, COMPARE], ids=["trace_filter", "trace_compare"])
 def test_pool_and_ray_give_the_in_process_report(paths, ray_cluster):
-    here = report_json(paths, jobs=1)
+    here = report_json(paths)
     report = json.loads(here)
     assert len(report["ranks"]) == 2 and report["findings"]
     assert report["communication"]["slow_rank"] is not None or paths is COMPARE  # the cross-rank verdict
-    assert report_json(paths, jobs=2) == here
-    assert report_json(paths, ray_address="") == here  # the running local cluster is used
+    assert report_json(paths, jobs=1) == here  # rank by rank in this process
+    assert report_json(paths, jobs=2) == here  # a pool of 2 spawn workers
+    assert report_json(paths, ray_address="") == here  # Ray tasks: the running local cluster is used
 
 
 def test_a_damaged_rank_is_salvaged_the_same_way_in_workers(tmp_path, ray_cluster):
     paths = [FILTER[0], cut_off(FILTER[1], tmp_path / "rank-1.json")]
-    here = report_json(paths, jobs=1)
+    here = report_json(paths)
     assert "cut off or damaged" in " ".join(json.loads(here)["losses"])
+    assert report_json(paths, jobs=1) == here
     assert report_json(paths, jobs=2) == here
     assert report_json(paths, ray_address="") == here
 
@@ -71,12 +75,12 @@ def test_a_damaged_rank_is_salvaged_the_same_way_in_workers(tmp_path, ray_cluste
 def test_a_rank_that_is_not_a_trace_is_the_same_sentence(ray_cluster):
     paths = [FILTER[0], NOT_A_TRACE]
     errors = []
-    for how in ({"jobs": 1}, {"jobs": 2}, {"ray_address": ""}):
+    for how in ({"keep_events": True}, {"jobs": 1}, {"jobs": 2}, {"ray_address": ""}):
         with pytest.raises(InputError) as err:
             load_trace_set(paths, **how)
         errors.append(str(err.value))
     assert errors[0].startswith(str(NOT_A_TRACE)) and "no trace events" in errors[0]
-    assert errors == [errors[0]] * 3
+    assert errors == [errors[0]] * 4
 
 
 def killed_on_rank_1(path: str):
@@ -107,7 +111,8 @@ def test_a_worker_killed_once_is_retried_and_one_killed_again_is_named(tmp_path)
 def test_the_cli_runs_a_pool_and_says_when_ray_is_missing(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(Path(trace_set.__file__).parents[2])}
     cmd = [sys.executable, "-m", "gpusleuth", "report", *map(str, FILTER), "--json"]
-    one = subprocess.run(cmd + ["--jobs", "1"], capture_output=True, text=True, env=env, timeout=120)
+    one = subprocess.run(cmd + ["--annotate", str(tmp_path / "annotated")], capture_output=True, text=True,
+                         env=env, timeout=120)  # every rank's events held in this process
     two = subprocess.run(cmd + ["--jobs", "2"], capture_output=True, text=True, env=env, timeout=120)
     assert one.returncode == 0 and two.returncode == 0, one.stderr + two.stderr
     assert one.stdout == two.stdout
@@ -125,6 +130,7 @@ def test_workers_are_planned_from_ranks_cores_and_memory():
     assert plan_workers([mb] * 8, None) == 1  # a small set: workers would cost more than they share
     assert plan_workers([500 * mb] * 8, None, available=64 * 2**30, cores=16) == 8  # one per rank
     assert plan_workers([500 * mb] * 8, None, available=64 * 2**30, cores=2) == 2  # one per core
-    # each rank peaks near 1.6 GB: 4 GiB × 0.7 holds one worker at a time, never zero
-    assert plan_workers([500 * mb] * 8, None, available=4 * 2**30, cores=16) == 1
+    # each rank peaks near 0.6 GB: 4 GiB × 0.7 holds 4 workers at a time; 512 MiB none, so one (never zero)
+    assert plan_workers([500 * mb] * 8, None, available=4 * 2**30, cores=16) == 4
+    assert plan_workers([500 * mb] * 8, None, available=2**29, cores=16) == 1
     assert plan_workers([mb] * 8, 3) == 3 and plan_workers([mb] * 2, 8) == 2  # --jobs, at most one per rank

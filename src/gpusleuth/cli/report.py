@@ -63,8 +63,8 @@ def add_parallel_options(p) -> None:
         "the summaries. The report is the same whichever way the ranks ran (docs/trace-analysis.md).")
     g.add_argument("--jobs", "-j", type=_positive_int, default=None, metavar="N",
                    help="worker processes for a trace set's ranks (default: as many as ranks, cores and memory "
-                   "allow; one rank or a small set stays in this process); 1: all in this process. --annotate "
-                   "always reads in this process (it copies each trace)")
+                   "allow; a small set is analysed in this process, one rank after another); 1: in this process. "
+                   "--annotate reads every trace in this process (it copies each one)")
     g.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                    help="analyse the ranks as tasks on a Ray cluster (pip install 'gpusleuth[ray]'): ADDRESS "
                    "of a running cluster (ray://host:10001, or 'auto'), or none to start a local one. Workers "
@@ -114,8 +114,8 @@ def report_command(args) -> int:
 
         from gpusleuth.report.trace_set import load_trace_set
 
-        jobs = 1 if args.annotate else args.jobs  # --annotate copies each trace: its events stay here
-        runs, summaries = load_trace_set(paths, jobs=jobs, ray_address=args.ray,
+        runs, summaries = load_trace_set(paths, jobs=args.jobs, ray_address=args.ray,
+                                         keep_events=bool(args.annotate),  # it copies each trace's events
                                          progress=_set_progress if sys.stderr.isatty() else None)
         job = trace_job(runs)
     else:  # nvidia-smi/dmon logs, DCGM/Prometheus data, Nsight Systems exports (sources/detect.py)

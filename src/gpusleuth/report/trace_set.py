@@ -7,12 +7,13 @@ JSON is tens of GB of events. Here each rank is read and analysed on its own (``
 ``ranks=``: communication, stragglers, the rules) reads only those. So the three paths give the same report
 by construction, and the report's process never holds more than one rank's summary per rank.
 
-* **in-process** (one rank, a small set, or ``--jobs 1``): ``load_traces`` as before; the ranks keep their
-  events, which ``--annotate`` needs (it copies each trace with its painted segments), so ``--annotate``
-  always takes this path.
-* **local pool** (the default for a set worth it): ``ProcessPoolExecutor`` with *spawn* workers (no fork of
-  a process that may hold threads), as many as ranks, cores and memory allow — each worker holds one rank
-  at a time, so the peak is about workers × one rank's peak (``rank_peak_bytes``), whatever the rank count.
+* **with events** (one file, or ``--annotate``, which copies each trace with its painted segments):
+  ``load_traces`` as before; every rank's events stay in memory together.
+* **in this process, rank by rank** (a small set, or ``--jobs 1``): the same per-rank step, one rank after
+  another; the report's process holds one rank's events at a time.
+* **local pool** (a set worth it): ``ProcessPoolExecutor`` with *spawn* workers (no fork of a process that
+  may hold threads), as many as ranks, cores and memory allow — each worker holds one rank at a time, so
+  the peak is about workers × one rank's peak (``rank_peak_bytes``), whatever the rank count.
 * **Ray** (``--ray [ADDRESS]``): one task per rank; ``ray.init()`` starts a local cluster when no address is
   given. Workers read the trace files **by path**: on a remote cluster the paths must be visible to every
   node (a shared filesystem) — shipping GBs of traces through the object store would cost more than it saves.
@@ -38,14 +39,16 @@ from gpusleuth.analysis.ranks import RankSummary, summarize_rank
 from gpusleuth.errors import InputError
 from gpusleuth.run.model import Run
 
-#: Below this much trace JSON in all (uncompressed) a set is analysed in the report's process: starting
-#: spawn workers (a fresh interpreter importing numpy and gpusleuth, ~0.6 s each here) costs more than
-#: the work they share. Chosen from benchmarks/trace_set_scale.py (BENCHMARKS.md, "Trace sets in parallel").
-SMALL_SET_BYTES = 64 * 2**20
-#: a rank's peak memory while read and analysed, per byte of uncompressed trace JSON, and the worker's
-#: own footprint (measured: BENCHMARKS.md); used to keep workers × peak within the available memory
-PEAK_PER_JSON_BYTE = 3.0
-WORKER_BASE_BYTES = 150 * 2**20
+#: Below this much trace JSON in all (uncompressed) a set is analysed in the report's process, rank by rank:
+#: starting a spawn pool (fresh interpreters importing numpy and gpusleuth) cost ~1.3 s here, while rank by
+#: rank runs ~20 ms per MB of JSON — a pool of 2 can pay that back only on a set of a few hundred MB, and
+#: only with cores to spare (benchmarks/trace_set_scale.py; BENCHMARKS.md, "Trace sets of many ranks").
+SMALL_SET_BYTES = 256 * 2**20
+#: a rank's peak memory while read and analysed, per byte of uncompressed trace JSON, and a worker's own
+#: footprint: measured 0.66 B/B over a 33 MiB interpreter on a 47 MB rank (1.5 B/B on an 8 MB one);
+#: planned with margin, to keep workers × peak within the available memory
+PEAK_PER_JSON_BYTE = 1.0
+WORKER_BASE_BYTES = 100 * 2**20
 #: assumed expansion of a compressed trace whose size the file does not state (bzip2, xz, zstd, zip)
 COMPRESSED_RATIO = 10
 #: share of the available memory the workers may plan to use
@@ -106,10 +109,18 @@ def rank_peak_bytes(json_size: int) -> int:
     return int(WORKER_BASE_BYTES + PEAK_PER_JSON_BYTE * json_size)
 
 
+def idle_cores() -> int:
+    """Cores this process may use that the machine is not already busy with (1-minute load average, less
+    this process itself): on a shared machine, workers beyond them only queue for the same cores."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    busy = max(0.0, os.getloadavg()[0] - 1.0) if hasattr(os, "getloadavg") else 0.0
+    return max(1, int(cores - busy))
+
+
 def plan_workers(sizes: Sequence[int], jobs: int | None, available: int | None = None,
                  cores: int | None = None) -> int:
-    """How many worker processes: ``jobs`` when given (at most one per rank), else as many as ranks,
-    cores and memory allow; 1 (in-process) for one rank or a set below ``SMALL_SET_BYTES``."""
+    """How many worker processes: ``jobs`` when given (at most one per rank), else as many as ranks, idle
+    cores and memory allow; 1 (this process, rank by rank) for a set below ``SMALL_SET_BYTES``."""
     if jobs is not None:
         return max(1, min(jobs, len(sizes)))
     if len(sizes) < 2 or sum(sizes) < SMALL_SET_BYTES:
@@ -119,33 +130,32 @@ def plan_workers(sizes: Sequence[int], jobs: int | None, available: int | None =
 
         available = psutil.virtual_memory().available
     if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        cores = idle_cores()
     by_memory = int(available * MEMORY_SHARE // rank_peak_bytes(max(sizes)))
     return max(1, min(len(sizes), cores, by_memory))
 
 
 def load_trace_set(paths: Sequence[Path], *, jobs: int | None = None, ray_address: str | None = None,
-                   progress: Callable[[int, str], Progress | None] | None = None
+                   keep_events: bool = False, progress: Callable[[int, str], Progress | None] | None = None
                    ) -> tuple[list[Run], list[RankSummary] | None]:
-    """Each trace file's Run, and its summary when analysed in workers (``None``: in-process — the Runs
-    hold their events and ``analyze`` summarizes them itself).
+    """Each trace file's Run (without its events) and its summary, rank by rank; or, for one file or with
+    ``keep_events`` (``--annotate``), the Runs with their events and ``None`` (``analyze`` summarizes them).
 
-    ``jobs``: worker processes (1: in-process; None: planned by ``plan_workers``); ``ray_address``: run the
-    ranks as Ray tasks ("" starts a local cluster); ``progress(total, unit)`` makes a ``(done, total)``
-    callback (or None): over "ranks" analysed in workers, over "bytes" read in-process.
+    ``jobs``: worker processes (1: one rank after another in this process; None: ``plan_workers``);
+    ``ray_address``: run the ranks as Ray tasks ("" starts a local cluster); ``progress(total, unit)``
+    makes a ``(done, total)`` callback (or None) over "ranks" analysed, or "bytes" read with the events.
     """
     from gpusleuth.sources.kineto import distinct_files
 
     files, _sizes, notes = distinct_files([Path(p) for p in paths])
-    if ray_address is None:
-        workers = plan_workers([json_bytes(p) for p in files], jobs)
-        if workers <= 1:
-            return _in_process(paths, progress), None
+    if keep_events or len(files) < 2:  # one rank: nothing to share out
+        return _with_events(paths, progress), None
     tick = progress(len(files), "ranks") if progress is not None else None
     if ray_address is not None:
         results = _ray_map(files, ray_address, tick)
     else:
-        results = _pool_map(files, workers, tick)
+        workers = plan_workers([json_bytes(p) for p in files], jobs)
+        results = _pool_map(files, workers, tick) if workers > 1 else _here(files, tick)
     runs, summaries = [], []
     for res in results:
         if isinstance(res, RankFailure):
@@ -157,7 +167,19 @@ def load_trace_set(paths: Sequence[Path], *, jobs: int | None = None, ray_addres
     return runs, summaries
 
 
-def _in_process(paths: Sequence[Path], progress) -> list[Run]:
+def _here(files: list[Path], tick: Progress | None) -> list[RankResult | RankFailure]:
+    """The per-rank step in this process, one rank after another: memory of one rank at a time."""
+    results = []
+    for i, p in enumerate(files):
+        results.append(analyse_rank_file(str(p)))
+        if isinstance(results[-1], RankFailure):
+            break
+        if tick is not None:
+            tick(i + 1, len(files))
+    return results
+
+
+def _with_events(paths: Sequence[Path], progress) -> list[Run]:
     from gpusleuth.sources.kineto import load_traces
 
     total = sum(p.stat().st_size for p in paths if p.is_file())
