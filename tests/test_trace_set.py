@@ -114,8 +114,10 @@ def test_the_cli_runs_a_pool_and_says_when_ray_is_missing(tmp_path):
     one = subprocess.run(cmd + ["--annotate", str(tmp_path / "annotated")], capture_output=True, text=True,
                          env=env, timeout=120)  # every rank's events held in this process
     two = subprocess.run(cmd + ["--jobs", "2"], capture_output=True, text=True, env=env, timeout=120)
-    assert one.returncode == 0 and two.returncode == 0, one.stderr + two.stderr
-    assert one.stdout == two.stdout
+    # a bare --ray before the files: argparse takes the first file as ADDRESS; it is a trace, not an address
+    ray = subprocess.run(cmd[:4] + ["--ray"] + cmd[4:], capture_output=True, text=True, env=env, timeout=120)
+    assert one.returncode == 0 and two.returncode == 0 and ray.returncode == 0, one.stderr + two.stderr + ray.stderr
+    assert one.stdout == two.stdout == ray.stdout
     # Ray absent: an import that fails, as in an install without the extra
     no_ray = ("import sys; sys.modules['ray'] = None; from gpusleuth.cli.main import main; "
               f"sys.exit(main({['report', *map(str, FILTER), '--ray']!r}))")

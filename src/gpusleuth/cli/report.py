@@ -59,11 +59,11 @@ def add_parallel_options(p) -> None:
     g = p.add_argument_group(
         "many ranks (trace sets)",
         "Each trace file is read and analysed on its own and only a small summary per rank comes back, so "
-        "the report's memory does not grow with the size of the traces; the cross-rank view is computed from "
+        "the report's memory does not grow with the number of ranks; the cross-rank view is computed from "
         "the summaries. The report is the same whichever way the ranks ran (docs/trace-analysis.md).")
     g.add_argument("--jobs", "-j", type=_positive_int, default=None, metavar="N",
-                   help="worker processes for a trace set's ranks (default: as many as ranks, cores and memory "
-                   "allow; a small set is analysed in this process, one rank after another); 1: in this process. "
+                   help="worker processes for a trace set's ranks (default: as many as ranks, idle cores and "
+                   "memory allow; a small set is analysed in this process, one rank after another); 1: in this process. "
                    "--annotate reads every trace in this process (it copies each one)")
     g.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                    help="analyse the ranks as tasks on a Ray cluster (pip install 'gpusleuth[ray]'): ADDRESS "
@@ -89,6 +89,9 @@ def report_command(args) -> int:
 
     keep_pandas_out()
     paths = list(args.paths)
+    if getattr(args, "ray", None) and Path(args.ray).is_file():  # `--ray rank-0.json rank-1.json`: a trace, not
+        paths.insert(0, Path(args.ray))                          # an address (argparse took it as --ray's value)
+        args.ray = ""
     dirs = [p for p in paths if p.is_dir()]
     if dirs:
         if len(dirs) < len(paths):
