@@ -62,7 +62,7 @@ def add_parallel_options(p) -> None:
         "the report's memory does not grow with the number of ranks; the cross-rank view is computed from "
         "the summaries. The report is the same whichever way the ranks ran (docs/trace-analysis.md).")
     g.add_argument("--jobs", "-j", type=_positive_int, default=None, metavar="N",
-                   help="worker processes for a trace set's ranks (default: as many as ranks, idle cores and "
+                   help="worker processes for a trace set's ranks (default: as many as ranks, cores and "
                    "memory allow; a small set is analysed in this process, one rank after another); 1: in this process. "
                    "--annotate reads every trace in this process (it copies each one)")
     g.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
