@@ -28,12 +28,14 @@ COMPARE = [HTA / "trace_compare" / "base" / "base.json.gz", HTA / "trace_compare
 NOT_A_TRACE = Path(__file__).parent / "fixtures" / "traces" / "number_list.json"
 
 
-def report_json(paths, **how) -> str:
-    """The JSON report of a trace set, its ranks analysed as ``how`` says (nothing: all events held here)."""
+def report_json(paths, **how) -> tuple[str, str]:
+    """The JSON report of a trace set, its ranks analysed as ``how`` says (nothing: all events held here),
+    with the HTML report's idle-gap histograms (computed beside each rank, not part of the JSON) appended."""
     runs, summaries = load_trace_set(paths, keep_events=not how, **how)
     assert (summaries is None) == (not how)
     assert all((r.trace is None) == bool(how) for r in runs)  # the events stayed in the workers
-    return render_json(build_report(trace_job(runs), ranks=summaries))
+    report = build_report(trace_job(runs), ranks=summaries)
+    return render_json(report), repr(report.display.gap_histograms)
 
 
 def cut_off(src: Path, dst: Path) -> Path:
@@ -55,7 +57,8 @@ def ray_cluster():
 @pytest.mark.parametrize("paths", [FILTER, COMPARE], ids=["trace_filter", "trace_compare"])
 def test_pool_and_ray_give_the_in_process_report(paths, ray_cluster):
     here = report_json(paths)
-    report = json.loads(here)
+    assert "GapHistogram(" in here[1]  # the page's histograms are there to compare
+    report = json.loads(here[0])
     assert len(report["ranks"]) == 2 and report["findings"]
     assert report["communication"]["slow_rank"] is not None or paths is COMPARE  # the cross-rank verdict
     assert report_json(paths, jobs=1) == here  # rank by rank in this process
@@ -66,7 +69,7 @@ def test_pool_and_ray_give_the_in_process_report(paths, ray_cluster):
 def test_a_damaged_rank_is_salvaged_the_same_way_in_workers(tmp_path, ray_cluster):
     paths = [FILTER[0], cut_off(FILTER[1], tmp_path / "rank-1.json")]
     here = report_json(paths)
-    assert "cut off or damaged" in " ".join(json.loads(here)["losses"])
+    assert "cut off or damaged" in " ".join(json.loads(here[0])["losses"])
     assert report_json(paths, jobs=1) == here
     assert report_json(paths, jobs=2) == here
     assert report_json(paths, ray_address="") == here
