@@ -22,15 +22,15 @@ from gpusleuth.analysis.comm import price as price_comm
 from gpusleuth.analysis.cost import find_price, price_table
 from gpusleuth.analysis.gpu_timeline import gpu_timelines
 from gpusleuth.analysis.headline import Headline, compute_headline
-from gpusleuth.analysis.host_ops import host_op_stats
 from gpusleuth.analysis.load import LoadAnalysis, analyze_load
 from gpusleuth.analysis.options import ReportOptions
 from gpusleuth.analysis.outcomes import Outcomes, compute_outcomes, traced_outcomes
 from gpusleuth.analysis.peaks import lookup_peak
+from gpusleuth.analysis.ranks import RankSummary, summarize_rank
 from gpusleuth.analysis.requests import RequestAnalysis, analyze_requests, split_by_levels
 from gpusleuth.analysis.steps import StepView, step_view
 from gpusleuth.analysis.telemetry import GpuSummary, HostSummary, summarize_gpus, summarize_host
-from gpusleuth.analysis.trace import TraceAnalysis, analyze_trace
+from gpusleuth.analysis.trace import TraceAnalysis
 from gpusleuth.run.model import Run
 
 
@@ -66,10 +66,12 @@ def trace_runs(run: Run) -> list[Run]:
 
 
 def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str, float] | None = None,
-            mllog=None, min_warmup: int = 0,
-            progress: Callable[[int, int], None] | None = None) -> RunAnalysis:
+            mllog=None, min_warmup: int = 0, progress: Callable[[int, int], None] | None = None,
+            ranks: list[RankSummary] | None = None) -> RunAnalysis:
     """Analyse ``run`` once. ``prices``/``mllog``: what ``sources`` read from the user's files;
-    ``min_warmup``: leading steps a sweep excludes at least; ``progress(done, total)`` per trace."""
+    ``min_warmup``: leading steps a sweep excludes at least; ``progress(done, total)`` per trace.
+    ``ranks``: the trace runs' ``summarize_rank`` results when they were computed elsewhere (worker
+    processes: ``report/trace_set.py``), one per ``trace_runs(run)`` in order; else computed here."""
     options = options or ReportOptions()
     # a recording by `gpusleuth run` (steps, phases, host and GPU samples over its window); not a trace set
     # nor another tool's log (nvidia-smi, DCGM, nsys — `source` names it): those have no steps to account for
@@ -84,19 +86,18 @@ def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str,
     host = summarize_host(run, view.pid, view.window) if recorded else None
     losses = list(run.losses)
     sources = trace_runs(run)
+    if ranks is not None and len(ranks) != len(sources):
+        raise ValueError(f"{len(ranks)} rank summaries for {len(sources)} traces")
     traces, host_ops = [], []
     for i, tr in enumerate(sources):
-        traces.append(analyze_trace(tr))
+        rank = ranks[i] if ranks is not None else summarize_rank(tr)
+        traces.append(rank.trace)
         if tr is not run:
             # a reader's loss already names its file ("x.sqlite: …"); say the file once
             losses.extend(msg if msg.startswith(f"{tr.label}:") else f"{tr.label}: {msg}" for msg in tr.losses)
-        try:
-            ops = host_op_stats(tr)
-        except Exception:  # noqa: BLE001 - a damaged trace must not take the report down; its losses say why
-            ops = None
-        if ops:
-            host_ops.append(ops)
-        if progress is not None:
+        if rank.host_ops:
+            host_ops.append(rank.host_ops)
+        if progress is not None and ranks is None:
             progress(i + 1, len(sources))
     headline = compute_headline(run, view, outcomes, gpus, options, prices, mllog) if recorded else None
     basis = outcomes if outcomes is not None and outcomes.steps.steps else (traced_outcomes(traces) or outcomes)

@@ -31,6 +31,8 @@ def add_parser(sub) -> None:
         epilog="Examples:\n  gpusleuth report gpusleuth-runs/20261121-101500-python-train.py\n"
         "  gpusleuth report runs/node0 runs/node1          # one job recorded per node\n"
         "  gpusleuth report rank-0.json.gz rank-1.json.gz --json > report.json\n"
+        "  gpusleuth report traces/rank-*.json.gz --jobs 4   # 4 worker processes, one rank each at a time\n"
+        "  gpusleuth report traces/rank-*.json.gz --ray      # a local Ray cluster (--ray ADDRESS: a running one)\n"
         "  gpusleuth report gpu_log.csv --price-per-gpu-hour 2.5\n"
         "  gpusleuth report profile.sqlite --step-range train_step",
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter,
@@ -48,7 +50,38 @@ def add_parser(sub) -> None:
 
     add_tracker_options(p)
     add_report_options(p)
+    add_parallel_options(p)
     p.set_defaults(func=report_command)
+
+
+def add_parallel_options(p) -> None:
+    """How a trace set's ranks are analysed: in this process, a local pool, or a Ray cluster."""
+    g = p.add_argument_group(
+        "many ranks (trace sets)",
+        "Each trace file is read and analysed on its own and only a small summary per rank comes back, so "
+        "the report's memory does not grow with the number of ranks; the cross-rank view is computed from "
+        "the summaries. The report is the same whichever way the ranks ran (docs/trace-analysis.md).")
+    g.add_argument("--jobs", "-j", type=_positive_int, default=None, metavar="N",
+                   help="worker processes for a trace set's ranks (default: as many as ranks, cores and "
+                   "memory allow; a small set is analysed in this process, one rank after another); 1: in this process. "
+                   "--annotate reads every trace in this process (it copies each one)")
+    g.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="analyse the ranks as tasks on a Ray cluster (pip install 'gpusleuth[ray]'): ADDRESS "
+                   "of a running cluster (ray://host:10001, or 'auto'), or none to start a local one. Workers "
+                   "read the trace files by path: on a remote cluster the paths must be visible on every node "
+                   "(a shared filesystem)")
+
+
+def _positive_int(text: str) -> int:
+    import argparse
+
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return n
 
 
 def report_command(args) -> int:
@@ -56,6 +89,9 @@ def report_command(args) -> int:
 
     keep_pandas_out()
     paths = list(args.paths)
+    if getattr(args, "ray", None) and Path(args.ray).is_file():  # `--ray rank-0.json rank-1.json`: a trace, not
+        paths.insert(0, Path(args.ray))                          # an address (argparse took it as --ray's value)
+        args.ray = ""
     dirs = [p for p in paths if p.is_dir()]
     if dirs:
         if len(dirs) < len(paths):
@@ -78,20 +114,24 @@ def report_command(args) -> int:
 
     if all(sniff(p) == "kineto" for p in paths):
         from gpusleuth.report.build import trace_job
-        from gpusleuth.sources.kineto import load_traces
 
-        runs = load_traces(paths, progress=_progress(paths) if sys.stderr.isatty() else None)
+        from gpusleuth.report.trace_set import load_trace_set
+
+        runs, summaries = load_trace_set(paths, jobs=args.jobs, ray_address=args.ray,
+                                         keep_events=bool(args.annotate),  # it copies each trace's events
+                                         progress=_set_progress if sys.stderr.isatty() else None)
         job = trace_job(runs)
     else:  # nvidia-smi/dmon logs, DCGM/Prometheus data, Nsight Systems exports (sources/detect.py)
         from gpusleuth.sources.detect import as_job
 
         _kind, runs = load_files(paths, options_from_args(args))
-        job = as_job(runs)
+        job, summaries = as_job(runs), None
     from gpusleuth.report.options import options_from_args as report_options
 
     ranks = len(job.profiles)
+    analysing = summaries is None and sys.stderr.isatty() and ranks > 1  # workers ticked their own bar
     report = print_report(job, as_json=args.json, options=report_options(args), verbose=args.verbose,
-                          progress=_rank_progress(ranks) if sys.stderr.isatty() and ranks > 1 else None)
+                          progress=_rank_progress(ranks) if analysing else None, ranks=summaries)
     write_outputs(report, args, runs)
     from gpusleuth.cli.trackers import send_to_trackers
 
@@ -100,11 +140,12 @@ def report_command(args) -> int:
 
 
 def print_report(run, as_json: bool = False, to_stderr: bool = False, options=None, quiet: bool = False,
-                 verbose: bool = False, progress=None):
-    """Build the run's Report and print it (unless ``quiet``: then only built, e.g. for --html alone)."""
+                 verbose: bool = False, progress=None, ranks=None):
+    """Build the run's Report and print it (unless ``quiet``: then only built, e.g. for --html alone).
+    ``ranks``: a trace set's per-rank summaries from worker processes (``report/trace_set.py``)."""
     from gpusleuth.report.build import build_report
 
-    report = build_report(run, options, progress=progress)
+    report = build_report(run, options, progress=progress, ranks=ranks)
     from gpusleuth.cli.trackers import cache_summary
 
     cache_summary(report, run)
@@ -125,11 +166,12 @@ def _emit(report, as_json: bool, to_stderr: bool = False, verbose: bool = False)
         render_console(report, make_console(to_stderr), verbose=verbose)
 
 
-def _progress(paths):
-    """A rich progress bar over bytes read, for big traces on a terminal."""
+def _set_progress(total: int, unit: str):
+    """A trace set's bar on a terminal: over ranks analysed by workers, or over bytes read here (big sets)."""
+    if unit == "ranks":
+        return _rank_progress(total)
     from rich.progress import DownloadColumn
 
-    total = sum(p.stat().st_size for p in paths if p.is_file())  # others get their sentence from the reader
     if total < 20 * 2**20:
         return None
     return _transient_bar("loading traces", total, DownloadColumn())

@@ -12,6 +12,7 @@ from typing import Callable
 
 from gpusleuth.analysis.bundle import RunAnalysis, analyze
 from gpusleuth.analysis.options import ReportOptions
+from gpusleuth.analysis.ranks import RankSummary
 from gpusleuth.diagnosis.engine import diagnose
 from gpusleuth.diagnosis.gather import build_facts
 from gpusleuth.report.model import Report, RunInfo, group_missing
@@ -56,11 +57,13 @@ def _mllog(run: Run, opts: ReportOptions):
 
 
 def analyze_run(run: Run, options: ReportOptions | None = None, *, min_warmup: int = 0,
-                progress: Callable[[int, int], None] | None = None) -> RunAnalysis:
-    """The Run's analysis with the user's options (those saved at `run` time fill the gaps)."""
+                progress: Callable[[int, int], None] | None = None,
+                ranks: list[RankSummary] | None = None) -> RunAnalysis:
+    """The Run's analysis with the user's options (those saved at `run` time fill the gaps). ``ranks``:
+    a trace set's per-rank summaries computed in worker processes (``report/trace_set.py``)."""
     options = (options or ReportOptions()).merged_with(run.meta.get("report_options"))
     return analyze(run, options, prices=read_price_table(options.prices_file), mllog=_mllog(run, options),
-                   min_warmup=min_warmup, progress=progress)
+                   min_warmup=min_warmup, progress=progress, ranks=ranks)
 
 
 def report_from(a: RunAnalysis, *, display: bool = True) -> Report:
@@ -81,10 +84,11 @@ def report_from(a: RunAnalysis, *, display: bool = True) -> Report:
 
 
 def build_report(run: Run, options: ReportOptions | None = None, *, display: bool = True,
-                 progress: Callable[[int, int], None] | None = None) -> Report:
+                 progress: Callable[[int, int], None] | None = None,
+                 ranks: list[RankSummary] | None = None) -> Report:
     """Report for a Run: a recording (with its --profile-steps traces), a trace set (``trace_job``), or
-    telemetry alone. ``progress(done, total)`` after each trace's analysis."""
-    return report_from(analyze_run(run, options, progress=progress), display=display)
+    telemetry alone. ``progress(done, total)`` after each trace's analysis; ``ranks``: see ``analyze_run``."""
+    return report_from(analyze_run(run, options, progress=progress, ranks=ranks), display=display)
 
 
 def trace_job(runs: list[Run]) -> Run:

@@ -19,6 +19,7 @@ import numpy as np
 
 from gpusleuth.analysis.telemetry import THROTTLE_BITS, THROTTLE_COUNTERS, assign_roles
 from gpusleuth.analysis.steps import StepView
+from gpusleuth.analysis.trace.gaps import GapHistogram
 from gpusleuth.run.model import Run, Table
 
 MAX_POINTS = 2000  # per series, after downsampling (≈ what a browser redraws smoothly on zoom)
@@ -30,8 +31,6 @@ GPU_METRICS = [  # column, label — utilization first, then the metrics that sh
     ("sm_occupancy", "SM occupancy"), ("tensor_active", "tensor active"), ("dram_active", "DRAM active"),
 ]
 PANEL_ORDER = ["gpu_util", "gpu_power", "gpu_clocks", "gpu_mem", "steps", "procs", "cpu", "cores", "io"]
-#: idle-gap histogram bin edges, µs: 1-3-10 steps from 1 µs to 10 s (outside values go to the end bins)
-GAP_EDGES_US = [m * 10 ** k for k in range(0, 7) for m in (1, 3)] + [10_000_000]
 
 
 @dataclass
@@ -67,17 +66,6 @@ class Band:
     label: str
     start_s: float
     end_s: float
-
-
-@dataclass
-class GapHistogram:
-    """Device idle gaps of one rank by size, stacked by the gap's dominant cause."""
-
-    rank_label: str
-    edges_us: list[float]
-    counts: dict[str, list[int]]  # cause -> gaps per bin
-    seconds: dict[str, list[float]]  # cause -> idle time per bin
-    gaps: int
 
 
 @dataclass
@@ -332,25 +320,8 @@ def _phases(b: _Builder, run: Run) -> None:
 
 
 def gap_histogram(analysis: Any) -> GapHistogram | None:
-    """Idle-gap sizes of one rank's trace analysis, by dominant cause, on fixed log bins."""
-    from gpusleuth.analysis.trace import ALL_CATS
-
-    seg = getattr(analysis, "segments", None)
-    if seg is None:
-        return None
-    gaps = seg.idle_gaps()
-    if not len(gaps):
-        return None
-    dur_us = (gaps.end - gaps.start) / 1e3
-    edges = np.asarray(GAP_EDGES_US)
-    bin_ = np.clip(np.searchsorted(edges, dur_us, side="right") - 1, 0, len(edges) - 2)
-    counts: dict[str, list[int]] = {}
-    seconds: dict[str, list[float]] = {}
-    for c in np.unique(gaps.cause):
-        m = gaps.cause == c
-        counts[ALL_CATS[c]] = np.bincount(bin_[m], minlength=len(edges) - 1).tolist()
-        seconds[ALL_CATS[c]] = _plain(np.bincount(bin_[m], weights=dur_us[m] / 1e6, minlength=len(edges) - 1), 9)
-    return GapHistogram(str(getattr(analysis, "label", "")), [float(e) for e in edges], counts, seconds, len(gaps))
+    """One rank's idle-gap histogram, as its trace analysis computed it (``analysis/trace/gaps.py``)."""
+    return getattr(analysis, "gap_histogram", None)
 
 
 def build_display(run: Run | None, ranks: list[Any], view: StepView | None = None,

@@ -7,7 +7,7 @@ data issues. ``TraceAnalysis.to_dict()`` is the rank's entry in the report JSON'
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -15,6 +15,7 @@ import numpy as np
 from gpusleuth.run.model import Run
 
 from . import kernels, launch, quality, segments as _segments, timeline
+from .gaps import gap_histogram
 from .prep import ALL_CATS, DEVICE_CATS, IDLE_CATS, prepare
 
 __all__ = ["analyze_trace", "TraceAnalysis", "ALL_CATS", "DEVICE_CATS", "IDLE_CATS"]
@@ -45,9 +46,19 @@ class TraceAnalysis:
     # of the JSON contract — a long trace has far too many intervals for a report.
     segments: Any = field(default=None, repr=False, compare=False)
     origin_ns: int | None = None  # absolute time of the segments' zero (the trace's origin)
+    # the idle-gap size histogram (HTML report), small, computed from the segments (analysis/trace/gaps.py)
+    gap_histogram: Any = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain({k: v for k, v in self.__dict__.items() if k not in ("segments", "origin_ns")})
+        return _plain({k: v for k, v in self.__dict__.items() if k not in _NOT_IN_JSON})
+
+    def portable(self) -> "TraceAnalysis":
+        """This analysis without its segments: what travels back from a worker process (a few kB, where the
+        segments of a long trace are megabytes). Everything but ``--annotate`` works from it."""
+        return replace(self, segments=None)
+
+
+_NOT_IN_JSON = ("segments", "origin_ns", "gap_histogram")
 
 
 def _plain(x: Any) -> Any:
@@ -124,6 +135,7 @@ def analyze_trace(run: Run) -> TraceAnalysis:
         causes = _idle_causes(split["span_partition"])
         causes["over"] = "device_span"
     meta = run.meta
+    seg = _segments.runs(tl.bounds, tl.label)
     return TraceAnalysis(
         rank=meta.get("rank"), label=str(meta.get("label", "")), device=meta.get("device"),
         device_span_s=split["device_span_s"], compute=split["compute"], non_compute=split["non_compute"],
@@ -135,5 +147,5 @@ def analyze_trace(run: Run) -> TraceAnalysis:
         steps=steps, step_stats=_step_stats(steps), idle_causes=causes,
         kernels=kernels.breakdown(p), launch=launch.launch_stats(p), overlap=timeline.comm_overlap(tl),
         issues=issues, losses=list(run.losses),
-        segments=_segments.runs(tl.bounds, tl.label), origin_ns=tr.origin_ns,
+        segments=seg, origin_ns=tr.origin_ns, gap_histogram=gap_histogram(seg, str(meta.get("label", ""))),
     )

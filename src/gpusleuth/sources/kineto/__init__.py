@@ -23,7 +23,7 @@ from .columns import ColumnBuilder
 from .model import DEVICE_KINDS, KIND_NAMES, TraceData
 from .reader import ReadResult, open_regular, read_events
 
-__all__ = ["load_traces", "load_trace", "TraceData", "KIND_NAMES"]
+__all__ = ["load_traces", "load_trace", "distinct_files", "TraceData", "KIND_NAMES"]
 
 
 def load_traces(paths: Sequence[str | Path], progress: Callable[[int, int], None] | None = None) -> list[Run]:
@@ -32,7 +32,7 @@ def load_traces(paths: Sequence[str | Path], progress: Callable[[int, int], None
     ``progress(done_bytes, total_bytes)`` is called after each block read, with byte counts summed
     over all files, so a CLI can draw one bar.
     """
-    paths, sizes, notes = _distinct_files([Path(p) for p in paths])
+    paths, sizes, notes = distinct_files([Path(p) for p in paths])
     total = sum(sizes)
     runs = []
     offset = 0
@@ -51,7 +51,7 @@ def load_traces(paths: Sequence[str | Path], progress: Callable[[int, int], None
     return runs
 
 
-def _distinct_files(paths: list[Path]) -> tuple[list[Path], list[int], list[str]]:
+def distinct_files(paths: list[Path]) -> tuple[list[Path], list[int], list[str]]:
     """Check every path is a readable regular file (one sentence if not) and read each file once: the same
     file given twice (or through a link) is one rank, not two."""
     seen: dict[tuple[int, int], Path] = {}
