@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gpusleuth.analysis.bundle import analyze
+from gpusleuth.diagnosis.gather import build_facts
 from gpusleuth.report.build import build_report
 from gpusleuth.sources.rundir import load_run
 
@@ -69,6 +71,26 @@ def test_lightning_optimizer_time_is_the_optimizers_own_work(tmp_path):
     assert opt < 0.8 * step_sum, "the closure's forward/backward is not optimizer time"
     assert high(report) == [], [f.title for f in report.findings]
     assert any(i.get("kind") == "framework" and i.get("name") == "lightning" for i in run.infos)
+
+
+@pytest.mark.slow
+@needs_lightning
+def test_lightning_checkpoint_cadence_ignores_the_saves_after_the_loop(tmp_path):
+    """ModelCheckpoint every 15 steps of 60, then ``trainer.save_checkpoint`` after fit: the in-loop saves
+    match the job's own write time, the step-60 save and the final one are after-training time, and the
+    cadence is 15 steps — counting occurrences (60 ÷ 5) read "every 12 steps" and a fix of 120."""
+    truth, run, report = run_workload(tmp_path, "lightning_job.py", "--steps", "60", "--ckpt-every", "15",
+                                      "--final-save")
+    facts = build_facts(analyze(run))
+    ck = facts.phases["checkpoint"]
+    assert (ck.count, ck.after_loop_count) == (3, 2)  # at 15, 30, 45; at 60 (after the last step) and final
+    saves = truth["sums_s"]["save"] + truth["sums_s"]["final_save"]
+    assert ck.total_s + ck.after_loop_s == pytest.approx(saves, rel=0.25)
+    assert ck.steps_between == 15
+    for f in report.findings:
+        if f.cause == "phase.checkpoint":
+            assert "every 15 steps" in f.fix and "every_n_train_steps=150" in f.fix
+    assert high(report) == [], [f.title for f in report.findings]
 
 
 @pytest.mark.slow
@@ -140,6 +162,10 @@ def test_work_after_the_last_step_is_after_training_time_with_no_gain(tmp_path):
     for f in evals:  # the only gain is from the validations inside the loop
         assert f.estimated_gain.seconds_per_run <= 0.75 * truth["sums_s"]["validation_in_loop"] * 1.15
         assert any("after the last step" in e.name for e in f.evidence)
+        # validation runs once per epoch of 20 steps: the last one and the test after the loop are not
+        # part of that cadence (counting occurrences read "every 15 steps")
+        between = [e.value for e in f.evidence if e.name == "training steps between occurrences"]
+        assert between == [20.0] and "every 20 steps" in f.fix
     assert not [f for f in report.findings if f.cause.startswith("input.")], [f.title for f in report.findings]
     assert (st["wait_source"][1:] == "host").all()
     # LSTM with batch_first=False is fed [seq 20, batch 8]: 8 samples and 160 tokens a step, not 20 samples
