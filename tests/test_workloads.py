@@ -116,6 +116,23 @@ def test_loop_without_dataloader_has_measured_input_wait_named_top_cause(tmp_pat
 
 
 @pytest.mark.slow
+def test_loader_fix_never_recommends_what_the_loader_already_does(tmp_path):
+    """get_batch in one DataLoader worker (prefetch_factor=4, pin_memory=True) that cannot keep up with
+    60 ms reads: the fix adds workers and names only what the run lacks — not the prefetch_factor and
+    pin_memory it already has (the fix text used to repeat them)."""
+    truth, run, report = run_workload(tmp_path, "memmap_lm.py", "--steps", "20", "--read-delay-ms", "60",
+                                      "--workers", "1", "--pin-memory")
+    loader = build_facts(analyze(run)).dataloaders[0]
+    assert (loader["num_workers"], loader["prefetch_factor"], loader["pin_memory"]) == (1, 4, True)
+    inputs = [f for f in report.findings if f.cause.startswith("input.")]
+    assert inputs, [f.title for f in report.findings]
+    fix = inputs[0].fix
+    assert "num_workers=" in fix and "num_workers=1," not in fix
+    assert "pin_memory" not in fix and "prefetch_factor" not in fix
+    assert "persistent_workers=True" in fix  # the one it does lack
+
+
+@pytest.mark.slow
 def test_other_load_on_the_host_is_named_and_keeps_input_findings_moderate(tmp_path):
     """The same job on a host where processes outside it spin every core (a shared machine): the report
     names the foreign load, and the input finding — real, but not the job's to fix with workers — is held at

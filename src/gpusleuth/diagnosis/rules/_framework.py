@@ -20,15 +20,26 @@ def framework(facts: Facts) -> str | None:
     return None
 
 
-def loader_fix(facts: Facts, workers: int, *, prefetch: bool = True) -> str:
-    """Where ``num_workers`` (and friends) are set in this framework."""
+PREFETCH = 4  # batches each worker loads ahead in the recommended loader
+
+
+def loader_fix(facts: Facts, workers: int, *, prefetch: bool = True, loader: dict | None = None) -> str:
+    """Where ``num_workers`` (and friends) are set in this framework. ``loader``: the DataLoader the run
+    already has (the hook's record); a knob it already sets that way is not recommended again."""
+    have = loader or {}
+    knobs = [("num_workers", workers, have.get("num_workers") == workers),
+             ("pin_memory", True, have.get("pin_memory") is True),
+             ("persistent_workers", True, have.get("persistent_workers") is True)]
+    if prefetch:
+        knobs.append(("prefetch_factor", PREFETCH, (have.get("prefetch_factor") or 0) >= PREFETCH))
+    todo = [(name, value) for name, value, already in knobs if not already]
+    if not todo:
+        return ""
     fw = framework(facts)
     if fw == "transformers":
-        return (f"TrainingArguments(..., dataloader_num_workers={workers}, dataloader_pin_memory=True, "
-                "dataloader_persistent_workers=True" + (", dataloader_prefetch_factor=4)" if prefetch else ")"))
-    extra = ", prefetch_factor=4" if prefetch else ""
+        return "TrainingArguments(..., " + ", ".join(f"dataloader_{n}={v}" for n, v in todo) + ")"
     where = " in your LightningModule/LightningDataModule's train_dataloader()" if fw == "lightning" else ""
-    return f"DataLoader(..., num_workers={workers}, pin_memory=True, persistent_workers=True{extra}){where}"
+    return "DataLoader(..., " + ", ".join(f"{n}={v}" for n, v in todo) + ")" + where
 
 
 def eval_fix(facts: Facts, every: str, k: int, steps_between: float | None) -> str:
