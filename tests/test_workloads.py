@@ -8,6 +8,7 @@ These runs start real Python processes with heavy imports (Lightning alone takes
 from __future__ import annotations
 
 import importlib.util
+import io
 import os
 import subprocess
 import sys
@@ -18,6 +19,8 @@ import pytest
 
 from gpusleuth.analysis.bundle import analyze
 from gpusleuth.diagnosis.gather import build_facts
+from gpusleuth.render.console import render_console
+from gpusleuth.render.text import SafeConsole
 from gpusleuth.report.build import build_report
 from gpusleuth.sources.rundir import load_run
 
@@ -174,6 +177,12 @@ def test_work_after_the_last_step_is_after_training_time_with_no_gain(tmp_path):
     ph = run.phases
     after = float(((ph["end_ns"] - ph["start_ns"])[ph["start_ns"] >= last]).sum()) / 1e9
     assert after == pytest.approx(truth["sums_s"]["after_training"], rel=0.15)
+    # and the report says so: the outcomes carry it as after-training time, named per phase
+    assert sum(report.outcomes.after_training_s.values()) == pytest.approx(after, rel=0.02)
+    assert report.to_dict()["outcomes"]["after_training_s"] == report.outcomes.after_training_s
+    con = SafeConsole(record=True, width=200, file=io.StringIO())
+    render_console(report, con)
+    assert "after training — phases after the last step" in con.export_text()
     evals = [f for f in report.findings if f.cause == "phase.eval"]
     assert evals, "the two in-loop validations are a quarter of the loop"
     for f in evals:  # the only gain is from the validations inside the loop

@@ -68,6 +68,28 @@ class Outcomes:
     time_share: dict[str, float]
     time_s: dict[str, float]
     steps: StepStats
+    # the part of each phase's time (in time_s) that ran after the last step's end: a final evaluation,
+    # test or save. It is after-training time — not the loop's, so no cadence gain is priced on it.
+    after_training_s: dict[str, float] = field(default_factory=dict)
+
+
+def _phase_ns(phases: Table, lo: int, hi: int) -> tuple[dict[str, int], np.ndarray, np.ndarray]:
+    """Nanoseconds of each phase name within [lo, hi], and the union they cover. Each name's own union;
+    overlaps between different names go to the phase that started first, so the parts still sum."""
+    phase_ns: dict[str, int] = {}
+    covered_s = np.empty(0, np.int64)
+    covered_e = np.empty(0, np.int64)
+    if len(phases):
+        order = np.argsort(phases["start_ns"], kind="stable")
+        names = phases["name"][order]
+        for name in dict.fromkeys(names.tolist()):
+            sel = order[names == name]
+            s, e = iv.clip(phases["start_ns"][sel], phases["end_ns"][sel], lo, hi)
+            s, e = iv.union(s, e)
+            already = int(iv.overlap_each(s, e, covered_s, covered_e).sum())
+            phase_ns[str(name)] = iv.total(s, e) - already
+            covered_s, covered_e = iv.union(np.r_[covered_s, s], np.r_[covered_e, e])
+    return phase_ns, covered_s, covered_e
 
 
 def _rank_stats(p: ProcessSteps) -> RankSteps:
@@ -97,24 +119,11 @@ def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
         known = [p.table["samples"][p.table["samples"] >= 0] for p in view.ranks]
         stats.job_samples = int(sum(k.sum() for k in known)) if any(len(k) for k in known) else None
 
-    # Phases: each name's own union, then overall union for carving. Overlaps between different
-    # names go to the phase that started first, so the partition still sums to the wall time.
-    phase_s: dict[str, int] = {}
-    covered_s = np.empty(0, np.int64)
-    covered_e = np.empty(0, np.int64)
-    if len(run.phases):
-        order = np.argsort(run.phases["start_ns"], kind="stable")
-        names = run.phases["name"][order]
-        for name in dict.fromkeys(names.tolist()):
-            sel = order[names == name]
-            s, e = iv.clip(run.phases["start_ns"][sel], run.phases["end_ns"][sel], start, end)
-            s, e = iv.union(s, e)
-            already = int(iv.overlap_each(s, e, covered_s, covered_e).sum())
-            phase_s[str(name)] = iv.total(s, e) - already
-            covered_s, covered_e = iv.union(np.r_[covered_s, s], np.r_[covered_e, e])
+    phase_s, covered_s, covered_e = _phase_ns(run.phases, start, end)
 
     startup_ns = 0
     tail_ns = 0
+    after_ns: dict[str, int] = {}
     data_ns = 0
     compute_ns = 0
     if len(steps):
@@ -127,6 +136,7 @@ def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
         last = int(e0.max())
         startup_ns = (first - start) - int(iv.overlap_each(np.array([start]), np.array([first]), covered_s, covered_e)[0])
         tail_ns = (end - last) - int(iv.overlap_each(np.array([last]), np.array([end]), covered_s, covered_e)[0])
+        after_ns = {k: v for k, v in _phase_ns(run.phases, max(last, start), end)[0].items() if v > 0}
 
         stats.steps = len(steps)
         stats.delimiter = str(steps["delimiter"][-1])
@@ -165,6 +175,7 @@ def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
         wall_s=wall_ns / 1e9,
         startup_s=startup_ns / 1e9,
         tail_s=tail_ns / 1e9,
+        after_training_s={k: v / 1e9 for k, v in after_ns.items()},
         time_share=share,
         time_s={k: v / 1e9 for k, v in parts_ns.items()},
         steps=stats,
