@@ -116,6 +116,9 @@ def test_loop_without_dataloader_has_measured_input_wait_named_top_cause(tmp_pat
     assert not [f for f in report.findings if f.title.startswith("Other processes")]  # a quiet host
     assert "DataLoader" in report.findings[0].fix and "IterableDataset" in report.findings[0].fix
     assert report.outcomes.steps.samples_per_s
+    # tokens/s from the batch tensors too (no gpusleuth.log reports them): it was empty
+    tps = report.to_dict()["outcomes"]["throughput"]["tokens_per_s"]
+    assert tps == pytest.approx(truth["tokens_per_step"] * truth["steps"] / truth["step_s_sum"], rel=0.2)
 
 
 @pytest.mark.slow
