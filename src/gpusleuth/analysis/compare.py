@@ -191,7 +191,7 @@ def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
                             **scaling_cost(base, col)})
     results = []
     for gate in gates:
-        for col, d, b in zip(columns[1:], deltas[1:], beyond[1:]):
+        for col, d, b, band in zip(columns[1:], deltas[1:], beyond[1:], bands[1:]):
             value = d.get(gate.metric) if gate.relative else col.metrics.get(gate.metric)
             if value is None:
                 # A gate that cannot be checked must not pass silently: CI would go green on a run that
@@ -201,11 +201,17 @@ def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
                                           "checked (an error, not a pass)", unavailable=True))
                 continue
             shown = value * 100 if gate.relative else value
-            failed = _OPS[gate.op](shown, gate.value)
+            crossed = _OPS[gate.op](shown, gate.value)
+            # A relative gate on a noise-banded metric fails only on a change beyond the noise: two identical
+            # runs differ by up to the band, and a CI gate that fails on that is a coin toss.
+            noise = gate.relative and crossed and b.get(gate.metric) is False
+            failed = crossed and not noise
             unit = "%" if gate.relative else ""
-            results.append(GateResult(gate.text, col.label, shown, failed, b.get(gate.metric),
-                                      f"{gate.metric} = {shown:+.2f}{unit}" if gate.relative else
-                                      f"{gate.metric} = {shown:.4g}"))
+            detail = f"{gate.metric} = {shown:+.2f}{unit}" if gate.relative else f"{gate.metric} = {shown:.4g}"
+            if noise:
+                detail += (f" crosses {gate.value:+g}% but is within the noise (±{band:.0%}): not a change these "
+                           "runs can show; repeat them to resolve a smaller one")
+            results.append(GateResult(gate.text, col.label, shown, failed, b.get(gate.metric), detail))
     notes = [None] + [band_statement(bands[i], within[i]) for i in range(1, len(columns))]
     return Comparison(runs=columns, deltas=deltas, beyond_noise=beyond, noise_band=bands, scaling=scaling,
                       noise_notes=notes,
