@@ -67,6 +67,9 @@ class RunColumn:
     samples_per_step: float | None
     metrics: dict[str, float | None]
     step_se_rel: float | None  # relative standard error of the median step time
+    # cores other processes used while its steps ran, when they crowded a busy host (a shared machine)
+    crowded_cores: float | None = None
+    cores: int | None = None
 
 
 @dataclass
@@ -120,7 +123,9 @@ def column_for(a) -> RunColumn:
         "wall": o.wall_s if o is not None else None,
     }
     return RunColumn(label=a.run.label, path=str(a.run.path) if a.run.path else None, processes=processes,
-                     samples_per_step=sps, metrics=m, step_se_rel=se_rel)
+                     samples_per_step=sps, metrics=m, step_se_rel=se_rel,
+                     crowded_cores=a.host.crowded_cores() if a.host is not None else None,
+                     cores=a.host.logical_cores if a.host is not None else None)
 
 
 def scaling_cost(base: RunColumn, col: RunColumn) -> dict:
@@ -157,6 +162,18 @@ def scaling_cost(base: RunColumn, col: RunColumn) -> dict:
         worse = False
     return {"speedup": speedup, "cost_change": cost_change, "time_change": time_change, "per_1k": per_1k,
             "per_1k_unit": unit, "verdict": verdict, "cost_outpaces_time": worse}
+
+
+def _shared_host(base: RunColumn, col: RunColumn) -> str:
+    """What the band cannot cover: other processes crowding the host during either run change its step
+    time by whatever share of the CPU they took, which no floor from identical runs bounds."""
+    crowded = [f"{c.label} ({c.crowded_cores:.1f} of {c.cores} cores)" if c.cores else
+               f"{c.label} ({c.crowded_cores:.1f} cores)" for c in (base, col) if c.crowded_cores is not None]
+    if not crowded:
+        return ""
+    return (". The host was shared — other processes used the CPU while " + " and ".join(crowded) +
+            " ran: a step-time difference between these runs may be that load, not the job; compare runs "
+            "taken on a quiet host")
 
 
 def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
@@ -212,7 +229,8 @@ def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
                 detail += (f" crosses {gate.value:+g}% but is within the noise (±{band:.0%}): not a change these "
                            "runs can show; repeat them to resolve a smaller one")
             results.append(GateResult(gate.text, col.label, shown, failed, b.get(gate.metric), detail))
-    notes = [None] + [band_statement(bands[i], within[i]) for i in range(1, len(columns))]
+    notes = [None] + [band_statement(bands[i], within[i]) + _shared_host(base, columns[i])
+                      for i in range(1, len(columns))]
     return Comparison(runs=columns, deltas=deltas, beyond_noise=beyond, noise_band=bands, scaling=scaling,
                       noise_notes=notes,
                       gates=results)

@@ -174,6 +174,21 @@ class HostSummary:
     job_cores_steps: float | None = None
     foreign_cores_steps: float | None = None
 
+    def crowded_cores(self, cores: int | None = None) -> float | None:
+        """Cores other processes used while the steps ran, when they crowded a busy host (else None): the
+        one test of a shared machine, for the contention rule and for compare's noise note."""
+        cores = cores or self.logical_cores
+        busy = self.cpu_pct_steps or self.cpu_pct
+        if self.foreign_cores_steps is None or not cores or not busy:
+            return None
+        if self.foreign_cores_steps < FOREIGN_SHARE * cores or busy["p50"] < FOREIGN_BUSY_PCT:
+            return None
+        return self.foreign_cores_steps
+
+
+FOREIGN_SHARE = 0.25  # share of the host's cores other processes used during the steps
+FOREIGN_BUSY_PCT = 85.0  # … while the host was this busy: only then do they take CPU from the job
+
 
 def assign_roles(run: Run, main_pid: int | None) -> dict[int, str]:
     """Name each process of the tree: the training loop, DataLoader workers, or other.
