@@ -139,6 +139,20 @@ def test_loader_fix_never_recommends_what_the_loader_already_does(tmp_path):
 
 
 @pytest.mark.slow
+def test_profiled_loop_without_dataloader_input_is_not_python_overhead(tmp_path):
+    """--profile-steps on the memmap get_batch loop: the batch build between one step's end and the next
+    forward (its per-row slicing ops and the slow read) is input, measured by the hook — the host-op shares
+    leave it out as they leave a DataLoader's fetch out, so it is no host.python finding."""
+    truth, run, report = run_workload(tmp_path, "memmap_lm.py", "--steps", "14", "--read-delay-ms", "30",
+                                      "--batch", "32", run_args=("--profile-steps", "4-7"))
+    (ops,) = analyze(run).host_ops
+    want = truth["sums_s"]["input"] / truth["counts"]["input"]
+    assert ops["excluded_s_per_step"] == pytest.approx(want, rel=0.25)  # the input wait, taken out
+    assert not [f for f in report.findings if f.cause == "host.python"], [f.title for f in report.findings]
+    assert report.findings[0].cause.startswith("input."), [f.title for f in report.findings]
+
+
+@pytest.mark.slow
 def test_other_load_on_the_host_is_named_and_keeps_input_findings_moderate(tmp_path):
     """The same job on a host where processes outside it spin every core (a shared machine): the report
     names the foreign load, and the input finding — real, but not the job's to fix with workers — is held at
