@@ -97,6 +97,24 @@ def test_lightning_checkpoint_cadence_ignores_the_saves_after_the_loop(tmp_path)
 
 
 @pytest.mark.slow
+@needs_lightning
+def test_lightning_accumulation_eval_fix_counts_batches(tmp_path):
+    """accumulate_grad_batches=2, validation every 10 training batches: steps are optimizer steps (30, not
+    60 batches), validation runs every 5 of them, and the fix's val_check_interval — which Lightning counts
+    in batches — is 4× the batches (40), not 4× the steps (20: only 2× less often)."""
+    truth, run, report = run_workload(tmp_path, "lightning_job.py", "--steps", "30", "--accum", "2",
+                                      "--val-every", "10")
+    st = main_steps(run)
+    assert len(st) == 30 and truth["steps"] == 60  # the job's own count is per batch
+    assert st["optimizer_ns"].sum() / 1e9 == pytest.approx(truth["sums_s"]["optimizer"], rel=0.25)
+    facts = build_facts(analyze(run))
+    assert facts.batches_per_step == 2 and facts.phases["eval"].steps_between == 5
+    (ev,) = [f for f in report.findings if f.cause == "phase.eval"]
+    assert "val_check_interval=40)" in ev.fix and "10 training batches" in ev.fix
+    assert high(report) == [], [f.title for f in report.findings]
+
+
+@pytest.mark.slow
 def test_loop_without_dataloader_has_measured_input_wait_named_top_cause(tmp_path):
     """nanoGPT-style ``get_batch`` from a memmap, with a planted 20 ms read latency: the pre-forward gap
     is the input wait (within 15 % of the job's own timing of get_batch), the top finding is the input,

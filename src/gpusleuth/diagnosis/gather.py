@@ -62,6 +62,15 @@ def _steps_between(main: ProcessSteps | None, starts: np.ndarray, steps: int) ->
     return float(np.median(np.diff(np.concatenate(([0], at)))))
 
 
+def _batches_per_step(main: ProcessSteps | None) -> float | None:
+    """Median DataLoader fetches per step over the steps that fetched (None without a loader)."""
+    if main is None or not main.count or "fetches" not in main.table:
+        return None
+    f = main.table["fetches"]
+    f = f[f > 0]
+    return float(np.median(f)) if len(f) else None
+
+
 MIN_AFTER = 3  # occurrences (and other steps) needed before a per-phase after-cost is measured
 
 
@@ -161,6 +170,7 @@ def build_facts(a: RunAnalysis) -> Facts:
         traces=list(a.traces),
         host_ops=list(a.host_ops),
         first_step=_first_step(view.main),
+        batches_per_step=_batches_per_step(view.main),
         hook_facts=[i for i in run.infos if i.get("kind") not in ("dataloader", "profiler_trace")],
         dollars_per_second=a.dollars_per_second,
         recorded=a.recorded,

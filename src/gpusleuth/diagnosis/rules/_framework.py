@@ -46,8 +46,14 @@ def eval_fix(facts: Facts, every: str, k: int, steps_between: float | None) -> s
     fw = framework(facts)
     n = f"{steps_between * k:.0f}" if steps_between else f"{k}× your current interval"
     if fw == "lightning":
-        knob = (f"`Trainer(val_check_interval={n})` (or `check_val_every_n_epoch`), or "
-                f"`limit_val_batches={1 / k:g}` for a 1/{k} subset")
+        per = facts.batches_per_step or 1
+        if steps_between and per > 1:
+            # val_check_interval counts training batches, not optimizer steps: under gradient accumulation
+            # (several batches a step) the interval in steps would evaluate only per× less often
+            n = f"{steps_between * k * per:.0f}"
+            every = f"{every} ({steps_between * per:.0f} training batches: {per:g} per optimizer step)"
+        knob = (f"`Trainer(val_check_interval={n})` (it counts training batches; or `check_val_every_n_epoch`), "
+                f"or `limit_val_batches={1 / k:g}` for a 1/{k} subset")
     elif fw == "transformers":
         knob = f"`TrainingArguments(eval_steps={n})`, or a 1/{k} subset of `eval_dataset`"
     else:
