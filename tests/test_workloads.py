@@ -170,6 +170,29 @@ def test_profiled_loop_without_dataloader_input_is_not_python_overhead(tmp_path)
     assert report.findings[0].cause.startswith("input."), [f.title for f in report.findings]
 
 
+def run_job(tmp_path: Path, name: str, *args: str):
+    """``gpusleuth run --no-gpu --no-report -- python tests/jobs/<name> ARGS``: the report."""
+    out = tmp_path / ("run-" + Path(name).stem + "-" + "-".join(a.strip("-") for a in args))
+    res = subprocess.run([sys.executable, "-m", "gpusleuth", "run", "--no-gpu", "--no-report", "--out", str(out),
+                          "--", sys.executable, str(ROOT / "tests" / "jobs" / name), *args],
+                         capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return build_report(load_run(out))
+
+
+@pytest.mark.slow
+def test_optimizer_outliers_are_not_a_fixed_per_step_cost(tmp_path):
+    """A cheap update (~0.1 ms) that takes 12 ms more on every 6th step — a busy host's preemptions, the
+    first step's lazy optimizer state: the sums read "optimizer 2 ms a step, > 50 % of it", HIGH
+    batch.too_small ×4.5 (seen on the torch.compile workload on a loaded box); the typical step says no.
+    A real fixed cost (3 ms on every update) still is one."""
+    outliers = run_job(tmp_path, "optimizer_outliers.py", "--outlier-ms", "12")
+    assert not [f for f in outliers.findings if f.cause == "batch.too_small"], [f.title for f in outliers.findings]
+    fixed = run_job(tmp_path, "optimizer_outliers.py", "--fixed-ms", "3")
+    (fd,) = [f for f in fixed.findings if f.cause == "batch.too_small"]
+    assert fd.severity == "high"
+
+
 @pytest.mark.slow
 def test_other_load_on_the_host_is_named_and_keeps_input_findings_moderate(tmp_path):
     """The same job on a host where processes outside it spin every core (a shared machine): the report

@@ -47,6 +47,11 @@ class StepStats:
     data_wait_share_of_steps: float = 0.0
     optimizer_s: float = 0.0
     step_time_s: float = 0.0  # sum of step durations with phase time carved out
+    # the typical steady step, robust to a few preempted steps on a busy host and to the first optimizer
+    # step's lazy state set-up (either can put a mean optimizer time above the median step): medians over
+    # the steps after warm-up of the optimizer time and of the step less its input wait
+    optimizer_p50_s: float | None = None
+    body_p50_s: float | None = None
     gpu_time_s: float | None = None  # sum of CUDA-event step times where resolved
     # steps whose input wait was measured (a fetch, or a forward after the gap; docs/run-format.md
     # wait_source): 0 means "unmeasured", which reports must not show as a 0 % wait; None: not counted
@@ -151,6 +156,9 @@ def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
         stats.data_cpu_s = float(cpu.sum() / 1e9)
         stats.data_wait_share_of_steps = data_ns / dur.sum() if dur.sum() > 0 else 0.0
         stats.optimizer_s = float(np.maximum(steps["optimizer_ns"], 0).sum() / 1e9)
+        keep = main.steady if main.steady.any() else np.ones(len(dur), bool)
+        stats.optimizer_p50_s = float(np.median(np.maximum(steps["optimizer_ns"][keep], 0))) / 1e9
+        stats.body_p50_s = float(np.median(dur[keep] - wait[keep])) / 1e9
         stats.data_wait_measured_steps = int((steps["data_wait_ns"] >= 0).sum())
         known = steps["samples"] >= 0
         if known.any():
