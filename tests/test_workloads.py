@@ -308,6 +308,12 @@ def test_torch_compile_job_no_recompiles_and_compile_is_not_a_step(tmp_path):
     got = float(np.median(st["end_ns"] - st["start_ns"])) / 1e9
     assert got == pytest.approx(truth["step_s_p50"], rel=0.25)
     assert st["optimizer_ns"].sum() / 1e9 == pytest.approx(truth["sums_s"]["optimizer"], rel=0.25)
+    # inductor's forked compile workers share the job's name: with no DataLoader they are not its workers
+    main = int(st["pid"][0])
+    children = set(run.procs["pid"][run.procs["ppid"] == main].astype(int).tolist())
+    assert children, "inductor forks its compile workers from the job"
+    roles = {p.pid: p.role for p in analyze(run).host.processes}
+    assert not [pid for pid in children if roles.get(pid) == "dataloader_worker"]
     assert high(report) == []
 
 

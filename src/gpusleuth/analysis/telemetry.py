@@ -194,13 +194,17 @@ def assign_roles(run: Run, main_pid: int | None) -> dict[int, str]:
     """Name each process of the tree: the training loop, DataLoader workers, or other.
 
     The hook's own header is the best evidence; a forked child of the main process with the same name
-    that the hook did not report is taken as a worker too (a fork inherits the parent's name).
+    that the hook did not report is taken as a worker too (a fork inherits the parent's name) — only when
+    the main process built a DataLoader with workers: torch.compile's inductor forks a pool of compile
+    workers of the same name, which a loop without a DataLoader showed as "3 DataLoader workers at 50 %".
     """
     roles: dict[int, str] = {pid: p.role for pid, p in run.processes.items()}
     if main_pid is not None:
         roles[main_pid] = "main"
     procs = run.procs
-    if len(procs) and main_pid is not None:
+    has_workers = any(i.get("kind") == "dataloader" and (i.get("num_workers") or 0) > 0
+                      and i.get("pid", main_pid) == main_pid for i in run.infos)
+    if len(procs) and main_pid is not None and has_workers:
         pids = procs["pid"].astype(int)
         ppids = procs["ppid"].astype(float)
         names = procs["name"]
