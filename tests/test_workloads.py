@@ -129,14 +129,14 @@ def test_loop_without_dataloader_has_measured_input_wait_named_top_cause(tmp_pat
     assert got == pytest.approx(want, rel=0.15)
     assert (st["samples"][measured] == truth["samples_per_step"]).all()
     assert (st["tokens"][measured] == truth["tokens_per_step"]).all()
+    # tokens/s from the batch tensors too (no gpusleuth.log reports them): it was empty
+    tps = report.to_dict()["outcomes"]["throughput"]["tokens_per_s"]
+    assert tps == pytest.approx(truth["tokens_per_step"] * truth["steps"] / truth["step_s_sum"], rel=0.2)
     assert report.findings and report.findings[0].cause in ("input.io", "input.preprocessing")
     assert report.findings[0].severity == "high"
     assert not [f for f in report.findings if f.title.startswith("Other processes")]  # a quiet host
     assert "DataLoader" in report.findings[0].fix and "IterableDataset" in report.findings[0].fix
     assert report.outcomes.steps.samples_per_s
-    # tokens/s from the batch tensors too (no gpusleuth.log reports them): it was empty
-    tps = report.to_dict()["outcomes"]["throughput"]["tokens_per_s"]
-    assert tps == pytest.approx(truth["tokens_per_step"] * truth["steps"] / truth["step_s_sum"], rel=0.2)
 
 
 @pytest.mark.slow
