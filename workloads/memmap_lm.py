@@ -74,6 +74,7 @@ def main() -> None:
     ap.add_argument("--data", default=None)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--workers", type=int, default=0, help="apply the fix: get_batch in N DataLoader workers")
+    ap.add_argument("--pin-memory", action="store_true", help="with --workers: DataLoader(pin_memory=True)")
     a = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -85,7 +86,8 @@ def main() -> None:
     batches = None
     if a.workers:
         batches = iter(torch.utils.data.DataLoader(Batches(path, a.read_delay_ms / 1e3, a.batch), batch_size=None,
-                                                   num_workers=a.workers, prefetch_factor=4))
+                                                   num_workers=a.workers, prefetch_factor=4,
+                                                   pin_memory=a.pin_memory))
     t_loop = time.perf_counter()
     for _ in range(a.steps):
         t0 = time.perf_counter()

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
 from gpusleuth.analysis.comm import job_comm
 from gpusleuth.analysis.comm import price as price_comm
 from gpusleuth.analysis.cost import find_price, price_table
@@ -60,6 +62,20 @@ class RunAnalysis:
         return self.outcomes is not None
 
 
+def _input_spans(run: Run, trace_run: Run) -> tuple[np.ndarray, np.ndarray] | None:
+    """The measured input waits (pre-forward gaps: a loop without a DataLoader) of the steps of the process
+    a recording's profiler trace came from — from a step's start (the previous step's end) to its forward."""
+    st = run.steps
+    if trace_run is run or not len(st) or "wait_source" not in st or trace_run.trace is None:
+        return None
+    pids = [p for p in trace_run.trace.pids if isinstance(p, (int, np.integer))]
+    m = (st["wait_source"] == "pre_forward") & (st["data_wait_ns"] > 0) & np.isin(st["pid"], pids)
+    if not m.any():
+        return None
+    starts = st["start_ns"][m].astype(np.int64)
+    return starts, starts + st["data_wait_ns"][m].astype(np.int64)
+
+
 def trace_runs(run: Run) -> list[Run]:
     """The Runs holding profiler traces: the run itself (a trace read alone) and its profiles."""
     return ([run] if run.trace is not None else []) + list(run.profiles)
@@ -90,7 +106,7 @@ def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str,
         raise ValueError(f"{len(ranks)} rank summaries for {len(sources)} traces")
     traces, host_ops = [], []
     for i, tr in enumerate(sources):
-        rank = ranks[i] if ranks is not None else summarize_rank(tr)
+        rank = ranks[i] if ranks is not None else summarize_rank(tr, _input_spans(run, tr))
         traces.append(rank.trace)
         if tr is not run:
             # a reader's loss already names its file ("x.sqlite: …"); say the file once

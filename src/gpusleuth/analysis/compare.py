@@ -69,6 +69,9 @@ class RunColumn:
     step_se_rel: float | None  # relative standard error of the median step time
     # what one second of the run costs, all its GPUs (or its machines on CPU); None: not priced
     dollars_per_second: float | None = None
+    # cores other processes used while its steps ran, when they crowded a busy host (a shared machine)
+    crowded_cores: float | None = None
+    cores: int | None = None
 
 
 @dataclass
@@ -123,7 +126,9 @@ def column_for(a) -> RunColumn:
     }
     return RunColumn(label=a.run.label, path=str(a.run.path) if a.run.path else None, processes=processes,
                      samples_per_step=sps, metrics=m, step_se_rel=se_rel,
-                     dollars_per_second=h.cost.per_recoverable_second if h and h.cost else None)
+                     dollars_per_second=h.cost.per_recoverable_second if h and h.cost else None,
+                     crowded_cores=a.host.crowded_cores() if a.host is not None else None,
+                     cores=a.host.logical_cores if a.host is not None else None)
 
 
 def scaling_cost(base: RunColumn, col: RunColumn) -> dict:
@@ -167,6 +172,18 @@ def scaling_cost(base: RunColumn, col: RunColumn) -> dict:
             "per_1k_unit": unit, "verdict": verdict, "cost_outpaces_time": worse}
 
 
+def _shared_host(base: RunColumn, col: RunColumn) -> str:
+    """What the band cannot cover: other processes crowding the host during either run change its step
+    time by whatever share of the CPU they took, which no floor from identical runs bounds."""
+    crowded = [f"{c.label} ({c.crowded_cores:.1f} of {c.cores} cores)" if c.cores else
+               f"{c.label} ({c.crowded_cores:.1f} cores)" for c in (base, col) if c.crowded_cores is not None]
+    if not crowded:
+        return ""
+    return (". The host was shared — other processes used the CPU while " + " and ".join(crowded) +
+            " ran: a step-time difference between these runs may be that load, not the job; compare runs "
+            "taken on a quiet host")
+
+
 def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
     base = columns[0]
     deltas, beyond, bands, within = [], [], [], []
@@ -199,7 +216,7 @@ def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
                             **scaling_cost(base, col)})
     results = []
     for gate in gates:
-        for col, d, b in zip(columns[1:], deltas[1:], beyond[1:]):
+        for col, d, b, band in zip(columns[1:], deltas[1:], beyond[1:], bands[1:]):
             value = d.get(gate.metric) if gate.relative else col.metrics.get(gate.metric)
             if value is None:
                 # A gate that cannot be checked must not pass silently: CI would go green on a run that
@@ -209,12 +226,19 @@ def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
                                           "checked (an error, not a pass)", unavailable=True))
                 continue
             shown = value * 100 if gate.relative else value
-            failed = _OPS[gate.op](shown, gate.value)
+            crossed = _OPS[gate.op](shown, gate.value)
+            # A relative gate on a noise-banded metric fails only on a change beyond the noise: two identical
+            # runs differ by up to the band, and a CI gate that fails on that is a coin toss.
+            noise = gate.relative and crossed and b.get(gate.metric) is False
+            failed = crossed and not noise
             unit = "%" if gate.relative else ""
-            results.append(GateResult(gate.text, col.label, shown, failed, b.get(gate.metric),
-                                      f"{gate.metric} = {shown:+.2f}{unit}" if gate.relative else
-                                      f"{gate.metric} = {shown:.4g}"))
-    notes = [None] + [band_statement(bands[i], within[i]) for i in range(1, len(columns))]
+            detail = f"{gate.metric} = {shown:+.2f}{unit}" if gate.relative else f"{gate.metric} = {shown:.4g}"
+            if noise:
+                detail += (f" crosses {gate.value:+g}% but is within the noise (±{band:.0%}): not a change these "
+                           "runs can show; repeat them to resolve a smaller one")
+            results.append(GateResult(gate.text, col.label, shown, failed, b.get(gate.metric), detail))
+    notes = [None] + [band_statement(bands[i], within[i]) + _shared_host(base, columns[i])
+                      for i in range(1, len(columns))]
     return Comparison(runs=columns, deltas=deltas, beyond_noise=beyond, noise_band=bands, scaling=scaling,
                       noise_notes=notes,
                       gates=results)

@@ -18,7 +18,10 @@ child does not), so counts mean "ops the Python code issued".
 Only the user's own step counts: time inside a DataLoader fetch (torch's ``enumerate(DataLoader)#…``
 annotation: the loader's per-sample indexing and collate are its ops, not the training code's, and input
 time is the input rules' business) and inside collectives (a rank waiting in an all-reduce is not running
-Python) is taken out of the step, with the ops in it, before any share is computed.
+Python) is taken out of the step, with the ops in it, before any share is computed. So is the input wait the
+hook measured in a loop without a DataLoader (``input_spans``: a nanoGPT ``get_batch`` or a Python generator
+building the batch between one step's end and the next forward): that Python is input, priced by the input
+rules; counted here it made a generator-fed LM's tokenizer "480 tiny ops per step, Python overhead ×1.94".
 """
 
 from __future__ import annotations
@@ -67,8 +70,10 @@ def _excluded_name_mask(names: list[str]) -> np.ndarray:
     return m
 
 
-def host_op_stats(run: Run) -> dict | None:
-    """Per-trace host op statistics over its ProfilerStep windows; None without steps or ops."""
+def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = None) -> dict | None:
+    """Per-trace host op statistics over its ProfilerStep windows; None without steps or ops.
+    ``input_spans``: (starts, ends), absolute epoch ns, of the measured input waits of the traced process's
+    steps (the pre-forward gaps of a loop without a DataLoader); taken out like a DataLoader fetch."""
     tr = getattr(run, "trace", None)
     if tr is None or not len(tr.events):
         return None
@@ -102,6 +107,10 @@ def host_op_stats(run: Run) -> dict | None:
     excl_ns_total = 0
     is_bwd = np.zeros(len(names) + 1, bool)
     is_bwd[[i for i, n in enumerate(names) if n.startswith("autograd::engine::evaluate_function")]] = True
+    in_s = in_e = np.empty(0, np.int64)
+    if input_spans is not None and len(input_spans[0]):
+        in_s = np.asarray(input_spans[0], np.int64) - int(tr.origin_ns)
+        in_e = np.asarray(input_spans[1], np.int64) - int(tr.origin_ns)
     steps = []
     for r in step_rows:
         lo, hi = int(ts_all[r]), int(end_all[r])
@@ -111,8 +120,10 @@ def host_op_stats(run: Run) -> dict | None:
         tid = ev["tid"][r]
         sel = top_rows[(ts_all[top_rows] >= lo) & (ts_all[top_rows] < hi) & (ev["tid"][top_rows] == tid)]
         xr = excl_rows[(end_all[excl_rows] > lo) & (ts_all[excl_rows] < hi) & (ev["tid"][excl_rows] == tid)]
-        if len(xr):  # not the user's code: the loader's fetch, a collective's wait
-            xs, xe = np.clip(ts_all[xr], lo, hi), np.clip(end_all[xr], lo, hi)
+        xi = (in_e > lo) & (in_s < hi)
+        if len(xr) or xi.any():  # not the user's code: the loader's fetch, the input wait, a collective's wait
+            xs = np.clip(np.r_[ts_all[xr], in_s[xi]], lo, hi)
+            xe = np.clip(np.r_[end_all[xr], in_e[xi]], lo, hi)
             excl = _union_len(xs, xe)
             inside = np.zeros(len(sel), bool)
             for a, b in zip(xs, xe):
@@ -155,5 +166,5 @@ def host_op_stats(run: Run) -> dict | None:
         "python_share": 1.0 - covered / total,
         "tiny_op_share": tiny / total,
         "tiny_op_threshold_us": TINY_OP_NS / 1e3,
-        "excluded_s_per_step": excl_ns_total / 1e9 / len(steps),  # DataLoader fetches and collectives
+        "excluded_s_per_step": excl_ns_total / 1e9 / len(steps),  # DataLoader fetches, input waits, collectives
     }

@@ -47,6 +47,11 @@ class StepStats:
     data_wait_share_of_steps: float = 0.0
     optimizer_s: float = 0.0
     step_time_s: float = 0.0  # sum of step durations with phase time carved out
+    # the typical steady step, robust to a few preempted steps on a busy host and to the first optimizer
+    # step's lazy state set-up (either can put a mean optimizer time above the median step): medians over
+    # the steps after warm-up of the optimizer time and of the step less its input wait
+    optimizer_p50_s: float | None = None
+    body_p50_s: float | None = None
     gpu_time_s: float | None = None  # sum of CUDA-event step times where resolved
     # steps whose input wait was measured (a fetch, or a forward after the gap; docs/run-format.md
     # wait_source): 0 means "unmeasured", which reports must not show as a 0 % wait; None: not counted
@@ -68,6 +73,28 @@ class Outcomes:
     time_share: dict[str, float]
     time_s: dict[str, float]
     steps: StepStats
+    # the part of each phase's time (in time_s) that ran after the last step's end: a final evaluation,
+    # test or save. It is after-training time — not the loop's, so no cadence gain is priced on it.
+    after_training_s: dict[str, float] = field(default_factory=dict)
+
+
+def _phase_ns(phases: Table, lo: int, hi: int) -> tuple[dict[str, int], np.ndarray, np.ndarray]:
+    """Nanoseconds of each phase name within [lo, hi], and the union they cover. Each name's own union;
+    overlaps between different names go to the phase that started first, so the parts still sum."""
+    phase_ns: dict[str, int] = {}
+    covered_s = np.empty(0, np.int64)
+    covered_e = np.empty(0, np.int64)
+    if len(phases):
+        order = np.argsort(phases["start_ns"], kind="stable")
+        names = phases["name"][order]
+        for name in dict.fromkeys(names.tolist()):
+            sel = order[names == name]
+            s, e = iv.clip(phases["start_ns"][sel], phases["end_ns"][sel], lo, hi)
+            s, e = iv.union(s, e)
+            already = int(iv.overlap_each(s, e, covered_s, covered_e).sum())
+            phase_ns[str(name)] = iv.total(s, e) - already
+            covered_s, covered_e = iv.union(np.r_[covered_s, s], np.r_[covered_e, e])
+    return phase_ns, covered_s, covered_e
 
 
 def _rank_stats(p: ProcessSteps) -> RankSteps:
@@ -97,24 +124,11 @@ def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
         known = [p.table["samples"][p.table["samples"] >= 0] for p in view.ranks]
         stats.job_samples = int(sum(k.sum() for k in known)) if any(len(k) for k in known) else None
 
-    # Phases: each name's own union, then overall union for carving. Overlaps between different
-    # names go to the phase that started first, so the partition still sums to the wall time.
-    phase_s: dict[str, int] = {}
-    covered_s = np.empty(0, np.int64)
-    covered_e = np.empty(0, np.int64)
-    if len(run.phases):
-        order = np.argsort(run.phases["start_ns"], kind="stable")
-        names = run.phases["name"][order]
-        for name in dict.fromkeys(names.tolist()):
-            sel = order[names == name]
-            s, e = iv.clip(run.phases["start_ns"][sel], run.phases["end_ns"][sel], start, end)
-            s, e = iv.union(s, e)
-            already = int(iv.overlap_each(s, e, covered_s, covered_e).sum())
-            phase_s[str(name)] = iv.total(s, e) - already
-            covered_s, covered_e = iv.union(np.r_[covered_s, s], np.r_[covered_e, e])
+    phase_s, covered_s, covered_e = _phase_ns(run.phases, start, end)
 
     startup_ns = 0
     tail_ns = 0
+    after_ns: dict[str, int] = {}
     data_ns = 0
     compute_ns = 0
     if len(steps):
@@ -127,6 +141,7 @@ def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
         last = int(e0.max())
         startup_ns = (first - start) - int(iv.overlap_each(np.array([start]), np.array([first]), covered_s, covered_e)[0])
         tail_ns = (end - last) - int(iv.overlap_each(np.array([last]), np.array([end]), covered_s, covered_e)[0])
+        after_ns = {k: v for k, v in _phase_ns(run.phases, max(last, start), end)[0].items() if v > 0}
 
         stats.steps = len(steps)
         stats.delimiter = str(steps["delimiter"][-1])
@@ -141,6 +156,9 @@ def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
         stats.data_cpu_s = float(cpu.sum() / 1e9)
         stats.data_wait_share_of_steps = data_ns / dur.sum() if dur.sum() > 0 else 0.0
         stats.optimizer_s = float(np.maximum(steps["optimizer_ns"], 0).sum() / 1e9)
+        keep = main.steady if main.steady.any() else np.ones(len(dur), bool)
+        stats.optimizer_p50_s = float(np.median(np.maximum(steps["optimizer_ns"][keep], 0))) / 1e9
+        stats.body_p50_s = float(np.median(dur[keep] - wait[keep])) / 1e9
         stats.data_wait_measured_steps = int((steps["data_wait_ns"] >= 0).sum())
         known = steps["samples"] >= 0
         if known.any():
@@ -165,6 +183,7 @@ def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
         wall_s=wall_ns / 1e9,
         startup_s=startup_ns / 1e9,
         tail_s=tail_ns / 1e9,
+        after_training_s={k: v / 1e9 for k, v in after_ns.items()},
         time_share=share,
         time_s={k: v / 1e9 for k, v in parts_ns.items()},
         steps=stats,

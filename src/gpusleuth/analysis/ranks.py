@@ -30,10 +30,12 @@ class RankSummary:
         return replace(self, trace=self.trace.portable())
 
 
-def summarize_rank(run: Run) -> RankSummary:
-    """Analyse one rank's trace (``run.trace``): the per-rank step, wherever it runs."""
+def summarize_rank(run: Run, input_spans=None) -> RankSummary:
+    """Analyse one rank's trace (``run.trace``): the per-rank step, wherever it runs. ``input_spans``: a
+    recording's measured input waits in this trace's process (``host_op_stats`` takes them out of the
+    Python time); a trace read alone has none."""
     try:
-        ops = host_op_stats(run)
+        ops = host_op_stats(run, input_spans)
     except Exception:  # noqa: BLE001 - a damaged trace must not take the report down; its losses say why
         ops = None
     return RankSummary(trace=analyze_trace(run), host_ops=ops or None)

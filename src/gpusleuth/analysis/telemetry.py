@@ -174,18 +174,37 @@ class HostSummary:
     job_cores_steps: float | None = None
     foreign_cores_steps: float | None = None
 
+    def crowded_cores(self, cores: int | None = None) -> float | None:
+        """Cores other processes used while the steps ran, when they crowded a busy host (else None): the
+        one test of a shared machine, for the contention rule and for compare's noise note."""
+        cores = cores or self.logical_cores
+        busy = self.cpu_pct_steps or self.cpu_pct
+        if self.foreign_cores_steps is None or not cores or not busy:
+            return None
+        if self.foreign_cores_steps < FOREIGN_SHARE * cores or busy["p50"] < FOREIGN_BUSY_PCT:
+            return None
+        return self.foreign_cores_steps
+
+
+FOREIGN_SHARE = 0.25  # share of the host's cores other processes used during the steps
+FOREIGN_BUSY_PCT = 85.0  # … while the host was this busy: only then do they take CPU from the job
+
 
 def assign_roles(run: Run, main_pid: int | None) -> dict[int, str]:
     """Name each process of the tree: the training loop, DataLoader workers, or other.
 
     The hook's own header is the best evidence; a forked child of the main process with the same name
-    that the hook did not report is taken as a worker too (a fork inherits the parent's name).
+    that the hook did not report is taken as a worker too (a fork inherits the parent's name) — only when
+    the main process built a DataLoader with workers: torch.compile's inductor forks a pool of compile
+    workers of the same name, which a loop without a DataLoader showed as "3 DataLoader workers at 50 %".
     """
     roles: dict[int, str] = {pid: p.role for pid, p in run.processes.items()}
     if main_pid is not None:
         roles[main_pid] = "main"
     procs = run.procs
-    if len(procs) and main_pid is not None:
+    has_workers = any(i.get("kind") == "dataloader" and (i.get("num_workers") or 0) > 0
+                      and i.get("pid", main_pid) == main_pid for i in run.infos)
+    if len(procs) and main_pid is not None and has_workers:
         pids = procs["pid"].astype(int)
         ppids = procs["ppid"].astype(float)
         names = procs["name"]

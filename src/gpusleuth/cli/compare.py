@@ -23,7 +23,9 @@ def add_parser(sub) -> None:
     p.add_argument("--fail-if", action="append", default=[], metavar="EXPR",
                    help="METRIC OP VALUE[%%]: with %% a change relative to the baseline (throughput<-5%%), "
                    "without an absolute value (goodput<0.8). Metrics: throughput, tokens_per_s, step_time, "
-                   "step_time_p95, goodput, data_wait, mfu, energy_per_sample, cost_per_1k, wall. Repeatable.")
+                   "step_time_p95, goodput, data_wait, mfu, energy_per_sample, cost_per_1k, wall. A relative gate on "
+                   "throughput, tokens_per_s or step_time fails only on a change beyond the noise band (one run "
+                   "per side: ±15%%). A gate on a metric a run lacks is an error (exit 2). Repeatable.")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.add_argument("--html", type=Path, default=None, metavar="OUT",
                    help="also write the comparison as a self-contained HTML page with charts: changes against the "

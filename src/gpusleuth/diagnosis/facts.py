@@ -65,6 +65,9 @@ class Facts:
     # the first step carries one-off costs (DataLoader worker start-up inside iter(loader), lazy init):
     # its duration, data wait and data CPU, so steady-state rules can leave it out
     first_step: dict[str, float] = field(default_factory=dict)
+    # DataLoader batches per optimizer step (median over steps that fetched): above 1 under gradient
+    # accumulation, where a framework knob counted in batches (Lightning's val_check_interval) ≠ steps
+    batches_per_step: float | None = None
     # what one second of the job's wall time costs (all its devices), to price each gain; None: no price
     dollars_per_second: float | None = None
     # False when nothing was recorded (profiler traces or telemetry read alone): ``outcomes`` is then the

@@ -37,13 +37,38 @@ def _phases(run: Run, main: ProcessSteps | None, steps: int) -> dict[str, PhaseS
         n = int(m.sum())
         stats = PhaseStats(name=str(name), count=n, total_s=float(dur.sum()),
                            mean_s=float(dur.mean()) if n else 0.0,
-                           steps_between=(steps / (n + int(after.sum()))) if n and steps else None,
+                           steps_between=_steps_between(main, ph["start_ns"][named], steps) if n else None,
                            after_loop_count=int(after.sum()),
                            after_loop_s=float(np.maximum(ph["end_ns"][after] - ph["start_ns"][after], 0).sum() / 1e9))
         if main is not None:
             _after_penalty(main.table, main.dur_ns, stats, ph["end_ns"][m].astype(np.int64))
         out[str(name)] = stats
     return out
+
+
+def _steps_between(main: ProcessSteps | None, starts: np.ndarray, steps: int) -> float | None:
+    """How many training steps the job runs between two occurrences of a phase: the median spacing of the
+    step counts at which they start. Counting occurrences instead (steps ÷ occurrences) is thrown off by
+    the ones that are not part of the cadence: a final save or test after the loop beside the periodic ones
+    (Lightning's step-20 checkpoints read "every 16 steps" with one extra save at the end), or an eval split
+    into several phases at one step."""
+    if main is None or not main.count:
+        return steps / len(starts) if steps and len(starts) else None
+    ends = np.sort(main.table["end_ns"].astype(np.int64))
+    at = np.unique(np.searchsorted(ends, starts.astype(np.int64), side="right"))
+    at = at[at > 0]  # before the first step (a sanity check): not a cadence
+    if not len(at):
+        return None
+    return float(np.median(np.diff(np.concatenate(([0], at)))))
+
+
+def _batches_per_step(main: ProcessSteps | None) -> float | None:
+    """Median DataLoader fetches per step over the steps that fetched (None without a loader)."""
+    if main is None or not main.count or "fetches" not in main.table:
+        return None
+    f = main.table["fetches"]
+    f = f[f > 0]
+    return float(np.median(f)) if len(f) else None
 
 
 MIN_AFTER = 3  # occurrences (and other steps) needed before a per-phase after-cost is measured
@@ -145,6 +170,7 @@ def build_facts(a: RunAnalysis) -> Facts:
         traces=list(a.traces),
         host_ops=list(a.host_ops),
         first_step=_first_step(view.main),
+        batches_per_step=_batches_per_step(view.main),
         hook_facts=[i for i in run.infos if i.get("kind") not in ("dataloader", "profiler_trace")],
         dollars_per_second=a.dollars_per_second,
         recorded=a.recorded,

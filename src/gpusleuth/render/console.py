@@ -125,6 +125,9 @@ def _outcomes(report: Report, console: Console) -> None:
         table.add_row("  " + escape(label), f"{o.time_s[key]:.2f} s", f"{share * 100:.1f}%", Text(bar, style="cyan"))
     console.print(f"  where the {o.wall_s:.2f} s of wall time went:")
     console.print(table)
+    if o.after_training_s:
+        parts = ", ".join(f"{escape(k)} {v:.2f} s" for k, v in o.after_training_s.items())
+        console.print(f"  [dim](after training — phases after the last step, not the training loop: {parts})[/]")
     if o.tail_s > 0.05:
         console.print(f"  [dim](idle tail after the last step: {o.tail_s:.2f} s)[/]")
 

@@ -88,6 +88,7 @@ class Report:
                 "wall_s": o.wall_s,
                 "startup_s": o.startup_s,
                 "idle_tail_s": o.tail_s,
+                "after_training_s": o.after_training_s,
                 "time_share": o.time_share,
                 "time_s": o.time_s,
                 "data_wait_s": s.data_wait_s,

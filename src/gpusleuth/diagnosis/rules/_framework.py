@@ -20,23 +20,40 @@ def framework(facts: Facts) -> str | None:
     return None
 
 
-def loader_fix(facts: Facts, workers: int, *, prefetch: bool = True) -> str:
-    """Where ``num_workers`` (and friends) are set in this framework."""
+PREFETCH = 4  # batches each worker loads ahead in the recommended loader
+
+
+def loader_fix(facts: Facts, workers: int, *, prefetch: bool = True, loader: dict | None = None) -> str:
+    """Where ``num_workers`` (and friends) are set in this framework. ``loader``: the DataLoader the run
+    already has (the hook's record); a knob it already sets that way is not recommended again."""
+    have = loader or {}
+    knobs = [("num_workers", workers, have.get("num_workers") == workers),
+             ("pin_memory", True, have.get("pin_memory") is True),
+             ("persistent_workers", True, have.get("persistent_workers") is True)]
+    if prefetch:
+        knobs.append(("prefetch_factor", PREFETCH, (have.get("prefetch_factor") or 0) >= PREFETCH))
+    todo = [(name, value) for name, value, already in knobs if not already]
+    if not todo:
+        return ""
     fw = framework(facts)
     if fw == "transformers":
-        return (f"TrainingArguments(..., dataloader_num_workers={workers}, dataloader_pin_memory=True, "
-                "dataloader_persistent_workers=True" + (", dataloader_prefetch_factor=4)" if prefetch else ")"))
-    extra = ", prefetch_factor=4" if prefetch else ""
+        return "TrainingArguments(..., " + ", ".join(f"dataloader_{n}={v}" for n, v in todo) + ")"
     where = " in your LightningModule/LightningDataModule's train_dataloader()" if fw == "lightning" else ""
-    return f"DataLoader(..., num_workers={workers}, pin_memory=True, persistent_workers=True{extra}){where}"
+    return "DataLoader(..., " + ", ".join(f"{n}={v}" for n, v in todo) + ")" + where
 
 
 def eval_fix(facts: Facts, every: str, k: int, steps_between: float | None) -> str:
     fw = framework(facts)
     n = f"{steps_between * k:.0f}" if steps_between else f"{k}× your current interval"
     if fw == "lightning":
-        knob = (f"`Trainer(val_check_interval={n})` (or `check_val_every_n_epoch`), or "
-                f"`limit_val_batches={1 / k:g}` for a 1/{k} subset")
+        per = facts.batches_per_step or 1
+        if steps_between and per > 1:
+            # val_check_interval counts training batches, not optimizer steps: under gradient accumulation
+            # (several batches a step) the interval in steps would evaluate only per× less often
+            n = f"{steps_between * k * per:.0f}"
+            every = f"{every} ({steps_between * per:.0f} training batches: {per:g} per optimizer step)"
+        knob = (f"`Trainer(val_check_interval={n})` (it counts training batches; or `check_val_every_n_epoch`), "
+                f"or `limit_val_batches={1 / k:g}` for a 1/{k} subset")
     elif fw == "transformers":
         knob = f"`TrainingArguments(eval_steps={n})`, or a 1/{k} subset of `eval_dataset`"
     else:

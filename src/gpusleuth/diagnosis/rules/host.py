@@ -127,20 +127,10 @@ def cgroup_throttling(facts: Facts) -> list[Finding] | Missing:
     )]
 
 
-FOREIGN_SHARE = 0.25  # share of the host's cores other processes used during the steps
-FOREIGN_BUSY_PCT = 85.0  # … while the host was this busy: only then do they take CPU from the job
-
-
 def foreign_cores(facts: Facts) -> float | None:
     """Cores used by processes outside the job while its steps ran, when they crowd a busy host; else None."""
     h = facts.host
-    cores = facts.logical_cores or (h.logical_cores if h else None)
-    busy = h.cpu_pct_steps or h.cpu_pct if h is not None else None
-    if h is None or h.foreign_cores_steps is None or not cores or not busy:
-        return None
-    if h.foreign_cores_steps < FOREIGN_SHARE * cores or busy["p50"] < FOREIGN_BUSY_PCT:
-        return None
-    return h.foreign_cores_steps
+    return h.crowded_cores(facts.logical_cores) if h is not None else None
 
 
 def foreign_load(facts: Facts) -> list[Finding] | Missing:

@@ -147,7 +147,7 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
         title = "Input-bound: data preprocessing on the CPU is the bottleneck"
         # never recommend what the run already does: with no core left for another worker, the fix is
         # cheaper loading, not a worker count
-        fix_lines = [loader_fix(facts, new_workers)] if new_workers > (workers or 0) else []
+        fix_lines = [loader_fix(facts, new_workers, loader=loader)] if new_workers > (workers or 0) else []
         if not fix_lines:  # no worker to add: the gain is from making the loading cheaper, at most all of it
             per_step_after = compute_mean
             method = (f"no core left for another worker: with the loading work cached or moved offline, "
@@ -174,7 +174,7 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
         method = "prefetching enough batches ahead hides the latency completely (upper bound): step ≈ compute"
         title = "Input-bound: the loader waits on storage / latency, not CPU"
         fix_lines = [
-            loader_fix(facts, new_workers),
+            loader_fix(facts, new_workers, loader=loader),
             "Workers mostly wait, so more of them (beyond the core count) hide latency; also consider local "
             "caching/SSD staging of the dataset or larger sequential reads.",
         ]

@@ -80,7 +80,7 @@ def phase_time(facts: Facts) -> list[Finding] | Missing:
                 Evidence("occurrences", p.count, "", "phase events"),
                 Evidence("mean duration", round(p.mean_s * 1e3, 1), "ms", "phase events"),
                 Evidence("training steps between occurrences", None if p.steps_between is None else round(p.steps_between, 1),
-                         "steps", "steps ÷ occurrences"),
+                         "steps", "median steps between the starts"),
             ] + ([Evidence(f"'{name}' after the last step (after-training time, not counted above)",
                            round(p.after_loop_s, 3), "s", "phase events after the last step's end")]
                  if p.after_loop_count else []) + ([Evidence(f"step right after '{name}' (median)", round(p.after_step_s * 1e3, 2), "ms",
