@@ -189,3 +189,70 @@ def test_fuzz_imported_logs_and_exports(name, tmp_path):
     if name != "nsys":
         assert counts["same"] >= 10, counts  # CRLF, BOM, blank lines, reordered rows
     assert counts["salvaged"] >= 30, counts
+
+
+# ---- found by a held-out generator (issue 18's must-show) ------------------------------------------------
+
+def _compact(path: Path) -> bytes:
+    return json.dumps(json.loads(F.read_text(path))).encode()
+
+
+def test_damaged_xz_is_a_sentence(tmp_path):
+    """lzma.LZMAError is not an OSError: a flipped byte in a .json.xz escaped as a traceback."""
+    import lzma
+
+    packed = bytearray(lzma.compress(_compact(SMALL)))
+    packed[len(packed) // 2] ^= 0x10
+    p = tmp_path / "t.json.xz"
+    p.write_bytes(bytes(packed))
+    kind, rc, _, err = F.run_cli(["report", str(p), "--json"])
+    assert (kind, rc) == ("exit", 2) and "xz stream is damaged" in err and "Traceback" not in err
+
+
+def test_escaped_traceEvents_key_is_the_trace(tmp_path):
+    """``"trace\\u0045vents"`` is the key ``traceEvents`` in JSON: the same report, not 'no traceEvents'."""
+    p = tmp_path / "t.json"
+    p.write_bytes(_compact(SMALL).replace(b'"traceEvents"', b'"trace\\u0045vents"'))
+    assert F.comparable(_report(p)) == F.comparable(_report(SMALL))
+
+
+def test_rank_written_as_a_float_is_the_rank(tmp_path):
+    """``"rank": 0.0`` is the number 0: the rank is kept (labels, per-rank tables), ``true`` is no rank."""
+    doc = json.loads(F.read_text(SMALL))
+    doc["distributedInfo"] = {"rank": 3.0, "world_size": 8.0}
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc))
+    assert _report(p)["ranks"][0]["rank"] == 3
+    doc["distributedInfo"] = {"rank": True}
+    p.write_text(json.dumps(doc))
+    assert _report(p)["ranks"][0]["rank"] is None
+
+
+def test_device_id_beyond_an_array_index(tmp_path):
+    """A device id of 2**53 fits int64 but not ``np.bincount`` (it tried to allocate 64 PiB)."""
+    doc = json.loads(F.read_text(FIX / "traces" / "overlapping_kernels.json"))
+    kernel = next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")
+    kernel["args"]["device"] = 2 ** 53 + 1
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc))
+    assert _report(p)["ranks"]
+
+
+def test_events_written_twice_are_dropped_and_said(tmp_path):
+    """A trace concatenated into itself doubled kernel time (and every gain priced from it) in silence; the
+    copies are now dropped with the loss stated and every number equals the original's. Real traces keep
+    their CPU ops that share name, thread and time (no loss on any real fixture)."""
+    seed = FIX / "hta" / "critical_path" / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz"
+    doc = json.loads(F.read_text(seed))
+    doc["traceEvents"] = doc["traceEvents"] + doc["traceEvents"]
+    p = tmp_path / "twice.json"
+    p.write_text(json.dumps(doc))
+    report, ref = _report(p), _report(seed)
+    assert any("written twice" in loss for loss in report["losses"]), report["losses"]
+    for r in (report, ref):
+        r.pop("losses")
+        for rank in r["ranks"]:
+            rank.pop("losses", None)
+    assert F.first_difference(F.comparable(ref), F.comparable(report)) is None
+    for real in F.kineto_seeds(small=False):
+        assert not any("written twice" in loss for loss in _report(real)["losses"]), real

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from lzma import LZMAError as _LZMAError
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -36,7 +37,7 @@ BLOCK = 1 << 20  # bytes read from disk / decompressed per step
 CHUNK = 1 << 20  # decode once this much array text is buffered (1 MB: ~20 MB less peak RSS than 4 MB,
 #                  no measurable cost in time)
 _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
-_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_AFTER_KEY = re.compile(rb'\s*:\s*\[')  # after the top-level "traceEvents" key
 _PH = b'"ph"'
 
 Progress = Callable[[int, int], None]
@@ -162,7 +163,7 @@ def _stream_decompress(dec, first: bytes, read: Callable[..., bytes], res: ReadR
     while True:
         try:
             out = dec.decompress(data, BLOCK)
-        except (OSError, EOFError, ValueError) as exc:  # lzma.LZMAError is an OSError
+        except (OSError, EOFError, ValueError, _LZMAError) as exc:  # LZMAError is a bare Exception
             _damaged(res, what, produced, exc)
             return
         produced += len(out)
@@ -347,8 +348,8 @@ def _find_events_key(buf: bytes | bytearray, scan: _HeaderScan) -> int | None:
             break
         tok = m.group()
         if tok[:1] == b'"':
-            if scan.depth == 1 and tok == b'"traceEvents"':
-                k = _EVENTS_KEY.match(buf, m.start())
+            if scan.depth == 1 and (tok == b'"traceEvents"' or b"\\" in tok and _unescaped(tok) == "traceEvents"):
+                k = _AFTER_KEY.match(buf, m.end())
                 if k is not None:
                     return k.end()
                 if len(buf) - m.end() < 64 and not buf[m.end():].strip(b" \t\r\n:"):  # ': [' not read yet
@@ -357,6 +358,14 @@ def _find_events_key(buf: bytes | bytearray, scan: _HeaderScan) -> int | None:
             scan.depth += 1 if tok in (b"{", b"[") else -1
         last = scan.pos = m.end()
     return None
+
+
+def _unescaped(token: bytes) -> str | None:
+    """A JSON string token's value (a key written with escapes, ``"trace\\u0045vents"``, is still the key)."""
+    try:
+        return msgspec.json.decode(token)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
 
 
 @dataclass
