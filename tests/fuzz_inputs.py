@@ -265,6 +265,14 @@ def structure(text: bytes, rng: random.Random) -> Iterator[Case]:
         yield Case(f"structure/deep-object-{depth}", s, ANY)
         del at
     yield Case("structure/deep-top", b"[" * 100_000 + b"]" * 100_000, LOSSY)
+    # one event bigger than a chunk whose text is full of the boundary pattern: valid, nothing lost
+    at = next((i for i, e in enumerate(events) if isinstance(e, dict) and e.get("ph") == "X"
+               and isinstance(e.get("args", {}), dict)), None)
+    if at is not None:
+        d = dict(doc, traceEvents=list(events))
+        x = d["traceEvents"][at]
+        d["traceEvents"][at] = dict(x, args={**x.get("args", {}), "blob": ("x" * 200 + "}, {") * 10_000})
+        yield Case("structure/huge-event", _dump(d), SAME)
     yield Case("structure/empty-object", b"{}", LOSSY)
     yield Case("structure/null", b"null", LOSSY)
     yield Case("structure/whitespace", b" \n\t " * 100, LOSSY)
@@ -354,6 +362,12 @@ def _dangling(d: Path) -> Path:
     return p
 
 
+def _newline_name(d: Path) -> Path:
+    p = d / "a\nb\x1b[2J.json"  # the error sentence must stay one inert line
+    p.write_bytes(b"\x00not a trace")
+    return p
+
+
 def paths() -> Iterator[Case]:
     """Paths that are not regular readable files."""
     root = os.geteuid() == 0  # root reads a chmod-0 file: nothing to test there
@@ -361,7 +375,10 @@ def paths() -> Iterator[Case]:
                        *(() if root else (("unreadable-file", _unreadable), ("unreadable-dir", _unreadable_dir))),
                        ("dangling-symlink", _dangling),
                        ("dev-zero", lambda d: Path("/dev/zero")), ("dev-null", lambda d: Path("/dev/null")),
-                       ("dev-urandom", lambda d: Path("/dev/urandom")), ("empty-dir", lambda d: d)):
+                       ("dev-urandom", lambda d: Path("/dev/urandom")), ("empty-dir", lambda d: d),
+                       ("name-too-long", lambda d: d / ("x" * 300 + ".json")),
+                       ("path-too-long", lambda d: Path(str(d) + "/a" * 3000)),
+                       ("newline-in-name", _newline_name)):
         yield Case(f"path/{name}", None, LOSSY, make=make)
 
 

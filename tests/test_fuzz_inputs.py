@@ -256,3 +256,29 @@ def test_events_written_twice_are_dropped_and_said(tmp_path):
     assert F.first_difference(F.comparable(ref), F.comparable(report)) is None
     for real in F.kineto_seeds(small=False):
         assert not any("written twice" in loss for loss in _report(real)["losses"]), real
+
+
+@pytest.mark.parametrize("blob", ["string", "nested"])
+def test_one_huge_event_is_not_damage(tmp_path, blob):
+    """A valid trace with one 17 MB event — a string full of ``}, {`` (the boundary pattern) or an args
+    object nested deep — was called "cut off or damaged" and lost events (the pattern's cuts all failed and
+    16 MB of text was taken for damage). The reader now walks the structure to the true boundary."""
+    doc = json.loads(F.read_text(SMALL))
+    x = next(e for e in doc["traceEvents"] if e.get("ph") == "X")
+    x["args"] = {**x.get("args", {}), "blob": ("x" * 1000 + "}, {") * 17_000 if blob == "string" else
+                 [{"a": {"b": [1]}} for _ in range(700_000)]}  # an arg no analysis reads
+    p = tmp_path / "huge-event.json"
+    p.write_text(json.dumps(doc))  # compact, one line
+    report = _report(p)
+    assert report["losses"] == []
+    assert F.comparable(report) == F.comparable(_report(SMALL))
+
+
+def test_file_name_that_is_not_utf8(tmp_path):
+    """A trace whose name is not UTF-8 (surrogate-escaped by Python): the JSON and HTML reports are written
+    (the HTML writer raised UnicodeEncodeError on the name before)."""
+    p = Path(os.fsdecode(os.path.join(os.fsencode(tmp_path), b"\xff\xfe-trace.json")))
+    p.write_bytes(SMALL.read_bytes())
+    kind, rc, out, err = F.run_cli(["report", str(p), "--json", "--html", str(tmp_path / "r.html")])
+    assert (kind, rc) == ("exit", 0), err
+    assert json.loads(out)["ranks"] and (tmp_path / "r.html").stat().st_size > 0

@@ -191,7 +191,7 @@ def read_text_scrapes(paths: list[Path]) -> Run:
         stamps = [(base + i * 1_000_000_000, "order") for i in range(len(stamps))]
         losses.append(f"{paths[0].name}: {len(paths)} scrapes share a time; placed 1 s apart in the order given")
     for p, (t_ns, _) in zip(paths, stamps):
-        text = p.read_text(errors="replace")
+        text = p.read_text(encoding="utf-8", errors="replace").removeprefix("\ufeff")  # a BOM is no metric
         try:
             families = list(text_string_to_metric_families(text))
         except (ValueError, TypeError, IndexError) as exc:
