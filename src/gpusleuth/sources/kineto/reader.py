@@ -8,9 +8,12 @@ text and its events plus the growing numpy columns.
 Event boundaries: ``}`` ``,`` ``{`` with any whitespace between — ``},\\n  {`` in Kineto's and
 ``json.dump(indent=…)``'s layouts, ``}, {`` in a one-line ``json.dump(obj, f)``. Such a triple can also sit
 inside a string or between two objects nested in one event's ``args``; a cut there never decodes (the
-chunk ends inside a string or an unclosed object), so the previous candidates are tried, or we wait for
-more text. Each byte is searched for boundaries once, so reading is linear in the file's size whatever its
-layout. The array is the *top-level* ``traceEvents`` (a token scan skips strings and inner objects).
+chunk ends inside a string or an unclosed object), so the previous few candidates are tried; if none
+decodes (one event bigger than a chunk, full of such triples), the array is walked as JSON (``_Walk``:
+strings skipped whole, brackets counted) to the last true boundary. Each byte is searched for boundaries
+once and walked at most once, so reading is linear in the file's size whatever its layout or its oddest
+event. The array is the *top-level* ``traceEvents`` (the same walker skips strings and inner objects, and
+reads an escaped spelling of the key).
 
 Truncation (a crashed job's trace): whatever cannot be decoded at the end is split at every boundary and
 decoded piece by piece (halving on failure), so every complete event is kept and the lost bytes/events are
