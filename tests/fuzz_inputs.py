@@ -424,6 +424,21 @@ def _set_meta(key: str, value) -> Callable[[Path], None]:
 _META_VALUES = ["x", [1], {"a": 1}, None, 10 ** 30, -5, 1.5e300, True]
 
 
+def _rewrite_parquet(d: Path, table: str, how: str) -> None:
+    """A telemetry table another tool rewrote: every column as text, columns renamed, or another table's file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(d / f"{table}.parquet")
+    if how == "as-text":
+        t = pa.table({c: pa.array([str(v) for v in t[c].to_pylist()]) for c in t.column_names})
+    elif how == "renamed":
+        t = t.rename_columns([c + "_x" for c in t.column_names])
+    else:
+        t = pq.read_table(d / f"{'procs' if table == 'host' else 'host'}.parquet")
+    pq.write_table(t, d / f"{table}.parquet")
+
+
 def rundir_cases(seed: Path, rng: random.Random) -> Iterator[Case]:
     """Damaged run directories: mistyped meta.json fields, flipped/cut/emptied tables and streams, bad
     hook events, missing pieces."""
@@ -465,6 +480,16 @@ def rundir_cases(seed: Path, rng: random.Random) -> Iterator[Case]:
             shutil.rmtree(d / "raw")
             _flip(d / "steps.parquet", rng, 8)
         yield Case("steps/corrupt-without-raw", None, ANY, make=_edit(seed, corrupt_steps_no_raw))
+    for table in ("host", "procs"):
+        if (seed / f"{table}.parquet").exists():
+            for how in ("as-text", "renamed", "other-table"):
+                yield Case(f"parquet/{table}-{how}", None, ANY, make=_edit(seed, lambda d, t=table, how=how:
+                                                                           _rewrite_parquet(d, t, how)))
+    def host_count_text(d: Path) -> None:
+        meta = json.loads((d / "meta.json").read_text())
+        (meta.get("recorder") or {}).setdefault("host", {})["logical_cores"] = "x"
+        (d / "meta.json").write_text(json.dumps(meta))
+    yield Case("meta/host-cores-text", None, ANY, make=_edit(seed, host_count_text))
     yield Case("raw/removed", None, ANY, make=_edit(seed, lambda d: __import__("shutil").rmtree(d / "raw")))
     yield Case("raw/odd-lines", None, ANY, make=_edit(seed, lambda d: next((d / "raw").iterdir()).open("ab").write(
         b"S\t1\t2\n\xff\xfe\nS\tx\ty\t0\t0\t-1\t1\t0\toptimizer\nH\t[1]\nS\t" + b"9" * 40 + b"\t1\t0\t0\t-1\t0\t0\tx\n"

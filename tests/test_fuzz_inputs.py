@@ -282,3 +282,28 @@ def test_file_name_that_is_not_utf8(tmp_path):
     kind, rc, out, err = F.run_cli(["report", str(p), "--json", "--html", str(tmp_path / "r.html")])
     assert (kind, rc) == ("exit", 0), err
     assert json.loads(out)["ranks"] and (tmp_path / "r.html").stat().st_size > 0
+
+
+@pytest.mark.parametrize("how", ["as-text", "renamed", "other-table"])
+def test_telemetry_table_not_the_recorders(tmp_path, how):
+    """procs.parquet rewritten as text, with renamed columns, or swapped for host.parquet raised TypeError /
+    KeyError in the analysis; it is now left out with the loss stated."""
+    run = tmp_path / "run"
+    import shutil
+
+    shutil.copytree(FIX / "rundir" / "finished", run)
+    F._rewrite_parquet(run, "procs", how)
+    losses = _report(run)["losses"]
+    assert any("procs.parquet does not hold the columns" in loss for loss in losses), losses
+
+
+def test_host_core_count_as_text(tmp_path):
+    """recorder.host.logical_cores = "x" in meta.json (cores × a string: TypeError) is ignored and said."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(FIX / "rundir" / "finished", run)
+    meta = json.loads((run / "meta.json").read_text())
+    meta["recorder"]["host"]["logical_cores"] = "x"
+    (run / "meta.json").write_text(json.dumps(meta))
+    assert any("logical_cores" in loss for loss in _report(run)["losses"])
