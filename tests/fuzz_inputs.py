@@ -567,7 +567,7 @@ def line_odd(text: bytes, rng: random.Random, suffix: str) -> Iterator[Case]:
     yield Case("odd/one-row", b"\n".join(lines[:head + 1]) + b"\n", ANY, suffix)
     yield Case("odd/duplicated", unix + unix, ANY, suffix)
     numbers = list(re.finditer(rb"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", unix))
-    for i, value in enumerate((b"9" * 40, b"-1", b"nan", b"inf", b"1e308", b"0")):
+    for i, value in enumerate((b"9" * 40, b"-1", b"nan", b"inf", b"1e308", b"0", b"9" * 400)):  # 400 digits: > float
         if numbers:
             m = rng.choice(numbers)
             yield Case(f"odd/number-{i}", unix[:m.start()] + value + unix[m.end():], ANY, suffix)

@@ -307,3 +307,22 @@ def test_host_core_count_as_text(tmp_path):
     meta["recorder"]["host"]["logical_cores"] = "x"
     (run / "meta.json").write_text(json.dumps(meta))
     assert any("logical_cores" in loss for loss in _report(run)["losses"])
+
+
+def test_prometheus_value_beyond_float_range(tmp_path):
+    """A 400-digit sample value in a scrape raised OverflowError; the sample is dropped and said."""
+    text = (FIX / "dcgm" / "demo__seeded.metrics").read_text()
+    m = [m for m in __import__("re").finditer(r"(?<= )\d+(\.\d+)?(?=\n)", text)][3]
+    p = tmp_path / "scrape.metrics"
+    p.write_text(text[:m.start()] + "9" * 400 + text[m.end():])
+    assert any("beyond any number range" in loss for loss in _report(p)["losses"])
+
+
+def test_arrow_stream_of_another_table(tmp_path):
+    """An unfinalized run whose procs stream is host's (KeyError 'pid' before): left out, said."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(FIX / "rundir" / "unfinalized", run)
+    shutil.copy(run / "host.arrows", run / "procs.arrows")
+    assert any("does not hold the columns" in loss for loss in _report(run)["losses"])

@@ -138,7 +138,12 @@ def _read_table(run_dir: Path, name: str) -> tuple[Table, str | None]:
     stream = run_dir / f"{name}{STREAM_SUFFIX}"
     if stream.exists():
         table, loss = read_stream(stream)
-        return (_arrow_to_table(table) if table is not None else Table()), loss
+        table = _arrow_to_table(table) if table is not None else Table()
+        wrong = _off_schema(name, table)
+        if wrong:
+            return Table(), (f"{stream.name} does not hold the columns a recording writes ({wrong}); its "
+                             "samples are missing from this report")
+        return table, loss
     return Table(), None
 
 
