@@ -647,6 +647,7 @@ def nsys_cases(seed: Path, rng: random.Random, n: int = 4) -> Iterator[Case]:
                                   "'<script>alert(1)</script>' WHERE rowid % 2 = 0"]),
         ("values/missing-strings", ["DELETE FROM StringIds WHERE rowid % 2 = 0"]),
         ("values/empty-kernels", ["DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL"]),
+        ("values/session-start-blob", ["UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = x'ff00'"]),
     ]
     for name, sql in edits:
         edited = _sqlite_edit(data, sql)

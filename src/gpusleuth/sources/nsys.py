@@ -334,8 +334,9 @@ def _session_start(db: _Db) -> int:
     t = "TARGET_INFO_SESSION_START_TIME"
     if "utcEpochNs" in db.cols(t):
         got = db.con.execute(f"select utcEpochNs from {t}").fetchone()
-        if got and got[0]:
-            return int(got[0])
+        # a damaged export may hold text or a blob here: no wall-clock start, not a traceback
+        if got and isinstance(got[0], int) and not isinstance(got[0], bool) and 0 < got[0] < 2 ** 63:
+            return got[0]
     return 0
 
 
