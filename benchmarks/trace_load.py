@@ -28,6 +28,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -252,6 +253,41 @@ def layouts(sizes: list[int], reps: int, hta_python: str | None, src: Path, tmp:
     return "\n".join(rows)
 
 
+def end_to_end(path: Path, reps: int, hta_python: str | None) -> str:
+    """The user's command itself — ``python -m gpusleuth report FILE --json`` in a fresh process — against
+    HTA 0.5.0 load + the five analyses, interleaved (ours, HTA, ours, HTA, …); medians of wall, CPU, RSS."""
+    res: dict[str, list[dict]] = {"ours": [], "hta": []}
+    for r in range(reps):
+        t = time.perf_counter()
+        with tempfile.TemporaryFile() as out:
+            p = subprocess.Popen([sys.executable, "-m", "gpusleuth", "report", str(path), "--json"],
+                                 stdout=out, stderr=subprocess.DEVNULL)
+            _, status, ru = os.wait4(p.pid, 0)
+            wall = time.perf_counter() - t
+            out.seek(0)
+            rep = json.loads(out.read())
+        res["ours"].append({"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024,
+                            "idle": rep["ranks"][0]["idle"]})
+        if hta_python:
+            res["hta"].append(run_child_wait4(hta_python, HTA, path))
+        for name in res:
+            if res[name]:
+                x = res[name][-1]
+                print(f"  rep {r + 1} {name}: {x['wall']:.2f}s wall {x['cpu']:.2f}s CPU {x['rss_mb']:.0f}MiB "
+                      f"(load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
+    m = {n: {k: median([x[k] for x in v]) for k in ("wall", "cpu", "rss_mb")} for n, v in res.items() if v}
+    o, h = m["ours"], m.get("hta")
+    rows = [f"{path.name}: {path.stat().st_size / 1e6:.0f} MB, {reps} interleaved repetitions, medians",
+            "| tool | wall s | CPU s | peak RSS MiB |", "|---|---:|---:|---:|",
+            f"| `gpusleuth report F --json` | {o['wall']:.2f} | {o['cpu']:.2f} | {o['rss_mb']:.0f} |"]
+    if h:
+        rows += [f"| HTA 0.5.0 (load + 5 analyses) | {h['wall']:.2f} | {h['cpu']:.2f} | {h['rss_mb']:.0f} |",
+                 f"| HTA ÷ ours (time), ours ÷ HTA (RSS) | **{h['wall'] / o['wall']:.1f}×** | "
+                 f"{h['cpu'] / o['cpu']:.1f}× | **{o['rss_mb'] / h['rss_mb']:.2f}** |",
+                 f"\nidle share: ours {res['ours'][0]['idle']}, HTA {res['hta'][0].get('idle')}"]
+    return "\n".join(rows)
+
+
 def median(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
@@ -376,7 +412,14 @@ def main() -> None:
                     help="instead: end-to-end report time and memory on the same events written compact "
                     "(one line) and pretty-printed, at these sizes in MB (e.g. 30 100 330)")
     ap.add_argument("--tmp", type=Path, default=Path("/tmp/gpusleuth-bench"))
+    ap.add_argument("--end-to-end", type=Path, metavar="FILE",
+                    help="instead: `python -m gpusleuth report FILE --json` against HTA on FILE, --reps "
+                    "interleaved repetitions (wall, CPU and peak RSS medians)")
     args = ap.parse_args()
+    if args.end_to_end:
+        hta = args.hta_python if Path(args.hta_python).exists() else None
+        print(end_to_end(args.end_to_end, args.reps, hta))
+        return
     if args.layouts:
         hta = args.hta_python if Path(args.hta_python).exists() else None
         print(layouts(args.layouts, args.reps, hta, TRACES / args.big_source, args.tmp))

@@ -116,6 +116,11 @@ def layouts(text: bytes, rng: random.Random) -> Iterator[Case]:
     yield Case("layout/nested-traceEvents-first", _dump(nested, indent=1), SAME)
     nested_c = dict(nested)
     yield Case("layout/nested-traceEvents-compact", _dump(nested_c, separators=(",", ":")), SAME)
+    yield Case("layout/escaped-traceEvents-key", compact.replace(b'"traceEvents"', b'"trace\\u0045vents"', 1), SAME)
+    yield Case("layout/escaped-keys", re.sub(rb'"(ph|ts|dur|name)":', lambda m: b'"\\u%04x' % m.group(1)[0]
+                                             + m.group(1)[1:] + b'":', compact), SAME)
+    yield Case("layout/integral-floats", re.sub(rb'("(?:rank|world_size|pid|tid)":)(\d+)([,}])', rb"\1\2.0\3",
+                                                compact), SAME)
     pretty = _dump(doc, indent=2)
     yield Case("container/gzip", gzip.compress(pretty), SAME, ".json.gz")
     yield Case("container/gzip-misnamed", gzip.compress(pretty), SAME, ".json")
@@ -146,11 +151,14 @@ def orders(text: bytes, rng: random.Random) -> Iterator[Case]:
 
 
 def same_twice(text: bytes, rng: random.Random) -> Iterator[Case]:
-    """Duplicate events (the same trace concatenated into itself) is valid data: any answer, no bug."""
+    """Every event written twice (a trace concatenated into itself, a bad merge): one kernel cannot run twice
+    at the same nanosecond, so the copies are dropped and said — never kernel time doubled in silence."""
     doc, events = _events(text)
     d = dict(doc)
     d["traceEvents"] = events + events
-    yield Case("dup/events-twice", _dump(d), ANY)
+    yield Case("dup/events-twice", _dump(d), LOSSY)
+    d["traceEvents"] = [x for e in events for x in (e, e)]
+    yield Case("dup/events-interleaved", _dump(d), LOSSY)
 
 
 def _pick_string_site(text: bytes, rng: random.Random) -> int | None:
@@ -222,6 +230,7 @@ def numbers(text: bytes, rng: random.Random) -> Iterator[Case]:
     yield Case("number/ts-nan-token", s.replace(b'"ts": 12345', b'"ts": NaN', 1), ANY)
     for field in ("correlation", "stream", "device"):
         yield Case(f"args/{field}-giant", _set_field(text, rng, field, big, "args"), ANY)
+        yield Case(f"args/{field}-2**53", _set_field(text, rng, field, 2 ** 53 + 1, "args"), ANY)
         yield Case(f"args/{field}-list", _set_field(text, rng, field, [1, [2]], "args"), ANY)
         yield Case(f"args/{field}-float", _set_field(text, rng, field, 1e300, "args"), ANY)
         yield Case(f"args/{field}-hex", _set_field(text, rng, field, "0xffffffffffffffffffff", "args"), ANY)
@@ -256,6 +265,14 @@ def structure(text: bytes, rng: random.Random) -> Iterator[Case]:
         yield Case(f"structure/deep-object-{depth}", s, ANY)
         del at
     yield Case("structure/deep-top", b"[" * 100_000 + b"]" * 100_000, LOSSY)
+    # one event bigger than a chunk whose text is full of the boundary pattern: valid, nothing lost
+    at = next((i for i, e in enumerate(events) if isinstance(e, dict) and e.get("ph") == "X"
+               and isinstance(e.get("args", {}), dict)), None)
+    if at is not None:
+        d = dict(doc, traceEvents=list(events))
+        x = d["traceEvents"][at]
+        d["traceEvents"][at] = dict(x, args={**x.get("args", {}), "blob": ("x" * 200 + "}, {") * 10_000})
+        yield Case("structure/huge-event", _dump(d), SAME)
     yield Case("structure/empty-object", b"{}", LOSSY)
     yield Case("structure/null", b"null", LOSSY)
     yield Case("structure/whitespace", b" \n\t " * 100, LOSSY)
@@ -296,6 +313,13 @@ def damage(text: bytes, rng: random.Random, n: int = 6) -> Iterator[Case]:
         yield Case(f"gzip/cut-{i}", bytes(gz[: rng.randrange(10, len(gz))]), LOSSY, ".json.gz")
     yield Case("gzip/middle-byte", bytes(gz[: len(gz) // 2]) + bytes([gz[len(gz) // 2] ^ 0x55])
                + bytes(gz[len(gz) // 2 + 1:]), LOSSY, ".json.gz")
+    for what, packed, suffix in (("xz", lzma.compress(pretty), ".json.xz"), ("bz2", bz2.compress(pretty), ".json.bz2")):
+        for i in range(2):
+            b = bytearray(packed)
+            b[rng.randrange(12, len(b) - 4)] ^= 1 << rng.randrange(8)
+            yield Case(f"{what}/flip-{i}", bytes(b), LOSSY, suffix)
+        yield Case(f"{what}/zero-tail", packed[: len(packed) // 2] + bytes(len(packed) - len(packed) // 2), LOSSY,
+                   suffix)
     yield Case("gzip/concatenated-members", gzip.compress(pretty[: len(pretty) // 2])
                + gzip.compress(pretty[len(pretty) // 2:]), SAME, ".json.gz")
 
@@ -338,6 +362,12 @@ def _dangling(d: Path) -> Path:
     return p
 
 
+def _newline_name(d: Path) -> Path:
+    p = d / "a\nb\x1b[2J.json"  # the error sentence must stay one inert line
+    p.write_bytes(b"\x00not a trace")
+    return p
+
+
 def paths() -> Iterator[Case]:
     """Paths that are not regular readable files."""
     root = os.geteuid() == 0  # root reads a chmod-0 file: nothing to test there
@@ -345,7 +375,10 @@ def paths() -> Iterator[Case]:
                        *(() if root else (("unreadable-file", _unreadable), ("unreadable-dir", _unreadable_dir))),
                        ("dangling-symlink", _dangling),
                        ("dev-zero", lambda d: Path("/dev/zero")), ("dev-null", lambda d: Path("/dev/null")),
-                       ("dev-urandom", lambda d: Path("/dev/urandom")), ("empty-dir", lambda d: d)):
+                       ("dev-urandom", lambda d: Path("/dev/urandom")), ("empty-dir", lambda d: d),
+                       ("name-too-long", lambda d: d / ("x" * 300 + ".json")),
+                       ("path-too-long", lambda d: Path(str(d) + "/a" * 3000)),
+                       ("newline-in-name", _newline_name)):
         yield Case(f"path/{name}", None, LOSSY, make=make)
 
 
@@ -391,6 +424,21 @@ def _set_meta(key: str, value) -> Callable[[Path], None]:
 _META_VALUES = ["x", [1], {"a": 1}, None, 10 ** 30, -5, 1.5e300, True]
 
 
+def _rewrite_parquet(d: Path, table: str, how: str) -> None:
+    """A telemetry table another tool rewrote: every column as text, columns renamed, or another table's file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(d / f"{table}.parquet")
+    if how == "as-text":
+        t = pa.table({c: pa.array([str(v) for v in t[c].to_pylist()]) for c in t.column_names})
+    elif how == "renamed":
+        t = t.rename_columns([c + "_x" for c in t.column_names])
+    else:
+        t = pq.read_table(d / f"{'procs' if table == 'host' else 'host'}.parquet")
+    pq.write_table(t, d / f"{table}.parquet")
+
+
 def rundir_cases(seed: Path, rng: random.Random) -> Iterator[Case]:
     """Damaged run directories: mistyped meta.json fields, flipped/cut/emptied tables and streams, bad
     hook events, missing pieces."""
@@ -432,6 +480,16 @@ def rundir_cases(seed: Path, rng: random.Random) -> Iterator[Case]:
             shutil.rmtree(d / "raw")
             _flip(d / "steps.parquet", rng, 8)
         yield Case("steps/corrupt-without-raw", None, ANY, make=_edit(seed, corrupt_steps_no_raw))
+    for table in ("host", "procs"):
+        if (seed / f"{table}.parquet").exists():
+            for how in ("as-text", "renamed", "other-table"):
+                yield Case(f"parquet/{table}-{how}", None, ANY, make=_edit(seed, lambda d, t=table, how=how:
+                                                                           _rewrite_parquet(d, t, how)))
+    def host_count_text(d: Path) -> None:
+        meta = json.loads((d / "meta.json").read_text())
+        (meta.get("recorder") or {}).setdefault("host", {})["logical_cores"] = "x"
+        (d / "meta.json").write_text(json.dumps(meta))
+    yield Case("meta/host-cores-text", None, ANY, make=_edit(seed, host_count_text))
     yield Case("raw/removed", None, ANY, make=_edit(seed, lambda d: __import__("shutil").rmtree(d / "raw")))
     yield Case("raw/odd-lines", None, ANY, make=_edit(seed, lambda d: next((d / "raw").iterdir()).open("ab").write(
         b"S\t1\t2\n\xff\xfe\nS\tx\ty\t0\t0\t-1\t1\t0\toptimizer\nH\t[1]\nS\t" + b"9" * 40 + b"\t1\t0\t0\t-1\t0\t0\tx\n"
@@ -509,7 +567,7 @@ def line_odd(text: bytes, rng: random.Random, suffix: str) -> Iterator[Case]:
     yield Case("odd/one-row", b"\n".join(lines[:head + 1]) + b"\n", ANY, suffix)
     yield Case("odd/duplicated", unix + unix, ANY, suffix)
     numbers = list(re.finditer(rb"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", unix))
-    for i, value in enumerate((b"9" * 40, b"-1", b"nan", b"inf", b"1e308", b"0")):
+    for i, value in enumerate((b"9" * 40, b"-1", b"nan", b"inf", b"1e308", b"0", b"9" * 400)):  # 400 digits: > float
         if numbers:
             m = rng.choice(numbers)
             yield Case(f"odd/number-{i}", unix[:m.start()] + value + unix[m.end():], ANY, suffix)
@@ -589,6 +647,7 @@ def nsys_cases(seed: Path, rng: random.Random, n: int = 4) -> Iterator[Case]:
                                   "'<script>alert(1)</script>' WHERE rowid % 2 = 0"]),
         ("values/missing-strings", ["DELETE FROM StringIds WHERE rowid % 2 = 0"]),
         ("values/empty-kernels", ["DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL"]),
+        ("values/session-start-blob", ["UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = x'ff00'"]),
     ]
     for name, sql in edits:
         edited = _sqlite_edit(data, sql)
@@ -738,6 +797,8 @@ def classify(case: Case, path: Path, reference: dict | None, console: bool = Fal
         if rc == 2 and len(first) == 1 and first[0].startswith("gpusleuth: error:"):
             if raw_controls(err):
                 return Outcome(case.name, "wrong", f"raw control character in the error: {err!r:.200}")
+            if case.expect == SAME and reference is not None:  # the same trace in other bytes, refused
+                return Outcome(case.name, "wrong", f"a layout-only change was refused: {first[0][:300]}")
             return Outcome(case.name, "error", first[0][:300])
         return Outcome(case.name, "wrong", f"exit {rc}: {err[-500:]!r}")
     try:

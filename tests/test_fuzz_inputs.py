@@ -189,3 +189,140 @@ def test_fuzz_imported_logs_and_exports(name, tmp_path):
     if name != "nsys":
         assert counts["same"] >= 10, counts  # CRLF, BOM, blank lines, reordered rows
     assert counts["salvaged"] >= 30, counts
+
+
+# ---- found by a held-out generator (issue 18's must-show) ------------------------------------------------
+
+def _compact(path: Path) -> bytes:
+    return json.dumps(json.loads(F.read_text(path))).encode()
+
+
+def test_damaged_xz_is_a_sentence(tmp_path):
+    """lzma.LZMAError is not an OSError: a flipped byte in a .json.xz escaped as a traceback."""
+    import lzma
+
+    packed = bytearray(lzma.compress(_compact(SMALL)))
+    packed[len(packed) // 2] ^= 0x10
+    p = tmp_path / "t.json.xz"
+    p.write_bytes(bytes(packed))
+    kind, rc, _, err = F.run_cli(["report", str(p), "--json"])
+    assert (kind, rc) == ("exit", 2) and "xz stream is damaged" in err and "Traceback" not in err
+
+
+def test_escaped_traceEvents_key_is_the_trace(tmp_path):
+    """``"trace\\u0045vents"`` is the key ``traceEvents`` in JSON: the same report, not 'no traceEvents'."""
+    p = tmp_path / "t.json"
+    p.write_bytes(_compact(SMALL).replace(b'"traceEvents"', b'"trace\\u0045vents"'))
+    assert F.comparable(_report(p)) == F.comparable(_report(SMALL))
+
+
+def test_rank_written_as_a_float_is_the_rank(tmp_path):
+    """``"rank": 0.0`` is the number 0: the rank is kept (labels, per-rank tables), ``true`` is no rank."""
+    doc = json.loads(F.read_text(SMALL))
+    doc["distributedInfo"] = {"rank": 3.0, "world_size": 8.0}
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc))
+    assert _report(p)["ranks"][0]["rank"] == 3
+    doc["distributedInfo"] = {"rank": True}
+    p.write_text(json.dumps(doc))
+    assert _report(p)["ranks"][0]["rank"] is None
+
+
+def test_device_id_beyond_an_array_index(tmp_path):
+    """A device id of 2**53 fits int64 but not ``np.bincount`` (it tried to allocate 64 PiB)."""
+    doc = json.loads(F.read_text(FIX / "traces" / "overlapping_kernels.json"))
+    kernel = next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")
+    kernel["args"]["device"] = 2 ** 53 + 1
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc))
+    assert _report(p)["ranks"]
+
+
+def test_events_written_twice_are_dropped_and_said(tmp_path):
+    """A trace concatenated into itself doubled kernel time (and every gain priced from it) in silence; the
+    copies are now dropped with the loss stated and every number equals the original's. Real traces keep
+    their CPU ops that share name, thread and time (no loss on any real fixture)."""
+    seed = FIX / "hta" / "critical_path" / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz"
+    doc = json.loads(F.read_text(seed))
+    doc["traceEvents"] = doc["traceEvents"] + doc["traceEvents"]
+    p = tmp_path / "twice.json"
+    p.write_text(json.dumps(doc))
+    report, ref = _report(p), _report(seed)
+    assert any("written twice" in loss for loss in report["losses"]), report["losses"]
+    for r in (report, ref):
+        r.pop("losses")
+        for rank in r["ranks"]:
+            rank.pop("losses", None)
+    assert F.first_difference(F.comparable(ref), F.comparable(report)) is None
+    for real in F.kineto_seeds(small=False):
+        assert not any("written twice" in loss for loss in _report(real)["losses"]), real
+
+
+@pytest.mark.parametrize("blob", ["string", "nested"])
+def test_one_huge_event_is_not_damage(tmp_path, blob):
+    """A valid trace with one 17 MB event — a string full of ``}, {`` (the boundary pattern) or an args
+    object nested deep — was called "cut off or damaged" and lost events (the pattern's cuts all failed and
+    16 MB of text was taken for damage). The reader now walks the structure to the true boundary."""
+    doc = json.loads(F.read_text(SMALL))
+    x = next(e for e in doc["traceEvents"] if e.get("ph") == "X")
+    x["args"] = {**x.get("args", {}), "blob": ("x" * 1000 + "}, {") * 17_000 if blob == "string" else
+                 [{"a": {"b": [1]}} for _ in range(700_000)]}  # an arg no analysis reads
+    p = tmp_path / "huge-event.json"
+    p.write_text(json.dumps(doc))  # compact, one line
+    report = _report(p)
+    assert report["losses"] == []
+    assert F.comparable(report) == F.comparable(_report(SMALL))
+
+
+def test_file_name_that_is_not_utf8(tmp_path):
+    """A trace whose name is not UTF-8 (surrogate-escaped by Python): the JSON and HTML reports are written
+    (the HTML writer raised UnicodeEncodeError on the name before)."""
+    p = Path(os.fsdecode(os.path.join(os.fsencode(tmp_path), b"\xff\xfe-trace.json")))
+    p.write_bytes(SMALL.read_bytes())
+    kind, rc, out, err = F.run_cli(["report", str(p), "--json", "--html", str(tmp_path / "r.html")])
+    assert (kind, rc) == ("exit", 0), err
+    assert json.loads(out)["ranks"] and (tmp_path / "r.html").stat().st_size > 0
+
+
+@pytest.mark.parametrize("how", ["as-text", "renamed", "other-table"])
+def test_telemetry_table_not_the_recorders(tmp_path, how):
+    """procs.parquet rewritten as text, with renamed columns, or swapped for host.parquet raised TypeError /
+    KeyError in the analysis; it is now left out with the loss stated."""
+    run = tmp_path / "run"
+    import shutil
+
+    shutil.copytree(FIX / "rundir" / "finished", run)
+    F._rewrite_parquet(run, "procs", how)
+    losses = _report(run)["losses"]
+    assert any("procs.parquet does not hold the columns" in loss for loss in losses), losses
+
+
+def test_host_core_count_as_text(tmp_path):
+    """recorder.host.logical_cores = "x" in meta.json (cores × a string: TypeError) is ignored and said."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(FIX / "rundir" / "finished", run)
+    meta = json.loads((run / "meta.json").read_text())
+    meta["recorder"]["host"]["logical_cores"] = "x"
+    (run / "meta.json").write_text(json.dumps(meta))
+    assert any("logical_cores" in loss for loss in _report(run)["losses"])
+
+
+def test_prometheus_value_beyond_float_range(tmp_path):
+    """A 400-digit sample value in a scrape raised OverflowError; the sample is dropped and said."""
+    text = (FIX / "dcgm" / "demo__seeded.metrics").read_text()
+    m = [m for m in __import__("re").finditer(r"(?<= )\d+(\.\d+)?(?=\n)", text)][3]
+    p = tmp_path / "scrape.metrics"
+    p.write_text(text[:m.start()] + "9" * 400 + text[m.end():])
+    assert any("beyond any number range" in loss for loss in _report(p)["losses"])
+
+
+def test_arrow_stream_of_another_table(tmp_path):
+    """An unfinalized run whose procs stream is host's (KeyError 'pid' before): left out, said."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(FIX / "rundir" / "unfinalized", run)
+    shutil.copy(run / "host.arrows", run / "procs.arrows")
+    assert any("does not hold the columns" in loss for loss in _report(run)["losses"])

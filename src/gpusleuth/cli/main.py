@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     except GpusleuthError as exc:
         from gpusleuth.render.text import inert  # paths and trace keys in the message are untrusted
 
-        print(inert(f"gpusleuth: error: {exc}" if not str(exc).startswith("gpusleuth") else str(exc)), file=sys.stderr)
+        message = f"gpusleuth: error: {exc}" if not str(exc).startswith("gpusleuth") else str(exc)
+        print(inert(message).replace("\n", "\\n"), file=sys.stderr)  # one line, even for a name with a newline
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

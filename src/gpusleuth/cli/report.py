@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+
 import sys
 from pathlib import Path
 
@@ -86,16 +89,17 @@ def _positive_int(text: str) -> int:
 
 def report_command(args) -> int:
     from gpusleuth.lean_imports import keep_pandas_out
+    from gpusleuth.run.files import is_directory
 
     keep_pandas_out()
     paths = list(args.paths)
-    if getattr(args, "ray", None) and Path(args.ray).is_file():  # `--ray rank-0.json rank-1.json`: a trace, not
+    if getattr(args, "ray", None) and os.path.isfile(args.ray):  # `--ray rank-0.json rank-1.json`: a trace, not
         paths.insert(0, Path(args.ray))                          # an address (argparse took it as --ray's value)
         args.ray = ""
-    dirs = [p for p in paths if p.is_dir()]
+    dirs = [p for p in paths if is_directory(p)]
     if dirs:
         if len(dirs) < len(paths):
-            other = next(p for p in paths if not p.is_dir())
+            other = next(p for p in paths if not is_directory(p))
             raise InputError(other, "give run directories or trace files, not both")
         run = _load_job_dirs(dirs)
         from gpusleuth.report.options import options_from_args
@@ -108,8 +112,12 @@ def report_command(args) -> int:
         send_to_trackers(report, run, args)
         return 0
     for p in paths:
-        if not p.exists() and not p.is_symlink():  # a link loop or a dangling link gets its own sentence
-            raise InputError(p, "no such file or directory")
+        try:
+            os.lstat(p)
+        except OSError as exc:  # missing, a name too long, a directory on the way we may not enter
+            if exc.errno == errno.ENOENT:
+                raise InputError(p, "no such file or directory") from None
+            raise InputError(p, f"cannot be read ({exc.strerror or exc})") from None
     from gpusleuth.sources.detect import load_files, options_from_args, sniff
 
     if all(sniff(p) == "kineto" for p in paths):

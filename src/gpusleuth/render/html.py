@@ -410,6 +410,7 @@ def write_html(report: Any, path: Path) -> int:
 
 
 def write_page(text: str, path: Path) -> int:
-    data = text.encode("utf-8")
+    # a file name that is not UTF-8 reaches the page as lone surrogates (surrogateescape): shown escaped
+    data = text.encode("utf-8", "backslashreplace")
     Path(path).write_bytes(data)
     return len(data)

@@ -81,6 +81,11 @@ _RECORDER_CHECKS: dict[str, Any] = {
 }
 
 
+# host fields that analysis multiplies and divides by
+_HOST_COUNTS = ("logical_cores", "physical_cores", "cpu_affinity_cores", "mem_total", "cgroup_version",
+                "cgroup_cpu_limit_cores", "cgroup_mem_limit")
+
+
 def _scalar_ok(v: Any) -> bool:
     return v is None or isinstance(v, (str, bool)) or _is_num(v) or (isinstance(v, int) and abs(v) < 2**63)
 
@@ -108,4 +113,8 @@ def check_meta(meta: dict[str, Any]) -> list[str]:
             for k in [k for k, v in part.items() if not _scalar_ok(v)]:
                 problems.append(f"ignored recorder hardware field {k} (not a valid value)")
                 part[k] = None
+        host = rec.get("host") or {}
+        for k in [k for k in _HOST_COUNTS if host.get(k) is not None and not (_is_num(host[k]) and host[k] >= 0)]:
+            problems.append(f"ignored recorder host field {k} (not a count)")  # cores × a string
+            host[k] = None
     return problems

@@ -334,8 +334,9 @@ def _session_start(db: _Db) -> int:
     t = "TARGET_INFO_SESSION_START_TIME"
     if "utcEpochNs" in db.cols(t):
         got = db.con.execute(f"select utcEpochNs from {t}").fetchone()
-        if got and got[0]:
-            return int(got[0])
+        # a damaged export may hold text or a blob here: no wall-clock start, not a traceback
+        if got and isinstance(got[0], int) and not isinstance(got[0], bool) and 0 < got[0] < 2 ** 63:
+            return got[0]
     return 0
 
 
@@ -394,7 +395,7 @@ def _make_run(path, cols, sel, names, origin, pid, device, rank, world, meta, de
         first, last = int(c["ts"].min()), int((c["ts"] + np.maximum(c["dur"], 0)).max())
         names.append("ProfilerStep#0")
         window = {"ts": first, "dur": last - first, "kind": USER_ANN, "name": len(names) - 1, "gpid": pid << 24,
-                  "tid": int(np.bincount(np.maximum(c["tid"], 0)).argmax()) if (c["tid"] >= 0).any() else -1,
+                  "tid": _most_common(c["tid"][c["tid"] >= 0], -1),
                   "corr": -1, "stream": -1, "device": -1}
         c = {k: np.concatenate([[window[k]], v]) for k, v in c.items()}
     t0 = int(c["ts"].min()) if len(sel) else 0
@@ -470,3 +471,11 @@ def _gpu_metrics(db: _Db) -> Table | None:
         sel = mid == m
         col[pos[sel]] = val[sel].astype(float)
     return Table(out)
+
+
+def _most_common(values: np.ndarray, default: int) -> int:
+    """The most frequent value (np.unique, not bincount: a damaged export's thread id may be 2**62)."""
+    if not len(values):
+        return default
+    uniq, counts = np.unique(values, return_counts=True)
+    return int(uniq[counts.argmax()])

@@ -190,8 +190,9 @@ def read_text_scrapes(paths: list[Path]) -> Run:
         base = min(t for t, _ in stamps)
         stamps = [(base + i * 1_000_000_000, "order") for i in range(len(stamps))]
         losses.append(f"{paths[0].name}: {len(paths)} scrapes share a time; placed 1 s apart in the order given")
+    unusable = 0
     for p, (t_ns, _) in zip(paths, stamps):
-        text = p.read_text(errors="replace")
+        text = p.read_text(encoding="utf-8", errors="replace").removeprefix("\ufeff")  # a BOM is no metric
         try:
             families = list(text_string_to_metric_families(text))
         except (ValueError, TypeError, IndexError) as exc:
@@ -200,8 +201,16 @@ def read_text_scrapes(paths: list[Path]) -> Run:
             if fam.name in PCIE_RATES or fam.name + "_total" in PCIE_RATES:
                 series.counter_types[fam.name] = fam.type
             for s in fam.samples:
-                ts = int(s.timestamp * 1e9) if s.timestamp else t_ns
-                series.add(s.name, s.labels, np.array([ts], np.int64), np.array([s.value], float))
+                try:  # a value or time beyond float / int64 range (a 400-digit number) is one bad sample
+                    ts = np.array([int(s.timestamp * 1e9) if s.timestamp else t_ns], np.int64)
+                    value = np.array([s.value], float)
+                except (OverflowError, ValueError, TypeError):
+                    unusable += 1
+                    continue
+                series.add(s.name, s.labels, ts, value)
+    if unusable:
+        losses.append(f"{paths[0].name}: dropped {unusable:,} sample(s) whose value or time is beyond any number "
+                      "range (damage)")
     if not series.values:
         raise InputError(paths[0], "a Prometheus scrape with no GPU metrics gpusleuth knows (DCGM_FI_* from "
                                    "dcgm-exporter, nvidia_smi_* from nvidia_gpu_exporter)")

@@ -15,6 +15,7 @@ from gpusleuth.run.layout import LOAD_TABLE, TELEMETRY_TABLES
 from gpusleuth.run.meta import read_meta
 from gpusleuth.run.model import Run, Table
 from gpusleuth.run.streams import STREAM_SUFFIX, read_stream
+from gpusleuth.recorder.schemas import SCHEMAS
 
 
 def load_run(path: str | Path) -> Run:
@@ -124,7 +125,12 @@ def _read_table(run_dir: Path, name: str) -> tuple[Table, str | None]:
     if parquet.exists():
         try:
             check_regular(parquet, "a Parquet file")
-            return _parquet_table(parquet), None
+            table = _parquet_table(parquet)
+            wrong = _off_schema(name, table)
+            if wrong:
+                return Table(), (f"{parquet.name} does not hold the columns a recording writes ({wrong}); its "
+                                 "samples are missing from this report")
+            return table, None
         except InputError as exc:
             return Table(), f"{parquet.name} {exc.problem}; its samples are missing from this report"
         except (pa.ArrowException, OSError, ValueError) as exc:
@@ -132,8 +138,27 @@ def _read_table(run_dir: Path, name: str) -> tuple[Table, str | None]:
     stream = run_dir / f"{name}{STREAM_SUFFIX}"
     if stream.exists():
         table, loss = read_stream(stream)
-        return (_arrow_to_table(table) if table is not None else Table()), loss
+        table = _arrow_to_table(table) if table is not None else Table()
+        wrong = _off_schema(name, table)
+        if wrong:
+            return Table(), (f"{stream.name} does not hold the columns a recording writes ({wrong}); its "
+                             "samples are missing from this report")
+        return table, loss
     return Table(), None
+
+
+def _off_schema(name: str, table: Table) -> str | None:
+    """What keeps a telemetry table from being the recorder's (a file swapped for another table, columns
+    renamed or rewritten as text by some tool): analysis indexes these columns as numbers."""
+    schema = SCHEMAS.get(name)
+    if schema is None or not len(table):
+        return None
+    missing = [f.name for f in schema if f.name not in table.columns]
+    if missing:
+        return "no " + ", ".join(missing[:4]) + (" …" if len(missing) > 4 else "")
+    numeric = [f.name for f in schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)]
+    text = [c for c in numeric if table[c].dtype.kind not in "iufb"]
+    return ("not numbers: " + ", ".join(text[:4])) if text else None
 
 
 def _parquet_table(path: Path) -> Table:

@@ -135,7 +135,8 @@ def _device_name(trace: TraceData) -> str | None:
     devs = trace.events["device"][np.isin(kind, DEVICE_KINDS)]
     devs = devs[devs >= 0]
     if len(devs):
-        want = int(np.bincount(devs).argmax())
+        values, counts = np.unique(devs, return_counts=True)  # not bincount: a device id may be 2**53
+        want = int(values[counts.argmax()])
         for p in props:
             if p.get("id") == want and isinstance(p.get("name"), str):
                 return p["name"]
@@ -143,10 +144,20 @@ def _device_name(trace: TraceData) -> str | None:
     return name if isinstance(name, str) else None
 
 
+def _whole(value) -> int | None:
+    """A rank or world size as JSON allows it: ``3`` and ``3.0`` are the same number; ``true``, ``"3"``,
+    fractions and absurd sizes are not a rank."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    return int(value) if 0 <= value < 1 << 31 else None
+
+
 def _make_run(path: Path, trace: TraceData, res: ReadResult) -> Run:
     dist = trace.meta["distributedInfo"] or {}
-    rank = dist.get("rank") if isinstance(dist.get("rank"), int) else None
-    world = dist.get("world_size") if isinstance(dist.get("world_size"), int) else None
+    rank = _whole(dist.get("rank"))
+    world = _whole(dist.get("world_size"))
     ev = trace.events
     if len(ev):
         start_ns = trace.origin_ns + int(ev["ts"].min())

@@ -17,7 +17,7 @@ import numpy as np
 
 from gpusleuth.run.model import Table
 
-from .model import TraceData, kind_of_category
+from .model import DEVICE_KINDS, TraceData, kind_of_category
 from .schema import Event, MEvent, XEvent
 
 _INT_COLS = ("corr", "stream", "device")
@@ -162,7 +162,8 @@ class ColumnBuilder:
             dropped["complete events without a numeric timestamp"] = int((~ok).sum())
         no_dur = ~np.isfinite(dur_us)
         if no_dur.any():
-            dropped["complete events without a numeric duration (treated as 0)"] = int((no_dur & ok).sum())
+            if (no_dur & ok).any():  # (events without a timestamp either are already counted above)
+                dropped["complete events without a numeric duration (treated as 0)"] = int((no_dur & ok).sum())
             dur_us = np.where(no_dur, 0.0, dur_us)
         if not ok.all():
             ts_us, dur_us = ts_us[ok], dur_us[ok]
@@ -199,6 +200,13 @@ class ColumnBuilder:
             for k in list(cols):
                 cols[k] = cols[k][order]
         kind_table = np.array([kind_of_category(c) for c in cats] + [0], dtype=np.uint8)
+        same = _repeats(ts, dur, kind_table[cols["cat"]], cols)
+        if same.any():
+            dropped["GPU events written twice (same kernel, stream, correlation id and time: a duplicated "
+                    "trace or a merge error; one copy kept)"] = int(same.sum())
+            keep = ~same
+            ts, dur = ts[keep], dur[keep]
+            cols = {k: v[keep] for k, v in cols.items()}
         events = Table({"ts": ts, "dur": dur, "kind": kind_table[cols["cat"]], **cols})
         origin_ns = int(origin_us) * 1000 + (int(base_time_ns) if base_time_ns else 0)
         return TraceData(
@@ -215,6 +223,26 @@ class ColumnBuilder:
             phase_counts=dict(self.phases),
             dropped=dropped,
         )
+
+
+def _repeats(ts: np.ndarray, dur: np.ndarray, kind: np.ndarray, cols: dict) -> np.ndarray:
+    """Rows identical to the row before them in every column (the rows are in :func:`_event_order`, so
+    copies sit next to each other). One kernel cannot run twice at the same nanosecond on the same stream
+    with the same correlation id: a copy is the same event written twice, and counting it would double
+    kernel time and every gain priced from it."""
+    same = np.zeros(len(ts), bool)
+    if len(ts) < 2:
+        return same
+    # only device activity with a correlation id: two CPU ops can share name, thread, start and length
+    # (nested zero-length calls) and still be two calls
+    dev = np.isin(kind, DEVICE_KINDS) & (cols["corr"] >= 0)
+    eq = (ts[1:] == ts[:-1]) & (dur[1:] == dur[:-1]) & dev[1:] & dev[:-1]
+    for v in cols.values():
+        if not eq.any():
+            break
+        eq &= v[1:] == v[:-1]
+    same[1:] = eq
+    return same
 
 
 def _event_order(ts: np.ndarray, dur: np.ndarray, cols: dict) -> np.ndarray:

@@ -8,9 +8,12 @@ text and its events plus the growing numpy columns.
 Event boundaries: ``}`` ``,`` ``{`` with any whitespace between — ``},\\n  {`` in Kineto's and
 ``json.dump(indent=…)``'s layouts, ``}, {`` in a one-line ``json.dump(obj, f)``. Such a triple can also sit
 inside a string or between two objects nested in one event's ``args``; a cut there never decodes (the
-chunk ends inside a string or an unclosed object), so the previous candidates are tried, or we wait for
-more text. Each byte is searched for boundaries once, so reading is linear in the file's size whatever its
-layout. The array is the *top-level* ``traceEvents`` (a token scan skips strings and inner objects).
+chunk ends inside a string or an unclosed object), so the previous few candidates are tried; if none
+decodes (one event bigger than a chunk, full of such triples), the array is walked as JSON (``_Walk``:
+strings skipped whole, brackets counted) to the last true boundary. Each byte is searched for boundaries
+once and walked at most once, so reading is linear in the file's size whatever its layout or its oddest
+event. The array is the *top-level* ``traceEvents`` (the same walker skips strings and inner objects, and
+reads an escaped spelling of the key).
 
 Truncation (a crashed job's trace): whatever cannot be decoded at the end is split at every boundary and
 decoded piece by piece (halving on failure), so every complete event is kept and the lost bytes/events are
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from lzma import LZMAError as _LZMAError
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -36,7 +40,7 @@ BLOCK = 1 << 20  # bytes read from disk / decompressed per step
 CHUNK = 1 << 20  # decode once this much array text is buffered (1 MB: ~20 MB less peak RSS than 4 MB,
 #                  no measurable cost in time)
 _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
-_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_AFTER_KEY = re.compile(rb'\s*:\s*\[')  # after the top-level "traceEvents" key
 _PH = b'"ph"'
 
 Progress = Callable[[int, int], None]
@@ -91,6 +95,11 @@ def _blocks(path: Path, progress: Progress | None, res: ReadResult) -> Iterator[
         else:
             yield first
             while block := read():
+                if len(block) >= BLOCK and not block.strip(b"\x00"):  # a preallocated tail never written
+                    res.notes.append(f"the file holds only zero bytes from about {state['done'] - len(block):,} "
+                                     f"of its {total:,} bytes on (space reserved but never written); the rest "
+                                     "was not read")
+                    return
                 yield block
 
 
@@ -162,7 +171,7 @@ def _stream_decompress(dec, first: bytes, read: Callable[..., bytes], res: ReadR
     while True:
         try:
             out = dec.decompress(data, BLOCK)
-        except (OSError, EOFError, ValueError) as exc:  # lzma.LZMAError is an OSError
+        except (OSError, EOFError, ValueError, _LZMAError) as exc:  # LZMAError is a bare Exception
             _damaged(res, what, produced, exc)
             return
         produced += len(out)
@@ -331,38 +340,88 @@ def _salvage(text: bytes, sink: Callable[[list], None], res: ReadResult, final: 
     return tail
 
 
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_STRUCT = re.compile(rb'["\[\]{}]')
 
 
-def _find_events_key(buf: bytes | bytearray, scan: _HeaderScan) -> int | None:
+class _Structure:
+    """JSON text walked token by token — each string skipped whole with ``bytes.find`` (C speed, escaped
+    quotes counted back), each bracket counted — as the text arrives: the position, the nesting depth and
+    a string still open at the end of the text carry over to the next call, so every byte is looked at
+    once, however long a string or deep a nesting (a regex for whole strings backtracks over an unfinished
+    one on every call: quadratic in a 20 MB string)."""
+
+    def __init__(self, pos: int = 0) -> None:
+        self.pos = pos
+        self.depth = 0
+        self.open_string: int | None = None  # start of a string not closed in the text so far
+        self.search_from = 0
+
+    def _string_end(self, buf) -> int | None:
+        while True:
+            k = buf.find(b'"', self.search_from)
+            if k < 0:
+                self.search_from = len(buf)
+                return None
+            j = k
+            while buf[j - 1] == 0x5C:  # a backslash: odd runs escape the quote
+                j -= 1
+            if (k - j) % 2 == 0:
+                return k + 1
+            self.search_from = k + 1
+
+    def tokens(self, buf) -> Iterator[tuple[int, int, int]]:
+        """``(first byte, start, end)`` of each string (``"``) and bracket complete in ``buf`` past ``pos``;
+        ``depth`` is already updated when a bracket is yielded."""
+        i = self.pos
+        while True:
+            if self.open_string is None:
+                m = _STRUCT.search(buf, i)
+                if m is None:
+                    self.pos = len(buf)
+                    return
+                start = m.start()
+                c = buf[start]
+                if c != 0x22:
+                    self.depth += 1 if c in (0x7B, 0x5B) else -1
+                    i = self.pos = start + 1
+                    yield c, start, i
+                    continue
+                self.open_string, self.search_from = start, start + 1
+            end = self._string_end(buf)
+            if end is None:
+                return
+            start, self.open_string = self.open_string, None
+            i = self.pos = end
+            yield 0x22, start, end
+
+
+def _find_events_key(buf: bytes | bytearray, scan: _Structure) -> int | None:
     """Offset just after the ``[`` of the *top-level* ``"traceEvents": [`` in ``buf`` (None: not yet).
 
-    Strings and nesting are tracked with one regex over tokens (C speed), so a key of the same name inside
-    an inner object, or inside a string, is never taken for the trace's array. ``scan`` carries the state
-    between calls as more text arrives; a string or key cut by the block's end is scanned again next time.
+    Strings and nesting are tracked (:class:`_Structure`), so a key of the same name inside an inner object,
+    or inside a string, is never taken for the trace's array, and an escaped spelling of the key is.
+    ``scan`` carries the state between calls as more text arrives.
     """
-    last = scan.pos
-    for m in _TOKEN.finditer(buf, scan.pos):
-        if buf.find(b'"', last, m.start()) >= 0:  # a string that does not end in this text yet
-            break
-        tok = m.group()
-        if tok[:1] == b'"':
-            if scan.depth == 1 and tok == b'"traceEvents"':
-                k = _EVENTS_KEY.match(buf, m.start())
-                if k is not None:
-                    return k.end()
-                if len(buf) - m.end() < 64 and not buf[m.end():].strip(b" \t\r\n:"):  # ': [' not read yet
-                    break
-        else:
-            scan.depth += 1 if tok in (b"{", b"[") else -1
-        last = scan.pos = m.end()
+    for c, start, end in scan.tokens(buf):
+        if c != 0x22 or scan.depth != 1 or end - start > 256:
+            continue
+        tok = bytes(buf[start:end])
+        if tok == b'"traceEvents"' or b"\\" in tok and _unescaped(tok) == "traceEvents":
+            k = _AFTER_KEY.match(buf, end)
+            if k is not None:
+                return k.end()
+            if len(buf) - end < 64 and not buf[end:].strip(b" \t\r\n:"):  # ': [' not read yet
+                scan.pos = start  # look at this key again with more text
+                return None
     return None
 
 
-@dataclass
-class _HeaderScan:
-    pos: int = 0
-    depth: int = 0
+def _unescaped(token: bytes) -> str | None:
+    """A JSON string token's value (a key written with escapes, ``"trace\\u0045vents"``, is still the key)."""
+    try:
+        return msgspec.json.decode(token)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
 
 
 def read_events(path: Path, sink: Callable[[list], None], progress: Progress | None = None) -> ReadResult:
@@ -381,7 +440,7 @@ def _read_events(path: Path, sink: Callable[[list], None], progress: Progress | 
     buf = bytearray()
     blocks = _blocks(path, progress, res)
     bare_array = False
-    scan = _HeaderScan()
+    scan = _Structure()
     # --- header: find the start of the top-level traceEvents array ----------------------------
     for block in blocks:
         if not res.total_text_bytes:
@@ -421,6 +480,7 @@ def _read_events(path: Path, sink: Callable[[list], None], progress: Progress | 
     searched = 0
     candidates: list[tuple[int, int]] = []  # (cut, next event's start) of boundaries not yet used
     hold_until = CHUNK
+    walk: _Walk | None = None  # set while one event is too big or too odd for the boundary pattern
     for block in blocks:
         buf += block
         res.total_text_bytes += len(block)
@@ -432,38 +492,47 @@ def _read_events(path: Path, sink: Callable[[list], None], progress: Progress | 
         del candidates[:-8]
         searched = len(buf)
         done = None
-        for cut, nxt in reversed(candidates[-4:]):  # the last few: a false one sits inside a string
-            first, after = buf[0], buf[cut]
-            buf[0], buf[cut] = 0x5B, 0x5D  # "[" … "]"
-            try:
-                with memoryview(buf) as mv, mv[: cut + 1] as part:
-                    events = _decode(decode_events, part, res)
-            except _DECODE_ERRORS:
-                buf[0], buf[cut] = first, after
-                continue
-            sink(events)
-            del events
-            done = nxt
-            break
+        if walk is None:
+            for cut, nxt in reversed(candidates[-4:]):  # the last few: a false one sits inside a string
+                if _decode_in_place(buf, cut, sink, res):
+                    done = nxt
+                    break
+        else:
+            # The pattern's cuts all fell inside one event (a 20 MB string full of "}, {", an args object
+            # nested a million times): walk the JSON structure instead — each byte once, strings and nesting
+            # tracked — to the last event that ends in the text so far.
+            walk.advance(buf)
+            if walk.boundary is not None:
+                cut, nxt = walk.boundary
+                if not _decode_in_place(buf, cut, sink, res):  # real damage between two true boundaries
+                    _salvage(bytes(buf[1:cut]), sink, res, final=False)
+                done = nxt
         if done is not None:
             del buf[: done - 1]
             searched -= done - 1
             candidates = [(c - done + 1, n - done + 1) for c, n in candidates if c >= done]
             hold_until = CHUNK
+            walk = None
             continue
-        # a boundary inside nested args, or damage: wait for more text and retry with a larger chunk
+        if walk is None:
+            walk = _Walk()
+            walk.advance(buf)
+            if walk.boundary is not None:  # retry at once with the true boundary
+                hold_until = len(buf)
+                continue
         hold_until = len(buf) + CHUNK
-        if len(buf) > 16 * CHUNK and candidates:  # persistent damage: salvage this part and move on
+        if len(buf) > WALK_LIMIT and candidates:  # damage, not one big event: salvage it, move on
             cut, nxt = candidates[-1]
             _salvage(bytes(buf[1:cut]), sink, res, final=False)
             del buf[: nxt - 1]
             searched -= nxt - 1
             candidates = []
             hold_until = CHUNK
+            walk = None
     # --- end: last events + trailing metadata -------------------------------------------------
     if buf:
         buf[0] = 0x5B
-    text = bytes(buf)
+    text = bytes(buf).rstrip(b"\x00")  # zero bytes after the JSON: a preallocated file's tail
     del buf
     try:
         if bare_array:
@@ -482,6 +551,49 @@ def _read_events(path: Path, sink: Callable[[list], None], progress: Progress | 
         res.tail = tail
     return res
 
+
+WALK_LIMIT = 64 * CHUNK  # one event larger than this is taken for damage (the text is salvaged around it)
+_WS_COMMA_WS = re.compile(rb"[ \t\r\n]*,[ \t\r\n]*")
+
+
+def _decode_in_place(buf: bytearray, cut: int, sink: Callable[[list], None], res: ReadResult) -> bool:
+    """Decode the events of ``buf[1:cut]`` without copying: ``[`` is written over the spare byte at 0 and
+    ``]`` at ``cut`` (both restored if the text does not decode)."""
+    first, after = buf[0], buf[cut]
+    buf[0], buf[cut] = 0x5B, 0x5D  # "[" … "]"
+    try:
+        with memoryview(buf) as mv, mv[: cut + 1] as part:
+            events = _decode(decode_events, part, res)
+    except _DECODE_ERRORS:
+        buf[0], buf[cut] = first, after
+        return False
+    sink(events)
+    return True
+
+
+class _Walk:
+    """The events array walked as JSON (:class:`_Structure`) from the spare byte at ``buf[0]``; remembers the
+    last place where an event ends at the array's own level and the next one begins. Only used when the
+    fast boundary pattern fails, so its per-token Python cost is paid on the odd event alone."""
+
+    def __init__(self) -> None:
+        self.structure = _Structure(pos=1)
+        self.boundary: tuple[int, int] | None = None
+        self.ended = False
+
+    def advance(self, buf: bytearray) -> None:
+        if self.ended:
+            return
+        st = self.structure
+        for c, _, end in st.tokens(buf):
+            if c in (0x5D, 0x7D):  # "]" "}"
+                if st.depth < 0:  # the array's own "]": the rest is the trailing metadata
+                    self.ended = True
+                    return
+                if st.depth == 0:
+                    sep = _WS_COMMA_WS.match(buf, end)
+                    if sep is not None and sep.end() < len(buf):
+                        self.boundary = (end, sep.end())
 
 def _not_a_trace(path: Path, text: bytes, res: ReadResult) -> None:
     """No ``traceEvents`` array anywhere: say precisely what the file is instead."""
