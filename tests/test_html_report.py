@@ -80,7 +80,9 @@ def _big_run(hours: float = 2.0, cores: int = 16, workers: int = 12) -> Run:
                     "start_ns": np.array([t0 + 600 * 10**9, t0 + 3000 * 10**9]),
                     "end_ns": np.array([t0 + 660 * 10**9, t0 + 3030 * 10**9]), "source": np.array(["api", "api"], object)})
     return Run(meta={"start_ns": int(t0), "end_ns": int(t[-1]), "source": "recorder", "command": ["python", "train.py"]},
-               host=host, gpu=gpu, procs=procs, steps=steps, phases=phases)
+               host=host, gpu=gpu, procs=procs, steps=steps, phases=phases,
+               # the loader the hook saw: forked children of the main process are its workers only then
+               infos=[{"kind": "dataloader", "pid": 1000, "num_workers": workers, "batch_size": 64}])
 
 
 def test_large_run_is_downsampled_in_the_report_stage_and_renders_fast(tmp_path):
