@@ -67,13 +67,38 @@ def test_torchrun_planted_straggler_is_named_and_priced(tmp_path):
 
 @pytest.mark.slow
 def test_torchrun_balanced_job_stays_quiet(tmp_path):
-    """Both ranks do the same 20 ms of work per step: no straggler above 'none', whoever jitters last."""
+    """Both ranks do the same 20 ms of work per step: no straggler above 'none', whoever jitters last. On a
+    host crowded by other processes one rank can really fall behind (they deschedule it more): then the
+    finding is at most moderate, with low confidence, and the other load is named — never HIGH."""
     run, _ = _torchrun(tmp_path, "balanced", 1, 0.0, 0.02, 40)
     rep = report_json(run)
     assert rep["communication"] is not None and len(rep["communication"]["ranks"]) == 2
     loud = [f for f in rep["findings"] if f["cause"] == "straggler" and f["severity"] != "none"]
-    assert not loud, loud
-    assert any(f["cause"] == "straggler" and "balanced" in f["title"] for f in rep["findings"])
+    crowded = [f for f in rep["findings"] if f["cause"] == "contention" and f["title"].startswith("Other processes")]
+    if crowded:
+        assert all(f["severity"] == "moderate" and f["confidence"] == "low" and "quiet host" in f["summary"]
+                   for f in loud), loud
+    else:
+        assert not loud, loud
+        assert any(f["cause"] == "straggler" and "balanced" in f["title"] for f in rep["findings"])
+
+
+@pytest.mark.slow
+def test_straggler_on_a_crowded_host_is_moderate_and_says_so(tmp_path):
+    """The planted 20 ms straggler with processes outside the job spinning every core: still named, but a
+    wait whose cause may be the other load is not a HIGH verdict on the rank's code."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        run, _ = _torchrun(tmp_path, "crowded", 1, 0.02, 0.0, 40)
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+    rep = report_json(run)
+    assert any(f["cause"] == "contention" and f["title"].startswith("Other processes") for f in rep["findings"])
+    (f,) = [f for f in rep["findings"] if f["cause"] == "straggler"]
+    assert "Rank 1" in f["title"] and f["severity"] == "moderate" and f["confidence"] == "low"
+    assert "quiet host" in f["summary"]
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ from __future__ import annotations
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_trace
+from gpusleuth.diagnosis.rules.host import foreign_cores
 
 CONSISTENT = 0.60
 # a thread that computes keeps a fifth of a core or more even on a crowded host (measured: 21-38 % on a
@@ -108,15 +109,22 @@ def straggler(facts: Facts) -> list[Finding] | Missing:
     elif busy is not None:
         where += (f" Its main thread was on a CPU for only {busy:.0%} of that time: it waited (for storage, its "
                   "DataLoader workers, a lock, a sleep).")
+    foreign = foreign_cores(facts)
+    if foreign is not None:
+        # a rank that processes outside the job deschedule more falls behind for reasons outside the job:
+        # the wait is real, its cause may not be the rank's code (a balanced job went HIGH on a crowded box)
+        where += (f" Other processes used {foreign:.1f} cores of this host meanwhile: they may be what holds "
+                  "this rank back, so measure again on a quiet host before rebalancing.")
     return [Finding(
-        cause="straggler", severity="high" if share >= HIGH else "moderate",
+        cause="straggler", severity="high" if share >= HIGH and foreign is None else "moderate",
         title=f"Rank {slow.rank} is a straggler: the other ranks wait {lost_ms:.1f} ms per step "
               f"({share:.0%} of a step) for it",
         summary=_who(slow, comm) + where,
         evidence=evidence,
         fix=f"Look at rank {slow.rank}" + (f": {fix_part}." if part else ".")
             + " Balance work and data shards across ranks; exclude a faulty node.",
-        estimated_gain=gain, confidence="high" if comm.matched else "medium",
+        estimated_gain=gain,
+        confidence="low" if foreign is not None else "high" if comm.matched else "medium",
     )]
 
 
