@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import FIXTURES, TRACES, free_port, gpusleuth, report_json
+from conftest import FIXTURES, TRACES, free_port, gpusleuth, report_json, run_multirank
 
 pytest.importorskip("torch")
 
@@ -22,9 +22,11 @@ DIST = FIXTURES / "distributed"
 
 
 def _record(tmp_path, name, *cmd, env=None):
-    out = tmp_path / name
-    res = gpusleuth("run", "--out", out, "--no-report", "--", *map(str, cmd), timeout=240, env=env)
+    outs = [tmp_path / (name if k == 0 else f"{name}-{k}") for k in range(3)]
+    res = run_multirank(lambda k: gpusleuth("run", "--out", outs[k], "--no-report", "--", *map(str, cmd),
+                                            timeout=240, env=env))
     assert res.returncode == 0, res.stderr[-3000:]
+    out = next(o for o in reversed(outs) if o.exists())
     return out, res
 
 

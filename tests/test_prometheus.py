@@ -23,7 +23,7 @@ import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import REPO
+from conftest import REPO, torch_exit_race
 
 JOB = [sys.executable, str(REPO / "tests" / "jobs" / "phased_train.py")]
 DASHBOARD = REPO / "integrations" / "grafana" / "gpusleuth.json"
@@ -132,7 +132,8 @@ def test_each_rank_of_a_torchrun_job_is_a_series(tmp_path):
         assert set(ranks) == {"0", "1"} and min(ranks.values()) >= 20, ranks
     finally:
         out, err = proc.communicate(timeout=180)
-    assert proc.returncode == 0, err[-2000:]
+    # the series were checked above; a rank dying of torch's gloo exit race afterwards is passed on, rightly
+    assert proc.returncode == 0 or torch_exit_race(err), err[-2000:]
 
 
 def test_taken_port_stops_before_the_job(tmp_path, run_cli):

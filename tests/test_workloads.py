@@ -28,17 +28,20 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = ROOT / "workloads"
 sys.path.insert(0, str(WORKLOADS))
 from _truth import parse  # noqa: E402
+from conftest import run_multirank  # noqa: E402
 
 
 def run_workload(tmp_path: Path, name: str, *args: str, timeout: int = 240, launcher=(), run_args=(),
                  all_truths=False):
     """``gpusleuth run --no-gpu --no-report -- python workloads/<name> ARGS``: (truth, run, report)."""
-    out = tmp_path / ("run-" + Path(name).stem)
+    outs = [tmp_path / (f"run-{Path(name).stem}" + (f"-{k}" if k else "")) for k in range(3)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    res = subprocess.run([sys.executable, "-m", "gpusleuth", "run", "--no-gpu", "--no-report", *run_args, "--out",
-                          str(out), "--", sys.executable, *launcher, str(WORKLOADS / name), *args],
-                         capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp_path)
+    res = run_multirank(lambda k: subprocess.run(
+        [sys.executable, "-m", "gpusleuth", "run", "--no-gpu", "--no-report", *run_args, "--out", str(outs[k]), "--",
+         sys.executable, *launcher, str(WORKLOADS / name), *args],
+        capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp_path))
     assert res.returncode == 0, res.stderr[-3000:]
+    out = next(o for o in reversed(outs) if o.exists())
     text = res.stderr + res.stdout
     truth = ([parse(line) for line in text.splitlines() if line.startswith("GPUSLEUTH_TRUTH ")] if all_truths
              else parse(text))
