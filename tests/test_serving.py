@@ -175,7 +175,11 @@ def test_lock_around_the_model_is_waiting_not_preprocessing(tmp_path):
     want = check_against_truth(run, truth, len(statuses), "http.server")
     assert want["pre"] > 0.3  # the server's own clock: the lock wait is most of its requests' time
     facts, found = findings_of(run)
-    assert facts.requests.alone_requests >= 10 and facts.requests.alone_shares["pre"] < 0.1
+    from gpusleuth.diagnosis.rules.serving import MIN_ALONE, PRE_MODERATE
+
+    # alone, a request's pre is its body read and nothing else (0.10 measured on a quiet box): under the rule's
+    # "waiting, not work" bound
+    assert facts.requests.alone_requests >= MIN_ALONE and facts.requests.alone_shares["pre"] < PRE_MODERATE / 2
     assert not any(f.cause == "serving.preprocessing" for f in found), [(f.cause, f.title) for f in found]
     wait = next(f for f in found if f.title.startswith("Requests wait in front of the model"))
     assert wait.cause == "serving.queueing"
@@ -334,13 +338,14 @@ def test_under_batched_rule_fires_only_on_an_idle_accelerator_under_load():
     assert rule(facts_for(synthetic_run(gpu_util=10.0))) == []  # preprocessing-bound, not model-bound
 
 
-def alone_then_loaded(alone_pre: float, loaded_pre: float, n: int = 30):
-    """A run whose first n requests ran one at a time (pre ``alone_pre`` ns) and the next n overlapped
-    (pre ``loaded_pre`` ns), each with a 3 ms forward and 1 ms after it."""
+def alone_then_loaded(alone_pre: float, loaded_pre: float, n: int = 30, loaded_infer: float = 3e6,
+                      loaded_post: float = 1e6):
+    """A run whose first n requests ran one at a time (pre ``alone_pre`` ns, a 3 ms forward, 1 ms after it)
+    and the next n overlapped (pre ``loaded_pre``, forward ``loaded_infer``, after ``loaded_post`` ns)."""
     from gpusleuth.run.model import Table
 
     a = synthetic_run(pre=alone_pre, n=n, spacing=int(alone_pre + 4.5e6 + 1e6), cores=1.0)
-    b = synthetic_run(pre=loaded_pre, n=n, cores=1.0)
+    b = synthetic_run(pre=loaded_pre, infer=loaded_infer, post=loaded_post, n=n, cores=1.0)
     shift = int(a.requests["end_ns"].max()) + 10**6 - int(b.requests["start_ns"].min())
     rows = {k: np.concatenate([a.requests[k], b.requests[k] + shift if k in ("start_ns", "end_ns") else
                                b.requests[k]]) for k in a.requests.columns}
@@ -471,3 +476,22 @@ def test_gpusleuth_load_on_a_tokenizing_server_names_preprocessing(tmp_path):
 
     _, plain, _ = _load_and_report(tmp_path / "plain", "plain")
     assert not [f for f in plain["findings"] if f["cause"] == "serving.preprocessing" and f["severity"] != "none"]
+
+
+def test_a_requests_own_preprocessing_is_seen_when_load_spreads_the_gil_wait():
+    """A tokenizer that is 60 % of a request alone, whose share before the model drops under load because the
+    GIL wait lands after the model too (the stdlib tokenizing server measured 29 % overall, 74 % alone, on a
+    quiet box): preprocessing, from the requests that ran alone. Preprocessing that load made a small part
+    of the request (under 15 % overall) stays quiet."""
+    from gpusleuth.diagnosis.rules.serving import preprocessing_in_request_path as pre_rule
+
+    spread = facts_for(alone_then_loaded(alone_pre=6e6, loaded_pre=3e6, loaded_infer=12e6, loaded_post=10e6))
+    ra = spread.requests
+    assert ra.alone_shares["pre"] > 0.5 and 0.15 <= ra.shares["pre"] < 0.30
+    (f,) = pre_rule(spread)
+    assert f.cause == "serving.preprocessing" and "alone)" in f.title and "alone in the server" in f.summary
+    assert abs(f.estimated_gain.step_share - ra.shares["pre"]) < 1e-9  # the gain stays the overall share
+    # the same lone requests, but load made preprocessing a sliver of the request: nothing to name
+    sliver = facts_for(alone_then_loaded(alone_pre=6e6, loaded_pre=0.3e6, loaded_infer=40e6, loaded_post=30e6))
+    assert sliver.requests.alone_shares["pre"] > 0.5 and sliver.requests.shares["pre"] < 0.15
+    assert pre_rule(sliver) == []
