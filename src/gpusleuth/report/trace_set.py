@@ -26,9 +26,7 @@ kills its worker again is a sentence naming the file.
 
 from __future__ import annotations
 
-import gzip
 import os
-import struct
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -49,8 +47,6 @@ SMALL_SET_BYTES = 256 * 2**20
 #: planned with margin, to keep workers × peak within the available memory
 PEAK_PER_JSON_BYTE = 1.0
 WORKER_BASE_BYTES = 100 * 2**20
-#: assumed expansion of a compressed trace whose size the file does not state (bzip2, xz, zstd, zip)
-COMPRESSED_RATIO = 10
 #: share of the available memory the workers may plan to use
 MEMORY_SHARE = 0.7
 
@@ -84,24 +80,6 @@ def analyse_rank_file(path: str) -> RankResult | RankFailure:
     summary = summarize_rank(run).portable()
     run.trace = None  # the events stay in the worker
     return RankResult(run, summary)
-
-
-def json_bytes(path: Path) -> int:
-    """The trace's uncompressed JSON size: a gzip file says it in its trailer (mod 4 GiB), other compressed
-    formats are assumed to expand ``COMPRESSED_RATIO`` times, a plain file is its size."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        head = f.read(6)
-        if head[:2] == b"\x1f\x8b" and size >= 18:
-            f.seek(-4, os.SEEK_END)
-            stated = struct.unpack("<I", f.read(4))[0]
-            # the trailer wraps at 4 GiB: take the first value at or above the compressed size
-            while stated < size:
-                stated += 2**32
-            return stated
-        if head[:3] in (b"BZh", b"\xfd7zX", b"PK\x03") or head[:4] == b"\x28\xb5\x2f\xfd":
-            return size * COMPRESSED_RATIO
-    return size
 
 
 def rank_peak_bytes(json_size: int) -> int:
@@ -143,7 +121,7 @@ def load_trace_set(paths: Sequence[Path], *, jobs: int | None = None, ray_addres
     ``ray_address``: run the ranks as Ray tasks ("" starts a local cluster); ``progress(total, unit)``
     makes a ``(done, total)`` callback (or None) over "ranks" analysed, or "bytes" read with the events.
     """
-    from gpusleuth.sources.kineto import distinct_files
+    from gpusleuth.sources.kineto import distinct_files, json_size
 
     files, _sizes, notes = distinct_files([Path(p) for p in paths])
     if keep_events or len(files) < 2:  # one rank: nothing to share out
@@ -152,7 +130,7 @@ def load_trace_set(paths: Sequence[Path], *, jobs: int | None = None, ray_addres
     if ray_address is not None:
         results = _ray_map(files, ray_address, tick)
     else:
-        workers = plan_workers([json_bytes(p) for p in files], jobs)
+        workers = plan_workers([json_size(p) for p in files], jobs)
         results = _pool_map(files, workers, tick) if workers > 1 else _here(files, tick)
     runs, summaries = [], []
     for res in results:

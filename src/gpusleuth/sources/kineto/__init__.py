@@ -22,8 +22,9 @@ from gpusleuth.run.model import Run
 from .columns import ColumnBuilder
 from .model import DEVICE_KINDS, KIND_NAMES, TraceData
 from .reader import ReadResult, open_regular, read_events
+from .size import json_size
 
-__all__ = ["load_traces", "load_trace", "distinct_files", "TraceData", "KIND_NAMES"]
+__all__ = ["load_traces", "load_trace", "distinct_files", "json_size", "TraceData", "KIND_NAMES"]
 
 
 def load_traces(paths: Sequence[str | Path], progress: Callable[[int, int], None] | None = None) -> list[Run]:
