@@ -135,6 +135,8 @@ def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str,
     requests = analyze_requests(run)
     if requests is not None and load is not None:  # `gpusleuth load` levels: the server's split per level
         requests.levels = split_by_levels(requests, run, load.levels)
+    if requests is not None and requests.note:  # requests the batcher's forwards could not be tied to
+        losses.append(requests.note)
     return RunAnalysis(run=run, options=options, view=view, outcomes=outcomes, basis=basis, gpus=gpus,
                        gpu_note=gpu_note, host=host, traces=traces, host_ops=host_ops, headline=headline,
                        dollars_per_second=per_second, losses=losses,
