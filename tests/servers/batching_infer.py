@@ -1,10 +1,11 @@
 """A dynamic-batching inference server for gpusleuth's serving tests:
-``python batching_infer.py PORT TRUTH.json [MODE [MAX_BATCH [WAIT_MS]]]``.
+``python batching_infer.py PORT TRUTH.json [MODE [MAX_BATCH [WAIT_MS [WIDTH]]]]``.
 
 The pattern Triton's dynamic batcher, TorchServe's ``batch_size``/``max_batch_delay`` and vLLM's engine
 loop share: the request handler only enqueues its input with a future and waits; a batcher collects queued
 inputs until it has ``MAX_BATCH`` (16) of them or ``WAIT_MS`` (10) passed since the first, stacks them and
-runs **one** forward of a real torch model on a model thread, then answers each future with its row.
+runs **one** forward of a real torch model (an MLP ``WIDTH`` (1024) wide) on a model thread, then answers
+each future with its row.
 
 * mode ``asgi`` (default): FastAPI under uvicorn; an ``asyncio.Queue`` of ``(input, asyncio future)``, a
   batcher task started with the app, the forward on a one-thread executor (``loop.run_in_executor``).
@@ -32,13 +33,14 @@ PORT, TRUTH = int(sys.argv[1]), sys.argv[2]
 MODE = sys.argv[3] if len(sys.argv) > 3 else "asgi"
 MAX_BATCH = int(sys.argv[4]) if len(sys.argv) > 4 else 16
 WAIT_S = (float(sys.argv[5]) if len(sys.argv) > 5 else 10.0) / 1e3
+WIDTH = int(sys.argv[6]) if len(sys.argv) > 6 else 1024
 torch.set_num_threads(1)
 torch.manual_seed(0)
-model = torch.nn.Sequential(*[m for _ in range(3) for m in (torch.nn.Linear(1024, 1024), torch.nn.ReLU())],
-                            torch.nn.Linear(1024, 8)).eval()
+model = torch.nn.Sequential(*[m for _ in range(3) for m in (torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU())],
+                            torch.nn.Linear(WIDTH, 8)).eval()
 with torch.no_grad():
-    model(torch.zeros(MAX_BATCH, 1024))  # warm-up, outside any request
-ROWS = torch.randn(64, 1024)
+    model(torch.zeros(MAX_BATCH, WIDTH))  # warm-up, outside any request
+ROWS = torch.randn(64, WIDTH)
 
 
 class Truth:

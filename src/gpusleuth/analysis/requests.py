@@ -88,6 +88,7 @@ class BatchStats:
     collect_share: float | None  # part of it after: the batcher collecting more work (its wait window)
     wait_p50_ms: float
     wait_p95_ms: float
+    collect_p50_ms: float | None  # how long the batcher held a request's work before its forward
     forward_p50_ms: float | None  # a joined forward's wall time
     own_p50_ms: float  # a request's share of its forwards (each divided among the requests it served)
     multi_forward: int  # requests served by several forwards (a generation loop: prefill, then decode)
@@ -276,6 +277,7 @@ def _batch_stats(join: BatchJoin, run: Run) -> BatchStats:
         queued_share=share(p["queued_ns"][took]) if took.any() else None,
         collect_share=share(p["collect_ns"][took]) if took.any() else None,
         wait_p50_ms=ms(p["wait_ns"], 50) or 0.0, wait_p95_ms=ms(p["wait_ns"], 95) or 0.0,
+        collect_p50_ms=ms(p["collect_ns"][took], 50),
         forward_p50_ms=ms(dur, 50), own_p50_ms=ms(p["own_ns"], 50) or 0.0, multi_forward=int(multi.sum()),
         prefill_p50_ms=ms(p["prefill_ns"][multi], 50), decode_p50_ms=ms(p["decode_ns"][multi], 50))
 

@@ -329,31 +329,28 @@ def waiting_for_a_batch(facts: Facts) -> list[Finding] | Missing:
         if lv.batch_forwards and lv.concurrency:
             evidence.append(Evidence(f"requests per batch at concurrency {lv.concurrency}, p50 / max",
                                      f"{lv.batch_size_p50:g} / {lv.batch_size_max}", "", src))
+    # the server's configured max batch is not visible, only the largest batch it ran: whether the window
+    # expired or a max batch was reached, the fix for a wait after the take is the same two knobs
     held = collect is not None and (queued is None or collect >= queued)
-    if held and not full:
-        why = (f"most of it after the batcher took the work, waiting for more that did not come: batches ran "
-               f"with {size_p50:g} requests (p50) where {b.size_max} fit, so the wait window expired first")
+    held_ms = f" below the {b.collect_p50_ms:.1f} ms it held work here (p50)" if b.collect_p50_ms is not None else ""
+    if held:
+        why = (f"most of it after the batcher took the work, while it collected more: batches of {size_p50:g} "
+               f"requests (p50; the largest {size_max}) each waited for the window or the batch to fill while the "
+               "model had nothing to do")
         fix = ("Shorten the batcher's wait window (Triton `max_queue_delay_microseconds`, TorchServe "
-               "`max_batch_delay`, your own queue's timeout) to about one batch forward's time "
-               f"({b.forward_p50_ms or 0:.1f} ms) or less, or let a batch start as soon as the model is free: at "
-               "this load the window adds latency without filling batches.")
-    elif held:
-        why = (f"most of it after the batcher took the work, collecting a full batch of {b.size_max} while the "
-               "model waited for it")
-        fix = ("Lower the maximum batch size (Triton `max_batch_size`/`preferred_batch_size`, TorchServe "
-               f"`batch_size`) or the wait window so a batch starts with what is there, or collect the next "
-               "batch while the model runs the current one: at this traffic a full batch of "
-               f"{b.size_max} takes longer to gather than to compute.")
+               f"`max_batch_delay`, your own queue's timeout){held_ms}, "
+               f"or lower the max batch size to what this traffic brings (about {size_p50:g}), so a batch starts "
+               "with what is there; or collect the next batch while the model runs the current one.")
     else:
         why = ("most of it before the batcher took the work: earlier batches were still running, so the model "
-               "is saturated at this load" + (f" with full batches of {b.size_max}" if full else ""))
+               "is saturated at this load" + (f" with batches of {size_max}, the largest it ran" if full else ""))
+        fix = (("If that is the max batch size, raise it (each forward serves more requests: Triton "
+                "`max_batch_size`, TorchServe `batch_size`) where memory allows, or " if full else "")
+               + "add model instances or replicas (Triton `instance_group` count, more workers): the requests "
+               "wait for the model, not for the wait window.")
     if worst is not None:
         why += f" (at concurrency {worst.concurrency}, where requests waited most)" if worst.concurrency else \
             f" (at {worst.rate:g} requests/s, where requests waited most)"
-        fix = (("Raise the maximum batch size (each forward serves more requests: Triton `max_batch_size`, "
-                "TorchServe `batch_size`), if memory allows, or " if full else "")
-               + "add model instances or replicas (Triton `instance_group` count, more workers): the requests "
-               "wait for the model, not for the window.")
     return [Finding(
         cause="serving.batch_wait", severity="high" if high else "moderate",
         title=f"Waiting for a batch: {_pct(w)} % of request time, batches of {size_p50:g} (p50)",
