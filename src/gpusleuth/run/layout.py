@@ -5,3 +5,4 @@ EVENT_TABLES = ("steps", "phases")
 LOGS_FILE = "logs.jsonl"
 TRACE_DIR = "trace"
 LOAD_TABLE = "load"  # `gpusleuth load`: one row per request sent (load.parquet)
+OUTPUT_LOG = "output.log"  # the job's captured output (MLLOG lines are looked for here by default)
