@@ -12,7 +12,7 @@ from gpusleuth.analysis.cost import Cost, compute_cost, find_price, price_table
 from gpusleuth.analysis.energy import Energy, compute_energy
 from gpusleuth.analysis.goodput import Goodput, SteadyState, compute_goodput, steady_state
 from gpusleuth.analysis.mfu import Mfu, MfuOptions, compute_mfu
-from gpusleuth.analysis.options import ReportOptions
+from gpusleuth.analysis.options import AnalysisOptions
 from gpusleuth.analysis.outcomes import Outcomes
 from gpusleuth.analysis.peaks import gpu_model
 from gpusleuth.analysis.quality import Target, TimeToTarget, compute_time_to_target
@@ -55,7 +55,7 @@ def machines(run: Run) -> int:
     return max(len(hosts), 1)
 
 
-def compute_headline(run: Run, view: StepView, outcomes: Outcomes, gpus: list[GpuSummary], opts: ReportOptions,
+def compute_headline(run: Run, view: StepView, outcomes: Outcomes, gpus: list[GpuSummary], opts: AnalysisOptions,
                      prices: dict[str, float] | None = None, mllog=None, job_dtype: str | None = None) -> Headline:
     """``prices``: the user's price table (over the defaults); ``mllog``: parsed ``:::MLLOG`` lines or None;
     ``job_dtype``: the precision most of the job's GEMM time ran in (its profiler traces), for MFU on a

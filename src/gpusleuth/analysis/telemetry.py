@@ -237,9 +237,11 @@ def samples_around(t_ns: np.ndarray, window: tuple[int, int]) -> np.ndarray | No
     return (t >= lo) & (t <= hi)
 
 
-def summarize_host(run: Run, main_pid: int | None, window: tuple[int, int] | None = None) -> HostSummary | None:
-    """Host and process summary; ``window`` (ns) limits process CPU to the training steps, so start-up
-    and the idle tail don't dilute how busy the loader workers were while it mattered."""
+def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
+                   window: tuple[int, int] | None = None) -> HostSummary | None:
+    """Host and process summary; ``roles``: each process's role (:func:`assign_roles`, computed once by
+    ``analyze``); ``window`` (ns) limits process CPU to the training steps, so start-up and the idle tail
+    don't dilute how busy the loader workers were while it mattered."""
     host = run.host
     if not len(host) and not len(run.procs):
         return None
@@ -251,7 +253,6 @@ def summarize_host(run: Run, main_pid: int | None, window: tuple[int, int] | Non
         throttled = _counter_delta(col("cg_nr_throttled"))
         if periods:
             cg = (throttled or 0.0) / periods
-    roles = assign_roles(run, main_pid)
     processes: list[ProcessSummary] = []
     procs = run.procs
     if len(procs) and window is not None:

@@ -49,7 +49,8 @@ def fleet_command(args) -> int:
     from gpusleuth.cli.report import count_progress, make_console, write_html_file
     from gpusleuth.errors import InputError
     from gpusleuth.lean_imports import keep_pandas_out
-    from gpusleuth.report.fleet import FleetFilter, ensure_summaries, find_run_dirs, parse_when, query_fleet
+    from gpusleuth.pipeline.fleet import ensure_summaries
+    from gpusleuth.report.fleet import FleetFilter, find_run_dirs, parse_when, query_fleet
     from gpusleuth.report.summary import SUMMARY_FILE
 
     keep_pandas_out()
