@@ -1,7 +1,7 @@
-"""``fleet --prometheus``: the pass from a metrics server to the GPU ledger report, and its JSON contract.
+"""``fleet --prometheus``: the GPU ledger report and its JSON contract.
 
-sources/prom_fleet.py fetches (chunked, cached) → analysis/ledger.py folds GPUs a batch at a time →
-:class:`LedgerReport`, which every renderer (console, JSON, CSV, HTML, the Grafana summary) formats and
+pipeline/ledger.py runs the pass: sources/prom_fleet.py fetches (chunked, cached) → analysis/ledger.py
+folds GPUs a batch at a time → :class:`LedgerReport`, which every renderer (console, JSON, CSV, HTML, the Grafana summary) formats and
 none recomputes. ``to_dict`` is the versioned JSON (schema ``gpusleuth.ledger/1``); ``rows`` is the flat
 per-workload table the CSV writes.
 """
@@ -11,14 +11,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from gpusleuth.analysis.ledger import CLASSES, REASONS, Ledger, LedgerBuilder, Pricing, Workload
-from gpusleuth.run.fleet_usage import FleetWindow
+from gpusleuth.analysis.ledger import CLASSES, REASONS, Ledger, Workload
 
 SCHEMA = "gpusleuth.ledger/1"
-__all__ = ["CLASSES", "REASONS", "LedgerReport", "build_ledger_report"]
+__all__ = ["CLASSES", "REASONS", "LedgerReport"]
 
 
 @dataclass
@@ -28,7 +26,7 @@ class LedgerReport:
     queries: int
 
     @property
-    def window(self) -> FleetWindow:
+    def window(self) -> Any:  # the ledger's FleetWindow (the run model stays behind the analysis)
         return self.ledger.window
 
     def rows(self) -> list[dict[str, Any]]:
@@ -90,32 +88,3 @@ def _r(d: dict[str, Any]) -> dict[str, Any]:
 
 def _iso(t: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
-
-
-def build_ledger_report(url: str, start_s: int, end_s: int, *, step_s: int = 30, chunk_s: int = 6 * 3600,
-                        gpus_per_query: int = 200, selector: str = "", group_label: str | None = None,
-                        pricing: Pricing | None = None, cache_path: Path | None = None,
-                        token_file: Path | None = None, basic_auth_file: Path | None = None,
-                        ca_file: Path | None = None, verify: bool = True,
-                        progress: Callable[[int, int], None] | None = None) -> LedgerReport:
-    """Fetch what the cache lacks, fold every GPU, and assemble the report."""
-    from gpusleuth.sources.fleet_cache import FleetCache
-    from gpusleuth.sources.prom_client import PrometheusClient, read_auth
-    from gpusleuth.sources.prom_fleet import FleetQuery, PrometheusFleet
-
-    t0 = time.monotonic()
-    auth = read_auth(token_file, basic_auth_file)
-    query = FleetQuery(url=url, start_s=start_s, end_s=end_s, step_s=step_s, chunk_s=chunk_s,
-                       gpus_per_query=gpus_per_query, selector=selector, group_label=group_label)
-    with PrometheusClient(url, auth=auth, ca_file=ca_file, verify=verify) as client:
-        cache = FleetCache(cache_path, src=f"{client.url}|{selector}|{group_label or ''}", step_s=step_s)
-        try:
-            fleet = PrometheusFleet(client, query, cache, progress=progress)
-            window = fleet.open()
-            builder = LedgerBuilder(window, pricing or Pricing())
-            for batch in fleet.batches():
-                builder.add(batch)
-            ledger = builder.finish()
-        finally:
-            cache.close()
-    return LedgerReport(ledger=ledger, elapsed_s=time.monotonic() - t0, queries=fleet.queries)
