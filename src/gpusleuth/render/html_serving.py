@@ -173,8 +173,8 @@ def serving_section(pg: Any, report: Any, table, tile) -> None:
     pg.add("</section>")
 
 
-PART_COLORS = (("pre", "before the model (pre)", "#ff7f0e"), ("infer", "model forwards (infer)", "#1f77b4"),
-               ("post", "after the model (post)", "#9467bd"))
+PART_COLORS = (("pre", "before the model (pre)", "#ff7f0e"), ("wait", "waiting for a batch", "#bcbd22"),
+               ("infer", "model forwards (infer)", "#1f77b4"), ("post", "after the model (post)", "#9467bd"))
 
 
 def stage_shares(requests: Any) -> dict | None:

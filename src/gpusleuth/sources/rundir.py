@@ -57,6 +57,11 @@ def load_run(path: str | Path) -> Run:
         run.requests, loss = _read_table(run_dir, "requests")
         if loss:
             run.losses.append(loss)
+    run.batches = events.batches
+    if not len(run.batches) and (run_dir / "batches.parquet").exists():
+        run.batches, loss = _read_table(run_dir, "batches")
+        if loss:
+            run.losses.append(loss)
     run.processes, run.infos = events.processes, events.infos
     run.losses.extend(events.losses)
     run.losses.extend(meta.get("losses") or [])
