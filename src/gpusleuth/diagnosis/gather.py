@@ -38,6 +38,7 @@ def _phases(run: Run, main: ProcessSteps | None, steps: int) -> dict[str, PhaseS
         stats = PhaseStats(name=str(name), count=n, total_s=float(dur.sum()),
                            mean_s=float(dur.mean()) if n else 0.0,
                            steps_between=_steps_between(main, ph["start_ns"][named], steps) if n else None,
+                           at_steps=_phase_steps(main, ph["start_ns"][m]),
                            after_loop_count=int(after.sum()),
                            after_loop_s=float(np.maximum(ph["end_ns"][after] - ph["start_ns"][after], 0).sum() / 1e9))
         if main is not None:
@@ -46,20 +47,35 @@ def _phases(run: Run, main: ProcessSteps | None, steps: int) -> dict[str, PhaseS
     return out
 
 
-def _steps_between(main: ProcessSteps | None, starts: np.ndarray, steps: int) -> float | None:
-    """How many training steps the job runs between two occurrences of a phase: the median spacing of the
-    step counts at which they start. Counting occurrences instead (steps ÷ occurrences) is thrown off by
-    the ones that are not part of the cadence: a final save or test after the loop beside the periodic ones
-    (Lightning's step-20 checkpoints read "every 16 steps" with one extra save at the end), or an eval split
-    into several phases at one step."""
+#: occurrences inside the loop needed before a phase's cadence is stated: two intervals that a median can
+#: read. One occurrence has no interval (chargpt samples and saves at iteration 0, then every 500: a
+#: 200-iteration run sees it once, and "every 2 steps" was the distance from the loop's start); two have one
+#: interval that may hold a start-of-training occurrence (iteration 0) beside the periodic one.
+MIN_CADENCE = 3
+
+
+def _phase_steps(main: ProcessSteps | None, starts: np.ndarray) -> list[int]:
+    """The training steps (1-based: how many had ended) at which each occurrence of a phase started."""
     if main is None or not main.count:
-        return steps / len(starts) if steps and len(starts) else None
+        return []
     ends = np.sort(main.table["end_ns"].astype(np.int64))
     at = np.unique(np.searchsorted(ends, starts.astype(np.int64), side="right"))
-    at = at[at > 0]  # before the first step (a sanity check): not a cadence
-    if not len(at):
+    return [int(a) for a in at if a > 0]  # before the first step (a sanity check): not a cadence
+
+
+def _steps_between(main: ProcessSteps | None, starts: np.ndarray, steps: int) -> float | None:
+    """How many training steps the job runs between two occurrences of a phase: the median spacing of the
+    steps at which they start, from :data:`MIN_CADENCE` occurrences on (None below: too few to tell).
+    Counting occurrences instead (steps ÷ occurrences) is thrown off by the ones that are not part of the
+    cadence: a final save or test after the loop beside the periodic ones (Lightning's step-20 checkpoints
+    read "every 16 steps" with one extra save at the end), or an eval split into several phases at one
+    step."""
+    if main is None or not main.count:
+        return steps / len(starts) if steps and len(starts) >= MIN_CADENCE else None
+    at = _phase_steps(main, starts)
+    if len(at) < MIN_CADENCE:
         return None
-    return float(np.median(np.diff(np.concatenate(([0], at)))))
+    return float(np.median(np.diff(at)))
 
 
 def _batches_per_step(main: ProcessSteps | None) -> float | None:
@@ -145,6 +161,13 @@ def _first_step(main: ProcessSteps | None) -> dict[str, float]:
             "data_cpu_s": max(int(st["data_cpu_ns"][i]), 0) / 1e9}
 
 
+def _cpu_limit_cores(host: dict) -> float | None:
+    """The tighter of the job's cgroup CPU quota (cpu.max) and its CPU affinity, in cores; None: no limit."""
+    limits = [float(v) for v in (host.get("cgroup_cpu_limit_cores"), host.get("cpu_affinity_cores"))
+              if isinstance(v, (int, float)) and v > 0]
+    return min(limits) if limits else None
+
+
 def build_facts(a: RunAnalysis) -> Facts:
     run, view = a.run, a.view
     pid = view.pid
@@ -163,6 +186,7 @@ def build_facts(a: RunAnalysis) -> Facts:
         gpu_note=a.gpu_note,
         dataloaders=[i for i in run.infos if i.get("kind") == "dataloader"],
         logical_cores=(rec.get("host") or {}).get("logical_cores"),
+        cpu_limit_cores=_cpu_limit_cores(rec.get("host") or {}),
         gpu_hw=list(rec.get("gpu") or []),
         phases=_phases(run, view.main, basis.steps.steps),
         loop_s=loop_s,
