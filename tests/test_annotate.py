@@ -121,16 +121,59 @@ def test_annotate_needs_a_trace(tmp_path):
 
 
 def test_clock_text_is_exact():
-    from types import SimpleNamespace
-
     from gpusleuth.render.perfetto import _Clock
 
-    tr = SimpleNamespace(meta={"baseTimeNanoseconds": None, "ts_scaled_from_ns": False})
-    c = _Clock(tr, 1_712_195_495_519_689_000)
+    c = _Clock({"baseTimeNanoseconds": None, "ts_scaled_from_ns": False}, 1_712_195_495_519_689_000)
     assert c.ts(6_813) == "1712195495519695.813"  # no float rounding at 1.7e15 µs
     assert c.dur(63_813) == "63.813"
-    based = _Clock(SimpleNamespace(meta={"baseTimeNanoseconds": 1_735_632_360_000_000_000, "ts_scaled_from_ns": False}),
+    based = _Clock({"baseTimeNanoseconds": 1_735_632_360_000_000_000, "ts_scaled_from_ns": False},
                    1_735_632_360_000_000_000 + 4_203_669_604_595_000)
     assert based.ts(407) == "4203669604595.407"
-    ns = _Clock(SimpleNamespace(meta={"baseTimeNanoseconds": None, "ts_scaled_from_ns": True}), 1_700_000_000_000_000_000)
+    ns = _Clock({"baseTimeNanoseconds": None, "ts_scaled_from_ns": True}, 1_700_000_000_000_000_000)
     assert ns.ts(5) == "1700000000000000005" and ns.dur(7) == "7"
+
+
+def _compressions():
+    """Every container the trace reader reads (sources/kineto/decompress.py), made from one real trace."""
+    import bz2
+    import lzma
+    import zipfile
+
+    def zst(data: bytes) -> bytes:
+        import pyarrow as pa
+
+        sink = pa.BufferOutputStream()
+        with pa.CompressedOutputStream(sink, "zstd") as f:
+            f.write(data)
+        return sink.getvalue().to_pybytes()
+
+    def zipped(data: bytes) -> bytes:
+        import io
+
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("trace.json", data)
+        return buf.getvalue()
+
+    return {"plain.json": lambda d: d, "gz.json.gz": gzip.compress, "xz.json.xz": lzma.compress,
+            "bz2.json.bz2": bz2.compress, "zst.json.zst": zst, "zip.zip": zipped}
+
+
+@pytest.mark.parametrize("name", sorted(_compressions()))
+def test_annotate_reads_every_compression_the_reader_reads(name, tmp_path, capsys):
+    """The annotation copies the trace through the reader's own decompression: a trace the report reads can
+    be annotated (xz used to fail with "not a JSON object or array": a gzip-only reader of its own)."""
+    from gpusleuth.cli.main import main
+
+    original = _text(MI250)
+    src = tmp_path / name
+    src.write_bytes(_compressions()[name](original))
+    out = tmp_path / "annotated.json"
+    assert main(["report", str(src), "--annotate", str(out)]) == 0, capsys.readouterr().err
+    text = out.read_bytes()
+    start = text.index(b"[", text.index(b'"traceEvents"')) + 1
+    ours = [e for e in json.loads(text)["traceEvents"] if str(e.get("cat", "")).startswith("gpusleuth")]
+    assert ours, "no events added"
+    # the original text follows our block unchanged
+    assert text.endswith(original[original.index(b"[", original.index(b'"traceEvents"')) + 1:])
+    assert text[:start] == original[:original.index(b"[", original.index(b'"traceEvents"')) + 1]

@@ -121,9 +121,9 @@ def report_command(args) -> int:
     from gpusleuth.sources.detect import load_files, options_from_args, sniff
 
     if all(sniff(p) == "kineto" for p in paths):
-        from gpusleuth.report.build import trace_job
+        from gpusleuth.sources.traceset import trace_job
 
-        from gpusleuth.report.trace_set import load_trace_set
+        from gpusleuth.pipeline.trace_set import load_trace_set
 
         runs, summaries = load_trace_set(paths, jobs=args.jobs, ray_address=args.ray,
                                          keep_events=bool(args.annotate),  # it copies each trace's events
@@ -150,8 +150,8 @@ def report_command(args) -> int:
 def print_report(run, as_json: bool = False, to_stderr: bool = False, options=None, quiet: bool = False,
                  verbose: bool = False, progress=None, ranks=None):
     """Build the run's Report and print it (unless ``quiet``: then only built, e.g. for --html alone).
-    ``ranks``: a trace set's per-rank summaries from worker processes (``report/trace_set.py``)."""
-    from gpusleuth.report.build import build_report
+    ``ranks``: a trace set's per-rank summaries from worker processes (``pipeline/trace_set.py``)."""
+    from gpusleuth.pipeline.build import build_report
 
     report = build_report(run, options, progress=progress, ranks=ranks)
     from gpusleuth.cli.trackers import cache_summary
@@ -248,6 +248,7 @@ def write_html_file(render, obj, out: Path, what: str) -> None:
 def annotate_traces(report, runs, out: Path) -> None:
     """One annotated copy per trace; the analyses are the report's (``report.ranks``, same order)."""
     from gpusleuth.render.perfetto import write_annotated
+    from gpusleuth.sources.kineto.decompress import text_blocks
 
     traced = [(r, a) for r, a in zip(runs, report.ranks) if getattr(r, "trace", None) is not None]
     if not traced:
@@ -257,10 +258,12 @@ def annotate_traces(report, runs, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
     progress = _rank_progress(len(traced), "annotating") if sys.stderr.isatty() and len(traced) > 1 else None
     for i, (run, analysis) in enumerate(traced):
-        name = Path(run.meta.get("trace_path") or run.path).name
-        target = out / name if len(traced) > 1 else out
+        source = Path(run.meta.get("trace_path") or run.path)
+        target = out / source.name if len(traced) > 1 else out
         try:
-            res = write_annotated(run, analysis, target)
+            res = write_annotated(text_blocks(source), analysis, run.trace.meta, run.trace.pids, target)
+        except ValueError as exc:
+            raise InputError(source, f"cannot annotate: {exc}") from None
         except OSError as exc:
             raise InputError(target, f"cannot write the annotated trace: {exc.strerror or exc}") from None
         if progress:

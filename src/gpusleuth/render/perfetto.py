@@ -4,7 +4,9 @@ exposed-time partition — for Perfetto UI (ui.perfetto.dev) and chrome://tracin
 What is drawn comes from the trace analysis (``TraceAnalysis.segments``: the painted partition, and its
 idle gaps); this module only formats it as Trace Event Format events.
 
-The original file is kept byte for byte: we stream it, find the opening ``[`` of ``traceEvents``, insert
+The original file is kept byte for byte: we stream its text (decompressed by the trace reader's own
+``sources.kineto.decompress.text_blocks``, handed in by the CLI, so every compression the reader reads can be
+annotated, and this renderer opens no file), find the opening ``[`` of ``traceEvents``, insert
 our events right after it and copy everything else unchanged (so every field a viewer or another tool
 understands — flows, counters, args, metadata, ``baseTimeNanoseconds`` — still means what it meant).
 Timestamps are written in the file's own units and clock (µs; relative to ``baseTimeNanoseconds`` when
@@ -17,9 +19,7 @@ import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
-
-from gpusleuth.errors import InputError
+from typing import Any, Iterable, Iterator, Mapping
 
 TRACK_PROCESS = "gpusleuth: why the GPU waited"
 TRACKS = {  # tid -> thread (track) name
@@ -27,7 +27,6 @@ TRACKS = {  # tid -> thread (track) name
     2: "exposed-time partition (every instant)",
     3: "steps: exposed-time summary",
 }
-_BLOCK = 4 << 20
 
 
 @dataclass
@@ -48,8 +47,7 @@ def _labels() -> dict[str, str]:
 class _Clock:
     """Trace-relative ns (the analysis clock) → the file's timestamp text."""
 
-    def __init__(self, trace: Any, origin_ns: int):
-        meta = trace.meta
+    def __init__(self, meta: Mapping[str, Any], origin_ns: int):
         base = int(meta.get("baseTimeNanoseconds") or 0)
         self.zero = int(origin_ns) - base  # ns on the file's clock at analysis time 0
         self.ns_units = bool(meta.get("ts_scaled_from_ns"))
@@ -66,22 +64,23 @@ class _Clock:
         return str(ns) if self.ns_units else f"{ns // 1000}.{ns % 1000:03d}"
 
 
-def _pick_pid(trace: Any) -> int:
+def _pick_pid(pids: Iterable[Any]) -> int:
     """A numeric pid no event of the trace uses (Kineto uses process ids and small device ids)."""
-    nums = [int(p) for p in trace.pids if isinstance(p, int) or (isinstance(p, str) and p.isdigit())]
+    nums = [int(p) for p in pids if isinstance(p, int) or (isinstance(p, str) and p.isdigit())]
     return max(nums, default=0) + 1
 
 
-def annotation_events(run: Any, analysis: Any) -> tuple[list[str], dict[str, int]]:
-    """Our events as JSON text, one per element, in the file's units."""
+def annotation_events(analysis: Any, meta: Mapping[str, Any], pids: Iterable[Any]) -> tuple[list[str], dict[str, int]]:
+    """Our events as JSON text, one per element, in the file's units (``meta``: the trace file's own
+    metadata — its clock base and units; ``pids``: the process ids its events use)."""
     from gpusleuth.analysis.trace import ALL_CATS
 
     seg = analysis.segments
     if seg is None:
         raise ValueError("the trace analysis has no segments (built without them)")
     labels = _labels()
-    clock = _Clock(run.trace, analysis.origin_ns)
-    pid = _pick_pid(run.trace)
+    clock = _Clock(meta, analysis.origin_ns)
+    pid = _pick_pid(pids)
     out: list[str] = []
     meta = [("process_name", 0, {"name": TRACK_PROCESS}), ("process_sort_index", 0, {"sort_index": -100})]
     for tid, name in TRACKS.items():
@@ -118,14 +117,7 @@ def annotation_events(run: Any, analysis: Any) -> tuple[list[str], dict[str, int
     return out, {"gaps": len(gaps), "segments": len(seg), "steps": len(steps)}
 
 
-def _open_text(path: Path) -> BinaryIO:
-    f = open(path, "rb")
-    magic = f.read(2)
-    f.seek(0)
-    return gzip.GzipFile(fileobj=f) if magic == b"\x1f\x8b" else f
-
-
-def _find_array_start(src: BinaryIO) -> tuple[bytes, int, bool]:
+def _find_array_start(src: Iterator[bytes]) -> tuple[bytes, int, bool]:
     """Read until the ``[`` that opens ``traceEvents`` (or a top-level array) is found.
 
     Returns (bytes read so far, index of that ``[``, whether the array is empty). Keys before
@@ -139,7 +131,7 @@ def _find_array_start(src: BinaryIO) -> tuple[bytes, int, bool]:
 
     def more() -> bool:
         nonlocal buf, text
-        chunk = src.read(_BLOCK)
+        chunk = next(src, b"")
         buf += chunk
         text = buf.decode("latin-1")
         return bool(chunk)
@@ -191,31 +183,24 @@ def _find_array_start(src: BinaryIO) -> tuple[bytes, int, bool]:
     return buf, pos, text[n:n + 1] == "]"
 
 
-def write_annotated(run: Any, analysis: Any, out: Path) -> AnnotateResult:
-    """Copy ``run``'s trace file to ``out`` with our tracks inserted (gzip if ``out`` ends in .gz)."""
-    src_path = Path(run.meta.get("trace_path") or run.path)
-    events, counts = annotation_events(run, analysis)
+def write_annotated(text: Iterable[bytes], analysis: Any, meta: Mapping[str, Any], pids: Iterable[Any],
+                    out: Path) -> AnnotateResult:
+    """Copy a trace's text (``text``: its decompressed blocks) to ``out`` with our tracks inserted (gzip if
+    ``out`` ends in .gz). A text that is not a trace raises ``ValueError`` saying why; ``out`` is written
+    through a temporary file, so a failure leaves nothing half-written."""
+    events, counts = annotation_events(analysis, meta, pids)
+    src = iter(text)
+    head, pos, empty = _find_array_start(src)
     out = Path(out)
     tmp = out.with_name(out.name + ".tmp")
     try:
-        with _open_text(src_path) as src:
-            try:
-                head, pos, empty = _find_array_start(src)
-            except (ValueError, OSError, EOFError) as exc:
-                raise InputError(src_path, f"cannot annotate: {exc}") from None
-            sink = gzip.open(tmp, "wb", compresslevel=6) if out.name.endswith(".gz") else open(tmp, "wb")
-            with sink:
-                sink.write(head[: pos + 1])
-                sink.write(b"\n" + ",\n".join(events).encode("utf-8") + (b"\n" if empty else b",\n"))
-                sink.write(head[pos + 1:])
-                while True:
-                    try:
-                        chunk = src.read(_BLOCK)
-                    except (OSError, EOFError):  # a damaged gzip tail: keep what was readable
-                        break
-                    if not chunk:
-                        break
-                    sink.write(chunk)
+        sink = gzip.open(tmp, "wb", compresslevel=6) if out.name.endswith(".gz") else open(tmp, "wb")
+        with sink:
+            sink.write(head[: pos + 1])
+            sink.write(b"\n" + ",\n".join(events).encode("utf-8") + (b"\n" if empty else b",\n"))
+            sink.write(head[pos + 1:])
+            for chunk in src:  # a damaged compressed tail ends the blocks: what was readable is kept
+                sink.write(chunk)
         tmp.replace(out)
     finally:
         if tmp.exists():

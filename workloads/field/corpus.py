@@ -1,0 +1,224 @@
+"""The field corpus: real public training scripts, vendored with their licences, each read by its own clock.
+
+Every script in this folder is a public example people actually run (pytorch/examples, Lightning's examples,
+minGPT, nanoGPT, transformers, the PyTorch tutorials), changed only as far as it takes to run offline on
+CPU with synthetic data in seconds; each folder's CHANGES.md lists every change, and the changed lines carry
+``# CHANGE n``. The referee is the script's own clock: what it already prints (imagenet's ``Time``/``Data``
+columns, nanoGPT's ``iter N: ... time X ms``, minGPT's iteration timings), or — where a script prints no
+timing — one added line per step, ``FIELD_CLOCK step=N t=<perf_counter> samples=S [tokens=T]``
+(:func:`field_clock`), itself a listed change.
+
+``SCRIPTS`` is the registry; :func:`record` runs one under ``gpusleuth run``; :func:`check` compares what
+gpusleuth measured with the clock. ``tests/test_field_corpus.py`` asserts the comparison for every script,
+with and without ``--profile-steps``; ``benchmarks/field_corpus.py`` prints the table in BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+FIELD = Path(__file__).resolve().parent
+# torchvision's PyPI wheel for torch 2.13.0 is a CUDA build whose ops do not load beside the CPU torch: the
+# scripts' PYTHONPATH starts with a forwarding package that lets the installed one import (_torchvision/CHANGES.md)
+TORCHVISION = FIELD / "_torchvision"
+
+# The acceptance bands of issue 27: steps exact; step time, data wait and throughput within 10 %.
+REL = 0.10
+
+
+@dataclass
+class Clock:
+    """What the script says about itself, read from its own output."""
+
+    steps: int  # optimizer steps it ran, by its own count
+    step_s: list[float]  # its per-step times, in order (a clock of timestamps gives one fewer than steps)
+    data_s: list[float] | None = None  # its per-step data wait, where it measures one
+    samples_per_step: float | None = None
+    tokens_per_step: float | None = None
+    first_timed: int = 1  # the 1-based step the first entry of step_s belongs to
+
+
+@dataclass(frozen=True)
+class Script:
+    """One corpus entry: how to run the script and how to read its own clock."""
+
+    name: str
+    family: str
+    path: str  # relative to workloads/field
+    args: tuple[str, ...]
+    parse: Callable[[str, "Script"], Clock]
+    launcher: tuple[str, ...] = ()  # e.g. ("-m", "torch.distributed.run", ...): put between python and the script
+    needs: tuple[str, ...] = ()  # modules it imports beyond torch (the test skips without them)
+    # HIGH findings that are true for this script, each with the structural reason it is true
+    true_high: dict[str, str] = field(default_factory=dict)
+    profile_steps: str = "4-6"
+    env: tuple[tuple[str, str], ...] = ()
+    timeout: int = 300
+
+    @property
+    def file(self) -> Path:
+        return FIELD / self.path
+
+    def arg(self, name: str) -> str:
+        """The value after ``name`` in the arguments (``--x v`` or ``--x=v``)."""
+        for i, a in enumerate(self.args):
+            if a == name:
+                return self.args[i + 1]
+            if a.startswith(name + "="):
+                return a.split("=", 1)[1]
+        raise KeyError(name)
+
+
+# ---------------------------------------------------------------- clock parsers
+
+
+FIELD_CLOCK = re.compile(r"^FIELD_CLOCK step=(\d+) t=([0-9.]+) samples=(\d+)(?: tokens=(\d+))?", re.M)
+
+
+def field_clock(text: str, script: Script | None = None) -> Clock:
+    """The one added line per step (a listed change): timestamps at the same point of every iteration, so
+    consecutive differences are the steps' own durations."""
+    rows = FIELD_CLOCK.findall(text)
+    if not rows:
+        raise ValueError("no FIELD_CLOCK line in the script's output")
+    t = np.array([float(r[1]) for r in rows])
+    tokens = [int(r[3]) for r in rows if r[3]]
+    return Clock(steps=len(rows), step_s=np.diff(t).tolist(), samples_per_step=float(np.median([int(r[2]) for r in rows])),
+                 tokens_per_step=float(np.median(tokens)) if tokens else None, first_timed=2)
+
+
+IMAGENET = re.compile(r"^Epoch: \[\d+\]\[\s*(\d+)/\s*\d+\]\tTime\s+([0-9.]+) \(.*?\)\tData\s+([0-9.]+) \(", re.M)
+
+
+def imagenet_clock(text: str, script: Script) -> Clock:
+    """pytorch/examples imagenet: ``Epoch: [0][ 5/20]\\tTime  0.123 ( 0.150)\\tData  0.001 ( 0.010)`` — the
+    batch's own time (data wait included) and its data wait, every ``-p`` batches (run with ``-p 1``)."""
+    rows = IMAGENET.findall(text)
+    if not rows:
+        raise ValueError("no imagenet progress line in the script's output")
+    return Clock(steps=int(rows[-1][0]), step_s=[float(r[1]) for r in rows], data_s=[float(r[2]) for r in rows],
+                 samples_per_step=float(script.arg("-b")), first_timed=int(rows[0][0]))
+
+
+# ---------------------------------------------------------------- the corpus
+
+SCRIPTS: list[Script] = [
+    Script("imagenet_resnet18", "torchvision classification (CNN)", "imagenet/main.py",
+           ("--dummy", "-a", "resnet18", "--epochs", "1", "-b", "4", "-j", "2", "-p", "1",
+            "--dummy-train", "80", "--dummy-val", "8", "--dummy-image", "112"),
+           imagenet_clock),
+    Script("lightning_autoencoder", "Lightning (LightningCLI, fit + test + predict)",
+           "lightning_autoencoder/autoencoder.py",
+           ("--trainer.max_epochs=1", "--trainer.limit_train_batches=60", "--trainer.limit_val_batches=4",
+            "--trainer.limit_test_batches=4", "--trainer.limit_predict_batches=2"),
+           field_clock, needs=("lightning", "jsonargparse"), profile_steps="10-14"),
+]
+
+BY_NAME = {s.name: s for s in SCRIPTS}
+
+
+# ---------------------------------------------------------------- running and checking
+
+
+def command(script: Script, out: Path, profile: bool) -> list[str]:
+    run_args = ["--profile-steps", script.profile_steps] if profile else []
+    return [sys.executable, "-m", "gpusleuth", "run", "--no-gpu", "--no-report", *run_args, "--out", str(out), "--",
+            sys.executable, *script.launcher, str(script.file), *script.args]
+
+
+def environment(script: Script) -> dict[str, str]:
+    env = dict(os.environ, OMP_NUM_THREADS="1", **dict(script.env))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), str(TORCHVISION)) if p)
+    return env
+
+
+def record(script: Script, out: Path, profile: bool, cwd: Path) -> subprocess.CompletedProcess:
+    """``gpusleuth run --no-gpu --no-report [--profile-steps a-b] -- python SCRIPT ARGS`` in ``cwd`` (the
+    scripts write checkpoints and logs where they run)."""
+    return subprocess.run(command(script, out, profile), capture_output=True, text=True, timeout=script.timeout,
+                          env=environment(script), cwd=cwd)
+
+
+@dataclass
+class Verdict:
+    """gpusleuth against the clock, one script, one recording."""
+
+    name: str
+    profiled: bool
+    steps_clock: int
+    steps_got: int
+    step_s_clock: float  # median of the script's own steady step times
+    step_s_got: float | None  # the report's median steady step
+    tput_unit: str  # "samples/s" or "tokens/s"
+    tput_clock: float | None  # per-step count ÷ the script's own mean steady step
+    tput_got: float | None  # the report's steady throughput
+    data_clock: float | None  # median data wait per step by the script's own clock
+    data_got: float | None
+    findings: list[tuple[str, str, float | None]]  # (severity, cause, predicted speed-up)
+    false_high: list[str]
+    load: float | None = None
+
+    def errors(self) -> dict[str, float | None]:
+        def rel(got, want):
+            return None if got is None or not want else got / want - 1
+
+        return {"step": rel(self.step_s_got, self.step_s_clock), "tput": rel(self.tput_got, self.tput_clock),
+                "data": rel(self.data_got, self.data_clock)}
+
+    def problems(self) -> list[str]:
+        """Every way this recording misses the bands of issue 27 (empty: it passes)."""
+        out = []
+        if self.steps_got != self.steps_clock:
+            out.append(f"steps {self.steps_got} for the script's {self.steps_clock}")
+        err = self.errors()
+        for key in ("step", "tput"):
+            if err[key] is None or abs(err[key]) > REL:
+                out.append(f"{key} {err[key]}")
+        # data wait: within 10 % of the script's own, or — when the wait is a sliver — within 1 % of the step
+        if self.data_clock is not None:
+            if self.data_got is None or (abs(self.data_got - self.data_clock) > REL * self.data_clock
+                                         and abs(self.data_got - self.data_clock) > 0.01 * self.step_s_clock):
+                out.append(f"data wait {self.data_got} for the script's {self.data_clock}")
+        if self.false_high:
+            out.append("false HIGH: " + ", ".join(self.false_high))
+        return out
+
+
+def check(script: Script, clock: Clock, run, report, profiled: bool) -> Verdict:
+    """Compare one recording with the script's own clock, on the steps gpusleuth calls steady."""
+    d = report.to_dict()
+    out = d["outcomes"] or {}
+    thr = out.get("throughput") or {}
+    warm = int(thr.get("warmup_steps") or 0)
+    # the clock's entries for the steady steps: step k (1-based) is entry k - first_timed
+    first = max(warm + 1 - clock.first_timed, 0)
+    steady = np.array(clock.step_s[first:])
+    tokens = clock.tokens_per_step is not None
+    per_step = clock.tokens_per_step if tokens else clock.samples_per_step
+    data_got = None
+    if clock.data_s is not None:
+        from gpusleuth.analysis.bundle import analyze
+
+        main = analyze(run).view.main
+        data_got = float(np.median(main.wait_ns[main.steady])) / 1e9 if main is not None else None
+    highs = [f.cause for f in report.findings if f.severity == "high"]
+    return Verdict(
+        name=script.name, profiled=profiled, steps_clock=clock.steps, steps_got=int(out.get("steps") or 0),
+        step_s_clock=float(np.median(steady)), step_s_got=thr.get("step_time_p50_s"),
+        tput_unit="tokens/s" if tokens else "samples/s",
+        tput_clock=per_step / float(steady.mean()) if per_step else None,
+        tput_got=thr.get("tokens_per_s" if tokens else "samples_per_s"),
+        data_clock=float(np.median(clock.data_s[first:])) if clock.data_s is not None else None,
+        data_got=data_got,
+        findings=[(f.severity, f.cause, f.estimated_gain.speedup if f.estimated_gain else None)
+                  for f in report.findings if f.cause != "healthy"],
+        false_high=[c for c in highs if c not in script.true_high],
+    )
