@@ -111,7 +111,7 @@ def test_oversubscription_needs_threads_beyond_the_free_cores():
 def test_python_overhead_from_host_ops():
     ops = {"label": "t", "steps": 10, "step_time_median_s": 0.01, "ops_per_step": 540, "tiny_ops_per_step": 530,
            "median_op_us": 1.3, "op_share": 0.5, "python_share": 0.5, "tiny_op_share": 0.45,
-           "looped_ops_per_step": 512, "loop_python_share": 0.4, "loop_op_share": 0.4, "removable_share": 0.8,
+           "repeat": 16, "looped_ops_per_step": 512, "loop_python_share": 0.4, "loop_op_share": 0.4, "removable_share": 0.8,
            "tiny_op_threshold_us": 20}
     (fd,) = host.python_overhead(facts(host_ops=[ops]))
     assert fd.cause == "host.python" and fd.severity == "high"

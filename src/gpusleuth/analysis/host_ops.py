@@ -205,6 +205,7 @@ def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = 
         "op_share": covered / total,
         "python_share": 1.0 - covered / total,
         "tiny_op_share": tiny / total,
+        "repeat": REPEAT,  # an op issued this many times in a step is a loop's
         "looped_ops_per_step": sum(s["looped_ops"] for s in steps) / len(steps),
         "loop_python_share": sum(s["loop_python_ns"] for s in steps) / total,
         "loop_op_share": sum(s["loop_ops_ns"] for s in steps) / total,

@@ -16,7 +16,6 @@ tiny ops per step is the signature of per-sample Python loops and unfused elemen
 
 from __future__ import annotations
 
-from gpusleuth.analysis.host_ops import REPEAT
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules._common import device_traces, step_idle, gain_from_seconds, host_cpu_p50, no_steps, no_trace
@@ -30,7 +29,7 @@ OVERSUB_HIGH = 2.0
 OVERSUB_LOSS = 0.45
 CGROUP_MODERATE = 0.10  # share of cgroup CPU periods throttled
 CGROUP_HIGH = 0.30
-#: calls of looped ops (an op issued ≥ host_ops.REPEAT times in a step) per step: hundreds is a per-row loop
+#: calls of looped ops (an op issued ≥ ``repeat`` times in a step, host_ops) per step: hundreds is a per-row loop
 LOOPED_OPS_PER_STEP = 100
 # Shares of step time a loop rewrite removes (``host_ops`` removable share: the looped calls and the Python
 # issuing them, nothing else), with the input rule's scale (a fifth of the step is high): the share is of
@@ -216,12 +215,12 @@ def python_overhead(facts: Facts) -> list[Finding] | Missing:
                    "loops"),
             summary=(f"In the profiled steps the code issued {h['ops_per_step']:.0f} ops per step "
                      f"(median {h['median_op_us']:.1f} µs each), {h['looped_ops_per_step']:.0f} of them the same ops "
-                     f"again and again (≥ {REPEAT} calls a step: a Python loop over rows or elements). Their "
+                     f"again and again (≥ {h['repeat']} calls a step: a Python loop over rows or elements). Their "
                      f"dispatch and the Python issuing them are {h['removable_share']:.0%} of step time; the "
                      "processor waits on the interpreter, not on math."),
             evidence=[
                 Evidence("top-level ops per step", round(h["ops_per_step"], 1), "", f"profiler trace {h['label']}"),
-                Evidence(f"calls of ops issued ≥ {REPEAT}× per step", round(h["looped_ops_per_step"], 1), "",
+                Evidence(f"calls of ops issued ≥ {h['repeat']}× per step", round(h["looped_ops_per_step"], 1), "",
                          "profiler trace"),
                 Evidence("their dispatch + the Python issuing them", round(h["removable_share"] * 100, 1),
                          "% of step time", "profiler trace"),
