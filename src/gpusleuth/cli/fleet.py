@@ -15,8 +15,9 @@ def add_parser(sub) -> None:
         description=(
             "Tabulate many recorded runs (run directories, or folders of them): job, GPUs, GPU-hours, goodput, "
             "MFU, dollars per run, dollars lost by cause (badput seconds at the run's price), top finding. Reads "
-            "each run's summary.json (left by every report) with DuckDB; runs never reported are analysed once "
-            "and their summary cached. Needs gpusleuth[fleet] (DuckDB)."
+            "each run's summary.json (left by `gpusleuth run`) with DuckDB; runs without one are analysed once "
+            "and their summary cached outside the run ($GPUSLEUTH_CACHE_DIR, default ~/.cache/gpusleuth): "
+            "fleet never writes a run directory. Needs gpusleuth[fleet] (DuckDB)."
         ),
         epilog="Examples:\n  gpusleuth fleet gpusleuth-runs/ --since 7d --price-per-gpu-hour 2.5\n"
         "  gpusleuth fleet /shared/runs --label 'bert-*' --sort goodput --asc --csv > runs.csv\n"
@@ -41,7 +42,7 @@ def add_parser(sub) -> None:
     p.add_argument("--html", type=Path, default=None, metavar="OUT",
                    help="also write an HTML page with the cost-of-waste chart by cause")
     p.add_argument("--no-analyse", action="store_true",
-                   help="only runs that already have summary.json (never run a report here)")
+                   help="only runs that already have a summary (their own or cached; never run a report here)")
     p.set_defaults(func=fleet_command)
 
 
@@ -50,7 +51,7 @@ def fleet_command(args) -> int:
     from gpusleuth.errors import InputError
     from gpusleuth.lean_imports import keep_pandas_out
     from gpusleuth.report.fleet import FleetFilter, ensure_summaries, find_run_dirs, parse_when, query_fleet
-    from gpusleuth.report.summary import SUMMARY_FILE
+    from gpusleuth.report.summary import SUMMARY_FILE, read_cached_summary
 
     keep_pandas_out()
     try:
@@ -66,12 +67,14 @@ def fleet_command(args) -> int:
     if not run_dirs:
         raise InputError(args.dirs[0], "no run directories here (a run directory holds meta.json)")
     skipped = []
+    fresh: dict = {}
     if args.no_analyse:
-        skipped = [f"{d}: no {SUMMARY_FILE} (--no-analyse)" for d in run_dirs if not (d / SUMMARY_FILE).is_file()]
+        skipped = [f"{d}: no {SUMMARY_FILE} and none cached (--no-analyse)" for d in run_dirs
+                   if not (d / SUMMARY_FILE).is_file() and read_cached_summary(d) is None]
     else:
         bar = count_progress(len(run_dirs), "analysing runs without a summary") if sys.stderr.isatty() else None
-        skipped = ensure_summaries(run_dirs, progress=bar)
-    fleet = query_fleet(run_dirs, flt)
+        skipped, fresh = ensure_summaries(run_dirs, progress=bar)
+    fleet = query_fleet(run_dirs, flt, fresh)
     fleet.skipped = skipped + fleet.skipped
     if args.html:
         from gpusleuth.render.html_fleet import render_fleet_html
