@@ -11,40 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpusleuth.analysis.load import LoadAnalysis
+from gpusleuth.analysis.loop import PhaseStats, Threads
 from gpusleuth.analysis.outcomes import Outcomes
 from gpusleuth.analysis.telemetry import GpuSummary, HostSummary
-
-
-@dataclass
-class PhaseStats:
-    """One named phase of the training process (``eval``, ``checkpoint``, ``logging``…)."""
-
-    name: str
-    count: int
-    total_s: float
-    mean_s: float
-    steps_between: float | None = None  # training steps per occurrence (how often it runs)
-    # The cost a phase leaves behind in the step right after it (caches and allocator cold after a
-    # checkpoint's serialization, page-cache writeback, mode switches after eval): the median of those
-    # steps minus the median of the other steps, times the occurrences; 0 when not measurable or negative.
-    after_penalty_s: float = 0.0
-    after_step_s: float | None = None  # median step right after the phase
-    other_step_s: float | None = None  # median of the other steps
-    # Occurrences that start after the last training step (a final evaluation, the last save, a test
-    # run): after-training time, left out of count/total_s/mean_s — running them less often saves nothing
-    after_loop_count: int = 0
-    after_loop_s: float = 0.0
-
-
-@dataclass
-class Threads:
-    """Thread evidence for CPU oversubscription: what the job asked for and what the OS saw."""
-
-    torch_threads: int | None = None  # torch.get_num_threads() in the training process (hook)
-    main_os_threads: int | None = None  # peak OS threads of the training process (process sampler)
-    busy_workers: int = 0  # DataLoader workers that averaged ≥ 50 % of a core
-    worker_cpu_cores: float = 0.0  # sum over workers of their mean CPU, in cores
-    main_cpu_cores: float | None = None  # training process mean CPU, in cores
 
 
 @dataclass
@@ -55,6 +24,9 @@ class Facts:
     gpu_note: str | None  # why there is no GPU telemetry, if there is none
     dataloaders: list[dict[str, Any]] = field(default_factory=list)  # configs the hook saw
     logical_cores: int | None = None
+    # the CPU the job may use below the host's cores: its cgroup's quota (cpu.max, in cores) and its CPU
+    # affinity; None where neither limits it
+    cpu_limit_cores: float | None = None
     gpu_hw: list[dict[str, Any]] = field(default_factory=list)  # NVML static info (power limit, max clocks)
     phases: dict[str, PhaseStats] = field(default_factory=dict)
     loop_s: float | None = None  # first step start → last step end: the training loop incl. its phases
@@ -91,6 +63,14 @@ class Facts:
     def step_mean_s(self) -> float:
         s = self.outcomes.steps
         return s.step_time_s / s.steps if s.steps else 0.0
+
+    @property
+    def usable_cores(self) -> float | None:
+        """Cores the job may run on: the host's, bounded by its cgroup quota and CPU affinity."""
+        cores = self.logical_cores or (self.host.logical_cores if self.host else None)
+        if cores is None:
+            return self.cpu_limit_cores
+        return min(float(cores), self.cpu_limit_cores) if self.cpu_limit_cores else float(cores)
 
     @property
     def loop(self) -> float:

@@ -77,56 +77,8 @@ def find_run_dirs(paths: list[Path]) -> list[Path]:
     return sorted(found)
 
 
-def ensure_summaries(run_dirs: list[Path], progress: Callable[[int, int], None] | None = None
-                     ) -> tuple[list[str], dict[str, dict[str, Any]]]:
-    """Make a summary for runs that have none, in the run or in the cache (a full report each), without
-    writing the runs: computed summaries go to the cache outside them (``report/summary.py``), except for a
-    run still being recorded, which is summarized afresh each time. Returns what could not be made, and the
-    summaries made that the cache could not keep (for :func:`query_fleet`, by run directory)."""
-    missing = [d for d in run_dirs if _summary_of(d, {})[0] is None]
-    problems: list[str] = []
-    fresh: dict[str, dict[str, Any]] = {}
-    if not missing:
-        return problems, fresh
-    from gpusleuth.report.build import build_report
-    from gpusleuth.report.summary import cache_summary_outside, summarize
-    from gpusleuth.run.recording import RECORDING, recording_state
-    from gpusleuth.sources.rundir import load_run
-
-    for i, d in enumerate(missing, 1):
-        try:
-            run = load_run(d)
-            summary = summarize(build_report(run), run.meta)
-            if recording_state(d, run.meta.get("end_ns")) == RECORDING or not cache_summary_outside(d, summary):
-                fresh[str(d)] = summary.to_dict()
-        except Exception as exc:  # noqa: BLE001 - one broken run must not hide the fleet
-            problems.append(f"{d}: no report ({exc.__class__.__name__}: {str(exc)[:200]}); left out")
-        if progress:
-            progress(i, len(missing))
-    return problems, fresh
-
-
-def _summary_of(run_dir: Path, fresh: dict[str, dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
-    """The run's own ``summary.json`` (left by the verb that recorded it), else one computed for it (this
-    time or cached); the second value says why a summary.json there is unreadable."""
-    import json
-
-    from gpusleuth.report.summary import read_cached_summary
-
-    path = run_dir / SUMMARY_FILE
-    try:
-        rec = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return fresh.get(str(run_dir)) or read_cached_summary(run_dir), None
-    except (OSError, ValueError) as exc:
-        return None, f"{path}: unreadable ({exc.__class__.__name__}); left out"
-    if not isinstance(rec, dict):
-        return None, f"{path}: unreadable (not a JSON object); left out"
-    return rec, None
-
-
 def query_fleet(run_dirs: list[Path], flt: FleetFilter, fresh: dict[str, dict[str, Any]] | None = None) -> Fleet:
-    """The fleet table; ``fresh``: summaries :func:`ensure_summaries` made that no cache kept."""
+    """The fleet table; ``fresh``: summaries ``pipeline/fleet.ensure_summaries`` made that no cache kept."""
     try:
         import duckdb
     except ImportError:
@@ -188,6 +140,25 @@ def query_fleet(run_dirs: list[Path], flt: FleetFilter, fresh: dict[str, dict[st
                  totals={"gpu_hours": hours, "cost_usd": cost, "lost_usd": lost_total})
 
 
+def summary_of(run_dir: Path, fresh: dict[str, dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
+    """The run's own ``summary.json`` (left by the verb that recorded it), else one computed for it (this
+    time, or cached outside the run); the second value says why a summary.json there is unreadable."""
+    import json
+
+    from gpusleuth.report.summary import read_cached_summary
+
+    path = run_dir / SUMMARY_FILE
+    try:
+        rec = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return fresh.get(str(run_dir)) or read_cached_summary(run_dir), None
+    except (OSError, ValueError) as exc:
+        return None, f"{path}: unreadable ({exc.__class__.__name__}); left out"
+    if not isinstance(rec, dict):
+        return None, f"{path}: unreadable (not a JSON object); left out"
+    return rec, None
+
+
 def _read_summaries(run_dirs: list[Path], fresh: dict[str, dict[str, Any]]):
     """Every run's summary as one Arrow table (None if none), and the unreadable ones, named."""
     import pyarrow as pa
@@ -196,7 +167,7 @@ def _read_summaries(run_dirs: list[Path], fresh: dict[str, dict[str, Any]]):
     names = [n for n in schema.names if n != "filename"]
     rows, bad = [], []
     for d in run_dirs:
-        rec, problem = _summary_of(d, fresh)
+        rec, problem = summary_of(d, fresh)
         if problem:
             bad.append(problem)
         if rec is None:
