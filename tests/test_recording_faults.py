@@ -302,10 +302,11 @@ def _tree(run_dir: Path) -> dict[str, bytes]:
 
 
 STEPS_FOR = """
-import sys, time
+import os, sys, time
 import gpusleuth
 end = time.time() + float(sys.argv[1])
-while time.time() < end:
+stop = sys.argv[2] if len(sys.argv) > 2 else None  # or until this file exists (at most argv[1] seconds)
+while time.time() < end and not (stop and os.path.exists(stop)):
     time.sleep(0.02)
     gpusleuth.step(samples=2)
 """
@@ -331,9 +332,10 @@ def test_reports_of_a_run_being_recorded_take_nothing_from_it(tmp_path):
     """Case 1: a report at t = 10 s of a 25 s run finalized it under the recorder (89 host samples over
     8.8 s instead of 383 over 38 s), and said the launcher was killed. Case 9: a second concurrent report
     said "nothing is lost: host.arrows is kept" after the first had converted it."""
-    out = tmp_path / "run"
+    out, stop = tmp_path / "run", tmp_path / "stop"
     job = subprocess.Popen([PY, "-m", "gpusleuth", "run", "--out", str(out), "--no-report", "--no-gpu", "--",
-                            PY, "-c", STEPS_FOR, "6"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            PY, "-c", STEPS_FOR, "150", stop], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (list((out / "raw").glob("events-*.tsv")) and
@@ -357,6 +359,7 @@ def test_reports_of_a_run_being_recorded_take_nothing_from_it(tmp_path):
             assert not [m for m in losses if "still being recorded" not in m], losses  # no phantom loss
             assert doc["outcomes"]["steps"] >= 20, doc["outcomes"]
     finally:
+        stop.touch()
         _, err = job.communicate(timeout=120)
     assert job.returncode == 0, err
     final = gpusleuth("report", out, "--json", timeout=120)
