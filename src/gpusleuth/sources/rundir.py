@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 
 from gpusleuth.errors import InputError
 from gpusleuth.run.files import check_regular
+from gpusleuth.sources.engine_metrics import read_engine_scrapes
 from gpusleuth.sources.events import parse_event_files
 from gpusleuth.run.layout import LOAD_TABLE, TELEMETRY_TABLES
 from gpusleuth.run.meta import read_meta
@@ -58,6 +59,9 @@ def load_run(path: str | Path) -> Run:
         if loss:
             run.losses.append(loss)
     run.batches = events.batches
+    run.engine, loss = read_engine_scrapes(run_dir)
+    if loss:
+        run.losses.append(loss)
     if not len(run.batches) and (run_dir / "batches.parquet").exists():
         run.batches, loss = _read_table(run_dir, "batches")
         if loss:
