@@ -50,8 +50,8 @@ def fleet_command(args) -> int:
     from gpusleuth.errors import InputError
     from gpusleuth.lean_imports import keep_pandas_out
     from gpusleuth.pipeline.fleet import ensure_summaries
-    from gpusleuth.report.fleet import FleetFilter, find_run_dirs, parse_when, query_fleet
-    from gpusleuth.report.summary import SUMMARY_FILE
+    from gpusleuth.report.fleet import FleetFilter, parse_when, query_fleet
+    from gpusleuth.sources.rundir import SUMMARY_FILE, RunDir, find_run_dirs
 
     keep_pandas_out()
     try:
@@ -68,7 +68,7 @@ def fleet_command(args) -> int:
         raise InputError(args.dirs[0], "no run directories here (a run directory holds meta.json)")
     skipped = []
     if args.no_analyse:
-        skipped = [f"{d}: no {SUMMARY_FILE} (--no-analyse)" for d in run_dirs if not (d / SUMMARY_FILE).is_file()]
+        skipped = [f"{d}: no {SUMMARY_FILE} (--no-analyse)" for d in run_dirs if not RunDir(d).summary.is_file()]
     else:
         bar = count_progress(len(run_dirs), "analysing runs without a summary") if sys.stderr.isatty() else None
         skipped = ensure_summaries(run_dirs, progress=bar)

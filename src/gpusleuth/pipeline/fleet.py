@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Callable
 
 from gpusleuth.pipeline.build import build_report
-from gpusleuth.report.summary import SUMMARY_FILE, summarize, write_summary
-from gpusleuth.sources.rundir import load_run
+from gpusleuth.report.summary import summarize, write_summary
+from gpusleuth.sources.rundir import SUMMARY_FILE, RunDir, load_run
 
 
 def ensure_summaries(run_dirs: list[Path], progress: Callable[[int, int], None] | None = None) -> list[str]:
     """Make ``summary.json`` for runs that have none (a full report each); returns what could not be made."""
-    missing = [d for d in run_dirs if not (d / SUMMARY_FILE).is_file()]
+    missing = [d for d in run_dirs if not RunDir(d).summary.is_file()]
     problems: list[str] = []
     if not missing:
         return problems
