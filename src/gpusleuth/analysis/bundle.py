@@ -29,7 +29,7 @@ from gpusleuth.analysis.load import LoadAnalysis, analyze_load
 from gpusleuth.analysis.loop import LoopFacts, loop_facts
 from gpusleuth.analysis.options import AnalysisOptions
 from gpusleuth.analysis.outcomes import Outcomes, compute_outcomes, traced_outcomes
-from gpusleuth.analysis.peaks import lookup_peak
+from gpusleuth.analysis.peaks import gpu_model
 from gpusleuth.analysis.ranks import RankSummary, summarize_rank
 from gpusleuth.analysis.requests import RequestAnalysis, analyze_requests, split_by_levels
 from gpusleuth.analysis.steps import StepView, step_view
@@ -125,7 +125,8 @@ def analyze(run: Run, options: AnalysisOptions | None = None, *, prices: dict[st
             host_ops.append(rank.host_ops)
         if progress is not None and ranks is None:
             progress(i + 1, len(sources))
-    headline = compute_headline(run, view, outcomes, gpus, options, prices, mllog) if recorded else None
+    headline = (compute_headline(run, view, outcomes, gpus, options, prices, mllog, job_gemm_dtype(traces))
+                if recorded else None)
     basis = outcomes if outcomes is not None and outcomes.steps.steps else (traced_outcomes(traces) or outcomes)
     devices = [g.name for g in gpus] or [t.device for t in traces if t.device_span_s > 0]
     if headline is not None and headline.cost is not None:
@@ -145,6 +146,8 @@ def analyze(run: Run, options: AnalysisOptions | None = None, *, prices: dict[st
     requests = analyze_requests(run)
     if requests is not None and load is not None:  # `gpusleuth load` levels: the server's split per level
         requests.levels = split_by_levels(requests, run, load.levels)
+    if requests is not None and requests.note:  # requests the batcher's forwards could not be tied to
+        losses.append(requests.note)
     loop = loop_facts(run, view, host, basis.steps.steps if basis else 0,
                       basis.steps.step_time_s if basis else None, recorded)
     charts = None
@@ -155,6 +158,15 @@ def analyze(run: Run, options: AnalysisOptions | None = None, *, prices: dict[st
                        dollars_per_second=per_second, losses=losses,
                        gpu_timeline=gpu_timelines(run) if gpus and view.main is None and not traces else [],
                        comm=comm, load=load, requests=requests, loop=loop, display=charts)
+
+
+def job_gemm_dtype(traces: list[TraceAnalysis]) -> str | None:
+    """The precision most of the job's GEMM kernel time ran in, over its ranks' traces (None without GEMMs)."""
+    total: dict[str, float] = {}
+    for t in traces:
+        for prec, s in ((t.kernels or {}).get("precision_s") or {}).items():
+            total[prec] = total.get(prec, 0.0) + s
+    return max(total, key=lambda k: total[k]) if total else None
 
 
 def _not_foreign(host: HostSummary | None, load: LoadAnalysis | None, run: Run) -> None:
@@ -179,8 +191,7 @@ def _price_per_second(devices: list[str | None], options: AnalysisOptions,
     user's price per GPU-hour, else the dated table by device name."""
     if not devices:
         return None
-    peak = lookup_peak(devices[0], "fp32") if devices[0] else None
-    price = find_price(peak.model if peak else devices[0], options.price_per_gpu_hour, price_table(prices))
+    price = find_price(gpu_model(devices[0]) or devices[0], options.price_per_gpu_hour, price_table(prices))
     return price.per_gpu_hour * len(devices) / 3600.0 if price else None
 
 

@@ -78,6 +78,7 @@ class GpuSummary:
     sm_occupancy: dict | None = None
     tensor_active: dict | None = None
     dram_active: dict | None = None
+    sm_count: int | None = None  # a MIG instance's SMs (its share of the parent's peak)
 
 
 def summarize_gpus(run: Run) -> list[GpuSummary]:
@@ -122,6 +123,7 @@ def summarize_gpus(run: Run) -> list[GpuSummary]:
                 temp_c=_dist(col("temp_c")),
                 sm_clock_mhz=_dist(col("sm_clock_mhz")),
                 max_sm_clock_mhz=info.get("max_sm_clock_mhz"),
+                sm_count=info.get("sm_count"),
                 throttled_share=throttled,
                 pcie_tx_bytes=_counter_delta(col("pcie_tx_bytes")),
                 pcie_rx_bytes=_counter_delta(col("pcie_rx_bytes")),

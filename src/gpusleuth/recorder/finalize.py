@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpusleuth.sources.events import parse_event_files
-from gpusleuth.run.layout import LOGS_FILE, REQUESTS_TABLE, TELEMETRY_TABLES, RunDir
+from gpusleuth.run.layout import BATCHES_TABLE, LOGS_FILE, REQUESTS_TABLE, TELEMETRY_TABLES, RunDir
 from gpusleuth.run.model import Table
 from gpusleuth.run.streams import stream_to_parquet
 
@@ -55,7 +55,7 @@ def finalize_run_dir(run_dir: Path, end_ns: int | None = None) -> list[str]:
     losses.extend(events.losses)
     layout = RunDir(run_dir)
     for path, table in ((layout.table("steps"), events.steps), (layout.table("phases"), events.phases),
-                        (layout.table(REQUESTS_TABLE), events.requests)):
+                        (layout.table(REQUESTS_TABLE), events.requests), (layout.table(BATCHES_TABLE), events.batches)):
         try:
             write_table(path, table)
         except OSError as exc:

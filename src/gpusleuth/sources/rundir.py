@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from gpusleuth.errors import InputError
 from gpusleuth.run.files import check_regular
 from gpusleuth.sources.events import parse_event_files
-from gpusleuth.run.layout import (LOAD_TABLE, REQUESTS_TABLE, SUMMARY_FILE, TELEMETRY_TABLES, RunDir)
+from gpusleuth.run.layout import (BATCHES_TABLE, LOAD_TABLE, REQUESTS_TABLE, SUMMARY_FILE, TELEMETRY_TABLES, RunDir)
 from gpusleuth.run.model import Run, Table
 from gpusleuth.run.streams import read_stream
 from gpusleuth.recorder.schemas import SCHEMAS
@@ -57,6 +57,11 @@ def load_run(path: str | Path) -> Run:
     run.requests = events.requests
     if not len(run.requests) and layout.table(REQUESTS_TABLE).exists():  # raw/ deleted: the finalized table
         run.requests, loss = _read_table(run_dir, REQUESTS_TABLE)
+        if loss:
+            run.losses.append(loss)
+    run.batches = events.batches
+    if not len(run.batches) and layout.table(BATCHES_TABLE).exists():
+        run.batches, loss = _read_table(run_dir, BATCHES_TABLE)
         if loss:
             run.losses.append(loss)
     run.processes, run.infos = events.processes, events.infos
@@ -197,10 +202,19 @@ def _arrow_to_table(table: pa.Table) -> Table:
                 arr = col.to_numpy(zero_copy_only=False)
                 if pa.types.is_floating(t) and col.null_count:
                     arr = np.asarray(arr, dtype=np.float64)
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            # one numpy array per row (load.parquet's token_ns); np.asarray would make equal-length lists 2-D
+            arr = np.empty(len(col), dtype=object)
+            for i, v in enumerate(col.to_pylist()):
+                arr[i] = np.asarray(v if v is not None else [], dtype=np.float64 if _floats(t) else np.int64)
         else:
             arr = np.asarray(col.to_pylist(), dtype=object)
         cols[name] = arr
     return Table(cols)
+
+
+def _floats(t: pa.DataType) -> bool:
+    return pa.types.is_floating(t.value_type)
 
 
 def _attach_traces(run: Run, run_dir: Path) -> None:
