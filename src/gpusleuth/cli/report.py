@@ -96,7 +96,6 @@ def report_command(args) -> int:
     if getattr(args, "ray", None) and os.path.isfile(args.ray):  # `--ray rank-0.json rank-1.json`: a trace, not
         paths.insert(0, Path(args.ray))                          # an address (argparse took it as --ray's value)
         args.ray = ""
-    finalize_notes = _finalize_killed_runs(paths)
 
     def read_trace_set(files):
         return load_trace_set(files, jobs=args.jobs, ray_address=args.ray,
@@ -104,7 +103,6 @@ def report_command(args) -> int:
                               progress=_set_progress if sys.stderr.isatty() else None)
 
     inputs = read_inputs(paths, import_options=import_options(args), read_trace_set=read_trace_set)
-    inputs.job.losses.extend(n for n in finalize_notes if n not in inputs.job.losses)
     from gpusleuth.report.options import options_from_args as report_options
 
     ranks = len(inputs.job.profiles)
@@ -126,9 +124,6 @@ def print_report(run, as_json: bool = False, to_stderr: bool = False, options=No
     from gpusleuth.pipeline.build import build_report
 
     report = build_report(run, options, progress=progress, ranks=ranks)
-    from gpusleuth.cli.trackers import cache_summary
-
-    cache_summary(report, run)
     if not quiet:
         _emit(report, as_json, to_stderr, verbose)
     return report
@@ -172,20 +167,6 @@ def add_output_options(p) -> None:
                    help="write the profiler trace back with tracks that label each idle gap by cause and each "
                    "step's partition (open in ui.perfetto.dev or chrome://tracing); OUT ending in .gz is "
                    "compressed; with several traces OUT is a directory")
-
-
-def _finalize_killed_runs(paths: list[Path]) -> list[str]:
-    """A run whose launcher was killed: convert what was salvaged into the portable form first; returns
-    what finalizing said (losses the report states)."""
-    from gpusleuth.recorder.finalize import finalize_run_dir, needs_finalize
-    from gpusleuth.run.files import is_directory
-    from gpusleuth.sources.rundir import load_run
-
-    notes: list[str] = []
-    for d in paths:
-        if is_directory(d) and needs_finalize(d):
-            notes += finalize_run_dir(d, load_run(d).end_ns)
-    return notes
 
 
 def write_outputs(report, args, runs) -> None:

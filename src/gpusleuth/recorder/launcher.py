@@ -32,6 +32,7 @@ from gpusleuth.recorder.supervise import read_recorder_status, recorder_died, st
 from gpusleuth.recorder.tee import OutputTee
 from gpusleuth.recorder.terminal import FORWARDED, Terminal, ignores, signal_job
 from gpusleuth.run.layout import RunDir
+from gpusleuth.run.recording import hold_recording_lock, release_recording_lock
 
 __all__ = ["HOOK_DIR", "LaunchOptions", "LaunchResult", "child_env", "default_run_dir", "launch",
            "prepare_run_dir", "resolve_command"]
@@ -107,9 +108,11 @@ def launch(opts: LaunchOptions) -> LaunchResult:
     meta = start_meta(opts.command, opts.label, opts.interval_s, opts.duration_s, opts.profile_steps,
                       opts.report_options)
     layout = RunDir(run_dir)
+    lock = hold_recording_lock(run_dir)  # readers see a run being recorded, not one whose launcher died
     try:
         layout.write_meta(meta)
     except OSError as exc:
+        release_recording_lock(run_dir, lock)
         raise LaunchError(f"gpusleuth: cannot write the run directory {run_dir}: {exc.strerror or exc}") from None
 
     reserve = reserve_space(run_dir)
@@ -128,6 +131,7 @@ def launch(opts: LaunchOptions) -> LaunchResult:
         stop_recorder(recorder, notes)
         release_space(reserve)
         _remove_spill(spill)
+        release_recording_lock(run_dir, lock)
         raise LaunchError(f"gpusleuth: cannot start {opts.command[0]}: {exc.strerror or exc}", exit_code=126) from None
     terminal.give(child.pid)
     tell(recorder, f"pid {child.pid}\n", notes)
@@ -168,6 +172,7 @@ def launch(opts: LaunchOptions) -> LaunchResult:
         if not save_meta(run_dir, meta, []) and saved:
             notes.append("could not rewrite meta.json with these notes (its end and exit code are saved): "
                          "they are only in this report")
+        release_recording_lock(run_dir, lock)
     finally:
         for s, handler in ignored.items():
             signal.signal(s, handler)
