@@ -146,6 +146,8 @@ def analyze(run: Run, options: AnalysisOptions | None = None, *, prices: dict[st
     requests = analyze_requests(run)
     if requests is not None and load is not None:  # `gpusleuth load` levels: the server's split per level
         requests.levels = split_by_levels(requests, run, load.levels)
+    if requests is not None and requests.note:  # requests the batcher's forwards could not be tied to
+        losses.append(requests.note)
     loop = loop_facts(run, view, host, basis.steps.steps if basis else 0,
                       basis.steps.step_time_s if basis else None, recorded)
     charts = None

@@ -29,6 +29,7 @@ RULES = (
     serving.preprocessing_in_request_path,
     serving.queueing,
     serving.waiting_before_the_model,
+    serving.waiting_for_a_batch,
     input_rules.input_bound,
     input_rules.h2d_transfer,
     sync.sync_stalls,

@@ -27,6 +27,8 @@ CAUSES: dict[str, str] = {
     "serving.preprocessing": "a server's CPU work before/after the model (tokenization…) runs in the request path",
     "serving.under_batched": "a server runs one small forward per request: the accelerator idles between them",
     "serving.queueing": "requests wait in the server's queue for a worker: the queue dominates tail latency",
+    # added in issue 26 (batching servers)
+    "serving.batch_wait": "a batching server's requests wait for their batch: its wait window or batch size costs latency",
 }
 
 #: The product brief's debugging order. The report walks these stages in this order; each cause belongs to
@@ -63,6 +65,7 @@ STAGE_OF_CAUSE: dict[str, str] = {
     "serving.preprocessing": "input",
     "serving.under_batched": "batch",
     "serving.queueing": "stages",
+    "serving.batch_wait": "batch",
 }
 
 SEVERITIES = ("none", "moderate", "high")

@@ -104,7 +104,8 @@ def _after_fork_in_child():
 
 # Server modules whose request handling the hook times (see _gpusleuth_serve): patched right after import.
 SERVER_MODULES = ("socketserver", "http.server", "wsgiref.handlers", "flask.app", "starlette.applications",
-                  "uvicorn.protocols.http.h11_impl", "uvicorn.protocols.http.httptools_impl")
+                  "uvicorn.protocols.http.h11_impl", "uvicorn.protocols.http.httptools_impl", "queue",
+                  "asyncio.queues")
 _WATCHED = set(("torch",) + SERVER_MODULES)
 
 

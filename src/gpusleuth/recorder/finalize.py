@@ -53,7 +53,7 @@ def finalize_run_dir(run_dir: Path, end_ns: int | None = None) -> list[str]:
     events = parse_event_files(run_dir, end_ns)
     losses.extend(events.losses)
     for path, table in ((run_dir / "steps.parquet", events.steps), (run_dir / "phases.parquet", events.phases),
-                        (run_dir / "requests.parquet", events.requests)):
+                        (run_dir / "requests.parquet", events.requests), (run_dir / "batches.parquet", events.batches)):
         try:
             write_table(path, table)
         except OSError as exc:

@@ -57,6 +57,11 @@ def load_run(path: str | Path) -> Run:
         run.requests, loss = _read_table(run_dir, "requests")
         if loss:
             run.losses.append(loss)
+    run.batches = events.batches
+    if not len(run.batches) and (run_dir / "batches.parquet").exists():
+        run.batches, loss = _read_table(run_dir, "batches")
+        if loss:
+            run.losses.append(loss)
     run.processes, run.infos = events.processes, events.infos
     run.losses.extend(events.losses)
     run.losses.extend(meta.get("losses") or [])
@@ -177,10 +182,19 @@ def _arrow_to_table(table: pa.Table) -> Table:
                 arr = col.to_numpy(zero_copy_only=False)
                 if pa.types.is_floating(t) and col.null_count:
                     arr = np.asarray(arr, dtype=np.float64)
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            # one numpy array per row (load.parquet's token_ns); np.asarray would make equal-length lists 2-D
+            arr = np.empty(len(col), dtype=object)
+            for i, v in enumerate(col.to_pylist()):
+                arr[i] = np.asarray(v if v is not None else [], dtype=np.float64 if _floats(t) else np.int64)
         else:
             arr = np.asarray(col.to_pylist(), dtype=object)
         cols[name] = arr
     return Table(cols)
+
+
+def _floats(t: pa.DataType) -> bool:
+    return pa.types.is_floating(t.value_type)
 
 
 def _attach_traces(run: Run, run_dir: Path) -> None:

@@ -29,6 +29,8 @@ ACCEL_LOW = 0.4  # mean accelerator utilization during requests below this is lo
 ACCEL_NOT_FULL = 0.6
 QUEUE_MODERATE = 0.3  # queue's share of the slowest 5 % requests' latency
 QUEUE_HIGH = 0.5
+BATCH_WAIT_MODERATE = 0.2  # a batching server's requests: their wait for a batch, share of service time
+BATCH_WAIT_HIGH = 0.4
 SOURCE = "hook: per-request stages"
 
 
@@ -158,6 +160,8 @@ def under_batched(facts: Facts) -> list[Finding] | Missing:
     infer = ra.shares.get("infer", 0.0)
     if infer < INFER_DOMINANT or ra.forwards_per_request > 1.5:
         return []  # not model-bound, or a generation loop (many forwards per request): not this rule
+    if ra.batching is not None and (ra.batching.size_p50 or 0) > 1:
+        return []  # the server batches already (waiting_for_a_batch reads how well)
     if ra.gpu_busy is None:
         return no_gpu("serving-under-batched", facts, "serving.under_batched")
     if ra.gpu_busy >= ACCEL_NOT_FULL:
@@ -284,4 +288,77 @@ def waiting_before_the_model(facts: Facts) -> list[Finding] | Missing:
                             method="latency ratio without the wait: the pre share under load minus the pre "
                                    "share of requests alone; throughput is bound by the model either way"),
         confidence="medium",
+    )]
+
+
+def waiting_for_a_batch(facts: Facts) -> list[Finding] | Missing:
+    """A batching server's requests (their forward ran in a batch on the batcher's thread or task, joined by
+    analysis/batching.py) that spend a large share of their time between handing their work to the batcher
+    and their batch's forward. Where that wait goes says which knob: work taken off the queue late (earlier
+    batches still running: the model is saturated) or taken early and then held while the batcher collects
+    more (its wait window, or a max batch the traffic fills slowly)."""
+    ra = facts.requests
+    b = ra.batching if ra is not None else None
+    if b is None or b.requests < MIN_REQUESTS or b.wait_share < BATCH_WAIT_MODERATE:
+        return []
+    w = b.wait_share
+    high = w >= BATCH_WAIT_HIGH
+    queued, collect = b.queued_share, b.collect_share
+    size_p50, size_max = b.size_p50, b.size_max
+    # under `gpusleuth load`, the level where requests waited most says which knob (levels mix batch sizes)
+    worst = max((lv for lv in ra.levels if lv.batch_forwards and lv.batch_collect_share is not None),
+                key=lambda lv: lv.shares.get("wait", 0.0), default=None)
+    if worst is not None:
+        queued, collect = worst.batch_queued_share, worst.batch_collect_share
+        size_p50, size_max = worst.batch_size_p50, worst.batch_size_max
+    full = size_max is not None and size_p50 is not None and size_p50 >= b.size_max
+    src = "hook: queue hand-off joined with the batcher's forwards"
+    evidence = [
+        Evidence("waiting for a batch", _pct(w), "% of request time", src),
+        Evidence("batch wait p50 / p95", f"{b.wait_p50_ms:.1f} / {b.wait_p95_ms:.1f}", "ms", src),
+        Evidence("requests per batch p50 / p90 / max", f"{b.size_p50:g} / {b.size_p90:g} / {b.size_max}",
+                 f"over {b.forwards_joined:,} forwards", src),
+    ]
+    if queued is not None and collect is not None:
+        evidence.append(Evidence("queued behind earlier batches", _pct(queued), "% of request time", src))
+        evidence.append(Evidence("held while the batcher collected more", _pct(collect), "% of request time", src))
+    if b.forward_p50_ms is not None:
+        evidence.append(Evidence("batch forward p50", round(b.forward_p50_ms, 2), "ms", src))
+    evidence.append(Evidence("a request's share of its batch forward, p50", round(b.own_p50_ms, 3), "ms", src))
+    for lv in ra.levels:
+        if lv.batch_forwards and lv.concurrency:
+            evidence.append(Evidence(f"requests per batch at concurrency {lv.concurrency}, p50 / max",
+                                     f"{lv.batch_size_p50:g} / {lv.batch_size_max}", "", src))
+    # the server's configured max batch is not visible, only the largest batch it ran: whether the window
+    # expired or a max batch was reached, the fix for a wait after the take is the same two knobs
+    held = collect is not None and (queued is None or collect >= queued)
+    held_ms = f" below the {b.collect_p50_ms:.1f} ms it held work here (p50)" if b.collect_p50_ms is not None else ""
+    if held:
+        why = (f"most of it after the batcher took the work, while it collected more: batches of {size_p50:g} "
+               f"requests (p50; the largest {size_max}) each waited for the window or the batch to fill while the "
+               "model had nothing to do")
+        fix = ("Shorten the batcher's wait window (Triton `max_queue_delay_microseconds`, TorchServe "
+               f"`max_batch_delay`, your own queue's timeout){held_ms}, "
+               f"or lower the max batch size to what this traffic brings (about {size_p50:g}), so a batch starts "
+               "with what is there; or collect the next batch while the model runs the current one.")
+    else:
+        why = ("most of it before the batcher took the work: earlier batches were still running, so the model "
+               "is saturated at this load" + (f" with batches of {size_max}, the largest it ran" if full else ""))
+        fix = (("If that is the max batch size, raise it (each forward serves more requests: Triton "
+                "`max_batch_size`, TorchServe `batch_size`) where memory allows, or " if full else "")
+               + "add model instances or replicas (Triton `instance_group` count, more workers): the requests "
+               "wait for the model, not for the wait window.")
+    if worst is not None:
+        why += f" (at concurrency {worst.concurrency}, where requests waited most)" if worst.concurrency else \
+            f" (at {worst.rate:g} requests/s, where requests waited most)"
+    return [Finding(
+        cause="serving.batch_wait", severity="high" if high else "moderate",
+        title=f"Waiting for a batch: {_pct(w)} % of request time, batches of {size_p50:g} (p50)",
+        summary=(f"{b.requests:,} requests handed their work to a batcher and waited {_pct(w)} % of their time "
+                 f"for the forward that served them (p95 {b.wait_p95_ms:.1f} ms); {why}."),
+        evidence=evidence, fix=fix,
+        estimated_gain=Gain(step_share=w, wall_share=0.0, seconds_per_run=0.0, speedup=1.0 / (1.0 - min(w, 0.999)),
+                            method="upper bound on the latency ratio without the batch wait; throughput is "
+                                   "set by the batches, not by the wait"),
+        confidence="medium" if high else "low",
     )]
