@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from gpusleuth.run.model import Run
 
 
@@ -64,7 +66,8 @@ def job_gpus(run: Run, hardware: list[dict], sampled: list[int]) -> JobGpus:
     if len(procs):
         pids |= {int(p) for p in procs["pid"]}
         if "nspid" in procs:
-            pids |= {int(p) for p in procs["nspid"] if p is not None and int(p) > 0}
+            ns = np.asarray(procs["nspid"], dtype=np.float64)  # nulls read as NaN
+            pids |= {int(p) for p in ns[np.isfinite(ns) & (ns > 0)]}
     gp = run.gpu_procs
     if len(gp) and pids:
         used = sorted({int(g) for g, pid in zip(gp["gpu"], gp["pid"]) if int(pid) in pids} & set(sampled))

@@ -160,10 +160,14 @@ def summarize_gpus(run: Run, window: tuple[int, int] | None = None) -> list[GpuS
                 throttled_share=throttled,
                 pcie_tx_bytes=_counter_delta(col("pcie_tx_bytes")),
                 pcie_rx_bytes=_counter_delta(col("pcie_rx_bytes")),
-                sm_active=_dist(col("sm_active")),
-                sm_occupancy=_dist(col("sm_occupancy")),
-                tensor_active=_dist(col("tensor_active")),
-                dram_active=_dist(col("dram_active")),
+                sm_active=_dist(wcol("sm_active")),
+                sm_occupancy=_dist(wcol("sm_occupancy")),
+                tensor_active=_dist(wcol("tensor_active")),
+                dram_active=_dist(wcol("dram_active")),
+                mig_parent=info.get("parent"),
+                uuid=info.get("uuid"),
+                empty=_empty_reasons(g, diags.get(str(int(index)))) if "gpu_diagnostics" in rec else {},
+                window="steps" if w is not None else "run",
             )
         )
     return out

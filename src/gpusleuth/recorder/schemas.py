@@ -100,6 +100,7 @@ PROCS_SCHEMA = pa.schema(
         ("read_bytes", pa.int64()),
         ("write_bytes", pa.int64()),
         ("start_ns", pa.int64()),
+        ("nspid", pa.int64()),  # PID in the process's own (container) namespace, when it differs
     ]
 )
 
