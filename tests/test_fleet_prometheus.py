@@ -14,6 +14,7 @@ import io
 import json
 import math
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -192,19 +193,36 @@ def test_unreachable_server_is_a_sentence():
     assert f"http://127.0.0.1:{port}: cannot reach the Prometheus server" in res.stderr
 
 
-def test_basic_auth_refused_and_accepted(cluster, tmp_path):
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("no openssl to make the server's certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days",
+                    "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], check=True,
+                   capture_output=True, timeout=120)
+    return cert, key
+
+
+def test_tls_is_verified_and_basic_auth_refused_then_accepted(cluster, tmp_path):
+    """One real Prometheus with TLS and basic auth (its own --web.config.file): an unverified certificate, no
+    credentials and wrong credentials are each a sentence; the CA and the right password give the ledger."""
     crypt = pytest.importorskip("crypt", reason="the crypt module (Python < 3.13) hashes the bcrypt password")
     root, _ = cluster
+    cert, key = _self_signed(tmp_path)
     web = tmp_path / "web.yml"
-    web.write_text(f"basic_auth_users:\n  ledger: {crypt.crypt('s3cret', crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))}\n")
-    with RunningPrometheus(root / "data-auth", web_config=web) as prom:
+    web.write_text(f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\nbasic_auth_users:\n"
+                   f"  ledger: {crypt.crypt('s3cret', crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))}\n")
+    with RunningPrometheus(root / "data-auth", web_config=web, tls=True) as prom:
         res = _fleet(prom)
         assert res.returncode == 2 and "Traceback" not in res.stderr
-        assert "refused the request (HTTP 401) with no credentials" in res.stderr
-        res = _fleet(prom, env={"GPUSLEUTH_PROMETHEUS_BASIC_AUTH": "ledger:wrong"})
+        assert "TLS certificate could not be verified" in res.stderr and "--ca-file" in res.stderr
+        res = _fleet(prom, "--ca-file", cert)
+        assert res.returncode == 2 and "refused the request (HTTP 401) with no credentials" in res.stderr
+        res = _fleet(prom, "--ca-file", cert, env={"GPUSLEUTH_PROMETHEUS_BASIC_AUTH": "ledger:wrong"})
         assert "refused the request (HTTP 401) with the credentials from $GPUSLEUTH_PROMETHEUS_BASIC_AUTH" in res.stderr
         secret = tmp_path / "auth"
         secret.write_text("ledger:s3cret\n")
-        res = _fleet(prom, "--basic-auth-file", secret, "--json")
+        res = _fleet(prom, "--ca-file", cert, "--basic-auth-file", secret, "--json")
         assert res.returncode == 0, res.stderr
         assert math.isclose(json.loads(res.stdout)["totals"]["hours"]["allocated_idle"], 44.0, abs_tol=0.1)

@@ -57,6 +57,28 @@ def test_asyncio_batcher_under_gpusleuth_load_wait_sizes_and_finding(tmp_path):
     assert "wait window" in top["fix"], top["fix"]
     wait = next(e["value"] for e in top["evidence"] if e["name"] == "waiting for a batch") / 100
     assert abs(wait - truth_of(truth)[0]) < 0.10
+    # uvicorn parses and answers on its event loop with the batcher idle most of the time: clients wait for
+    # little outside the server (2-3 % measured), so that finding stays quiet here
+    assert all(lv["outside_share"] is not None and lv["outside_share"] < 0.3 for lv in rs["levels"]), rs["levels"]
+    assert not any(f["cause"] == "serving.outside_server" for f in rep["findings"])
+
+
+def test_flask_dev_server_at_concurrency_16_names_the_time_outside_the_server(tmp_path):
+    """Issue 26 problem 5: Flask's threaded werkzeug server at concurrency 16 answered in 63-82 ms at the
+    client while its own clock said 29-31 ms. The client's p50 against the server's for the same level: the
+    gap is named, and it is not the network (at concurrency 1 it is nothing). The server's own clock
+    (``flask_infer.py``'s TRUTH) bounds the server side from above: the hook's server p50 is not larger than
+    its request time plus the client's, and the gap is most of the client's latency."""
+    pytest.importorskip("flask")
+    _, rep, truth = _load_and_report(tmp_path, "x", "flask_infer.py", "1,16")
+    lv1, lv16 = rep["request_stages"]["levels"]
+    assert lv16["client_p50_ms"] > lv16["server_p50_ms"] + 5, lv16
+    assert lv16["outside_p50_ms"] > lv1["outside_p50_ms"] + 2
+    own_p50_ms = 1e3 * (truth["pre_s"] + truth["infer_s"] + truth["post_s"]) / truth["requests"]
+    assert lv16["client_p50_ms"] > 1.5 * min(own_p50_ms, lv16["server_p50_ms"])
+    f = next(f for f in rep["findings"] if f["cause"] == "serving.outside_server")
+    assert f["severity"] in ("moderate", "high") and "concurrency 16" in f["title"]
+    assert "worker processes" in f["fix"] and "backlog" in f["fix"]
 
 
 def test_asyncio_batcher_without_a_wait_window_is_not_blamed(tmp_path):

@@ -68,6 +68,14 @@ class RequestLevel:
     # the level's batched requests: their wait before the batcher took the work / after (collecting more)
     batch_queued_share: float | None = None
     batch_collect_share: float | None = None
+    # the client's side (`gpusleuth load`'s answers of the level) against the server's: what passed outside the
+    # server's request handling — the network, the listen backlog, connection handling before the server
+    # started the request, the response's trip back
+    client_p50_ms: float | None = None
+    server_p50_ms: float | None = None  # queue (when measured) + service
+    outside_p50_ms: float | None = None  # per request when the two join on X-Request-Id, else client − server p50
+    outside_share: float | None = None  # of the client's latency (summed)
+    outside_joined: int = 0  # requests joined on X-Request-Id (0: compared by level)
 
 
 @dataclass
@@ -160,6 +168,7 @@ def analyze_requests(run: Run) -> RequestAnalysis | None:
     rows = {name: np.asarray(r[name], dtype=np.int64)[fwd] for name in
             ("pid", "start_ns", "end_ns", "queue_ns", "pre_ns", "infer_ns", "post_ns", "forwards", "batch")}
     rows["wait_ns"] = np.zeros(int(fwd.sum()), dtype=np.int64)
+    rows["request_id"] = _ids(r)[fwd]
     rows["stages"] = np.asarray(r["stages"], dtype=object)[fwd] if "stages" in r else np.full(fwd.sum(), "{}",
                                                                                                    object)
     join = join_batches(r, run.batches)
@@ -210,7 +219,7 @@ def _with_batched(rows: dict[str, np.ndarray], r, join: BatchJoin) -> dict[str, 
     p = join.parts
     add = {"pid": np.asarray(r["pid"], dtype=np.int64)[i], "start_ns": np.asarray(r["start_ns"], dtype=np.int64)[i],
            "end_ns": np.asarray(r["end_ns"], dtype=np.int64)[i],
-           "queue_ns": np.asarray(r["queue_ns"], dtype=np.int64)[i],
+           "queue_ns": np.asarray(r["queue_ns"], dtype=np.int64)[i], "request_id": _ids(r)[i],
            "stages": np.asarray(r["stages"], dtype=object)[i] if "stages" in r else np.full(len(i), "{}", object)}
     for k in ("pre_ns", "wait_ns", "infer_ns", "post_ns", "forwards", "batch", "queued_ns", "collect_ns", "own_ns",
               "prefill_ns", "decode_ns"):
@@ -225,6 +234,11 @@ def _with_batched(rows: dict[str, np.ndarray], r, join: BatchJoin) -> dict[str, 
     out["batched"] = np.concatenate([np.zeros(n_own, bool), np.ones(len(i), bool)])
     order = np.argsort(out["start_ns"], kind="stable")
     return {k: v[order] for k, v in out.items()}
+
+
+def _ids(r) -> np.ndarray:
+    """The client's X-Request-Id per request row (-1 none, and in runs from before it was recorded)."""
+    return np.asarray(r["request_id"], dtype=np.int64) if "request_id" in r else np.full(len(r), -1, np.int64)
 
 
 def _unattributed_note(join: BatchJoin | None, no_forward: int) -> str | None:
@@ -407,6 +421,7 @@ def split_by_levels(ra: RequestAnalysis, run: Run, levels: list) -> list[Request
         level = RequestLevel(level=lv.level, concurrency=lv.concurrency, rate=lv.rate, requests=n,
                              shares=sm["shares"], p95_ms=sm["p95_ms"], queue_p95_share=sm["queue_p95_share"],
                              rps=n / span if span > 0 else 0.0, server_cores=cores, gpu_busy=busy)
+        _outside(level, run, rows, m, lv)
         b = ra._batches
         if b:
             inside = (b["start_ns"] >= s) & (b["start_ns"] < e) & (b["members"] > 0)
@@ -420,6 +435,39 @@ def split_by_levels(ra: RequestAnalysis, run: Run, levels: list) -> list[Request
                 level.batch_collect_share = float(rows["collect_ns"][took].sum()) / service
         out.append(level)
     return out
+
+
+def _outside(level: RequestLevel, run: Run, rows: dict[str, np.ndarray], m: np.ndarray, lv) -> None:
+    """Fill ``level``'s client-versus-server numbers from ``run.load``'s answered rows of that level."""
+    load = run.load
+    if not len(load) or not {"level", "start_ns", "end_ns", "error"} <= set(load.columns):
+        return
+    ok = (np.asarray(load["level"], dtype=np.int64) == int(lv.level)) & (np.asarray(load["error"], dtype=object) == "")
+    if not ok.any():
+        return
+    c_start = np.asarray(load["start_ns"], dtype=np.int64)[ok]
+    if "lag_ns" in load:  # open loop: latency counts from the schedule; the send was lag later
+        c_start = c_start + np.maximum(np.asarray(load["lag_ns"], dtype=np.int64)[ok], 0)
+    client = (np.asarray(load["end_ns"], dtype=np.int64)[ok] - c_start).astype(np.float64)
+    server = (rows["end_ns"][m] - rows["start_ns"][m] + np.maximum(rows["queue_ns"][m], 0)).astype(np.float64)
+    if not len(server):
+        return
+    level.client_p50_ms = float(np.percentile(client, 50)) / 1e6
+    level.server_p50_ms = float(np.percentile(server, 50)) / 1e6
+    if "request_id" in load and "request_id" in rows:
+        cid = np.asarray(load["request_id"], dtype=np.int64)[ok]
+        sid = rows["request_id"][m]
+        common, ci, si = np.intersect1d(cid, sid[sid >= 0], return_indices=True, assume_unique=False)
+        if len(common) >= max(10, len(client) // 2):
+            srv = server[sid >= 0][si]
+            gap = np.maximum(client[ci] - srv, 0.0)
+            level.outside_p50_ms = float(np.percentile(gap, 50)) / 1e6
+            level.outside_share = float(gap.sum() / client[ci].sum()) if client[ci].sum() > 0 else 0.0
+            level.outside_joined = len(common)
+            return
+    gap_ms = max(level.client_p50_ms - level.server_p50_ms, 0.0)
+    level.outside_p50_ms = gap_ms
+    level.outside_share = gap_ms / level.client_p50_ms if level.client_p50_ms > 0 else 0.0
 
 
 __all__ = ["BatchStats", "RequestAnalysis", "RequestLevel", "StageStats", "analyze_requests", "split_by_levels"]

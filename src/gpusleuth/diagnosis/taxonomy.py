@@ -29,6 +29,7 @@ CAUSES: dict[str, str] = {
     "serving.queueing": "requests wait in the server's queue for a worker: the queue dominates tail latency",
     # added in issue 26 (batching servers)
     "serving.batch_wait": "a batching server's requests wait for their batch: its wait window or batch size costs latency",
+    "serving.outside_server": "clients wait outside the server's request handling: listen backlog, connection handling, too few worker processes",
 }
 
 #: The product brief's debugging order. The report walks these stages in this order; each cause belongs to
@@ -66,6 +67,7 @@ STAGE_OF_CAUSE: dict[str, str] = {
     "serving.under_batched": "batch",
     "serving.queueing": "stages",
     "serving.batch_wait": "batch",
+    "serving.outside_server": "stages",
 }
 
 SEVERITIES = ("none", "moderate", "high")

@@ -55,7 +55,7 @@ HANDOFF_MAX = 65536  # items put and never taken (a queue nobody drains): forget
 class Req(object):
     __slots__ = ("kind", "start", "queue", "status", "first", "infer", "n", "batch", "fmod", "ft0",
                  "ev", "evs", "stages", "done", "returned", "token", "fend", "wrote", "handoff", "claimed",
-                 "delivered", "closed")
+                 "delivered", "closed", "rid")
 
     def __init__(self, kind, start, queue):
         self.kind = kind
@@ -80,6 +80,7 @@ class Req(object):
         self.claimed = -1  # a consumer outside any request (the batcher) took that work off the queue
         self.delivered = -1  # a future handed over with the work was resolved (the batch's answer)
         self.closed = False
+        self.rid = -1  # the client's X-Request-Id when it is an integer (gpusleuth load sends one)
 
 
 # ------------------------------------------------------------------------------------------- requests
@@ -129,9 +130,9 @@ def _finish(req, t):
         pre = post = -1
         infer = 0
     stages = json.dumps(req.stages, separators=(",", ":")) if req.stages else "{}"
-    r.buf.append("R\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\n" % (
+    r.buf.append("R\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\n" % (
         req.start, t, req.queue, pre, infer, post, req.status, req.kind, req.n, req.batch, stages,
-        req.handoff, req.claimed, req.delivered))
+        req.handoff, req.claimed, req.delivered, req.rid))
     if t - r.last_flush >= _core.FLUSH_NS or r.role == "python":
         r.flush()  # a forked child (socketserver.ForkingMixIn) leaves through os._exit: write it now
     if _FLUSHER[0] is None:
@@ -439,6 +440,16 @@ def _patch_asyncio_queues(mod):
     cls.put_nowait, cls.get_nowait = put_nowait, get_nowait  # put / get call these
 
 
+def _request_id(req, value):
+    """The client's ``X-Request-Id`` (bytes or str) on ``req`` when it is a plain non-negative integer — what
+    ``gpusleuth load`` sends, so its rows join the server's one for one; anything else is left alone."""
+    try:
+        if value is not None and req is not None and len(value) <= 18 and value.isdigit():
+            req.rid = int(value)
+    except BaseException:
+        pass
+
+
 def _status(text):
     try:
         return int(str(text).split(None, 1)[0])
@@ -519,7 +530,14 @@ def _patch_http_server(mod):
                 self._gpusleuth_req = begin("http.server", q)
         except BaseException as exc:
             _error("http_request", exc)
-        return real_parse(self)
+        ok = real_parse(self)
+        req = getattr(self, "_gpusleuth_req", None)
+        if ok and req is not None:
+            try:
+                _request_id(req, self.headers.get("X-Request-Id"))
+            except BaseException as exc:
+                _error("http_request", exc)
+        return ok
 
     @functools.wraps(real_send)
     def send_response_only(self, code, *args, **kwargs):
@@ -558,6 +576,7 @@ def _patch_wsgiref(mod):
             return real_run(self, application)
 
         def app(environ, start_response):
+            _request_id(req, environ.get("HTTP_X_REQUEST_ID"))
             return application(environ, _status_of(req, start_response))
 
         try:
@@ -607,6 +626,7 @@ def _wsgi_call(real, app, environ, start_response):
     req = begin("wsgi")
     if req is None:
         return real(app, environ, start_response)
+    _request_id(req, environ.get("HTTP_X_REQUEST_ID"))
     try:
         result = real(app, environ, _status_of(req, start_response))
     except BaseException:
@@ -636,6 +656,12 @@ def _patch_starlette(mod):
         req = begin("asgi", _QUEUE.get()) if scope.get("type") == "http" else None
         if req is None:
             return await real(self, scope, receive, send)
+        try:
+            for k, v in scope.get("headers") or ():
+                if k == b"x-request-id":
+                    _request_id(req, v)
+        except BaseException as exc:
+            _error("asgi_request_id", exc)
 
         async def send_done(message):
             await send(message)

@@ -131,25 +131,26 @@ class Connection:
             self.writer.close()
         self.reader = self.writer = None
 
-    async def send(self, request: bytes, sink: BodySink | None = None) -> int:
-        """Write one request and read its whole response, handing the body to ``sink`` piece by piece. A
-        connection the server closed while idle is reopened once (nothing of the response was read by then,
-        so nothing is lost or sent twice)."""
+    async def send(self, request: bytes, sink: BodySink | None = None, head_only: bool = False) -> int:
+        """Write one request and read its whole response, handing the body to ``sink`` piece by piece
+        (``head_only``: only the status line and headers, then the connection is closed — a readiness probe
+        must not wait out a body). A connection the server closed while idle is reopened once (nothing of
+        the response was read by then, so nothing is lost or sent twice)."""
         if self.writer is None:
             await self.open()
         self._answered = False
         try:
             self.writer.write(request)
-            return await self._response(sink)
+            return await self._response(sink, head_only)
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             if self.used == 0 or self._answered or (isinstance(exc, asyncio.IncompleteReadError) and exc.partial):
                 raise  # a fresh connection failing, or an answer cut off half-way: a real error
             self.close()
             await self.open()
             self.writer.write(request)
-            return await self._response(sink)
+            return await self._response(sink, head_only)
 
-    async def _response(self, sink: BodySink | None) -> int:
+    async def _response(self, sink: BodySink | None, head_only: bool = False) -> int:
         reader = self.reader
         while True:
             try:
@@ -187,6 +188,9 @@ class Connection:
                 close = "close" in v or (close and "keep-alive" not in v)
         if sink is not None:
             sink.head(status, headers)
+        if head_only:
+            self.close()
+            return status
         if self.target.method == "HEAD" or status in (204, 304):
             pass
         elif chunked:

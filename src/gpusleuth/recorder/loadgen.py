@@ -364,8 +364,9 @@ class Generator:
 
 
 async def wait_ready(target: Target, timeout_s: float, cancel: threading.Event | None = None) -> str | None:
-    """Poll the URL until it answers anything HTTP (a 404 or 405 is an answer: the server is up). None when
-    it did, else a sentence saying why not."""
+    """Poll the URL until it answers anything (a 404 or 405 is an answer: the server is up; so is a status
+    line that is not HTTP — the requests' rows say that). Only the head is read: a body that never ends does
+    not hold the probe. None when it answered, else a sentence saying why not."""
     probe = parse_target(target.url, "GET", verify=target.verify)
     request = probe.request(b"")
     deadline = time.monotonic() + timeout_s
@@ -376,8 +377,10 @@ async def wait_ready(target: Target, timeout_s: float, cancel: threading.Event |
         conn = Connection(probe)
         try:
             async with _deadline(min(5.0, max(deadline - time.monotonic(), 0.1))):
-                await conn.send(request)
+                await conn.send(request, head_only=True)
             return None
+        except ProtocolError:
+            return None  # something answered: each request's row will say what was wrong with it
         except (asyncio.TimeoutError, TimeoutError):
             last = "no answer within 5 s"
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ProtocolError, ValueError) as exc:

@@ -90,6 +90,7 @@ def render_serving(report: Report, console: Console) -> None:
             row.append("–" if lv.gpu_busy is None else f"{lv.gpu_busy:.0%}")
         t.add_row(*row, style="bold" if knee else None)
     console.print(t)
+    _failed_by(load, console)
     console.print(f"  knee: {escape(load.knee_reason)}")
     at = "at the knee" if o.at_knee else f"at {load.levels[o.level].named} (no knee)"
     parts = [f"{o.rps:,.1f} req/s", f"p95 {_ms(o.p95_ms)} ms"]
@@ -109,10 +110,7 @@ def _render_llm(s, console: Console) -> None:
     console.print(_llm_table(load))
     console.print("  [dim]ms: TTFT = time to first token, ITL = every gap between tokens, TPOT = per output token "
                   "after the first, E2E = whole request; tok/s = output tokens[/]")
-    failed = [f"{lv.label}: " + ", ".join(f"{k}×{v:,}" for k, v in lv.errors_by.items())
-              for lv in load.levels if lv.errors_by]
-    if failed:
-        console.print("  failed by status or cause — " + escape("; ".join(failed)))
+    _failed_by(load, console)
     if load.slo is not None:
         budgets = ", ".join(f"{k[:-3]} ≤ {v:,.0f} ms" for k, v in load.slo.items() if k.endswith("_ms"))
         console.print(f"  SLO ({escape(budgets)}; goodput = requests/s meeting every budget): "
@@ -120,3 +118,11 @@ def _render_llm(s, console: Console) -> None:
     console.print(f"  knee (throughput): {escape(load.knee_reason)}")
     for note in s.notes:
         console.print(f"  [yellow]![/] {escape(note)}")
+
+
+def _failed_by(load, console: Console) -> None:
+    """Failures per level by HTTP status or cause: a 429 (shed load) is not a 500 (a crash) nor a 302."""
+    failed = [f"{lv.label}: " + ", ".join(f"{k}×{v:,}" for k, v in lv.errors_by.items())
+              for lv in load.levels if lv.errors_by]
+    if failed:
+        console.print("  failed by status or cause — " + escape("; ".join(failed)))

@@ -6,11 +6,12 @@ response holds at most ``gpus_per_query × chunk_s / step_s`` points per metric;
 into the DuckDB cache (``sources/fleet_cache.py``) and the ledger reads GPUs back a batch at a time.
 Chunks already cached are not fetched again (a re-run, or a longer history, is incremental).
 
-Exactly one sample per grid step: every metric is asked as ``M and (timestamp(M) > time() - step)``,
-so a step takes a sample only if one was scraped within the last step. Plain ``query_range`` would repeat
-a series' last value for the server's lookback (5 min by default) after it ends: a pod's series would
-overlap its successor's on the same GPU, and a dead exporter would look alive for 5 minutes. The step
-must therefore be at least the scrape interval (dcgm-exporter's default, 30 s, is the default here).
+Exactly one sample per grid step: every metric is asked as ``last_over_time(M[step - 1ms])``, so a step
+takes the last sample scraped in the step before it, or none. Plain ``M`` would repeat a series' last value
+for the server's lookback (5 min by default) after it ends: a pod's series would overlap its successor's
+on the same GPU, and a dead exporter would look alive for 5 minutes. (``M and timestamp(M) > time() - step``
+says the same but cost the server 10× more per query.) The step must therefore be at least the scrape
+interval (dcgm-exporter's default, 30 s, is the default here).
 
 Who holds a GPU comes from dcgm-exporter's Kubernetes labels (``namespace``, ``pod``, ``container``;
 ``exported_*`` when Prometheus renamed them because the scrape target had its own); a pod's request from
@@ -69,7 +70,8 @@ def _owner_of(labels: dict[str, str], group_label: str | None) -> Owner | None:
 
 
 def _fresh(expr: str, step_s: int) -> str:
-    return f"({expr}) and (timestamp({expr}) > time() - {int(step_s)})"
+    """The last sample scraped in the step before each grid point, none if there was none (not the lookback's)."""
+    return f"last_over_time({expr}[{int(step_s) * 1000 - 1}ms])"
 
 
 def _regex_escape(s: str) -> str:
@@ -163,12 +165,13 @@ class PrometheusFleet:
                     continue
                 for series in self._range(_fresh(f"{name}{{{matcher}}}", q.step_s), c0, c1 - q.step_s):
                     g = where.get(series.metric.get(id_label or "UUID", ""))
-                    if g is None or not series.values:
+                    if g is None:
                         continue
-                    t = np.fromiter((v[0] for v in series.values), np.float64, len(series.values))
+                    t, vals = series.points()
+                    if not len(t):
+                        continue
                     k = np.rint((t - c0) / q.step_s).astype(np.int64)
                     ok = (k >= 0) & (k < n)
-                    vals = np.array([v[1] for v in series.values], dtype=np.float64)
                     cols[col][g, k[ok]] = np.where(vals >= 2.0**47, np.nan, vals)[ok]  # DCGM blank sentinels
                     o = _owner_of(series.metric, q.group_label)
                     if o is not None:
@@ -190,10 +193,10 @@ class PrometheusFleet:
         got_any = False
         for series in self._range(expr, c0, c1 - self.q.step_s):
             got_any = True
-            if not series.values:
+            tf, g = series.points()
+            if not len(tf):
                 continue
-            t = np.fromiter((v[0] for v in series.values), np.float64, len(series.values)).astype(np.int64)
-            g = np.array([v[1] for v in series.values], dtype=np.float64)
+            t = tf.astype(np.int64)
             cut = np.flatnonzero((np.diff(t) != self.q.step_s) | (np.diff(g) != 0)) + 1
             m = series.metric
             for a, b in zip(np.r_[0, cut], np.r_[cut, len(t)]):

@@ -31,6 +31,10 @@ QUEUE_MODERATE = 0.3  # queue's share of the slowest 5 % requests' latency
 QUEUE_HIGH = 0.5
 BATCH_WAIT_MODERATE = 0.2  # a batching server's requests: their wait for a batch, share of service time
 BATCH_WAIT_HIGH = 0.4
+OUTSIDE_MODERATE = 0.3  # the client's latency that passed outside the server's request handling
+OUTSIDE_HIGH = 0.5
+OUTSIDE_GROWTH_MS = 2.0  # ... and grew by at least this much over the lightest level (not the network's round trip)
+GENERATOR_BUSY = 0.5  # cores of the load generator above which the client may be part of the gap
 SOURCE = "hook: per-request stages"
 
 
@@ -361,4 +365,75 @@ def waiting_for_a_batch(facts: Facts) -> list[Finding] | Missing:
                             method="upper bound on the latency ratio without the batch wait; throughput is "
                                    "set by the batches, not by the wait"),
         confidence="medium" if high else "low",
+    )]
+
+
+def outside_the_server(facts: Facts) -> list[Finding] | Missing:
+    """Under `gpusleuth load` with the server recorded: the client's latency against the server's own time for
+    the same requests (joined on X-Request-Id, else compared by level). What grows outside the server with
+    load waits before the server's handler starts a request (the listen backlog, a connection waiting for a
+    worker thread or for the GIL to parse it) or after it ends it: too few worker processes, a development
+    server's connection handling. Quiet when the gap stays what the lightest level shows (the network)."""
+    ra = facts.requests
+    if ra is None or ra.count < MIN_REQUESTS:
+        return []
+    levels = [lv for lv in ra.levels if lv.outside_share is not None and lv.requests >= MIN_REQUESTS // 2]
+    if not levels:
+        return []
+    worst = max(levels, key=lambda lv: lv.outside_share or 0.0)
+    base = min(levels, key=lambda lv: (lv.concurrency or 0, lv.rate))
+    share = worst.outside_share or 0.0
+    grew = (worst.outside_p50_ms or 0.0) - (base.outside_p50_ms or 0.0) if worst is not base else None
+    if share < OUTSIDE_MODERATE or (grew is not None and grew < OUTSIDE_GROWTH_MS):
+        return []
+    gen = None
+    for lv in getattr(getattr(facts, "load", None), "levels", None) or []:
+        if lv.level == worst.level:
+            gen = lv.generator_cpu_cores
+    client_busy = gen is not None and gen > GENERATOR_BUSY
+    high = share >= OUTSIDE_HIGH and grew is not None and not client_busy
+    src = "gpusleuth load (client) and hook (server)"
+    how = (f"{worst.outside_joined:,} requests joined on X-Request-Id" if worst.outside_joined else
+           "client p50 − server p50 of the level")
+    name = f"concurrency {worst.concurrency}" if worst.concurrency else f"{worst.rate:g} requests/s"
+    evidence = [
+        Evidence(f"client latency p50 at {name}", round(worst.client_p50_ms or 0.0, 2), "ms", "gpusleuth load"),
+        Evidence(f"server latency p50 at {name} (queue + service)", round(worst.server_p50_ms or 0.0, 2), "ms",
+                 SOURCE),
+        Evidence(f"outside the server at {name}, p50", round(worst.outside_p50_ms or 0.0, 2), "ms", how),
+        Evidence(f"outside the server at {name}", _pct(share), "% of client latency", src),
+    ]
+    if worst is not base:
+        bname = f"concurrency {base.concurrency}" if base.concurrency else f"{base.rate:g} requests/s"
+        evidence.append(Evidence(f"outside the server at {bname}, p50", round(base.outside_p50_ms or 0.0, 2), "ms",
+                                 how))
+    if worst.server_cores is not None:
+        evidence.append(Evidence(f"server CPU at {name}", round(worst.server_cores, 2), "cores", "process sampler"))
+    if gen is not None:
+        evidence.append(Evidence(f"load generator CPU at {name}", round(gen, 2), "cores", "gpusleuth load"))
+    single = len(ra.pids) == 1 and worst.server_cores is not None
+    tail = (" The load generator itself was busy, so part of the gap may be the client's own: load from another "
+            "machine to tell." if client_busy else "")
+    return [Finding(
+        cause="serving.outside_server", severity="high" if high else "moderate",
+        title=f"Time outside the server: {_pct(share)} % of client latency at {name} "
+              f"(client p50 {worst.client_p50_ms:.1f} ms, server {worst.server_p50_ms:.1f} ms)",
+        summary=(f"At {name} clients waited {worst.client_p50_ms:.1f} ms (p50) for answers the server spent "
+                 f"{worst.server_p50_ms:.1f} ms on: {_pct(share)} % of their latency passed before the server's "
+                 "handler started the request or after it ended it"
+                 + (f", up from {base.outside_p50_ms:.1f} ms at the lightest level — not the network" if grew
+                    is not None else "")
+                 + ". That is connections waiting in the listen backlog or for a worker, or a handler thread "
+                 "waiting for the GIL to read and parse the request" + (f" (one server process, {worst.server_cores:.2f} "
+                 "cores: its threads share one GIL)" if single else "") + "." + tail),
+        evidence=evidence,
+        fix=("Serve with more worker processes rather than threads (gunicorn `-w N`, uvicorn `--workers N`, one per "
+             "core) and a production server instead of a development one (Flask's `app.run`/werkzeug, "
+             "`http.server`); keep connections alive on the client side; for bursts, raise the listen backlog "
+             "(`listen(backlog)`, gunicorn `--backlog`, `net.core.somaxconn`). Then load again: the gap should "
+             "fall back to the lightest level's."),
+        estimated_gain=Gain(step_share=share, wall_share=0.0, seconds_per_run=0.0,
+                            speedup=1.0 / (1.0 - min(share, 0.999)),
+                            method="upper bound on the client latency ratio without the time outside the server"),
+        confidence="low" if client_busy else ("medium" if high else "low"),
     )]
