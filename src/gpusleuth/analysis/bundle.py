@@ -33,6 +33,7 @@ from gpusleuth.analysis.job_gpus import JobGpus, job_gpus
 from gpusleuth.analysis.peaks import gpu_model
 from gpusleuth.analysis.ranks import RankSummary, summarize_rank
 from gpusleuth.analysis.requests import RequestAnalysis, analyze_requests, split_by_levels
+from gpusleuth.analysis.slo_miss import explain_misses
 from gpusleuth.analysis.steps import StepView, step_view
 from gpusleuth.analysis.telemetry import GpuSummary, HostSummary, assign_roles, summarize_gpus, summarize_host
 from gpusleuth.analysis.timeseries import DisplayData, build_display
@@ -151,6 +152,7 @@ def analyze(run: Run, options: AnalysisOptions | None = None, *, prices: dict[st
     requests = analyze_requests(run)
     if requests is not None and load is not None:  # `gpusleuth load` levels: the server's split per level
         requests.levels = split_by_levels(requests, run, load.levels)
+        requests.misses = explain_misses(run, load, requests)
     if requests is not None and requests.note:  # requests the batcher's forwards could not be tied to
         losses.append(requests.note)
     loop = loop_facts(run, view, host, basis.steps.steps if basis else 0,

@@ -154,9 +154,6 @@ def print_report(run, as_json: bool = False, to_stderr: bool = False, options=No
     from gpusleuth.pipeline.build import build_report
 
     report = build_report(run, options, progress=progress, ranks=ranks)
-    from gpusleuth.cli.trackers import cache_summary
-
-    cache_summary(report, run)
     if not quiet:
         _emit(report, as_json, to_stderr, verbose)
     return report
@@ -203,21 +200,12 @@ def add_output_options(p) -> None:
 
 
 def _load_job_dirs(dirs: list[Path]):
-    """One run directory, or several of one job (one per node or rank: ``sources/jobdirs.py``)."""
-    from gpusleuth.recorder.finalize import finalize_run_dir, needs_finalize
+    """One run directory, or several of one job (one per node or rank: ``sources/jobdirs.py``). Read as
+    they are: a run still recording or left unfinished is not touched (``gpusleuth finalize`` does that)."""
     from gpusleuth.sources.jobdirs import merge_runs
     from gpusleuth.sources.rundir import load_run
 
-    runs = []
-    for d in dirs:
-        run = load_run(d)
-        if needs_finalize(d):
-            # A run whose launcher was killed: convert what was salvaged into the portable form.
-            notes = finalize_run_dir(d, run.end_ns)
-            run = load_run(d)
-            run.losses.extend(n for n in notes if n not in run.losses)
-        runs.append(run)
-    return merge_runs(runs)
+    return merge_runs([load_run(d) for d in dirs])
 
 
 def write_outputs(report, args, runs) -> None:

@@ -120,6 +120,9 @@ def _report_after_run(args, result) -> None:
             report_run.losses.extend(n for n in result.notes if n not in report_run.losses)
             report = print_report(report_run, as_json=args.json, to_stderr=True,
                                   options=options_from_args(args), quiet=args.no_report)
+            from gpusleuth.cli.trackers import cache_summary
+
+            cache_summary(report, report_run)  # the recorder's verb writes the run; `fleet` reads this
             if args.html:
                 from gpusleuth.cli.report import write_html_report
 

@@ -86,3 +86,39 @@ def write_table(path: Path, table: Table) -> None:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def finalize_unfinished(run_dir: Path) -> list[str]:
+    """``gpusleuth finalize``: make final a run whose launcher died (kill -9, a lost node): the Parquet
+    tables, the end taken as the last sample, every loss in ``meta.json`` so later reports state them, and
+    the launcher's leftovers (space reserve, lock file) removed. Refuses a run still being recorded.
+    Returns the notes (losses) now in meta.json."""
+    from gpusleuth.errors import InputError
+    from gpusleuth.run.layout import RECORDING_LOCK, RESERVE_FILE
+    from gpusleuth.run.meta import write_meta
+    from gpusleuth.run.recording import RECORDING, recording_state
+    from gpusleuth.sources.rundir import load_run
+
+    run_dir = Path(run_dir)
+    run = load_run(run_dir)  # the end from the last sample, and what could not be read
+    from gpusleuth.run.meta import read_meta
+
+    meta = read_meta(run_dir)
+    if recording_state(run_dir, meta.get("end_ns")) == RECORDING:
+        raise InputError(run_dir, "is still being recorded (its launcher holds it); finalize it once it ends")
+    notes = finalize_run_dir(run_dir, run.end_ns)
+    said = [m.split("; `gpusleuth finalize", 1)[0] for m in run.losses]  # it is final now
+    losses = list(dict.fromkeys([*(meta.get("losses") or []), *said, *notes]))
+    if meta.get("end_ns") is None:
+        meta["end_ns"] = run.end_ns
+    meta["losses"] = [m for m in losses if not m.startswith("meta.json: ")]
+    try:
+        write_meta(run_dir, meta)
+    except OSError as exc:
+        raise InputError(run_dir, f"cannot write meta.json ({exc.strerror or exc})") from None
+    for leftover in (RESERVE_FILE, RECORDING_LOCK):
+        try:
+            (run_dir / leftover).unlink(missing_ok=True)
+        except OSError:
+            pass
+    return meta["losses"]

@@ -26,6 +26,7 @@ from gpusleuth.errors import LaunchError
 from gpusleuth.recorder.finalize import finalize_run_dir
 from gpusleuth.recorder.space import merge_spill, release_space, reserve_space, spill_dir, _remove_spill
 from gpusleuth.run.meta import FORMAT_VERSION, META_FILE, write_meta
+from gpusleuth.run.recording import hold_recording_lock, release_recording_lock
 
 HOOK_DIR = Path(__file__).resolve().parents[1] / "hook"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
@@ -235,9 +236,11 @@ def launch(opts: LaunchOptions) -> LaunchResult:
         "stopped_by": None,
         "report_options": opts.report_options,
     }
+    lock = hold_recording_lock(run_dir)  # readers see a run being recorded, not one whose launcher died
     try:
         write_meta(run_dir, meta)
     except OSError as exc:
+        release_recording_lock(run_dir, lock)
         raise LaunchError(f"gpusleuth: cannot write the run directory {run_dir}: {exc.strerror or exc}") from None
 
     reserve = reserve_space(run_dir)
@@ -255,6 +258,7 @@ def launch(opts: LaunchOptions) -> LaunchResult:
         _stop_recorder(recorder, notes)
         release_space(reserve)
         _remove_spill(spill)
+        release_recording_lock(run_dir, lock)
         raise LaunchError(f"gpusleuth: cannot start {opts.command[0]}: {exc.strerror or exc}", exit_code=126) from None
     terminal.give(child.pid)
     _tell(recorder, f"pid {child.pid}\n", notes)
@@ -295,6 +299,7 @@ def launch(opts: LaunchOptions) -> LaunchResult:
         if not _save_meta(run_dir, meta, []) and saved:
             notes.append("could not rewrite meta.json with these notes (its end and exit code are saved): "
                          "they are only in this report")
+        release_recording_lock(run_dir, lock)
     finally:
         for s, handler in ignored.items():
             signal.signal(s, handler)

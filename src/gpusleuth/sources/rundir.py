@@ -14,6 +14,7 @@ from gpusleuth.sources.events import parse_event_files
 from gpusleuth.run.layout import LOAD_TABLE, TELEMETRY_TABLES
 from gpusleuth.run.meta import read_meta
 from gpusleuth.run.model import Run, Table
+from gpusleuth.run.recording import RECORDING, UNFINISHED, recording_state
 from gpusleuth.run.streams import STREAM_SUFFIX, read_stream
 from gpusleuth.recorder.schemas import SCHEMAS
 
@@ -28,15 +29,25 @@ def load_run(path: str | Path) -> Run:
     meta_notes: list[str] = []
     meta = read_meta(run_dir, meta_notes)
     run = Run(meta=meta, path=run_dir, losses=meta_notes)
-    if meta.get("end_ns") is None:
+    state = recording_state(run_dir, meta.get("end_ns"))
+    live = state == RECORDING
+    if state == UNFINISHED and meta.get("end_ns") is None:
         run.losses.append(
-            "the run has no recorded end (the launcher was killed?): its end is taken as the last sample"
+            "the run has no recorded end (its launcher was killed): its end is taken as the last sample; "
+            f"`gpusleuth finalize {run_dir}` makes it final"
         )
     for name in TELEMETRY_TABLES:
-        table, loss = _read_table(run_dir, name)
+        table, loss = _read_table(run_dir, name, live)
         if loss:
             run.losses.append(loss)
         setattr(run, name, table)
+    cut = _snapshot_end(run) if live else None
+    if cut is not None:
+        meta["end_ns"] = min(cut, meta.get("end_ns") or cut)
+        for name in TELEMETRY_TABLES:
+            setattr(run, name, _before(getattr(run, name), "t_ns", cut))
+        run.losses.append(f"the run is still being recorded: this report is a snapshot of it up to "
+                          f"{(cut - (meta.get('start_ns') or cut)) / 1e9:.1f} s (its last sample written)")
     if meta.get("end_ns") is None:
         last = [int(t["t_ns"].max()) for t in (run.host, run.gpu) if len(t)]
         if last:
@@ -50,6 +61,9 @@ def load_run(path: str | Path) -> Run:
         meta["end_ns"] = int(events.steps["end_ns"].max())
     if meta.get("start_ns") is None:
         _recover_start(run, run_dir, events.steps)
+    if cut is not None:  # every source up to the same moment: a step or request written after it waits
+        for name in ("steps", "phases", "comm", "requests"):
+            setattr(events, name, _before(getattr(events, name), "end_ns", cut))
     run.steps, run.phases, run.logs = events.steps, events.phases, events.logs
     run.comm = events.comm
     run.requests = events.requests
@@ -125,7 +139,30 @@ def _recover_start(run: Run, run_dir: Path, steps: Table) -> None:
         run.meta["end_ns"] = None
 
 
-def _read_table(run_dir: Path, name: str) -> tuple[Table, str | None]:
+def _snapshot_end(run: Run) -> int | None:
+    """The moment up to which every sampler of a live run has written: the earliest of their last samples
+    (each flushes about once a second; cutting everything there makes the tables agree)."""
+    last = [int(t["t_ns"].max()) for t in (run.host, run.gpu) if len(t) and "t_ns" in t.columns]
+    return min(last) if last else None
+
+
+def _before(table: Table, column: str, cut: int) -> Table:
+    if not len(table) or column not in table.columns:
+        return table
+    return table.filter(np.asarray(table[column]) <= cut)
+
+
+def _read_table(run_dir: Path, name: str, live: bool = False) -> tuple[Table, str | None]:
+    """The table from Parquet, else from its Arrow stream. ``live``: the run is being recorded, so a batch
+    cut off at the stream's end is one being written (not a loss), and a stream that vanishes under us was
+    just converted by the launcher's finalization (read the Parquet it became)."""
+    table, loss = _read_table_once(run_dir, name, live)
+    if live and loss and (run_dir / f"{name}.parquet").exists():
+        table, loss = _read_table_once(run_dir, name, live)
+    return table, loss
+
+
+def _read_table_once(run_dir: Path, name: str, live: bool) -> tuple[Table, str | None]:
     parquet = run_dir / f"{name}.parquet"
     if parquet.exists():
         try:
@@ -142,7 +179,7 @@ def _read_table(run_dir: Path, name: str) -> tuple[Table, str | None]:
             return Table(), f"{parquet.name} is unreadable ({exc}); its samples are missing from this report"
     stream = run_dir / f"{name}{STREAM_SUFFIX}"
     if stream.exists():
-        table, loss = read_stream(stream)
+        table, loss = read_stream(stream, live=live)
         table = _arrow_to_table(table) if table is not None else Table()
         wrong = _off_schema(name, table)
         if wrong:
