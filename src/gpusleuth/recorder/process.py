@@ -72,6 +72,8 @@ class Recorder:
             "interval_s": self.interval_ns / 1e9,
             "gpu": self.gpu.hardware() if self.gpu else [],
             "gpu_note": self.gpu_note,
+            # why GPU columns are empty (calls switched off, with NVML's answer) and how often calls failed
+            "gpu_diagnostics": self._guard("nvml", self.gpu.diagnostics) if self.gpu else None,
             "host": self.host.hardware(),
             "samples": self.samples,
             "started_ns": self.started_ns,
