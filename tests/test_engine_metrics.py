@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from gpusleuth.sources.engine_metrics import histogram_quantile, parse_engine_metrics, read_engine_scrapes
+from gpusleuth.run.engine_samples import histogram_quantile
+from gpusleuth.sources.engine_metrics import parse_engine_metrics, read_engine_scrapes
 
 FIX = REPO / "tests" / "fixtures" / "engine_metrics"
 VLLM = (FIX / "vllm_v1_design_doc.metrics").read_text()

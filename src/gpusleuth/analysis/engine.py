@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from gpusleuth.run.model import Run
-from gpusleuth.sources.engine_metrics import EngineSample, histogram_quantile
+from gpusleuth.run.engine_samples import EngineSample, histogram_quantile
 
 LATE_NS = 300_000_000  # a scrape this soon after a level's end still belongs to it (requests finishing last)
 

@@ -20,9 +20,9 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from gpusleuth.run.layout import ENGINE_METRICS_FILE as FILE
 from gpusleuth.sources.engine_metrics import COUNTERS, ENGINE_PREFIXES, GAUGES, HISTOGRAMS
 
-FILE = "engine_metrics.jsonl"
 INTERVAL_S = 1.0
 TIMEOUT_S = 2.0
 MAX_BYTES = 8 << 20  # an engine's /metrics is tens of KB; a server answering gigabytes is not one

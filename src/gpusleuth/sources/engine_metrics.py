@@ -24,9 +24,11 @@ replicas) are added up — KV usage is their mean.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from gpusleuth.run.engine_samples import EngineSample, Histogram
+from gpusleuth.run.layout import ENGINE_METRICS_FILE
 
 ENGINE_PREFIXES = {"vllm:": "vllm", "sglang:": "sglang", "tgi_": "tgi", "llamacpp:": "llamacpp"}
 RANK_LABELS = frozenset(("tp_rank", "pp_rank", "moe_ep_rank", "le"))
@@ -53,24 +55,6 @@ HISTOGRAMS: dict[str, tuple[str, ...]] = {
     "tpot": ("vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds",
              "sglang:time_per_output_token_seconds", "tgi_request_mean_time_per_token_duration"),
 }
-
-
-@dataclass
-class Histogram:
-    """Cumulative bucket counts by upper bound (seconds; the last is +inf), with the sum and the count."""
-
-    bounds: list[float]
-    counts: list[float]
-    sum: float | None
-    count: float
-
-
-@dataclass
-class EngineSample:
-    t_ns: int
-    engine: str  # vllm / sglang / tgi / llamacpp
-    values: dict[str, float] = field(default_factory=dict)  # GAUGES and COUNTERS found in this scrape
-    hists: dict[str, Histogram] = field(default_factory=dict)
 
 
 def detect_engine(text: str) -> str | None:
@@ -140,7 +124,7 @@ def read_engine_scrapes(run_dir) -> tuple[list[EngineSample], str | None]:
     import json
     from pathlib import Path
 
-    path = Path(run_dir) / "engine_metrics.jsonl"
+    path = Path(run_dir) / ENGINE_METRICS_FILE
     if not path.is_file():
         return [], None
     out: list[EngineSample] = []
@@ -174,21 +158,5 @@ def _merged(series: list[dict]) -> Histogram:
     return Histogram(bounds=bounds, counts=counts, sum=sum(sums) if sums else None, count=count)
 
 
-def histogram_quantile(bounds: list[float], counts: list[float], q: float) -> float | None:
-    """Prometheus's ``histogram_quantile``: linear within the bucket that holds the q-th observation (the
-    +inf bucket answers with the largest finite bound). None without observations."""
-    if not counts or counts[-1] <= 0:
-        return None
-    rank = q * counts[-1]
-    prev_b, prev_c = 0.0, 0.0
-    for b, c in zip(bounds, counts):
-        if c >= rank:
-            if b == float("inf"):
-                return prev_b
-            return prev_b + (b - prev_b) * ((rank - prev_c) / (c - prev_c) if c > prev_c else 0.0)
-        prev_b, prev_c = b, c
-    return prev_b
-
-
-__all__ = ["read_engine_scrapes", "COUNTERS", "ENGINE_PREFIXES", "EngineSample", "GAUGES", "HISTOGRAMS", "Histogram", "detect_engine",
-           "histogram_quantile", "parse_engine_metrics"]
+__all__ = ["COUNTERS", "ENGINE_PREFIXES", "GAUGES", "HISTOGRAMS", "detect_engine", "parse_engine_metrics",
+           "read_engine_scrapes"]
