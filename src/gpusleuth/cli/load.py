@@ -335,16 +335,18 @@ def _write_load_only(args, plan, result) -> Path:
     from gpusleuth._version import __version__
     from gpusleuth.recorder.launcher import prepare_run_dir
     from gpusleuth.recorder.loadgen import write_load
-    from gpusleuth.run.meta import FORMAT_VERSION, write_meta
+    from gpusleuth.run.layout import RunDir
+    from gpusleuth.run.meta import FORMAT_VERSION
 
     run_dir = prepare_run_dir(args.out)
-    (run_dir / "raw").rmdir()  # nothing records steps here
+    layout = RunDir(run_dir)
+    layout.raw.rmdir()  # nothing records steps here
     meta = {"format": FORMAT_VERSION, "gpusleuth_version": __version__, "source": "load", "label": args.label,
             "command": None, "hostname": __import__("os").uname().nodename, "start_ns": result.start_ns,
             "end_ns": result.end_ns, "load": result.meta(plan)}
     try:
         write_load(run_dir, result)
-        write_meta(run_dir, meta)
+        layout.write_meta(meta)
     except OSError as exc:
         raise LaunchError(f"gpusleuth load: cannot write the run directory {run_dir}: {exc.strerror or exc}") from None
     return run_dir
@@ -355,7 +357,7 @@ def _with_server(args, plan, command):
     from gpusleuth.recorder.launcher import LaunchOptions, default_run_dir, launch
     from gpusleuth.recorder.loadgen import LoadThread, write_load
     from gpusleuth.report.options import options_from_args
-    from gpusleuth.run.meta import read_meta, write_meta
+    from gpusleuth.run.layout import RunDir
 
     if not 0 < args.interval <= 60:
         raise LaunchError("gpusleuth load: --interval must be between 0 and 60 seconds")
@@ -371,17 +373,18 @@ def _with_server(args, plan, command):
     result = driver.finish()
     run_dir = launched.run_dir
     server = None
-    meta = read_meta(run_dir, [])
+    layout = RunDir(run_dir)
+    meta = layout.read_meta([])
     if meta.get("stopped_by") is None:  # it ended on its own, before the levels were done
         server = (f"the server ({' '.join(command)[:80]}) exited with code {launched.exit_code} after "
-                  f"{time.monotonic() - started:.1f} s; its output is in {run_dir / 'output.log'}")
+                  f"{time.monotonic() - started:.1f} s; its output is in {layout.output_log}")
     if result is not None:
         meta["load"] = result.meta(plan)
         if server:
             meta.setdefault("losses", []).append(f"the load was cut short: {server}")
         try:
             write_load(run_dir, result)
-            write_meta(run_dir, meta)
+            layout.write_meta(meta)
         except OSError as exc:
             _say(f"could not write the load results into {run_dir} ({exc.strerror or exc})")
     _say(f"run recorded in {run_dir}")
