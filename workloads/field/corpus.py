@@ -62,6 +62,7 @@ class Script:
     profile_steps: str = "4-6"
     env: tuple[tuple[str, str], ...] = ()
     timeout: int = 300
+    in_own_folder: bool = False  # run from the script's folder (it reads config and data by relative path)
 
     @property
     def file(self) -> Path:
@@ -108,6 +109,24 @@ def imagenet_clock(text: str, script: Script) -> Clock:
                  samples_per_step=float(script.arg("-b")), first_timed=int(rows[0][0]))
 
 
+NANOGPT = re.compile(r"^iter (\d+): loss [0-9.]+, time ([0-9.]+)ms", re.M)
+NANOGPT_TOKENS = re.compile(r"^tokens per iteration will be: ([0-9,]+)", re.M)
+
+
+def nanogpt_clock(text: str, script: Script) -> Clock:
+    """nanoGPT train.py: ``iter N: loss L, time T ms, mfu M%`` every ``log_interval`` iterations (run with 1),
+    T the whole iteration by its own ``time.time()``; tokens per iteration as the script prints them
+    (``tokens per iteration will be: 1,024``: every micro-batch of the accumulation counted)."""
+    rows = NANOGPT.findall(text)
+    tokens = NANOGPT_TOKENS.search(text)
+    if not rows or tokens is None:
+        raise ValueError("no nanoGPT iteration line in the script's output")
+    tok = float(tokens.group(1).replace(",", ""))
+    return Clock(steps=len(rows), step_s=[float(r[1]) / 1e3 for r in rows],
+                 samples_per_step=tok / float(script.arg("--block_size")), tokens_per_step=tok,
+                 first_timed=int(rows[0][0]) + 1)
+
+
 # ---------------------------------------------------------------- the corpus
 
 SCRIPTS: list[Script] = [
@@ -122,16 +141,27 @@ SCRIPTS: list[Script] = [
            field_clock, needs=("lightning", "jsonargparse"), profile_steps="10-14"),
 ]
 
+NANOGPT_ARGS = ("--dataset=synthetic", "--device=cpu", "--compile=False", "--dtype=float32", "--n_layer=2",
+                "--n_head=2", "--n_embd=64", "--block_size=64", "--batch_size=8", "--max_iters=30",
+                "--eval_interval=1000", "--eval_iters=4", "--log_interval=1", "--out_dir={tmp}/out")
+SCRIPTS += [
+    Script("nanogpt_accum2", "nanoGPT LM, no DataLoader, gradient accumulation ×2", "nanogpt/train.py",
+           NANOGPT_ARGS + ("--gradient_accumulation_steps=2",), nanogpt_clock, in_own_folder=True),
+    Script("nanogpt", "nanoGPT LM, no DataLoader, one micro-batch", "nanogpt/train.py",
+           NANOGPT_ARGS + ("--gradient_accumulation_steps=1",), nanogpt_clock, in_own_folder=True),
+]
+
 BY_NAME = {s.name: s for s in SCRIPTS}
 
 
 # ---------------------------------------------------------------- running and checking
 
 
-def command(script: Script, out: Path, profile: bool) -> list[str]:
+def command(script: Script, out: Path, profile: bool, tmp: Path) -> list[str]:
     run_args = ["--profile-steps", script.profile_steps] if profile else []
+    args = [a.replace("{tmp}", str(tmp)) for a in script.args]
     return [sys.executable, "-m", "gpusleuth", "run", "--no-gpu", "--no-report", *run_args, "--out", str(out), "--",
-            sys.executable, *script.launcher, str(script.file), *script.args]
+            sys.executable, *script.launcher, str(script.file), *args]
 
 
 def environment(script: Script) -> dict[str, str]:
@@ -142,9 +172,11 @@ def environment(script: Script) -> dict[str, str]:
 
 def record(script: Script, out: Path, profile: bool, cwd: Path) -> subprocess.CompletedProcess:
     """``gpusleuth run --no-gpu --no-report [--profile-steps a-b] -- python SCRIPT ARGS`` in ``cwd`` (the
-    scripts write checkpoints and logs where they run)."""
-    return subprocess.run(command(script, out, profile), capture_output=True, text=True, timeout=script.timeout,
-                          env=environment(script), cwd=cwd)
+    scripts write checkpoints and logs where they run; ``{tmp}`` in an argument is ``cwd``), or in the
+    script's own folder for scripts that read their config and data by relative path."""
+    return subprocess.run(command(script, out, profile, cwd), capture_output=True, text=True,
+                          timeout=script.timeout, env=environment(script),
+                          cwd=script.file.parent if script.in_own_folder else cwd)
 
 
 @dataclass
