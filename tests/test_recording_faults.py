@@ -31,43 +31,43 @@ def small_disk(tmp_path):
     subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
-FILL_DISK = """
-import os, sys, time
+FILL = """
+def fill(path):  # fill the run's disk to the last byte
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    for size in (65536, 1):
+        try:
+            while True:
+                os.write(fd, b"x" * size)
+        except OSError:
+            pass
+    os.close(fd)
+"""
+FILL_DISK = "import os, sys, time\n" + FILL + """
 time.sleep(1.5)
-fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT)  # fill the run's disk to the last byte
-for size in (65536, 1):
-    try:
-        while True:
-            os.write(fd, b"x" * size)
-    except OSError:
-        pass
-os.close(fd)
+fill(sys.argv[1])
 time.sleep(1.5)  # the recorder's flushes fail now
 """
 
 
-def test_disk_full_keeps_the_streams_and_the_exit_code(small_disk):
+def test_disk_full_keeps_the_telemetry_and_the_exit_code(small_disk):
     out = small_disk / "run"
     filler = small_disk / "filler"
     res = gpusleuth("run", "--out", out, "--no-report", "--", PY, "-c", FILL_DISK, filler, timeout=120)
     assert res.returncode == 0, res.stderr  # the job's own code, not the launcher's trouble
     assert "Traceback" not in res.stderr, res.stderr
-    assert list(out.glob("*.arrows")), "the recorder's streams must stay when Parquet cannot be written"
-    # report reads the unfinalized run, on the full disk...
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["exit_code"] == 0 and meta["end_ns"], meta
+    # report reads it, on the full disk...
     rep = gpusleuth("report", out, "--json", timeout=120)
     assert rep.returncode == 0, rep.stderr
-    losses = json.loads(rep.stdout)["losses"]
-    assert any("could not write" in m for m in losses), losses
     # ...and read-only
     subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
-    ro = gpusleuth("report", out, "--json", timeout=120)
+    try:
+        ro = gpusleuth("report", out, "--json", timeout=120)
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
     assert ro.returncode == 0 and "Traceback" not in ro.stderr, ro.stderr
-    subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
-    # with space again, the next report finalizes it
-    filler.unlink()
-    again = gpusleuth("report", out, "--json", timeout=120)
-    assert again.returncode == 0, again.stderr
-    assert not list(out.glob("*.arrows")) and (out / "host.parquet").exists()
+    assert json.loads(ro.stdout)["run"]["wall_s"] == json.loads(rep.stdout)["run"]["wall_s"]
 
 
 def test_a_stray_write_probe_does_not_block_the_retry(tmp_path):
@@ -135,3 +135,158 @@ def test_duration_is_honoured_when_the_job_ignores_sigint(tmp_path):
     took = time.monotonic() - t
     assert took < 15, f"--duration 1 ran {took:.1f} s (waited --grace for a SIGINT the job ignores)"
     assert res.returncode == 143, res.stderr
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 23: output capture on a full disk, steps on a full disk, racing --out claims.
+
+def _fill(disk: Path, leave: int = 0, name: str = "filler") -> Path:
+    """Fill ``disk`` (a tmpfs) with one file until ``leave`` bytes or fewer are free."""
+    path = disk / name
+    with open(path, "ab") as f:
+        for size in (1 << 20, 4096, 1):
+            try:
+                while True:
+                    st = os.statvfs(disk)
+                    if st.f_bavail * st.f_frsize - size < leave:
+                        break
+                    f.write(b"x" * size)
+                    f.flush()
+            except OSError:
+                pass
+    return path
+
+
+FLOOD_OUTPUT = """
+import sys
+for _ in range(200):  # 12.8 MB on stdout, more than the 4 MiB disk holds
+    sys.stdout.write("y" * 63 + "\\n" * 1 + "z" * 63999 + "\\n")
+sys.stdout.flush()
+sys.stderr.write("done\\n")
+"""
+
+
+@pytest.mark.slow
+def test_capture_output_on_a_full_disk_drains_the_job(small_disk):
+    """Case 2: the copy thread died on ENOSPC and the job blocked writing to a pipe nobody read."""
+    out = small_disk / "run"
+    p = subprocess.run([PY, "-m", "gpusleuth", "run", "--out", str(out), "--no-report", "--capture-output", "--",
+                        PY, "-c", FLOOD_OUTPUT], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.rstrip().splitlines().count("done") == 1  # the job's stderr still came through, once
+    losses = json.loads((out / "meta.json").read_text())["losses"]
+    note = [m for m in losses if m.startswith("output.log is incomplete")]
+    assert note, losses
+    logged = (out / "output.log").stat().st_size
+    assert f"after {logged:,} bytes" in note[0], (note, logged)  # the log ends where the note says
+
+
+STEPS_THROUGH_A_FULL_DISK = "import os, sys, time\nimport gpusleuth\n" + FILL + """
+for i in range(300):
+    time.sleep(0.01)
+    gpusleuth.step(samples=4)
+    if i == 60:  # the job fills its own disk mid-run (checkpoints, logs)
+        fill(sys.argv[1])
+"""
+
+
+def _steps_in(run_dir: Path) -> int:
+    return sum(line.startswith("S\t") for p in (run_dir / "raw").glob("events-*.tsv")
+               for line in p.read_text().splitlines())
+
+
+@pytest.mark.slow
+def test_a_disk_filled_mid_run_keeps_every_step_and_the_end(small_disk):
+    """Case 3: 61-100 % of the steps were gone, the end unsaved ("wall 1.05 s" for 28 s), nothing said."""
+    out = small_disk / "run"
+    t0 = time.time()
+    res = gpusleuth("run", "--out", out, "--no-report", "--", PY, "-c", STEPS_THROUGH_A_FULL_DISK,
+                    small_disk / "filler", timeout=120)
+    took = time.time() - t0
+    assert res.returncode == 0, res.stderr
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["exit_code"] == 0 and meta["end_ns"], meta  # the end was saved in the reserved space
+    assert _steps_in(out) == 300, "every step the job made is in the run"
+    rep = gpusleuth("report", out, "--json", timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    doc = json.loads(rep.stdout)
+    wall = (meta["end_ns"] - meta["start_ns"]) / 1e9
+    assert 3.0 <= wall <= took, (wall, took)  # 300 steps of >= 10 ms: not the 1 s the last sample said
+
+
+@pytest.mark.slow
+def test_a_disk_full_from_the_start_states_where_the_steps_are(small_disk):
+    """Case 3, 20 kB free at the start: no room for a reserve either; the steps go to the spill directory
+    and the run's notes say how many, and where (the exact count, checked against the file)."""
+    _fill(small_disk, leave=20_000, name="before")
+    out = small_disk / "run"
+    res = gpusleuth("run", "--out", out, "--no-report", "--", PY, "-c", STEPS_THROUGH_A_FULL_DISK,
+                    small_disk / "filler", timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr, res.stderr
+    import re
+
+    m = re.search(r"([\d,]+) event line\(s\) \(([\d,]+) step\(s\)\) of raw/(events-\d+\.tsv) could not be "
+                  r"written .* kept in (\S+):", res.stderr)
+    assert m, res.stderr
+    spilled = Path(m.group(4))
+    try:
+        kept = spilled.read_text().splitlines()
+        steps_spilled = sum(line.startswith("S\t") for line in kept)
+        assert int(m.group(2).replace(",", "")) == steps_spilled
+        assert _steps_in(out) + steps_spilled == 300, "written + spilled = every step"
+    finally:
+        spilled.unlink(missing_ok=True)
+        spilled.parent.rmdir()
+
+
+_CLAIM = """
+import sys
+from multiprocessing import Barrier, Process, Queue
+from pathlib import Path
+from gpusleuth.errors import LaunchError
+from gpusleuth.recorder.launcher import prepare_run_dir
+
+def racer(base, n, barrier, won):
+    wins = []
+    for i in range(n):
+        barrier.wait()
+        try:
+            prepare_run_dir(Path(base) / str(i))
+            wins.append(i)
+        except LaunchError:
+            pass
+    won.put(wins)
+
+if __name__ == "__main__":
+    base, n = sys.argv[1], int(sys.argv[2])
+    barrier, won = Barrier(2), Queue()
+    ps = [Process(target=racer, args=(base, n, barrier, won)) for _ in range(2)]
+    for p in ps: p.start()
+    a, b = won.get(timeout=120), won.get(timeout=120)
+    for p in ps: p.join()
+    print(len(set(a) & set(b)), len(set(a) | set(b)))
+"""
+
+
+@pytest.mark.slow
+def test_two_runs_never_claim_the_same_out(tmp_path):
+    """Case 4: two processes claim 300 directories in lockstep; each directory goes to exactly one."""
+    res = subprocess.run([PY, "-c", _CLAIM, str(tmp_path), "300"], capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stderr
+    both, claimed = map(int, res.stdout.split())
+    assert both == 0 and claimed == 300, res.stdout
+
+
+@pytest.mark.slow
+def test_two_gpusleuth_runs_racing_for_one_out(tmp_path):
+    out = tmp_path / "run"
+    procs = [subprocess.Popen([PY, "-m", "gpusleuth", "run", "--out", str(out), "--no-report", "--no-gpu", "--",
+                               PY, "-c", "pass"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes[0] == 0 and codes[1] != 0, results
+    assert any("not empty" in err for _, err in results), results

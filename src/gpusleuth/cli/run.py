@@ -96,6 +96,8 @@ def run_command(args) -> int:
         if live is not None:
             live.close()
         print(f"gpusleuth: run recorded in {result.run_dir}", file=sys.stderr)
+        if args.no_report:
+            _print_unsaved_notes(result)
         _report_after_run(args, result)
     except KeyboardInterrupt:  # Ctrl-C during the report stops the report, not the job's exit code
         print(f"gpusleuth: report interrupted; the run is saved in {result.run_dir}", file=sys.stderr)
@@ -114,6 +116,8 @@ def _report_after_run(args, result) -> None:
 
         try:
             report_run = load_run(result.run_dir)
+            # what the launcher could not save into meta.json (a full disk) is said all the same
+            report_run.losses.extend(n for n in result.notes if n not in report_run.losses)
             report = print_report(report_run, as_json=args.json, to_stderr=True,
                                   options=options_from_args(args), quiet=args.no_report)
             if args.html:
@@ -126,6 +130,19 @@ def _report_after_run(args, result) -> None:
         except Exception as exc:  # noqa: BLE001 - the job's exit code must survive a report bug
             print(f"gpusleuth: could not build the report ({exc.__class__.__name__}: {exc}); "
                   f"the run is saved in {result.run_dir}", file=sys.stderr)
+
+
+def _print_unsaved_notes(result) -> None:
+    """With no report to carry them, the launcher's notes that meta.json could not keep go to stderr."""
+    from gpusleuth.run.meta import read_meta
+
+    try:
+        saved = read_meta(result.run_dir).get("losses") or []
+    except Exception:  # noqa: BLE001 - meta.json unwritten or unreadable: every note is unsaved
+        saved = []
+    for note in result.notes:
+        if note not in saved:
+            print(f"gpusleuth: {note}", file=sys.stderr)
 
 
 def _check_range(text: str) -> None:

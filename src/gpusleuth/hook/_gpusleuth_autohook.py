@@ -40,6 +40,7 @@ except (AttributeError, OSError):  # platforms without a per-thread clock: proce
 _tid = threading.get_ident
 
 FLUSH_NS = 500000000  # flush at a step boundary at most this long after the previous flush
+UNWRITTEN_MAX = 64 << 20  # step events held in memory while the run's disk refuses them (~600k steps)
 COMMIT_BACKWARD_NS = 1000000000  # hold backward-delimited steps this long before trusting there is no optimizer
 GPU_PENDING_MAX = 4096
 
@@ -47,6 +48,14 @@ R = None  # the process's recorder once activated; the torch patches and gpusleu
 _T = None  # the _gpusleuth_torch module, once torch is imported (CUDA events, profiler)
 _F = None  # the _gpusleuth_flops module, when one step's FLOPs are to be counted
 _D = None  # the _gpusleuth_dist module, once torch is imported (collectives, DDP comm hook)
+
+
+def _say(text):
+    """One line on the job's stderr, never an exception (the job's own output must not break us)."""
+    try:
+        os.write(2, (text + "\n").encode("utf-8", "replace"))
+    except BaseException:
+        pass
 
 
 def _drop_flops():
@@ -182,7 +191,7 @@ class Recorder:
         "emitted", "nb", "cur_start", "c", "in_fetch", "opt_stack", "opt_t0", "bw_depth", "pending",
         "pending_opts", "held", "open_phases", "auto_eval", "eval_mod", "trained", "train_depth",
         "ckpt_depth", "dl_seen", "cuda_on", "cuda_prev", "gpu_q", "ev_pool", "prof", "prof_done", "exited",
-        "closure_ns", "gap_t0", "gap_c0", "fwd_handle", "prev_in", "framework_done", "lock",
+        "closure_ns", "gap_t0", "gap_c0", "fwd_handle", "prev_in", "framework_done", "lock", "unwritten",
     )
 
     def __init__(self, run_dir):
@@ -204,6 +213,7 @@ class Recorder:
                 pass
         self.fd = None
         self.broken = False
+        self.unwritten = b""  # bytes a write refused (disk full): retried at every flush, spilled at exit
         self.pid = os.getpid()
         self.role = role
         self.start_ns = _now()
@@ -591,38 +601,72 @@ class Recorder:
             self._flush(force)
 
     def _flush(self, force):
+        """A write the disk refuses (full, quota) loses nothing: the bytes not written stay in
+        ``unwritten`` (up to UNWRITTEN_MAX) and go first at the next flush, so the file continues exactly
+        where it stopped; at exit what still could not be written is spilled (``_spill``)."""
         if self.broken:
             self.buf = []
             return
-        if not self.buf and not (force and not self.header_done):
+        if not self.buf and not self.unwritten and not (force and not self.header_done):
             return
         n = len(self.buf)
         buf = self.buf[:n]
         del self.buf[:n]
+        data = self.unwritten
+        self.unwritten = b""
         try:
+            if not self.header_done:
+                buf.insert(0, self._header())
+                self.header_done = True
+            data += "".join([x if x.__class__ is str else _step_line(x) for x in buf]).encode("utf-8", "replace")
             if self.fd is None:
                 raw = os.path.join(self.run_dir, "raw")
                 os.makedirs(raw, exist_ok=True)
                 flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
                 self.fd = os.open(os.path.join(raw, "events-%d.tsv" % self.pid), flags, 0o644)
-            if not self.header_done:
-                buf.insert(0, self._header())
-                self.header_done = True
-            data = "".join([x if x.__class__ is str else _step_line(x) for x in buf]).encode("utf-8", "replace")
             while data:
                 n = os.write(self.fd, data)
                 data = data[n:]
+        except OSError:
+            if len(data) > UNWRITTEN_MAX:
+                self.broken = True  # a disk that stays full for this long: stop holding the job's memory
+                _say("gpusleuth: the run's disk refused %d bytes of step events; recording of steps stopped"
+                     % len(data))
+            else:
+                self.unwritten = data
         except BaseException:
             self.broken = True  # nowhere to write: stop trying rather than slow the job down
         self.last_flush = _now()
         if _T is not None:
             _T.cuda_check(self)
 
+    def _spill(self):
+        """At exit, events the run's disk never took go to ``$GPUSLEUTH_SPILL_DIR`` (another filesystem,
+        chosen by the launcher), which appends them to this process's events file once it has space."""
+        data, self.unwritten = self.unwritten, b""
+        spill = os.environ.get("GPUSLEUTH_SPILL_DIR")
+        if not data:
+            return
+        try:
+            if not spill:
+                raise OSError("no spill directory")
+            fd = os.open(os.path.join(spill, "events-%d.tsv" % self.pid), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                         0o600)
+            try:
+                while data:
+                    data = data[os.write(fd, data):]
+            finally:
+                os.close(fd)
+        except OSError:
+            _say("gpusleuth: %d step event line(s) of process %d could not be written (the run's disk is full)"
+                 % (data.count(b"\n"), self.pid))
+
     def at_exit(self):
         """Process exit (normal, sys.exit, an exception or Ctrl-C unwinding): write what we know."""
         try:
             if self.exited:
                 self.flush()
+                self._spill()
                 return
             self.exited = True
             if self.auto_eval is not None:
@@ -644,6 +688,7 @@ class Recorder:
                 except BaseException as exc:
                     self.error("profiler_stop", exc)
             self.flush(force=self.torch is not None)
+            self._spill()
         except BaseException:
             pass
 

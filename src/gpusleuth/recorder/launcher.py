@@ -24,7 +24,8 @@ from typing import Callable
 from gpusleuth._version import __version__
 from gpusleuth.errors import LaunchError
 from gpusleuth.recorder.finalize import finalize_run_dir
-from gpusleuth.run.meta import FORMAT_VERSION, write_meta
+from gpusleuth.recorder.space import merge_spill, release_space, reserve_space, spill_dir, _remove_spill
+from gpusleuth.run.meta import FORMAT_VERSION, META_FILE, write_meta
 
 HOOK_DIR = Path(__file__).resolve().parents[1] / "hook"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
@@ -93,17 +94,35 @@ def default_run_dir(command: list[str], kind: str = "") -> Path:
 
 
 def prepare_run_dir(path: Path) -> Path:
-    """Create the run directory and prove it is writable before the job starts."""
+    """Claim the run directory for this run and prove it is writable before the job starts.
+
+    The claim is one atomic step: ``meta.json`` is created with ``O_EXCL``, so of two runs given the same
+    ``--out`` at the same moment exactly one gets it (checking for emptiness and then creating raced: 25–52
+    of 300 simultaneous pairs both went ahead). The claim's first bytes are the write probe."""
+    path = Path(path)
+    meta = path / META_FILE
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".write-test"
-        if any(p.name != probe.name for p in path.iterdir()):  # a probe left by a full disk is no run
-            raise LaunchError(f"gpusleuth: run directory {path} is not empty; choose another --out")
         try:
-            probe.write_text("ok")
+            fd = os.open(meta, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            raise LaunchError(f"gpusleuth: run directory {path} is not empty; choose another --out") from None
+        claimed = True
+        try:
+            # a probe left by an older launcher that hit a full disk is no run
+            if any(p.name not in (META_FILE, ".write-test") for p in path.iterdir()):
+                raise LaunchError(f"gpusleuth: run directory {path} is not empty; choose another --out")
+            try:
+                os.write(fd, b"{}\n")  # replaced by write_meta; proves the disk takes a write
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            (path / ".write-test").unlink(missing_ok=True)
+            (path / "raw").mkdir(exist_ok=True)
+            claimed = False
         finally:
-            probe.unlink(missing_ok=True)
-        (path / "raw").mkdir(exist_ok=True)
+            if claimed:
+                meta.unlink(missing_ok=True)
     except PermissionError as exc:
         raise LaunchError(f"gpusleuth: cannot write the run directory {path}: {exc.strerror}") from None
     except OSError as exc:
@@ -113,7 +132,20 @@ def prepare_run_dir(path: Path) -> Path:
     return path
 
 
-def child_env(opts: LaunchOptions, run_dir: Path) -> dict[str, str]:
+def claim_default_run_dir(command: list[str], kind: str = "") -> Path:
+    """A new folder under ./gpusleuth-runs/ claimed for this run: a name another run took in the same
+    second (the same command started twice at once) moves on to the next number."""
+    for _ in range(1000):
+        path = default_run_dir(command, kind)
+        try:
+            return prepare_run_dir(path)
+        except LaunchError:
+            if not (path / META_FILE).exists():
+                raise  # not a race for the name: a disk or permission problem
+    raise LaunchError("gpusleuth: could not claim a new run directory under gpusleuth-runs/")
+
+
+def child_env(opts: LaunchOptions, run_dir: Path, spill: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.update(opts.extra_env)
     env["GPUSLEUTH_RUN_DIR"] = str(run_dir.resolve())
@@ -121,7 +153,22 @@ def child_env(opts: LaunchOptions, run_dir: Path) -> dict[str, str]:
     env["PYTHONPATH"] = str(HOOK_DIR) + (os.pathsep + old if old else "")
     if opts.profile_steps:
         env["GPUSLEUTH_PROFILE_STEPS"] = opts.profile_steps
+    if spill is not None:
+        env["GPUSLEUTH_SPILL_DIR"] = str(spill)
+    else:
+        env.pop("GPUSLEUTH_SPILL_DIR", None)
     return env
+
+
+def _save_meta(run_dir: Path, meta: dict, notes: list[str]) -> bool:
+    try:
+        write_meta(run_dir, meta)
+        return True
+    except OSError as exc:
+        notes.append(f"could not write meta.json ({exc.strerror or exc}): the run's end and exit code "
+                     f"(exit code {meta.get('exit_code')}) are not saved; `gpusleuth report` takes the end "
+                     "from the last sample")
+        return False
 
 
 class _Terminal:
@@ -166,7 +213,7 @@ def launch(opts: LaunchOptions) -> LaunchResult:
     if not opts.command:
         raise LaunchError("gpusleuth run: no command given (usage: gpusleuth run [options] -- CMD ARGS…)")
     executable = resolve_command(opts.command[0])
-    run_dir = prepare_run_dir(opts.out or default_run_dir(opts.command))
+    run_dir = prepare_run_dir(opts.out) if opts.out else claim_default_run_dir(opts.command)
     notes: list[str] = []
     meta = {
         "format": FORMAT_VERSION,
@@ -193,17 +240,21 @@ def launch(opts: LaunchOptions) -> LaunchResult:
     except OSError as exc:
         raise LaunchError(f"gpusleuth: cannot write the run directory {run_dir}: {exc.strerror or exc}") from None
 
+    reserve = reserve_space(run_dir)
+    spill = spill_dir(run_dir)
     recorder = _start_recorder(run_dir, opts)
     terminal = _Terminal()
     try:
         pipe = subprocess.PIPE if opts.capture_output else None
         job_out = pipe if pipe is not None or not opts.stdout_to_stderr else sys.stderr.fileno()
         child = subprocess.Popen(
-            [executable, *opts.command[1:]], env=child_env(opts, run_dir), process_group=0,
+            [executable, *opts.command[1:]], env=child_env(opts, run_dir, spill), process_group=0,
             stdout=job_out, stderr=pipe,
         )
     except OSError as exc:
         _stop_recorder(recorder, notes)
+        release_space(reserve)
+        _remove_spill(spill)
         raise LaunchError(f"gpusleuth: cannot start {opts.command[0]}: {exc.strerror or exc}", exit_code=126) from None
     terminal.give(child.pid)
     _tell(recorder, f"pid {child.pid}\n", notes)
@@ -214,6 +265,7 @@ def launch(opts: LaunchOptions) -> LaunchResult:
         returncode, stopped_by = _wait(child, recorder, opts, notes)
         if tee is not None:
             tee.join()
+            notes.extend(tee.notes)
     finally:
         # The job is over: a late Ctrl-C (to the whole group, or pressed twice) must neither cut the
         # finalization short nor print a traceback; signals still pending are discarded with the mask.
@@ -229,17 +281,20 @@ def launch(opts: LaunchOptions) -> LaunchResult:
             exit_code = returncode
         meta["exit_code"] = exit_code
         meta["stopped_by"] = stopped_by
+        # The space held since the start is what the run's last writes need on a disk the job filled:
+        # the end and exit code first, then the recorder's last rows, the spilled events, Parquet.
+        release_space(reserve)
+        saved = _save_meta(run_dir, meta, notes)
         _stop_recorder(recorder, notes)
+        notes.extend(merge_spill(spill, run_dir))
         notes.extend(finalize_run_dir(run_dir, meta["end_ns"]))
         status = _read_recorder_status(run_dir)
         if status:
             meta["recorder"] = status
         meta["losses"] = notes
-        try:
-            write_meta(run_dir, meta)
-        except OSError as exc:
-            notes.append(f"could not write meta.json ({exc.strerror or exc}): the run's end and exit code are "
-                         "not saved; `gpusleuth report` takes the end from the last sample")
+        if not _save_meta(run_dir, meta, []) and saved:
+            notes.append("could not rewrite meta.json with these notes (its end and exit code are saved): "
+                         "they are only in this report")
     finally:
         for s, handler in ignored.items():
             signal.signal(s, handler)
@@ -247,12 +302,21 @@ def launch(opts: LaunchOptions) -> LaunchResult:
 
 
 class _Tee:
-    """Copy the job's stdout and stderr to ours, byte for byte, and into one log file."""
+    """Copy the job's stdout and stderr to ours, byte for byte, and into one log file.
+
+    The copy never stops before the job's pipes close: a log write that fails (disk full, quota) ends the
+    log, not the draining — a copy thread that died there left the job blocked writing to a pipe nobody
+    read, forever. What the log missed is said in :attr:`notes`."""
 
     def __init__(self, child: subprocess.Popen, path: Path, stdout_to_stderr: bool = False):
         import threading
 
-        self._log = open(path, "ab")
+        self.path = path
+        self._log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._start = os.fstat(self._log).st_size
+        self._logged = 0  # bytes the log holds
+        self._missed = 0  # bytes the log could not take
+        self._log_error: str | None = None
         self._lock = threading.Lock()
         self._threads = [
             threading.Thread(target=self._pump, args=(src, dst), daemon=True)
@@ -265,22 +329,48 @@ class _Tee:
     def _pump(self, src, dst) -> None:
         fd = src.fileno()
         while True:
-            chunk = os.read(fd, 65536)
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
             if not chunk:
                 break
             try:
                 dst.write(chunk)
                 dst.flush()
-            except (BrokenPipeError, OSError):
+            except (BrokenPipeError, OSError, ValueError):
                 pass
-            with self._lock:
-                self._log.write(chunk)
-                self._log.flush()
+            self._to_log(chunk)
+
+    def _to_log(self, chunk: bytes) -> None:
+        with self._lock:
+            if self._log_error is None:
+                try:
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(self._log, view):]
+                    self._logged += len(chunk)
+                    return
+                except OSError as exc:
+                    self._log_error = exc.strerror or str(exc)
+                    try:  # the log ends at a whole chunk, not inside one
+                        os.ftruncate(self._log, self._start + self._logged)
+                    except OSError:
+                        pass
+            self._missed += len(chunk)
+
+    @property
+    def notes(self) -> list[str]:
+        if self._log_error is None:
+            return []
+        return [f"{self.path.name} is incomplete: it could not be written after {self._logged:,} bytes "
+                f"({self._log_error}); the job's remaining {self._missed:,} bytes of output still went to "
+                "gpusleuth's own output"]
 
     def join(self) -> None:
         for t in self._threads:
             t.join(timeout=10)
-        self._log.close()
+        os.close(self._log)
 
 
 def job_name(command: list[str]) -> str:

@@ -8,11 +8,14 @@ their math precision — are read once per distinct name, then summed with ``bin
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from gpusleuth.sources.kineto.model import KERNEL
 
 from . import classify as C
+from .op_dtype import DTYPES, launch_op_dtypes
 from .prep import COMM, Prepared
 
 SHORT_KERNEL_NS = 10_000
@@ -59,8 +62,8 @@ def breakdown(p: Prepared) -> dict:
     total = float(dur.sum())
     # families, per distinct name
     uname = [names[c] for c in uniq]
-    tc = np.array([C.is_tensor_core(n) for n in uname], bool)
-    prec = [C.precision(n) for n in uname]
+    g = _gemm_rows(p, np.flatnonzero(km), inv, uname)
+    tc_rows = g.tensor_core
     triton = np.array([C.is_triton(n) for n in uname], bool)
     comm_name = np.bincount(inv, weights=(cat == COMM).astype(np.float64), minlength=ng) > 0
     # launch-API families: CUDA graphs and driver-API (Triton) launches, from the launching call's name
@@ -81,10 +84,11 @@ def breakdown(p: Prepared) -> dict:
         return {"count": int(mask_rows.sum()), "time_s": t / 1e9, "share": t / total if total else 0.0}
 
     prec_time: dict[str, float] = {}
-    for i, pr in enumerate(prec):
-        if pr:
-            prec_time[pr] = prec_time.get(pr, 0.0) + tot[i]
+    for pr, t in g.by_precision.items():
+        prec_time[pr] = prec_time.get(pr, 0.0) + float(dur[t].sum())
     gemm_time = sum(prec_time.values())
+    # how much of the GEMM time had its op's dtype (record_shapes) rather than the kernel name alone
+    from_op = float(dur[g.from_op].sum()) / gemm_time if gemm_time else None
     top = np.argsort(-tot, kind="stable")[:TOP_N]
     short = dur < SHORT_KERNEL_NS
     return {
@@ -100,11 +104,11 @@ def breakdown(p: Prepared) -> dict:
             "median_us": med[i] / 1e3,
             "min_us": mn[i] / 1e3,
             "max_us": mx[i] / 1e3,
-            "family": _family(comm_name[i], triton[i], tc[i], prec[i]),
+            "family": _family(comm_name[i], triton[i], *g.by_name.get(i, (False, None))),
         } for i in top],
         "families": {
             "communication": share(cat == COMM),
-            "tensor_core": share(tc[inv]),
+            "tensor_core": share(tc_rows),
             "triton": share(by_triton),
             "cuda_graph": share(by_graph),
             "driver_api": share(by_driver),
@@ -114,7 +118,8 @@ def breakdown(p: Prepared) -> dict:
                           "time_share": float(dur[short].sum() / total) if total else 0.0},
         "precision_s": {k: v / 1e9 for k, v in sorted(prec_time.items(), key=lambda kv: -kv[1])},
         "precision_share_of_gemm": {k: v / gemm_time for k, v in prec_time.items()} if gemm_time else {},
-        "tensor_core_share": float(dur[tc[inv]].sum() / total) if total else None,
+        "tensor_core_share": float(dur[tc_rows].sum() / total) if total else None,
+        "precision_from_op_share": from_op,
     }
 
 
@@ -128,3 +133,38 @@ def _family(comm: bool, triton: bool, tc: bool, prec: str | None) -> str:
     if prec:
         return f"gemm {prec}"
     return "other"
+
+
+@dataclass
+class _GemmRows:
+    by_precision: dict[str, np.ndarray]  # kernel-row indices per precision
+    tensor_core: np.ndarray  # row mask
+    by_name: dict[int, tuple[bool, str | None]]  # name index → (tensor core, precision of most of its time)
+    from_op: np.ndarray  # GEMM rows whose launching op's dtype was known
+
+
+def _gemm_rows(p: Prepared, krows: np.ndarray, inv: np.ndarray, uname: list[str]) -> _GemmRows:
+    """Each kernel row's GEMM precision from its launching op's dtype and the kernel's name
+    (``classify.kernel_precision``), evaluated once per distinct (name, op dtype) pair."""
+    gemm_name = np.array([C.is_gemm(n) for n in uname] + [False], bool)
+    gidx = np.flatnonzero(gemm_name[inv])
+    dt = launch_op_dtypes(p, krows[gidx])
+    key = inv[gidx].astype(np.int64) * (len(DTYPES) + 1) + (dt.astype(np.int64) + 1)
+    ukey, kinv = np.unique(key, return_inverse=True)
+    by_prec: dict[str, list[np.ndarray]] = {}
+    tc_rows = np.zeros(len(inv), bool)
+    best: dict[int, tuple[float, bool, str | None]] = {}
+    durs = p.dur[krows]
+    for j, k in enumerate(ukey.tolist()):
+        ni, dcode = divmod(k, len(DTYPES) + 1)
+        pr = C.kernel_precision(uname[ni], DTYPES[dcode - 1] if dcode else None)
+        rows = gidx[kinv == j]
+        tc = pr in C.TENSOR_CORE_PRECISIONS if pr else C.is_tensor_core(uname[ni])
+        tc_rows[rows] = tc
+        if pr:
+            by_prec.setdefault(pr, []).append(rows)
+        t = float(durs[rows].sum())
+        if t >= best.get(ni, (-1.0, False, None))[0]:
+            best[ni] = (t, tc, pr)
+    return _GemmRows(by_precision={k: np.concatenate(v) for k, v in by_prec.items()}, tensor_core=tc_rows,
+                     by_name={i: (b[1], b[2]) for i, b in best.items()}, from_op=gidx[dt >= 0])

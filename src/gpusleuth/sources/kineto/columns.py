@@ -88,8 +88,10 @@ class ColumnBuilder:
         self.cat_ix: dict[Any, int] = {}
         self.pid_ix: dict[Any, int] = {}
         self.tid_ix: dict[Any, int] = {}
+        self.itype_ix: dict[Any, int] = {(): 0}  # code 0: no ``Input type`` recorded
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in
-                                                   ("ts", "dur", "cat", "name", "pid", "tid", *_INT_COLS)}
+                                                   ("ts", "dur", "cat", "name", "pid", "tid", "itype",
+                                                    *_INT_COLS)}
         self.phases: Counter = Counter()
         self.process_names: dict[Any, str] = {}
         self.thread_names: dict[tuple[Any, Any], str] = {}
@@ -141,6 +143,8 @@ class ColumnBuilder:
         p["corr"].append(_ints([a.correlation if a is not None else None for a in args]))
         p["stream"].append(_ints([a.stream if a is not None else None for a in args]))
         p["device"].append(_ints([a.device if a is not None else None for a in args]))
+        p["itype"].append(self._intern(self.itype_ix, [_signature(a.input_type) if a is not None else ()
+                                                       for a in args]))
 
     @staticmethod
     def _canonical_codes(cols: dict, key: str, table: dict) -> list:
@@ -191,9 +195,9 @@ class ColumnBuilder:
         ts = np.rint((ts_us - origin_us) * 1000.0).astype(np.int64)
         dur = np.rint(dur_us * 1000.0).astype(np.int64)
         del ts_us, dur_us
-        names, cats, pids, tids = (self._canonical_codes(cols, k, t) for k, t in
-                                   (("name", self.name_ix), ("cat", self.cat_ix), ("pid", self.pid_ix),
-                                    ("tid", self.tid_ix)))
+        names, cats, pids, tids, itypes = (self._canonical_codes(cols, k, t) for k, t in
+                                           (("name", self.name_ix), ("cat", self.cat_ix), ("pid", self.pid_ix),
+                                            ("tid", self.tid_ix), ("itype", self.itype_ix)))
         order = _event_order(ts, dur, cols)
         if len(order) and not (order[1:] > order[:-1]).all():
             ts, dur = ts[order], dur[order]
@@ -212,6 +216,7 @@ class ColumnBuilder:
         return TraceData(
             events=events,
             names=[_text(n) for n in names],
+            input_types=[", ".join(_text(x) for x in t) for t in itypes],
             cats=[_text(c) for c in cats],
             pids=pids,
             tids=tids,
@@ -263,6 +268,13 @@ def _event_order(ts: np.ndarray, dur: np.ndarray, cols: dict) -> np.ndarray:
     keys = [cols[k][rows] for k in ("device", "stream", "corr", "tid", "pid", "cat", "name")]
     order[at] = rows[np.lexsort([*keys, dur[rows], t[at]])]
     return order
+
+
+def _signature(v: Any) -> tuple:
+    """An ``Input type`` list as a hashable tuple of strings (anything else: empty)."""
+    if type(v) is list:
+        return tuple(x if type(x) is str else str(x) for x in v)
+    return ()
 
 
 def _text(v: Any) -> str:

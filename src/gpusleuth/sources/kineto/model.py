@@ -43,7 +43,9 @@ class TraceData:
     ``events`` columns: ``ts``/``dur`` (int64 ns, ``ts`` relative to ``origin_ns``), ``kind`` (uint8, see
     ``KIND_NAMES``), ``cat``/``name``/``pid``/``tid`` (int32 codes into the tables), ``corr``/``stream``/
     ``device`` (int64, -1 where absent). Sorted by ``ts``. Only the args the analyses use are kept:
-    each extra column costs ~10 % of load time on big traces.
+    each extra column costs ~10 % of load time on big traces. ``itype`` (int32) codes into
+    ``input_types``: an op's ``Input type`` arg joined with ", " (``"c10::BFloat16, , float"``), ``""``
+    where the event has none (traces recorded without ``record_shapes``, and every non-op row).
     """
 
     events: Table
@@ -57,6 +59,7 @@ class TraceData:
     thread_names: dict[tuple[Any, Any], str] = field(default_factory=dict)
     phase_counts: dict[str, int] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)  # rows not kept, by reason
+    input_types: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.events)

@@ -25,6 +25,9 @@ class Args(msgspec.Struct, forbid_unknown_fields=False, gc=False):
     stream: Any = None
     device: Any = None
     name: Any = None  # process_name / thread_name metadata rows
+    # an op's argument dtypes (traces recorded with ``record_shapes``); interned once per distinct
+    # signature (a msgspec.Raw would pin the in-place decode buffer)
+    input_type: Any = msgspec.field(default=None, name="Input type")
 
 
 class _Complete(msgspec.Struct, forbid_unknown_fields=False, gc=False):
