@@ -149,6 +149,9 @@ SCRIPTS += [
            NANOGPT_ARGS + ("--gradient_accumulation_steps=2",), nanogpt_clock, in_own_folder=True),
     Script("nanogpt", "nanoGPT LM, no DataLoader, one micro-batch", "nanogpt/train.py",
            NANOGPT_ARGS + ("--gradient_accumulation_steps=1",), nanogpt_clock, in_own_folder=True),
+    Script("nanogpt_compile", "torch.compile: nanoGPT LM with --compile=True (inductor, CPU)", "nanogpt/train.py",
+           tuple(a for a in NANOGPT_ARGS if a != "--compile=False") + ("--compile=True", "--gradient_accumulation_steps=1"),
+           nanogpt_clock, in_own_folder=True, timeout=600),
 ]
 
 BY_NAME = {s.name: s for s in SCRIPTS}
@@ -225,22 +228,24 @@ class Verdict:
 
 
 def check(script: Script, clock: Clock, run, report, profiled: bool) -> Verdict:
-    """Compare one recording with the script's own clock, on the steps gpusleuth calls steady."""
+    """Compare one recording with the script's own clock over the same steps: those gpusleuth counts in its
+    steady throughput (after warm-up, outside the profiler's window, with a known batch). Which steps
+    those are is gpusleuth's choice; every value on the clock side is the script's own."""
+    from gpusleuth.analysis.bundle import analyze
+
     d = report.to_dict()
     out = d["outcomes"] or {}
     thr = out.get("throughput") or {}
-    warm = int(thr.get("warmup_steps") or 0)
-    # the clock's entries for the steady steps: step k (1-based) is entry k - first_timed
-    first = max(warm + 1 - clock.first_timed, 0)
-    steady = np.array(clock.step_s[first:])
     tokens = clock.tokens_per_step is not None
     per_step = clock.tokens_per_step if tokens else clock.samples_per_step
-    data_got = None
-    if clock.data_s is not None:
-        from gpusleuth.analysis.bundle import analyze
-
-        main = analyze(run).view.main
-        data_got = float(np.median(main.wait_ns[main.steady])) / 1e9 if main is not None else None
+    main = analyze(run).view.main
+    keep = main.steady.copy()
+    keep &= (main.table["tokens"] > 0) if tokens else (main.table["samples"] >= 0)
+    # step k (1-based) is the clock's entry k - first_timed (a clock of timestamps has none for step 1)
+    idx = np.flatnonzero(keep) + 1 - clock.first_timed
+    idx = idx[(idx >= 0) & (idx < len(clock.step_s))]
+    steady = np.array(clock.step_s)[idx]
+    data_got = float(np.median(main.wait_ns[main.steady])) / 1e9 if clock.data_s is not None else None
     highs = [f.cause for f in report.findings if f.severity == "high"]
     return Verdict(
         name=script.name, profiled=profiled, steps_clock=clock.steps, steps_got=int(out.get("steps") or 0),
@@ -248,7 +253,7 @@ def check(script: Script, clock: Clock, run, report, profiled: bool) -> Verdict:
         tput_unit="tokens/s" if tokens else "samples/s",
         tput_clock=per_step / float(steady.mean()) if per_step else None,
         tput_got=thr.get("tokens_per_s" if tokens else "samples_per_s"),
-        data_clock=float(np.median(clock.data_s[first:])) if clock.data_s is not None else None,
+        data_clock=float(np.median(np.array(clock.data_s)[idx])) if clock.data_s is not None else None,
         data_got=data_got,
         findings=[(f.severity, f.cause, f.estimated_gain.speedup if f.estimated_gain else None)
                   for f in report.findings if f.cause != "healthy"],

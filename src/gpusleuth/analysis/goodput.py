@@ -45,13 +45,6 @@ class Goodput:
     notes: list[str] = field(default_factory=list)
 
 
-def _flops_step(run: Run, pid: int) -> int | None:
-    for info in run.infos:
-        if info.get("kind") == "flops" and info.get("pid") == pid and isinstance(info.get("step"), int):
-            return info["step"]
-    return None
-
-
 def tokens_total(run: Run, lo: int, hi: int) -> int | None:
     total = 0
     seen = False
@@ -69,10 +62,7 @@ def steady_state(run: Run, view: StepView) -> SteadyState:
     steps = main.table
     secs = main.seconds
     w = main.warmup
-    keep = main.steady
-    counted = _flops_step(run, int(steps["pid"][0]))
-    if counted is not None and w <= counted < len(secs) and keep.sum() > 1:
-        keep[counted] = False  # the step run under FlopCounterMode is slower by design
+    keep = main.steady  # warm-up, the profiled steps and the FLOP-counted one left out (analysis/steps.py)
     steady = secs[keep]
     med = float(np.median(steady))
     excess = float(np.maximum(secs[:w] - med, 0).sum())

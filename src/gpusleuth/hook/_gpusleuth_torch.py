@@ -102,6 +102,20 @@ def _patch_optimizer(torch, rec):
     optim.register_optimizer_step_pre_hook(pre_hook)
     optim.register_optimizer_step_post_hook(post_hook)
 
+    # An optimizer that exists will end the steps: backward() must not (see Recorder.backward_end).
+    cls = optim.Optimizer
+    real_init = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        r = _core.R
+        if r is not None:
+            r.opt_made = True
+        return real_init(self, *args, **kwargs)
+
+    __init__.__wrapped__ = real_init
+    __init__.__doc__ = real_init.__doc__
+    cls.__init__ = __init__
+
 
 def _time_closure(r, args, kwargs):
     """``step(closure)``: hand the optimizer a closure that adds its own duration to ``r.closure_ns``, so
@@ -538,8 +552,54 @@ def _first_forward(module, args):
         c[FSAMPLES], c[FTOKENS] = _input_shape(args, _seq_first(module))
         if x is not None and had:
             c[FNEW] = 0 if prev is x else 1
+        if not c[FETCHES]:
+            _watch_micro_batches(r, module)
     except Exception as exc:  # Ctrl-C is the user's: let it through
         r.error("first_forward", exc)
+    return None
+
+
+_MICRO = {}  # id(model) -> its forward pre-hook's handle: the models whose later forwards we count
+MICRO_MAX = 8
+
+
+def _watch_micro_batches(r, module):
+    """A loop without a DataLoader takes its samples from the forward's input; under gradient accumulation
+    one optimizer step runs several forwards (nanoGPT's ``for micro_step in range(...)``), and counting only
+    the first halved tokens/s. A pre-hook on this one model (not a global one: the submodules keep torch's
+    fast path) adds each later training forward's fresh input to the step's count."""
+    key = id(module)
+    if key in _MICRO or len(_MICRO) >= MICRO_MAX:
+        return
+    try:
+        _MICRO[key] = module.register_forward_pre_hook(_micro_forward)
+    except Exception as exc:  # Ctrl-C is the user's: let it through
+        _MICRO[key] = None
+        r.error("micro_forward_arm", exc)
+
+
+def _micro_forward(module, args):
+    """A later forward of a step's model: another micro-batch when it trains (grad enabled, module in
+    training mode, outside a phase) on a new input tensor in a step that fetched nothing from a loader."""
+    r = _core.R
+    if r is None or r.worker or _tid() != r.main_tid:
+        return None
+    try:
+        c = r.c
+        if c[GAP] < 0 or c[FETCHES] or c[FSAMPLES] < 0 or not module.training \
+                or not r.torch.is_grad_enabled() or r.open_phases:
+            return None  # the step's first forward (counted by _first_forward), a loader's step, or not training
+        x = next((a for a in args if getattr(a, "shape", None) is not None), None)
+        prev = r.prev_in() if r.prev_in is not None else None
+        if x is None or x is prev:
+            return None
+        r.prev_in = weakref.ref(x)
+        n, tokens = _input_shape(args, _seq_first(module))
+        c[FSAMPLES] = c[FSAMPLES] + n if n >= 0 else -1
+        if c[FTOKENS] >= 0:
+            c[FTOKENS] = c[FTOKENS] + tokens if tokens >= 0 else -1
+    except Exception as exc:  # Ctrl-C is the user's: let it through
+        r.error("micro_forward", exc)
     return None
 
 
