@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workloads"))
 from _truth import parse  # noqa: E402
 
-from gpusleuth.report.build import build_report  # noqa: E402
+from gpusleuth.pipeline.build import build_report  # noqa: E402
 from gpusleuth.sources.rundir import load_run  # noqa: E402
 
 JOBS = [

@@ -291,7 +291,7 @@ def test_one_run_directory_per_rank_is_reported_as_one_job(tmp_path):
     """Two directories (one per rank, started like a scheduler does) reported together: both ranks' steps,
     the planted straggler named with the other rank's wait within 25 % of the planted 20 ms; clocks aligned
     on the shared gloo collectives — and still aligned when one directory's clock is skewed by 250 ms."""
-    from gpusleuth.report.build import build_report
+    from gpusleuth.pipeline.build import build_report
     from gpusleuth.sources.jobdirs import merge_runs
     from gpusleuth.sources.rundir import load_run
 

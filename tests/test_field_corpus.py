@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpusleuth.report.build import build_report
+from gpusleuth.pipeline.build import build_report
 from gpusleuth.sources.rundir import load_run
 
 ROOT = Path(__file__).resolve().parents[1]

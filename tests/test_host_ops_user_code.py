@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from gpusleuth.analysis.host_ops import host_op_stats
-from gpusleuth.report.build import build_report
+from gpusleuth.pipeline.build import build_report
 from gpusleuth.sources.rundir import load_run
 
 JOB = """

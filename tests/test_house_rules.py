@@ -1,6 +1,7 @@
 """The house rules of docs/architecture.md, checked from the imports (AST), so the next change keeps them.
 
-Data flows one way: sources → Run → analysis → diagnosis → report → render → cli. A stage may import the
+Data flows one way: sources → Run → analysis → diagnosis → report → render → cli; ``pipeline`` drives the
+pass (Runs in, Reports out) and is the only stage after the analysis that holds a Run. A stage may import the
 stages before it, never those after; rules see only Facts; renderers format a Report and never reach back
 into the analysis or the files; only ``sources/`` (and the recorder, which writes them) reads files. Imports
 under ``if TYPE_CHECKING:`` are for annotations only and are not counted.
@@ -22,8 +23,10 @@ ALLOWED = {
     "sources": {"run", "sources", "recorder.schemas"},  # the recorder's on-disk schemas are the contract
     "recorder": {"run", "sources", "recorder"},  # writes the run directory; finalize turns raw events into tables
     "analysis": {"run", "analysis", "sources.kineto.model"},
-    "diagnosis": {"run", "analysis", "diagnosis"},
-    "report": {"run", "sources", "analysis", "diagnosis", "report"},
+    # the analysis is the last stage that sees a Run: what comes after reads the RunAnalysis
+    "diagnosis": {"analysis", "diagnosis"},
+    "report": {"sources", "analysis", "diagnosis", "report"},  # sources: the live view's tails
+    "pipeline": {"run", "sources", "analysis", "diagnosis", "report", "pipeline"},
     # renderers read the Report, plus the vocabulary the analysis defines (metric ids and their direction,
     # trace category ids) so that labels match the numbers
     "render": {"report", "render", "diagnosis.taxonomy", "diagnosis.finding", "analysis.compare", "analysis.trace"},
@@ -83,6 +86,21 @@ def test_each_stage_imports_only_the_stages_before_it(stage):
         if rel.parts[0] != stage:
             continue
         bad += [f"{rel}: imports {t}" for t in _imports(tree) if not _allowed(t, ALLOWED[stage])]
+    assert not bad, "\n".join(bad)
+
+
+def test_nothing_after_the_analysis_imports_the_run_model():
+    """Not even for an annotation: a Run that reaches the diagnosis, a report or a renderer is climbed back
+    up from (re-deriving what the analysis computed). ``pipeline`` hands it to the analysis and stops."""
+    bad = []
+    for rel, tree in _modules():
+        if rel.parts[0] not in ("diagnosis", "report", "render"):
+            continue
+        for node in ast.walk(tree):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            bad += [f"{rel}:{node.lineno}: imports {n}" for n in names
+                    if n == "gpusleuth.run" or n.startswith("gpusleuth.run.")]
     assert not bad, "\n".join(bad)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import TRACES, gpusleuth
-from gpusleuth.report.timeseries import MAX_POINTS, build_display, minmax_downsample
+from gpusleuth.analysis.timeseries import MAX_POINTS, build_display, minmax_downsample
 from gpusleuth.run.model import Run, Table
 
 DF = TRACES / "df_index_resolver" / "df_index_resolver.json.gz"
@@ -87,13 +87,15 @@ def _big_run(hours: float = 2.0, cores: int = 16, workers: int = 12) -> Run:
 
 def test_large_run_is_downsampled_in_the_report_stage_and_renders_fast(tmp_path):
     from gpusleuth.render.html import write_html
-    from gpusleuth.report.build import build_report
+    from gpusleuth.pipeline.build import build_report
 
     run = _big_run()
     t = time.perf_counter()
     from gpusleuth.analysis.steps import step_view
+    from gpusleuth.analysis.telemetry import assign_roles
 
-    d = build_display(run, [], step_view(run))
+    view = step_view(run)
+    d = build_display(run, [], view, assign_roles(run, view.pid))
     display_s = time.perf_counter() - t
     assert {p.key for p in d.panels} >= {"gpu_util", "gpu_power", "gpu_clocks", "steps", "procs", "cpu", "cores", "io"}
     for s in d.series:

@@ -14,8 +14,8 @@ from gpusleuth.sources.prices import read_price_table
 from gpusleuth.analysis.peaks import lookup_peak
 from gpusleuth.analysis.quality import Target, TargetError, compute_time_to_target
 from gpusleuth.errors import InputError
-from gpusleuth.report.build import build_report
-from gpusleuth.report.options import ReportOptions
+from gpusleuth.pipeline.build import build_report
+from gpusleuth.report.options import AnalysisOptions
 from gpusleuth.sources.mllog import parse_mllog_lines
 
 PHASED = textwrap.dedent(
@@ -138,7 +138,7 @@ def test_energy_mfu_and_dollars_from_nvml_readings(tmp_path):
 
     run = make_run(tmp_path)
     run.infos.append({"kind": "flops", "flops": 2.0e13, "step": 3, "pid": MAIN_PID, "t_ns": 0})
-    report = build_report(run, ReportOptions())
+    report = build_report(run, AnalysisOptions())
     h = report.headline
     # five 100 ms steps at a steady 512 W: 51.2 J per step, 0.8 J per sample (64 samples/step)
     assert h.energy.per_step_j == pytest.approx(51.2, rel=1e-6)
@@ -149,7 +149,7 @@ def test_energy_mfu_and_dollars_from_nvml_readings(tmp_path):
     assert "dense bf16" in h.mfu.convention and "989" in h.mfu.convention
     # cost from the dated table ($4/h for H100 SXM), and each finding's gain in dollars
     assert h.cost.price.per_gpu_hour == 4.0 and h.gpu_model == "H100 SXM"
-    fp32 = build_report(run, ReportOptions(peak_dtype="fp32")).headline.mfu
+    fp32 = build_report(run, AnalysisOptions(peak_dtype="fp32")).headline.mfu
     assert fp32.mfu == pytest.approx(200 / 67, rel=1e-6)
 
 

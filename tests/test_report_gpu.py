@@ -12,7 +12,7 @@ import json
 import pytest
 
 from gpusleuth.recorder.schemas import GPU_SCHEMA, HOST_SCHEMA, PROCS_SCHEMA
-from gpusleuth.report.build import build_report
+from gpusleuth.pipeline.build import build_report
 from gpusleuth.recorder.finalize import finalize_run_dir
 from gpusleuth.sources.rundir import load_run
 from gpusleuth.run.meta import write_meta

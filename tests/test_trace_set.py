@@ -1,4 +1,4 @@
-"""A trace set's ranks analysed in worker processes (report/trace_set.py) give the same report as in-process.
+"""A trace set's ranks analysed in worker processes (pipeline/trace_set.py) give the same report as in-process.
 
 Real processes throughout: a spawn pool of real workers, a real local Ray cluster (ray.init), the real CLI
 in a child process; the worker that dies is really SIGKILLed (what the out-of-memory killer does).
@@ -18,9 +18,10 @@ import pytest
 
 from gpusleuth.errors import InputError
 from gpusleuth.render.json_report import render_json
-from gpusleuth.report import trace_set
-from gpusleuth.report.build import build_report, trace_job
-from gpusleuth.report.trace_set import load_trace_set, plan_workers
+from gpusleuth.pipeline import trace_set
+from gpusleuth.pipeline.build import build_report
+from gpusleuth.sources.traceset import trace_job
+from gpusleuth.pipeline.trace_set import load_trace_set, plan_workers
 
 HTA = Path(__file__).parent / "fixtures" / "hta"
 FILTER = sorted((HTA / "trace_filter").glob("*.json.gz"))  # 2 ranks of one job (HTA's test data)

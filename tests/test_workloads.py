@@ -21,7 +21,7 @@ from gpusleuth.analysis.bundle import analyze
 from gpusleuth.diagnosis.gather import build_facts
 from gpusleuth.render.console import render_console
 from gpusleuth.render.text import SafeConsole
-from gpusleuth.report.build import build_report
+from gpusleuth.pipeline.build import build_report
 from gpusleuth.sources.rundir import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -218,12 +218,13 @@ def test_other_load_on_the_host_is_named_and_keeps_input_findings_moderate(tmp_p
     assert all(f.confidence == "low" and "uncertain" in f.summary for f in inputs)  # CPU shares are distorted
     # A loop shorter than two sampling ticks is measured by the ticks around it, not "not measured" — which
     # the rules read as a quiet host (a 0.17 s loop on a crowded host was once a HIGH input finding)
-    from gpusleuth.analysis.telemetry import summarize_host
+    from gpusleuth.analysis.telemetry import assign_roles, summarize_host
 
     ticks = np.unique(run.host["t_ns"])
     mid = len(ticks) // 2
     between = (int(ticks[mid]) + 1, int(ticks[mid + 1]) - 1)  # no tick inside
-    short = summarize_host(run, report.outcomes.steps.pid, between)
+    pid = report.outcomes.steps.pid
+    short = summarize_host(run, pid, assign_roles(run, pid), between)
     assert short.foreign_cores_steps is not None and short.cpu_pct_steps is not None
     assert short.foreign_cores_steps >= 0.25 * (os.cpu_count() or 2)
 

@@ -27,7 +27,7 @@ import numpy as np
 
 FIELD = Path(__file__).resolve().parent
 # torchvision's PyPI wheel for torch 2.13.0 is a CUDA build whose ops do not load beside the CPU torch: the
-# scripts import a verbatim pure-Python subset of it instead (_torchvision/torchvision/__init__.py says which)
+# scripts' PYTHONPATH starts with a forwarding package that lets the installed one import (_torchvision/CHANGES.md)
 TORCHVISION = FIELD / "_torchvision"
 
 # The acceptance bands of issue 27: steps exact; step time, data wait and throughput within 10 %.

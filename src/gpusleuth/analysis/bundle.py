@@ -24,22 +24,28 @@ from gpusleuth.analysis.comm import price as price_comm
 from gpusleuth.analysis.cost import find_price, price_table
 from gpusleuth.analysis.gpu_timeline import gpu_timelines
 from gpusleuth.analysis.headline import Headline, compute_headline
+from gpusleuth.analysis.identity import RunInfo, run_info
 from gpusleuth.analysis.load import LoadAnalysis, analyze_load
-from gpusleuth.analysis.options import ReportOptions
+from gpusleuth.analysis.loop import LoopFacts, loop_facts
+from gpusleuth.analysis.options import AnalysisOptions
 from gpusleuth.analysis.outcomes import Outcomes, compute_outcomes, traced_outcomes
-from gpusleuth.analysis.peaks import lookup_peak
+from gpusleuth.analysis.peaks import gpu_model
 from gpusleuth.analysis.ranks import RankSummary, summarize_rank
 from gpusleuth.analysis.requests import RequestAnalysis, analyze_requests, split_by_levels
 from gpusleuth.analysis.steps import StepView, step_view
-from gpusleuth.analysis.telemetry import GpuSummary, HostSummary, summarize_gpus, summarize_host
+from gpusleuth.analysis.telemetry import GpuSummary, HostSummary, assign_roles, summarize_gpus, summarize_host
+from gpusleuth.analysis.timeseries import DisplayData, build_display
 from gpusleuth.analysis.trace import TraceAnalysis
 from gpusleuth.run.model import Run
 
 
 @dataclass
 class RunAnalysis:
-    run: Run
-    options: ReportOptions
+    """Everything known about one Run after the analysis. The Run itself is not kept: what a later stage
+    needs of it (its identity, the loop's phases and threads, the chart data) is computed here, once."""
+
+    info: RunInfo
+    options: AnalysisOptions
     view: StepView
     outcomes: Outcomes | None  # None when nothing was recorded (a trace or a telemetry log read alone)
     basis: Outcomes | None  # what gains are measured against (see the module docstring)
@@ -56,6 +62,8 @@ class RunAnalysis:
     load: LoadAnalysis | None = None  # `gpusleuth load` levels, the knee, $ per 1M requests (None: no load)
     requests: RequestAnalysis | None = None  # a server's requests, split into queue/pre/infer/post (None: none)
     losses: list[str] = field(default_factory=list)
+    loop: LoopFacts = field(default_factory=LoopFacts)  # phases, loop span, threads, first step (analysis/loop.py)
+    display: DisplayData | None = None  # chart data (HTML); None when not asked for
 
     @property
     def recorded(self) -> bool:
@@ -81,14 +89,15 @@ def trace_runs(run: Run) -> list[Run]:
     return ([run] if run.trace is not None else []) + list(run.profiles)
 
 
-def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str, float] | None = None,
+def analyze(run: Run, options: AnalysisOptions | None = None, *, prices: dict[str, float] | None = None,
             mllog=None, min_warmup: int = 0, progress: Callable[[int, int], None] | None = None,
-            ranks: list[RankSummary] | None = None) -> RunAnalysis:
+            ranks: list[RankSummary] | None = None, display: bool = True) -> RunAnalysis:
     """Analyse ``run`` once. ``prices``/``mllog``: what ``sources`` read from the user's files;
     ``min_warmup``: leading steps a sweep excludes at least; ``progress(done, total)`` per trace.
     ``ranks``: the trace runs' ``summarize_rank`` results when they were computed elsewhere (worker
-    processes: ``report/trace_set.py``), one per ``trace_runs(run)`` in order; else computed here."""
-    options = options or ReportOptions()
+    processes: ``pipeline/trace_set.py``), one per ``trace_runs(run)`` in order; else computed here.
+    ``display``: also build the chart data (``RunAnalysis.display``, for the HTML report)."""
+    options = options or AnalysisOptions()
     # a recording by `gpusleuth run` (steps, phases, host and GPU samples over its window); not a trace set
     # nor another tool's log (nvidia-smi, DCGM, nsys — `source` names it): those have no steps to account for
     recorded = (run.trace is None and run.start_ns is not None and run.end_ns is not None
@@ -99,7 +108,8 @@ def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str,
     rec = run.meta.get("recorder") or {}
     gpu_note = None if gpus else (rec.get("gpu_note") or ("a profiler trace has no GPU telemetry"
                                                            if not recorded else "no GPU telemetry in this run"))
-    host = summarize_host(run, view.pid, view.window) if recorded else None
+    roles = assign_roles(run, view.pid) if run.trace is None else {}  # each process's role, once
+    host = summarize_host(run, view.pid, roles, view.window) if recorded else None
     losses = list(run.losses)
     sources = trace_runs(run)
     if ranks is not None and len(ranks) != len(sources):
@@ -115,7 +125,8 @@ def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str,
             host_ops.append(rank.host_ops)
         if progress is not None and ranks is None:
             progress(i + 1, len(sources))
-    headline = compute_headline(run, view, outcomes, gpus, options, prices, mllog) if recorded else None
+    headline = (compute_headline(run, view, outcomes, gpus, options, prices, mllog, job_gemm_dtype(traces))
+                if recorded else None)
     basis = outcomes if outcomes is not None and outcomes.steps.steps else (traced_outcomes(traces) or outcomes)
     devices = [g.name for g in gpus] or [t.device for t in traces if t.device_span_s > 0]
     if headline is not None and headline.cost is not None:
@@ -135,11 +146,25 @@ def analyze(run: Run, options: ReportOptions | None = None, *, prices: dict[str,
     requests = analyze_requests(run)
     if requests is not None and load is not None:  # `gpusleuth load` levels: the server's split per level
         requests.levels = split_by_levels(requests, run, load.levels)
-    return RunAnalysis(run=run, options=options, view=view, outcomes=outcomes, basis=basis, gpus=gpus,
+    loop = loop_facts(run, view, host, basis.steps.steps if basis else 0,
+                      basis.steps.step_time_s if basis else None, recorded)
+    charts = None
+    if display:
+        charts = build_display(run if run.trace is None and run.start_ns is not None else None, traces, view, roles)
+    return RunAnalysis(info=run_info(run, recorded), options=options, view=view, outcomes=outcomes, basis=basis, gpus=gpus,
                        gpu_note=gpu_note, host=host, traces=traces, host_ops=host_ops, headline=headline,
                        dollars_per_second=per_second, losses=losses,
                        gpu_timeline=gpu_timelines(run) if gpus and view.main is None and not traces else [],
-                       comm=comm, load=load, requests=requests)
+                       comm=comm, load=load, requests=requests, loop=loop, display=charts)
+
+
+def job_gemm_dtype(traces: list[TraceAnalysis]) -> str | None:
+    """The precision most of the job's GEMM kernel time ran in, over its ranks' traces (None without GEMMs)."""
+    total: dict[str, float] = {}
+    for t in traces:
+        for prec, s in ((t.kernels or {}).get("precision_s") or {}).items():
+            total[prec] = total.get(prec, 0.0) + s
+    return max(total, key=lambda k: total[k]) if total else None
 
 
 def _not_foreign(host: HostSummary | None, load: LoadAnalysis | None, run: Run) -> None:
@@ -151,21 +176,20 @@ def _not_foreign(host: HostSummary | None, load: LoadAnalysis | None, run: Run) 
     host.foreign_cores_steps = max(host.foreign_cores_steps - gen / run.wall_s, 0.0)
 
 
-def _load_price(per_second: float | None, options: ReportOptions) -> float | None:
+def _load_price(per_second: float | None, options: AnalysisOptions) -> float | None:
     """A server with no GPU recorded (CPU, or loaded from afar) is priced at the user's price per hour."""
     if per_second is None and options.price_per_gpu_hour:
         return options.price_per_gpu_hour / 3600.0
     return per_second
 
 
-def _price_per_second(devices: list[str | None], options: ReportOptions,
+def _price_per_second(devices: list[str | None], options: AnalysisOptions,
                       prices: dict[str, float] | None) -> float | None:
     """What a second of the devices seen (a GPU log's GPUs, a trace set's one device per rank) costs: the
     user's price per GPU-hour, else the dated table by device name."""
     if not devices:
         return None
-    peak = lookup_peak(devices[0], "fp32") if devices[0] else None
-    price = find_price(peak.model if peak else devices[0], options.price_per_gpu_hour, price_table(prices))
+    price = find_price(gpu_model(devices[0]) or devices[0], options.price_per_gpu_hour, price_table(prices))
     return price.per_gpu_hour * len(devices) / 3600.0 if price else None
 
 

@@ -124,7 +124,7 @@ def column_for(a) -> RunColumn:
         "cost_per_1k": h.cost.per_1k_samples if h and h.cost else None,
         "wall": o.wall_s if o is not None else None,
     }
-    return RunColumn(label=a.run.label, path=str(a.run.path) if a.run.path else None, processes=processes,
+    return RunColumn(label=a.info.label, path=a.info.path, processes=processes,
                      samples_per_step=sps, metrics=m, step_se_rel=se_rel,
                      dollars_per_second=h.cost.per_recoverable_second if h and h.cost else None,
                      crowded_cores=a.host.crowded_cores() if a.host is not None else None,

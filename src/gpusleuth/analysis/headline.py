@@ -12,9 +12,9 @@ from gpusleuth.analysis.cost import Cost, compute_cost, find_price, price_table
 from gpusleuth.analysis.energy import Energy, compute_energy
 from gpusleuth.analysis.goodput import Goodput, SteadyState, compute_goodput, steady_state
 from gpusleuth.analysis.mfu import Mfu, MfuOptions, compute_mfu
-from gpusleuth.analysis.options import ReportOptions
+from gpusleuth.analysis.options import AnalysisOptions
 from gpusleuth.analysis.outcomes import Outcomes
-from gpusleuth.analysis.peaks import lookup_peak
+from gpusleuth.analysis.peaks import gpu_model
 from gpusleuth.analysis.quality import Target, TimeToTarget, compute_time_to_target
 from gpusleuth.analysis.telemetry import GpuSummary
 from gpusleuth.analysis.steps import StepView
@@ -55,16 +55,17 @@ def machines(run: Run) -> int:
     return max(len(hosts), 1)
 
 
-def compute_headline(run: Run, view: StepView, outcomes: Outcomes, gpus: list[GpuSummary], opts: ReportOptions,
-                     prices: dict[str, float] | None = None, mllog=None) -> Headline:
-    """``prices``: the user's price table (over the defaults); ``mllog``: parsed ``:::MLLOG`` lines or None."""
+def compute_headline(run: Run, view: StepView, outcomes: Outcomes, gpus: list[GpuSummary], opts: AnalysisOptions,
+                     prices: dict[str, float] | None = None, mllog=None, job_dtype: str | None = None) -> Headline:
+    """``prices``: the user's price table (over the defaults); ``mllog``: parsed ``:::MLLOG`` lines or None;
+    ``job_dtype``: the precision most of the job's GEMM time ran in (its profiler traces), for MFU on a
+    card without a peak for the default dtype."""
     notes: list[str] = []
     steady = steady_state(run, view)
     goodput = compute_goodput(run, outcomes, steady)
     n_gpus = gpus_used(run, gpus)
     gpu_name = gpus[0].name if gpus else None
-    peak_model = lookup_peak(gpu_name, "fp32")
-    model = peak_model.model if peak_model else gpu_name
+    model = gpu_model(gpu_name) or gpu_name
 
     steps = view.main.table if view.main else None
     tokens_per_step = None
@@ -75,7 +76,8 @@ def compute_headline(run: Run, view: StepView, outcomes: Outcomes, gpus: list[Gp
         clock = gpus[0].sm_clock_mhz["mean"] / gpus[0].max_sm_clock_mhz
     mfu = compute_mfu(run, steady.step_time_p50_s, tokens_per_step, gpu_name, max(n_gpus, 1), clock,
                       MfuOptions(flops_per_step=opts.flops_per_step, params=opts.params,
-                                 peak_tflops=opts.peak_tflops, peak_dtype=opts.peak_dtype))
+                                 peak_tflops=opts.peak_tflops, peak_dtype=opts.peak_dtype),
+                      job_dtype=job_dtype, sm_count=gpus[0].sm_count if gpus else None)
 
     energy = compute_energy(run, view)
 

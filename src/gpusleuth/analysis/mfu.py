@@ -10,15 +10,17 @@ When both an analytic count and a measurement exist, MFU uses the analytic count
 reported as HFU (hardware FLOPs, recomputation included).
 
 The peak is the dense (no-sparsity) tensor peak of the exact GPU model for one dtype (default bf16, the
-common MFU convention), or ``--peak-tflops``. On a CPU there is no peak in the table: MFU is not defined
-unless the user gives one.
+common MFU convention), or ``--peak-tflops``. When the card has no peak for the default (T4 and V100 have
+no bf16 tensor cores) the job's own GEMM dtype (from its profiler trace) is used instead, and said so. A
+MIG instance gets its slice of the parent's peak. On a CPU there is no peak in the table: MFU is not
+defined unless the user gives one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpusleuth.analysis.peaks import Peak, lookup_peak
+from gpusleuth.analysis.peaks import Peak, lookup_peak, peak_dtypes
 from gpusleuth.run.model import Run
 
 
@@ -58,7 +60,10 @@ def measured_flops(run: Run) -> tuple[float | None, int | None]:
 
 
 def compute_mfu(run: Run, step_time_s: float | None, tokens_per_step: float | None, gpu_name: str | None,
-                gpus: int, sm_clock_ratio: float | None, opts: MfuOptions) -> Mfu:
+                gpus: int, sm_clock_ratio: float | None, opts: MfuOptions, job_dtype: str | None = None,
+                sm_count: int | None = None) -> Mfu:
+    """``job_dtype``: the precision most of the job's GEMM time ran in (its trace), used when the card has
+    no peak for the default dtype; ``sm_count``: the SMs of a MIG instance, to scale the parent's peak."""
     measured, _ = measured_flops(run)
     analytic, source = None, None
     if opts.flops_per_step:
@@ -73,9 +78,17 @@ def compute_mfu(run: Run, step_time_s: float | None, tokens_per_step: float | No
         peak = Peak(model=gpu_name or "user-given", dtype=opts.peak_dtype, tflops=float(opts.peak_tflops),
                     source="given by the user (--peak-tflops)")
     else:
-        peak = lookup_peak(gpu_name, opts.peak_dtype)
-    convention = (f"MFU = model FLOPs per step ÷ steady step time ÷ dense {opts.peak_dtype} peak per GPU"
-                  + (f" ({peak.model}: {peak.tflops:g} TFLOP/s, {peak.source})" if peak else ""))
+        peak = lookup_peak(gpu_name, opts.peak_dtype, sm_count)
+    dtype_note = ""
+    if (peak is None and not opts.peak_tflops and opts.peak_dtype == MfuOptions.peak_dtype and job_dtype
+            and job_dtype != opts.peak_dtype):
+        peak = lookup_peak(gpu_name, job_dtype, sm_count)
+        if peak is not None:
+            dtype_note = (f"; the card has no {opts.peak_dtype} peak, so the job's own GEMM dtype ({job_dtype}, "
+                          "from its profiler trace) is used")
+    dtype = peak.dtype if peak else opts.peak_dtype
+    convention = (f"MFU = model FLOPs per step ÷ steady step time ÷ dense {dtype} peak per GPU"
+                  + (f" ({peak.model}: {peak.tflops:.4g} TFLOP/s, {peak.source})" if peak else "") + dtype_note)
     why = None
     if flops is None:
         why = ("no FLOP count: the hook measures one step when torch is present; otherwise pass "
@@ -83,7 +96,10 @@ def compute_mfu(run: Run, step_time_s: float | None, tokens_per_step: float | No
     elif not step_time_s:
         why = "no steady step time"
     elif peak is None:
-        why = (f"no dense {opts.peak_dtype} peak known for {gpu_name!r}" if gpu_name else
+        has = peak_dtypes(gpu_name)
+        why = ((f"no dense {opts.peak_dtype} peak known for {gpu_name!r}"
+                + (f" (the table has {', '.join(has)}: pass --peak-dtype, or record a profiler trace so the "
+                   "job's own dtype is used)" if has else "")) if gpu_name else
                "MFU is not defined on a CPU unless a peak is given (--peak-tflops)")
     achieved = flops / step_time_s / 1e12 if flops and step_time_s else None
     mfu = achieved / peak.tflops if achieved is not None and peak else None

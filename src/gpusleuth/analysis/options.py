@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 @dataclass
-class ReportOptions:
+class AnalysisOptions:
     price_per_gpu_hour: float | None = None
     prices_file: Path | None = None
     peak_tflops: float | None = None
@@ -27,11 +27,11 @@ class ReportOptions:
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in self.__dict__.items()
                 if v is not None and not (k == "peak_dtype" and v == "bf16")}
 
-    def merged_with(self, saved: dict | None) -> "ReportOptions":
+    def merged_with(self, saved: dict | None) -> "AnalysisOptions":
         """Options given now win; those saved at `run` time fill the gaps."""
         if not saved:
             return self
-        out = ReportOptions(**self.__dict__)
+        out = AnalysisOptions(**self.__dict__)
         for k, v in saved.items():
             if not hasattr(out, k):
                 continue

@@ -4,7 +4,7 @@ Why a summary: the job's analysis (``bundle.analyze``) needs from each rank only
 its host-op statistics — the cross-rank view (``comm.trace_comm_summary``), the basis of the gains and the
 rules all read those, never the rank's events. So the per-rank step is this one function, run the same way
 wherever it runs: in the report's own process, in a worker of a local process pool, or as a Ray task
-(``report/trace_set.py``). What travels back from a worker is ``portable()``: a few kB per rank, where the
+(``pipeline/trace_set.py``). What travels back from a worker is ``portable()``: a few kB per rank, where the
 rank's events are hundreds of MB in memory.
 """
 

@@ -78,6 +78,7 @@ class GpuSummary:
     sm_occupancy: dict | None = None
     tensor_active: dict | None = None
     dram_active: dict | None = None
+    sm_count: int | None = None  # a MIG instance's SMs (its share of the parent's peak)
 
 
 def summarize_gpus(run: Run) -> list[GpuSummary]:
@@ -122,6 +123,7 @@ def summarize_gpus(run: Run) -> list[GpuSummary]:
                 temp_c=_dist(col("temp_c")),
                 sm_clock_mhz=_dist(col("sm_clock_mhz")),
                 max_sm_clock_mhz=info.get("max_sm_clock_mhz"),
+                sm_count=info.get("sm_count"),
                 throttled_share=throttled,
                 pcie_tx_bytes=_counter_delta(col("pcie_tx_bytes")),
                 pcie_rx_bytes=_counter_delta(col("pcie_rx_bytes")),
@@ -235,9 +237,11 @@ def samples_around(t_ns: np.ndarray, window: tuple[int, int]) -> np.ndarray | No
     return (t >= lo) & (t <= hi)
 
 
-def summarize_host(run: Run, main_pid: int | None, window: tuple[int, int] | None = None) -> HostSummary | None:
-    """Host and process summary; ``window`` (ns) limits process CPU to the training steps, so start-up
-    and the idle tail don't dilute how busy the loader workers were while it mattered."""
+def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
+                   window: tuple[int, int] | None = None) -> HostSummary | None:
+    """Host and process summary; ``roles``: each process's role (:func:`assign_roles`, computed once by
+    ``analyze``); ``window`` (ns) limits process CPU to the training steps, so start-up and the idle tail
+    don't dilute how busy the loader workers were while it mattered."""
     host = run.host
     if not len(host) and not len(run.procs):
         return None
@@ -249,7 +253,6 @@ def summarize_host(run: Run, main_pid: int | None, window: tuple[int, int] | Non
         throttled = _counter_delta(col("cg_nr_throttled"))
         if periods:
             cg = (throttled or 0.0) / periods
-    roles = assign_roles(run, main_pid)
     processes: list[ProcessSummary] = []
     procs = run.procs
     if len(procs) and window is not None:

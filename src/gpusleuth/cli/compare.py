@@ -43,7 +43,7 @@ def compare_command(args) -> int:
     keep_pandas_out()
     from gpusleuth.analysis.compare import Gate
     from gpusleuth.errors import InputError
-    from gpusleuth.report.comparison import build_comparison
+    from gpusleuth.pipeline.compare import build_comparison
     from gpusleuth.report.model import _clean
     from gpusleuth.report.options import options_from_args
 

@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
 def demo_command(args) -> int:
     from gpusleuth.errors import LaunchError
     from gpusleuth.recorder.launcher import LaunchOptions, launch
-    from gpusleuth.report.build import build_report
+    from gpusleuth.pipeline.build import build_report
     from gpusleuth.render.console import render_console
     from gpusleuth.sources.rundir import load_run
 

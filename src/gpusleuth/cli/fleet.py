@@ -16,14 +16,20 @@ def add_parser(sub) -> None:
             "Tabulate many recorded runs (run directories, or folders of them): job, GPUs, GPU-hours, goodput, "
             "MFU, dollars per run, dollars lost by cause (badput seconds at the run's price), top finding. Reads "
             "each run's summary.json (left by every report) with DuckDB; runs never reported are analysed once "
-            "and their summary cached. Needs gpusleuth[fleet] (DuckDB)."
+            "and their summary cached. With --prometheus URL instead: the GPU ledger of a cluster from its own "
+            "Prometheus (dcgm-exporter + kube-state-metrics): allocated, productive, low-activity, allocated-but-idle "
+            "and unallocated GPU-hours per namespace and pod, idle spans, right-sizing (MIG profile, smaller card, "
+            "MPS), dollars. Needs gpusleuth[fleet] (DuckDB, httpx)."
         ),
         epilog="Examples:\n  gpusleuth fleet gpusleuth-runs/ --since 7d --price-per-gpu-hour 2.5\n"
         "  gpusleuth fleet /shared/runs --label 'bert-*' --sort goodput --asc --csv > runs.csv\n"
-        "  gpusleuth fleet /shared/runs --html fleet.html",
+        "  gpusleuth fleet /shared/runs --html fleet.html\n"
+        "  gpusleuth fleet --prometheus http://prometheus:9090 --since 7d --price-per-gpu-hour 2.5\n"
+        "  gpusleuth fleet --prometheus https://thanos.example --start 2026-11-01T00:00:00Z --end 2026-11-08T00:00:00Z --csv",
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter,
     )
-    p.add_argument("dirs", nargs="+", type=Path, help="run directories, or directories holding run directories")
+    p.add_argument("dirs", nargs="*", type=Path,
+                   help="run directories, or directories holding run directories (or --prometheus URL instead)")
     p.add_argument("--since", default=None, metavar="WHEN",
                    help="runs started at or after WHEN: an ISO date/time (UTC unless given) or a span back from "
                    "now like 36h, 7d, 2w")
@@ -42,6 +48,9 @@ def add_parser(sub) -> None:
                    help="also write an HTML page with the cost-of-waste chart by cause")
     p.add_argument("--no-analyse", action="store_true",
                    help="only runs that already have summary.json (never run a report here)")
+    from gpusleuth.cli.fleet_prometheus import add_prometheus_options
+
+    add_prometheus_options(p)
     p.set_defaults(func=fleet_command)
 
 
@@ -49,10 +58,17 @@ def fleet_command(args) -> int:
     from gpusleuth.cli.report import count_progress, make_console, write_html_file
     from gpusleuth.errors import InputError
     from gpusleuth.lean_imports import keep_pandas_out
-    from gpusleuth.report.fleet import FleetFilter, ensure_summaries, find_run_dirs, parse_when, query_fleet
+    from gpusleuth.pipeline.fleet import ensure_summaries
+    from gpusleuth.report.fleet import FleetFilter, find_run_dirs, parse_when, query_fleet
     from gpusleuth.report.summary import SUMMARY_FILE
 
     keep_pandas_out()
+    if args.prometheus:
+        from gpusleuth.cli.fleet_prometheus import prometheus_command
+
+        return prometheus_command(args)
+    if not args.dirs:
+        raise InputError("fleet", "give run directories (or folders of them), or --prometheus URL")
     try:
         flt = FleetFilter(
             since_ns=parse_when(args.since) if args.since else None,

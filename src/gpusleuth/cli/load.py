@@ -271,7 +271,7 @@ def _with_server(args, plan, command):
 
 def _report(args, run_dir, result, plan, full: bool) -> None:
     from gpusleuth.cli.report import make_console, write_html_report
-    from gpusleuth.report.build import build_report
+    from gpusleuth.pipeline.build import build_report
     from gpusleuth.report.options import options_from_args
     from gpusleuth.run.model import Run, Table
 

@@ -121,9 +121,9 @@ def report_command(args) -> int:
     from gpusleuth.sources.detect import load_files, options_from_args, sniff
 
     if all(sniff(p) == "kineto" for p in paths):
-        from gpusleuth.report.build import trace_job
+        from gpusleuth.sources.traceset import trace_job
 
-        from gpusleuth.report.trace_set import load_trace_set
+        from gpusleuth.pipeline.trace_set import load_trace_set
 
         runs, summaries = load_trace_set(paths, jobs=args.jobs, ray_address=args.ray,
                                          keep_events=bool(args.annotate),  # it copies each trace's events
@@ -150,8 +150,8 @@ def report_command(args) -> int:
 def print_report(run, as_json: bool = False, to_stderr: bool = False, options=None, quiet: bool = False,
                  verbose: bool = False, progress=None, ranks=None):
     """Build the run's Report and print it (unless ``quiet``: then only built, e.g. for --html alone).
-    ``ranks``: a trace set's per-rank summaries from worker processes (``report/trace_set.py``)."""
-    from gpusleuth.report.build import build_report
+    ``ranks``: a trace set's per-rank summaries from worker processes (``pipeline/trace_set.py``)."""
+    from gpusleuth.pipeline.build import build_report
 
     report = build_report(run, options, progress=progress, ranks=ranks)
     from gpusleuth.cli.trackers import cache_summary

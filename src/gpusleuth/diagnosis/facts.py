@@ -11,40 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpusleuth.analysis.load import LoadAnalysis
+from gpusleuth.analysis.loop import PhaseStats, Threads
 from gpusleuth.analysis.outcomes import Outcomes
 from gpusleuth.analysis.telemetry import GpuSummary, HostSummary
-
-
-@dataclass
-class PhaseStats:
-    """One named phase of the training process (``eval``, ``checkpoint``, ``logging``…)."""
-
-    name: str
-    count: int
-    total_s: float
-    mean_s: float
-    steps_between: float | None = None  # training steps per occurrence (how often it runs)
-    # The cost a phase leaves behind in the step right after it (caches and allocator cold after a
-    # checkpoint's serialization, page-cache writeback, mode switches after eval): the median of those
-    # steps minus the median of the other steps, times the occurrences; 0 when not measurable or negative.
-    after_penalty_s: float = 0.0
-    after_step_s: float | None = None  # median step right after the phase
-    other_step_s: float | None = None  # median of the other steps
-    # Occurrences that start after the last training step (a final evaluation, the last save, a test
-    # run): after-training time, left out of count/total_s/mean_s — running them less often saves nothing
-    after_loop_count: int = 0
-    after_loop_s: float = 0.0
-
-
-@dataclass
-class Threads:
-    """Thread evidence for CPU oversubscription: what the job asked for and what the OS saw."""
-
-    torch_threads: int | None = None  # torch.get_num_threads() in the training process (hook)
-    main_os_threads: int | None = None  # peak OS threads of the training process (process sampler)
-    busy_workers: int = 0  # DataLoader workers that averaged ≥ 50 % of a core
-    worker_cpu_cores: float = 0.0  # sum over workers of their mean CPU, in cores
-    main_cpu_cores: float | None = None  # training process mean CPU, in cores
 
 
 @dataclass

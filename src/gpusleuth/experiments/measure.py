@@ -4,7 +4,7 @@ Throughput and step times are taken over the *steady state*: warm-up steps (``an
 at least the sweep's ``warmup``: worker start-up, allocator warm-up, cudnn autotuning, the first optimizer
 step creating its state) are excluded, because a short bounded run would otherwise be judged on its
 start-up. Everything comes from the run's one :class:`~gpusleuth.analysis.bundle.RunAnalysis` (the same
-``report/build.analyze_run`` that ``gpusleuth report`` uses) and its diagnosis, so a sweep row and a report
+``pipeline/build.analyze_run`` that ``gpusleuth report`` uses) and its diagnosis, so a sweep row and a report
 of that run agree. Throughput here is the training loop's (steady steps over their span, phases
 included): the quantity every finding's predicted speedup is a ratio of.
 """
@@ -47,11 +47,12 @@ class Measurement:
 
 
 def measure_run(run: Run, warmup: int = 2, price_per_hour: float | None = None) -> Measurement:
-    from gpusleuth.report.build import analyze_run, report_from
+    from gpusleuth.pipeline.build import analyze_run
+    from gpusleuth.report.build import report_from
 
     m = Measurement()
     try:
-        a = analyze_run(run, min_warmup=warmup)
+        a = analyze_run(run, min_warmup=warmup, display=False)
     except Exception as exc:  # noqa: BLE001 - a sweep must survive one configuration's bad run
         m.note = f"analysis failed: {type(exc).__name__}: {exc}"
         return m
@@ -84,9 +85,9 @@ def measure_run(run: Run, warmup: int = 2, price_per_hour: float | None = None) 
         m.note = "no training steps were recorded (not a PyTorch optimizer loop, or it ended before one step)"
     _knobs(run, m)
     m.dataloaders = [i for i in run.infos if i.get("kind") == "dataloader"]
-    _telemetry(a, m)
+    _telemetry(a, run, m)
     try:
-        findings = report_from(a, display=False).findings
+        findings = report_from(a).findings
     except Exception as exc:  # noqa: BLE001 - the sweep must survive a diagnosis bug
         m.note = (m.note + "; " if m.note else "") + f"diagnosis failed: {type(exc).__name__}: {exc}"
         findings = []
@@ -133,7 +134,7 @@ def _knobs(run: Run, m: Measurement) -> None:
             m.knob_notes.append(f"knob error in {info.get('where')}: {info.get('error')}")
 
 
-def _telemetry(a, m: Measurement) -> None:
+def _telemetry(a, run: Run, m: Measurement) -> None:
     """GPU, CPU and memory columns from the analysis's summaries."""
     utils = [g.util_gpu["mean"] for g in a.gpus if g.util_gpu]
     if utils:
@@ -147,7 +148,7 @@ def _telemetry(a, m: Measurement) -> None:
             m.cpu_cores_busy = host.cpu_pct["mean"] * host.logical_cores / 100.0
         m.main_cpu_pct = getattr(host, "main_cpu_pct_mean", None)
     if m.peak_mem_bytes is None:
-        peak = _tree_rss_peak(a.run)
+        peak = _tree_rss_peak(run)
         if peak is not None:
             m.peak_mem_bytes, m.peak_mem_source = peak, "RSS of the job's processes"
 

@@ -1,7 +1,7 @@
 """Self-contained HTML report: one file, works offline, charts drawn by plotly.js inlined into the page.
 
 Formatting only (docs/architecture.md): numbers come from the typed Report and its ``display`` data
-(report/timeseries.py); figures are specified in render/html_figures.py.
+(analysis/timeseries.py); figures are specified in render/html_figures.py.
 
 Safety: everything in the page that came from a trace, a command line or a run directory is untrusted.
 Text goes into the HTML through ``html.escape``; chart data goes into one

@@ -1,7 +1,7 @@
 """Plotly figure specifications (plain dicts) for the HTML report. Formatting only.
 
 Every number comes from the Report — its JSON form (``report.to_dict()``) and its ``display`` data
-(``report/timeseries.py``); this module only chooses chart types, colours, labels and layout.
+(``analysis/timeseries.py``); this module only chooses chart types, colours, labels and layout.
 
 Plotly draws trace names, axis categories and hover text as its own small HTML dialect (it understands
 ``<b>``, ``<br>`` and entities). Untrusted text — kernel names, op names, phase names, file names — goes

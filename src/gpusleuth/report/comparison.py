@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from gpusleuth.analysis.compare import Comparison, Gate, RunColumn, column_for, compare
-from gpusleuth.report.timeseries import MAX_POINTS, minmax_downsample
+from gpusleuth.analysis.compare import Comparison
+from gpusleuth.analysis.timeseries import MAX_POINTS, minmax_downsample
 
 SCHEMA = "gpusleuth.compare/1"
 
@@ -116,20 +116,3 @@ def run_view(report, view) -> RunView:
                    spread=spread,
                    time_share=dict(o.time_share) if o else {}, time_s=dict(o.time_s) if o else {},
                    findings=briefs)
-
-
-def build_comparison(paths: list[Path], options, gates: list[Gate], progress=None) -> ComparisonReport:
-    """Load each run, build its Report, and compare them against the first (the baseline)."""
-    from gpusleuth.report.build import analyze_run, report_from
-    from gpusleuth.sources.rundir import load_run
-
-    columns: list[RunColumn] = []
-    views: list[RunView] = []
-    for i, path in enumerate(paths):
-        a = analyze_run(load_run(path), options)
-        report = report_from(a, display=False)
-        columns.append(column_for(a))
-        views.append(run_view(report, a.view))
-        if progress is not None:
-            progress(i + 1, len(paths))
-    return ComparisonReport(compare(columns, gates), views)

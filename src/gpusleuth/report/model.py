@@ -11,29 +11,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpusleuth.analysis.identity import RunInfo
 from gpusleuth.analysis.outcomes import Outcomes
 from gpusleuth.analysis.telemetry import GpuSummary, HostSummary
 from gpusleuth.diagnosis.finding import Finding, Missing
 
 SCHEMA = "gpusleuth.report/1"
-
-
-@dataclass
-class RunInfo:
-    label: str
-    path: str | None
-    source: str
-    command: list[str] | None
-    exit_code: int | None
-    signal: str | None
-    stopped_by: str | None
-    wall_s: float | None
-    start_ns: int | None
-    end_ns: int | None
-    hardware: dict[str, Any]
-    # Several run directories of one job (sources/jobdirs.py): per directory its path, ranks, clock offset
-    # onto the first directory's clock and how it was found. Empty for one directory.
-    nodes: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -64,8 +47,8 @@ class Report:
     not_evaluated: list[Missing]
     losses: list[str]
     ranks: list[Any] = field(default_factory=list)  # trace analyses, one per rank
-    headline: Any = None  # report.headline.Headline: throughput, goodput, MFU, energy, cost, time to target
-    # report.timeseries.DisplayData: downsampled series and histograms for charts (HTML); not in the JSON
+    headline: Any = None  # analysis.headline.Headline: throughput, goodput, MFU, energy, cost, time to target
+    # analysis.timeseries.DisplayData: downsampled series and histograms for charts (HTML); not in the JSON
     display: Any = None
     missing_summary: list[MissingGroup] = field(default_factory=list)  # not_evaluated, one entry per data source
     comm: Any = None  # analysis.comm.CommSummary of a multi-rank job: collectives, waiting, stragglers

@@ -1,10 +1,10 @@
-"""The command-line flags for :class:`~gpusleuth.analysis.options.ReportOptions` (`report`, `run`, `compare`)."""
+"""The command-line flags for :class:`~gpusleuth.analysis.options.AnalysisOptions` (`report`, `run`, `compare`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gpusleuth.analysis.options import ReportOptions
+from gpusleuth.analysis.options import AnalysisOptions
 
 
 def add_report_options(parser) -> None:
@@ -29,12 +29,12 @@ def add_report_options(parser) -> None:
                    help="a file of MLPerf ':::MLLOG' lines (default: the run's captured output, if any)")
 
 
-def options_from_args(args) -> ReportOptions:
-    return ReportOptions(
+def options_from_args(args) -> AnalysisOptions:
+    return AnalysisOptions(
         price_per_gpu_hour=args.price_per_gpu_hour, prices_file=args.prices, peak_tflops=args.peak_tflops,
         peak_dtype=args.peak_dtype, flops_per_step=args.flops_per_step, params=args.params,
         target=args.target, mllog=args.mllog,
     )
 
 
-__all__ = ["ReportOptions", "add_report_options", "options_from_args"]
+__all__ = ["AnalysisOptions", "add_report_options", "options_from_args"]

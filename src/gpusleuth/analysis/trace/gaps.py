@@ -2,7 +2,7 @@
 
 Computed with the rank's analysis (from its painted ``Segments``) rather than when the HTML page is drawn,
 because the segments are the one big part of a rank's analysis (hundreds of thousands of intervals for a
-long trace): a rank analysed in another process (``report/trace_set.py``) sends back this small histogram
+long trace): a rank analysed in another process (``pipeline/trace_set.py``) sends back this small histogram
 and leaves its segments behind.
 """
 

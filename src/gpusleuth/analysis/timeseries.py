@@ -2,8 +2,8 @@
 
 Why here and not in the HTML renderer: renderers only format (docs/architecture.md). Choosing what to
 plot, turning cumulative counters into rates, finding throttled stretches and reducing an hours-long
-10 Hz recording to a size a browser draws smoothly are computations, so they happen while the Report is
-built. The result is plain lists (no numpy) that any renderer — the HTML page today, a notebook widget
+10 Hz recording to a size a browser draws smoothly are computations, so they happen once, in the analysis
+(``analyze(run, display=True)`` → ``RunAnalysis.display``), where the Run's tables still are. The result is plain lists (no numpy) that any renderer — the HTML page today, a notebook widget
 later — can draw.
 
 Downsampling keeps each bucket's minimum *and* maximum (in time order), so a 100 ms dip to zero
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from gpusleuth.analysis.telemetry import THROTTLE_BITS, THROTTLE_COUNTERS, assign_roles
+from gpusleuth.analysis.telemetry import THROTTLE_BITS, THROTTLE_COUNTERS
 from gpusleuth.analysis.steps import StepView
 from gpusleuth.analysis.trace.gaps import GapHistogram
 from gpusleuth.run.model import Run, Table
@@ -256,7 +256,7 @@ def _per_core(run: Run) -> np.ndarray | None:
     return m.T
 
 
-def _host(b: _Builder, run: Run, main_pid: int | None) -> None:
+def _host(b: _Builder, run: Run, roles: dict[int, str]) -> None:
     host = run.host.sort_by("t_ns") if len(run.host) else run.host
     if len(host):
         t = host["t_ns"].astype(np.int64)
@@ -281,7 +281,6 @@ def _host(b: _Builder, run: Run, main_pid: int | None) -> None:
         _ = any_io
     procs = run.procs
     if len(procs) and "cpu_pct" in procs:
-        roles = assign_roles(run, main_pid)
         pids = procs["pid"].astype(np.int64)
         workers = sorted(p for p in np.unique(pids).tolist() if roles.get(p) == "dataloader_worker")
         mains = [p for p in np.unique(pids).tolist() if roles.get(p) == "main"]
@@ -324,15 +323,16 @@ def gap_histogram(analysis: Any) -> GapHistogram | None:
     return getattr(analysis, "gap_histogram", None)
 
 
-def build_display(run: Run | None, ranks: list[Any], view: StepView | None = None,
+def build_display(run: Run | None, ranks: list[Any], view: StepView | None, roles: dict[int, str],
                   max_points: int = MAX_POINTS) -> DisplayData:
-    """Everything the charts need, for a recorded run (``run``) and/or trace analyses (``ranks``)."""
+    """Everything the charts need, for a recorded run (``run``) and/or trace analyses (``ranks``);
+    ``roles``: each process's role (``telemetry.assign_roles``, computed once by ``analyze``)."""
     if run is not None and run.start_ns is not None:
         b = _Builder(int(run.start_ns), max_points)
         b.d.duration_s = run.wall_s
         _steps(b, view)
         _gpu(b, run)
-        _host(b, run, view.pid if view is not None else None)
+        _host(b, run, roles)
         _phases(b, run)
         d = b.d
         # top to bottom: what the device did, what the job saw, then the host that fed it

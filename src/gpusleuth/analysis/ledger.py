@@ -1,0 +1,414 @@
+"""The GPU ledger: where a cluster's GPU-hours went, per namespace and pod, with reason codes and dollars.
+
+Every grid step of every GPU is one of:
+
+- ``productive``: a pod holds the GPU and it is active (SM activity ≥ ``LOW_MAX``);
+- ``low_activity``: a pod holds it and it does a little (between ``IDLE_MAX`` and ``LOW_MAX``);
+- ``allocated_idle``: a pod holds it and nothing runs on it (activity < ``IDLE_MAX``);
+- ``unallocated``: no pod holds it (dcgm-exporter's pod label is empty);
+- ``no_data``: inside the GPU's life but the server has no sample (exporter down, scrape failing): neither
+  idle nor busy, said as a gap rather than guessed.
+
+Activity is DCGM's SM activity (``DCGM_FI_PROF_SM_ACTIVE``: the share of SM time with a warp resident)
+where the profiling metrics are on, else ``DCGM_FI_DEV_GPU_UTIL`` / 100 (share of time any kernel ran:
+coarser, a tiny kernel reads 100 %). A workload's row carries the reason that cost it most, its idle
+spans (so an admin can see when), a sizing recommendation (``analysis/sizing.py``) and dollars at its
+card's price. The fold (:func:`gpu_usage`) sees one GPU at a time, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpusleuth.analysis.cost import PRICES_DATE, price_table
+from gpusleuth.analysis.peaks import lookup_peak
+from gpusleuth.analysis.sizing import Sizing, recommend
+from gpusleuth.run.fleet_usage import FleetWindow, GpuSeries, Owner
+
+IDLE_MAX = 0.01  # activity below this: nothing runs
+LOW_MAX = 0.15  # below this (and not idle): low activity
+MIN_SPAN_S = 1800  # idle spans shorter than this are not listed (they still count in the hours)
+MAX_SPANS = 20  # per workload, longest first
+CLASSES = ("productive", "low_activity", "allocated_idle", "unallocated", "no_data")
+IDLE, LOW, PROD, UNALLOC, GAP = "allocated_idle", "low_activity", "productive", "unallocated", "no_data"
+REASONS = {
+    "IDLE_ALLOCATED": "held a GPU and ran nothing on it",
+    "PART_TIME": "idle for long stretches between work",
+    "LOW_ACTIVITY": "held a GPU it mostly left unused",
+    "OVERSIZED": "uses a fraction of its card",
+    "PRODUCTIVE": "used its GPU",
+    "UNALLOCATED": "no pod held the GPU",
+}
+
+
+@dataclass
+class Pricing:
+    """USD per GPU-hour by card: one rate for all (``--price-per-gpu-hour``), else the user's table over the dated
+    defaults (analysis/cost.py), matched on the card's family name (analysis/peaks.py) or its exact modelName."""
+
+    override: float | None = None
+    user: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def table(self) -> dict[str, float]:
+        return price_table(self.user)
+
+    @property
+    def source(self) -> str:
+        if self.override is not None:
+            return f"--price-per-gpu-hour {self.override:g} for every card"
+        return f"price table ({PRICES_DATE} on-demand list prices{', with your --prices' if self.user else ''})"
+
+    def per_gpu_hour(self, model: str) -> float | None:
+        if self.override is not None:
+            return self.override
+        table = self.table
+        if model in table:
+            return table[model]
+        peak = lookup_peak(model, "fp32")
+        return table.get(peak.model) if peak else None
+
+    def card(self, model: str) -> str:
+        peak = lookup_peak(model, "fp32")
+        return peak.model if peak else model
+
+    def tflops(self, model: str) -> float | None:
+        peak = lookup_peak(model, "fp16")
+        return peak.tflops if peak else None
+
+
+@dataclass
+class Usage:
+    """One GPU × one owner (or no owner) over the window: seconds by class and the percentiles sizing needs."""
+
+    uuid: str
+    host: str
+    model: str
+    owner: Owner | None
+    seconds: dict[str, float]
+    mem_p99_mib: float
+    mem_max_mib: float
+    card_mib: float
+    activity_p95: float
+    activity_source: str  # "sm_active" | "util" | "mixed"
+    tensor_mean: float
+    idle_spans: list[tuple[int, int]]  # [start, end) epoch seconds, ≥ MIN_SPAN_S
+
+
+@dataclass
+class GpuGap:
+    uuid: str
+    host: str
+    seconds: float
+    longest: tuple[int, int]
+
+
+def _spans(mask: np.ndarray, t0: int, step: int) -> list[tuple[int, int]]:
+    """Runs of True as [start, end) seconds."""
+    if not mask.any():
+        return []
+    d = np.diff(np.r_[0, mask.astype(np.int8), 0])
+    starts, ends = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
+    return [(t0 + int(a) * step, t0 + int(b) * step) for a, b in zip(starts, ends)]
+
+
+def gpu_usage(s: GpuSeries) -> tuple[list[Usage], GpuGap | None]:
+    """Fold one GPU's samples into per-owner usage, and the gaps in its data."""
+    c, step = s.columns, s.step_s
+    sm, util = c["sm_active"], c["util"]
+    have = np.zeros(len(s), bool)
+    for v in c.values():
+        have |= ~np.isnan(v)
+    if not have.any():
+        return [], None
+    life = slice(int(np.argmax(have)), len(have) - int(np.argmax(have[::-1])))
+    activity = np.where(np.isnan(sm), util / 100.0, sm)
+    owner = s.owner.copy()
+    gap = ~have
+    gap[: life.start] = False
+    gap[life.stop:] = False
+    # a gap belongs to whoever held the GPU before it (the pod did not stop paying for the GPU)
+    if gap.any():
+        idx = np.where(have, np.arange(len(owner)), 0)
+        np.maximum.accumulate(idx, out=idx)
+        owner = np.where(gap, owner[idx], owner)
+    gpu_gap = None
+    if gap.any():
+        spans = _spans(gap, s.start_s, step)
+        longest = max(spans, key=lambda ab: ab[1] - ab[0])
+        gpu_gap = GpuGap(s.uuid, s.host, float(gap.sum() * step), longest)
+    total_mib = c["fb_used_mib"] + c["fb_free_mib"]
+    card = float(np.nanmedian(total_mib)) if np.isfinite(total_mib).any() else math.nan
+    out: list[Usage] = []
+    known = have & ~np.isnan(activity)
+    for oid in np.unique(owner[life]):
+        mine = owner == oid
+        valid = mine & known
+        o = s.owners[oid] if oid >= 0 else None
+        secs = dict.fromkeys(CLASSES, 0.0)
+        secs[GAP] = float((mine & gap).sum() * step)
+        a = activity[valid]
+        if o is None:
+            secs[UNALLOC] = float(valid.sum() * step)
+        else:
+            secs[IDLE] = float((a < IDLE_MAX).sum() * step)
+            secs[LOW] = float(((a >= IDLE_MAX) & (a < LOW_MAX)).sum() * step)
+            secs[PROD] = float((a >= LOW_MAX).sum() * step)
+        mem = c["fb_used_mib"][mine & have]
+        mem = mem[~np.isnan(mem)]
+        sm_here = ~np.isnan(sm[valid])
+        source = "sm_active" if sm_here.all() else "util" if not sm_here.any() else "mixed"
+        idle_mask = mine & known & (activity < IDLE_MAX) if o is not None else mine & known
+        spans = [sp for sp in _spans(idle_mask, s.start_s, step) if sp[1] - sp[0] >= MIN_SPAN_S]
+        tensor = c["tensor_active"][valid]
+        tensor = tensor[~np.isnan(tensor)]
+        out.append(Usage(
+            uuid=s.uuid, host=s.host, model=s.model, owner=o, seconds=secs,
+            mem_p99_mib=float(np.percentile(mem, 99)) if len(mem) else math.nan,
+            mem_max_mib=float(mem.max()) if len(mem) else math.nan, card_mib=card,
+            activity_p95=float(np.percentile(a, 95)) if len(a) else math.nan, activity_source=source,
+            tensor_mean=float(tensor.mean()) if len(tensor) else math.nan,
+            idle_spans=sorted(spans, key=lambda ab: ab[0] - ab[1])[:MAX_SPANS]))
+    return out, gpu_gap
+
+
+@dataclass
+class IdleSpan:
+    uuid: str
+    host: str
+    start_s: int
+    end_s: int
+
+    @property
+    def hours(self) -> float:
+        return (self.end_s - self.start_s) / 3600
+
+
+@dataclass
+class Workload:
+    """One pod (namespace/pod/container), or one GPU no pod held, over all the GPUs it had."""
+
+    key: str
+    namespace: str
+    pod: str
+    container: str
+    group: str
+    model: str
+    gpus: int
+    hours: dict[str, float]
+    price: float | None
+    usd: dict[str, float | None]
+    reason: str
+    mem_p99_mib: float
+    card_mib: float
+    activity_p95: float
+    activity_source: str
+    idle_spans: list[IdleSpan]
+    sizing: Sizing | None
+    card: str = ""  # the family name prices and peaks use ("H100 SXM"), else the modelName
+    requested_gpus: float | None = None
+    requested_hours: float | None = None
+    hosts: list[str] = field(default_factory=list)
+    uuids: list[str] = field(default_factory=list)
+
+    @property
+    def allocated_h(self) -> float:
+        return self.hours[PROD] + self.hours[LOW] + self.hours[IDLE] + (self.hours[GAP] if self.pod else 0.0)
+
+    @property
+    def wasted_usd(self) -> float:
+        return sum(v or 0.0 for k, v in self.usd.items() if k in (IDLE, LOW, UNALLOC)) + (
+            (self.sizing.usd_saved or 0.0) if self.sizing and self.reason == "OVERSIZED" else 0.0)
+
+
+@dataclass
+class NamespaceTotal:
+    namespace: str
+    pods: int
+    gpus: int
+    hours: dict[str, float]
+    usd: dict[str, float | None]
+    savings_usd: float | None
+
+
+@dataclass
+class Ledger:
+    window: FleetWindow
+    workloads: list[Workload]  # top offenders first
+    namespaces: list[NamespaceTotal]
+    totals: dict[str, float]  # hours by class
+    totals_usd: dict[str, float | None]
+    prices: dict[str, float | None]  # model → USD per GPU-hour used (None: unpriced)
+    price_source: str
+    notes: list[str]
+    gaps: list[GpuGap]
+    unmatched_requests: list[str]  # pods that requested GPUs but no GPU series names them
+    summary_by_reason: dict[tuple[str, str], tuple[float, float | None]]  # (namespace, class) → GPU-h, USD
+
+
+def _reason(hours: dict[str, float], sizing: Sizing | None, owned: bool) -> str:
+    if not owned:
+        return "UNALLOCATED"
+    alloc = hours[PROD] + hours[LOW] + hours[IDLE]
+    if alloc <= 0:
+        return "PRODUCTIVE"
+    if hours[IDLE] >= 0.9 * alloc:
+        return "IDLE_ALLOCATED"
+    if hours[IDLE] >= 0.2 * alloc:
+        return "PART_TIME"
+    if hours[LOW] >= 0.5 * alloc:
+        return "LOW_ACTIVITY"
+    if sizing is not None:
+        return "OVERSIZED"
+    return "PRODUCTIVE"
+
+
+class LedgerBuilder:
+    """Feed GPUs (``add``) a batch at a time, then ``finish``: per-pod rows, namespaces, totals, notes."""
+
+    def __init__(self, window: FleetWindow, pricing: Pricing):
+        self.window, self.pricing = window, pricing
+        self.price_for: dict[str, float | None] = {}
+        self._by_key: dict[str, list[Usage]] = defaultdict(list)
+        self._gaps: list[GpuGap] = []
+        self._sources: set[str] = set()
+        self._owned_samples = 0.0
+        self._gpus = 0
+
+    def add(self, series: list[GpuSeries]) -> None:
+        for s in series:
+            usages, gap = gpu_usage(s)
+            if usages:
+                self._gpus += 1
+            if gap is not None:
+                self._gaps.append(gap)
+            for u in usages:
+                key = u.owner.name if u.owner is not None else f"(no pod) {u.host} {u.uuid}"
+                if u.owner is not None:
+                    self._owned_samples += sum(u.seconds.values())
+                    if u.owner.group and self.window.group_label:
+                        key = f"{u.owner.group} · {key}"
+                self._by_key[key].append(u)
+                self._sources.add(u.activity_source)
+
+    def finish(self) -> Ledger:
+        w = self.window
+        workloads = [self._workload(k, us) for k, us in self._by_key.items()]
+        requested = {(r.namespace, r.pod): r for r in w.requests}
+        seen = set()
+        for wl in workloads:
+            r = requested.get((wl.namespace, wl.pod))
+            if r is not None:
+                seen.add((wl.namespace, wl.pod))
+                wl.requested_gpus = r.gpus
+                wl.requested_hours = r.gpus * r.samples * w.step_s / 3600
+        unmatched = [f"{ns}/{pod} requested {r.gpus:g} GPU(s) for {r.samples * w.step_s / 3600:.1f} h"
+                     for (ns, pod), r in requested.items() if (ns, pod) not in seen and r.gpus > 0]
+        workloads.sort(key=lambda x: (-x.wasted_usd, -(x.hours[IDLE] + x.hours[LOW] + x.hours[UNALLOC]), x.key))
+        totals = {c: sum(wl.hours[c] for wl in workloads) for c in CLASSES}
+        totals_usd = {c: _sum_or_none([wl.usd[c] for wl in workloads]) for c in CLASSES}
+        namespaces = self._namespaces(workloads)
+        summary: dict[tuple[str, str], tuple[float, float | None]] = {}
+        for wl in workloads:
+            for c, h in wl.hours.items():
+                if h > 0:
+                    h0, u0 = summary.get((wl.namespace or "(none)", c), (0.0, None))
+                    u = wl.usd[c]
+                    summary[(wl.namespace or "(none)", c)] = (h0 + h, u0 if u is None else (u0 or 0.0) + u)
+        return Ledger(window=w, workloads=workloads, namespaces=namespaces, totals=totals, totals_usd=totals_usd,
+                      prices=dict(self.price_for), price_source=self.pricing.source,
+                      notes=w.notes + self._notes(unmatched), gaps=sorted(self._gaps, key=lambda g: -g.seconds),
+                      unmatched_requests=unmatched, summary_by_reason=dict(summary))
+
+    def _workload(self, key: str, us: list[Usage]) -> Workload:
+        o = us[0].owner
+        hours = {c: sum(u.seconds[c] for u in us) / 3600 for c in CLASSES}
+        model = max({u.model for u in us}, key=lambda m: sum(sum(u.seconds.values()) for u in us if u.model == m))
+        price = self.price_for.setdefault(model, self.pricing.per_gpu_hour(model))
+        usd = {c: (h * price if price is not None else None) for c, h in hours.items()}
+        mem = [u.mem_p99_mib for u in us if not math.isnan(u.mem_p99_mib)]
+        act = [u.activity_p95 for u in us if not math.isnan(u.activity_p95)]
+        cards = [u.card_mib for u in us if not math.isnan(u.card_mib)]
+        mem_p99 = max(mem) if mem else math.nan
+        act_p95 = max(act) if act else math.nan
+        card = min(cards) if cards else math.nan
+        gpus = len({u.uuid for u in us})
+        sizing = None
+        if o is not None and hours[PROD] + hours[LOW] > 0 and hours[IDLE] < 0.2 * (hours[PROD] + hours[LOW] + hours[IDLE]):
+            sizing = recommend(model, card, mem_p99, act_p95, gpus, hours[PROD] + hours[LOW] + hours[IDLE],
+                               price, self.pricing.table, self.pricing.tflops(model))
+        spans = sorted((IdleSpan(u.uuid, u.host, a, b) for u in us for a, b in u.idle_spans),
+                       key=lambda sp: -(sp.end_s - sp.start_s))[:MAX_SPANS]
+        sources = {u.activity_source for u in us}
+        return Workload(key=key, namespace=o.namespace if o else "", pod=o.pod if o else "",
+                        container=o.container if o else "", group=o.group if o else "", model=model, gpus=gpus,
+                        hours=hours, price=price, usd=usd, reason=_reason(hours, sizing, o is not None),
+                        mem_p99_mib=mem_p99, card_mib=card, activity_p95=act_p95,
+                        activity_source=sources.pop() if len(sources) == 1 else "mixed", idle_spans=spans,
+                        sizing=sizing, hosts=sorted({u.host for u in us}), card=self.pricing.card(model),
+                        uuids=sorted({u.uuid for u in us}))
+
+    def _namespaces(self, workloads: list[Workload]) -> list[NamespaceTotal]:
+        by: dict[str, list[Workload]] = defaultdict(list)
+        for wl in workloads:
+            if wl.pod:
+                by[wl.namespace].append(wl)
+        out = []
+        for ns, wls in by.items():
+            hours = {c: sum(x.hours[c] for x in wls) for c in CLASSES}
+            usd = {c: _sum_or_none([x.usd[c] for x in wls]) for c in CLASSES}
+            saved = _sum_or_none([x.sizing.usd_saved for x in wls if x.sizing is not None])
+            gpus = len({u for x in wls for u in x.uuids})
+            out.append(NamespaceTotal(ns, len(wls), gpus, hours, usd, saved))
+        out.sort(key=lambda n: -(n.hours[IDLE] + n.hours[LOW]))
+        return out
+
+    def _notes(self, unmatched: list[str]) -> list[str]:
+        w, notes = self.window, []
+        if self._gpus and self._owned_samples == 0:
+            notes.append("no GPU series carries Kubernetes labels (namespace/pod): dcgm-exporter's pod mapping is "
+                         "off or cannot see the kubelet — run it with --kubernetes (DCGM_EXPORTER_KUBERNETES=true) "
+                         "and mount /var/lib/kubelet/pod-resources; until then every GPU is listed as unallocated "
+                         "and allocated-but-idle cannot be told from unallocated")
+        if "util" in self._sources or "mixed" in self._sources:
+            notes.append("activity is DCGM_FI_DEV_GPU_UTIL (any kernel running) where DCGM_FI_PROF_SM_ACTIVE is "
+                         "missing: enable the DCGM profiling metrics in dcgm-exporter's counters CSV "
+                         "(DCGM_FI_PROF_SM_ACTIVE, DCGM_FI_PROF_PIPE_TENSOR_ACTIVE; -f / DCGM_EXPORTER_COLLECTORS) "
+                         "for SM activity; low activity is coarser without them")
+        if "DCGM_FI_DEV_FB_USED" not in w.metrics:
+            notes.append("no DCGM_FI_DEV_FB_USED: framebuffer use is in dcgm-exporter's default counters; without "
+                         "it no sizing is recommended (the p99 memory floor is unknown)")
+        elif "DCGM_FI_DEV_FB_FREE" not in w.metrics:
+            notes.append("no DCGM_FI_DEV_FB_FREE: the card's memory size is unknown, so no sizing is recommended "
+                         "(add DCGM_FI_DEV_FB_FREE to dcgm-exporter's counters CSV)")
+        if not w.has_kube_requests:
+            notes.append('no kube_pod_container_resource_requests{resource="nvidia_com_gpu"}: kube-state-metrics '
+                         "(v2+) is not scraped by this server, so GPU requests are not cross-checked; allocation "
+                         "comes from dcgm-exporter's pod labels alone")
+        if unmatched:
+            more = f" (and {len(unmatched) - 5} more)" if len(unmatched) > 5 else ""
+            notes.append(f"{len(unmatched)} pod(s) requested GPUs that no dcgm-exporter series names: "
+                         + "; ".join(unmatched[:5]) + more)
+        if self._gaps:
+            total = sum(g.seconds for g in self._gaps) / 3600
+            g = self._gaps[0]
+            notes.append(f"{len(self._gaps)} GPU(s) have gaps in their samples, {total:,.1f} GPU-hours in all, "
+                         f"counted as no_data (neither idle nor busy); the longest: {g.host} {g.uuid} from "
+                         f"{_iso(g.longest[0])} to {_iso(g.longest[1])} (exporter down or scrapes failing; gaps "
+                         "shorter than one step are not seen)")
+        return notes
+
+
+def _sum_or_none(xs: list[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return sum(vals) if vals else None
+
+
+def _iso(t: int) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))

@@ -1,0 +1,119 @@
+"""``gpusleuth fleet --prometheus URL``: the GPU ledger from a cluster's own Prometheus (the flags and the verb's body).
+
+The ``fleet`` verb (cli/fleet.py) hands over here when ``--prometheus`` is given; the pass itself is
+report/ledger.py, the output one renderer per format.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpusleuth" / "fleet-prometheus.duckdb"
+
+
+def add_prometheus_options(p: Any) -> None:
+    g = p.add_argument_group(
+        "from a cluster's Prometheus (dcgm-exporter + kube-state-metrics)",
+        "Any server with Prometheus's HTTP API (Prometheus, Thanos, Mimir, VictoriaMetrics). The window is "
+        "--start/--end (RFC 3339) or --since (a span back from now); credentials from $GPUSLEUTH_PROMETHEUS_TOKEN "
+        "(bearer) or $GPUSLEUTH_PROMETHEUS_BASIC_AUTH ('user:password'), or the files below. docs/fleet.md.")
+    g.add_argument("--prometheus", metavar="URL", default=None,
+                   help="base URL of the metrics server, e.g. http://prometheus:9090 (no run directories then)")
+    g.add_argument("--start", metavar="TIME", default=None, help="window start, RFC 3339 (2026-11-01T00:00:00Z)")
+    g.add_argument("--end", metavar="TIME", default=None, help="window end, RFC 3339 (default: now)")
+    g.add_argument("--step", type=int, default=30, metavar="S",
+                   help="seconds per sample, at least the scrape interval (default 30: dcgm-exporter's default)")
+    g.add_argument("--chunk", type=float, default=6.0, metavar="HOURS",
+                   help="hours of history per query (default 6; the cache works in these chunks)")
+    g.add_argument("--gpus-per-query", type=int, default=200, metavar="N", help="GPUs per query (default 200)")
+    g.add_argument("--selector", default="", metavar="MATCHERS",
+                   help="extra label matchers for every series, e.g. 'cluster=\"prod\"'")
+    g.add_argument("--group-label", default=None, metavar="LABEL",
+                   help="also group by this job/user label of the DCGM series (e.g. hpc_job, user)")
+    g.add_argument("--prices", type=Path, default=None, metavar="FILE",
+                   help='JSON USD per GPU-hour by card, e.g. {"H100 SXM": 2.5, "A100": 1.2} (over the dated table)')
+    g.add_argument("--bearer-token-file", type=Path, default=None, metavar="FILE", help="bearer token in a file")
+    g.add_argument("--basic-auth-file", type=Path, default=None, metavar="FILE", help="'user:password' in a file")
+    g.add_argument("--ca-file", type=Path, default=None, metavar="PEM", help="CA bundle to verify the server's TLS")
+    g.add_argument("--insecure-skip-verify", action="store_true", help="do not verify TLS (not recommended)")
+    g.add_argument("--cache", type=Path, default=DEFAULT_CACHE, metavar="FILE",
+                   help=f"DuckDB cache of fetched samples, so re-runs and longer windows are incremental "
+                   f"(default {DEFAULT_CACHE})")
+    g.add_argument("--no-cache", action="store_true", help="fetch everything, keep nothing")
+    g.add_argument("--grafana-summary", type=Path, default=None, metavar="FILE",
+                   help="also write GPU-hours and USD by namespace × class as Prometheus text (textfile collector)")
+
+
+def _when(text: str, flag: str) -> int:
+    from gpusleuth.errors import InputError
+    from gpusleuth.report.fleet import parse_when
+
+    if text.strip().isdigit():  # Unix seconds, as Prometheus's own API takes them
+        return int(text)
+    try:
+        return parse_when(text) // 1_000_000_000
+    except ValueError as exc:
+        raise InputError(flag, str(exc)) from None
+
+
+def prometheus_command(args: Any) -> int:
+    from gpusleuth.analysis.ledger import Pricing
+    from gpusleuth.cli.report import count_progress, make_console, write_html_file
+    from gpusleuth.errors import InputError
+    from gpusleuth.pipeline.ledger import build_ledger_report
+    from gpusleuth.sources.prices import read_price_table
+
+    if args.dirs:
+        raise InputError(args.dirs[0], "give run directories or --prometheus URL, not both")
+    now = int(time.time())
+    end = _when(args.end, "--end") if args.end else now
+    if args.start:
+        start = _when(args.start, "--start")
+    elif args.since:
+        start = _when(args.since, "--since")
+    else:
+        raise InputError("--prometheus", "give the window: --since 7d, or --start TIME [--end TIME] (RFC 3339)")
+    step = int(args.step)
+    chunk = max(step, int(round(args.chunk * 3600 / step)) * step)
+    bars: dict[str, Any] = {}
+
+    def bar(done: int, total: int) -> None:  # the number of chunks to fetch is known only once the cache is read
+        if "b" not in bars:
+            bars["b"] = count_progress(total, "fetching time chunks from Prometheus")
+        if bars["b"]:
+            bars["b"](done)
+    report = build_ledger_report(
+        args.prometheus, start, end, step_s=step, chunk_s=chunk, gpus_per_query=args.gpus_per_query,
+        selector=args.selector, group_label=args.group_label,
+        pricing=Pricing(override=args.price_per_gpu_hour, user=read_price_table(args.prices)),
+        cache_path=None if args.no_cache else args.cache, token_file=args.bearer_token_file,
+        basic_auth_file=args.basic_auth_file, ca_file=args.ca_file, verify=not args.insecure_skip_verify,
+        progress=bar if sys.stderr.isatty() else None)
+    if args.html:
+        from gpusleuth.render.html_ledger import render_ledger_html
+
+        write_html_file(render_ledger_html, report, args.html, "fleet page")
+    if args.grafana_summary:
+        from gpusleuth.render.ledger_grafana import render_ledger_grafana
+
+        try:
+            args.grafana_summary.write_text(render_ledger_grafana(report))
+        except OSError as exc:
+            raise InputError(args.grafana_summary, f"cannot write the Grafana summary: {exc.strerror}") from None
+    if args.json:
+        from gpusleuth.render.ledger_json import render_ledger_json
+
+        sys.stdout.write(render_ledger_json(report) + "\n")
+    elif args.csv:
+        from gpusleuth.render.ledger_csv import render_ledger_csv
+
+        sys.stdout.write(render_ledger_csv(report))
+    else:
+        from gpusleuth.render.ledger_console import render_ledger_console
+
+        render_ledger_console(report, make_console(), limit=args.limit if args.limit is not None else 20)
+    return 0

@@ -1,0 +1,201 @@
+"""The DuckDB file that makes ``fleet --prometheus`` incremental: samples already fetched are never fetched again.
+
+Time is cut into chunks aligned to the epoch (``chunk_s``, a multiple of the step), so a re-run, or a
+longer ``--since``, asks the server only for chunks it has not got; a chunk that ends less than
+``FRESH_S`` before now is kept but not marked complete (the server may still be receiving it) and is
+fetched again next time. Samples are stored wide (one row per GPU and step, only where the server had a
+sample), GPUs and owners (namespace/pod/container) once each, and a pod's GPU request as the segments of time it existed.
+Everything is keyed by the server URL and the label selector, so two clusters share one cache file safely.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from gpusleuth.errors import InputError
+from gpusleuth.run.fleet_usage import SAMPLE_COLUMNS, GpuSeries, Owner, PodRequest
+
+FRESH_S = 900  # a chunk ending within this many seconds of now may still grow: fetched again next time
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS chunks (src TEXT, step INTEGER, chunk_start BIGINT, chunk_end BIGINT,
+                                   complete BOOLEAN, fetched_at DOUBLE, metrics TEXT);
+CREATE TABLE IF NOT EXISTS gpus (src TEXT, uuid TEXT, host TEXT, gpu TEXT, model TEXT, mig_profile TEXT);
+CREATE TABLE IF NOT EXISTS owners (src TEXT, id INTEGER, namespace TEXT, pod TEXT, container TEXT, grp TEXT);
+CREATE TABLE IF NOT EXISTS samples (src TEXT, step INTEGER, uuid TEXT, t BIGINT, util REAL, sm_active REAL,
+                                    tensor_active REAL, fb_used_mib REAL, fb_free_mib REAL, power_w REAL,
+                                    owner INTEGER);
+CREATE TABLE IF NOT EXISTS requests (src TEXT, step INTEGER, chunk_start BIGINT, namespace TEXT, pod TEXT,
+                                     container TEXT, node TEXT, gpus DOUBLE, samples BIGINT, first_s BIGINT,
+                                     last_s BIGINT);
+"""
+
+
+class FleetCache:
+    """One DuckDB database (a file, or a temporary one deleted on close) holding what was fetched."""
+
+    def __init__(self, path: Path | None, src: str, step_s: int, memory_limit: str = "256MB"):
+        import duckdb
+
+        self.src, self.step = src, int(step_s)
+        self._tmp: Path | None = None
+        if path is None:
+            import tempfile
+
+            self._tmp = Path(tempfile.mkdtemp(prefix="gpusleuth-fleet-")) / "cache.duckdb"
+            path = self._tmp
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = duckdb.connect(str(self.path))
+        except (OSError, duckdb.Error) as exc:
+            raise InputError(self.path, f"cannot open the fleet cache ({str(exc)[:200]}); give another --cache "
+                             "path or --no-cache") from None
+        self.db.execute(f"SET memory_limit='{memory_limit}'; SET threads=2; SET preserve_insertion_order=false")
+        self.db.execute(_SCHEMA)
+        self._owners: dict[Owner, int] = {}
+        for oid, ns, pod, cont, grp in self.db.execute(
+                "SELECT id, namespace, pod, container, grp FROM owners WHERE src = ?", [src]).fetchall():
+            self._owners[Owner(ns, pod, cont, grp)] = oid
+        self._known_gpus = {u for (u,) in self.db.execute("SELECT uuid FROM gpus WHERE src = ?", [src]).fetchall()}
+
+    def close(self) -> None:
+        self.db.close()
+        if self._tmp is not None:
+            import shutil
+
+            shutil.rmtree(self._tmp.parent, ignore_errors=True)
+
+    # --- chunks ---------------------------------------------------------------------------------------
+    def complete_chunks(self) -> dict[int, list[str]]:
+        """Chunk start → the metric names it held, for chunks fetched completely at this step."""
+        rows = self.db.execute("SELECT chunk_start, metrics FROM chunks WHERE src = ? AND step = ? AND complete",
+                               [self.src, self.step]).fetchall()
+        return {int(s): [m for m in (metrics or "").split(",") if m] for s, metrics in rows}
+
+    def begin_chunk(self, start: int, end: int) -> None:
+        """Forget whatever an earlier, incomplete fetch of this chunk left."""
+        args = [self.src, self.step, start, end]
+        self.db.execute("DELETE FROM samples WHERE src = ? AND step = ? AND t >= ? AND t < ?", args)
+        self.db.execute("DELETE FROM requests WHERE src = ? AND step = ? AND chunk_start = ?", args[:3])
+        self.db.execute("DELETE FROM chunks WHERE src = ? AND step = ? AND chunk_start = ?", args[:3])
+
+    def end_chunk(self, start: int, end: int, metrics: list[str]) -> None:
+        complete = end <= time.time() - FRESH_S
+        self.db.execute("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [self.src, self.step, start, end, complete, time.time(), ",".join(sorted(metrics))])
+
+    # --- writing --------------------------------------------------------------------------------------
+    def owner_id(self, owner: Owner) -> int:
+        oid = self._owners.get(owner)
+        if oid is None:
+            oid = len(self._owners)
+            self._owners[owner] = oid
+            self.db.execute("INSERT INTO owners VALUES (?, ?, ?, ?, ?, ?)",
+                            [self.src, oid, owner.namespace, owner.pod, owner.container, owner.group])
+        return oid
+
+    def add_gpus(self, gpus: dict[str, dict[str, str]]) -> None:
+        new = [[self.src, u, g.get("host", ""), g.get("gpu", ""), g.get("model", ""), g.get("mig_profile", "")]
+               for u, g in gpus.items() if u not in self._known_gpus]
+        if new:
+            self.db.executemany("INSERT INTO gpus VALUES (?, ?, ?, ?, ?, ?)", new)
+            self._known_gpus.update(r[1] for r in new)
+
+    def add_samples(self, uuids: list[str], t0: int, cols: dict[str, np.ndarray], owner: np.ndarray) -> int:
+        """Store a (GPU × step) block; only cells where the server had some sample. Returns rows stored."""
+        import pyarrow as pa
+
+        have = np.zeros(owner.shape, bool)
+        for c in SAMPLE_COLUMNS:
+            have |= ~np.isnan(cols[c])
+        gi, si = np.nonzero(have)
+        if not len(gi):
+            return 0
+        table = pa.table({
+            "src": pa.array([self.src] * len(gi), pa.string()).dictionary_encode(),
+            "step": np.full(len(gi), self.step, np.int32),
+            "uuid": pa.DictionaryArray.from_arrays(gi.astype(np.int32), pa.array(uuids, pa.string())),
+            "t": (t0 + si.astype(np.int64) * self.step),
+            **{c: cols[c][gi, si].astype(np.float32) for c in SAMPLE_COLUMNS},
+            "owner": owner[gi, si].astype(np.int32),
+        })
+        self.db.register("_block", table)
+        self.db.execute("INSERT INTO samples SELECT src, step, uuid, t, util, sm_active, tensor_active, "
+                        "fb_used_mib, fb_free_mib, power_w, owner FROM _block")
+        self.db.unregister("_block")
+        return len(gi)
+
+    def add_requests(self, chunk_start: int, rows: list[PodRequest]) -> None:
+        if rows:
+            self.db.executemany("INSERT INTO requests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                [[self.src, self.step, chunk_start, r.namespace, r.pod, r.container, r.node, r.gpus,
+                                  r.samples, r.first_s, r.last_s] for r in rows])
+
+    # --- reading --------------------------------------------------------------------------------------
+    def gpu_ids(self, start: int, end: int) -> list[str]:
+        """GPUs with any sample in [start, end), in a stable order (host, index)."""
+        rows = self.db.execute("""
+            SELECT g.uuid FROM gpus g WHERE g.src = $src AND EXISTS (
+                SELECT 1 FROM samples s WHERE s.src = $src AND s.step = $step AND s.uuid = g.uuid
+                AND s.t >= $start AND s.t < $end)
+            ORDER BY g.host, try_cast(g.gpu AS INTEGER), g.gpu, g.uuid
+        """, {"src": self.src, "step": self.step, "start": start, "end": end}).fetchall()
+        return [u for (u,) in rows]
+
+    def metrics_seen(self, starts: list[int]) -> set[str]:
+        if not starts:
+            return set()
+        rows = self.db.execute("SELECT metrics FROM chunks WHERE src = ? AND step = ? AND list_contains(?, chunk_start)",
+                               [self.src, self.step, starts]).fetchall()
+        return {m for (ms,) in rows for m in (ms or "").split(",") if m}
+
+    def series(self, uuids: list[str], start: int, end: int) -> Iterator[GpuSeries]:
+        """The GPUs' samples on the grid [start, end), NaN where there were none."""
+        n = (end - start) // self.step
+        owners = {oid: o for o, oid in self._owners.items()}
+        info = {u: (h, g, m, mig) for u, h, g, m, mig in self.db.execute(
+            "SELECT uuid, host, gpu, model, mig_profile FROM gpus WHERE src = ? AND list_contains(?, uuid)",
+            [self.src, uuids]).fetchall()}
+        tbl = self.db.execute("""
+            SELECT uuid, t, util, sm_active, tensor_active, fb_used_mib, fb_free_mib, power_w, owner FROM samples
+            WHERE src = ? AND step = ? AND list_contains(?, uuid) AND t >= ? AND t < ? ORDER BY uuid, t
+        """, [self.src, self.step, uuids, start, end]).fetchnumpy()
+        uu = np.asarray(tbl["uuid"], dtype=object)
+        idx = ((np.asarray(tbl["t"]) - start) // self.step).astype(np.int64)
+        values = {c: np.ma.filled(np.ma.asarray(tbl[c]).astype(np.float32), np.nan) for c in SAMPLE_COLUMNS}
+        own = np.ma.filled(np.ma.asarray(tbl["owner"]), -1).astype(np.int32)
+        bounds = np.flatnonzero(np.r_[True, uu[1:] != uu[:-1], True]) if len(uu) else np.array([0])
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            uuid = str(uu[a])
+            cols = {c: np.full(n, np.nan, np.float32) for c in SAMPLE_COLUMNS}
+            k = idx[a:b]
+            for c in SAMPLE_COLUMNS:
+                cols[c][k] = values[c][a:b]
+            local: dict[int, int] = {}
+            owner = np.full(n, -1, np.int32)
+            for oid in np.unique(own[a:b]):
+                if oid >= 0:
+                    local[int(oid)] = len(local)
+            remap = np.array([local.get(int(o), -1) for o in own[a:b]], np.int32) if local else np.full(b - a, -1, np.int32)
+            owner[k] = remap
+            host, gpu, model, mig = info.get(uuid, ("", "", "", ""))
+            yield GpuSeries(uuid=uuid, host=host, gpu=gpu, model=model, start_s=start, step_s=self.step,
+                            columns=cols, owner=owner, owners=[owners[o] for o in local], mig_profile=mig)
+
+    def requests(self, start: int, end: int) -> list[PodRequest]:
+        """Each pod's request over [start, end): its stored presence segments clipped to the window."""
+        rows = self.db.execute("""
+            WITH seg AS (
+                SELECT namespace, pod, container, node, gpus, greatest(first_s, $start) AS a,
+                       least(last_s, $end - $step) AS b
+                FROM requests WHERE src = $src AND step = $step AND last_s >= $start AND first_s < $end)
+            SELECT namespace, pod, container, any_value(node), max(gpus), sum((b - a) // $step + 1), min(a), max(b)
+            FROM seg WHERE b >= a GROUP BY namespace, pod, container ORDER BY namespace, pod, container
+        """, {"src": self.src, "step": self.step, "start": start, "end": end}).fetchall()
+        return [PodRequest(namespace=ns, pod=pod, container=c, node=node or "", gpus=float(g), samples=int(s),
+                           first_s=int(f), last_s=int(la)) for ns, pod, c, node, g, s, f, la in rows]

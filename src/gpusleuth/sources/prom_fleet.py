@@ -1,0 +1,223 @@
+"""dcgm-exporter and kube-state-metrics series from a Prometheus server → the GPU ledger's typed input.
+
+Bounded memory, however long the window and however many GPUs: time is cut into epoch-aligned chunks
+(``chunk_s``) and GPUs into batches (``gpus_per_query``, a regex on the UUID label, POSTed), so one
+response holds at most ``gpus_per_query × chunk_s / step_s`` points per metric; each block goes straight
+into the DuckDB cache (``sources/fleet_cache.py``) and the ledger reads GPUs back a batch at a time.
+Chunks already cached are not fetched again (a re-run, or a longer history, is incremental).
+
+Exactly one sample per grid step: every metric is asked as ``M and (timestamp(M) > time() - step)``,
+so a step takes a sample only if one was scraped within the last step. Plain ``query_range`` would repeat
+a series' last value for the server's lookback (5 min by default) after it ends: a pod's series would
+overlap its successor's on the same GPU, and a dead exporter would look alive for 5 minutes. The step
+must therefore be at least the scrape interval (dcgm-exporter's default, 30 s, is the default here).
+
+Who holds a GPU comes from dcgm-exporter's Kubernetes labels (``namespace``, ``pod``, ``container``;
+``exported_*`` when Prometheus renamed them because the scrape target had its own); a pod's request from
+``kube_pod_container_resource_requests{resource="nvidia_com_gpu"}``. What is missing is said as a
+sentence naming the exporter or flag that provides it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+
+from gpusleuth.errors import InputError
+from gpusleuth.run.fleet_usage import SAMPLE_COLUMNS, FleetWindow, GpuSeries, Owner, PodRequest
+from gpusleuth.sources.fleet_cache import FleetCache
+from gpusleuth.sources.prom_client import PrometheusClient, TooManySamples
+
+# sample column → dcgm-exporter's default counter name (etc/default-counters.csv)
+DCGM_METRICS = {
+    "util": "DCGM_FI_DEV_GPU_UTIL",
+    "sm_active": "DCGM_FI_PROF_SM_ACTIVE",
+    "tensor_active": "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    "fb_used_mib": "DCGM_FI_DEV_FB_USED",
+    "fb_free_mib": "DCGM_FI_DEV_FB_FREE",
+    "power_w": "DCGM_FI_DEV_POWER_USAGE",
+}
+assert tuple(DCGM_METRICS) == SAMPLE_COLUMNS
+KUBE_REQUESTS = "kube_pod_container_resource_requests"
+ID_LABELS = ("UUID", "uuid")  # dcgm-exporter; `uuid` with --use-old-namespace
+
+
+@dataclass
+class FleetQuery:
+    url: str
+    start_s: int
+    end_s: int
+    step_s: int = 30
+    chunk_s: int = 6 * 3600
+    gpus_per_query: int = 200
+    selector: str = ""  # extra label matchers for every series, e.g. 'cluster="prod"'
+    group_label: str | None = None  # a job/user label to group by besides namespace/pod
+
+
+def _owner_of(labels: dict[str, str], group_label: str | None) -> Owner | None:
+    def pick(name: str) -> str:
+        return labels.get(f"exported_{name}") or labels.get(name) or ""
+
+    pod = pick("pod")
+    group = labels.get(group_label, "") if group_label else ""
+    if not pod and not group:
+        return None
+    return Owner(namespace=pick("namespace"), pod=pod, container=pick("container"), group=group)
+
+
+def _fresh(expr: str, step_s: int) -> str:
+    return f"({expr}) and (timestamp({expr}) > time() - {int(step_s)})"
+
+
+def _regex_escape(s: str) -> str:
+    out = []
+    for ch in s:
+        if ch in ".^$*+?()[]{}|\\":
+            out.append("\\\\" + ch)
+        elif ch == '"':
+            out.append('\\"')
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+class PrometheusFleet:
+    """Fetches what the cache lacks, then hands the ledger its window and GPUs a batch at a time."""
+
+    def __init__(self, client: PrometheusClient, query: FleetQuery, cache: FleetCache,
+                 progress: Callable[[int, int], None] | None = None):
+        if query.step_s <= 0 or query.chunk_s % query.step_s:
+            raise InputError(client.url, f"the chunk ({query.chunk_s} s) must be a multiple of the step ({query.step_s} s)")
+        self.client, self.q, self.cache, self.progress = client, query, cache, progress
+        self.start = query.start_s - query.start_s % query.step_s
+        self.end = query.end_s - query.end_s % query.step_s
+        if self.end <= self.start:
+            raise InputError(client.url, "the time window is empty: --start must be before --end")
+        self.queries = 0  # HTTP queries made (the cache test counts them)
+
+    # --- the whole fetch ------------------------------------------------------------------------------
+    def open(self) -> FleetWindow:
+        q = self.q
+        first = self.start - self.start % q.chunk_s
+        starts = list(range(first, self.end, q.chunk_s))
+        done = self.cache.complete_chunks()
+        todo = [s for s in starts if s not in done]
+        notes: list[str] = []
+        id_label = None
+        for i, s in enumerate(todo, 1):
+            id_label = self._fetch_chunk(s, s + q.chunk_s, id_label, notes) or id_label
+            if self.progress:
+                self.progress(i, len(todo))
+        metrics = self.cache.metrics_seen(starts)
+        window = FleetWindow(server=self.client.url, start_s=self.start, end_s=self.end, step_s=q.step_s,
+                             metrics=sorted(m for m in metrics if m != KUBE_REQUESTS),
+                             has_kube_requests=KUBE_REQUESTS in metrics, group_label=q.group_label, notes=notes)
+        window.cache = f"{len(starts) - len(todo)} of {len(starts)} time chunk(s) from the cache"
+        self._gpu_ids = self.cache.gpu_ids(self.start, self.end)
+        window.gpus = len(self._gpu_ids)
+        if not self._gpu_ids:
+            sel = f"{{{q.selector}}}" if q.selector else ""
+            raise InputError(self.client.url, f"no dcgm-exporter series ({DCGM_METRICS['util']}{sel}) between "
+                             f"{_iso(self.start)} and {_iso(self.end)}: is dcgm-exporter scraped by this server "
+                             "(its ServiceMonitor / scrape job), and is the window right?")
+        window.requests = self.cache.requests(self.start, self.end)
+        return window
+
+    def batches(self, size: int | None = None) -> Iterator[list[GpuSeries]]:
+        size = size or self.q.gpus_per_query
+        for i in range(0, len(self._gpu_ids), size):
+            yield list(self.cache.series(self._gpu_ids[i:i + size], self.start, self.end))
+
+    # --- one chunk ------------------------------------------------------------------------------------
+    def _fetch_chunk(self, c0: int, c1: int, id_label: str | None, notes: list[str]) -> str | None:
+        q, cache = self.q, self.cache
+        sel = q.selector
+        cache.begin_chunk(c0, c1)
+        names = "|".join(DCGM_METRICS.values())
+        found = self._call(self.client.series, f'{{__name__=~"{names}"{"," + sel if sel else ""}}}', c0, c1 - 1)
+        gpus: dict[str, dict[str, str]] = {}
+        present: set[str] = set()
+        for labels in found:
+            id_label = id_label or next((k for k in ID_LABELS if labels.get(k)), None)
+            uid = labels.get(id_label or "UUID")
+            if not uid:
+                continue
+            present.add(labels.get("__name__", ""))
+            gpus.setdefault(uid, {"host": labels.get("Hostname") or labels.get("hostname") or labels.get("instance", ""),
+                                  "gpu": labels.get("gpu", ""), "model": labels.get("modelName", ""),
+                                  "mig_profile": labels.get("GPU_I_PROFILE", "")})
+        cache.add_gpus(gpus)
+        uuids = sorted(gpus)
+        n = (c1 - c0) // q.step_s
+        for b in range(0, len(uuids), q.gpus_per_query):
+            batch = uuids[b:b + q.gpus_per_query]
+            where = {u: i for i, u in enumerate(batch)}
+            cols = {c: np.full((len(batch), n), np.nan, np.float32) for c in SAMPLE_COLUMNS}
+            owner = np.full((len(batch), n), -1, np.int32)
+            matcher = f'{id_label}=~"{"|".join(_regex_escape(u) for u in batch)}"' + (f",{sel}" if sel else "")
+            for col, name in DCGM_METRICS.items():
+                if name not in present:
+                    continue
+                for series in self._range(_fresh(f"{name}{{{matcher}}}", q.step_s), c0, c1 - q.step_s):
+                    g = where.get(series.metric.get(id_label or "UUID", ""))
+                    if g is None or not series.values:
+                        continue
+                    t = np.fromiter((v[0] for v in series.values), np.float64, len(series.values))
+                    k = np.rint((t - c0) / q.step_s).astype(np.int64)
+                    ok = (k >= 0) & (k < n)
+                    vals = np.array([v[1] for v in series.values], dtype=np.float64)
+                    cols[col][g, k[ok]] = np.where(vals >= 2.0**47, np.nan, vals)[ok]  # DCGM blank sentinels
+                    o = _owner_of(series.metric, q.group_label)
+                    if o is not None:
+                        owner[g, k[ok]] = cache.owner_id(o)
+            cache.add_samples(batch, c0, cols, owner)
+        reqs = self._requests(c0, c1)
+        if reqs is not None:
+            present.add(KUBE_REQUESTS)
+            cache.add_requests(c0, reqs)
+        cache.end_chunk(c0, c1, sorted(present))
+        return id_label
+
+    def _requests(self, c0: int, c1: int) -> list[PodRequest] | None:
+        """kube-state-metrics' GPU requests in one chunk, as presence segments per pod (None: no such series)."""
+        sel = f',{self.q.selector}' if self.q.selector else ""
+        base = f'{KUBE_REQUESTS}{{resource="nvidia_com_gpu"{sel}}}'
+        expr = f"max by (namespace, pod, container, node) ({_fresh(base, self.q.step_s)})"
+        out: list[PodRequest] = []
+        got_any = False
+        for series in self._range(expr, c0, c1 - self.q.step_s):
+            got_any = True
+            if not series.values:
+                continue
+            t = np.fromiter((v[0] for v in series.values), np.float64, len(series.values)).astype(np.int64)
+            g = np.array([v[1] for v in series.values], dtype=np.float64)
+            cut = np.flatnonzero((np.diff(t) != self.q.step_s) | (np.diff(g) != 0)) + 1
+            m = series.metric
+            for a, b in zip(np.r_[0, cut], np.r_[cut, len(t)]):
+                out.append(PodRequest(namespace=m.get("namespace", ""), pod=m.get("pod", ""),
+                                      container=m.get("container", ""), node=m.get("node", ""), gpus=float(g[a]),
+                                      samples=int(b - a), first_s=int(t[a]), last_s=int(t[b - 1])))
+        return out if got_any else None
+
+    # --- queries, split when the server says they are too big -------------------------------------------
+    def _range(self, expr: str, start: int, end: int) -> list:
+        try:
+            self.queries += 1
+            return self.client.query_range(expr, start, end, self.q.step_s)
+        except TooManySamples:
+            if end - start < 2 * self.q.step_s:
+                raise InputError(self.client.url, "the server refuses even one step of this query as too many "
+                                 "samples: lower --gpus-per-query") from None
+            mid = start + ((end - start) // 2 // self.q.step_s) * self.q.step_s
+            return self._range(expr, start, mid) + self._range(expr, mid + self.q.step_s, end)
+
+    def _call(self, fn, *args):
+        self.queries += 1
+        return fn(*args)
+
+
+def _iso(t: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))

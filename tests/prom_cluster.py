@@ -1,0 +1,207 @@
+"""A planted GPU cluster in a real Prometheus: history written as OpenMetrics, backfilled with
+``promtool tsdb create-blocks-from openmetrics``, served by Debian's ``prometheus`` on 127.0.0.1.
+
+Series are named and labelled exactly as dcgm-exporter (Kubernetes mode) and kube-state-metrics publish
+them; idle and busy values are the real H100 scrapes in tests/fixtures/dcgm (nvidia_gpu_exporter on an
+H100 80GB HBM3, idle and under load), converted to DCGM's units (MiB, %, W). Used by tests/test_fleet_prometheus.py
+and benchmarks/fleet_prometheus_scale.py.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dcgm"
+PROMETHEUS = shutil.which("prometheus")
+PROMTOOL = shutil.which("promtool")
+MODEL = "NVIDIA H100 80GB HBM3"
+COLUMNS = ("util", "sm", "tensor", "fb_used", "fb_free", "power")
+DCGM_NAMES = {"util": "DCGM_FI_DEV_GPU_UTIL", "sm": "DCGM_FI_PROF_SM_ACTIVE", "tensor": "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+              "fb_used": "DCGM_FI_DEV_FB_USED", "fb_free": "DCGM_FI_DEV_FB_FREE", "power": "DCGM_FI_DEV_POWER_USAGE"}
+
+
+def h100_scrape(state: str) -> dict[str, float]:
+    """The real H100 scrape (idle or load) in DCGM units: util %, FB used/free MiB, power W."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = (FIXTURES / f"linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01__{state}.metrics").read_text()
+    v = {s.name: s.value for fam in text_string_to_metric_families(text) for s in fam.samples if not s.labels.get("index")}
+    mib = 2.0**20
+    used = v["nvidia_smi_memory_used_bytes"] / mib
+    return {"util": v["nvidia_smi_utilization_gpu_ratio"] * 100, "fb_used": round(used),
+            "fb_free": round((v["nvidia_smi_memory_total_bytes"] - v["nvidia_smi_memory_reserved_bytes"]) / mib - used),
+            "power": v["nvidia_smi_power_draw_watts"]}
+
+
+@dataclass
+class PlantedGpu:
+    host: str
+    gpu: int
+    uuid: str
+    t: np.ndarray  # epoch seconds
+    cols: dict[str, np.ndarray]  # COLUMNS → values, NaN = no sample (a gap)
+    owner: np.ndarray  # index into owners, -1 = no pod
+    owners: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _fmt(x: float) -> str:
+    return repr(float(x))
+
+
+def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], list[dict]]]) -> int:
+    """Each cluster's series with a ``cluster`` label, one metric family after another (OpenMetrics forbids
+    interleaving them); returns the samples written."""
+    n = 0
+    with open(path, "w") as f:
+        for col, name in DCGM_NAMES.items():
+            f.write(f"# TYPE {name} gauge\n")
+            for cluster, g in ((c, g) for c, (gs, _) in clusters.items() for g in gs):
+                vals = g.cols[col]
+                # a series per owner (dcgm-exporter's pod labels change when the GPU changes hands)
+                for oi in np.unique(g.owner):
+                    ns, pod, cont = g.owners[oi] if oi >= 0 else ("", "", "")
+                    labels = (f'cluster="{cluster}",gpu="{g.gpu}",UUID="{g.uuid}",pci_bus_id="00000000:{g.gpu:02X}:00.0",'
+                              f'device="nvidia{g.gpu}",modelName="{MODEL}",Hostname="{g.host}",'
+                              f'container="{cont}",namespace="{ns}",pod="{pod}",job="dcgm-exporter",'
+                              f'instance="{g.host}:9400"')
+                    sel = (g.owner == oi) & ~np.isnan(vals)
+                    if not sel.any():
+                        continue
+                    prefix = f"{name}{{{labels}}} "
+                    f.write("".join(f"{prefix}{_fmt(v)} {int(t)}\n" for v, t in zip(vals[sel], g.t[sel])))
+                    n += int(sel.sum())
+        name = "kube_pod_container_resource_requests"
+        f.write(f"# TYPE {name} gauge\n")
+        for cluster, r in ((c, r) for c, (_, rs) in clusters.items() for r in rs):
+            labels = (f'cluster="{cluster}",namespace="{r["namespace"]}",pod="{r["pod"]}",uid="{r["pod"]}-uid",container="{r["container"]}",'
+                      f'node="{r["node"]}",resource="nvidia_com_gpu",unit="integer",job="kube-state-metrics",'
+                      f'instance="ksm:8080"')
+            prefix = f"{name}{{{labels}}} "
+            f.write("".join(f"{prefix}{_fmt(r['gpus'])} {int(t)}\n" for t in r["t"]))
+            n += len(r["t"])
+        f.write("# EOF\n")
+    return n
+
+
+def backfill(om: Path, data: Path, block_hours: int = 24) -> None:
+    data.mkdir(parents=True, exist_ok=True)
+    subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", f"--max-block-duration={block_hours}h",
+                    str(om), str(data)], check=True, capture_output=True, timeout=1800)
+
+
+class RunningPrometheus:
+    """``prometheus`` over a data directory on 127.0.0.1 (a free port); stopped and waited for on exit."""
+
+    def __init__(self, data: Path, web_config: Path | None = None):
+        self.data, self.web_config = data, web_config
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> "RunningPrometheus":
+        cfg = self.data.parent / f"prometheus-{self.port}.yml"
+        cfg.write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
+        cmd = [PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={self.data}",
+               f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=100y",
+               "--query.max-samples=50000000"]
+        if self.web_config is not None:
+            cmd.append(f"--web.config.file={self.web_config}")
+        self.log = self.data.parent / f"prometheus-{self.port}.log"
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(self.log, "wb"))
+        deadline = time.monotonic() + 120
+        while True:
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            try:
+                urllib.request.urlopen(f"{self.url}/-/ready", timeout=2).read()
+                break
+            except OSError as exc:
+                if "401" in str(exc):  # basic auth on: up, but refusing us
+                    break
+                assert time.monotonic() < deadline, self.log.read_text()[-3000:]
+                time.sleep(0.3)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+# --- the planted cluster of the tests --------------------------------------------------------------------
+def _gpu(out: list[PlantedGpu], t: np.ndarray, host: str, i: int, owners: list[tuple[str, str, str]],
+         owner: np.ndarray, busy: np.ndarray, sm_busy: np.ndarray, profiling: bool = True) -> PlantedGpu:
+    idle, load = h100_scrape("idle"), h100_scrape("load")
+    held = owner >= 0
+    cols = {
+        "util": np.where(busy, load["util"], idle["util"]).astype(float),
+        "sm": np.where(busy, sm_busy, 0.0) if profiling else np.full(len(t), np.nan),
+        "tensor": np.where(busy, sm_busy * 0.5, 0.0) if profiling else np.full(len(t), np.nan),
+        # a pod that loaded its model keeps its memory while idle; a free GPU holds none
+        "fb_used": np.where(held, load["fb_used"], idle["fb_used"]).astype(float),
+        "fb_free": np.where(held, load["fb_free"], idle["fb_free"]).astype(float),
+        "power": np.where(busy, load["power"], idle["power"]),
+    }
+    g = PlantedGpu(host, i, f"GPU-{host}-{i:04d}", t, cols, owner.astype(np.int32), owners)
+    out.append(g)
+    return g
+
+
+def planted_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 0):
+    """Six H100s: an idle notebook (12 h) then a busy one on the same GPU, a part-time trainer on 2 GPUs
+    (busy 09–17), a busy trainer whose exporter was down 04–06, an oversized inference server (SM 15–25 %),
+    and a GPU no pod holds. Returns (gpus, kube requests)."""
+    rng = np.random.default_rng(seed)
+    t = t0 + step * np.arange(hours * 3600 // step)
+    n, hour = len(t), (t - t0) / 3600
+    full = np.zeros(n, np.int32)
+    gpus: list[PlantedGpu] = []
+    _gpu(gpus, t, "node-a", 0, [("research", "notebook-idle", "jupyter"), ("research", "notebook-b", "jupyter")],
+         np.where(hour < 12, 0, 1), hour >= 12, rng.uniform(0.5, 0.9, n))
+    for i in (1, 2):
+        _gpu(gpus, t, "node-a", i, [("training", "trainer-parttime", "main")], full, (hour >= 9) & (hour < 17),
+             rng.uniform(0.6, 0.95, n))
+    g = _gpu(gpus, t, "node-a", 3, [("training", "trainer-busy", "main")], full, np.ones(n, bool),
+             rng.uniform(0.6, 0.95, n))
+    for c in g.cols.values():
+        c[(hour >= 4) & (hour < 6)] = np.nan
+    _gpu(gpus, t, "node-b", 0, [("inference", "server-small", "vllm")], full, np.ones(n, bool),
+         rng.uniform(0.15, 0.25, n))
+    _gpu(gpus, t, "node-b", 1, [], np.full(n, -1), np.zeros(n, bool), np.zeros(n))
+    every = np.ones(n, bool)
+    requests = [
+        {"namespace": "research", "pod": "notebook-idle", "container": "jupyter", "node": "node-a", "gpus": 1, "t": t[hour < 12]},
+        {"namespace": "research", "pod": "notebook-b", "container": "jupyter", "node": "node-a", "gpus": 1, "t": t[hour >= 12]},
+        {"namespace": "training", "pod": "trainer-parttime", "container": "main", "node": "node-a", "gpus": 2, "t": t[every]},
+        {"namespace": "training", "pod": "trainer-busy", "container": "main", "node": "node-a", "gpus": 1, "t": t[every]},
+        {"namespace": "inference", "pod": "server-small", "container": "vllm", "node": "node-b", "gpus": 1, "t": t[every]},
+        # requested, but the GPU it was given never shows this pod (the exporter's pod mapping missed it)
+        {"namespace": "research", "pod": "ghost", "container": "main", "node": "node-c", "gpus": 1, "t": t[hour < 2]},
+    ]
+    return gpus, requests
+
+
+def legacy_cluster(t0: int, hours: int = 24, step: int = 30):
+    """Two GPUs of a cluster whose dcgm-exporter runs without profiling metrics and without its Kubernetes
+    mapping (no pod labels), and no kube-state-metrics: the bad-input sentences' case."""
+    t = t0 + step * np.arange(hours * 3600 // step)
+    hour = (t - t0) / 3600
+    gpus: list[PlantedGpu] = []
+    _gpu(gpus, t, "old-1", 0, [], np.full(len(t), -1), hour < 6, np.full(len(t), 0.7), profiling=False)
+    _gpu(gpus, t, "old-1", 1, [], np.full(len(t), -1), np.zeros(len(t), bool), np.zeros(len(t)), profiling=False)
+    return gpus

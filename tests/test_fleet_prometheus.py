@@ -1,0 +1,210 @@
+"""``gpusleuth fleet --prometheus``: the GPU ledger from a real Prometheus holding a planted cluster.
+
+History is written as OpenMetrics with dcgm-exporter's and kube-state-metrics' own series names and labels
+(values from the real H100 scrapes in tests/fixtures/dcgm), backfilled with ``promtool tsdb
+create-blocks-from openmetrics`` and served by Debian's ``prometheus`` on 127.0.0.1 (tests/prom_cluster.py;
+.ci/run installs it; without it these tests skip and say so). The truth each test checks against is
+computed here from the planted arrays, never from gpusleuth.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import gpusleuth
+from prom_cluster import PROMETHEUS, PROMTOOL, RunningPrometheus, backfill, free_port, legacy_cluster, \
+    planted_cluster, write_openmetrics
+
+pytestmark = pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None,
+                                reason="no prometheus/promtool (apt-get install prometheus; .ci/run does)")
+
+PRICE = 2.5
+DAY = 86400
+T0 = (int(time.time()) // DAY - 3) * DAY  # three days back: whole, finished chunks
+WINDOW = ["--start", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(T0)),
+          "--end", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(T0 + DAY))]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """The planted clusters backfilled into one data directory, and the planted GPUs for the truth."""
+    root = tmp_path_factory.mktemp("prom")
+    gpus, requests = planted_cluster(T0)
+    om = root / "history.om"
+    write_openmetrics(om, {"main": (gpus, requests), "legacy": (legacy_cluster(T0), [])})
+    backfill(om, root / "data")
+    shutil.copytree(root / "data", root / "data-auth")  # the basic-auth server's own copy, made before any server runs
+    return root, gpus
+
+
+@pytest.fixture(scope="module")
+def server(cluster):
+    root, _ = cluster
+    with RunningPrometheus(root / "data") as prom:
+        yield prom
+
+
+def _fleet(server, *args, env=None):
+    return gpusleuth("fleet", "--prometheus", server.url, *WINDOW, "--selector", 'cluster="main"', "--no-cache",
+                     "--price-per-gpu-hour", PRICE, *args, env=env)
+
+
+def _truth(gpus, step=30):
+    """Per namespace, from the planted arrays alone: idle / busy GPU-hours and per-pod p99 memory."""
+    idle: dict[str, float] = {}
+    busy: dict[str, float] = {}
+    for g in gpus:
+        have = ~np.isnan(g.cols["util"])
+        for oi, (ns, _pod, _c) in enumerate(g.owners):
+            mine = (g.owner == oi) & have
+            idle[ns] = idle.get(ns, 0.0) + float((mine & (g.cols["sm"] < 0.01)).sum()) * step / 3600
+            busy[ns] = busy.get(ns, 0.0) + float((mine & (g.cols["sm"] >= 0.15)).sum()) * step / 3600
+    return idle, busy
+
+
+def test_ledger_matches_the_planted_cluster(server, cluster):
+    _, gpus = cluster
+    res = _fleet(server, "--json")
+    assert res.returncode == 0, res.stderr
+    d = json.loads(res.stdout)
+    idle, busy = _truth(gpus)
+    by_ns = {n["namespace"]: n for n in d["namespaces"]}
+    assert set(by_ns) == {"research", "training", "inference"}
+    for ns, hours in idle.items():  # the must-show: per-namespace idle GPU-hours within 2 % of the truth
+        got = by_ns[ns]["hours"]["allocated_idle"]
+        assert got == pytest.approx(hours, rel=0.02, abs=0.05), (ns, got, hours)
+        assert by_ns[ns]["usd"]["allocated_idle"] == pytest.approx(hours * PRICE, rel=0.02, abs=0.2)
+        assert by_ns[ns]["hours"]["productive"] == pytest.approx(busy[ns], rel=0.02, abs=0.05)
+    assert idle["training"] > 30 and idle["research"] > 11  # the planted waste is really there
+
+    rows = {w["workload"]: w for w in d["workloads"]}
+    assert rows["research/notebook-idle/jupyter"]["reason"] == "IDLE_ALLOCATED"
+    assert rows["training/trainer-parttime/main"]["reason"] == "PART_TIME"
+    assert rows["training/trainer-busy/main"]["reason"] == "PRODUCTIVE"
+    assert rows["research/notebook-b/jupyter"]["reason"] == "PRODUCTIVE"
+    # the idle spans say when: the notebook's first 12 h; the part-time trainer's nights, per GPU
+    spans = rows["research/notebook-idle/jupyter"]["idle_spans"]
+    assert [(s["start"], s["hours"]) for s in spans] == [(WINDOW[1], 12.0)]
+    part = sorted(s["hours"] for s in rows["training/trainer-parttime/main"]["idle_spans"])
+    assert part == [7.0, 7.0, 9.0, 9.0]
+
+    # the oversized server: named with a MIG profile, its savings in dollars, never below p99 + headroom
+    srv = rows["inference/server-small/vllm"]
+    assert srv["reason"] == "OVERSIZED" and srv["sizing"] == "mig" and srv["sizing_target"] == "3g.40gb"
+    planted = next(g for g in gpus if g.owners and g.owners[0][1] == "server-small")
+    p99_gib = float(np.percentile(planted.cols["fb_used"], 99)) / 1024
+    assert srv["mem_p99_gib"] == pytest.approx(p99_gib, rel=1e-3)
+    assert srv["sizing_floor_gib"] == pytest.approx(p99_gib * 1.2, rel=1e-3)
+    assert srv["sizing_offer_gib"] >= srv["sizing_floor_gib"]
+    # 2g.20gb (19.6 GiB) would hold the p99 of 19.4 GiB but not the headroom: 3g.40gb it is, 4 of 7 slices freed
+    assert srv["sizing_saved_usd"] == pytest.approx(24 * PRICE * 4 / 7, rel=0.01)
+    assert by_ns["inference"]["sizing_savings_usd"] == pytest.approx(24 * PRICE * 4 / 7, rel=0.01)
+    # the GPU no pod held, and the gap in the busy trainer's data (neither idle nor busy)
+    free = [w for w in d["workloads"] if w["reason"] == "UNALLOCATED"]
+    assert len(free) == 1 and free[0]["unallocated_h"] == pytest.approx(24.0, abs=0.05)
+    assert rows["training/trainer-busy/main"]["no_data_h"] == pytest.approx(2.0, abs=0.02)
+    # kube-state-metrics' requests agree with what dcgm-exporter saw; the pod it never saw is named
+    assert rows["training/trainer-parttime/main"]["requested_gpus"] == 2
+    assert rows["training/trainer-parttime/main"]["requested_h"] == pytest.approx(48.0, abs=0.05)
+    assert any("research/ghost requested 1 GPU(s) for 2.0 h" in n for n in d["notes"])
+    gap_note = next(n for n in d["notes"] if "gaps in their samples" in n)
+    assert "GPU-node-a-0003" in gap_note and "2.0 GPU-hours" in gap_note
+    # top offenders first: the most dollars wasted leads
+    wasted = [w["wasted_usd"] or 0 for w in d["workloads"]]
+    assert wasted == sorted(wasted, reverse=True)
+
+
+def test_console_csv_html_and_grafana_summary(server, tmp_path):
+    html, prom = tmp_path / "fleet.html", tmp_path / "summary.prom"
+    res = _fleet(server, "--html", html, "--grafana-summary", prom)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert max(len(x) for x in lines) <= 120  # fits a screen
+    head = next(i for i, x in enumerate(lines) if x.strip().startswith("workload"))
+    assert "training/trainer-parttime/main" in lines[head + 2] and "PART_TIME" in lines[head + 2]
+    assert any("3g.40gb" in x and "server-small" in x for x in lines)
+    page = html.read_text()
+    assert "trainer-parttime" in page and "3g.40gb" in page and "<script" in page
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    fams = {f.name: f for f in text_string_to_metric_families(prom.read_text())}
+    samples = fams["gpusleuth_fleet_gpu_hours"].samples
+    assert all(set(s.labels) == {"namespace", "class"} for s in samples)  # never a series per pod
+    got = {(s.labels["namespace"], s.labels["class"]): s.value for s in samples}
+    assert got[("training", "allocated_idle")] == pytest.approx(32.0, abs=0.05)
+
+    res = _fleet(server, "--csv")
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert {r["workload"] for r in rows} >= {"inference/server-small/vllm", "research/notebook-idle/jupyter"}
+    assert next(r for r in rows if r["pod"] == "server-small")["sizing_target"] == "3g.40gb"
+
+
+def test_cache_makes_a_rerun_and_a_longer_window_incremental(server, tmp_path):
+    from gpusleuth.analysis.ledger import Pricing
+    from gpusleuth.pipeline.ledger import build_ledger_report
+
+    cache = tmp_path / "cache.duckdb"
+
+    def ledger(start, end):
+        return build_ledger_report(server.url, start, end, selector='cluster="main"', cache_path=cache,
+                                   pricing=Pricing(override=PRICE))
+
+    first = ledger(T0 + 6 * 3600, T0 + DAY)  # 18 h: three 6-hour chunks
+    assert first.queries > 0 and first.window.cache == "0 of 3 time chunk(s) from the cache"
+    again = ledger(T0 + 6 * 3600, T0 + DAY)
+    assert again.queries == 0 and again.window.cache == "3 of 3 time chunk(s) from the cache"
+    assert again.to_dict()["namespaces"] == first.to_dict()["namespaces"]
+    longer = ledger(T0, T0 + DAY)  # 6 h more history: only that chunk is asked for
+    assert longer.window.cache == "3 of 4 time chunk(s) from the cache"
+    assert 0 < longer.queries < first.queries
+    fresh = build_ledger_report(server.url, T0, T0 + DAY, selector='cluster="main"', pricing=Pricing(override=PRICE))
+    assert longer.to_dict()["namespaces"] == fresh.to_dict()["namespaces"]
+
+
+def test_missing_metrics_and_labels_are_sentences(server):
+    res = gpusleuth("fleet", "--prometheus", server.url, *WINDOW, "--selector", 'cluster="legacy"', "--no-cache",
+                    "--json")
+    assert res.returncode == 0, res.stderr
+    notes = "\n".join(json.loads(res.stdout)["notes"])
+    assert "DCGM_FI_PROF_SM_ACTIVE" in notes and "counters CSV" in notes  # the profiling metrics, and where to enable them
+    assert "no GPU series carries Kubernetes labels" in notes and "--kubernetes" in notes
+    assert "kube-state-metrics" in notes
+    # no dcgm-exporter at all in the window: one sentence, no traceback
+    res = gpusleuth("fleet", "--prometheus", server.url, "--start", "2001-01-01T00:00:00Z", "--end",
+                    "2001-01-02T00:00:00Z", "--no-cache")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "no dcgm-exporter series (DCGM_FI_DEV_GPU_UTIL)" in res.stderr
+
+
+def test_unreachable_server_is_a_sentence():
+    port = free_port()  # nothing listens there
+    res = gpusleuth("fleet", "--prometheus", f"http://127.0.0.1:{port}", "--since", "1d", "--no-cache")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert f"http://127.0.0.1:{port}: cannot reach the Prometheus server" in res.stderr
+
+
+def test_basic_auth_refused_and_accepted(cluster, tmp_path):
+    crypt = pytest.importorskip("crypt", reason="the crypt module (Python < 3.13) hashes the bcrypt password")
+    root, _ = cluster
+    web = tmp_path / "web.yml"
+    web.write_text(f"basic_auth_users:\n  ledger: {crypt.crypt('s3cret', crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))}\n")
+    with RunningPrometheus(root / "data-auth", web_config=web) as prom:
+        res = _fleet(prom)
+        assert res.returncode == 2 and "Traceback" not in res.stderr
+        assert "refused the request (HTTP 401) with no credentials" in res.stderr
+        res = _fleet(prom, env={"GPUSLEUTH_PROMETHEUS_BASIC_AUTH": "ledger:wrong"})
+        assert "refused the request (HTTP 401) with the credentials from $GPUSLEUTH_PROMETHEUS_BASIC_AUTH" in res.stderr
+        secret = tmp_path / "auth"
+        secret.write_text("ledger:s3cret\n")
+        res = _fleet(prom, "--basic-auth-file", secret, "--json")
+        assert res.returncode == 0, res.stderr
+        assert math.isclose(json.loads(res.stdout)["totals"]["hours"]["allocated_idle"], 44.0, abs_tol=0.1)

@@ -1,2 +1,0 @@
-from .transforms import *
-from .autoaugment import *
