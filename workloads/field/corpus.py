@@ -44,6 +44,7 @@ class Clock:
     samples_per_step: float | None = None
     tokens_per_step: float | None = None
     first_timed: int = 1  # the 1-based step the first entry of step_s belongs to
+    rank_step_s: dict[int, list[float]] | None = None  # a distributed script's clock, rank by rank
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,8 @@ class Script:
     env: tuple[tuple[str, str], ...] = ()
     timeout: int = 300
     in_own_folder: bool = False  # run from the script's folder (it reads config and data by relative path)
+    mkdirs: tuple[str, ...] = ()  # folders the script expects where it runs (the example repo ships them)
+    profiled_too: bool = True  # also checked under --profile-steps (not the compile job: minutes on 2 cores)
 
     @property
     def file(self) -> Path:
@@ -81,7 +84,8 @@ class Script:
 # ---------------------------------------------------------------- clock parsers
 
 
-FIELD_CLOCK = re.compile(r"^FIELD_CLOCK step=(\d+) t=([0-9.]+) samples=(\d+)(?: tokens=(\d+))?", re.M)
+# not anchored to a line's start: two ranks share one stdout, and a line can follow another's unfinished output
+FIELD_CLOCK = re.compile(r"FIELD_CLOCK step=(\d+) t=([0-9.]+) samples=(\d+)(?: tokens=(\d+))?(?: rank=(\d+))?")
 
 
 def field_clock(text: str, script: Script | None = None) -> Clock:
@@ -90,10 +94,18 @@ def field_clock(text: str, script: Script | None = None) -> Clock:
     rows = FIELD_CLOCK.findall(text)
     if not rows:
         raise ValueError("no FIELD_CLOCK line in the script's output")
-    t = np.array([float(r[1]) for r in rows])
-    tokens = [int(r[3]) for r in rows if r[3]]
-    return Clock(steps=len(rows), step_s=np.diff(t).tolist(), samples_per_step=float(np.median([int(r[2]) for r in rows])),
-                 tokens_per_step=float(np.median(tokens)) if tokens else None, first_timed=2)
+    ranks = sorted({int(r[4] or 0) for r in rows})
+    # a distributed script prints its rank: rank 0's lines are the main process's clock, and the job's
+    # throughput is every rank's own (its per-step count over its mean step after the first), summed
+    by_rank = {k: [r for r in rows if int(r[4] or 0) == k] for k in ranks}
+    mine = by_rank[ranks[0]]
+    t = np.array([float(r[1]) for r in mine])
+    tokens = [int(r[3]) for r in mine if r[3]]
+    return Clock(steps=len(mine), step_s=np.diff(t).tolist(),
+                 samples_per_step=float(np.median([int(r[2]) for r in mine])),
+                 tokens_per_step=float(np.median(tokens)) if tokens else None, first_timed=2,
+                 rank_step_s={k: np.diff([float(r[1]) for r in rr]).tolist() for k, rr in by_rank.items()}
+                 if len(ranks) > 1 else None)
 
 
 IMAGENET = re.compile(r"^Epoch: \[\d+\]\[\s*(\d+)/\s*\d+\]\tTime\s+([0-9.]+) \(.*?\)\tData\s+([0-9.]+) \(", re.M)
@@ -127,6 +139,24 @@ def nanogpt_clock(text: str, script: Script) -> Clock:
                  first_timed=int(rows[0][0]) + 1)
 
 
+WLM = re.compile(r"^\| epoch +\d+ \| +(\d+)/ *(\d+) batches \| lr [0-9.]+ \| ms/batch +([0-9.]+) \|", re.M)
+
+
+def wlm_clock(text: str, script: Script) -> Clock:
+    """pytorch/examples word_language_model: ``| epoch 1 | 10/ 20 batches | lr 20.00 | ms/batch 441.49 |``
+    every ``--log-interval`` L batches, the mean over the batches since the last line. The first line's
+    window holds L + 1 batches (0..L) divided by L, so it is left out; window k then covers steps
+    (k-1)L+2 .. kL+1 (1-based), each given the window's mean."""
+    rows = WLM.findall(text)
+    if len(rows) < 2:
+        raise ValueError("fewer than two word_language_model progress lines in the script's output")
+    L = int(script.arg("--log-interval"))
+    step_s = [float(r[2]) / 1e3 for r in rows[1:] for _ in range(L)]
+    bsz, bptt = float(script.arg("--batch_size")), float(script.arg("--bptt"))
+    return Clock(steps=int(rows[-1][1]), step_s=step_s, samples_per_step=bsz, tokens_per_step=bsz * bptt,
+                 first_timed=L + 2)
+
+
 # ---------------------------------------------------------------- the corpus
 
 SCRIPTS: list[Script] = [
@@ -151,7 +181,28 @@ SCRIPTS += [
            NANOGPT_ARGS + ("--gradient_accumulation_steps=1",), nanogpt_clock, in_own_folder=True),
     Script("nanogpt_compile", "torch.compile: nanoGPT LM with --compile=True (inductor, CPU)", "nanogpt/train.py",
            tuple(a for a in NANOGPT_ARGS if a != "--compile=False") + ("--compile=True", "--gradient_accumulation_steps=1"),
-           nanogpt_clock, in_own_folder=True, timeout=600),
+           nanogpt_clock, in_own_folder=True, timeout=600, profiled_too=False),
+]
+
+SCRIPTS += [
+    Script("dcgan", "DCGAN (pytorch/examples), two optimizers an iteration, --dataset fake", "dcgan/main.py",
+           ("--dataset", "fake", "--batchSize", "32", "--ngf", "16", "--ndf", "16", "--niter", "1",
+            "--workers", "2"), field_clock),
+    Script("vae", "VAE (pytorch/examples)", "vae/main.py", ("--epochs", "1"), field_clock, mkdirs=("results",)),
+    Script("mnist_cnn", "MNIST CNN (pytorch/examples mnist)", "mnist/main.py", ("--epochs", "1"), field_clock),
+    Script("word_language_model", "word_language_model LSTM (pytorch/examples): hand-written SGD, no optimizer",
+           "word_language_model/main.py",
+           ("--data", str(FIELD / "word_language_model" / "data" / "synthetic"), "--epochs", "1",
+            "--log-interval", "2", "--batch_size", "20", "--bptt", "35", "--save", "{tmp}/model.pt"), wlm_clock),
+]
+
+TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2")
+SCRIPTS += [
+    Script("ddp_torchrun", "torchrun DDP tutorial (pytorch/examples ddp-tutorial-series), 2 ranks on gloo",
+           "ddp_tutorial/multigpu_torchrun.py", ("2", "1", "--batch_size", "32"), field_clock, launcher=TORCHRUN,
+           profile_steps="10-14"),
+    Script("fsdp2", "FSDP2 example (pytorch/examples distributed/FSDP2), 2 ranks on gloo", "fsdp2/example.py",
+           (), field_clock, launcher=TORCHRUN, profile_steps="3-4"),
 ]
 
 BY_NAME = {s.name: s for s in SCRIPTS}
@@ -177,6 +228,8 @@ def record(script: Script, out: Path, profile: bool, cwd: Path) -> subprocess.Co
     """``gpusleuth run --no-gpu --no-report [--profile-steps a-b] -- python SCRIPT ARGS`` in ``cwd`` (the
     scripts write checkpoints and logs where they run; ``{tmp}`` in an argument is ``cwd``), or in the
     script's own folder for scripts that read their config and data by relative path."""
+    for d in script.mkdirs:
+        (cwd / d).mkdir(parents=True, exist_ok=True)
     return subprocess.run(command(script, out, profile, cwd), capture_output=True, text=True,
                           timeout=script.timeout, env=environment(script),
                           cwd=script.file.parent if script.in_own_folder else cwd)
@@ -238,7 +291,8 @@ def check(script: Script, clock: Clock, run, report, profiled: bool) -> Verdict:
     thr = out.get("throughput") or {}
     tokens = clock.tokens_per_step is not None
     per_step = clock.tokens_per_step if tokens else clock.samples_per_step
-    main = analyze(run).view.main
+    view = analyze(run).view
+    main = view.main
     keep = main.steady.copy()
     keep &= (main.table["tokens"] > 0) if tokens else (main.table["samples"] >= 0)
     # step k (1-based) is the clock's entry k - first_timed (a clock of timestamps has none for step 1)
@@ -251,7 +305,8 @@ def check(script: Script, clock: Clock, run, report, profiled: bool) -> Verdict:
         name=script.name, profiled=profiled, steps_clock=clock.steps, steps_got=int(out.get("steps") or 0),
         step_s_clock=float(np.median(steady)), step_s_got=thr.get("step_time_p50_s"),
         tput_unit="tokens/s" if tokens else "samples/s",
-        tput_clock=per_step / float(steady.mean()) if per_step else None,
+        tput_clock=job_tput(clock, view, per_step) if clock.rank_step_s else
+        (per_step / float(steady.mean()) if per_step else None),
         tput_got=thr.get("tokens_per_s" if tokens else "samples_per_s"),
         data_clock=float(np.median(np.array(clock.data_s)[idx])) if clock.data_s is not None else None,
         data_got=data_got,
@@ -259,3 +314,15 @@ def check(script: Script, clock: Clock, run, report, profiled: bool) -> Verdict:
                   for f in report.findings if f.cause != "healthy"],
         false_high=[c for c in highs if c not in script.true_high],
     )
+
+
+def job_tput(clock: Clock, view, per_step: float) -> float:
+    """A distributed job's throughput by the script's own clock: every rank's per-step count over its own
+    mean step, on the steps gpusleuth counts steady for that rank, summed."""
+    total = 0.0
+    for p in view.ranks:
+        own = np.array(clock.rank_step_s.get(p.rank if p.rank is not None else 0, []))
+        idx = np.flatnonzero(p.steady) + 1 - clock.first_timed
+        idx = idx[(idx >= 0) & (idx < len(own))]
+        total += per_step / float(own[idx].mean())
+    return total

@@ -97,6 +97,15 @@ class ProcessSteps:
         t = float(self.seconds[self.steady][known].sum())
         return float(samples[known].sum()) / t if known.any() and t > 0 else None
 
+    def steady_tokens_per_s(self) -> float | None:
+        """Tokens per second of step time over the steady steps whose batch showed its tokens (2-D ids)."""
+        if "tokens" not in self.table:
+            return None
+        tokens = self.table["tokens"][self.steady]
+        seen = tokens > 0
+        t = float(self.seconds[self.steady][seen].sum())
+        return float(tokens[seen].sum()) / t if seen.any() and t > 0 else None
+
 
 @dataclass
 class StepView:

@@ -428,7 +428,8 @@ class Recorder:
                     self._merge_back(self.held, micro=True)
                     self.held = []
                 self.mode = "optimizer"
-                _T.release_backward(self)
+                if self.c[FETCHES]:  # without a loader, backward marks micro-batches (micro_backward)
+                    _T.release_backward(self)
             rec = self.pending
             if rec is None:
                 self.pending_opts = [id(opt)]
@@ -461,6 +462,13 @@ class Recorder:
             self.nb += 1
             self.gap_t0 = t
             self.gap_c0 = None if c[FETCHES] else _cpu()  # see _take
+            _T.arm_forward(self)
+
+    def micro_backward(self):
+        """A backward inside an optimizer-delimited step of a loop without a DataLoader: catch the next
+        forward, which under gradient accumulation is the next micro-batch (see _gpusleuth_torch)."""
+        c = self.c
+        if not c[FETCHES] and c[GAP] >= 0 and _T is not None:
             _T.arm_forward(self)
 
     def backward_end(self, t):
