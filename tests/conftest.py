@@ -67,3 +67,10 @@ def report_json(run_dir: Path) -> dict:
 @pytest.fixture
 def run_cli():
     return gpusleuth
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _summary_cache_in_tmp(tmp_path_factory):
+    """`gpusleuth fleet` caches summaries outside run directories (~/.cache/gpusleuth): tests keep theirs
+    in a temporary folder, never in the home directory of whoever runs them."""
+    os.environ.setdefault("GPUSLEUTH_CACHE_DIR", str(tmp_path_factory.mktemp("gpusleuth-cache")))

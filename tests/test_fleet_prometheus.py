@@ -14,6 +14,7 @@ import io
 import json
 import math
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -178,6 +179,15 @@ def test_missing_metrics_and_labels_are_sentences(server):
     assert "DCGM_FI_PROF_SM_ACTIVE" in notes and "counters CSV" in notes  # the profiling metrics, and where to enable them
     assert "no GPU series carries Kubernetes labels" in notes and "--kubernetes" in notes
     assert "kube-state-metrics" in notes
+    # the same cluster grouped by its HPC job label: the job is a workload, 6 h busy then 6 h idle
+    res = gpusleuth("fleet", "--prometheus", server.url, *WINDOW, "--selector", 'cluster="legacy"', "--no-cache",
+                    "--group-label", "hpc_job", "--json", "--price-per-gpu-hour", PRICE)
+    d = json.loads(res.stdout)
+    job = next(w for w in d["workloads"] if w["workload"] == "job-17")
+    assert job["reason"] == "PART_TIME" and job["activity_source"] == "util"
+    assert (job["productive_h"], job["allocated_idle_h"]) == (pytest.approx(6.0, abs=0.02), pytest.approx(6.0, abs=0.02))
+    assert job["idle_usd"] == pytest.approx(6.0 * PRICE, abs=0.1)
+    assert not any("Kubernetes labels" in n for n in d["notes"])
     # no dcgm-exporter at all in the window: one sentence, no traceback
     res = gpusleuth("fleet", "--prometheus", server.url, "--start", "2001-01-01T00:00:00Z", "--end",
                     "2001-01-02T00:00:00Z", "--no-cache")
@@ -192,19 +202,36 @@ def test_unreachable_server_is_a_sentence():
     assert f"http://127.0.0.1:{port}: cannot reach the Prometheus server" in res.stderr
 
 
-def test_basic_auth_refused_and_accepted(cluster, tmp_path):
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("no openssl to make the server's certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days",
+                    "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], check=True,
+                   capture_output=True, timeout=120)
+    return cert, key
+
+
+def test_tls_is_verified_and_basic_auth_refused_then_accepted(cluster, tmp_path):
+    """One real Prometheus with TLS and basic auth (its own --web.config.file): an unverified certificate, no
+    credentials and wrong credentials are each a sentence; the CA and the right password give the ledger."""
     crypt = pytest.importorskip("crypt", reason="the crypt module (Python < 3.13) hashes the bcrypt password")
     root, _ = cluster
+    cert, key = _self_signed(tmp_path)
     web = tmp_path / "web.yml"
-    web.write_text(f"basic_auth_users:\n  ledger: {crypt.crypt('s3cret', crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))}\n")
-    with RunningPrometheus(root / "data-auth", web_config=web) as prom:
+    web.write_text(f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\nbasic_auth_users:\n"
+                   f"  ledger: {crypt.crypt('s3cret', crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))}\n")
+    with RunningPrometheus(root / "data-auth", web_config=web, tls=True) as prom:
         res = _fleet(prom)
         assert res.returncode == 2 and "Traceback" not in res.stderr
-        assert "refused the request (HTTP 401) with no credentials" in res.stderr
-        res = _fleet(prom, env={"GPUSLEUTH_PROMETHEUS_BASIC_AUTH": "ledger:wrong"})
+        assert "TLS certificate could not be verified" in res.stderr and "--ca-file" in res.stderr
+        res = _fleet(prom, "--ca-file", cert)
+        assert res.returncode == 2 and "refused the request (HTTP 401) with no credentials" in res.stderr
+        res = _fleet(prom, "--ca-file", cert, env={"GPUSLEUTH_PROMETHEUS_BASIC_AUTH": "ledger:wrong"})
         assert "refused the request (HTTP 401) with the credentials from $GPUSLEUTH_PROMETHEUS_BASIC_AUTH" in res.stderr
         secret = tmp_path / "auth"
         secret.write_text("ledger:s3cret\n")
-        res = _fleet(prom, "--basic-auth-file", secret, "--json")
+        res = _fleet(prom, "--ca-file", cert, "--basic-auth-file", secret, "--json")
         assert res.returncode == 0, res.stderr
         assert math.isclose(json.loads(res.stdout)["totals"]["hours"]["allocated_idle"], 44.0, abs_tol=0.1)

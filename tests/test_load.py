@@ -471,4 +471,9 @@ def test_cancel_does_not_wait_out_a_hung_server(server):
     t0 = time.monotonic()
     result = run_plan(plan, cancel)
     assert time.monotonic() - t0 < 1.5
-    assert len(result.columns["level"]) == 0  # nothing answered: no rows, no invented latencies
+    c = result.columns  # the 2 requests in flight are said as cut (issue 23 case 6), with no latency invented
+    assert list(c["error"]) == ["cancelled", "cancelled"] and list(c["status"]) == [0, 0]
+    a = _analyze(plan, result)
+    lv = a.levels[0]
+    assert lv.cut == 2 and lv.ok == lv.errors == lv.timeouts == 0 and lv.p50_ms is None
+    assert any("2 of the 2 requests sent were in flight when the load was stopped" in n for n in a.notes)

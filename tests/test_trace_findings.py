@@ -43,11 +43,17 @@ def test_v100_ddp_trace_alone_gets_precision_and_communication_findings_with_gai
     assert f["communication"]["evidence"][0]["value"] == pytest.approx(20.6, abs=1.0)
 
 
-def test_host_overhead_on_a_gpu_trace_is_bounded_by_what_the_device_waited(df):
-    """The host runs ahead of the GPU: Python time between ops costs only the device's host-bound idle."""
-    f = _by_cause(df)["host.python"]
-    assert f["severity"] == "moderate"
-    assert f["estimated_gain"]["speedup"] < 2.0
+def test_host_time_between_ops_that_no_loop_issues_is_not_python_loop_overhead(df):
+    """77 % of this DDP rank's step is host time outside ops, but almost none of it precedes the calls of a
+    repeated op: it is not a Python loop a rewrite removes (issue 27), so no host.python finding — it had
+    "×1.50, vectorize your loops" while a loop rewrite could remove 12 % of the step at most."""
+    from gpusleuth.analysis.host_ops import host_op_stats
+    from gpusleuth.sources.kineto import load_trace
+
+    st = host_op_stats(load_trace(DF))
+    assert st["python_share"] > 0.7 and st["loop_python_share"] < 0.05
+    assert st["removable_share"] < 0.15
+    assert "host.python" not in _by_cause(df)
 
 
 def test_rules_stay_quiet_where_the_trace_shows_nothing():

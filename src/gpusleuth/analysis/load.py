@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from gpusleuth.analysis.load_tokens import SloLevel, TokenStats, level_slo, level_tokens
 from gpusleuth.run.model import Run
 
 WITHIN_BEST = 0.05  # a level within 5 % of the best throughput counts as reaching it
@@ -58,6 +59,14 @@ class LoadLevel:
     server_cpu_cores: float | None = None
     server_top_process_cores: float | None = None
     host_cpu_share: float | None = None
+    p90_ms: float | None = None
+    cut: int = 0  # sent, then abandoned unanswered when the load was stopped (Ctrl-C, the server died)
+    # failed requests by what went wrong: an HTTP status ("500", "429", "302") or an error code
+    # ("connect", "timeout", "protocol", "api", "stream"); dropped and cut ones are not failures of the server
+    errors_by: dict[str, int] = field(default_factory=dict)
+    arrival_cv: float | None = None  # open loop: coefficient of variation of the gaps between actual sends
+    tokens: TokenStats | None = None  # an OpenAI-compatible load: TTFT, inter-token gaps, tokens/s
+    slo: SloLevel | None = None  # with --slo: attainment and goodput
 
     @property
     def failed(self) -> int:
@@ -88,6 +97,11 @@ class LoadAnalysis:
     price_note: str | None = None  # why there is no $ per 1M requests
     gpu_note: str | None = None  # why there is no busy share / energy (no GPU telemetry)
     notes: list[str] = field(default_factory=list)
+    api: str = "http"  # "http", or the OpenAI endpoint ("chat", "completions")
+    arrivals: str | None = None  # open loop: "constant", "poisson", "gamma"
+    slo: dict[str, float] | None = None  # ttft_ms / itl_ms / e2e_ms budgets and the attainment target
+    slo_best: int | None = None  # the highest level (rate or concurrency) that meets the SLO
+    slo_reason: str | None = None
 
     @property
     def knee_level(self) -> LoadLevel | None:
@@ -97,7 +111,8 @@ class LoadAnalysis:
         return {"mode": self.mode, "url": self.url, "p95_budget_ms": self.p95_budget_ms,
                 "levels": [asdict(lv) for lv in self.levels], "knee": self.knee, "knee_reason": self.knee_reason,
                 "best_rps": self.best_rps, "at": self.at, "dollars_per_million_requests": self.dollars_per_million,
-                "price_note": self.price_note, "gpu_note": self.gpu_note, "notes": self.notes}
+                "price_note": self.price_note, "gpu_note": self.gpu_note, "notes": self.notes, "api": self.api,
+                "arrivals": self.arrivals, "slo": self.slo, "slo_best": self.slo_best, "slo_reason": self.slo_reason}
 
 
 def _ms(lat_ns: np.ndarray, q: float) -> float | None:
@@ -154,35 +169,60 @@ def _cpu_in(run: Run, lo: int, hi: int) -> tuple[float | None, float | None, flo
     return server, top, host
 
 
-def _levels(run: Run) -> list[LoadLevel]:
+def _levels(run: Run, slo: dict[str, float] | None) -> list[LoadLevel]:
     ld = run.load
     level = ld["level"].astype(np.int64)
     start, end = ld["start_ns"].astype(np.int64), ld["end_ns"].astype(np.int64)
     status = ld["status"].astype(np.int64)
     error = np.asarray(ld["error"]).astype(str)
     lag = ld["lag_ns"].astype(np.int64) if "lag_ns" in ld else np.zeros(len(ld), np.int64)
+    llm = _token_columns(ld)
     out = []
     for i in np.unique(level):
         m = level == i
         ok = m & (status >= 200) & (status < 300) & (error == "")
+        sent = m & (error != "dropped")
         lo, hi = int(start[m].min()), int(end[m].max())
         span = max(hi - lo, 1) / 1e9
         lat = (end[ok] - start[ok]).astype(np.float64)
         is_open = float(ld["rate"][m][0]) > 0
         busy, energy = _gpu_in(run, lo, hi, int(ok.sum()))
         server_cpu, top_cpu, host_cpu = _cpu_in(run, lo, hi)
+        failed = m & ~ok & ~np.isin(error, ("dropped", "cancelled"))
+        by: dict[str, int] = {}
+        for st, err in zip(status[failed], error[failed]):
+            key = str(int(st)) if err == "http" else err
+            by[key] = by.get(key, 0) + 1
+        cv = None
+        if is_open and sent.sum() >= 3:
+            gaps = np.diff(np.sort(start[sent] + lag[sent])).astype(np.float64)
+            cv = float(gaps.std() / gaps.mean()) if gaps.mean() > 0 else None
         out.append(LoadLevel(
             level=int(i), concurrency=int(ld["concurrency"][m][0]), rate=float(ld["rate"][m][0]),
             start_ns=lo, end_ns=hi, requests=int(m.sum()), ok=int(ok.sum()),
-            errors=int((m & np.isin(error, ("http", "connect"))).sum()),
+            errors=int(failed.sum()) - int((m & (error == "timeout")).sum()),
             timeouts=int((m & (error == "timeout")).sum()), rps=float(ok.sum()) / span,
             p50_ms=_ms(lat, 50), p95_ms=_ms(lat, 95), p99_ms=_ms(lat, 99),
             max_ms=float(lat.max()) / 1e6 if len(lat) else None, duration_s=span,
             dropped=int((m & (error == "dropped")).sum()),
             lag_p95_ms=float(np.percentile(lag[m], 95)) / 1e6 if is_open else None,
             gpu_busy=busy, energy_j_per_request=energy, server_cpu_cores=server_cpu,
-            server_top_process_cores=top_cpu, host_cpu_share=host_cpu))
+            server_top_process_cores=top_cpu, host_cpu_share=host_cpu, p90_ms=_ms(lat, 90),
+            cut=int((m & (error == "cancelled")).sum()), errors_by=dict(sorted(by.items())), arrival_cv=cv,
+            tokens=level_tokens(llm, m, ok, span) if llm is not None else None,
+            slo=level_slo(llm, m, ok, span, slo) if llm is not None and slo else None))
     return out
+
+
+def _token_columns(ld) -> dict[str, np.ndarray] | None:
+    """The columns an OpenAI-compatible load adds, when this load has them and any token was seen."""
+    need = ("start_ns", "end_ns", "first_token_ns", "output_tokens", "input_tokens", "tokens_from", "token_ns")
+    if not all(k in ld for k in need):
+        return None
+    if not (np.asarray(ld["first_token_ns"], dtype=np.float64) > 0).any() and \
+            not (np.asarray(ld["output_tokens"], dtype=np.float64) >= 0).any():
+        return None
+    return {k: ld[k] for k in need}
 
 
 def _knee(levels: list[LoadLevel], budget_ms: float | None) -> tuple[int | None, str, float]:
@@ -233,7 +273,8 @@ def analyze_load(run: Run, dollars_per_second: float | None = None, gpu_note: st
     meta = run.meta.get("load") if isinstance(run.meta.get("load"), dict) else {}
     budget = meta.get("p95_budget_ms")
     budget = float(budget) if _is_num(budget) else None
-    levels = _levels(run)
+    slo = _slo_of(meta.get("slo"))
+    levels = _levels(run, slo)
     cpu = meta.get("generator_cpu_cores")
     if isinstance(cpu, list) and len(cpu) == len(levels) and all(_is_num(c) for c in cpu):
         for lv, c in zip(levels, cpu):
@@ -263,8 +304,81 @@ def analyze_load(run: Run, dollars_per_second: float | None = None, gpu_note: st
     if busy > GENERATOR_BUSY:
         notes.append(f"the load generator itself used up to {busy:.2f} of a CPU core: if the server runs on this "
                      "machine that CPU was not the server's — load it from another machine for its true ceiling")
+    notes.extend(_failure_notes(run))
+    api = meta.get("api") if meta.get("api") in ("http", "chat", "completions") else "http"
+    if api != "http":
+        notes.extend(_api_notes(levels, api))
+    slo_best, slo_reason = _slo_best(levels, slo, mode) if slo else (None, None)
     url = meta.get("url") if isinstance(meta.get("url"), str) else None
+    arrivals = meta.get("arrivals") if mode == "open" and meta.get("arrivals") in ("constant", "poisson", "gamma") else None
     return LoadAnalysis(mode=mode, levels=levels, knee=knee, knee_reason=reason, best_rps=best,
                         p95_budget_ms=budget, url=url, at=at_i, dollars_per_million=dollars, price_note=price_note,
                         gpu_note=None if any(lv.gpu_busy is not None for lv in levels) else (gpu_note or "no GPU"),
-                        notes=notes)
+                        notes=notes, api=api, arrivals=arrivals, slo=slo, slo_best=slo_best, slo_reason=slo_reason)
+
+
+def _slo_of(value: Any) -> dict[str, float] | None:
+    if not isinstance(value, dict):
+        return None
+    out = {k: float(v) for k, v in value.items()
+           if k in ("ttft_ms", "itl_ms", "e2e_ms", "attainment") and _is_num(v) and v > 0}
+    return out if any(k != "attainment" for k in out) else None
+
+
+def _slo_best(levels: list[LoadLevel], slo: dict[str, float], mode: str) -> tuple[int | None, str]:
+    """The highest level whose attainment meets the target, in words."""
+    target = slo.get("attainment", 0.9)
+    key = (lambda lv: lv.concurrency) if mode == "closed" else (lambda lv: lv.rate)
+    meeting = [i for i, lv in enumerate(levels) if lv.slo is not None and lv.slo.meets]
+    if not meeting:
+        if not any(lv.slo is not None for lv in levels):
+            return None, "no level streamed tokens to hold against the SLO"
+        top = max(levels, key=lambda lv: lv.slo.attainment if lv.slo else -1.0)
+        return None, (f"no level meets the SLO ({target:.0%} of requests within every budget); the best is "
+                      f"{top.named} at {top.slo.attainment:.0%}" if top.slo else "no level meets the SLO")
+    i = max(meeting, key=lambda j: key(levels[j]))
+    lv = levels[i]
+    assert lv.slo is not None
+    return i, (f"{lv.named} is the highest level meeting the SLO: {lv.slo.attainment:.0%} of requests within "
+               f"every budget (target {target:.0%}), goodput {lv.slo.goodput_rps:,.2f} req/s, "
+               f"{lv.slo.goodput_tokens_per_s:,.0f} output tokens/s")
+
+
+def _failure_notes(run: Run) -> list[str]:
+    """One sentence per kind of failure, with its most common detail (an untrusted server's words, quoted
+    by the generator): what the server answered that was not a usable answer, and requests cut by a stop."""
+    ld = run.load
+    if "detail" not in ld:
+        return []
+    error = np.asarray(ld["error"]).astype(str)
+    detail = np.asarray(ld["detail"]).astype(str)
+    notes = []
+    words = {"protocol": "answers were not HTTP", "api": "2xx answers were not OpenAI answers",
+             "stream": "streams were malformed or cut", "timeout": "requests timed out",
+             "connect": "requests failed to connect or were reset", "cancelled": "requests were cut unanswered"}
+    for code, what in words.items():
+        m = error == code
+        if not m.any():
+            continue
+        texts, counts = np.unique(detail[m], return_counts=True)
+        top = str(texts[int(np.argmax(counts))])
+        sent = int((error != "dropped").sum())
+        if code == "cancelled":
+            notes.append(f"{int(m.sum()):,} of the {sent:,} requests sent were in flight when the load was stopped "
+                         "and were cut unanswered (not counted as errors or in any latency)")
+        else:
+            notes.append(f"{int(m.sum()):,} {what}" + (f" — e.g. {top}" if top else ""))
+    return notes
+
+
+def _api_notes(levels: list[LoadLevel], api: str) -> list[str]:
+    """A server that answers an OpenAI endpoint with something else: said once, plainly."""
+    endpoint = "/v1/chat/completions" if api == "chat" else "/v1/completions"
+    sent = sum(lv.requests - lv.dropped - lv.cut for lv in levels)
+    answered = sum(lv.ok for lv in levels)
+    wrong = sum(lv.errors_by.get("api", 0) + lv.errors_by.get("404", 0) + lv.errors_by.get("405", 0)
+                + lv.errors_by.get("protocol", 0) for lv in levels)
+    if sent and not answered and wrong >= sent / 2:
+        return [f"the server does not look OpenAI-compatible: {wrong:,} of {sent:,} requests to {endpoint} got "
+                "a 404/405, a non-HTTP answer or an answer without `choices`"]
+    return []

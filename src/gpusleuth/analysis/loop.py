@@ -26,7 +26,8 @@ class PhaseStats:
     count: int
     total_s: float
     mean_s: float
-    steps_between: float | None = None  # training steps per occurrence (how often it runs)
+    # training steps per occurrence (how often it runs); None under MIN_CADENCE occurrences
+    steps_between: float | None = None
     # The cost a phase leaves behind in the step right after it (caches and allocator cold after a
     # checkpoint's serialization, page-cache writeback, mode switches after eval): the median of those
     # steps minus the median of the other steps, times the occurrences; 0 when not measurable or negative.
@@ -37,6 +38,7 @@ class PhaseStats:
     # run): after-training time, left out of count/total_s/mean_s — running them less often saves nothing
     after_loop_count: int = 0
     after_loop_s: float = 0.0
+    at_steps: list[int] = field(default_factory=list)  # the step each occurrence in the loop started at
 
 
 @dataclass
@@ -70,6 +72,7 @@ def phase_stats(run: Run, main: ProcessSteps | None, steps: int) -> dict[str, Ph
         stats = PhaseStats(name=str(name), count=n, total_s=float(dur.sum()),
                            mean_s=float(dur.mean()) if n else 0.0,
                            steps_between=_steps_between(main, ph["start_ns"][named], steps) if n else None,
+                           at_steps=_phase_steps(main, ph["start_ns"][m]),
                            after_loop_count=int(after.sum()),
                            after_loop_s=float(np.maximum(ph["end_ns"][after] - ph["start_ns"][after], 0).sum() / 1e9))
         if main is not None:
@@ -78,20 +81,35 @@ def phase_stats(run: Run, main: ProcessSteps | None, steps: int) -> dict[str, Ph
     return out
 
 
-def _steps_between(main: ProcessSteps | None, starts: np.ndarray, steps: int) -> float | None:
-    """How many training steps the job runs between two occurrences of a phase: the median spacing of the
-    step counts at which they start. Counting occurrences instead (steps ÷ occurrences) is thrown off by
-    the ones that are not part of the cadence: a final save or test after the loop beside the periodic ones
-    (Lightning's step-20 checkpoints read "every 16 steps" with one extra save at the end), or an eval split
-    into several phases at one step."""
+#: occurrences needed before a phase's cadence is stated: two intervals that a median can read. One
+#: occurrence has no interval (chargpt samples and saves at iteration 0, then every 500: a 200-iteration run
+#: sees it once, and "every 2 steps" was the distance from the loop's start to it); two have one interval,
+#: which may join a start-of-training occurrence (iteration 0) to the first periodic one.
+MIN_CADENCE = 3
+
+
+def _phase_steps(main: ProcessSteps | None, starts: np.ndarray) -> list[int]:
+    """The training steps (1-based: how many had ended) at which the occurrences of a phase started."""
     if main is None or not main.count:
-        return steps / len(starts) if steps and len(starts) else None
+        return []
     ends = np.sort(main.table["end_ns"].astype(np.int64))
     at = np.unique(np.searchsorted(ends, starts.astype(np.int64), side="right"))
-    at = at[at > 0]  # before the first step (a sanity check): not a cadence
-    if not len(at):
+    return [int(a) for a in at if a > 0]  # before the first step (a sanity check): not a cadence
+
+
+def _steps_between(main: ProcessSteps | None, starts: np.ndarray, steps: int) -> float | None:
+    """How many training steps the job runs between two occurrences of a phase: the median spacing of the
+    steps at which they start, from :data:`MIN_CADENCE` occurrences on (None below: too few to tell; those
+    after the last step count, they keep the cadence). Counting occurrences instead (steps ÷ occurrences)
+    is thrown off by the ones that are not part of the cadence: a final save or test after the loop beside
+    the periodic ones (Lightning's step-20 checkpoints read "every 16 steps" with one extra save at the
+    end), or an eval split into several phases at one step."""
+    if main is None or not main.count:
+        return steps / len(starts) if steps and len(starts) >= MIN_CADENCE else None
+    at = _phase_steps(main, starts)
+    if len(at) < MIN_CADENCE:
         return None
-    return float(np.median(np.diff(np.concatenate(([0], at)))))
+    return float(np.median(np.diff(at)))
 
 
 def batches_per_step(main: ProcessSteps | None) -> float | None:
@@ -177,6 +195,13 @@ def first_step(main: ProcessSteps | None) -> dict[str, float]:
             "data_cpu_s": max(int(st["data_cpu_ns"][i]), 0) / 1e9}
 
 
+def cpu_limit_cores(host: dict[str, Any]) -> float | None:
+    """The tighter of the job's cgroup CPU quota (cpu.max) and its CPU affinity, in cores; None: no limit."""
+    limits = [float(v) for v in (host.get("cgroup_cpu_limit_cores"), host.get("cpu_affinity_cores"))
+              if isinstance(v, (int, float)) and v > 0]
+    return min(limits) if limits else None
+
+
 @dataclass
 class LoopFacts:
     """What the diagnosis needs of the training loop beyond the outcomes (see the module docstring)."""
@@ -189,6 +214,9 @@ class LoopFacts:
     dataloaders: list[dict[str, Any]] = field(default_factory=list)  # DataLoader configs the hook saw
     hook_facts: list[dict[str, Any]] = field(default_factory=list)  # other ``I`` records (torch runtime…)
     logical_cores: int | None = None
+    # the CPU the job may use below the host's cores: its cgroup's quota (cpu.max, in cores) or its CPU
+    # affinity, the tighter; None where neither limits it
+    cpu_limit_cores: float | None = None
     gpu_hw: list[dict[str, Any]] = field(default_factory=list)  # NVML static info (power limit, max clocks)
 
 
@@ -205,5 +233,6 @@ def loop_facts(run: Run, view: StepView, host: HostSummary | None, basis_steps: 
         dataloaders=[i for i in run.infos if i.get("kind") == "dataloader"],
         hook_facts=[i for i in run.infos if i.get("kind") not in ("dataloader", "profiler_trace")],
         logical_cores=(rec.get("host") or {}).get("logical_cores"),
+        cpu_limit_cores=cpu_limit_cores(rec.get("host") or {}),
         gpu_hw=list(rec.get("gpu") or []),
     )

@@ -12,6 +12,10 @@ the request → its response was done; they add up to 1), summed over requests, 
 more than a fast one — the share of the server's time, which is what a fix recovers. ``queue`` is the
 share of **latency** (queue + service) over the requests whose queue was measured. Requests without a
 model forward (health checks, static files) are counted apart and left out of the shares.
+
+A batching server's requests run no forward of their own: ``analysis.batching`` joins them with the forwards
+its batcher ran for them, and they count here with a fourth part, ``wait`` (its hand-off to the batcher →
+its batch's forward); ``batching`` says how big the batches were and what was left unattributed.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpusleuth.analysis import intervals as iv
+from gpusleuth.analysis.batching import BatchJoin, join_batches
 from gpusleuth.run.model import Run
 
-PARTS = ("pre", "infer", "post")
+PARTS = ("pre", "wait", "infer", "post")  # wait: for a batch (batching servers; 0 elsewhere)
 PEGGED_CORES = 0.8  # a server process averaging this much of one core or more is CPU-bound on its GIL
 
 
@@ -54,6 +59,49 @@ class RequestLevel:
     rps: float  # requests finished per second of the window
     server_cores: float | None  # the server process's mean CPU, in cores
     gpu_busy: float | None  # mean accelerator utilization, 0..1
+    # a batching server: forwards outside any request that started in the level, and the requests each served
+    batch_forwards: int = 0
+    batch_size_p50: float | None = None
+    batch_size_p90: float | None = None
+    batch_size_max: int | None = None
+    batch_sizes: dict[str, int] = field(default_factory=dict)  # requests per forward → forwards
+    # the level's batched requests: their wait before the batcher took the work / after (collecting more)
+    batch_queued_share: float | None = None
+    batch_collect_share: float | None = None
+    # the client's side (`gpusleuth load`'s answers of the level) against the server's: what passed outside the
+    # server's request handling — the network, the listen backlog, connection handling before the server
+    # started the request, the response's trip back
+    client_p50_ms: float | None = None
+    server_p50_ms: float | None = None  # queue (when measured) + service
+    outside_p50_ms: float | None = None  # per request when the two join on X-Request-Id, else client − server p50
+    outside_share: float | None = None  # of the client's latency (summed)
+    outside_joined: int = 0  # requests joined on X-Request-Id (0: compared by level)
+
+
+@dataclass
+class BatchStats:
+    """Requests whose forwards ran in a batch outside the request (analysis/batching.py)."""
+
+    requests: int  # joined to the forwards that served them
+    unattributed: int  # ran no forward of their own while the model ran outside requests, joined to none
+    forwards: int  # forwards outside any request
+    forwards_joined: int  # of those, forwards that served at least one joined request
+    size_p50: float | None  # requests per joined forward
+    size_p90: float | None
+    size_max: int | None
+    sizes: dict[str, int]  # requests per forward → forwards
+    rows_p50: float | None  # the forward input's batch dimension
+    wait_share: float  # the joined requests' wait for their batch, share of their service time
+    queued_share: float | None  # part of it before the batcher took the work (earlier batches still running)
+    collect_share: float | None  # part of it after: the batcher collecting more work (its wait window)
+    wait_p50_ms: float
+    wait_p95_ms: float
+    collect_p50_ms: float | None  # how long the batcher held a request's work before its forward
+    forward_p50_ms: float | None  # a joined forward's wall time
+    own_p50_ms: float  # a request's share of its forwards (each divided among the requests it served)
+    multi_forward: int  # requests served by several forwards (a generation loop: prefill, then decode)
+    prefill_p50_ms: float | None  # their first forward
+    decode_p50_ms: float | None  # the rest, summed per request
 
 
 @dataclass
@@ -86,8 +134,12 @@ class RequestAnalysis:
     alone_requests: int = 0
     alone_shares: dict[str, float] = field(default_factory=dict)
     levels: list[RequestLevel] = field(default_factory=list)  # filled when load levels exist
+    batching: BatchStats | None = None  # a batching server (forwards outside the requests), else None
+    note: str | None = None  # one sentence when requests could not be attributed to the model's forwards
+    misses: list = field(default_factory=list)  # analysis.slo_miss.MissLevel per level with SLO misses
     # the rows behind the numbers, to split by load level without going back to the Run
     _rows: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    _batches: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # forwards outside requests
 
     @property
     def cpu_pegged(self) -> bool | None:
@@ -101,6 +153,8 @@ class RequestAnalysis:
         out["parts"] = {k: asdict(v) for k, v in self.parts.items()}
         out["stages"] = [asdict(s) for s in self.stages]
         out["levels"] = [asdict(lv) for lv in self.levels]
+        out["batching"] = asdict(self.batching) if self.batching is not None else None
+        out["misses"] = [asdict(m) for m in self.misses]
         out["cpu_pegged"] = self.cpu_pegged
         return out
 
@@ -115,16 +169,26 @@ def analyze_requests(run: Run) -> RequestAnalysis | None:
         kinds[str(k)] = kinds.get(str(k), 0) + 1
     rows = {name: np.asarray(r[name], dtype=np.int64)[fwd] for name in
             ("pid", "start_ns", "end_ns", "queue_ns", "pre_ns", "infer_ns", "post_ns", "forwards", "batch")}
+    rows["wait_ns"] = np.zeros(int(fwd.sum()), dtype=np.int64)
+    rows["request_id"] = _ids(r)[fwd]
+    first = np.asarray(r["first_forward_ns"], dtype=np.int64)[fwd] if "first_forward_ns" in r else \
+        np.full(int(fwd.sum()), -1, np.int64)
+    rows["prefill_ns"] = first  # a generation's first forward; the others are its decode
+    rows["decode_ns"] = np.where(first >= 0, np.maximum(rows["infer_ns"] - first, 0), -1)
     rows["stages"] = np.asarray(r["stages"], dtype=object)[fwd] if "stages" in r else np.full(fwd.sum(), "{}",
                                                                                                    object)
-    n = int(fwd.sum())
+    join = join_batches(r, run.batches)
+    if join is not None and len(join.index):
+        rows = _with_batched(rows, r, join)
+    note = _unattributed_note(join, len(r) - int(fwd.sum()))
+    n = len(rows["start_ns"])
     if not n:
         return RequestAnalysis(count=0, no_forward=len(r), kinds=kinds, pids=[], span_s=0.0, busy_s=0.0,
                                service_s=0.0, rps=0.0, in_flight=0.0, shares={}, parts={}, stages=[],
                                queue_measured=0, queue_p95_share=None, latency_p50_ms=0.0, latency_p95_ms=0.0,
                                forwards_per_request=0.0, batch_p50=None, server_cores=None,
                                server_cores_p90=None, logical_cores=_cores(run), gpu_busy=None,
-                               gpu_mem_share=None)
+                               gpu_mem_share=None, note=note)
     start, end = rows["start_ns"], rows["end_ns"]
     lo, hi = int(start.min()), int(end.max())
     us, ue = iv.union(start, end)
@@ -149,7 +213,93 @@ def analyze_requests(run: Run) -> RequestAnalysis | None:
         forwards_per_request=float(rows["forwards"].mean()), batch_p50=float(np.median(batch)) if len(batch) else None,
         server_cores=cores, server_cores_p90=cores_p90, logical_cores=_cores(run), gpu_busy=gpu_busy,
         gpu_mem_share=mem, alone_requests=int(alone.sum()), alone_shares=alone_shares, _rows=rows,
+        batching=_batch_stats(join, run) if join is not None and len(join.index) else None, note=note,
+        _batches=_batch_rows(join, run),
     )
+
+
+def _with_batched(rows: dict[str, np.ndarray], r, join: BatchJoin) -> dict[str, np.ndarray]:
+    """The requests served by forwards outside them, added to the rows with their joined parts; kept apart
+    in ``batched`` (a mask) for the batching numbers."""
+    i = join.index
+    p = join.parts
+    add = {"pid": np.asarray(r["pid"], dtype=np.int64)[i], "start_ns": np.asarray(r["start_ns"], dtype=np.int64)[i],
+           "end_ns": np.asarray(r["end_ns"], dtype=np.int64)[i],
+           "queue_ns": np.asarray(r["queue_ns"], dtype=np.int64)[i], "request_id": _ids(r)[i],
+           "stages": np.asarray(r["stages"], dtype=object)[i] if "stages" in r else np.full(len(i), "{}", object)}
+    for k in ("pre_ns", "wait_ns", "infer_ns", "post_ns", "forwards", "batch", "queued_ns", "collect_ns", "own_ns",
+              "prefill_ns", "decode_ns"):
+        add[k] = p[k]
+    n_own = len(rows["start_ns"])
+    out = {}
+    for k in set(rows) | set(add):
+        old = rows.get(k)
+        if old is None:
+            old = np.full(n_own, -1, dtype=np.int64)
+        out[k] = np.concatenate([old, add[k]])
+    out["batched"] = np.concatenate([np.zeros(n_own, bool), np.ones(len(i), bool)])
+    order = np.argsort(out["start_ns"], kind="stable")
+    return {k: v[order] for k, v in out.items()}
+
+
+def _ids(r) -> np.ndarray:
+    """The client's X-Request-Id per request row (-1 none, and in runs from before it was recorded)."""
+    return np.asarray(r["request_id"], dtype=np.int64) if "request_id" in r else np.full(len(r), -1, np.int64)
+
+
+def _unattributed_note(join: BatchJoin | None, no_forward: int) -> str | None:
+    if join is None or not join.unattributed:
+        return None
+    return (f"{join.unattributed:,} of {no_forward:,} requests without a model forward of their own overlapped "
+            f"the {join.outside:,} forwards that ran outside any request (a batcher's), but no queue hand-off "
+            "ties them to those forwards (the work went through something other than queue.Queue or "
+            "asyncio.Queue): their wait for a batch and their share of it are not attributed")
+
+
+def _batch_rows(join: BatchJoin | None, run: Run) -> dict[str, np.ndarray]:
+    if join is None:
+        return {}
+    b = run.batches
+    return {"start_ns": np.asarray(b["start_ns"], dtype=np.int64), "end_ns": np.asarray(b["end_ns"], dtype=np.int64),
+            "rows": np.asarray(b["rows"], dtype=np.int64), "members": join.members}
+
+
+def _sizes(members: np.ndarray) -> tuple[float | None, float | None, int | None, dict[str, int]]:
+    m = members[members > 0]
+    if not len(m):
+        return None, None, None, {}
+    vals, counts = np.unique(m, return_counts=True)
+    return (float(np.percentile(m, 50)), float(np.percentile(m, 90)), int(m.max()),
+            {str(int(v)): int(c) for v, c in zip(vals, counts)})
+
+
+def _batch_stats(join: BatchJoin, run: Run) -> BatchStats:
+    p = join.parts
+    service = float((p["pre_ns"] + p["wait_ns"] + p["infer_ns"] + p["post_ns"]).sum())
+    took = p["queued_ns"] >= 0
+    b = run.batches
+    dur = (np.asarray(b["end_ns"], dtype=np.int64) - np.asarray(b["start_ns"], dtype=np.int64))[join.members > 0]
+    rows = np.asarray(b["rows"], dtype=np.int64)[join.members > 0]
+    rows = rows[rows >= 0]
+    multi = p["forwards"] > 1
+    p50, p90, mx, sizes = _sizes(join.members)
+
+    def share(v: np.ndarray) -> float:
+        return float(v.sum()) / service if service > 0 else 0.0
+
+    def ms(v: np.ndarray, q: float) -> float | None:
+        return float(np.percentile(v, q)) / 1e6 if len(v) else None
+
+    return BatchStats(
+        requests=len(join.index), unattributed=join.unattributed, forwards=join.outside,
+        forwards_joined=int((join.members > 0).sum()), size_p50=p50, size_p90=p90, size_max=mx, sizes=sizes,
+        rows_p50=float(np.median(rows)) if len(rows) else None, wait_share=share(p["wait_ns"]),
+        queued_share=share(p["queued_ns"][took]) if took.any() else None,
+        collect_share=share(p["collect_ns"][took]) if took.any() else None,
+        wait_p50_ms=ms(p["wait_ns"], 50) or 0.0, wait_p95_ms=ms(p["wait_ns"], 95) or 0.0,
+        collect_p50_ms=ms(p["collect_ns"][took], 50),
+        forward_p50_ms=ms(dur, 50), own_p50_ms=ms(p["own_ns"], 50) or 0.0, multi_forward=int(multi.sum()),
+        prefill_p50_ms=ms(p["prefill_ns"][multi], 50), decode_p50_ms=ms(p["decode_ns"][multi], 50))
 
 
 def _alone(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -274,10 +424,56 @@ def split_by_levels(ra: RequestAnalysis, run: Run, levels: list) -> list[Request
         sm = _summary({k: v[m] for k, v in rows.items()})
         cores, _ = _server_cpu(run, ra.pids, s, e)
         busy, _ = _gpu(run, s, e)
-        out.append(RequestLevel(level=lv.level, concurrency=lv.concurrency, rate=lv.rate, requests=n,
-                                shares=sm["shares"], p95_ms=sm["p95_ms"], queue_p95_share=sm["queue_p95_share"],
-                                rps=n / span if span > 0 else 0.0, server_cores=cores, gpu_busy=busy))
+        level = RequestLevel(level=lv.level, concurrency=lv.concurrency, rate=lv.rate, requests=n,
+                             shares=sm["shares"], p95_ms=sm["p95_ms"], queue_p95_share=sm["queue_p95_share"],
+                             rps=n / span if span > 0 else 0.0, server_cores=cores, gpu_busy=busy)
+        _outside(level, run, rows, m, lv)
+        b = ra._batches
+        if b:
+            inside = (b["start_ns"] >= s) & (b["start_ns"] < e) & (b["members"] > 0)
+            level.batch_forwards = int(inside.sum())
+            (level.batch_size_p50, level.batch_size_p90, level.batch_size_max,
+             level.batch_sizes) = _sizes(b["members"][inside])
+            took = m & rows["batched"] & (rows["queued_ns"] >= 0)
+            service = float((rows["end_ns"][took] - rows["start_ns"][took]).sum())
+            if service > 0:
+                level.batch_queued_share = float(rows["queued_ns"][took].sum()) / service
+                level.batch_collect_share = float(rows["collect_ns"][took].sum()) / service
+        out.append(level)
     return out
 
 
-__all__ = ["RequestAnalysis", "RequestLevel", "StageStats", "analyze_requests", "split_by_levels"]
+def _outside(level: RequestLevel, run: Run, rows: dict[str, np.ndarray], m: np.ndarray, lv) -> None:
+    """Fill ``level``'s client-versus-server numbers from ``run.load``'s answered rows of that level."""
+    load = run.load
+    if not len(load) or not {"level", "start_ns", "end_ns", "error"} <= set(load.columns):
+        return
+    ok = (np.asarray(load["level"], dtype=np.int64) == int(lv.level)) & (np.asarray(load["error"], dtype=object) == "")
+    if not ok.any():
+        return
+    c_start = np.asarray(load["start_ns"], dtype=np.int64)[ok]
+    if "lag_ns" in load:  # open loop: latency counts from the schedule; the send was lag later
+        c_start = c_start + np.maximum(np.asarray(load["lag_ns"], dtype=np.int64)[ok], 0)
+    client = (np.asarray(load["end_ns"], dtype=np.int64)[ok] - c_start).astype(np.float64)
+    server = (rows["end_ns"][m] - rows["start_ns"][m] + np.maximum(rows["queue_ns"][m], 0)).astype(np.float64)
+    if not len(server):
+        return
+    level.client_p50_ms = float(np.percentile(client, 50)) / 1e6
+    level.server_p50_ms = float(np.percentile(server, 50)) / 1e6
+    if "request_id" in load and "request_id" in rows:
+        cid = np.asarray(load["request_id"], dtype=np.int64)[ok]
+        sid = rows["request_id"][m]
+        common, ci, si = np.intersect1d(cid, sid[sid >= 0], return_indices=True, assume_unique=False)
+        if len(common) >= max(10, len(client) // 2):
+            srv = server[sid >= 0][si]
+            gap = np.maximum(client[ci] - srv, 0.0)
+            level.outside_p50_ms = float(np.percentile(gap, 50)) / 1e6
+            level.outside_share = float(gap.sum() / client[ci].sum()) if client[ci].sum() > 0 else 0.0
+            level.outside_joined = len(common)
+            return
+    gap_ms = max(level.client_p50_ms - level.server_p50_ms, 0.0)
+    level.outside_p50_ms = gap_ms
+    level.outside_share = gap_ms / level.client_p50_ms if level.client_p50_ms > 0 else 0.0
+
+
+__all__ = ["BatchStats", "RequestAnalysis", "RequestLevel", "StageStats", "analyze_requests", "split_by_levels"]

@@ -34,6 +34,8 @@ def demo_command(args) -> int:
         import torch  # noqa: F401
     except ImportError:
         raise LaunchError("gpusleuth demo needs PyTorch: pip install 'gpusleuth[torch]'") from None
+    from rich.markup import escape
+
     from gpusleuth.cli.report import make_console
 
     console = make_console()
@@ -49,17 +51,16 @@ def demo_command(args) -> int:
         report = build_report(load_run(result.run_dir))
         render_console(report, console)
         reports[mode] = report
+    from gpusleuth.demo.verdict import judge
+
     a = reports["planted"].outcomes.steps
     b = reports["fixed"].outcomes.steps
     console.rule("[bold]demo: result[/]")
     if a.samples_per_s and b.samples_per_s:
-        measured = b.samples_per_s / a.samples_per_s
         console.print(f"planted: {a.samples_per_s:,.0f} samples/s, step p50 {a.step_time_p50_s * 1e3:.1f} ms")
         console.print(f"fixed:   {b.samples_per_s:,.0f} samples/s, step p50 {b.step_time_p50_s * 1e3:.1f} ms")
-        console.print(f"[bold]measured speedup: {measured:.2f}×[/]")
-        top = next((f for f in reports["planted"].findings if f.estimated_gain), None)
-        if top:
-            console.print(f"predicted by the planted run's top finding ({top.cause}): "
-                          f"{top.estimated_gain.speedup:.2f}×")
+    verdict = judge(reports["planted"], reports["fixed"])
+    for i, line in enumerate(verdict.lines):
+        console.print(f"[bold]{escape(line)}[/]" if i == 0 else escape(line))
     console.print(f"run directories: {base}")
     return 0

@@ -58,6 +58,32 @@ def add_parser(sub) -> None:
                    help="open loop: requests outstanding before new ones are dropped (default 1024)")
     g.add_argument("--p95-budget-ms", type=float, default=None, metavar="MS",
                    help="latency budget: the knee is the smallest level near the best throughput whose p95 meets it")
+    g.add_argument("--arrivals", choices=("constant", "poisson", "gamma"), default="constant",
+                   help="open loop: when requests start — every 1/R s (constant, the default), Poisson (exponential "
+                   "gaps, as independent users arrive), or gamma (burstier with --cv above 1)")
+    g.add_argument("--cv", type=float, default=None, metavar="X",
+                   help="--arrivals gamma: the coefficient of variation of the gaps (1 = Poisson; 2 = bursty)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the arrivals and synthetic prompts (default 0)")
+    g.add_argument("--slo", default=None, metavar="ttft=…,itl=…,e2e=…",
+                   help="LLM budgets per request, e.g. ttft=500ms,itl=50ms,e2e=5s[,attainment=90%%]: goodput "
+                   "(requests/s and tokens/s meeting every budget), attainment per level, the highest level meeting it")
+    llm = p.add_argument_group("LLM servers (OpenAI-compatible: /v1/chat/completions, /v1/completions)")
+    llm.add_argument("--api", choices=("http", "chat", "completions"), default=None,
+                     help="what URL is: plain HTTP, or an OpenAI chat/completions endpoint (default: from the URL's "
+                     "path — one ending in /v1/chat/completions or /v1/completions is an LLM endpoint)")
+    llm.add_argument("--model", default=None, help="the model field of each request (default: the first of /v1/models)")
+    llm.add_argument("--no-stream", action="store_true",
+                     help="ask for whole answers instead of a token stream (no TTFT or inter-token gaps then)")
+    llm.add_argument("--prompts", type=Path, default=None, metavar="DIR|FILE.jsonl",
+                     help="a folder of text files (one prompt each) or a JSONL dataset (ShareGPT conversations, "
+                     "{\"prompt\": …} or {\"messages\": […]} lines); default: synthetic prompts")
+    llm.add_argument("--input-tokens", default="128", metavar="MEAN[:SD]",
+                     help="synthetic prompts: their length in tokens, normal MEAN ± SD (default 128)")
+    llm.add_argument("--output-tokens", default=None, metavar="MEAN[:SD]",
+                     help="max_tokens of each request, normal MEAN ± SD (default: 128 for synthetic prompts, the "
+                     "dataset's reply lengths for ShareGPT, else the server's default)")
+    llm.add_argument("--extra-body", default=None, metavar="JSON",
+                     help="fields merged into every request body, e.g. '{\"ignore_eos\": true, \"temperature\": 0}'")
     r = p.add_argument_group("requests")
     r.add_argument("--method", default=None, help="HTTP method (default GET, or POST with a body)")
     r.add_argument("--header", action="append", default=[], metavar="K:V", help="a request header (repeatable)")
@@ -81,6 +107,8 @@ def add_parser(sub) -> None:
                    help="run directory to write (with -- CMD default: a new folder under ./gpusleuth-runs/; "
                    "without, nothing is written unless --out is given)")
     o.add_argument("--json", action="store_true", help="print the report as JSON on stdout (docs/report-json.md)")
+    o.add_argument("--export-requests", type=Path, default=None, metavar="F.jsonl",
+                   help="write every request as one JSON line: level, times, status, TTFT, every inter-token gap, tokens")
     o.add_argument("--html", type=Path, default=None, metavar="F",
                    help="also write the report as a self-contained HTML page (latency vs throughput chart)")
     from gpusleuth.report.options import add_report_options
@@ -155,17 +183,94 @@ def plan_from_args(args):
         raise LaunchError("gpusleuth load: --p95-budget-ms must be a positive number of milliseconds")
     if args.requests is not None and args.requests <= 0:
         raise LaunchError("gpusleuth load: --requests must be a positive number")
-    bodies = _read_bodies(args)
-    method = (args.method or ("POST" if bodies != [b""] else "GET")).upper()
+    api = args.api or _api_of(args.url)
+    if api == "http" and args.prompts is not None:
+        raise LaunchError("gpusleuth load: --prompts is for LLM endpoints (a URL ending in /v1/chat/completions or "
+                          "/v1/completions, or --api chat|completions)")
+    llm: dict = {}
+    if api == "http":
+        bodies = _read_bodies(args)
+        method = (args.method or ("POST" if bodies != [b""] else "GET")).upper()
+        headers = _headers(args, bodies)
+    else:
+        if args.body_file is not None or args.bodies is not None:
+            raise LaunchError("gpusleuth load: an LLM endpoint's bodies are built from --prompts (or synthetic "
+                              "prompts); --body-file/--bodies are for plain HTTP (--api http)")
+        bodies, method = [b""], "POST"
+        headers = _headers(args, bodies) + [("Content-Type", "application/json")]
+        llm = _llm_plan(args)
+    if args.cv is not None and (args.arrivals != "gamma" or not 0 < args.cv <= 20):
+        raise LaunchError("gpusleuth load: --cv goes with --arrivals gamma, a number in (0, 20]")
+    if args.arrivals != "constant" and not args.rate:
+        raise LaunchError("gpusleuth load: --arrivals shapes an open loop; give --rate R[,R…] with it")
+    slo = {}
+    if args.slo:
+        from gpusleuth.analysis.load_tokens import parse_slo
+
+        if api == "http":
+            raise LaunchError("gpusleuth load: --slo holds an LLM endpoint's TTFT and inter-token gaps; for plain "
+                              "HTTP give --p95-budget-ms")
+        try:
+            slo = parse_slo(args.slo)
+        except ValueError as exc:
+            raise LaunchError(f"gpusleuth load: {exc}") from None
     plan = LoadPlan(url=args.url, mode=mode, levels=levels, duration_s=args.duration, requests=args.requests,
-                    timeout_s=args.timeout, method=method, headers=_headers(args, bodies), bodies=bodies,
+                    timeout_s=args.timeout, method=method, headers=headers, bodies=bodies,
                     max_inflight=max(1, args.max_inflight), p95_budget_ms=args.p95_budget_ms,
-                    insecure=args.insecure)
+                    insecure=args.insecure, arrivals=args.arrivals, cv=args.cv or 1.0, seed=args.seed, api=api,
+                    slo=slo, **llm)
     try:
         plan.target()
     except ValueError as exc:
         raise InputError(safe_url(args.url) if "://" in args.url else args.url, str(exc)) from None
     return plan
+
+
+def _api_of(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    from gpusleuth.recorder.openai_api import endpoint_kind
+
+    try:
+        path = urlsplit(url).path
+    except ValueError:
+        return "http"
+    return endpoint_kind(path) or "http"
+
+
+def _llm_plan(args) -> dict:
+    """The LoadPlan fields of an OpenAI-compatible load: prompts, model, stream, extra body fields."""
+    import json
+
+    from gpusleuth.recorder import prompts as P
+
+    try:
+        inputs = P.Lengths.parse(args.input_tokens, "--input-tokens")
+        outputs = P.Lengths.parse(args.output_tokens, "--output-tokens") if args.output_tokens else None
+    except ValueError as exc:
+        raise LaunchError(f"gpusleuth load: {exc}") from None
+    notes: list[str] = []
+    if args.prompts is None:
+        prompts = P.synthetic(1000, inputs, outputs or P.Lengths(128), args.seed)
+    elif args.prompts.is_dir():
+        prompts = P.from_folder(args.prompts, outputs, args.seed)
+    elif args.prompts.exists():
+        prompts, note = P.from_jsonl(args.prompts, outputs, args.seed)
+        if note:
+            notes.append(note)
+            _say(note)
+    else:
+        raise InputError(args.prompts, "no such file or folder")
+    extra = {}
+    if args.extra_body:
+        try:
+            extra = json.loads(args.extra_body)
+        except ValueError:
+            extra = None
+        if not isinstance(extra, dict):
+            raise LaunchError(f"gpusleuth load: --extra-body wants a JSON object, got {args.extra_body[:60]!r}")
+    return {"prompts": prompts, "model": args.model, "stream": not args.no_stream, "extra_body": extra,
+            "notes": notes}
 
 
 def _say(line: str) -> None:
@@ -188,11 +293,25 @@ def load_command(args) -> int:
     if not len(result.columns["level"]):
         _say("no request was sent")
         return 1
+    if args.export_requests is not None:
+        _export(args.export_requests, result)
     _report(args, run_dir, result, plan, full=bool(command))
     if server:  # it ended on its own before the levels were done: the measurement is incomplete
         _say(server)
         return 1
     return 0
+
+
+def _export(path: Path, result) -> None:
+    from gpusleuth.run.load_jsonl import write_requests_jsonl
+    from gpusleuth.run.model import Table
+
+    try:
+        n = write_requests_jsonl(Table(result.columns), path)
+    except OSError as exc:
+        _say(f"could not write {path} ({exc.strerror or exc}); the results are in the report below")
+        return
+    _say(f"{n:,} requests written to {path}")
 
 
 def _url_only(args, plan):
@@ -216,16 +335,18 @@ def _write_load_only(args, plan, result) -> Path:
     from gpusleuth._version import __version__
     from gpusleuth.recorder.launcher import prepare_run_dir
     from gpusleuth.recorder.loadgen import write_load
-    from gpusleuth.run.meta import FORMAT_VERSION, write_meta
+    from gpusleuth.run.layout import RunDir
+    from gpusleuth.run.meta import FORMAT_VERSION
 
     run_dir = prepare_run_dir(args.out)
-    (run_dir / "raw").rmdir()  # nothing records steps here
+    layout = RunDir(run_dir)
+    layout.raw.rmdir()  # nothing records steps here
     meta = {"format": FORMAT_VERSION, "gpusleuth_version": __version__, "source": "load", "label": args.label,
             "command": None, "hostname": __import__("os").uname().nodename, "start_ns": result.start_ns,
             "end_ns": result.end_ns, "load": result.meta(plan)}
     try:
         write_load(run_dir, result)
-        write_meta(run_dir, meta)
+        layout.write_meta(meta)
     except OSError as exc:
         raise LaunchError(f"gpusleuth load: cannot write the run directory {run_dir}: {exc.strerror or exc}") from None
     return run_dir
@@ -236,7 +357,7 @@ def _with_server(args, plan, command):
     from gpusleuth.recorder.launcher import LaunchOptions, default_run_dir, launch
     from gpusleuth.recorder.loadgen import LoadThread, write_load
     from gpusleuth.report.options import options_from_args
-    from gpusleuth.run.meta import read_meta, write_meta
+    from gpusleuth.run.layout import RunDir
 
     if not 0 < args.interval <= 60:
         raise LaunchError("gpusleuth load: --interval must be between 0 and 60 seconds")
@@ -252,17 +373,18 @@ def _with_server(args, plan, command):
     result = driver.finish()
     run_dir = launched.run_dir
     server = None
-    meta = read_meta(run_dir, [])
+    layout = RunDir(run_dir)
+    meta = layout.read_meta([])
     if meta.get("stopped_by") is None:  # it ended on its own, before the levels were done
         server = (f"the server ({' '.join(command)[:80]}) exited with code {launched.exit_code} after "
-                  f"{time.monotonic() - started:.1f} s; its output is in {run_dir / 'output.log'}")
+                  f"{time.monotonic() - started:.1f} s; its output is in {layout.output_log}")
     if result is not None:
         meta["load"] = result.meta(plan)
         if server:
             meta.setdefault("losses", []).append(f"the load was cut short: {server}")
         try:
             write_load(run_dir, result)
-            write_meta(run_dir, meta)
+            layout.write_meta(meta)
         except OSError as exc:
             _say(f"could not write the load results into {run_dir} ({exc.strerror or exc})")
     _say(f"run recorded in {run_dir}")

@@ -120,6 +120,9 @@ def _report_after_run(args, result) -> None:
             report_run.losses.extend(n for n in result.notes if n not in report_run.losses)
             report = print_report(report_run, as_json=args.json, to_stderr=True,
                                   options=options_from_args(args), quiet=args.no_report)
+            from gpusleuth.cli.trackers import cache_summary
+
+            cache_summary(report, report_run)  # the recorder's verb writes the run; `fleet` reads this
             if args.html:
                 from gpusleuth.cli.report import write_html_report
 
@@ -134,10 +137,10 @@ def _report_after_run(args, result) -> None:
 
 def _print_unsaved_notes(result) -> None:
     """With no report to carry them, the launcher's notes that meta.json could not keep go to stderr."""
-    from gpusleuth.run.meta import read_meta
+    from gpusleuth.run.layout import RunDir
 
     try:
-        saved = read_meta(result.run_dir).get("losses") or []
+        saved = RunDir(result.run_dir).read_meta().get("losses") or []
     except Exception:  # noqa: BLE001 - meta.json unwritten or unreadable: every note is unsaved
         saved = []
     for note in result.notes:

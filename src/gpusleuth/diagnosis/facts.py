@@ -24,6 +24,9 @@ class Facts:
     gpu_note: str | None  # why there is no GPU telemetry, if there is none
     dataloaders: list[dict[str, Any]] = field(default_factory=list)  # configs the hook saw
     logical_cores: int | None = None
+    # the CPU the job may use below the host's cores: its cgroup's quota (cpu.max, in cores) and its CPU
+    # affinity; None where neither limits it
+    cpu_limit_cores: float | None = None
     gpu_hw: list[dict[str, Any]] = field(default_factory=list)  # NVML static info (power limit, max clocks)
     phases: dict[str, PhaseStats] = field(default_factory=dict)
     loop_s: float | None = None  # first step start → last step end: the training loop incl. its phases
@@ -60,6 +63,14 @@ class Facts:
     def step_mean_s(self) -> float:
         s = self.outcomes.steps
         return s.step_time_s / s.steps if s.steps else 0.0
+
+    @property
+    def usable_cores(self) -> float | None:
+        """Cores the job may run on: the host's, bounded by its cgroup quota and CPU affinity."""
+        cores = self.logical_cores or (self.host.logical_cores if self.host else None)
+        if cores is None:
+            return self.cpu_limit_cores
+        return min(float(cores), self.cpu_limit_cores) if self.cpu_limit_cores else float(cores)
 
     @property
     def loop(self) -> float:

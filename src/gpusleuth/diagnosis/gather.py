@@ -27,6 +27,7 @@ def build_facts(a: RunAnalysis) -> Facts:
         gpu_note=a.gpu_note,
         dataloaders=list(loop.dataloaders),
         logical_cores=loop.logical_cores,
+        cpu_limit_cores=loop.cpu_limit_cores,
         gpu_hw=list(loop.gpu_hw),
         phases=dict(loop.phases),
         loop_s=loop.loop_s,

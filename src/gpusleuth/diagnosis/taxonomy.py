@@ -27,6 +27,10 @@ CAUSES: dict[str, str] = {
     "serving.preprocessing": "a server's CPU work before/after the model (tokenization…) runs in the request path",
     "serving.under_batched": "a server runs one small forward per request: the accelerator idles between them",
     "serving.queueing": "requests wait in the server's queue for a worker: the queue dominates tail latency",
+    # added in issue 26 (batching servers)
+    "serving.batch_wait": "a batching server's requests wait for their batch: its wait window or batch size costs latency",
+    "serving.outside_server": "clients wait outside the server's request handling: listen backlog, connection handling, too few worker processes",
+    "serving.slo_miss": "requests missed their SLO: the part of their time that grew under load, with its fix",
 }
 
 #: The product brief's debugging order. The report walks these stages in this order; each cause belongs to
@@ -63,6 +67,9 @@ STAGE_OF_CAUSE: dict[str, str] = {
     "serving.preprocessing": "input",
     "serving.under_batched": "batch",
     "serving.queueing": "stages",
+    "serving.batch_wait": "batch",
+    "serving.outside_server": "stages",
+    "serving.slo_miss": "stages",
 }
 
 SEVERITIES = ("none", "moderate", "high")

@@ -46,11 +46,16 @@ _ACCEPTED = {}  # id(accepted socket) -> accept time, until its handler starts
 MAX_STAGES = 32
 STAGE_NAME_MAX = 64
 _FLUSHER = [None]
+_OUTSIDE = threading.local()  # t0 of the outermost forward running outside any request on this thread
+_tid = threading.get_ident
+_HANDOFF = {}  # id(work item put on a queue inside a request) -> the request, until a consumer takes it
+HANDOFF_MAX = 65536  # items put and never taken (a queue nobody drains): forget them past this many
 
 
 class Req(object):
     __slots__ = ("kind", "start", "queue", "status", "first", "infer", "n", "batch", "fmod", "ft0",
-                 "ev", "evs", "stages", "done", "returned", "token", "fend", "wrote")
+                 "ev", "evs", "stages", "done", "returned", "token", "fend", "wrote", "handoff", "claimed",
+                 "delivered", "closed", "rid", "f1")
 
     def __init__(self, kind, start, queue):
         self.kind = kind
@@ -71,6 +76,12 @@ class Req(object):
         self.token = None
         self.fend = -1  # end of the last forward
         self.wrote = -1  # http.server: the last write of the response to the client's socket
+        self.handoff = -1  # the request put its work on a queue (a batcher's): first put
+        self.claimed = -1  # a consumer outside any request (the batcher) took that work off the queue
+        self.delivered = -1  # a future handed over with the work was resolved (the batch's answer)
+        self.closed = False
+        self.rid = -1  # the client's X-Request-Id when it is an integer (gpusleuth load sends one)
+        self.f1 = -1  # wall ns of the first forward (a generation's prefill)
 
 
 # ------------------------------------------------------------------------------------------- requests
@@ -95,6 +106,7 @@ def begin(kind, queue=-1):
 def end(req, t=None):
     """Close ``req`` (``t``: when its response was done, else now) and queue its ``R`` line."""
     try:
+        req.closed = True  # a task started inside the request (a lazily started batcher) keeps its context
         try:
             _REQ.reset(req.token)
         except ValueError:  # closed from another context (an iterable closed elsewhere)
@@ -119,8 +131,9 @@ def _finish(req, t):
         pre = post = -1
         infer = 0
     stages = json.dumps(req.stages, separators=(",", ":")) if req.stages else "{}"
-    r.buf.append("R\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\n" % (
-        req.start, t, req.queue, pre, infer, post, req.status, req.kind, req.n, req.batch, stages))
+    r.buf.append("R\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\n" % (
+        req.start, t, req.queue, pre, infer, post, req.status, req.kind, req.n, req.batch, stages,
+        req.handoff, req.claimed, req.delivered, req.rid, req.f1))
     if t - r.last_flush >= _core.FLUSH_NS or r.role == "python":
         r.flush()  # a forked child (socketserver.ForkingMixIn) leaves through os._exit: write it now
     if _FLUSHER[0] is None:
@@ -222,7 +235,11 @@ def _timed_call(real):
     @functools.wraps(real)
     def __call__(self, *args, **kwargs):
         req = _REQ.get()
-        if req is None or req.fmod is not None or req.done >= 0:
+        if req is None or req.closed:
+            if getattr(_OUTSIDE, "t0", 0):  # inside a forward outside any request already
+                return real(self, *args, **kwargs)
+            return _outside_forward(real, self, args, kwargs)
+        if req.fmod is not None or req.done >= 0:
             return real(self, *args, **kwargs)
         _forward_start(req, self, args)
         try:
@@ -231,6 +248,31 @@ def _timed_call(real):
             _forward_end(req)
 
     return __call__
+
+
+def _outside_forward(real, module, args, kwargs):
+    """An outermost forward outside any request while requests are open: a batcher's model thread or task
+    running one forward for the requests it took off a queue. One ``F`` line (start, end, rows, tokens,
+    thread); analysis joins it with the requests whose work was taken before it started and answered after
+    it ended (docs/serving.md, "Batching servers")."""
+    try:
+        rows, tokens = _core._input_shape(args or tuple(kwargs.values()))
+        t0 = _now()
+        _OUTSIDE.t0 = t0
+    except BaseException as exc:
+        _error("outside_forward", exc)
+        return real(module, *args, **kwargs)
+    try:
+        return real(module, *args, **kwargs)
+    finally:
+        t = _now()
+        _OUTSIDE.t0 = 0
+        try:
+            r = _core.R
+            if r is not None:
+                r.buf.append("F\t%d\t%d\t%d\t%d\t%d\n" % (t0, t, rows, tokens, _tid()))
+        except BaseException as exc:
+            _error("outside_forward", exc)
 
 
 def _forward_start(req, module, args):
@@ -256,6 +298,8 @@ def _forward_end(req):
         req.fend = t
         wall = t - req.ft0
         req.infer += wall
+        if not req.n:
+            req.f1 = wall
         req.n += 1
         if req.ev is not None:
             e = _event(_core.R)
@@ -297,6 +341,118 @@ def stage_end(tok):
 
 
 # -------------------------------------------------------------------------------------------- patches
+# ------------------------------------------------------------------------------------- queue hand-off
+# A batching server's handler does not run the model: it puts its input (and usually a future) on a queue
+# and waits; a batcher outside any request takes the inputs off the queue, runs one forward, resolves the
+# futures. The put (inside the request), the take (outside any) and the future's resolution are the three
+# moments that tie the request to the forwards that ran for it, whatever the server.
+def _put(item):
+    req = _REQ.get()
+    if req is None or req.closed:
+        return
+    try:
+        t = _now()
+        if req.handoff < 0:
+            req.handoff = t
+        if len(_HANDOFF) >= HANDOFF_MAX:
+            _HANDOFF.clear()
+        _HANDOFF[id(item)] = req
+        _watch_futures(req, item)
+    except BaseException as exc:
+        _error("queue_put", exc)
+
+
+def _took(item):
+    try:
+        req = _HANDOFF.pop(id(item), None)
+        if req is not None and req.claimed < 0:
+            cur = _REQ.get()
+            if cur is None or cur.closed:
+                req.claimed = _now()
+    except BaseException as exc:
+        _error("queue_get", exc)
+
+
+def _future_types():
+    out = []
+    for name in ("asyncio.futures", "concurrent.futures._base"):
+        mod = sys.modules.get(name)
+        cls = getattr(mod, "Future", None) if mod is not None else None
+        if isinstance(cls, type):
+            out.append(cls)
+    return tuple(out)
+
+
+def _watch_futures(req, item):
+    """Futures handed over with the work (``(input, future)``, a dict or an object holding one): when one
+    is resolved, the request has its answer — the end of its wait for the batch."""
+    types = _future_types()
+    if not types:
+        return
+    if isinstance(item, (tuple, list)):
+        parts = item[:16]
+    elif isinstance(item, dict):
+        parts = list(item.values())[:16]
+    else:
+        parts = [item] + list(getattr(item, "__dict__", {}).values())[:16]
+    for p in parts:
+        if isinstance(p, types):
+            p.add_done_callback(functools.partial(_resolved, req))
+
+
+def _resolved(req, fut):
+    if req.delivered < 0:
+        req.delivered = _now()
+
+
+def _patch_queue(mod):
+    cls = mod.Queue
+    real_put, real_get = cls.put, cls.get
+
+    @functools.wraps(real_put)
+    def put(self, item, *args, **kwargs):
+        _put(item)
+        return real_put(self, item, *args, **kwargs)
+
+    @functools.wraps(real_get)
+    def get(self, *args, **kwargs):
+        item = real_get(self, *args, **kwargs)
+        if _HANDOFF:
+            _took(item)
+        return item
+
+    cls.put, cls.get = put, get  # put_nowait / get_nowait call these
+
+
+def _patch_asyncio_queues(mod):
+    cls = mod.Queue
+    real_put, real_get = cls.put_nowait, cls.get_nowait
+
+    @functools.wraps(real_put)
+    def put_nowait(self, item):
+        _put(item)
+        return real_put(self, item)
+
+    @functools.wraps(real_get)
+    def get_nowait(self):
+        item = real_get(self)
+        if _HANDOFF:
+            _took(item)
+        return item
+
+    cls.put_nowait, cls.get_nowait = put_nowait, get_nowait  # put / get call these
+
+
+def _request_id(req, value):
+    """The client's ``X-Request-Id`` (bytes or str) on ``req`` when it is a plain non-negative integer — what
+    ``gpusleuth load`` sends, so its rows join the server's one for one; anything else is left alone."""
+    try:
+        if value is not None and req is not None and len(value) <= 18 and value.isdigit():
+            req.rid = int(value)
+    except BaseException:
+        pass
+
+
 def _status(text):
     try:
         return int(str(text).split(None, 1)[0])
@@ -377,7 +533,14 @@ def _patch_http_server(mod):
                 self._gpusleuth_req = begin("http.server", q)
         except BaseException as exc:
             _error("http_request", exc)
-        return real_parse(self)
+        ok = real_parse(self)
+        req = getattr(self, "_gpusleuth_req", None)
+        if ok and req is not None:
+            try:
+                _request_id(req, self.headers.get("X-Request-Id"))
+            except BaseException as exc:
+                _error("http_request", exc)
+        return ok
 
     @functools.wraps(real_send)
     def send_response_only(self, code, *args, **kwargs):
@@ -416,6 +579,7 @@ def _patch_wsgiref(mod):
             return real_run(self, application)
 
         def app(environ, start_response):
+            _request_id(req, environ.get("HTTP_X_REQUEST_ID"))
             return application(environ, _status_of(req, start_response))
 
         try:
@@ -465,6 +629,7 @@ def _wsgi_call(real, app, environ, start_response):
     req = begin("wsgi")
     if req is None:
         return real(app, environ, start_response)
+    _request_id(req, environ.get("HTTP_X_REQUEST_ID"))
     try:
         result = real(app, environ, _status_of(req, start_response))
     except BaseException:
@@ -494,6 +659,12 @@ def _patch_starlette(mod):
         req = begin("asgi", _QUEUE.get()) if scope.get("type") == "http" else None
         if req is None:
             return await real(self, scope, receive, send)
+        try:
+            for k, v in scope.get("headers") or ():
+                if k == b"x-request-id":
+                    _request_id(req, v)
+        except BaseException as exc:
+            _error("asgi_request_id", exc)
 
         async def send_done(message):
             await send(message)
@@ -547,6 +718,8 @@ PATCHES = {
     "starlette.applications": _patch_starlette,
     "uvicorn.protocols.http.h11_impl": _patch_uvicorn_cycle,
     "uvicorn.protocols.http.httptools_impl": _patch_uvicorn_cycle,
+    "queue": _patch_queue,
+    "asyncio.queues": _patch_asyncio_queues,
 }
 
 

@@ -7,8 +7,12 @@ module is stdlib only (asyncio imports in 45 ms) and, doing nothing but write a 
 response per keep-alive connection, sends several thousand requests per second from one core.
 
 It speaks just what a load test needs: one request at a time per connection (no pipelining), keep-alive,
-bodies by ``Content-Length``, ``chunked`` or read-to-close, ``https`` through the stdlib ``ssl``. A
-response is read whole and discarded; only its status and its end time matter.
+bodies by ``Content-Length``, ``chunked`` or read-to-close, ``https`` through the stdlib ``ssl``. A body is
+never held whole: it is read in pieces of at most ``BODY_PIECE`` bytes as they arrive, each handed to the
+request's :class:`BodySink` (an OpenAI stream's parser, which timestamps every token event) or dropped, so
+a 10 GB answer costs 64 KiB of memory, and a streamed answer's pieces are seen when they come, not at its
+end. A status line that is not ``HTTP/1.x`` and a three-digit code is a :class:`ProtocolError`, never an
+exception that escapes the level.
 """
 
 from __future__ import annotations
@@ -16,9 +20,20 @@ from __future__ import annotations
 import asyncio
 import ssl
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 MAX_HEADER_BYTES = 64 * 1024
+BODY_PIECE = 64 * 1024  # the most of a response body held at once
+
+
+class BodySink(Protocol):
+    """What a request does with its response as it arrives: the status and headers, then the body's pieces
+    in order (chunked framing removed). Called on the event loop, so each call must be quick."""
+
+    def head(self, status: int, headers: dict[str, str]) -> None: ...
+
+    def data(self, piece: bytes) -> None: ...
 
 
 class ProtocolError(Exception):
@@ -37,9 +52,10 @@ class Target:
     method: str
     verify: bool = True  # https: check the server's certificate (--insecure: don't)
 
-    def request(self, body: bytes) -> bytes:
+    def request(self, body: bytes, extra: bytes = b"") -> bytes:
+        """The request's bytes; ``extra``: more header lines, each ending in CRLF (a request id)."""
         length = f"Content-Length: {len(body)}\r\n" if body or self.method not in ("GET", "HEAD") else ""
-        return self.head + length.encode() + b"\r\n" + body
+        return self.head + extra + length.encode() + b"\r\n" + body
 
 
 def parse_target(url: str, method: str = "GET", headers: list[tuple[str, str]] | None = None,
@@ -97,6 +113,7 @@ class Connection:
     reader: asyncio.StreamReader | None = None
     writer: asyncio.StreamWriter | None = None
     used: int = 0  # responses read on it (a reused connection may have been closed by the server)
+    _answered: bool = False  # the current request got a status line (a failure after it is not retried)
 
     async def open(self) -> None:
         t = self.target
@@ -114,71 +131,110 @@ class Connection:
             self.writer.close()
         self.reader = self.writer = None
 
-    async def send(self, request: bytes) -> int:
-        """Write one request and read its whole response. A connection the server closed while idle is
-        reopened once (nothing of the response was read, so nothing is lost or sent twice by then)."""
+    async def send(self, request: bytes, sink: BodySink | None = None, head_only: bool = False) -> int:
+        """Write one request and read its whole response, handing the body to ``sink`` piece by piece
+        (``head_only``: only the status line and headers, then the connection is closed — a readiness probe
+        must not wait out a body). A connection the server closed while idle is reopened once (nothing of
+        the response was read by then, so nothing is lost or sent twice)."""
         if self.writer is None:
             await self.open()
+        self._answered = False
         try:
             self.writer.write(request)
-            return await self._response()
+            return await self._response(sink, head_only)
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
-            if self.used == 0 or (isinstance(exc, asyncio.IncompleteReadError) and exc.partial):
+            if self.used == 0 or self._answered or (isinstance(exc, asyncio.IncompleteReadError) and exc.partial):
                 raise  # a fresh connection failing, or an answer cut off half-way: a real error
             self.close()
             await self.open()
             self.writer.write(request)
-            return await self._response()
+            return await self._response(sink, head_only)
 
-    async def _response(self) -> int:
+    async def _response(self, sink: BodySink | None, head_only: bool = False) -> int:
         reader = self.reader
         while True:
             try:
                 head = await reader.readuntil(b"\r\n\r\n")
             except asyncio.LimitOverrunError:
                 raise ProtocolError("response headers over 64 KiB") from None
+            self._answered = True
             lines = head.decode("latin-1").split("\r\n")
             status_line = lines[0].split(" ", 2)
             if len(status_line) < 2 or not status_line[0].startswith("HTTP/1."):
                 raise ProtocolError(f"not an HTTP/1.x response: {lines[0][:60]!r}")
-            status = int(status_line[1])
+            code = status_line[1]
+            if len(code) != 3 or not code.isdigit():
+                raise ProtocolError(f"the status code {code[:24]!r}{'…' if len(code) > 24 else ''} is not three digits")
+            status = int(code)
             if 100 <= status < 200 and status != 101:
                 continue  # 100 Continue and friends: the real answer follows
             break
         length, chunked, close = None, False, status_line[0] == "HTTP/1.0"
+        headers: dict[str, str] = {}
         for line in lines[1:]:
             name, _, value = line.partition(":")
-            name = name.strip().lower()
+            name, value = name.strip().lower(), value.strip()
+            if not name:
+                continue
+            headers[name] = value
             if name == "content-length":
-                length = int(value.strip())
+                if not value.isdigit():
+                    raise ProtocolError(f"Content-Length {value[:24]!r} is not a number")
+                length = int(value)
             elif name == "transfer-encoding":
                 chunked = "chunked" in value.lower()
             elif name == "connection":
-                v = value.strip().lower()
+                v = value.lower()
                 close = "close" in v or (close and "keep-alive" not in v)
+        if sink is not None:
+            sink.head(status, headers)
+        if head_only:
+            self.close()
+            return status
         if self.target.method == "HEAD" or status in (204, 304):
             pass
         elif chunked:
-            await self._chunks()
+            await self._chunks(sink)
         elif length is not None:
-            await reader.readexactly(length)
+            await self._exactly(length, sink)
         else:
-            await reader.read()  # body until the server closes
+            while piece := await reader.read(BODY_PIECE):  # body until the server closes
+                if sink is not None:
+                    sink.data(piece)
             close = True
         self.used += 1
         if close:
             self.close()
         return status
 
-    async def _chunks(self) -> None:
+    async def _exactly(self, n: int, sink: BodySink | None) -> None:
+        """``n`` body bytes, read in pieces as they arrive; a close before the last is IncompleteReadError."""
+        reader = self.reader
+        while n > 0:
+            piece = await reader.read(min(n, BODY_PIECE))
+            if not piece:
+                raise asyncio.IncompleteReadError(b"", n)
+            n -= len(piece)
+            if sink is not None:
+                sink.data(piece)
+
+    async def _chunks(self, sink: BodySink | None) -> None:
         reader = self.reader
         while True:
-            size = int((await reader.readline()).split(b";", 1)[0].strip() or b"0", 16)
+            line = await reader.readline()
+            if not line.endswith(b"\n"):
+                raise asyncio.IncompleteReadError(line, None)
+            size_text = line.split(b";", 1)[0].strip() or b"0"
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise ProtocolError(f"a chunk size {size_text[:24]!r} is not hexadecimal") from None
             if size == 0:
                 while (await reader.readline()) not in (b"\r\n", b"\n", b""):
                     pass  # trailers
                 return
-            await reader.readexactly(size + 2)
+            await self._exactly(size, sink)
+            await reader.readexactly(2)
 
 
 def why_failed(exc: BaseException) -> str:

@@ -1,19 +1,16 @@
-"""Drive an HTTP server through load levels and record every request: the engine of ``gpusleuth load``.
+"""The load generator behind ``gpusleuth load``: closed loop (N workers) or open loop (a rate), level by
+level, against one URL — plain HTTP, or an OpenAI-compatible LLM endpoint with every token's arrival timed.
 
-Two ways to load a server, because they answer different questions:
+Why one asyncio loop and not threads: a load generator must not be the bottleneck, and a thread per worker
+costs a context switch per request on a small machine (measured: BENCHMARKS.md, "load generator"). One loop
+on one core keeps thousands of requests in flight, and every timestamp is taken where it happened (a
+request's start before its write, a token event when its bytes came off the socket, its end when its body
+ended). Open-loop arrivals are constant, Poisson or gamma (``--arrivals``; gamma's ``cv`` is the spread of
+the gaps: 1 is Poisson, more is burstier), drawn from a seeded generator so a run can be repeated.
 
-* **closed loop** (``--concurrency``): N workers, each sending its next request when the previous one is
-  answered — what N users clicking "send" again see; throughput is whatever the server gives back.
-* **open loop** (``--rate``): requests *start* on a fixed schedule whatever the answers — traffic that does
-  not slow down because the server did. A request that would go over ``max_inflight`` outstanding ones is
-  recorded as ``dropped``; when this process itself falls behind the schedule the lag is recorded per
-  request (``lag_ns``) and latencies are measured from the *scheduled* start, so a late generator never
-  hides queueing (no coordinated omission).
-
-Each level ends at ``duration_s`` or after ``requests`` requests, whichever comes first; requests in flight
-then finish (bounded by ``timeout_s``). Every request is one row (``Run.load``: level, concurrency, rate,
-start_ns, end_ns, status, error, lag_ns) on the wall clock, so it lines up with the recorder's samples.
-The numbers (percentiles, the knee) are computed later by ``analysis/load.py``, never here.
+Every request is one row (``Run.load``: docs/run-format.md) on the wall clock, so it lines up with the
+recorder's samples and the server's own request records (the ``X-Request-Id`` header carries ``request_id``).
+The numbers (percentiles, goodput, the knee) are computed later by ``analysis/load.py``, never here.
 """
 
 from __future__ import annotations
@@ -30,11 +27,20 @@ from typing import Callable
 
 import numpy as np
 
-from gpusleuth.run.layout import LOAD_TABLE
+from gpusleuth.run.layout import LOAD_TABLE, RunDir
 from gpusleuth.recorder.http_client import Connection, ProtocolError, Target, parse_target, safe_url, why_failed
+from gpusleuth.recorder.openai_api import OpenAIAnswer, request_body
+from gpusleuth.recorder.prompts import Prompt
 
 MODES = ("closed", "open")
-ERRORS = ("", "timeout", "connect", "http", "dropped")
+ARRIVALS = ("constant", "poisson", "gamma")
+APIS = ("http", "chat", "completions")
+# error codes of a row: "" answered 2xx (and, for an LLM endpoint, a usable answer); "http" non-2xx;
+# "connect" refused/reset/closed without an answer; "protocol" not HTTP/1.x (a bad status line or framing);
+# "timeout" no complete answer within timeout_s; "dropped" open loop, not sent (max_inflight outstanding);
+# "api" a 2xx that is not an OpenAI answer; "stream" a malformed or error event, or a stream cut short;
+# "cancelled" sent, then abandoned unanswered when the load was stopped (Ctrl-C, the server died)
+ERRORS = ("", "timeout", "connect", "http", "dropped", "protocol", "api", "stream", "cancelled")
 
 
 @dataclass
@@ -52,6 +58,16 @@ class LoadPlan:
     pause_s: float = 0.2  # between levels, so one level's queue does not spill into the next
     p95_budget_ms: float | None = None
     insecure: bool = False  # https: do not check the certificate
+    arrivals: str = "constant"  # open loop: "constant", "poisson", "gamma"
+    cv: float = 1.0  # gamma: the coefficient of variation of the gaps between arrivals
+    seed: int = 0
+    api: str = "http"  # "http" (bodies as given), "chat" / "completions" (OpenAI-compatible, from prompts)
+    prompts: list[Prompt] = field(default_factory=list)
+    model: str | None = None
+    stream: bool = True
+    extra_body: dict = field(default_factory=dict)  # merged into every OpenAI request body
+    slo: dict[str, float] = field(default_factory=dict)  # ttft_ms, itl_ms, e2e_ms, attainment (0..1)
+    notes: list[str] = field(default_factory=list)  # said before the first level (dataset lines skipped)
 
     def target(self) -> Target:
         return parse_target(self.url, self.method, self.headers, verify=not self.insecure)
@@ -61,17 +77,35 @@ class LoadPlan:
         return {"url": safe_url(self.url), "mode": self.mode, "method": self.method, "levels": self.levels,
                 "duration_s": self.duration_s, "requests_per_level": self.requests, "timeout_s": self.timeout_s,
                 "p95_budget_ms": self.p95_budget_ms, "bodies": len(self.bodies),
-                "max_inflight": self.max_inflight if self.mode == "open" else None, "insecure": self.insecure}
+                "max_inflight": self.max_inflight if self.mode == "open" else None, "insecure": self.insecure,
+                "arrivals": self.arrivals if self.mode == "open" else None,
+                "cv": self.cv if self.mode == "open" and self.arrivals == "gamma" else None, "seed": self.seed,
+                "api": self.api, "model": self.model, "stream": self.stream if self.api != "http" else None,
+                "prompts": len(self.prompts) if self.api != "http" else None, "slo": dict(self.slo) or None}
+
+    def bodies_to_send(self) -> list[tuple[bytes, int]]:
+        """(body, prompt index) per distinct request, sent round robin; prompt index -1 for plain HTTP."""
+        if self.api == "http":
+            return [(b, -1) for b in self.bodies or [b""]]
+        return [(request_body(self.api, pr.payload(), pr.max_tokens, self.model, self.stream, self.extra_body), i)
+                for i, pr in enumerate(self.prompts)]
+
+
+COLUMNS = ("level", "concurrency", "rate", "start_ns", "end_ns", "status", "error", "lag_ns", "request_id",
+           "first_token_ns", "input_tokens", "output_tokens", "tokens_from", "token_ns", "detail", "prompt")
+_INT = ("level", "concurrency", "start_ns", "end_ns", "status", "lag_ns", "request_id", "first_token_ns",
+        "input_tokens", "output_tokens", "prompt")
 
 
 class _Rows:
     """The columns of ``Run.load``, appended per request (plain lists, numpy at the end)."""
 
-    def __init__(self):
-        self.cols: dict[str, list] = {k: [] for k in
-                                      ("level", "concurrency", "rate", "start_ns", "end_ns", "status", "error", "lag_ns")}
+    def __init__(self) -> None:
+        self.cols: dict[str, list] = {k: [] for k in COLUMNS}
 
-    def add(self, level: int, conc: int, rate: float, start: int, end: int, status: int, error: str, lag: int = 0):
+    def add(self, level: int, conc: int, rate: float, start: int, end: int, status: int, error: str,
+            lag: int = 0, rid: int = -1, answer: OpenAIAnswer | None = None, detail: str = "",
+            prompt: int = -1) -> None:
         c = self.cols
         c["level"].append(level)
         c["concurrency"].append(conc)
@@ -81,17 +115,36 @@ class _Rows:
         c["status"].append(status)
         c["error"].append(error)
         c["lag_ns"].append(lag)
+        c["request_id"].append(rid)
+        c["detail"].append(detail)
+        c["prompt"].append(prompt)
+        if answer is None:
+            c["first_token_ns"].append(-1)
+            c["input_tokens"].append(-1)
+            c["output_tokens"].append(-1)
+            c["tokens_from"].append("")
+            c["token_ns"].append(())
+        else:
+            c["first_token_ns"].append(answer.token_ns[0] if answer.token_ns else -1)
+            c["input_tokens"].append(answer.input_tokens)
+            c["output_tokens"].append(answer.output_tokens)
+            c["tokens_from"].append(answer.tokens_from)
+            c["token_ns"].append(answer.token_ns)
 
     def count(self, level: int) -> int:
         return sum(1 for x in self.cols["level"] if x == level)
 
     def arrays(self) -> dict[str, np.ndarray]:
         c = self.cols
-        out = {k: np.asarray(c[k], dtype=np.int64) for k in ("level", "concurrency", "start_ns", "end_ns",
-                                                               "status", "lag_ns")}
+        out = {k: np.asarray(c[k], dtype=np.int64) for k in _INT}
         out["rate"] = np.asarray(c["rate"], dtype=np.float64)
-        out["error"] = np.asarray(c["error"], dtype=object)
-        return {k: out[k] for k in c}
+        for k in ("error", "tokens_from", "detail"):
+            out[k] = np.asarray(c[k], dtype=object)
+        tokens = np.empty(len(c["token_ns"]), dtype=object)
+        for i, t in enumerate(c["token_ns"]):
+            tokens[i] = np.asarray(t, dtype=np.int64)
+        out["token_ns"] = tokens
+        return {k: out[k] for k in COLUMNS}
 
 
 class _WaitFor:
@@ -119,36 +172,96 @@ class _WaitFor:
 _deadline = getattr(asyncio, "timeout", None) or _WaitFor
 
 
-async def _send(conn: Connection, request: bytes, timeout_s: float) -> tuple[int, str]:
-    """One request: (status, error code). The connection is closed after anything but a clean answer."""
+async def _send(conn: Connection, request: bytes, timeout_s: float,
+                answer: OpenAIAnswer | None = None) -> tuple[int, str, str]:
+    """One request: (status, error code, detail). The connection is closed after anything but a clean
+    answer. With ``answer`` the body is parsed as an OpenAI answer as it arrives."""
     try:
         async with _deadline(timeout_s):
-            status = await conn.send(request)
+            status = await conn.send(request, answer)
     except (asyncio.TimeoutError, TimeoutError):
         conn.close()
-        return 0, "timeout"
-    except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ProtocolError, ValueError):
+        got = (f"; {len(answer.token_ns)} token event(s) had come, the stream had not ended"
+               if answer is not None and answer.token_ns else "")
+        return (answer.status if answer is not None else 0), "timeout", f"no complete answer within {timeout_s:g} s{got}"
+    except ProtocolError as exc:
         conn.close()
-        return 0, "connect"
-    return status, "" if 200 <= status < 300 else "http"
+        return 0, "protocol", f"not an HTTP answer: {exc}"
+    except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
+        conn.close()
+        if answer is not None and answer.token_ns:
+            return answer.status, "stream", f"the stream was cut after {len(answer.token_ns)} token event(s) ({why_failed(exc)})"
+        return 0, "connect", why_failed(exc)
+    if not 200 <= status < 300:
+        return status, "http", ""
+    if answer is not None:
+        answer.finish()
+        if answer.problem:
+            return status, answer.problem, answer.detail
+    return status, "", ""
+
+
+def arrival_offsets(rate: float, duration_s: float, kind: str, cv: float, rng: np.random.Generator,
+                    cap: int | None = None) -> np.ndarray:
+    """Seconds from the level's start at which its requests are due: every 1/rate (constant), exponential
+    gaps (Poisson), or gamma gaps of mean 1/rate and coefficient of variation ``cv`` (shape 1/cv²)."""
+    n = math.ceil(duration_s * rate)
+    if kind == "constant":
+        out = np.arange(n, dtype=np.float64) / rate
+    else:
+        draw = max(int(n * 1.5 + 10 * math.sqrt(n) + 10), 16)
+        if kind == "poisson":
+            gaps = rng.exponential(1.0 / rate, draw)
+        else:
+            shape = 1.0 / (cv * cv)
+            gaps = rng.gamma(shape, 1.0 / (rate * shape), draw)
+        out = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
+        out = out[out < duration_s]
+    return out[:cap] if cap is not None else out
 
 
 class Generator:
     """Runs a :class:`LoadPlan`'s levels in one asyncio loop. ``cancel`` (a threading.Event) stops it early
-    (the server died, Ctrl-C): the rows so far are kept."""
+    (the server died, Ctrl-C): the rows so far are kept, and requests in flight become ``cancelled`` rows."""
 
     def __init__(self, plan: LoadPlan, cancel: threading.Event | None = None,
                  progress: Callable[[str], None] | None = None):
         self.plan = plan
         self.target = plan.target()
-        self.requests = [self.target.request(b) for b in plan.bodies] or [self.target.request(b"")]
+        self.bodies = plan.bodies_to_send() or [(b"", -1)]
+        # X-Request-Id on every request, unless the user set one: the server's own records can join ours
+        self.tag_ids = not any(k.lower() == "x-request-id" for k, _ in plan.headers)
+        self.ids = itertools.count()
         self.cancel = cancel or threading.Event()
         self.progress = progress
         self.rows = _Rows()
-        self.notes: list[str] = []
+        self.notes: list[str] = list(plan.notes)
+        self.rng = np.random.default_rng(plan.seed)
         # per level, this process's CPU over the level's wall time, in cores: on the server's machine the
         # generator's CPU is not the server's, so the report says how much it took
         self.cpu_cores: list[float] = []
+
+    def _next(self, bodies) -> tuple[bytes, int, int]:
+        """(request bytes, request id, prompt index) of the next request."""
+        body, prompt = next(bodies)
+        rid = next(self.ids)
+        extra = b"X-Request-Id: %d\r\n" % rid if self.tag_ids else b""
+        return self.target.request(body, extra), rid, prompt
+
+    async def _one(self, conn: Connection, level: int, conc: int, rate: float, start: int, lag: int,
+                   request: bytes, rid: int, prompt: int) -> str:
+        """Send one request and add its row (its error code is returned); a request abandoned by ``cancel``
+        is a ``cancelled`` row."""
+        answer = OpenAIAnswer(stream=self.plan.stream) if self.plan.api != "http" else None
+        try:
+            status, error, detail = await _send(conn, request, self.plan.timeout_s, answer)
+        except asyncio.CancelledError:
+            conn.close()
+            self.rows.add(level, conc, rate, start, time.time_ns(), 0, "cancelled", lag, rid, answer,
+                          "sent, then abandoned unanswered when the load was stopped", prompt)
+            raise
+        self.rows.add(level, conc, rate, start, time.time_ns(), status, error, lag, rid, answer, detail, prompt)
+        return error
 
     async def run(self) -> None:
         p = self.plan
@@ -173,7 +286,8 @@ class Generator:
 
     async def _until_done(self, aws) -> None:
         """Wait for the workers (or requests in flight); on ``cancel`` abandon them at once — Ctrl-C must not
-        wait out a hung server's --timeout. An abandoned request has no answer, so it is not a row."""
+        wait out a hung server's --timeout. An abandoned request becomes a ``cancelled`` row (it was sent,
+        it has no answer: no latency is invented for it)."""
         tasks = [asyncio.ensure_future(a) for a in aws]
         pending = set(tasks)
         while pending:
@@ -192,19 +306,18 @@ class Generator:
         return itertools.count() if cap is None else iter(range(cap))
 
     async def _closed(self, level: int, conc: int) -> None:
-        p, rows, cancel = self.plan, self.rows, self.cancel
+        p, cancel = self.plan, self.cancel
         deadline = time.monotonic() + p.duration_s
         tickets = self._budget()
-        bodies = itertools.cycle(self.requests)
+        bodies = itertools.cycle(self.bodies)
 
         async def worker() -> None:
             conn = Connection(self.target)
             try:
                 while time.monotonic() < deadline and not cancel.is_set() and next(tickets, None) is not None:
-                    start = time.time_ns()
-                    status, error = await _send(conn, next(bodies), p.timeout_s)
-                    rows.add(level, conc, 0.0, start, time.time_ns(), status, error)
-                    if error == "connect":
+                    request, rid, prompt = self._next(bodies)
+                    error = await self._one(conn, level, conc, 0.0, time.time_ns(), 0, request, rid, prompt)
+                    if error in ("connect", "protocol"):
                         await asyncio.sleep(0.01)  # a refusing server: do not spin a core on it
             finally:
                 conn.close()
@@ -213,36 +326,35 @@ class Generator:
 
     async def _open(self, level: int, rate: float) -> None:
         p, rows, cancel = self.plan, self.rows, self.cancel
-        n = math.ceil(p.duration_s * rate)
-        if p.requests is not None:
-            n = min(n, p.requests)
+        offsets = arrival_offsets(rate, p.duration_s, p.arrivals, p.cv, self.rng, p.requests)
         idle: list[Connection] = []
         inflight: set[asyncio.Task] = set()
-        bodies = itertools.cycle(self.requests)
+        bodies = itertools.cycle(self.bodies)
         mono0, wall0 = time.monotonic_ns(), time.time_ns()
-        step_ns = 1e9 / rate
 
-        async def one(due_wall: int, request: bytes) -> None:
+        async def one(due_wall: int, request: bytes, rid: int, prompt: int) -> None:
             conn = idle.pop() if idle else Connection(self.target)
             lag = max(time.time_ns() - due_wall, 0)
-            status, error = await _send(conn, request, p.timeout_s)
-            rows.add(level, 0, rate, due_wall, time.time_ns(), status, error, lag)
-            if conn.writer is not None:
-                idle.append(conn)
-            else:
-                conn.close()
+            try:
+                await self._one(conn, level, 0, rate, due_wall, lag, request, rid, prompt)
+            finally:
+                if conn.writer is not None:
+                    idle.append(conn)
+                else:
+                    conn.close()
 
-        for i in range(n):
-            due = mono0 + int(i * step_ns)
-            delay = (due - time.monotonic_ns()) / 1e9
+        for off in offsets:
+            off_ns = int(off * 1e9)
+            delay = (mono0 + off_ns - time.monotonic_ns()) / 1e9
             await asyncio.sleep(max(delay, 0.0))
             if cancel.is_set():
                 break
-            due_wall = wall0 + int(i * step_ns)
+            due_wall = wall0 + off_ns
+            request, rid, prompt = self._next(bodies)
             if len(inflight) >= p.max_inflight:
-                rows.add(level, 0, rate, due_wall, due_wall, 0, "dropped")
+                rows.add(level, 0, rate, due_wall, due_wall, 0, "dropped", rid=rid, prompt=prompt)
                 continue
-            task = asyncio.ensure_future(one(due_wall, next(bodies)))
+            task = asyncio.ensure_future(one(due_wall, request, rid, prompt))
             inflight.add(task)
             task.add_done_callback(inflight.discard)
         if inflight:
@@ -252,8 +364,9 @@ class Generator:
 
 
 async def wait_ready(target: Target, timeout_s: float, cancel: threading.Event | None = None) -> str | None:
-    """Poll the URL until it answers anything HTTP (a 404 or 405 is an answer: the server is up). None when
-    it did, else a sentence saying why not."""
+    """Poll the URL until it answers anything (a 404 or 405 is an answer: the server is up; so is a status
+    line that is not HTTP — the requests' rows say that). Only the head is read: a body that never ends does
+    not hold the probe. None when it answered, else a sentence saying why not."""
     probe = parse_target(target.url, "GET", verify=target.verify)
     request = probe.request(b"")
     deadline = time.monotonic() + timeout_s
@@ -264,8 +377,10 @@ async def wait_ready(target: Target, timeout_s: float, cancel: threading.Event |
         conn = Connection(probe)
         try:
             async with _deadline(min(5.0, max(deadline - time.monotonic(), 0.1))):
-                await conn.send(request)
+                await conn.send(request, head_only=True)
             return None
+        except ProtocolError:
+            return None  # something answered: each request's row will say what was wrong with it
         except (asyncio.TimeoutError, TimeoutError):
             last = "no answer within 5 s"
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ProtocolError, ValueError) as exc:
@@ -276,6 +391,49 @@ async def wait_ready(target: Target, timeout_s: float, cancel: threading.Event |
             conn.close()
         await asyncio.sleep(0.1)
     return f"{safe_url(target.url)} did not answer within {timeout_s:g} s ({last})"
+
+
+class _Collect:
+    """A small JSON answer (``/v1/models``), kept up to 1 MiB."""
+
+    def __init__(self) -> None:
+        self.status, self.body = 0, bytearray()
+
+    def head(self, status: int, headers: dict[str, str]) -> None:
+        self.status = status
+
+    def data(self, piece: bytes) -> None:
+        if len(self.body) < 1 << 20:
+            self.body += piece[: (1 << 20) - len(self.body)]
+
+
+async def discover_model(target: Target) -> tuple[str | None, str]:
+    """The first model ``GET /v1/models`` lists (as vLLM, SGLang, TGI, llama.cpp and ``transformers serve``
+    answer), with a sentence saying what was found; None when nothing usable answered (the requests then
+    go without a ``model`` field, and a server that needs one says so in its 4xx)."""
+    import json
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(target.url)
+    path = parts.path.rstrip("/")
+    base = path[: path.rindex("/v1/")] if "/v1/" in path else ""
+    url = urlunsplit((parts.scheme, parts.netloc, base + "/v1/models", "", ""))
+    probe = parse_target(url, "GET", verify=target.verify)
+    conn, sink = Connection(probe), _Collect()
+    try:
+        async with _deadline(5.0):
+            await conn.send(probe.request(b""), sink)
+        listed = json.loads(bytes(sink.body)) if sink.status == 200 else None
+        data = listed.get("data") if isinstance(listed, dict) else None
+        model = data[0].get("id") if isinstance(data, list) and data and isinstance(data[0], dict) else None
+    except (asyncio.TimeoutError, TimeoutError, OSError, asyncio.IncompleteReadError, ProtocolError, ValueError):
+        model = None
+    finally:
+        conn.close()
+    if isinstance(model, str) and model and len(model) < 512:
+        return model, f"model {model!r} (the first that {safe_url(url)} lists; --model picks another)"
+    return None, (f"{safe_url(url)} listed no model (status {sink.status or 'none'}): requests are sent "
+                  "without a model field (--model names one)")
 
 
 @dataclass
@@ -305,6 +463,11 @@ def run_plan(plan: LoadPlan, cancel: threading.Event | None = None, ready_timeou
             not_ready = await wait_ready(gen.target, ready_timeout_s, gen.cancel)
             if not_ready:
                 return
+        if plan.api != "http" and not plan.model:
+            plan.model, said = await discover_model(gen.target)  # kept in meta["load"]["model"]
+            if progress is not None:
+                progress(said)
+            gen.bodies = plan.bodies_to_send()
         await gen.run()
 
     asyncio.run(main())
@@ -354,4 +517,4 @@ def write_load(run_dir: Path, result: LoadResult) -> None:
     from gpusleuth.recorder.finalize import write_table
     from gpusleuth.run.model import Table
 
-    write_table(Path(run_dir) / f"{LOAD_TABLE}.parquet", Table(result.columns))
+    write_table(RunDir(run_dir).table(LOAD_TABLE), Table(result.columns))

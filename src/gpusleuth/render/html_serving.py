@@ -58,6 +58,84 @@ def _ms(v: float | None) -> str:
     return "–" if v is None else f"{v:,.1f}"
 
 
+def spread_boxes(llm: Any, which: str, title: str) -> dict | None:
+    """One box per level from the analysis's percentiles: p25–p75 box, p50 line, whiskers p10 and p99."""
+    spreads = getattr(llm, which)
+    pts = [i for i, sp in enumerate(spreads) if sp is not None]
+    if not pts:
+        return None
+    labels = [plain(llm.labels[i]) for i in pts]
+    sp = [spreads[i] for i in pts]
+    data = [{"type": "box", "name": title, "x": labels, "q1": [round(s.p25, 3) for s in sp],
+             "median": [round(s.p50, 3) for s in sp], "q3": [round(s.p75, 3) for s in sp],
+             "lowerfence": [round(s.p10, 3) for s in sp], "upperfence": [round(s.p99, 3) for s in sp],
+             "marker": {"color": "#1f77b4"}, "hoverinfo": "y"}]
+    return {"data": data, "layout": base_layout(
+        300, xaxis={"title": {"text": plain(llm.x_title)}, "type": "category"},
+        yaxis={"title": {"text": f"{title} (ms)"}, "gridcolor": "#eee", "rangemode": "tozero"}, showlegend=False)}
+
+
+def goodput_vs_level(llm: Any) -> dict | None:
+    """Goodput (requests/s meeting every budget) and throughput against the level; the SLO's best ringed."""
+    if all(g is None for g in llm.goodput_rps):
+        return None
+    x = [round(v, 3) for v in llm.x]
+    data = [{"type": "scatter", "mode": "lines+markers", "name": "answered req/s", "x": x,
+             "y": [round(v, 3) for v in llm.rps], "marker": {"color": "#9ecae1"}},
+            {"type": "scatter", "mode": "lines+markers", "name": "goodput req/s (met the SLO)", "x": x,
+             "y": [None if g is None else round(g, 3) for g in llm.goodput_rps], "marker": {"color": "#2ca02c"}}]
+    if llm.slo_best is not None and llm.goodput_rps[llm.slo_best] is not None:
+        k = llm.slo_best
+        data.append({"type": "scatter", "mode": "markers", "name": "highest level meeting the SLO", "x": [x[k]],
+                     "y": [round(llm.goodput_rps[k], 3)], "hoverinfo": "skip",
+                     "marker": {"size": 18, "color": "rgba(0,0,0,0)", "line": {"color": "#2ca02c", "width": 3}}})
+    return {"data": data, "layout": base_layout(
+        320, xaxis={"title": {"text": plain(llm.x_title)}, "gridcolor": "#eee"},
+        yaxis={"title": {"text": "requests/s"}, "gridcolor": "#eee", "rangemode": "tozero"})}
+
+
+def _llm_part(pg: Any, s: Any, table) -> None:
+    load, llm = s.load, s.llm
+
+    def pct(sp: Any, key: str) -> str:
+        return "–" if sp is None else _ms(getattr(sp, key))
+
+    head = ["", "concurrency" if load.mode == "closed" else "rate/s", "requests", "req/s", "output tok/s",
+            "TTFT p50", "p90", "p99", "ITL p50", "p90", "p99", "TPOT p50", "E2E p50", "p99", "failed (by status)"]
+    slo = load.slo is not None
+    if slo:
+        head += ["SLO attainment", "goodput req/s", "goodput tok/s"]
+    rows = []
+    for i, lv in enumerate(load.levels):
+        tk = lv.tokens
+        by = ", ".join(f"{e(k)}×{v:,}" for k, v in lv.errors_by.items())
+        row = ["SLO →" if slo and i == load.slo_best else "", e(lv.label), f"{lv.requests:,}", f"{lv.rps:,.2f}",
+               "–" if tk is None else f"{tk.output_tokens_per_s:,.0f}",
+               *(pct(tk and getattr(tk, part), q) for part, q in (("ttft_ms", "p50"), ("ttft_ms", "p90"),
+                                                                   ("ttft_ms", "p99"), ("itl_ms", "p50"),
+                                                                   ("itl_ms", "p90"), ("itl_ms", "p99"),
+                                                                   ("tpot_ms", "p50"), ("e2e_ms", "p50"),
+                                                                   ("e2e_ms", "p99"))),
+               f"{lv.failed:,}" + (f" ({by})" if by else "")]
+        if slo:
+            row += ["–" if lv.slo is None else f"{lv.slo.attainment:.0%}",
+                    "–" if lv.slo is None else f"{lv.slo.goodput_rps:,.2f}",
+                    "–" if lv.slo is None else f"{lv.slo.goodput_tokens_per_s:,.0f}"]
+        rows.append(row)
+    pg.add(table(head, rows))
+    if slo:
+        pg.add(f"<p><b>SLO:</b> {e(load.slo_reason or '')}</p>")
+    pg.add("<h3>Time to first token per level</h3><p class=dim>Box p25–p75, line p50, whiskers p10 and p99.</p>")
+    pg.figure(spread_boxes(llm, "ttft_ms", "TTFT"), "fig small")
+    pg.add("<h3>Inter-token latency per level</h3><p class=dim>Every gap between consecutive tokens of every "
+           "answered request.</p>")
+    pg.figure(spread_boxes(llm, "itl_ms", "inter-token gap"), "fig small")
+    if slo:
+        pg.add("<h3>Goodput against load</h3><p class=dim>Requests/s that met every budget, beside all answered "
+               "requests/s.</p>")
+        pg.figure(goodput_vs_level(llm), "fig small")
+
+
 def serving_section(pg: Any, report: Any, table, tile) -> None:
     """Append the section to ``pg`` (render/html.Page); ``table``/``tile`` are html.py's cell helpers."""
     s = report.serving
@@ -78,6 +156,8 @@ def serving_section(pg: Any, report: Any, table, tile) -> None:
     pg.add(f"<p><b>Knee:</b> {e(load.knee_reason)}</p>")
     for note in s.notes:
         pg.add(f"<p class=dim>{e(note)}</p>")
+    if s.llm is not None:
+        _llm_part(pg, s, table)
     head = ["", "concurrency" if load.mode == "closed" else "rate/s", "requests", "req/s", "p50 ms", "p95 ms",
             "p99 ms", "max ms", "errors", "timeouts", "dropped", "server CPU (cores)", "GPU busy"]
     rows = [["knee →" if i == load.knee else "", e(lv.label), f"{lv.requests:,}", f"{lv.rps:,.1f}", _ms(lv.p50_ms),
@@ -93,8 +173,8 @@ def serving_section(pg: Any, report: Any, table, tile) -> None:
     pg.add("</section>")
 
 
-PART_COLORS = (("pre", "before the model (pre)", "#ff7f0e"), ("infer", "model forwards (infer)", "#1f77b4"),
-               ("post", "after the model (post)", "#9467bd"))
+PART_COLORS = (("pre", "before the model (pre)", "#ff7f0e"), ("wait", "waiting for a batch", "#bcbd22"),
+               ("infer", "model forwards (infer)", "#1f77b4"), ("post", "after the model (post)", "#9467bd"))
 
 
 def stage_shares(requests: Any) -> dict | None:

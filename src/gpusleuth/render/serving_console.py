@@ -20,6 +20,38 @@ def _count(n: int) -> str:
     return f"{n:,}" if n else "·"
 
 
+def _p(spread, key: str) -> str:
+    return "–" if spread is None else _ms(getattr(spread, key))
+
+
+def _llm_table(load) -> RichTable:
+    """An LLM load's levels in one screen-wide table: throughput in requests and tokens, TTFT, inter-token
+    gaps, TPOT and end-to-end percentiles, failures; with an SLO its attainment and goodput."""
+    slo = load.slo is not None
+    t = RichTable(box=None, padding=(0, 1), pad_edge=False)
+    cols = ["", "conc" if load.mode == "closed" else "rate/s", "reqs", "req/s", "tok/s", "TTFT p50", "p99",
+            "ITL p50", "p99", "TPOT p50", "E2E p50", "p99", "failed"]
+    if slo:
+        cols += ["SLO met", "goodput/s"]
+    for c in cols:
+        t.add_column(c, justify="right")
+    for i, lv in enumerate(load.levels):
+        tk = lv.tokens
+        mark = "[bold green]knee →[/]" if i == load.knee else ""
+        if slo and i == load.slo_best:
+            mark = "[bold green]SLO →[/]"
+        row = [mark, lv.label, f"{lv.requests:,}", f"{lv.rps:,.1f}",
+               "–" if tk is None else f"{tk.output_tokens_per_s:,.0f}",
+               _p(tk and tk.ttft_ms, "p50"), _p(tk and tk.ttft_ms, "p99"), _p(tk and tk.itl_ms, "p50"),
+               _p(tk and tk.itl_ms, "p99"), _p(tk and tk.tpot_ms, "p50"), _p(tk and tk.e2e_ms, "p50"),
+               _p(tk and tk.e2e_ms, "p99"), _count(lv.failed)]
+        if slo:
+            row += ["–" if lv.slo is None else f"{lv.slo.attainment:.0%}",
+                    "–" if lv.slo is None else f"{lv.slo.goodput_rps:,.2f}"]
+        t.add_row(*row)
+    return t
+
+
 def render_serving(report: Report, console: Console) -> None:
     s = report.serving
     if s is None:
@@ -27,8 +59,13 @@ def render_serving(report: Report, console: Console) -> None:
     load, o = s.load, s.outcomes
     console.print()
     mode = "closed loop (workers)" if load.mode == "closed" else "open loop (requests started per second)"
+    if load.mode == "open" and load.arrivals and load.arrivals != "constant":
+        mode += f", {load.arrivals} arrivals"
     where = f" — {escape(load.url)}" if load.url else ""
     console.print(f"[bold]Serving under load[/]{where} · {mode}")
+    if s.llm is not None:
+        _render_llm(s, console)
+        return
     t = RichTable(box=None, padding=(0, 1), pad_edge=False)
     for col in ("", "concurrency" if load.mode == "closed" else "rate/s", "requests", "req/s", "p50 ms", "p95 ms",
                 "p99 ms", "max ms", "errors", "timeouts"):
@@ -53,6 +90,7 @@ def render_serving(report: Report, console: Console) -> None:
             row.append("–" if lv.gpu_busy is None else f"{lv.gpu_busy:.0%}")
         t.add_row(*row, style="bold" if knee else None)
     console.print(t)
+    _failed_by(load, console)
     console.print(f"  knee: {escape(load.knee_reason)}")
     at = "at the knee" if o.at_knee else f"at {load.levels[o.level].named} (no knee)"
     parts = [f"{o.rps:,.1f} req/s", f"p95 {_ms(o.p95_ms)} ms"]
@@ -65,3 +103,26 @@ def render_serving(report: Report, console: Console) -> None:
     console.print(f"  {at}: " + " · ".join(parts))
     for note in s.notes:
         console.print(f"  [yellow]![/] {escape(note)}")
+
+
+def _render_llm(s, console: Console) -> None:
+    load = s.load
+    console.print(_llm_table(load))
+    console.print("  [dim]ms: TTFT = time to first token, ITL = every gap between tokens, TPOT = per output token "
+                  "after the first, E2E = whole request; tok/s = output tokens[/]")
+    _failed_by(load, console)
+    if load.slo is not None:
+        budgets = ", ".join(f"{k[:-3]} ≤ {v:,.0f} ms" for k, v in load.slo.items() if k.endswith("_ms"))
+        console.print(f"  SLO ({escape(budgets)}; goodput = requests/s meeting every budget): "
+                      f"{escape(load.slo_reason or '')}")
+    console.print(f"  knee (throughput): {escape(load.knee_reason)}")
+    for note in s.notes:
+        console.print(f"  [yellow]![/] {escape(note)}")
+
+
+def _failed_by(load, console: Console) -> None:
+    """Failures per level by HTTP status or cause: a 429 (shed load) is not a 500 (a crash) nor a 302."""
+    failed = [f"{lv.label}: " + ", ".join(f"{k}×{v:,}" for k, v in lv.errors_by.items())
+              for lv in load.levels if lv.errors_by]
+    if failed:
+        console.print("  failed by status or cause — " + escape("; ".join(failed)))

@@ -54,6 +54,7 @@ class Report:
     comm: Any = None  # analysis.comm.CommSummary of a multi-rank job: collectives, waiting, stragglers
     serving: Any = None  # report.serving.ServingSection: `gpusleuth load` levels, the knee, serving outcomes
     requests: Any = None  # analysis.requests.RequestAnalysis: a recorded server's per-request stages
+    gpu_scope: Any = None  # analysis.job_gpus.JobGpus: which sampled GPUs were the job's, and how that was told
 
     def to_dict(self) -> dict[str, Any]:
         o = self.outcomes
@@ -95,6 +96,9 @@ class Report:
                 "outcomes": outcomes,
                 "gpu": [dataclasses.asdict(g) for g in self.gpus],
                 "gpu_note": self.gpu_note,
+                "gpu_scope": ({"job_gpus": self.gpu_scope.indices, "how": self.gpu_scope.how,
+                               "not_the_jobs": self.gpu_scope.others, "decided": self.gpu_scope.decided}
+                              if self.gpu_scope is not None else None),
                 "host": dataclasses.asdict(self.host) if self.host else None,
                 "findings": [_finding(f) for f in self.findings],
                 "not_evaluated": [dataclasses.asdict(m) for m in self.not_evaluated],

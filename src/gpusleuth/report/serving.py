@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpusleuth.analysis.load import LoadAnalysis
+from gpusleuth.analysis.load_tokens import Spread
 
 
 @dataclass
@@ -43,11 +44,29 @@ class ServingChart:
 
 
 @dataclass
+class LlmChart:
+    """An LLM load's charts: TTFT and inter-token spreads per level (boxes: p10–p99 whiskers, p25–p75 box,
+    p50 line), and goodput / throughput against the level (rate or concurrency) when an SLO was given."""
+
+    labels: list[str]
+    x: list[float]  # the level's concurrency or rate
+    x_title: str
+    ttft_ms: list[Spread | None]
+    itl_ms: list[Spread | None]
+    rps: list[float]
+    output_tokens_per_s: list[float]
+    goodput_rps: list[float | None]  # None without --slo
+    attainment: list[float | None]
+    slo_best: int | None
+
+
+@dataclass
 class ServingSection:
     load: LoadAnalysis
     outcomes: ServingOutcomes
     chart: ServingChart
     notes: list[str] = field(default_factory=list)
+    llm: LlmChart | None = None  # an OpenAI-compatible load with token events
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -68,4 +87,14 @@ def serving_section(load: LoadAnalysis | None) -> ServingSection | None:
                          p50_ms=[lv.p50_ms for lv in load.levels], p95_ms=[lv.p95_ms for lv in load.levels],
                          knee=load.knee, budget_ms=load.p95_budget_ms,
                          x_title="concurrency" if load.mode == "closed" else "offered rate (req/s)")
-    return ServingSection(load=load, outcomes=outcomes, chart=chart, notes=list(load.notes))
+    llm = None
+    if any(lv.tokens is not None for lv in load.levels):
+        levels = load.levels
+        llm = LlmChart(labels=[lv.label for lv in levels],
+                       x=[float(lv.concurrency) if load.mode == "closed" else lv.rate for lv in levels],
+                       x_title=chart.x_title, ttft_ms=[lv.tokens.ttft_ms if lv.tokens else None for lv in levels],
+                       itl_ms=[lv.tokens.itl_ms if lv.tokens else None for lv in levels], rps=[lv.rps for lv in levels],
+                       output_tokens_per_s=[lv.tokens.output_tokens_per_s if lv.tokens else 0.0 for lv in levels],
+                       goodput_rps=[lv.slo.goodput_rps if lv.slo else None for lv in levels],
+                       attainment=[lv.slo.attainment if lv.slo else None for lv in levels], slo_best=load.slo_best)
+    return ServingSection(load=load, outcomes=outcomes, chart=chart, notes=list(load.notes), llm=llm)

@@ -101,6 +101,10 @@ class Run:
     # request ``gpusleuth load`` sent (level, concurrency, rate, start_ns, end_ns, status, error); both
     # on the wall clock (time.time_ns) so they line up with each other and with the samples.
     requests: Table = field(default_factory=Table)
+    # ``batches``: the forwards the hook saw outside any request while requests were open (a batcher's
+    # model thread or task): pid, start_ns, end_ns, rows, tokens, tid — joined with ``requests`` through
+    # their queue hand-off (analysis/batching.py)
+    batches: Table = field(default_factory=Table)
     load: Table = field(default_factory=Table)
     logs: list[dict[str, Any]] = field(default_factory=list)  # gpusleuth.log(...) records
     processes: dict[int, ProcessInfo] = field(default_factory=dict)

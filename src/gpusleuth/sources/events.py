@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from gpusleuth.run.layout import RunDir
 from gpusleuth.run.model import ProcessInfo, Table
 
-RAW_DIR = "raw"
 DELIMITERS = ("optimizer", "backward", "explicit")
 _DELIM_CODE = {"o": "optimizer", "b": "backward", "e": "explicit"}
 
@@ -27,6 +27,7 @@ class ParsedEvents:
     phases: Table = field(default_factory=Table)
     comm: Table = field(default_factory=Table)
     requests: Table = field(default_factory=Table)
+    batches: Table = field(default_factory=Table)
     logs: list[dict[str, Any]] = field(default_factory=list)
     infos: list[dict[str, Any]] = field(default_factory=list)
     processes: dict[int, ProcessInfo] = field(default_factory=dict)
@@ -40,16 +41,17 @@ def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
     phase_rows: list[tuple] = []
     comm_rows: list[tuple] = []
     request_rows: list[tuple] = []
+    batch_rows: list[tuple] = []
     gpu_times: dict[tuple[int, int], int] = {}
-    raw = Path(run_dir) / RAW_DIR
-    files = sorted(raw.glob("events-*.tsv")) if raw.is_dir() else []
+    files = RunDir(run_dir).event_files()
     for path in files:
         try:
             pid = int(path.stem.split("-", 1)[1])
         except (IndexError, ValueError):
             out.losses.append(f"{path.name}: not named events-<pid>.tsv; skipped")
             continue
-        bad = _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_rows, request_rows)
+        bad = _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_rows, request_rows,
+                         batch_rows)
         if bad:
             out.losses.append(f"{path.name}: {bad} unreadable line(s) skipped (a partial write when the job died?)")
 
@@ -106,6 +108,8 @@ def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
         out.comm = comm_table(comm_rows)
     if request_rows:
         out.requests = request_table(request_rows)
+    if batch_rows:
+        out.batches = batch_table(batch_rows)
     _dist_identity(out)
     out.logs.sort(key=lambda r: r.get("t_ns", 0))
     return out
@@ -163,7 +167,9 @@ def comm_table(rows: list[tuple]) -> Table:
 
 
 REQUEST_COLUMNS = ("pid", "start_ns", "end_ns", "queue_ns", "pre_ns", "infer_ns", "post_ns", "status", "kind",
-                   "forwards", "batch", "stages")
+                   "forwards", "batch", "stages", "handoff_ns", "claimed_ns", "delivered_ns", "request_id",
+                   "first_forward_ns")
+BATCH_COLUMNS = ("pid", "start_ns", "end_ns", "rows", "tokens", "tid")
 REQUEST_KINDS = ("http.server", "wsgi", "asgi")
 STAGE_NAME_MAX = 64
 
@@ -187,16 +193,35 @@ def request_fields(parts: list[str]) -> tuple:
         if isinstance(ns, bool) or not isinstance(ns, int) or not 0 <= ns < 2**63:
             raise ValueError("stage time out of range")
         clean["".join(ch if ch.isprintable() else " " for ch in str(name))[:STAGE_NAME_MAX]] = ns
+    # the queue hand-off (docs/serving.md, "Batching servers"): -1 when none, or a line from before it existed
+    # the client's X-Request-Id (an integer; -1 none), the first forward's wall ns (a generation's prefill)
+    handoff = tuple(int(parts[i]) if len(parts) > i else -1 for i in (12, 13, 14, 15, 16))
+    if not all(-1 <= v < 2**63 for v in handoff):
+        raise ValueError("hand-off times or request id out of range")
     return (start, end, queue, pre, infer, post, status, kind, forwards, batch,
-            json.dumps(clean, separators=(",", ":"), ensure_ascii=False))
+            json.dumps(clean, separators=(",", ":"), ensure_ascii=False), *handoff)
 
 
 def request_table(rows: list[tuple]) -> Table:
     """``R`` rows (pid first) → the ``requests`` table, in time order; ``stages`` is JSON text per row."""
     cols = list(zip(*rows))
-    kinds = (np.int64,) * 8 + (object, np.int64, np.int64, object)
+    kinds = (np.int64,) * 8 + (object, np.int64, np.int64, object) + (np.int64,) * 5
     return Table({name: np.asarray(col, dtype=kind) for name, col, kind in zip(REQUEST_COLUMNS, cols, kinds)}
                  ).sort_by("start_ns")
+
+
+def batch_fields(parts: list[str]) -> tuple[int, int, int, int, int]:
+    """An ``F`` line (a forward outside any request: a batcher's) → (start_ns, end_ns, rows, tokens, tid)."""
+    start, end, rows, tokens, tid = (int(parts[i]) for i in range(1, 6))
+    if not (0 < start <= end < 2**63) or not all(-2 < v < 2**62 for v in (rows, tokens)) or not 0 <= tid < 2**63:
+        raise ValueError("forward out of range")
+    return start, end, rows, tokens, tid
+
+
+def batch_table(rows: list[tuple]) -> Table:
+    """``F`` rows (pid first) → the ``batches`` table, in time order."""
+    cols = list(zip(*rows))
+    return Table({name: np.asarray(col, dtype=np.int64) for name, col in zip(BATCH_COLUMNS, cols)}).sort_by("start_ns")
 
 
 def _dist_identity(out: ParsedEvents) -> None:
@@ -210,7 +235,8 @@ def _dist_identity(out: ParsedEvents) -> None:
                 setattr(proc, name, info[name])
 
 
-def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_rows, request_rows) -> int:
+def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_rows, request_rows,
+               batch_rows) -> int:
     bad = 0
     open_phases: dict[tuple[str, int], str] = {}
     from gpusleuth.errors import InputError
@@ -243,6 +269,8 @@ def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_ro
                                   int(parts[6]), int(parts[7])))
             elif kind == "R":
                 request_rows.append((pid, *request_fields(parts)))
+            elif kind == "F":
+                batch_rows.append((pid, *batch_fields(parts)))
             elif kind == "G":
                 gpu_times[(pid, int(parts[1]))] = int(parts[2])
             elif kind == "B":

@@ -131,10 +131,19 @@ class FleetCache:
         return len(gi)
 
     def add_requests(self, chunk_start: int, rows: list[PodRequest]) -> None:
-        if rows:
-            self.db.executemany("INSERT INTO requests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                                [[self.src, self.step, chunk_start, r.namespace, r.pod, r.container, r.node, r.gpus,
-                                  r.samples, r.first_s, r.last_s] for r in rows])
+        import pyarrow as pa
+
+        if not rows:
+            return
+        n = len(rows)
+        self.db.register("_reqs", pa.table({
+            "src": [self.src] * n, "step": [self.step] * n, "chunk_start": [chunk_start] * n,
+            "namespace": [r.namespace for r in rows], "pod": [r.pod for r in rows],
+            "container": [r.container for r in rows], "node": [r.node for r in rows],
+            "gpus": [r.gpus for r in rows], "samples": [r.samples for r in rows],
+            "first_s": [r.first_s for r in rows], "last_s": [r.last_s for r in rows]}))
+        self.db.execute("INSERT INTO requests SELECT * FROM _reqs")
+        self.db.unregister("_reqs")
 
     # --- reading --------------------------------------------------------------------------------------
     def gpu_ids(self, start: int, end: int) -> list[str]:

@@ -29,9 +29,15 @@ OVERSUB_HIGH = 2.0
 OVERSUB_LOSS = 0.45
 CGROUP_MODERATE = 0.10  # share of cgroup CPU periods throttled
 CGROUP_HIGH = 0.30
-TINY_OPS_PER_STEP = 100
-HOST_OVERHEAD_MODERATE = 0.30
-HOST_OVERHEAD_HIGH = 0.50
+#: calls of looped ops (an op issued ≥ ``repeat`` times in a step, host_ops) per step: hundreds is a per-row loop
+LOOPED_OPS_PER_STEP = 100
+# Shares of step time a loop rewrite removes (``host_ops`` removable share: the looped calls and the Python
+# issuing them, nothing else), with the input rule's scale (a fifth of the step is high): the share is of
+# what the named fix removes, no longer of all short ops and all Python between ops (the former 30 % / 50 %
+# gates applied to that broader sum). A real per-row loss loop measured 23–34 % here (its vectorized twin
+# ran ×1.65–2.3 faster outside the profiler on a loaded host); ResNet-18 2 %, Lightning's autoencoder 2 %.
+HOST_OVERHEAD_MODERATE = 0.15
+HOST_OVERHEAD_HIGH = 0.25
 FLOOR = 0.05  # a vectorized step still issues its ops once: never predict it below 5 % of today's step
 
 
@@ -169,14 +175,18 @@ def foreign_load(facts: Facts) -> list[Finding] | Missing:
 
 
 def python_overhead(facts: Facts) -> list[Finding] | Missing:
+    """Steps spent issuing ops from a Python loop (§6 C2, C8): priced by what vectorizing that loop removes —
+    the looped calls' dispatch and the interpreter time before each — never by all short ops or all Python
+    between ops: a model's layers, its optimizer and a framework's per-step hooks (Lightning's logging and
+    progress bar) are issued once a step, and no rewrite of the user's loops issues them less often."""
     if not facts.host_ops:
         return no_trace("Python / framework overhead", "host.python",
                         "a profiler trace of a few steps (ops per step, time between ops)")
     s = facts.outcomes.steps
     findings = []
     for h in facts.host_ops:
-        overhead = h["python_share"] + h["tiny_op_share"]
-        if h["tiny_ops_per_step"] < TINY_OPS_PER_STEP or overhead < HOST_OVERHEAD_MODERATE:
+        overhead = h["removable_share"]
+        if h["looped_ops_per_step"] < LOOPED_OPS_PER_STEP or overhead < HOST_OVERHEAD_MODERATE:
             continue
         step = facts.step_mean_s or h["step_time_median_s"]
         removable = min(overhead, 1 - FLOOR)
@@ -193,23 +203,31 @@ def python_overhead(facts: Facts) -> list[Finding] | Missing:
         saved = step * removable * s.steps if s.steps else 0.0
         gain = gain_from_seconds(
             facts, saved,
-            f"vectorizing / compiling removes the interpreter time between ops ({h['python_share']:.0%}) and the "
-            f"dispatch-dominated tiny/looped ops ({h['tiny_op_share']:.0%}) from the step (at most {1 - FLOOR:.0%}), "
-            "from the trace's steps",
+            f"vectorizing the loop removes the dispatch of its {h['looped_ops_per_step']:.0f} op calls per step "
+            f"({h['loop_op_share']:.0%}: each call up to {h['tiny_op_threshold_us']:.0f} µs, its work stays) and the "
+            f"Python that issues them ({h['loop_python_share']:.0%}), at most {1 - FLOOR:.0%}, from the trace's "
+            "steps; ops issued a few times a step and the rest of the Python (framework hooks, logging) stay",
         )
         findings.append(Finding(
             cause="host.python",
             severity="high" if overhead >= HOST_OVERHEAD_HIGH else "moderate",
-            title=f"Steps are Python/framework overhead: {h['tiny_ops_per_step']:.0f} tiny ops per step",
+            title=(f"Steps are Python-loop overhead: {h['looped_ops_per_step']:.0f} op calls per step from "
+                   "loops"),
             summary=(f"In the profiled steps the code issued {h['ops_per_step']:.0f} ops per step "
-                     f"(median {h['median_op_us']:.1f} µs each); {h['python_share']:.0%} of step time was Python "
-                     f"between ops and {h['tiny_op_share']:.0%} was inside ops shorter than "
-                     f"{h['tiny_op_threshold_us']:.0f} µs. The processor waits on the interpreter, not on math."),
+                     f"(median {h['median_op_us']:.1f} µs each), {h['looped_ops_per_step']:.0f} of them the same ops "
+                     f"again and again (≥ {h['repeat']} calls a step: a Python loop over rows or elements). Their "
+                     f"dispatch and the Python issuing them are {h['removable_share']:.0%} of step time; the "
+                     "processor waits on the interpreter, not on math."),
             evidence=[
                 Evidence("top-level ops per step", round(h["ops_per_step"], 1), "", f"profiler trace {h['label']}"),
-                Evidence("ops < 20 µs per step", round(h["tiny_ops_per_step"], 1), "", "profiler trace"),
-                Evidence("Python between ops", round(h["python_share"] * 100, 1), "% of step time", "profiler trace"),
-                Evidence("time in tiny ops", round(h["tiny_op_share"] * 100, 1), "% of step time", "profiler trace"),
+                Evidence(f"calls of ops issued ≥ {h['repeat']}× per step", round(h["looped_ops_per_step"], 1), "",
+                         "profiler trace"),
+                Evidence("their dispatch + the Python issuing them", round(h["removable_share"] * 100, 1),
+                         "% of step time", "profiler trace"),
+                Evidence("Python between ops (all)", round(h["python_share"] * 100, 1), "% of step time",
+                         "profiler trace"),
+                Evidence("time in ops < 20 µs (all)", round(h["tiny_op_share"] * 100, 1), "% of step time",
+                         "profiler trace"),
                 Evidence("profiled steps", h["steps"], "", "profiler trace"),
             ],
             fix=("Vectorize per-sample / per-element Python loops into batched tensor ops (e.g. one "

@@ -15,8 +15,8 @@ from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules.host import foreign_cores
 from gpusleuth.diagnosis.rules._common import (COPY_SHARE, copy_bound_speaks, device_copies, device_traces,
-                                               gain_from_seconds, host_cpu_p50, no_steps, no_trace, run_seconds,
-                                               step_idle)
+                                               gain_from_seconds, host_cpu_p50, no_device_trace, no_steps,
+                                               run_seconds, step_idle)
 from gpusleuth.diagnosis.rules._framework import loader_fix
 
 # Without a DataLoader the input wait is the pre-forward gap (docs/run-format.md, steps.wait_source): the
@@ -35,6 +35,22 @@ WORKERS_SATURATED_PCT = 80.0  # a worker this busy (% of one core) is CPU-bound
 WORKERS_IDLE_PCT = 50.0
 HOST_SATURATED_PCT = 95.0  # host CPU (all cores, during the steps) at which an idle-looking loader is starved
 BUSY_STARVED = 0.10  # on a saturated host, a loading thread with this much CPU is computing, not sleeping
+
+
+MIN_FREE_CORES = 0.25  # less than a quarter of a core free: another worker would only take the loop's CPU
+
+
+def free_worker_cores(facts: Facts, usable_cores: float) -> tuple[float, str]:
+    """(cores loader workers can run on beside the training loop, how that was measured): the cores the job
+    may use (the host's, its cgroup's cpu.max quota, its affinity), less what processes outside the job used
+    while the steps ran, less one for the training loop. A prediction that assumes a free core fails on a
+    shared host: the demo predicted ×1.64 and measured ×1.03 with other processes on 1.0–1.6 of 2 cores."""
+    h = facts.host
+    foreign = h.foreign_cores_steps if h is not None and h.foreign_cores_steps is not None else 0.0
+    limit = (f"cgroup/affinity limit {facts.cpu_limit_cores:.1f}" if facts.cpu_limit_cores is not None
+             and facts.cpu_limit_cores < (facts.logical_cores or float("inf")) else f"{usable_cores:g} cores")
+    free = max(usable_cores - foreign - 1.0, 0.0)
+    return free, f"{limit} − {foreign:.1f} used by other processes − 1 for the training loop"
 
 
 def training_loader(facts: Facts) -> dict | None:
@@ -134,32 +150,50 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
     if host and host.iowait_pct:
         evidence.append(Evidence("host iowait (mean)", round(host.iowait_pct["mean"], 1), "%", "host sampler"))
 
-    # --- prediction: with enough workers, loading overlaps compute ---
-    usable = max(1, cores - 1)  # leave one core for the training loop itself
+    # --- prediction: with enough workers, loading overlaps compute — on the cores that were free ---
+    usable_cores = facts.usable_cores or float(cores)
+    usable = max(1, int(usable_cores) - 1)  # leave one core for the training loop itself
     if kind == "input.preprocessing":
+        free, free_how = free_worker_cores(facts, usable_cores)
         needed = math.ceil(prep_cpu_per_step / compute_mean) if compute_mean > 0 else usable
         new_workers = min(max(needed, (workers or 0) + 1), usable) if usable > (workers or 0) else (workers or 0)
-        per_step_after = max(compute_mean, prep_cpu_per_step / max(new_workers, 1))
+        # workers load in parallel only on cores nobody else uses: the run measured how many were free
+        parallel = min(new_workers, free)
+        per_step_after = max(compute_mean, prep_cpu_per_step / parallel) if parallel > 0 else step_mean
         method = (
-            f"loading overlaps compute once {new_workers} worker(s) run in parallel: step ≈ "
-            f"max(compute {compute_mean * 1e3:.1f} ms, loader CPU {prep_cpu_per_step * 1e3:.1f} ms ÷ {new_workers})"
+            f"loading overlaps compute once {new_workers} worker(s) run in parallel on the {free:.1f} core(s) "
+            f"free during the run ({free_how}): step ≈ max(compute {compute_mean * 1e3:.1f} ms, loader CPU "
+            f"{prep_cpu_per_step * 1e3:.1f} ms ÷ {parallel:.1f})"
         )
         title = "Input-bound: data preprocessing on the CPU is the bottleneck"
-        # never recommend what the run already does: with no core left for another worker, the fix is
+        no_free_core = new_workers > (workers or 0) and free < MIN_FREE_CORES
+        # never recommend what the run already does, nor workers no core is free to run: the fix is then
         # cheaper loading, not a worker count
-        fix_lines = [loader_fix(facts, new_workers, loader=loader)] if new_workers > (workers or 0) else []
+        fix_lines = ([loader_fix(facts, new_workers, loader=loader)]
+                     if new_workers > (workers or 0) and not no_free_core else [])
         if not fix_lines:  # no worker to add: the gain is from making the loading cheaper, at most all of it
             per_step_after = compute_mean
-            method = (f"no core left for another worker: with the loading work cached or moved offline, "
-                      f"step ≈ compute {compute_mean * 1e3:.1f} ms (upper bound)")
-        if needed > usable or not fix_lines:
+            method = (f"no core {'free' if no_free_core else 'left'} for another worker ({free_how}): with the "
+                      f"loading work cached or moved offline, step ≈ compute {compute_mean * 1e3:.1f} ms (upper "
+                      "bound); more workers: no gain")
+        if no_free_core:
+            fix_lines.append(
+                f"No core was free for loader workers during this run ({free_how}): more workers would take CPU "
+                "from the training loop and predict no gain here. Run where cores are free (or raise the "
+                "container's CPU limit), or make the loading cheaper:")
+        if needed > usable or not fix_lines or no_free_core:
             fix_lines.append(
                 f"Even {usable} worker(s) can't hide {prep_cpu_per_step * 1e3:.0f} ms of CPU work per step: "
                 "cache decoded/transformed samples, move preprocessing offline, or do it on the GPU (e.g. DALI)."
+                if not no_free_core else
+                "cache decoded/transformed samples, move preprocessing offline, or do it on the GPU (e.g. DALI)."
             )
+        evidence.append(Evidence("cores free for loader workers", round(free, 2), "cores", free_how))
         summary = (
             f"The training loop waited on {what} for {share:.0%} of step time, and the loading "
             f"was CPU work ({'in saturated workers' if workers else 'in the main thread'})."
+            + (f" No core was free for more workers ({free_how}), so no gain is predicted from them."
+               if no_free_core else "")
         )
     else:
         # Each batch keeps a worker busy (waiting) for its latency: with no workers that is the whole wait;
@@ -223,7 +257,7 @@ def h2d_transfer(facts: Facts) -> list[Finding] | Missing:
     already come from pinned memory the fix says so instead of recommending what the job already does."""
     traces = device_traces(facts)
     if not traces:
-        return no_trace("host-to-device copies", "input.transfer", "a profiler trace with GPU activity")
+        return no_device_trace(facts, "host-to-device copies", "input.transfer", "a profiler trace with GPU activity")
     out = []
     loader = training_loader(facts)
     for t in traces:

@@ -32,6 +32,15 @@ def _kind(name: str) -> str | None:
     return n if n in CAUSE else None
 
 
+def _seen(p: PhaseStats) -> str:
+    """"once, at step 1" / "2 times, at steps 1 and 150": what a run too short for a cadence saw."""
+    times = "once" if p.count == 1 else f"{p.count} times"
+    if not p.at_steps:
+        return times
+    where = " and ".join(str(a) for a in p.at_steps[:4])
+    return f"{times}, at step{'s' if len(p.at_steps) > 1 else ''} {where}"
+
+
 def _fix(facts: Facts, kind: str, p: PhaseStats, k: int) -> str:
     every = f"every {p.steps_between:.0f} steps" if p.steps_between else f"{p.count} times"
     if kind == "eval":
@@ -60,12 +69,23 @@ def phase_time(facts: Facts) -> list[Finding] | Missing:
         cost = p.total_s + p.after_penalty_s
         after = (f" plus {p.after_penalty_s * 1e3:.0f} ms it left in the steps right after it"
                  if p.after_penalty_s >= 0.0005 else "")
-        gain = gain_from_seconds(
-            facts, cost * (1 - 1 / k),
-            f"running '{name}' {k}× less often saves (1 − 1/{k}) of its {p.total_s:.2f} s "
-            f"({p.count} × {p.mean_s * 1e3:.0f} ms){after}; other steps unchanged",
-            per_step=False,
-        )
+        if p.steps_between is None:
+            # too few occurrences to know how often it runs: say what was seen, advise no cadence, claim no gain
+            seen = _seen(p)
+            gain = None
+            fix = (f"'{name}' ran {seen} in this run: too few times to tell how often it recurs, so no "
+                   "'less often' advice. If it runs once at the start (a first evaluation, a sample, a save at "
+                   "step 0), its share shrinks over a longer run; make each occurrence cheaper if it matters "
+                   "(a subset of the validation set, `torch.no_grad()`, an asynchronous save), or record a "
+                   "longer run to see its cadence.")
+        else:
+            gain = gain_from_seconds(
+                facts, cost * (1 - 1 / k),
+                f"running '{name}' {k}× less often saves (1 − 1/{k}) of its {p.total_s:.2f} s "
+                f"({p.count} × {p.mean_s * 1e3:.0f} ms){after}; other steps unchanged",
+                per_step=False,
+            )
+            fix = _fix(facts, kind, p, k)
         findings.append(Finding(
             cause=CAUSE[kind],
             severity="moderate",
@@ -88,8 +108,8 @@ def phase_time(facts: Facts) -> list[Finding] | Missing:
                   Evidence("other steps (median)", round(p.other_step_s * 1e3, 2), "ms", "steps"),
                   Evidence(f"after-cost of '{name}' in total", round(p.after_penalty_s, 3), "s",
                            "(after − other) × steps after it")] if p.after_penalty_s > 0 else []),
-            fix=_fix(facts, kind, p, k),
+            fix=fix,
             estimated_gain=gain,
-            confidence="high" if p.count >= 3 else "medium",
+            confidence="high" if p.count >= 3 else "medium" if gain is not None else "low",
         ))
     return findings

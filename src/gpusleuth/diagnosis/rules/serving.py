@@ -29,6 +29,12 @@ ACCEL_LOW = 0.4  # mean accelerator utilization during requests below this is lo
 ACCEL_NOT_FULL = 0.6
 QUEUE_MODERATE = 0.3  # queue's share of the slowest 5 % requests' latency
 QUEUE_HIGH = 0.5
+BATCH_WAIT_MODERATE = 0.2  # a batching server's requests: their wait for a batch, share of service time
+BATCH_WAIT_HIGH = 0.4
+OUTSIDE_MODERATE = 0.3  # the client's latency that passed outside the server's request handling
+OUTSIDE_HIGH = 0.5
+OUTSIDE_GROWTH_MS = 2.0  # ... and grew by at least this much over the lightest level (not the network's round trip)
+GENERATOR_BUSY = 0.5  # cores of the load generator above which the client may be part of the gap
 SOURCE = "hook: per-request stages"
 
 
@@ -158,6 +164,8 @@ def under_batched(facts: Facts) -> list[Finding] | Missing:
     infer = ra.shares.get("infer", 0.0)
     if infer < INFER_DOMINANT or ra.forwards_per_request > 1.5:
         return []  # not model-bound, or a generation loop (many forwards per request): not this rule
+    if ra.batching is not None and (ra.batching.size_p50 or 0) > 1:
+        return []  # the server batches already (waiting_for_a_batch reads how well)
     if ra.gpu_busy is None:
         return no_gpu("serving-under-batched", facts, "serving.under_batched")
     if ra.gpu_busy >= ACCEL_NOT_FULL:
@@ -285,3 +293,248 @@ def waiting_before_the_model(facts: Facts) -> list[Finding] | Missing:
                                    "share of requests alone; throughput is bound by the model either way"),
         confidence="medium",
     )]
+
+
+def waiting_for_a_batch(facts: Facts) -> list[Finding] | Missing:
+    """A batching server's requests (their forward ran in a batch on the batcher's thread or task, joined by
+    analysis/batching.py) that spend a large share of their time between handing their work to the batcher
+    and their batch's forward. Where that wait goes says which knob: work taken off the queue late (earlier
+    batches still running: the model is saturated) or taken early and then held while the batcher collects
+    more (its wait window, or a max batch the traffic fills slowly)."""
+    ra = facts.requests
+    b = ra.batching if ra is not None else None
+    if b is None or b.requests < MIN_REQUESTS or b.wait_share < BATCH_WAIT_MODERATE:
+        return []
+    w = b.wait_share
+    high = w >= BATCH_WAIT_HIGH
+    queued, collect = b.queued_share, b.collect_share
+    size_p50, size_max = b.size_p50, b.size_max
+    # under `gpusleuth load`, the level where requests waited most says which knob (levels mix batch sizes)
+    worst = max((lv for lv in ra.levels if lv.batch_forwards and lv.batch_collect_share is not None),
+                key=lambda lv: lv.shares.get("wait", 0.0), default=None)
+    if worst is not None:
+        queued, collect = worst.batch_queued_share, worst.batch_collect_share
+        size_p50, size_max = worst.batch_size_p50, worst.batch_size_max
+    full = size_max is not None and size_p50 is not None and size_p50 >= b.size_max
+    src = "hook: queue hand-off joined with the batcher's forwards"
+    evidence = [
+        Evidence("waiting for a batch", _pct(w), "% of request time", src),
+        Evidence("batch wait p50 / p95", f"{b.wait_p50_ms:.1f} / {b.wait_p95_ms:.1f}", "ms", src),
+        Evidence("requests per batch p50 / p90 / max", f"{b.size_p50:g} / {b.size_p90:g} / {b.size_max}",
+                 f"over {b.forwards_joined:,} forwards", src),
+    ]
+    if queued is not None and collect is not None:
+        evidence.append(Evidence("queued behind earlier batches", _pct(queued), "% of request time", src))
+        evidence.append(Evidence("held while the batcher collected more", _pct(collect), "% of request time", src))
+    if b.forward_p50_ms is not None:
+        evidence.append(Evidence("batch forward p50", round(b.forward_p50_ms, 2), "ms", src))
+    evidence.append(Evidence("a request's share of its batch forward, p50", round(b.own_p50_ms, 3), "ms", src))
+    for lv in ra.levels:
+        if lv.batch_forwards and lv.concurrency:
+            evidence.append(Evidence(f"requests per batch at concurrency {lv.concurrency}, p50 / max",
+                                     f"{lv.batch_size_p50:g} / {lv.batch_size_max}", "", src))
+    # the server's configured max batch is not visible, only the largest batch it ran: whether the window
+    # expired or a max batch was reached, the fix for a wait after the take is the same two knobs
+    held = collect is not None and (queued is None or collect >= queued)
+    held_ms = f" below the {b.collect_p50_ms:.1f} ms it held work here (p50)" if b.collect_p50_ms is not None else ""
+    if held:
+        why = (f"most of it after the batcher took the work, while it collected more: batches of {size_p50:g} "
+               f"requests (p50; the largest {size_max}) each waited for the window or the batch to fill while the "
+               "model had nothing to do")
+        fix = ("Shorten the batcher's wait window (Triton `max_queue_delay_microseconds`, TorchServe "
+               f"`max_batch_delay`, your own queue's timeout){held_ms}, "
+               f"or lower the max batch size to what this traffic brings (about {size_p50:g}), so a batch starts "
+               "with what is there; or collect the next batch while the model runs the current one.")
+    else:
+        why = ("most of it before the batcher took the work: earlier batches were still running, so the model "
+               "is saturated at this load" + (f" with batches of {size_max}, the largest it ran" if full else ""))
+        fix = (("If that is the max batch size, raise it (each forward serves more requests: Triton "
+                "`max_batch_size`, TorchServe `batch_size`) where memory allows, or " if full else "")
+               + "add model instances or replicas (Triton `instance_group` count, more workers): the requests "
+               "wait for the model, not for the wait window.")
+    if worst is not None:
+        why += f" (at concurrency {worst.concurrency}, where requests waited most)" if worst.concurrency else \
+            f" (at {worst.rate:g} requests/s, where requests waited most)"
+    return [Finding(
+        cause="serving.batch_wait", severity="high" if high else "moderate",
+        title=f"Waiting for a batch: {_pct(w)} % of request time, batches of {size_p50:g} (p50)",
+        summary=(f"{b.requests:,} requests handed their work to a batcher and waited {_pct(w)} % of their time "
+                 f"for the forward that served them (p95 {b.wait_p95_ms:.1f} ms); {why}."),
+        evidence=evidence, fix=fix,
+        estimated_gain=Gain(step_share=w, wall_share=0.0, seconds_per_run=0.0, speedup=1.0 / (1.0 - min(w, 0.999)),
+                            method="upper bound on the latency ratio without the batch wait; throughput is "
+                                   "set by the batches, not by the wait"),
+        confidence="medium" if high else "low",
+    )]
+
+
+def outside_the_server(facts: Facts) -> list[Finding] | Missing:
+    """Under `gpusleuth load` with the server recorded: the client's latency against the server's own time for
+    the same requests (joined on X-Request-Id, else compared by level). What grows outside the server with
+    load waits before the server's handler starts a request (the listen backlog, a connection waiting for a
+    worker thread or for the GIL to parse it) or after it ends it: too few worker processes, a development
+    server's connection handling. Quiet when the gap stays what the lightest level shows (the network)."""
+    ra = facts.requests
+    if ra is None or ra.count < MIN_REQUESTS:
+        return []
+    levels = [lv for lv in ra.levels if lv.outside_share is not None and lv.requests >= MIN_REQUESTS // 2]
+    if not levels:
+        return []
+    worst = max(levels, key=lambda lv: lv.outside_share or 0.0)
+    base = min(levels, key=lambda lv: (lv.concurrency or 0, lv.rate))
+    share = worst.outside_share or 0.0
+    grew = (worst.outside_p50_ms or 0.0) - (base.outside_p50_ms or 0.0) if worst is not base else None
+    if share < OUTSIDE_MODERATE or (grew is not None and grew < OUTSIDE_GROWTH_MS):
+        return []
+    gen = None
+    for lv in getattr(getattr(facts, "load", None), "levels", None) or []:
+        if lv.level == worst.level:
+            gen = lv.generator_cpu_cores
+    client_busy = gen is not None and gen > GENERATOR_BUSY
+    high = share >= OUTSIDE_HIGH and grew is not None and not client_busy
+    src = "gpusleuth load (client) and hook (server)"
+    how = (f"{worst.outside_joined:,} requests joined on X-Request-Id" if worst.outside_joined else
+           "client p50 − server p50 of the level")
+    name = f"concurrency {worst.concurrency}" if worst.concurrency else f"{worst.rate:g} requests/s"
+    evidence = [
+        Evidence(f"client latency p50 at {name}", round(worst.client_p50_ms or 0.0, 2), "ms", "gpusleuth load"),
+        Evidence(f"server latency p50 at {name} (queue + service)", round(worst.server_p50_ms or 0.0, 2), "ms",
+                 SOURCE),
+        Evidence(f"outside the server at {name}, p50", round(worst.outside_p50_ms or 0.0, 2), "ms", how),
+        Evidence(f"outside the server at {name}", _pct(share), "% of client latency", src),
+    ]
+    if worst is not base:
+        bname = f"concurrency {base.concurrency}" if base.concurrency else f"{base.rate:g} requests/s"
+        evidence.append(Evidence(f"outside the server at {bname}, p50", round(base.outside_p50_ms or 0.0, 2), "ms",
+                                 how))
+    if worst.server_cores is not None:
+        evidence.append(Evidence(f"server CPU at {name}", round(worst.server_cores, 2), "cores", "process sampler"))
+    if gen is not None:
+        evidence.append(Evidence(f"load generator CPU at {name}", round(gen, 2), "cores", "gpusleuth load"))
+    single = len(ra.pids) == 1 and worst.server_cores is not None
+    tail = (" The load generator itself was busy, so part of the gap may be the client's own: load from another "
+            "machine to tell." if client_busy else "")
+    return [Finding(
+        cause="serving.outside_server", severity="high" if high else "moderate",
+        title=f"Time outside the server: {_pct(share)} % of client latency at {name} "
+              f"(client p50 {worst.client_p50_ms:.1f} ms, server {worst.server_p50_ms:.1f} ms)",
+        summary=(f"At {name} clients waited {worst.client_p50_ms:.1f} ms (p50) for answers the server spent "
+                 f"{worst.server_p50_ms:.1f} ms on: {_pct(share)} % of their latency passed before the server's "
+                 "handler started the request or after it ended it"
+                 + (f", up from {base.outside_p50_ms:.1f} ms at the lightest level — not the network" if grew
+                    is not None else "")
+                 + ". That is connections waiting in the listen backlog or for a worker, or a handler thread "
+                 "waiting for the GIL to read and parse the request" + (f" (one server process, {worst.server_cores:.2f} "
+                 "cores: its threads share one GIL)" if single else "") + "." + tail),
+        evidence=evidence,
+        fix=("Serve with more worker processes rather than threads (gunicorn `-w N`, uvicorn `--workers N`, one per "
+             "core) and a production server instead of a development one (Flask's `app.run`/werkzeug, "
+             "`http.server`); keep connections alive on the client side; for bursts, raise the listen backlog "
+             "(`listen(backlog)`, gunicorn `--backlog`, `net.core.somaxconn`). Then load again: the gap should "
+             "fall back to the lightest level's."),
+        estimated_gain=Gain(step_share=share, wall_share=0.0, seconds_per_run=0.0,
+                            speedup=1.0 / (1.0 - min(share, 0.999)),
+                            method="upper bound on the client latency ratio without the time outside the server"),
+        confidence="low" if client_busy else ("medium" if high else "low"),
+    )]
+
+
+_MISS_FIX = {
+    "outside": ("time outside the server (the listen backlog, connection handling, the client's own lateness)",
+                "Serve with more worker processes (gunicorn `-w N`, uvicorn `--workers N`) and a production server, "
+                "raise the listen backlog for bursts, and check the load generator is not the one falling behind."),
+    "queue": ("waiting for a worker in the server's queue",
+              "Add workers or replicas for this traffic, or send less of it to each replica."),
+    "pre": ("work before the model (tokenization, preprocessing)",
+            "Take it out of the request path: a fast (Rust) tokenizer (`use_fast=True`, `tokenizers`), a process "
+            "pool, or a separate preprocessing service."),
+    "wait": ("waiting for a batch",
+             "Shorten the batcher's wait window or lower its max batch size (Triton `max_queue_delay_microseconds`, "
+             "TorchServe `max_batch_delay`/`batch_size`)."),
+    "prefill": ("the prompt's prefill (slowed or delayed by the other sequences' decode)",
+                "Interleave prefill with decode in bounded chunks (vLLM `--enable-chunked-prefill` with "
+                "`--max-num-batched-tokens`, SGLang `--chunked-prefill-size`), cap concurrent sequences (vLLM "
+                "`--max-num-seqs`, TGI `--max-batch-size`), reuse shared prompt prefixes (prefix caching)."),
+    "decode": ("decode, slowing as more sequences share the model",
+               "Cap the sequences decoding together per replica (vLLM `--max-num-seqs`, TGI "
+               "`--max-concurrent-requests`/`--max-batch-size`, SGLang `--max-running-requests`) and add replicas "
+               "for the traffic; each token then waits on fewer others."),
+    "post": ("work between and after the forwards (writing the stream, detokenizing, waiting for the GIL)",
+             "Stream from a loop that does not share its thread with the model: detokenize incrementally, write "
+             "asynchronously, run the model in its own process (worker processes or an engine)."),
+}
+
+
+def slo_misses(facts: Facts) -> list[Finding] | Missing:
+    """Under `gpusleuth load --slo … -- CMD`: the level that missed its SLO worst, each missed request's
+    client latency cut into parts (analysis/slo_miss.py) and held against the lightest level's, and the part
+    that grew most named with its fix. Quiet when every level meets the SLO."""
+    ra = facts.requests
+    load = getattr(facts, "load", None)
+    if ra is None or not ra.misses or load is None:
+        return []
+    by_level = {lv.level: lv for lv in load.levels}
+    failing = [m for m in ra.misses if m.parts_ms and by_level.get(m.level) is not None
+               and by_level[m.level].slo is not None and not by_level[m.level].slo.meets]
+    if not failing:
+        return []
+    m = max(failing, key=lambda x: (1.0 - by_level[x.level].slo.attainment, x.concurrency or 0, x.rate))
+    lv = by_level[m.level]
+    name = f"concurrency {m.concurrency}" if m.concurrency else f"{m.rate:g} requests/s"
+    base = by_level.get(m.baseline_level)
+    bname = (f"concurrency {base.concurrency}" if base.concurrency else f"{base.rate:g} requests/s") if base else \
+        "the lightest level"
+    src = "gpusleuth load (client) joined with the hook (server) on X-Request-Id"
+    total = sum(max(v, 0.0) for v in m.excess_ms.values())
+    evidence = [Evidence(f"SLO attainment at {name}", _pct(lv.slo.attainment), "% of requests sent", "gpusleuth load"),
+                Evidence("missed requests joined to the server's records", m.joined, f"of {m.missed}", src)]
+    for k, v in m.missed_by.items():
+        evidence.append(Evidence(f"over the {k[:-3]} budget", v, "requests", "gpusleuth load"))
+    for part in sorted(m.parts_ms, key=lambda k: -m.excess_ms.get(k, 0.0)):
+        if m.parts_ms[part] > 0 or m.baseline_ms.get(part, 0.0) > 0:
+            evidence.append(Evidence(f"{part}, missed requests p50 (vs {bname})",
+                                     f"{m.parts_ms[part]:.1f} (vs {m.baseline_ms.get(part, 0.0):.1f})", "ms", src))
+    if m.decode_per_token_ms is not None and m.baseline_decode_per_token_ms:
+        evidence.append(Evidence(f"decode per output token (vs {bname})",
+                                 f"{m.decode_per_token_ms:.2f} (vs {m.baseline_decode_per_token_ms:.2f})", "ms", src))
+    own = m.dominant is None or m.level == m.baseline_level
+    if own:
+        title = f"SLO missed at {name} even with the server nearly to itself: the requests' own time is over budget"
+        summary = (f"{m.missed:,} of {m.answered:,} answered requests at {name} missed the SLO "
+                   f"(attainment {_pct(lv.slo.attainment)} %), and nothing grew against {bname}: their own "
+                   "time — the model's forwards for their prompt and output — is over the budget.")
+        fix = ("Make a request cheaper or the budget realistic: a faster device or a smaller or quantized model, "
+               "fewer output tokens (`max_tokens`), shorter prompts, or a budget set from the time a request takes "
+               "alone.")
+        share = 0.0
+    else:
+        what, fix = _MISS_FIX[m.dominant]
+        grew = m.excess_ms[m.dominant]
+        share = grew / total if total > 0 else 0.0
+        slowed = ""
+        if m.dominant == "decode" and m.decode_per_token_ms and m.baseline_decode_per_token_ms:
+            slowed = (f" — {m.baseline_decode_per_token_ms:.1f} → {m.decode_per_token_ms:.1f} ms per output token "
+                      f"({m.decode_per_token_ms / m.baseline_decode_per_token_ms:.1f}×)")
+        title = f"SLO missed at {name}: {what.split(' (')[0].split(',')[0]} grew {grew:.0f} ms per request"
+        summary = (f"{m.missed:,} of {m.answered:,} answered requests at {name} missed the SLO (attainment "
+                   f"{_pct(lv.slo.attainment)} %). Against {bname}, their time grew most in {what}: "
+                   f"+{grew:.1f} ms at the p50{slowed}, {_pct(share)} % of all the growth.")
+    high = not own and share >= 0.5 and m.joined >= _min_joined(m)
+    others = [x for x in ra.misses if x is not m and x.parts_ms]
+    if others:
+        summary += " Other levels that missed: " + ", ".join(
+            (f"concurrency {x.concurrency}" if x.concurrency else f"{x.rate:g}/s") + f" ({x.dominant or 'own cost'})"
+            for x in others) + "."
+    return [Finding(
+        cause="serving.slo_miss", severity="high" if high else "moderate", title=title, summary=summary,
+        evidence=evidence, fix=fix,
+        estimated_gain=Gain(step_share=1.0 - lv.slo.attainment, wall_share=0.0, seconds_per_run=0.0, speedup=1.0,
+                            method="requests that missed the SLO at that level (attainment gap); the fix's effect "
+                                   "on attainment is measured by loading again"),
+        confidence="medium" if high else "low",
+    )]
+
+
+def _min_joined(m) -> int:
+    """Missed requests joined to the server enough to call the reason high: 20, or all of a smaller miss."""
+    return min(MIN_REQUESTS, m.missed)

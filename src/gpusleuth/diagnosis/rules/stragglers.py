@@ -47,6 +47,11 @@ _PARTS = {
 def straggler(facts: Facts) -> list[Finding] | Missing:
     comm = facts.comm
     if comm is None or len(comm.ranks) < 2:
+        if facts.traces or facts.outcomes.steps.steps:  # a job seen whole, with one rank: nothing to compare
+            return Missing(rule="stragglers", cause="straggler",
+                           needs="two or more ranks (this job ran one process, or one rank was recorded)",
+                           how="applies to multi-process jobs: `gpusleuth run -- torchrun …` records every rank",
+                           data="two or more ranks")
         return no_trace("stragglers", "straggler",
                         "collectives recorded from ≥ 2 ranks (`gpusleuth run -- torchrun …`) or profiler "
                         "traces from ≥ 2 ranks of one job")

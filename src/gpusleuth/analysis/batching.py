@@ -1,0 +1,117 @@
+"""Requests whose model forward ran in a batch on another thread or task: ``join_batches(requests, batches)``.
+
+A dynamic-batching server (Triton's dynamic batcher, TorchServe's ``batch_size``, vLLM's engine loop, an
+``asyncio.Queue`` in front of a model thread) runs no forward inside the request: the handler puts its work
+on a queue and waits; a batcher outside any request takes it off, runs one forward for many requests and
+answers each. The hook records the three moments of that hand-off on the request's ``R`` line (its first
+put on a queue, when a consumer outside any request took the work, when a future handed over with it was
+resolved) and each forward outside any request as a ``batches`` row (docs/serving.md, "Batching servers").
+
+The join: a request's forwards are the forwards of its process that **started after its work was taken**
+(the put, when the take was not seen) and **ended before it had its answer** (its future resolved; its
+response's end when no future was handed over). That holds for a batch of one forward (Triton's pattern)
+and for a generation loop whose every step includes the request (continuous batching: the first forward
+is its prefill, the rest its decode). Counted per forward, the requests it served are its batch size.
+
+Parts of a joined request's service time: ``pre`` (start → the put), ``wait`` (the put → its first forward:
+queued behind earlier batches, then collected while the batcher's window filled), ``infer`` (its forwards'
+wall time, all of it: the request waits for the whole batch), ``post`` (the rest). Its *share* of the
+forwards (each forward's time divided among the requests it served) is what the request cost the model.
+
+Requests that ran no forward of their own while forwards ran outside any request, but could not be joined
+(no hand-off seen: the work went through something other than ``queue.Queue``/``asyncio.Queue``), are
+counted: the report says how many were left unattributed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpusleuth.run.model import Table
+
+HANDOFF_COLUMNS = ("handoff_ns", "claimed_ns", "delivered_ns")
+
+
+@dataclass
+class BatchJoin:
+    """The joined requests (``index``: rows of the requests table) with their parts, and per forward."""
+
+    index: np.ndarray
+    parts: dict[str, np.ndarray]  # pre_ns, wait_ns, queued_ns, collect_ns, infer_ns, post_ns, own_ns,
+    #                               prefill_ns, decode_ns, forwards, batch (requests in its first forward)
+    members: np.ndarray  # per row of ``batches``: requests joined to that forward
+    unattributed: int  # requests without a forward of their own that overlapped forwards but joined none
+    outside: int  # forwards outside any request
+
+
+def _col(t: Table, name: str, n: int) -> np.ndarray:
+    return np.asarray(t[name], dtype=np.int64) if name in t else np.full(n, -1, dtype=np.int64)
+
+
+def join_batches(requests: Table, batches: Table) -> BatchJoin | None:
+    """None when no forward ran outside a request (every server that runs its model in the request)."""
+    if not len(batches) or not len(requests) or "forwards" not in requests:
+        return None
+    n = len(requests)
+    pid = np.asarray(requests["pid"], dtype=np.int64)
+    start, end = np.asarray(requests["start_ns"], dtype=np.int64), np.asarray(requests["end_ns"], dtype=np.int64)
+    handoff, claimed, delivered = (_col(requests, c, n) for c in HANDOFF_COLUMNS)
+    own_forward = np.asarray(requests["forwards"], dtype=np.int64) > 0
+    b_pid = np.asarray(batches["pid"], dtype=np.int64)
+    b_s, b_e = np.asarray(batches["start_ns"], dtype=np.int64), np.asarray(batches["end_ns"], dtype=np.int64)
+    by_pid: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for p in np.unique(b_pid).tolist():
+        idx = np.flatnonzero(b_pid == p)
+        idx = idx[np.argsort(b_s[idx], kind="stable")]
+        by_pid[p] = (idx, b_s[idx])
+
+    def inside(p: int, lo: int, hi: int) -> np.ndarray:
+        if p not in by_pid:
+            return np.empty(0, dtype=np.int64)
+        idx, starts = by_pid[p]
+        cand = idx[np.searchsorted(starts, lo, "left"):np.searchsorted(starts, hi, "right")]
+        return cand[b_e[cand] <= hi]
+
+    joined: list[tuple[int, np.ndarray]] = []
+    unattributed = 0
+    for i in np.flatnonzero(~own_forward).tolist():
+        p = int(pid[i])
+        if handoff[i] >= 0:
+            lo = int(claimed[i]) if claimed[i] >= handoff[i] else int(handoff[i])
+            hi = int(delivered[i]) if delivered[i] >= lo else int(end[i])
+            cand = inside(p, lo, hi)
+            if len(cand):
+                joined.append((i, cand))
+                continue
+        if len(inside(p, int(start[i]), int(end[i]))):  # the model ran meanwhile, but not joinable to it
+            unattributed += 1
+    members = np.zeros(len(batches), dtype=np.int64)
+    for _, cand in joined:
+        members[cand] += 1
+    dur = (b_e - b_s).astype(np.float64)
+    names = ("pre_ns", "wait_ns", "queued_ns", "collect_ns", "infer_ns", "post_ns", "own_ns", "prefill_ns",
+             "decode_ns", "forwards", "batch")
+    out = {k: np.zeros(len(joined), dtype=np.int64) for k in names}
+    for j, (i, cand) in enumerate(joined):
+        first = int(b_s[cand[0]])
+        service = int(end[i] - start[i])
+        pre = min(max(int(handoff[i] - start[i]), 0), service)
+        wait = min(max(first - int(handoff[i]), 0), service - pre)
+        infer = min(int(dur[cand].sum()), service - pre - wait)
+        took = int(claimed[i]) if handoff[i] <= claimed[i] <= first else -1
+        out["pre_ns"][j], out["wait_ns"][j], out["infer_ns"][j] = pre, wait, infer
+        out["post_ns"][j] = max(service - pre - wait - infer, 0)
+        out["queued_ns"][j] = took - int(handoff[i]) if took >= 0 else -1
+        out["collect_ns"][j] = first - took if took >= 0 else -1
+        out["own_ns"][j] = int((dur[cand] / np.maximum(members[cand], 1)).sum())
+        out["prefill_ns"][j] = int(dur[cand[0]])
+        out["decode_ns"][j] = int(dur[cand[1:]].sum())
+        out["forwards"][j] = len(cand)
+        out["batch"][j] = int(members[cand[0]])
+    index = np.asarray([i for i, _ in joined], dtype=np.int64)
+    return BatchJoin(index=index, parts=out, members=members, unattributed=unattributed, outside=len(batches))
+
+
+__all__ = ["BatchJoin", "HANDOFF_COLUMNS", "join_batches"]

@@ -1,0 +1,168 @@
+"""``gpusleuth load`` against OpenAI-compatible streaming servers (issue 26), checked against their own clocks.
+
+The streaming server (``tests/servers/openai_stream.py``: a tiny causal transformer on CPU behind a stdlib
+``ThreadingHTTPServer``) writes, per request, its own TTFT and every gap between its token writes to a JSONL
+file, keyed by the ``X-Request-Id`` header gpusleuth sends. The test joins the two per request.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import free_port, gpusleuth
+from test_serving import _wait_ready
+from gpusleuth.analysis.load import analyze_load
+from gpusleuth.analysis.load_tokens import parse_slo
+from gpusleuth.recorder.loadgen import LoadPlan, arrival_offsets, run_plan
+from gpusleuth.recorder.prompts import Lengths, synthetic
+from gpusleuth.run.model import Run, Table
+
+SERVERS = Path(__file__).parent / "servers"
+
+
+@pytest.fixture(scope="module")
+def stream_server(tmp_path_factory):
+    truth = tmp_path_factory.mktemp("llm") / "truth.jsonl"
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(SERVERS / "openai_stream.py"), str(port), str(truth),
+                             "--layers", "4", "--width", "192"], cwd=SERVERS,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_ready(port, proc)
+        yield f"http://127.0.0.1:{port}", truth
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _truth(path: Path, ids=()) -> dict[str, dict]:
+    """The server's records by request id; it writes each just after the request's last byte, so wait (a
+    few seconds at most) until every id asked for is there."""
+    deadline = time.monotonic() + 10
+    while True:
+        rows = {r["id"]: r for r in map(json.loads, path.read_text().splitlines()) if r["id"]}
+        if all(str(i) in rows for i in ids) or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.1)
+
+
+def _llm_plan(url: str, levels, **kw) -> LoadPlan:
+    kw.setdefault("prompts", synthetic(64, Lengths(300, 20), Lengths(16), seed=1))
+    return LoadPlan(url=url + "/v1/chat/completions", mode=kw.pop("mode", "closed"), levels=levels, method="POST",
+                    headers=[("Content-Type", "application/json")], api="chat", timeout_s=30, **kw)
+
+
+def _analyze(plan: LoadPlan, result):
+    return analyze_load(Run(meta={"load": plan.to_meta()}, load=Table(result.columns)))
+
+
+def test_ttft_and_inter_token_p50_match_the_servers_own_clock(stream_server):
+    """Concurrency 1 to 8: per level, TTFT p50 and inter-token p50 within 10 % of the server's clock, and
+    every request's tokens and usage accounted."""
+    url, truth_file = stream_server
+    plan = _llm_plan(url, [1, 2, 4, 8], duration_s=2.0, pause_s=0.3)
+    result = run_plan(plan)
+    c = result.columns
+    truth = _truth(truth_file, c["request_id"][c["error"] == ""])
+    a = _analyze(plan, result)
+    assert a.api == "chat" and [lv.concurrency for lv in a.levels] == [1, 2, 4, 8]
+    for lv in a.levels:
+        m = (c["level"] == lv.level) & (c["error"] == "")
+        assert lv.ok == lv.requests >= 4, (lv.concurrency, lv.errors_by)
+        rows = [(i, truth[str(c["request_id"][i])]) for i in np.flatnonzero(m)]
+        assert len(rows) == lv.ok  # every answered request is in the server's records, joined by X-Request-Id
+        server_ttft = np.median([t["ttft_s"] * 1e3 for _, t in rows])
+        server_itl = np.median(np.concatenate([t["gaps_s"] for _, t in rows])) * 1e3
+        assert lv.tokens.ttft_ms.p50 == pytest.approx(server_ttft, rel=0.10), lv.concurrency
+        assert lv.tokens.itl_ms.p50 == pytest.approx(server_itl, rel=0.10), lv.concurrency
+        # tokens: usage from the server's last event; one token event per token
+        assert all(c["output_tokens"][i] == t["completion_tokens"] == 16 for i, t in rows)
+        assert all(c["input_tokens"][i] == t["prompt_tokens"] for i, t in rows)
+        assert all(len(c["token_ns"][i]) == 16 for i, _ in rows) and lv.tokens.tokens_from == "usage"
+        assert lv.tokens.output_tokens_per_s == pytest.approx(16 * lv.ok / lv.duration_s, rel=1e-6)
+        assert lv.tokens.itl_ms.n == 15 * lv.ok
+
+
+def test_slo_goodput_attainment_and_the_highest_level(stream_server):
+    """The SLO's attainment per level is recomputed here from the rows, and the highest level meeting it."""
+    url, _ = stream_server
+    plan = _llm_plan(url, [1, 8], duration_s=1.5, slo=parse_slo("ttft=1s,itl=40ms,attainment=80%"))
+    result = run_plan(plan)
+    a = _analyze(plan, result)
+    c = result.columns
+    for lv in a.levels:
+        m = (c["level"] == lv.level) & (c["error"] == "")
+        ttft = (c["first_token_ns"][m] - c["start_ns"][m]) / 1e6
+        tpot = (c["end_ns"][m] - c["first_token_ns"][m]) / (c["output_tokens"][m] - 1) / 1e6
+        met = int(((ttft <= 1000) & (tpot <= 40)).sum())
+        assert lv.slo.met == met and lv.slo.attainment == pytest.approx(met / lv.requests)
+        assert lv.slo.goodput_rps == pytest.approx(met / lv.duration_s)
+        assert lv.slo.goodput_tokens_per_s == pytest.approx(16 * met / lv.duration_s)
+        assert lv.slo.meets == (met / lv.requests >= 0.8)
+    assert a.slo == {"ttft_ms": 1000.0, "itl_ms": 40.0, "attainment": 0.8}
+    meeting = [lv for lv in a.levels if lv.slo.meets]
+    if meeting:
+        assert a.levels[a.slo_best] is meeting[-1] and "highest level meeting the SLO" in a.slo_reason
+    else:
+        assert a.slo_best is None and "no level meets the SLO" in a.slo_reason
+
+
+def test_cli_streams_exports_and_renders(stream_server, tmp_path):
+    url, truth_file = stream_server
+    export, page, out = tmp_path / "req.jsonl", tmp_path / "llm.html", tmp_path / "run"
+    res = gpusleuth("load", url + "/v1/completions", "--rate", "4,8", "--arrivals", "poisson", "--duration", "1.5",
+                    "--input-tokens", "64:8", "--output-tokens", "8", "--slo", "ttft=500ms,itl=100ms",
+                    "--export-requests", export, "--html", page, "--out", out, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr and "TTFT" in res.stdout and "goodput" in res.stdout
+    lines = [json.loads(x) for x in export.read_text().splitlines()]
+    answered = [r for r in lines if r["error"] == ""]
+    truth = _truth(truth_file, [r["request_id"] for r in answered])
+    assert len(lines) >= 8 and answered
+    for r in answered:
+        t = truth[str(r["request_id"])]
+        assert r["output_tokens"] == 8 == len(r["itl_ms"]) + 1 and r["input_tokens"] == t["prompt_tokens"]
+        assert r["ttft_ms"] <= r["e2e_ms"] and t["path"] == "/v1/completions"
+    html = page.read_text()
+    assert "Time to first token" in html and "Inter-token latency" in html and "Goodput" in html
+    rep = json.loads(gpusleuth("report", out, "--json").stdout)["serving"]
+    assert rep["api"] == "completions" and rep["arrivals"] == "poisson" and rep["levels"][0]["tokens"]["ttft_ms"]
+
+
+def test_poisson_and_gamma_arrivals_have_the_asked_spread():
+    """The schedule itself: CV of the gaps ≈ 1 (Poisson), ≈ 2 (gamma cv=2), 0 (constant), mean 1/rate."""
+    rng = np.random.default_rng(3)
+    for kind, cv, want in (("poisson", 1.0, 1.0), ("gamma", 2.0, 2.0), ("gamma", 0.5, 0.5)):
+        gaps = np.diff(arrival_offsets(100.0, 100.0, kind, cv, rng))
+        assert gaps.std() / gaps.mean() == pytest.approx(want, rel=0.1), kind
+        assert gaps.mean() == pytest.approx(0.01, rel=0.1)
+    assert np.diff(arrival_offsets(100.0, 1.0, "constant", 1.0, rng)).std() < 1e-12
+
+
+def test_poisson_cv_measured_from_the_send_times(tmp_path):
+    """Live: open loop at 150/s Poisson against a server that answers at once; the CV of the gaps between
+    the actual sends (scheduled start + the generator's lag), as the analysis reports it, is ≈ 1."""
+    from test_load import _Server, _Handler
+
+    srv = _Server(("127.0.0.1", 0), _Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/"
+        plan = LoadPlan(url=url, mode="open", levels=[150], duration_s=3.0, arrivals="poisson", seed=7)
+        a = _analyze(plan, run_plan(plan))
+        lv = a.levels[0]
+        assert lv.requests > 300 and lv.ok == lv.requests
+        assert lv.arrival_cv == pytest.approx(1.0, abs=0.15)
+        const = LoadPlan(url=url, mode="open", levels=[150], duration_s=1.0)
+        assert _analyze(const, run_plan(const)).levels[0].arrival_cv < 0.5  # periodic, up to this host's jitter
+    finally:
+        srv.shutdown()
+        srv.server_close()

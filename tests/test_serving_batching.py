@@ -1,0 +1,207 @@
+"""Batching servers (issue 26): requests whose forward runs in a batch on another thread or task are joined
+with that batch through their queue hand-off, and checked against the server's own clock.
+
+The server is ``tests/servers/batching_infer.py`` — a handler that enqueues its input with a future, a
+batcher that collects up to a max batch or a wait window and runs one real torch forward on a model thread —
+in three hand-offs: ``asyncio.Queue`` + asyncio future under FastAPI/uvicorn, ``queue.Queue`` +
+``concurrent.futures.Future`` under the stdlib's threading server, and a deque + event of its own making
+that the hook cannot follow (its requests must be counted as unattributed, in one sentence). The server times
+each request's service, its batch wait (enqueued → its batch's forward started) and its batch's size.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import free_port
+from test_serving import BODY, SERVERS, _env, _load_and_report, findings_of, serve
+
+
+def truth_of(truth: dict, lo: int = 0, hi: int = 2**63) -> tuple[float, np.ndarray, np.ndarray]:
+    """(batch wait share of service time, per-request batch sizes, per-forward sizes) of the requests and
+    forwards that started in [lo, hi) on the wall clock."""
+    req = np.asarray([r for r in truth["requests"] if lo <= r[4] < hi], dtype=np.float64)
+    fwd = np.asarray([b[1] for b in truth["batches"] if lo <= b[0] < hi], dtype=np.int64)
+    return float(req[:, 1].sum() / req[:, 0].sum()), req[:, 3], fwd
+
+
+def sizes_hist(sizes: np.ndarray) -> dict[str, int]:
+    vals, counts = np.unique(sizes, return_counts=True)
+    return {str(int(v)): int(c) for v, c in zip(vals, counts)}
+
+
+def test_asyncio_batcher_under_gpusleuth_load_wait_sizes_and_finding(tmp_path):
+    """The issue's must-show: FastAPI handler → asyncio.Queue → a batcher task → one forward on a model
+    thread, with a 20 ms wait window and a max batch of 32 that 16 clients never fill (a window set for more
+    traffic than came), loaded by ``gpusleuth load`` at concurrency 2 and 16. Every request is attributed;
+    at concurrency 16 the batch wait is within 10 points of the server's own share, the batch sizes of each
+    level are the server's own forward by forward, and the finding names the wait and the window."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    _, rep, truth = _load_and_report(tmp_path, "asgi", "batching_infer.py", "2,16", BODY[:2000], "32", "20", "256")
+    rs = rep["request_stages"]
+    b = rs["batching"]
+    assert b is not None and b["unattributed"] == 0 and rs["count"] == len(truth["requests"])
+    assert b["requests"] == len(truth["requests"])
+    loads = rep["serving"]["levels"]
+    assert [lv["concurrency"] for lv in loads] == [2, 16]
+    for lv, mine in zip(loads, rs["levels"]):
+        share, _, fwd = truth_of(truth, lv["start_ns"], lv["end_ns"])
+        # the forwards each level started: their sizes are the server's own, forward by forward
+        assert mine["batch_sizes"] == sizes_hist(fwd), (lv["concurrency"], mine["batch_sizes"], sizes_hist(fwd))
+        assert mine["batch_size_max"] == lv["concurrency"]  # every client's request in one batch, never 32
+        if lv["concurrency"] == 16:
+            assert abs(mine["shares"]["wait"] - share) < 0.10, (mine["shares"], share)
+    top = next(f for f in rep["findings"] if f["cause"] == "serving.batch_wait")
+    assert top["severity"] in ("moderate", "high") and top["title"].startswith("Waiting for a batch")
+    assert "wait window" in top["fix"], top["fix"]
+    wait = next(e["value"] for e in top["evidence"] if e["name"] == "waiting for a batch") / 100
+    assert abs(wait - truth_of(truth)[0]) < 0.10
+    # uvicorn parses and answers on its event loop with the batcher idle most of the time: clients wait for
+    # little outside the server (2-3 % measured), so that finding stays quiet here
+    assert all(lv["outside_share"] is not None and lv["outside_share"] < 0.3 for lv in rs["levels"]), rs["levels"]
+    assert not any(f["cause"] == "serving.outside_server" for f in rep["findings"])
+
+
+def test_flask_dev_server_at_concurrency_16_names_the_time_outside_the_server(tmp_path):
+    """Issue 26 problem 5: Flask's threaded werkzeug server at concurrency 16 answered in 63-82 ms at the
+    client while its own clock said 29-31 ms. The client's p50 against the server's for the same level: the
+    gap is named, and it is not the network (at concurrency 1 it is nothing). The server's own clock
+    (``flask_infer.py``'s TRUTH) bounds the server side from above: the hook's server p50 is not larger than
+    its request time plus the client's, and the gap is most of the client's latency."""
+    pytest.importorskip("flask")
+    _, rep, truth = _load_and_report(tmp_path, "x", "flask_infer.py", "1,16")
+    lv1, lv16 = rep["request_stages"]["levels"]
+    assert lv16["client_p50_ms"] > lv16["server_p50_ms"] + 5, lv16
+    assert lv16["outside_p50_ms"] > lv1["outside_p50_ms"] + 2
+    own_p50_ms = 1e3 * (truth["pre_s"] + truth["infer_s"] + truth["post_s"]) / truth["requests"]
+    assert lv16["client_p50_ms"] > 1.5 * min(own_p50_ms, lv16["server_p50_ms"])
+    f = next(f for f in rep["findings"] if f["cause"] == "serving.outside_server")
+    assert f["severity"] in ("moderate", "high") and "concurrency 16" in f["title"]
+    assert "worker processes" in f["fix"] and "backlog" in f["fix"]
+
+
+def test_asyncio_batcher_without_a_wait_window_is_not_blamed(tmp_path):
+    """The same server with no wait window, one client at a time: each request is its own batch of one and
+    waits for nothing — attributed, and no batch-wait finding."""
+    pytest.importorskip("fastapi")
+    run, truth, statuses = serve(tmp_path, "batching_infer.py", "asgi", "16", "0", threads=1, per_thread=40)
+    assert set(statuses) == {200}
+    facts, found = findings_of(run)
+    b = facts.requests.batching
+    assert b.requests == 40 and b.sizes == {"1": 40} == sizes_hist(truth_of(truth)[2])
+    assert truth_of(truth)[0] < 0.2 and abs(b.wait_share - truth_of(truth)[0]) < 0.10
+    assert not any(f.cause == "serving.batch_wait" for f in found), [(f.cause, f.title) for f in found]
+
+
+def test_thread_batcher_with_queue_queue_and_futures(tmp_path):
+    """A stdlib threading server whose handlers put ``(input, concurrent.futures.Future)`` on a
+    ``queue.Queue`` and block on the future; a model thread batches. Every request joined to its forward:
+    the batch sizes are the server's, forward by forward, and the wait within 10 points of its own."""
+    run, truth, statuses = serve(tmp_path, "batching_infer.py", "threads", "8", "15", threads=8, per_thread=15)
+    assert set(statuses) == {200} and len(statuses) == 120
+    facts, _ = findings_of(run)
+    ra = facts.requests
+    b = ra.batching
+    share, per_request, fwd = truth_of(truth)
+    assert b.requests == 120 == ra.count and b.unattributed == 0 and ra.note is None
+    assert b.sizes == sizes_hist(fwd)
+    assert abs(ra.shares["wait"] - share) < 0.10, (ra.shares, share)
+    own = np.sort(ra._rows["batch"][ra._rows["batched"]])
+    assert np.array_equal(own, np.sort(per_request.astype(np.int64)))  # each request's batch, as it saw it
+
+
+def test_a_hand_off_the_hook_cannot_follow_is_said_with_its_count(tmp_path):
+    """A deque under a condition and an event instead of a future: the batch forwards are seen, the
+    requests cannot be tied to them — one sentence with the count, among the report's losses."""
+    run, truth, statuses = serve(tmp_path, "batching_infer.py", "deque", "8", "5", threads=4, per_thread=10)
+    assert len(statuses) == 40
+    facts, _ = findings_of(run)
+    ra = facts.requests
+    assert ra.count == 0 and ra.batching is None
+    assert ra.note is not None and ra.note.startswith("40 of 4")  # 40 of the 4x requests without a forward
+    from gpusleuth.analysis.bundle import analyze
+
+    assert any(loss.startswith("40 of ") and "not attributed" in loss for loss in analyze(run).losses)
+
+
+def test_hand_off_fields_and_forward_lines_parse_and_damage_is_counted(tmp_path):
+    from gpusleuth.sources.events import parse_event_files
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    lines = ['H\t{"pid": 7, "role": "main"}\n',
+             "R\t1000\t9000\t10\t-1\t0\t-1\t200\tasgi\t0\t-1\t{}\t2000\t2500\t8000\n",  # batched
+             "R\t1000\t5000\t10\t1000\t2500\t1500\t200\thttp.server\t1\t4\t{}\n",  # an older line
+             "F\t3000\t7000\t16\t-1\t140234\n",
+             "F\t3000\tx\t16\t-1\t140234\n",  # damaged
+             "F\t9000\t7000\t16\t-1\t140234\n",  # ends before it starts
+             "R\t1000\t9000\t10\t-1\t0\t-1\t200\tasgi\t0\t-1\t{}\t-5\t2500\t8000\n"]  # hand-off out of range
+    (raw / "events-7.tsv").write_text("".join(lines))
+    ev = parse_event_files(tmp_path, None)
+    assert ev.requests["handoff_ns"].tolist() == [2000, -1] and ev.requests["delivered_ns"].tolist() == [8000, -1]
+    assert len(ev.batches) == 1 and ev.batches["rows"].tolist() == [16] and ev.batches["pid"].tolist() == [7]
+    assert any("3 unreadable line(s)" in loss for loss in ev.losses), ev.losses
+
+
+# --------------------------------------------------------------------------- why requests missed the SLO
+def _llm_load(tmp_path: Path, concurrency: str, slo: str) -> tuple[dict, list[dict], dict]:
+    """``gpusleuth load …/v1/completions --slo … -- python openai_stream.py`` (issue 26's streaming server,
+    recorded): the report's JSON, the server's own per-request clock, and request id → load level."""
+    port = free_port()
+    out, truth = tmp_path / "run", tmp_path / "truth.jsonl"
+    res = subprocess.run([sys.executable, "-m", "gpusleuth", "load", f"http://127.0.0.1:{port}/v1/completions",
+                          "--concurrency", concurrency, "--duration", "3", "--input-tokens", "64:8", "--output-tokens",
+                          "16", "--slo", slo, "--out", str(out), "--", sys.executable,
+                          str(SERVERS / "openai_stream.py"), str(port), str(truth)],
+                         env=_env(), capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rep = subprocess.run([sys.executable, "-m", "gpusleuth", "report", str(out), "--json"], env=_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    import pyarrow.parquet as pq
+
+    ld = pq.read_table(out / "load.parquet", columns=["level", "request_id"]).to_pydict()
+    level_of = dict(zip(ld["request_id"], ld["level"]))
+    own = [json.loads(line) for line in truth.read_text().splitlines() if line.strip()]
+    return json.loads(rep.stdout), own, level_of
+
+
+def test_streaming_server_missing_its_slo_under_load_is_explained_by_decode(tmp_path):
+    """A budget no request meets (e2e 1 ms) at concurrency 1 and 8 on the streaming server (each request
+    generates in its own thread, 8 threads sharing the host's cores): the level that missed worst is read
+    against concurrency 1, and the part that grew most is named — the same part that grew most on the
+    server's own clock (prefill, decode, or the rest of its time), with decode per token slower."""
+    rep, own, level_of = _llm_load(tmp_path, "1,8", "e2e=1ms")
+    f = next(f for f in rep["findings"] if f["cause"] == "serving.slo_miss")
+    assert "concurrency 8" in f["title"]
+    m8 = next(m for m in rep["request_stages"]["misses"] if m["concurrency"] == 8)
+    assert m8["joined"] == m8["missed"] == m8["answered"]  # every request joined on X-Request-Id
+
+    def p50(level: int, key) -> float:
+        return float(np.median([key(r) for r in own if r["id"] and level_of.get(int(r["id"])) == level]))
+
+    parts = {"prefill": lambda r: r["prefill_s"], "decode": lambda r: r["decode_s"],
+             "rest": lambda r: r["e2e_s"] - r["prefill_s"] - r["decode_s"]}
+    growth = {k: p50(m8["level"], v) - p50(m8["baseline_level"], v) for k, v in parts.items()}
+    truth_top = max(growth, key=growth.get)
+    assert m8["dominant"] == truth_top or (truth_top == "rest" and m8["dominant"] in ("post", "outside")), \
+        (m8["dominant"], growth, m8["excess_ms"])
+    # the hook's decode of the missed requests against the server's own (both p50, ms)
+    assert abs(m8["parts_ms"]["decode"] / (1e3 * p50(m8["level"], parts["decode"])) - 1) < 0.25
+    if m8["dominant"] == "decode":
+        assert m8["decode_per_token_ms"] > m8["baseline_decode_per_token_ms"]
+        assert "max-num-seqs" in f["fix"]
+
+
+def test_streaming_server_meeting_its_slo_gets_no_explanation(tmp_path):
+    rep, _, _ = _llm_load(tmp_path, "1,2", "e2e=60s")
+    assert all(lv["slo"]["meets"] for lv in rep["serving"]["levels"])
+    assert rep["request_stages"]["misses"] == []
+    assert not any(f["cause"] == "serving.slo_miss" for f in rep["findings"])
