@@ -27,7 +27,6 @@ from conftest import run_multirank  # noqa: E402
 
 # Defects owned elsewhere in issue 27, open while this corpus landed: strict, so the fix must remove them.
 KNOWN = {
-    ("imagenet_resnet18", True): "issue 27 defect 1 (analysis/host_ops.py): false HIGH host.python on ResNet-18",
     ("lightning_autoencoder", True): "issue 27 defect 11 (analysis/host_ops.py): false HIGH host.python on "
                                      "Lightning's per-step hooks",
     ("nanogpt_accum2", True): "issue 27 defect 1 (analysis/host_ops.py): false HIGH host.python on nanoGPT",
@@ -94,7 +93,8 @@ def test_gradient_accumulation_without_a_loader_counts_every_micro_batch(recorde
     main = analyze(run).view.main
     seen = main.table["tokens"] > 0
     assert seen[1:].all()  # every step after the first (whose forward starts the job) read its batch
-    assert (main.table["tokens"][seen] == clock.tokens_per_step == 1024).all()
+    assert clock.tokens_per_step == 1024
+    assert (main.table["tokens"][seen] == 1024).all()
     assert (main.table["samples"][seen] == 16).all()
     v = corpus.check(script, clock, run, report, False)
     assert v.tput_got == pytest.approx(v.tput_clock, rel=corpus.REL)

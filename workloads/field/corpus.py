@@ -39,7 +39,8 @@ class Clock:
     """What the script says about itself, read from its own output."""
 
     steps: int  # optimizer steps it ran, by its own count
-    step_s: list[float]  # its per-step times, in order (a clock of timestamps gives one fewer than steps)
+    step_s: list[float]  # its per-step times, in order (a clock of timestamps gives one fewer than steps;
+    # NaN for a step it did not time: minGPT prints one iteration in ten)
     data_s: list[float] | None = None  # its per-step data wait, where it measures one
     samples_per_step: float | None = None
     tokens_per_step: float | None = None
@@ -64,6 +65,7 @@ class Script:
     env: tuple[tuple[str, str], ...] = ()
     timeout: int = 300
     in_own_folder: bool = False  # run from the script's folder (it reads config and data by relative path)
+    pythonpath: tuple[str, ...] = ()  # folders (relative to workloads/field) the script imports from
     mkdirs: tuple[str, ...] = ()  # folders the script expects where it runs (the example repo ships them)
     profiled_too: bool = True  # also checked under --profile-steps (not the compile job: minutes on 2 cores)
 
@@ -157,6 +159,24 @@ def wlm_clock(text: str, script: Script) -> Clock:
                  first_timed=L + 2)
 
 
+MINGPT = re.compile(r"^iter_dt ([0-9.]+)ms; iter (\d+): train loss", re.M)
+
+
+def mingpt_clock(text: str, script: Script) -> Clock:
+    """minGPT chargpt: ``iter_dt 12.34ms; iter N: train loss L`` every 10 iterations, where ``iter_dt`` is
+    iteration N's own duration counted 1-based (the trainer updates it after the callback prints); the
+    trainer runs exactly ``--trainer.max_iters`` iterations."""
+    rows = [(int(n), float(ms) / 1e3) for ms, n in MINGPT.findall(text) if int(n) > 0]
+    if not rows:
+        raise ValueError("no minGPT iter_dt line in the script's output")
+    steps = int(script.arg("--trainer.max_iters"))
+    step_s = [float("nan")] * steps
+    for n, s in rows:
+        step_s[n - 1] = s
+    bsz, block = float(script.arg("--trainer.batch_size")), float(script.arg("--data.block_size"))
+    return Clock(steps=steps, step_s=step_s, samples_per_step=bsz, tokens_per_step=bsz * block)
+
+
 # ---------------------------------------------------------------- the corpus
 
 SCRIPTS: list[Script] = [
@@ -205,6 +225,19 @@ SCRIPTS += [
            (), field_clock, launcher=TORCHRUN, profile_steps="3-4"),
 ]
 
+SCRIPTS += [
+    Script("lightning_backbone", "Lightning backbone image classifier (LightningCLI; validation every 20 batches)",
+           "lightning_backbone/backbone_image_classifier.py",
+           ("--trainer.max_epochs=1", "--trainer.limit_train_batches=60", "--trainer.val_check_interval=20",
+            "--trainer.limit_val_batches=4", "--trainer.limit_test_batches=4", "--trainer.limit_predict_batches=2"),
+           field_clock, needs=("lightning", "jsonargparse"), profile_steps="30-34"),
+    Script("mingpt_chargpt", "minGPT chargpt (DataLoader; samples and saves at iteration 0)",
+           "mingpt/projects/chargpt/chargpt.py",
+           ("--trainer.max_iters=200", "--trainer.batch_size=16", "--trainer.num_workers=2", "--trainer.device=cpu",
+            "--model.model_type=gpt-nano", "--data.block_size=64", "--system.work_dir='{tmp}/out'"),
+           mingpt_clock, in_own_folder=True, pythonpath=("mingpt",), profile_steps="40-44"),
+]
+
 BY_NAME = {s.name: s for s in SCRIPTS}
 
 
@@ -220,7 +253,8 @@ def command(script: Script, out: Path, profile: bool, tmp: Path) -> list[str]:
 
 def environment(script: Script) -> dict[str, str]:
     env = dict(os.environ, OMP_NUM_THREADS="1", **dict(script.env))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), str(TORCHVISION)) if p)
+    extra = [str(TORCHVISION)] + [str(FIELD / p) for p in script.pythonpath]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), *extra) if p)
     return env
 
 
@@ -282,8 +316,8 @@ class Verdict:
 
 def check(script: Script, clock: Clock, run, report, profiled: bool) -> Verdict:
     """Compare one recording with the script's own clock over the same steps: those gpusleuth counts in its
-    steady throughput (after warm-up, outside the profiler's window, with a known batch). Which steps
-    those are is gpusleuth's choice; every value on the clock side is the script's own."""
+    steady throughput (after warm-up, outside the profiler's window, with a known batch) and no phase
+    overlaps. Which steps those are is gpusleuth's choice; every value on the clock side is the script's own."""
     from gpusleuth.analysis.bundle import analyze
 
     d = report.to_dict()
@@ -295,10 +329,14 @@ def check(script: Script, clock: Clock, run, report, profiled: bool) -> Verdict:
     main = view.main
     keep = main.steady.copy()
     keep &= (main.table["tokens"] > 0) if tokens else (main.table["samples"] >= 0)
+    # a step that a phase overlaps (Lightning's validation every N batches, a callback's sampling) is carved
+    # by gpusleuth but whole on the script's clock: those steps are left out of the clock's side
+    keep &= (main.table["end_ns"] - main.table["start_ns"]) == main.dur_ns
     # step k (1-based) is the clock's entry k - first_timed (a clock of timestamps has none for step 1)
     idx = np.flatnonzero(keep) + 1 - clock.first_timed
     idx = idx[(idx >= 0) & (idx < len(clock.step_s))]
     steady = np.array(clock.step_s)[idx]
+    steady = steady[~np.isnan(steady)]
     data_got = float(np.median(main.wait_ns[main.steady])) / 1e9 if clock.data_s is not None else None
     highs = [f.cause for f in report.findings if f.severity == "high"]
     return Verdict(
