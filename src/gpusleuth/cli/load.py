@@ -320,15 +320,32 @@ def _url_only(args, plan):
 
     cancel = threading.Event()
     old = signal.signal(signal.SIGINT, lambda *_: cancel.set())  # Ctrl-C ends the levels, keeps the rows
+    engine = _engine_scraper(args)
     try:
         ready = args.ready_timeout if args.ready_timeout is not None else 5.0
         result = run_plan(plan, cancel, ready, _say)
     finally:
         signal.signal(signal.SIGINT, old)
+        engine.stop()
     run_dir = None
     if args.out is not None and result.not_ready is None:
         run_dir = _write_load_only(args, plan, result)
+        _write_engine(engine, run_dir)
     return run_dir, result, None
+
+
+def _engine_scraper(args):
+    """An LLM engine's own /metrics, read once a second while the levels run (recorder/engine_scrape.py)."""
+    from gpusleuth.recorder.engine_scrape import EngineScraper
+
+    return EngineScraper(args.url, insecure=bool(getattr(args, "insecure", False))).start()
+
+
+def _write_engine(engine, run_dir: Path) -> None:
+    try:
+        engine.write(run_dir)
+    except OSError as exc:
+        _say(f"could not write the engine's metrics into {run_dir} ({exc.strerror or exc})")
 
 
 def _write_load_only(args, plan, result) -> Path:
@@ -363,6 +380,7 @@ def _with_server(args, plan, command):
         raise LaunchError("gpusleuth load: --interval must be between 0 and 60 seconds")
     ready = args.ready_timeout if args.ready_timeout is not None else 60.0
     driver = LoadThread(plan, ready, _say)
+    engine = _engine_scraper(args)
     started = time.monotonic()
     launched = launch(LaunchOptions(
         command=command, out=args.out or default_run_dir(command, "load"), interval_s=args.interval, grace_s=args.grace, use_gpu=not args.no_gpu,
@@ -371,7 +389,9 @@ def _with_server(args, plan, command):
         report_options=options_from_args(args).to_meta(),
     ))
     result = driver.finish()
+    engine.stop()
     run_dir = launched.run_dir
+    _write_engine(engine, run_dir)
     server = None
     layout = RunDir(run_dir)
     meta = layout.read_meta([])

@@ -54,6 +54,7 @@ class Report:
     comm: Any = None  # analysis.comm.CommSummary of a multi-rank job: collectives, waiting, stragglers
     serving: Any = None  # report.serving.ServingSection: `gpusleuth load` levels, the knee, serving outcomes
     requests: Any = None  # analysis.requests.RequestAnalysis: a recorded server's per-request stages
+    engine: Any = None  # analysis.engine.EngineAnalysis: an LLM engine's own /metrics per load level
     gpu_scope: Any = None  # analysis.job_gpus.JobGpus: which sampled GPUs were the job's, and how that was told
 
     def to_dict(self) -> dict[str, Any]:
@@ -108,6 +109,7 @@ class Report:
                 "communication": self.comm.to_dict() if self.comm is not None else None,
                 "serving": self.serving.to_dict() if self.serving is not None else None,
                 "request_stages": self.requests.to_dict() if self.requests is not None else None,
+                "engine_metrics": self.engine.to_dict() if self.engine is not None else None,
             }
         )
 
