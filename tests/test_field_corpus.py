@@ -25,21 +25,11 @@ sys.path.insert(0, str(ROOT / "workloads" / "field"))
 import corpus  # noqa: E402
 from conftest import run_multirank  # noqa: E402
 
-# Defects owned elsewhere in issue 27, open while this corpus landed: strict, so the fix must remove them.
-KNOWN = {
-    ("lightning_autoencoder", True): "issue 27 defect 11 (analysis/host_ops.py): false HIGH host.python on "
-                                     "Lightning's per-step hooks",
-    ("nanogpt_accum2", True): "issue 27 defect 1 (analysis/host_ops.py): false HIGH host.python on nanoGPT",
-}
-
-
 def cases():
     for s in corpus.SCRIPTS:
         for profiled in (False, True) if s.profiled_too else (False,):
             marks = [pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in s.needs),
                                         reason=f"needs {', '.join(s.needs)} (the test extra)")]
-            if (s.name, profiled) in KNOWN:
-                marks.append(pytest.mark.xfail(strict=True, reason=KNOWN[(s.name, profiled)]))
             yield pytest.param(s.name, profiled, marks=marks, id=f"{s.name}-{'profiled' if profiled else 'plain'}")
 
 
