@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gpusleuth.analysis.comm import job_comm
+from gpusleuth.analysis.comm import CommSummary, job_comm
 from gpusleuth.analysis.comm import price as price_comm
 from gpusleuth.analysis.cost import find_price, price_table
 from gpusleuth.analysis.gpu_timeline import gpu_timelines
@@ -33,6 +33,7 @@ from gpusleuth.analysis.job_gpus import JobGpus, job_gpus
 from gpusleuth.analysis.peaks import gpu_model
 from gpusleuth.analysis.ranks import RankSummary, summarize_rank
 from gpusleuth.analysis.requests import RequestAnalysis, analyze_requests, split_by_levels
+from gpusleuth.analysis.engine import EngineAnalysis, analyze_engine
 from gpusleuth.analysis.slo_miss import explain_misses
 from gpusleuth.analysis.steps import StepView, step_view
 from gpusleuth.analysis.telemetry import GpuSummary, HostSummary, assign_roles, summarize_gpus, summarize_host
@@ -61,9 +62,10 @@ class RunAnalysis:
     dollars_per_second: float | None = None  # what one second of the job's wall time costs, all devices
     # utilization over time per GPU, for a GPU log read alone (no steps, no traces: nothing better to judge by)
     gpu_timeline: list[Any] = field(default_factory=list)
-    comm: Any = None  # analysis.comm.CommSummary of a multi-rank job: collectives matched across ranks
+    comm: CommSummary | None = None  # a multi-rank job's collectives matched across ranks
     load: LoadAnalysis | None = None  # `gpusleuth load` levels, the knee, $ per 1M requests (None: no load)
     requests: RequestAnalysis | None = None  # a server's requests, split into queue/pre/infer/post (None: none)
+    engine: EngineAnalysis | None = None  # an LLM engine's own /metrics per load level (None: none read)
     losses: list[str] = field(default_factory=list)
     loop: LoopFacts = field(default_factory=LoopFacts)  # phases, loop span, threads, first step (analysis/loop.py)
     display: DisplayData | None = None  # chart data (HTML); None when not asked for
@@ -164,7 +166,8 @@ def analyze(run: Run, options: AnalysisOptions | None = None, *, prices: dict[st
                        gpu_note=gpu_note, host=host, gpu_scope=gpu_scope, traces=traces, host_ops=host_ops,
                        headline=headline, dollars_per_second=per_second, losses=losses,
                        gpu_timeline=gpu_timelines(run) if gpus and view.main is None and not traces else [],
-                       comm=comm, load=load, requests=requests, loop=loop, display=charts)
+                       comm=comm, load=load, requests=requests, loop=loop, display=charts,
+                       engine=analyze_engine(run, load))
 
 
 def job_gemm_dtype(traces: list[TraceAnalysis]) -> str | None:

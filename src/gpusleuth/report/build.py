@@ -22,4 +22,5 @@ def report_from(a: RunAnalysis) -> Report:
         display=a.display,
         missing_summary=group_missing(missing), comm=a.comm, serving=serving_section(a.load),
         requests=a.requests, gpu_scope=a.gpu_scope,
+        engine=a.engine,
     )

@@ -24,6 +24,7 @@ TRACE_DIR = "trace"
 LOAD_TABLE = "load"  # `gpusleuth load`: one row per request sent (load.parquet)
 REQUESTS_TABLE = "requests"  # a recorded server's requests, once finalized
 BATCHES_TABLE = "batches"  # a recorded server's batches, once finalized
+ENGINE_METRICS_FILE = "engine_metrics.jsonl"  # an LLM engine's /metrics read while `gpusleuth load` ran
 OUTPUT_LOG = "output.log"  # the job's captured output (MLLOG lines are looked for here by default)
 RECORDER_LOG = "recorder.log"  # the recorder process's own output
 RECORDER_STATUS = "recorder.json"  # the recorder's status at its end (hardware, sampler errors)

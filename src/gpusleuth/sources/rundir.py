@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 from gpusleuth.errors import InputError
 from gpusleuth.run.files import check_regular
+from gpusleuth.sources.engine_metrics import read_engine_scrapes
 from gpusleuth.sources.events import parse_event_files
 from gpusleuth.run.layout import (BATCHES_TABLE, LOAD_TABLE, REQUESTS_TABLE, SUMMARY_FILE, TELEMETRY_TABLES, RunDir)
 from gpusleuth.run.model import Run, Table
@@ -74,6 +75,9 @@ def load_run(path: str | Path) -> Run:
         if loss:
             run.losses.append(loss)
     run.batches = events.batches
+    run.engine, loss = read_engine_scrapes(run_dir)
+    if loss:
+        run.losses.append(loss)
     if not len(run.batches) and layout.table(BATCHES_TABLE).exists():
         run.batches, loss = _read_table(run_dir, BATCHES_TABLE)
         if loss:
