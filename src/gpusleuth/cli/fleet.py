@@ -60,8 +60,9 @@ def fleet_command(args) -> int:
     from gpusleuth.errors import InputError
     from gpusleuth.lean_imports import keep_pandas_out
     from gpusleuth.pipeline.fleet import ensure_summaries
-    from gpusleuth.report.fleet import FleetFilter, find_run_dirs, parse_when, query_fleet
-    from gpusleuth.report.summary import SUMMARY_FILE, read_cached_summary
+    from gpusleuth.report.fleet import FleetFilter, parse_when, query_fleet
+    from gpusleuth.report.summary import read_cached_summary
+    from gpusleuth.sources.rundir import SUMMARY_FILE, RunDir, find_run_dirs
 
     keep_pandas_out()
     if args.prometheus:
@@ -85,7 +86,7 @@ def fleet_command(args) -> int:
     fresh: dict = {}
     if args.no_analyse:
         skipped = [f"{d}: no {SUMMARY_FILE} and none cached (--no-analyse)" for d in run_dirs
-                   if not (d / SUMMARY_FILE).is_file() and read_cached_summary(d) is None]
+                   if not RunDir(d).summary.is_file() and read_cached_summary(d) is None]
     else:
         bar = count_progress(len(run_dirs), "analysing runs without a summary") if sys.stderr.isatty() else None
         skipped, fresh = ensure_summaries(run_dirs, progress=bar)

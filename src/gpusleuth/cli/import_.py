@@ -49,7 +49,9 @@ def import_command(args) -> int:
         if not p.exists():
             raise InputError(p, "no such file or directory")
     out: Path = args.out
-    if (out / "meta.json").exists() and not args.force:
+    from gpusleuth.run.layout import RunDir
+
+    if RunDir(out).meta_file.exists() and not args.force:
         raise InputError(out, "already holds a run (meta.json); choose another --out or pass --force")
     kind, runs = load_files(list(args.paths), options_from_args(args))
     job = as_job(runs)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import errno
 import os
-
 import sys
 from pathlib import Path
 
@@ -89,61 +87,33 @@ def _positive_int(text: str) -> int:
 
 def report_command(args) -> int:
     from gpusleuth.lean_imports import keep_pandas_out
-    from gpusleuth.run.files import is_directory
+    from gpusleuth.pipeline.trace_set import load_trace_set
+    from gpusleuth.sources.detect import options_from_args as import_options
+    from gpusleuth.sources.inputs import read_inputs
 
     keep_pandas_out()
     paths = list(args.paths)
     if getattr(args, "ray", None) and os.path.isfile(args.ray):  # `--ray rank-0.json rank-1.json`: a trace, not
         paths.insert(0, Path(args.ray))                          # an address (argparse took it as --ray's value)
         args.ray = ""
-    dirs = [p for p in paths if is_directory(p)]
-    if dirs:
-        if len(dirs) < len(paths):
-            other = next(p for p in paths if not is_directory(p))
-            raise InputError(other, "give run directories or trace files, not both")
-        run = _load_job_dirs(dirs)
-        from gpusleuth.report.options import options_from_args
 
-        report = print_report(run, as_json=args.json, options=options_from_args(args),
-                              verbose=getattr(args, "verbose", False))
-        write_outputs(report, args, run.profiles)
-        from gpusleuth.cli.trackers import send_to_trackers
+    def read_trace_set(files):
+        return load_trace_set(files, jobs=args.jobs, ray_address=args.ray,
+                              keep_events=bool(args.annotate),  # it copies each trace's events
+                              progress=_set_progress if sys.stderr.isatty() else None)
 
-        send_to_trackers(report, run, args)
-        return 0
-    for p in paths:
-        try:
-            os.lstat(p)
-        except OSError as exc:  # missing, a name too long, a directory on the way we may not enter
-            if exc.errno == errno.ENOENT:
-                raise InputError(p, "no such file or directory") from None
-            raise InputError(p, f"cannot be read ({exc.strerror or exc})") from None
-    from gpusleuth.sources.detect import load_files, options_from_args, sniff
-
-    if all(sniff(p) == "kineto" for p in paths):
-        from gpusleuth.sources.traceset import trace_job
-
-        from gpusleuth.pipeline.trace_set import load_trace_set
-
-        runs, summaries = load_trace_set(paths, jobs=args.jobs, ray_address=args.ray,
-                                         keep_events=bool(args.annotate),  # it copies each trace's events
-                                         progress=_set_progress if sys.stderr.isatty() else None)
-        job = trace_job(runs)
-    else:  # nvidia-smi/dmon logs, DCGM/Prometheus data, Nsight Systems exports (sources/detect.py)
-        from gpusleuth.sources.detect import as_job
-
-        _kind, runs = load_files(paths, options_from_args(args))
-        job, summaries = as_job(runs), None
+    inputs = read_inputs(paths, import_options=import_options(args), read_trace_set=read_trace_set)
     from gpusleuth.report.options import options_from_args as report_options
 
-    ranks = len(job.profiles)
-    analysing = summaries is None and sys.stderr.isatty() and ranks > 1  # workers ticked their own bar
-    report = print_report(job, as_json=args.json, options=report_options(args), verbose=args.verbose,
-                          progress=_rank_progress(ranks) if analysing else None, ranks=summaries)
-    write_outputs(report, args, runs)
+    ranks = len(inputs.job.profiles)
+    analysing = inputs.ranks is None and sys.stderr.isatty() and ranks > 1  # workers ticked their own bar
+    report = print_report(inputs.job, as_json=args.json, options=report_options(args),
+                          verbose=getattr(args, "verbose", False),
+                          progress=_rank_progress(ranks) if analysing else None, ranks=inputs.ranks)
+    write_outputs(report, args, inputs.traces)
     from gpusleuth.cli.trackers import send_to_trackers
 
-    send_to_trackers(report, None, args)
+    send_to_trackers(report, inputs.job if inputs.run_dirs else None, args)
     return 0
 
 
@@ -197,15 +167,6 @@ def add_output_options(p) -> None:
                    help="write the profiler trace back with tracks that label each idle gap by cause and each "
                    "step's partition (open in ui.perfetto.dev or chrome://tracing); OUT ending in .gz is "
                    "compressed; with several traces OUT is a directory")
-
-
-def _load_job_dirs(dirs: list[Path]):
-    """One run directory, or several of one job (one per node or rank: ``sources/jobdirs.py``). Read as
-    they are: a run still recording or left unfinished is not touched (``gpusleuth finalize`` does that)."""
-    from gpusleuth.sources.jobdirs import merge_runs
-    from gpusleuth.sources.rundir import load_run
-
-    return merge_runs([load_run(d) for d in dirs])
 
 
 def write_outputs(report, args, runs) -> None:

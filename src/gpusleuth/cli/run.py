@@ -137,10 +137,10 @@ def _report_after_run(args, result) -> None:
 
 def _print_unsaved_notes(result) -> None:
     """With no report to carry them, the launcher's notes that meta.json could not keep go to stderr."""
-    from gpusleuth.run.meta import read_meta
+    from gpusleuth.run.layout import RunDir
 
     try:
-        saved = read_meta(result.run_dir).get("losses") or []
+        saved = RunDir(result.run_dir).read_meta().get("losses") or []
     except Exception:  # noqa: BLE001 - meta.json unwritten or unreadable: every note is unsaved
         saved = []
     for note in result.notes:

@@ -53,6 +53,8 @@ class Facts:
     load: LoadAnalysis | None = None
     # analysis.requests.RequestAnalysis: a server's requests (queue/pre/infer/post, CPU, accelerator); None: none
     requests: Any = None
+    # analysis.engine.EngineAnalysis: an LLM engine's own /metrics per load level; None: none read
+    engine: Any = None
 
     # --- small derived helpers every rule family uses ---
     @property

@@ -15,14 +15,13 @@ are a run's badput seconds × its price per second of wall time.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 from gpusleuth.errors import InputError
-from gpusleuth.report.summary import SUMMARY_FILE
+from gpusleuth.sources.rundir import RunDir
 
 SORTS = {
     "lost": "lost_usd", "cost": "cost_usd", "gpu_hours": "gpu_hours", "goodput": "goodput", "mfu": "mfu",
@@ -60,21 +59,6 @@ class Fleet:
     lost_by_cause: dict[str, float] = field(default_factory=dict)  # USD over the matching runs, largest first
     totals: dict[str, float | None] = field(default_factory=dict)  # gpu_hours, cost_usd, lost_usd
     skipped: list[str] = field(default_factory=list)  # directories without a usable summary, and why
-
-
-def find_run_dirs(paths: list[Path]) -> list[Path]:
-    """Run directories given, or directly inside a given directory (one level: a folder of runs)."""
-    found: list[Path] = []
-    for p in paths:
-        p = Path(p)
-        if not p.is_dir():
-            raise InputError(p, "not a directory (give run directories or folders of them)")
-        if (p / "meta.json").is_file():
-            found.append(p)
-            continue
-        with os.scandir(p) as it:
-            found.extend(Path(d.path) for d in it if d.is_dir() and os.path.isfile(os.path.join(d.path, "meta.json")))
-    return sorted(found)
 
 
 def query_fleet(run_dirs: list[Path], flt: FleetFilter, fresh: dict[str, dict[str, Any]] | None = None) -> Fleet:
@@ -147,7 +131,7 @@ def summary_of(run_dir: Path, fresh: dict[str, dict[str, Any]]) -> tuple[dict[st
 
     from gpusleuth.report.summary import read_cached_summary
 
-    path = run_dir / SUMMARY_FILE
+    path = RunDir(run_dir).summary
     try:
         rec = json.loads(path.read_bytes())
     except FileNotFoundError:
@@ -173,7 +157,7 @@ def _read_summaries(run_dirs: list[Path], fresh: dict[str, dict[str, Any]]):
         if rec is None:
             continue
         row = {n: rec.get(n) for n in names}
-        row["filename"] = str(d / SUMMARY_FILE)
+        row["filename"] = str(RunDir(d).summary)
         rows.append(row)
     if not rows:
         return None, bad

@@ -54,6 +54,8 @@ class Report:
     comm: Any = None  # analysis.comm.CommSummary of a multi-rank job: collectives, waiting, stragglers
     serving: Any = None  # report.serving.ServingSection: `gpusleuth load` levels, the knee, serving outcomes
     requests: Any = None  # analysis.requests.RequestAnalysis: a recorded server's per-request stages
+    engine: Any = None  # analysis.engine.EngineAnalysis: an LLM engine's own /metrics per load level
+    gpu_scope: Any = None  # analysis.job_gpus.JobGpus: which sampled GPUs were the job's, and how that was told
 
     def to_dict(self) -> dict[str, Any]:
         o = self.outcomes
@@ -95,6 +97,9 @@ class Report:
                 "outcomes": outcomes,
                 "gpu": [dataclasses.asdict(g) for g in self.gpus],
                 "gpu_note": self.gpu_note,
+                "gpu_scope": ({"job_gpus": self.gpu_scope.indices, "how": self.gpu_scope.how,
+                               "not_the_jobs": self.gpu_scope.others, "decided": self.gpu_scope.decided}
+                              if self.gpu_scope is not None else None),
                 "host": dataclasses.asdict(self.host) if self.host else None,
                 "findings": [_finding(f) for f in self.findings],
                 "not_evaluated": [dataclasses.asdict(m) for m in self.not_evaluated],
@@ -104,6 +109,7 @@ class Report:
                 "communication": self.comm.to_dict() if self.comm is not None else None,
                 "serving": self.serving.to_dict() if self.serving is not None else None,
                 "request_stages": self.requests.to_dict() if self.requests is not None else None,
+                "engine_metrics": self.engine.to_dict() if self.engine is not None else None,
             }
         )
 

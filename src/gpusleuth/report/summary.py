@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-SUMMARY_FILE = "summary.json"
+from gpusleuth.sources.rundir import RunDir
+
 SCHEMA = "gpusleuth.summary/1"
 
 
@@ -133,7 +134,7 @@ def summarize(report, meta: dict | None = None) -> RunSummary:
 
 def write_summary(run_dir: Path, summary: RunSummary) -> bool:
     """Cache the summary in the run directory; a read-only directory is fine (False: not written)."""
-    path = Path(run_dir) / SUMMARY_FILE
+    path = RunDir(run_dir).summary
     tmp = path.with_suffix(".json.tmp")
     try:
         tmp.write_text(json.dumps(summary.to_dict(), default=str) + "\n")

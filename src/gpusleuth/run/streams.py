@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-STREAM_SUFFIX = ".arrows"
+from gpusleuth.run.layout import STREAM_SUFFIX  # noqa: F401  (the streams' suffix, re-exported)
 
 
 class _Pending:

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from gpusleuth.run.layout import RunDir
 from gpusleuth.run.model import ProcessInfo, Table
 
-RAW_DIR = "raw"
 DELIMITERS = ("optimizer", "backward", "explicit")
 _DELIM_CODE = {"o": "optimizer", "b": "backward", "e": "explicit"}
 
@@ -46,8 +46,7 @@ def parse_event_files(run_dir: Path, end_ns: int | None, live: bool = False) -> 
     request_rows: list[tuple] = []
     batch_rows: list[tuple] = []
     gpu_times: dict[tuple[int, int], int] = {}
-    raw = Path(run_dir) / RAW_DIR
-    files = sorted(raw.glob("events-*.tsv")) if raw.is_dir() else []
+    files = RunDir(run_dir).event_files()
     for path in files:
         try:
             pid = int(path.stem.split("-", 1)[1])

@@ -538,3 +538,72 @@ def slo_misses(facts: Facts) -> list[Finding] | Missing:
 def _min_joined(m) -> int:
     """Missed requests joined to the server enough to call the reason high: 20, or all of a smaller miss."""
     return min(MIN_REQUESTS, m.missed)
+
+
+ENGINE_WAITING = 1.0  # requests waiting inside the engine for a slot, mean over a level's scrapes
+KV_FULL = 0.95  # KV-cache usage, max over a level
+KV_PRESSED = 0.9
+
+
+def engine_capacity(facts: Facts) -> list[Finding] | Missing:
+    """An LLM engine's own /metrics during `gpusleuth load` (analysis/engine.py): requests waiting inside the
+    engine for a slot, a KV cache that fills, sequences preempted to make room. Quiet when the engine ran
+    every request it was sent, with room left."""
+    ea = getattr(facts, "engine", None)
+    if ea is None or not ea.levels:
+        return []
+
+    def pressure(lv) -> tuple:
+        return ((lv.preemptions or 0.0) > 0, (lv.kv_usage_max or 0.0) >= KV_FULL, lv.waiting_mean or 0.0)
+
+    lv = max(ea.levels, key=pressure)
+    preempted = (lv.preemptions or 0.0) > 0
+    kv_full = (lv.kv_usage_max or 0.0) >= KV_FULL
+    waiting = (lv.waiting_mean or 0.0) >= ENGINE_WAITING
+    if not (preempted or kv_full or waiting):
+        return []
+    name = f"concurrency {lv.concurrency}" if lv.concurrency else f"{lv.rate:g} requests/s"
+    src = f"{ea.engine} /metrics"
+    evidence = [Evidence(f"engine scrapes at {name}", lv.scrapes, "", src)]
+    for label, mean, mx, unit in (("running requests", lv.running_mean, lv.running_max, ""),
+                                  ("waiting requests", lv.waiting_mean, lv.waiting_max, "")):
+        if mean is not None:
+            evidence.append(Evidence(f"{label}, mean / max", f"{mean:.1f} / {mx:.0f}", unit, src))
+    if lv.kv_usage_mean is not None:
+        evidence.append(Evidence("KV-cache usage, mean / max", f"{_pct(lv.kv_usage_mean)} / {_pct(lv.kv_usage_max or 0)}",
+                                 "%", src))
+    if lv.preemptions is not None:
+        evidence.append(Evidence("preemptions during the level", int(lv.preemptions), "", src))
+    for key, label in (("queue", "the engine's queue time p50"), ("ttft", "the engine's TTFT p50")):
+        if key in lv.p50_ms:
+            evidence.append(Evidence(label, round(lv.p50_ms[key], 1), f"ms ({lv.observations[key]} requests)", src))
+    if lv.client_ttft_p50_ms is not None:
+        evidence.append(Evidence("the client's TTFT p50", round(lv.client_ttft_p50_ms, 1), "ms", "gpusleuth load"))
+    high = preempted and (lv.kv_usage_max or 0.0) >= KV_PRESSED
+    if preempted or kv_full:
+        title = (f"KV cache full at {name}: " + (f"{int(lv.preemptions or 0)} preemptions" if preempted else
+                                                 f"usage {_pct(lv.kv_usage_max or 0)} %"))
+        summary = (f"At {name} {ea.engine}'s KV cache reached {_pct(lv.kv_usage_max or 0)} %"
+                   + (f" and it preempted {int(lv.preemptions or 0)} running sequences to make room (each one "
+                      "recomputes or swaps its prompt later)" if preempted else "")
+                   + (f"; {lv.waiting_mean:.1f} requests waited for a slot on average" if waiting else "") + ".")
+        fix = ("Give the KV cache room or ask less of it: fewer sequences at once (vLLM `--max-num-seqs`, SGLang "
+               "`--max-running-requests`), a larger share of device memory (vLLM `--gpu-memory-utilization`, "
+               "SGLang `--mem-fraction-static`), a shorter `--max-model-len`, an fp8 KV cache (`--kv-cache-dtype "
+               "fp8`), or more replicas / tensor parallelism for this traffic.")
+    else:
+        title = f"Requests wait inside the engine at {name}: {lv.waiting_mean:.1f} waiting on average"
+        summary = (f"At {name} {ea.engine} ran {lv.running_mean or 0:.1f} requests on average while "
+                   f"{lv.waiting_mean:.1f} waited for a slot, with the KV cache "
+                   + (f"at most {_pct(lv.kv_usage_max)} % full" if lv.kv_usage_max is not None else "usage unknown")
+                   + ": its cap on running sequences, not memory, held them back.")
+        fix = ("Raise the engine's running-sequence cap where the KV cache has room (vLLM `--max-num-seqs`, SGLang "
+               "`--max-running-requests`, TGI `--max-batch-total-tokens`, llama.cpp `--parallel`), or add replicas "
+               "for this traffic.")
+    return [Finding(
+        cause="serving.engine_capacity", severity="high" if high else "moderate", title=title, summary=summary,
+        evidence=evidence, fix=fix,
+        estimated_gain=Gain(step_share=0.0, wall_share=0.0, seconds_per_run=0.0, speedup=1.0,
+                            method="not predicted: measure the fix by loading again at the same level"),
+        confidence="medium" if high else "low",
+    )]
