@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gpusleuth.analysis.comm import job_comm
+from gpusleuth.analysis.comm import CommSummary, job_comm
 from gpusleuth.analysis.comm import price as price_comm
 from gpusleuth.analysis.cost import find_price, price_table
 from gpusleuth.analysis.gpu_timeline import gpu_timelines
@@ -62,7 +62,7 @@ class RunAnalysis:
     dollars_per_second: float | None = None  # what one second of the job's wall time costs, all devices
     # utilization over time per GPU, for a GPU log read alone (no steps, no traces: nothing better to judge by)
     gpu_timeline: list[Any] = field(default_factory=list)
-    comm: Any = None  # analysis.comm.CommSummary of a multi-rank job: collectives matched across ranks
+    comm: CommSummary | None = None  # a multi-rank job's collectives matched across ranks
     load: LoadAnalysis | None = None  # `gpusleuth load` levels, the knee, $ per 1M requests (None: no load)
     requests: RequestAnalysis | None = None  # a server's requests, split into queue/pre/infer/post (None: none)
     engine: EngineAnalysis | None = None  # an LLM engine's own /metrics per load level (None: none read)

@@ -56,7 +56,7 @@ def add_parser(sub) -> None:
 
 
 def fleet_command(args) -> int:
-    from gpusleuth.cli.report import count_progress, make_console, write_html_file
+    from gpusleuth.cli.output import count_progress, make_console, write_html_file
     from gpusleuth.errors import InputError
     from gpusleuth.lean_imports import keep_pandas_out
     from gpusleuth.pipeline.fleet import ensure_summaries

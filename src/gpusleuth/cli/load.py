@@ -111,9 +111,9 @@ def add_parser(sub) -> None:
                    help="write every request as one JSON line: level, times, status, TTFT, every inter-token gap, tokens")
     o.add_argument("--html", type=Path, default=None, metavar="F",
                    help="also write the report as a self-contained HTML page (latency vs throughput chart)")
-    from gpusleuth.report.options import add_report_options
+    from gpusleuth.cli.options import add_analysis_options
 
-    add_report_options(p)
+    add_analysis_options(p)
     p.set_defaults(func=load_command, command=[])  # `-- CMD ARGS…` is split off by cli/main.py
 
 
@@ -373,7 +373,7 @@ def _with_server(args, plan, command):
     """Start the server under recording, load it once it answers, stop it; one run directory for all."""
     from gpusleuth.recorder.launcher import LaunchOptions, default_run_dir, launch
     from gpusleuth.recorder.loadgen import LoadThread, write_load
-    from gpusleuth.report.options import options_from_args
+    from gpusleuth.cli.options import analysis_options
     from gpusleuth.run.layout import RunDir
 
     if not 0 < args.interval <= 60:
@@ -386,7 +386,7 @@ def _with_server(args, plan, command):
         command=command, out=args.out or default_run_dir(command, "load"), interval_s=args.interval, grace_s=args.grace, use_gpu=not args.no_gpu,
         label=args.label, capture_output=True, stdout_to_stderr=True, on_tick=driver.tick,
         stop_when=lambda: "gpusleuth load (levels done)" if driver.done() else None,
-        report_options=options_from_args(args).to_meta(),
+        report_options=analysis_options(args).to_meta(),
     ))
     result = driver.finish()
     engine.stop()
@@ -412,9 +412,9 @@ def _with_server(args, plan, command):
 
 
 def _report(args, run_dir, result, plan, full: bool) -> None:
-    from gpusleuth.cli.report import make_console, write_html_report
+    from gpusleuth.cli.output import make_console, write_html_report
     from gpusleuth.pipeline.build import build_report
-    from gpusleuth.report.options import options_from_args
+    from gpusleuth.cli.options import analysis_options
     from gpusleuth.run.model import Run, Table
 
     if run_dir is not None:
@@ -424,7 +424,7 @@ def _report(args, run_dir, result, plan, full: bool) -> None:
     else:
         run = Run(meta={"source": "load", "label": args.label, "start_ns": result.start_ns,
                         "end_ns": result.end_ns, "load": result.meta(plan)}, load=Table(result.columns))
-    report = build_report(run, options_from_args(args))
+    report = build_report(run, analysis_options(args))
     if run_dir is not None:
         from gpusleuth.cli.trackers import cache_summary
 

@@ -45,7 +45,8 @@ DCGM_METRICS = {
 }
 assert tuple(DCGM_METRICS) == SAMPLE_COLUMNS
 KUBE_REQUESTS = "kube_pod_container_resource_requests"
-ID_LABELS = ("UUID", "uuid")  # dcgm-exporter; `uuid` with --use-old-namespace
+ID_LABELS = ("UUID", "uuid")
+READ_SAMPLES = 1_000_000  # grid cells (GPU × step) the ledger holds at once: ~40 MB of columns  # dcgm-exporter; `uuid` with --use-old-namespace
 
 
 @dataclass
@@ -137,7 +138,9 @@ class PrometheusFleet:
         return window
 
     def batches(self, size: int | None = None) -> Iterator[list[GpuSeries]]:
-        size = size or self.q.gpus_per_query
+        """GPUs a batch at a time, at most READ_SAMPLES grid cells per batch however long the window."""
+        steps = max(1, (self.end - self.start) // self.q.step_s)
+        size = size or max(1, min(self.q.gpus_per_query, READ_SAMPLES // steps))
         for i in range(0, len(self._gpu_ids), size):
             yield list(self.cache.series(self._gpu_ids[i:i + size], self.start, self.end))
 
