@@ -106,8 +106,8 @@ def backfill(om: Path, data: Path, block_hours: int = 24) -> None:
 class RunningPrometheus:
     """``prometheus`` over a data directory on 127.0.0.1 (a free port); stopped and waited for on exit."""
 
-    def __init__(self, data: Path, web_config: Path | None = None, tls: bool = False):
-        self.data, self.web_config = data, web_config
+    def __init__(self, data: Path, web_config: Path | None = None, tls: bool = False, max_samples: int = 50_000_000):
+        self.data, self.web_config, self.max_samples = data, web_config, max_samples
         self.port = free_port()
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
 
@@ -116,7 +116,7 @@ class RunningPrometheus:
         cfg.write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
         cmd = [PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={self.data}",
                f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=100y",
-               "--query.max-samples=50000000"]
+               f"--query.max-samples={self.max_samples}"]
         if self.web_config is not None:
             cmd.append(f"--web.config.file={self.web_config}")
         self.log = self.data.parent / f"prometheus-{self.port}.log"

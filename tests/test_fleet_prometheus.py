@@ -235,3 +235,17 @@ def test_tls_is_verified_and_basic_auth_refused_then_accepted(cluster, tmp_path)
         res = _fleet(prom, "--ca-file", cert, "--basic-auth-file", secret, "--json")
         assert res.returncode == 0, res.stderr
         assert math.isclose(json.loads(res.stdout)["totals"]["hours"]["allocated_idle"], 44.0, abs_tol=0.1)
+
+
+def test_a_server_refusing_big_queries_gets_them_split(cluster, server):
+    """A server with a small sample limit (Prometheus's --query.max-samples; Thanos and Mimir have theirs)
+    refuses a batch's query as too many samples: it is split in time until it passes, and the ledger is
+    the same as from a server without the limit."""
+    root, _ = cluster
+    with RunningPrometheus(root / "data-auth", max_samples=1500) as small:
+        res = _fleet(small, "--json")
+        assert res.returncode == 0, res.stderr
+        limited = json.loads(res.stdout)
+    full = json.loads(_fleet(server, "--json").stdout)
+    assert limited["namespaces"] == full["namespaces"]
+    assert limited["queries"] > full["queries"]
