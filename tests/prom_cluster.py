@@ -49,7 +49,7 @@ class PlantedGpu:
     t: np.ndarray  # epoch seconds
     cols: dict[str, np.ndarray]  # COLUMNS → values, NaN = no sample (a gap)
     owner: np.ndarray  # index into owners, -1 = no pod
-    owners: list[tuple[str, str, str]] = field(default_factory=list)
+    owners: list[tuple[str, ...]] = field(default_factory=list)  # (namespace, pod, container[, hpc_job])
 
 
 def free_port() -> int:
@@ -62,10 +62,19 @@ def _fmt(x: float) -> str:
     return repr(float(x))
 
 
-def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], list[dict]]]) -> int:
+def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], list[dict]]],
+                      offset_s: float = 0.0, jitter_s: float = 0.0, seed: int = 1) -> int:
     """Each cluster's series with a ``cluster`` label, one metric family after another (OpenMetrics forbids
-    interleaving them); returns the samples written."""
+    interleaving them); returns the samples written. ``offset_s`` and ``jitter_s`` scrape each planted
+    sample that much after its grid time (± jitter, in ms), as a real scraper off the query grid does."""
+    rng = np.random.default_rng(seed)
     n = 0
+
+    def stamp(t: np.ndarray) -> list[str]:
+        if not offset_s and not jitter_s:
+            return [str(int(x)) for x in t]
+        return [f"{x:.3f}" for x in t + offset_s + rng.uniform(-jitter_s, jitter_s, len(t))]
+
     with open(path, "w") as f:
         for col, name in DCGM_NAMES.items():
             f.write(f"# TYPE {name} gauge\n")
@@ -73,16 +82,16 @@ def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], li
                 vals = g.cols[col]
                 # a series per owner (dcgm-exporter's pod labels change when the GPU changes hands)
                 for oi in np.unique(g.owner):
-                    ns, pod, cont = g.owners[oi] if oi >= 0 else ("", "", "")
+                    ns, pod, cont, *job = g.owners[oi] if oi >= 0 else ("", "", "")
                     labels = (f'cluster="{cluster}",gpu="{g.gpu}",UUID="{g.uuid}",pci_bus_id="00000000:{g.gpu:02X}:00.0",'
                               f'device="nvidia{g.gpu}",modelName="{MODEL}",Hostname="{g.host}",'
                               f'container="{cont}",namespace="{ns}",pod="{pod}",job="dcgm-exporter",'
-                              f'instance="{g.host}:9400"')
+                              f'instance="{g.host}:9400"' + (f',hpc_job="{job[0]}"' if job else ""))
                     sel = (g.owner == oi) & ~np.isnan(vals)
                     if not sel.any():
                         continue
                     prefix = f"{name}{{{labels}}} "
-                    f.write("".join(f"{prefix}{_fmt(v)} {int(t)}\n" for v, t in zip(vals[sel], g.t[sel])))
+                    f.write("".join(f"{prefix}{_fmt(v)} {t}\n" for v, t in zip(vals[sel], stamp(g.t[sel]))))
                     n += int(sel.sum())
         name = "kube_pod_container_resource_requests"
         f.write(f"# TYPE {name} gauge\n")
@@ -91,7 +100,7 @@ def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], li
                       f'node="{r["node"]}",resource="nvidia_com_gpu",unit="integer",job="kube-state-metrics",'
                       f'instance="ksm:8080"')
             prefix = f"{name}{{{labels}}} "
-            f.write("".join(f"{prefix}{_fmt(r['gpus'])} {int(t)}\n" for t in r["t"]))
+            f.write("".join(f"{prefix}{_fmt(r['gpus'])} {t}\n" for t in stamp(r["t"])))
             n += len(r["t"])
         f.write("# EOF\n")
     return n
@@ -106,26 +115,29 @@ def backfill(om: Path, data: Path, block_hours: int = 24) -> None:
 class RunningPrometheus:
     """``prometheus`` over a data directory on 127.0.0.1 (a free port); stopped and waited for on exit."""
 
-    def __init__(self, data: Path, web_config: Path | None = None):
-        self.data, self.web_config = data, web_config
+    def __init__(self, data: Path, web_config: Path | None = None, tls: bool = False, max_samples: int = 50_000_000):
+        self.data, self.web_config, self.max_samples = data, web_config, max_samples
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
 
     def __enter__(self) -> "RunningPrometheus":
         cfg = self.data.parent / f"prometheus-{self.port}.yml"
         cfg.write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
         cmd = [PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={self.data}",
                f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=100y",
-               "--query.max-samples=50000000"]
+               f"--query.max-samples={self.max_samples}"]
         if self.web_config is not None:
             cmd.append(f"--web.config.file={self.web_config}")
         self.log = self.data.parent / f"prometheus-{self.port}.log"
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(self.log, "wb"))
         deadline = time.monotonic() + 120
+        import ssl
+
+        unverified = ssl._create_unverified_context()  # only to see that it is up; the tests verify
         while True:
             assert self.proc.poll() is None, self.log.read_text()[-3000:]
             try:
-                urllib.request.urlopen(f"{self.url}/-/ready", timeout=2).read()
+                urllib.request.urlopen(f"{self.url}/-/ready", timeout=2, context=unverified).read()
                 break
             except OSError as exc:
                 if "401" in str(exc):  # basic auth on: up, but refusing us
@@ -144,7 +156,7 @@ class RunningPrometheus:
 
 
 # --- the planted cluster of the tests --------------------------------------------------------------------
-def _gpu(out: list[PlantedGpu], t: np.ndarray, host: str, i: int, owners: list[tuple[str, str, str]],
+def _gpu(out: list[PlantedGpu], t: np.ndarray, host: str, i: int, owners: list[tuple[str, ...]],
          owner: np.ndarray, busy: np.ndarray, sm_busy: np.ndarray, profiling: bool = True) -> PlantedGpu:
     idle, load = h100_scrape("idle"), h100_scrape("load")
     held = owner >= 0
@@ -163,9 +175,9 @@ def _gpu(out: list[PlantedGpu], t: np.ndarray, host: str, i: int, owners: list[t
 
 
 def planted_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 0):
-    """Six H100s: an idle notebook (12 h) then a busy one on the same GPU, a part-time trainer on 2 GPUs
+    """Seven H100s: an idle notebook (12 h) then a busy one on the same GPU, a part-time trainer on 2 GPUs
     (busy 09–17), a busy trainer whose exporter was down 04–06, an oversized inference server (SM 15–25 %),
-    and a GPU no pod holds. Returns (gpus, kube requests)."""
+    a low-activity embedder (SM 2–10 %) and a GPU no pod holds. Returns (gpus, kube requests)."""
     rng = np.random.default_rng(seed)
     t = t0 + step * np.arange(hours * 3600 // step)
     n, hour = len(t), (t - t0) / 3600
@@ -183,6 +195,8 @@ def planted_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 0):
     _gpu(gpus, t, "node-b", 0, [("inference", "server-small", "vllm")], full, np.ones(n, bool),
          rng.uniform(0.15, 0.25, n))
     _gpu(gpus, t, "node-b", 1, [], np.full(n, -1), np.zeros(n, bool), np.zeros(n))
+    _gpu(gpus, t, "node-b", 2, [("inference", "embedder-low", "svc")], full, np.ones(n, bool),
+         rng.uniform(0.02, 0.10, n))
     every = np.ones(n, bool)
     requests = [
         {"namespace": "research", "pod": "notebook-idle", "container": "jupyter", "node": "node-a", "gpus": 1, "t": t[hour < 12]},
@@ -190,6 +204,7 @@ def planted_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 0):
         {"namespace": "training", "pod": "trainer-parttime", "container": "main", "node": "node-a", "gpus": 2, "t": t[every]},
         {"namespace": "training", "pod": "trainer-busy", "container": "main", "node": "node-a", "gpus": 1, "t": t[every]},
         {"namespace": "inference", "pod": "server-small", "container": "vllm", "node": "node-b", "gpus": 1, "t": t[every]},
+        {"namespace": "inference", "pod": "embedder-low", "container": "svc", "node": "node-b", "gpus": 1, "t": t[every]},
         # requested, but the GPU it was given never shows this pod (the exporter's pod mapping missed it)
         {"namespace": "research", "pod": "ghost", "container": "main", "node": "node-c", "gpus": 1, "t": t[hour < 2]},
     ]
@@ -197,11 +212,13 @@ def planted_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 0):
 
 
 def legacy_cluster(t0: int, hours: int = 24, step: int = 30):
-    """Two GPUs of a cluster whose dcgm-exporter runs without profiling metrics and without its Kubernetes
-    mapping (no pod labels), and no kube-state-metrics: the bad-input sentences' case."""
+    """Two GPUs of an HPC cluster whose dcgm-exporter runs without profiling metrics and without Kubernetes
+    (no pod labels; its HPC job mapping labels GPU 0 ``hpc_job="job-17"`` for 12 h, busy the first 6), and
+    no kube-state-metrics: the bad-input sentences' case, and ``--group-label``'s."""
     t = t0 + step * np.arange(hours * 3600 // step)
     hour = (t - t0) / 3600
     gpus: list[PlantedGpu] = []
-    _gpu(gpus, t, "old-1", 0, [], np.full(len(t), -1), hour < 6, np.full(len(t), 0.7), profiling=False)
+    _gpu(gpus, t, "old-1", 0, [("", "", "", "job-17")], np.where(hour < 12, 0, -1), hour < 6, np.full(len(t), 0.7),
+         profiling=False)
     _gpu(gpus, t, "old-1", 1, [], np.full(len(t), -1), np.zeros(len(t), bool), np.zeros(len(t)), profiling=False)
     return gpus

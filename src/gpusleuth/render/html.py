@@ -23,7 +23,8 @@ from gpusleuth._version import __version__
 from gpusleuth.errors import GpusleuthError
 from gpusleuth.render import html_figures as F
 from gpusleuth.render.html_serving import request_stages_section, serving_section
-from gpusleuth.render.labels import CATEGORY_LABELS
+from gpusleuth.render.labels import CATEGORY_LABELS, category_labels, cpu_only_note
+from gpusleuth.render.text import clip, inert
 from gpusleuth.render.units import dollars, human_bytes
 from gpusleuth.report.model import SCHEMA, Report
 
@@ -55,6 +56,7 @@ def script_json(obj: Any) -> str:
 
 
 e = html.escape  # every untrusted string passes through this
+TITLE_MAX = 200  # characters of a page title
 
 
 def _num(v: Any, fmt: str = "{:,.2f}", none: str = "–") -> str:
@@ -176,6 +178,11 @@ def _headline_trace(pg: Page, report: Report) -> None:
         top = max(sec.items(), key=lambda kv: kv[1]) if sec else None
         who = f"rank {r.rank}" if r.rank is not None else e(r.label or "trace")
         note = ""
+        if getattr(r, "cpu_only", False):  # no device to be idle: the step's time is the host's
+            if r.step_stats.get("count"):
+                tiles.append(tile(f"{who}: step time (median)", _ms(r.step_stats.get("median_s")),
+                                  f"{r.step_stats['count']} steps · CPU-only trace (no device)"))
+            continue
         if top and top[1] > 0:
             share = (r.idle_causes.get("share") or {}).get(top[0])
             note = f"largest idle cause: {e(CATEGORY_LABELS.get(top[0], top[0]))} ({_pct(share)} of idle)"
@@ -251,6 +258,13 @@ def _telemetry_tables(pg: Page, report: Report) -> None:
     pg.add("<section><h2>Telemetry summary</h2>")
     if rows:
         pg.add(table(["GPU", "util", "SM active", "tensor active", "peak memory", "power", "SM clock", "throttled"], rows))
+        scope = report.gpu_scope
+        if scope is not None and (scope.others or not scope.decided or len(scope.sampled) > 1):
+            others = f"; not the job's (left out): {e(', '.join(map(str, scope.others)))}" if scope.others else ""
+            pg.add(f"<p class=dim>The job's GPUs — {e(scope.how)}{others}</p>")
+        empty = [f"GPU {g.index} {e(k)}: {e(v)}" for g in report.gpus for k, v in g.empty.items()]
+        if empty:
+            pg.add("<p class=dim>" + "<br>".join(empty) + "</p>")
     elif report.gpu_note:
         pg.add(f"<p class=dim>{e(str(report.gpu_note))} — host telemetry only</p>")
     if h:
@@ -288,12 +302,18 @@ def _rank(pg: Page, r, hist: Any) -> None:
     who = f"rank {r.rank}" if r.rank is not None else "trace"
     pg.add(f"<section class=rank><h2>Profiler trace · {e(who)} <span class=dim>{e(str(r.label or ''))}"
            + (f" · {e(str(r.device))}" if r.device else "") + "</span></h2>")
-    pg.add(f"<p>Device span {_ms(r.device_span_s)}: compute {_pct(r.compute, 1)}, non-compute "
-           f"{_pct(r.non_compute, 1)}, idle {_pct(r.idle, 1)} <span class=dim>(HTA-comparable)</span></p>")
-    pg.add("<h3>Exposed time per step</h3><p class=dim>Each bar sums exactly to the step time; warm colours are "
-           "time the device sat idle, by cause.</p>")
-    pg.figure(F.step_partition(r.steps, r.trace_partition))
-    if hist is not None:
+    cpu_only = bool(getattr(r, "cpu_only", False))
+    labels = category_labels(cpu_only)
+    if cpu_only:
+        pg.add(f"<p>{e(cpu_only_note(None))}</p><h3>Host time per step</h3><p class=dim>Each bar sums exactly to "
+               "the step time.</p>")
+    else:
+        pg.add(f"<p>Device span {_ms(r.device_span_s)}: compute {_pct(r.compute, 1)}, non-compute "
+               f"{_pct(r.non_compute, 1)}, idle {_pct(r.idle, 1)} <span class=dim>(HTA-comparable)</span></p>")
+        pg.add("<h3>Exposed time per step</h3><p class=dim>Each bar sums exactly to the step time; warm colours "
+               "are time the device sat idle, by cause.</p>")
+    pg.figure(F.step_partition(r.steps, r.trace_partition, labels))
+    if hist is not None and not cpu_only:  # no device timeline to have idle gaps
         pg.add(f"<h3>Idle gaps by size and cause</h3><p class=dim>{hist.gaps:,} gaps in the device timeline, "
                "each labelled by the cause that took most of it.</p>")
         pg.figure(F.gap_histogram(hist))
@@ -309,11 +329,11 @@ def _rank(pg: Page, r, hist: Any) -> None:
             ["kernel", "family", "count", "total ms", "share", "mean µs", "median µs", "min µs", "max µs"],
             rows, "kernels") + "</details>")
     if r.steps:
-        cats = [c for c in CATEGORY_LABELS if any(c in s.get("partition", {}) for s in r.steps)]
+        cats = [c for c in labels if any(c in s.get("partition", {}) for s in r.steps)]
         rows = [[f"#{s['step']}", f"{s['duration_s'] * 1e3:,.3f}"]
                 + [f"{s['partition'].get(c, 0.0) * 1e3:,.3f}" for c in cats] for s in r.steps]
         pg.add("<details><summary>Exposed time per step, exact (ms)</summary>" + table(
-            ["step", "step time"] + [e(CATEGORY_LABELS[c]) for c in cats], rows, "num") + "</details>")
+            ["step", "step time"] + [e(labels[c]) for c in cats], rows, "num") + "</details>")
     for title, xs in (("Data issues", r.issues), ("Losses", r.losses)):
         if xs:
             pg.add(f"<h3>{title}</h3><ul>" + "".join(f"<li>{e(str(x))}</li>" for x in xs) + "</ul>")
@@ -388,7 +408,9 @@ def document(title: str, pg: Page, schema: str) -> str:
         "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'; "
         f"script-src {_sha(js)} {_sha(BOOT)} 'unsafe-eval'; style-src 'unsafe-inline'; "
         "img-src data: blob:; font-src data:; connect-src 'none'\">"
-        f"<title>{e(title)}</title><style>{CSS}</style></head><body>\n"
+        # a title is shown by the browser's tab and window manager, not the page: no control characters
+        # (a raw ESC from a job label stayed there), and not 100 kB of label
+        f"<title>{e(clip(inert(title), TITLE_MAX))}</title><style>{CSS}</style></head><body>\n"
         + "\n".join(pg.parts)
         + f"\n<footer>gpusleuth {e(__version__)} · {e(schema)} · charts: plotly.js, "
         "inlined (this file needs no network)</footer>\n"

@@ -146,7 +146,8 @@ def timeline(display: Any) -> dict | None:
     return {"data": data, "layout": layout}
 
 
-def step_partition(steps: list[dict], trace_partition: dict[str, float]) -> dict | None:
+def step_partition(steps: list[dict], trace_partition: dict[str, float],
+                   labels: dict[str, str] = CATEGORY_LABELS) -> dict | None:
     """Exposed time per step, stacked by category (each bar sums to the step time)."""
     steps = steps or []
     if steps:
@@ -158,7 +159,7 @@ def step_partition(steps: list[dict], trace_partition: dict[str, float]) -> dict
     else:
         return None
     data = []
-    for cat, label in CATEGORY_LABELS.items():
+    for cat, label in labels.items():
         ys = [round(p.get(cat, 0.0) * 1e3, 4) for p in parts]
         if not any(ys):
             continue

@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from gpusleuth.render.labels import CATEGORY_LABELS as _LABELS
+from gpusleuth.render.labels import category_labels, cpu_only_note
 
 
 
@@ -33,11 +33,15 @@ def render_trace(analysis: Any, console: Console) -> None:
     rank = "?" if d.get("rank") is None else d["rank"]
     console.rule(f"[bold]Trace · rank {rank}[/] · {escape(str(d.get('label', '')))}"
                  + (f" · {escape(d['device'])}" if d.get("device") else ""))
-    console.print(f"Device span {_ms(d['device_span_s'])} ms: compute {_pct(d['compute'])}, "
-                  f"non-compute {_pct(d['non_compute'])}, idle {_pct(d['idle'])} "
-                  "[dim](HTA-comparable temporal breakdown)[/]")
-    _partition(d, console)
-    _idle(d, console)
+    labels = category_labels(bool(d.get("cpu_only")))
+    if d.get("cpu_only"):
+        console.print(cpu_only_note(None))
+    else:
+        console.print(f"Device span {_ms(d['device_span_s'])} ms: compute {_pct(d['compute'])}, "
+                      f"non-compute {_pct(d['non_compute'])}, idle {_pct(d['idle'])} "
+                      "[dim](HTA-comparable temporal breakdown)[/]")
+    _partition(d, console, labels)
+    _idle(d, console, labels)
     _kernels(d, console)
     _launch(d, console)
     _overlap_steps(d, console)
@@ -49,20 +53,22 @@ def render_trace(analysis: Any, console: Console) -> None:
                 console.print(f"  • {escape(s)}")
 
 
-def _partition(d: dict, console: Console) -> None:
+def _partition(d: dict, console: Console, labels: dict[str, str]) -> None:
     steps = d.get("steps") or []
     if len(steps) > 8:
-        _partition_long(steps, console)
+        _partition_long(steps, console, labels, bool(d.get("cpu_only")))
     elif steps:
-        cats = [c for c in _LABELS if any(c in s["partition"] for s in steps)]
-        t = Table(title="Exposed time per step (ms; each row sums to the step time)", show_lines=False)
+        cats = [c for c in labels if any(c in s["partition"] for s in steps)]
+        t = Table(title=("Host time" if d.get("cpu_only") else "Exposed time")
+                  + " per step (ms; each row sums to the step time)", show_lines=False)
         t.add_column("category")
         for s in steps:
             t.add_column(f"#{s['step']}", justify="right")
         t.add_row("[bold]step time[/]", *[f"[bold]{_ms(s['duration_s'])}[/]" for s in steps])
         for c in cats:
-            t.add_row(_LABELS[c], *[_ms(s["partition"].get(c, 0.0)) for s in steps])
-        t.add_row("[dim]comm hidden under compute[/]", *[_ms(s.get("comm_overlapped_s", 0.0)) for s in steps])
+            t.add_row(labels[c], *[_ms(s["partition"].get(c, 0.0)) for s in steps])
+        if not d.get("cpu_only"):
+            t.add_row("[dim]comm hidden under compute[/]", *[_ms(s.get("comm_overlapped_s", 0.0)) for s in steps])
         console.print(t)
     else:
         part = d.get("trace_partition") or {}
@@ -71,9 +77,9 @@ def _partition(d: dict, console: Console) -> None:
         t.add_column("ms", justify="right")
         t.add_column("share", justify="right")
         tot = d.get("trace_window_s") or 0.0
-        for c in _LABELS:
+        for c in labels:
             if c in part:
-                t.add_row(_LABELS[c], _ms(part[c]), _pct(part[c] / tot if tot else None))
+                t.add_row(labels[c], _ms(part[c]), _pct(part[c] / tot if tot else None))
         console.print(t)
 
 
@@ -81,27 +87,35 @@ _SHORT = {"compute": "compute", "comm": "comm", "memset": "memset", "idle_depend
           "idle_kernel_gap": "idle gap", "idle_sync": "idle sync", "idle_data_loader": "idle data",
           "idle_optimizer_cpu": "idle optim", "idle_launch": "idle launch", "idle_host": "idle host",
           "idle_other": "idle other"}
+_SHORT_CPU = {"idle_host": "CPU ops", "idle_other": "between ops", "idle_data_loader": "data",
+              "idle_optimizer_cpu": "optim", "idle_sync": "sync", "idle_launch": "launch"}
 
 
-def _partition_long(steps: list[dict], console: Console) -> None:
+def _partition_long(steps: list[dict], console: Console, labels: dict[str, str], cpu_only: bool) -> None:
     """Many steps: one row per step, one column per category present (copies grouped by name prefix)."""
-    cats = [c for c in _LABELS if any(c in s["partition"] for s in steps)]
+    cats = [c for c in labels if any(c in s["partition"] for s in steps)]
+    short = {**_SHORT, **(_SHORT_CPU if cpu_only else {})}
     t = Table(title="Exposed time per step (ms; each row sums to the step time)")
     t.add_column("step", justify="right")
     t.add_column("time", justify="right")
     for c in cats:
-        t.add_column(_SHORT.get(c, c.replace("memcpy_", "").replace("_", " ")), justify="right")
+        t.add_column(short.get(c, c.replace("memcpy_", "").replace("_", " ")), justify="right")
     for s in steps:
         t.add_row(f"#{s['step']}", _ms(s["duration_s"]), *[_ms(s["partition"].get(c, 0.0)) for c in cats])
     console.print(t)
+    if cpu_only:
+        console.print("[dim]CPU ops = inside ops (the computation); between ops = Python and framework code[/]")
+        return
     console.print("[dim]idle dep = waiting on a dependency with work queued; idle gap = gaps between queued "
                   "kernels; idle host = host-bound Python/framework; idle other = no host activity recorded[/]")
 
 
-def _idle(d: dict, console: Console) -> None:
+def _idle(d: dict, console: Console, labels: dict[str, str]) -> None:
     ic = d.get("idle_causes") or {}
     if not ic.get("total_s"):
         return
+    if d.get("cpu_only"):
+        return  # no device to be idle: the per-step table already says where the host's time went
     t = Table(title=f"Idle causes (over the {'steps' if ic.get('over') == 'steps' else 'device span'}, "
                     f"{_ms(ic['total_s'])} ms idle)")
     t.add_column("cause")
@@ -109,7 +123,7 @@ def _idle(d: dict, console: Console) -> None:
     t.add_column("share of idle", justify="right")
     for c, v in sorted(ic["seconds"].items(), key=lambda kv: -kv[1]):
         if v > 0:
-            t.add_row(_LABELS.get(c, c), _ms(v), _pct(ic["share"].get(c)))
+            t.add_row(labels.get(c, c), _ms(v), _pct(ic["share"].get(c)))
     console.print(t)
 
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from gpusleuth.run.layout import RunDir
 from gpusleuth.run.model import ProcessInfo, Table
 
-RAW_DIR = "raw"
 DELIMITERS = ("optimizer", "backward", "explicit")
 _DELIM_CODE = {"o": "optimizer", "b": "backward", "e": "explicit"}
 
@@ -31,11 +31,14 @@ class ParsedEvents:
     logs: list[dict[str, Any]] = field(default_factory=list)
     infos: list[dict[str, Any]] = field(default_factory=list)
     processes: dict[int, ProcessInfo] = field(default_factory=dict)
+    # pid → when its hook made its last write at exit (an ``X`` line): nothing of that process is missing
+    exited: dict[int, int] = field(default_factory=dict)
     losses: list[str] = field(default_factory=list)
 
 
-def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
-    """Read every ``raw/events-*.tsv`` of a run. ``end_ns`` closes phases the job never ended."""
+def parse_event_files(run_dir: Path, end_ns: int | None, live: bool = False) -> ParsedEvents:
+    """Read every ``raw/events-*.tsv`` of a run. ``end_ns`` closes phases the job never ended. ``live``:
+    the job is still writing, so a last line without its newline is one being written, not damage."""
     out = ParsedEvents()
     step_rows: list[tuple] = []
     phase_rows: list[tuple] = []
@@ -43,15 +46,14 @@ def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
     request_rows: list[tuple] = []
     batch_rows: list[tuple] = []
     gpu_times: dict[tuple[int, int], int] = {}
-    raw = Path(run_dir) / RAW_DIR
-    files = sorted(raw.glob("events-*.tsv")) if raw.is_dir() else []
+    files = RunDir(run_dir).event_files()
     for path in files:
         try:
             pid = int(path.stem.split("-", 1)[1])
         except (IndexError, ValueError):
             out.losses.append(f"{path.name}: not named events-<pid>.tsv; skipped")
             continue
-        bad = _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_rows, request_rows,
+        bad = _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, live, comm_rows, request_rows,
                          batch_rows)
         if bad:
             out.losses.append(f"{path.name}: {bad} unreadable line(s) skipped (a partial write when the job died?)")
@@ -168,7 +170,8 @@ def comm_table(rows: list[tuple]) -> Table:
 
 
 REQUEST_COLUMNS = ("pid", "start_ns", "end_ns", "queue_ns", "pre_ns", "infer_ns", "post_ns", "status", "kind",
-                   "forwards", "batch", "stages", "handoff_ns", "claimed_ns", "delivered_ns", "request_id")
+                   "forwards", "batch", "stages", "handoff_ns", "claimed_ns", "delivered_ns", "request_id",
+                   "first_forward_ns")
 BATCH_COLUMNS = ("pid", "start_ns", "end_ns", "rows", "tokens", "tid")
 REQUEST_KINDS = ("http.server", "wsgi", "asgi")
 STAGE_NAME_MAX = 64
@@ -194,8 +197,8 @@ def request_fields(parts: list[str]) -> tuple:
             raise ValueError("stage time out of range")
         clean["".join(ch if ch.isprintable() else " " for ch in str(name))[:STAGE_NAME_MAX]] = ns
     # the queue hand-off (docs/serving.md, "Batching servers"): -1 when none, or a line from before it existed
-    # and the client's X-Request-Id (an integer; -1 none)
-    handoff = tuple(int(parts[i]) if len(parts) > i else -1 for i in (12, 13, 14, 15))
+    # the client's X-Request-Id (an integer; -1 none), the first forward's wall ns (a generation's prefill)
+    handoff = tuple(int(parts[i]) if len(parts) > i else -1 for i in (12, 13, 14, 15, 16))
     if not all(-1 <= v < 2**63 for v in handoff):
         raise ValueError("hand-off times or request id out of range")
     return (start, end, queue, pre, infer, post, status, kind, forwards, batch,
@@ -205,7 +208,7 @@ def request_fields(parts: list[str]) -> tuple:
 def request_table(rows: list[tuple]) -> Table:
     """``R`` rows (pid first) → the ``requests`` table, in time order; ``stages`` is JSON text per row."""
     cols = list(zip(*rows))
-    kinds = (np.int64,) * 8 + (object, np.int64, np.int64, object) + (np.int64,) * 4
+    kinds = (np.int64,) * 8 + (object, np.int64, np.int64, object) + (np.int64,) * 5
     return Table({name: np.asarray(col, dtype=kind) for name, col, kind in zip(REQUEST_COLUMNS, cols, kinds)}
                  ).sort_by("start_ns")
 
@@ -235,7 +238,7 @@ def _dist_identity(out: ParsedEvents) -> None:
                 setattr(proc, name, info[name])
 
 
-def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_rows, request_rows,
+def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, live, comm_rows, request_rows,
                batch_rows) -> int:
     bad = 0
     open_phases: dict[tuple[str, int], str] = {}
@@ -253,8 +256,8 @@ def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_ro
     if lines and lines[-1] == "":
         lines.pop()
     elif lines:
-        lines.pop()  # the last line has no newline: it was cut off mid-write
-        bad += 1
+        lines.pop()  # the last line has no newline: it was cut off mid-write (or is being written)
+        bad += not live
     for line in lines:
         parts = line.split("\t")
         kind = parts[0]
@@ -273,6 +276,8 @@ def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_ro
                 batch_rows.append((pid, *batch_fields(parts)))
             elif kind == "G":
                 gpu_times[(pid, int(parts[1]))] = int(parts[2])
+            elif kind == "X":
+                out.exited[pid] = int(parts[1])
             elif kind == "B":
                 open_phases[(parts[1], int(parts[2]))] = parts[3]
             elif kind == "P":

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from gpusleuth.errors import InputError
 
@@ -23,14 +24,25 @@ TOKEN_ENV = "GPUSLEUTH_PROMETHEUS_TOKEN"  # a bearer token
 BASIC_ENV = "GPUSLEUTH_PROMETHEUS_BASIC_AUTH"  # "user:password"
 
 
-class _Matrix(msgspec.Struct):
+class Series(msgspec.Struct):
+    """One series of a range query: its labels and its points, left as raw JSON until ``points``."""
+
     metric: dict[str, str]
-    values: list[tuple[float, str]] = []
+    values: msgspec.Raw = msgspec.Raw(b"[]")
+
+    def points(self) -> tuple[np.ndarray, np.ndarray]:
+        """(epoch seconds, values) as numpy: ``[[t,"v"],…]`` parsed in C, not as a Python pair per point.
+        Values are Go's float strings ("1", "0.25", "NaN", "+Inf"), which strtod reads as they are."""
+        raw = bytes(self.values).translate(None, b'[]"')
+        if not raw.strip():
+            return np.empty(0), np.empty(0)
+        flat = np.array(raw.decode("ascii").split(","), dtype=np.float64)
+        return flat[0::2], flat[1::2]
 
 
 class _Data(msgspec.Struct):
     resultType: str = ""
-    result: list[_Matrix] = []
+    result: list[Series] = []
 
 
 class _Envelope(msgspec.Struct):
@@ -39,6 +51,13 @@ class _Envelope(msgspec.Struct):
     errorType: str = ""
     error: str = ""
     warnings: list[str] = []
+
+
+class _RangeEnvelope(msgspec.Struct):
+    status: str
+    data: _Data | None = None
+    errorType: str = ""
+    error: str = ""
 
 
 @dataclass
@@ -119,10 +138,11 @@ class PrometheusClient:
         self.close()
 
     # --- the API calls we use -------------------------------------------------------------------------
-    def query_range(self, query: str, start_s: float, end_s: float, step_s: float) -> list[_Matrix]:
+    def query_range(self, query: str, start_s: float, end_s: float, step_s: float) -> list[Series]:
         data = self._call("/api/v1/query_range",
-                          {"query": query, "start": _num(start_s), "end": _num(end_s), "step": _num(step_s)})
-        return msgspec.convert(data, _Data).result
+                          {"query": query, "start": _num(start_s), "end": _num(end_s), "step": _num(step_s)},
+                          shape=_RangeEnvelope)
+        return data.result if data is not None else []
 
     def label_values(self, label: str, match: str, start_s: float, end_s: float) -> list[str]:
         data = self._call(f"/api/v1/label/{label}/values",
@@ -134,7 +154,7 @@ class PrometheusClient:
         return [dict(d) for d in data or []]
 
     # --- one request, every failure a sentence -------------------------------------------------------------
-    def _call(self, path: str, params: dict[str, str], method: str = "POST") -> Any:
+    def _call(self, path: str, params: dict[str, str], method: str = "POST", shape: type = _Envelope) -> Any:
         httpx = self._httpx
         try:
             if method == "POST":
@@ -162,7 +182,7 @@ class PrometheusClient:
             raise InputError(self.url, f"no Prometheus HTTP API at this URL ({path} answered 404): give the base "
                              "URL the API lives under, e.g. http://prometheus:9090 or a Thanos/Mimir prefix")
         try:
-            env = msgspec.json.decode(resp.content, type=_Envelope)
+            env: Any = msgspec.json.decode(resp.content, type=shape)
         except (msgspec.DecodeError, msgspec.ValidationError):
             raise InputError(self.url, f"{path} answered HTTP {resp.status_code} with something that is not a "
                              f"Prometheus API response ({resp.headers.get('content-type', 'no content type')})") from None

@@ -6,11 +6,12 @@ response holds at most ``gpus_per_query × chunk_s / step_s`` points per metric;
 into the DuckDB cache (``sources/fleet_cache.py``) and the ledger reads GPUs back a batch at a time.
 Chunks already cached are not fetched again (a re-run, or a longer history, is incremental).
 
-Exactly one sample per grid step: every metric is asked as ``M and (timestamp(M) > time() - step)``,
-so a step takes a sample only if one was scraped within the last step. Plain ``query_range`` would repeat
-a series' last value for the server's lookback (5 min by default) after it ends: a pod's series would
-overlap its successor's on the same GPU, and a dead exporter would look alive for 5 minutes. The step
-must therefore be at least the scrape interval (dcgm-exporter's default, 30 s, is the default here).
+Exactly one sample per grid step: every metric is asked as ``last_over_time(M[step - 1ms])``, so a step
+takes the last sample scraped in the step before it, or none. Plain ``M`` would repeat a series' last value
+for the server's lookback (5 min by default) after it ends: a pod's series would overlap its successor's
+on the same GPU, and a dead exporter would look alive for 5 minutes. (``M and timestamp(M) > time() - step``
+says the same but cost the server 10× more per query.) The step must therefore be at least the scrape
+interval (dcgm-exporter's default, 30 s, is the default here).
 
 Who holds a GPU comes from dcgm-exporter's Kubernetes labels (``namespace``, ``pod``, ``container``;
 ``exported_*`` when Prometheus renamed them because the scrape target had its own); a pod's request from
@@ -20,7 +21,9 @@ sentence naming the exporter or flag that provides it.
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -29,7 +32,7 @@ import numpy as np
 from gpusleuth.errors import InputError
 from gpusleuth.run.fleet_usage import SAMPLE_COLUMNS, FleetWindow, GpuSeries, Owner, PodRequest
 from gpusleuth.sources.fleet_cache import FleetCache
-from gpusleuth.sources.prom_client import PrometheusClient, TooManySamples
+from gpusleuth.sources.prom_client import PrometheusClient, Series, TooManySamples
 
 # sample column → dcgm-exporter's default counter name (etc/default-counters.csv)
 DCGM_METRICS = {
@@ -42,7 +45,8 @@ DCGM_METRICS = {
 }
 assert tuple(DCGM_METRICS) == SAMPLE_COLUMNS
 KUBE_REQUESTS = "kube_pod_container_resource_requests"
-ID_LABELS = ("UUID", "uuid")  # dcgm-exporter; `uuid` with --use-old-namespace
+ID_LABELS = ("UUID", "uuid")
+READ_SAMPLES = 1_000_000  # grid cells (GPU × step) the ledger holds at once: ~40 MB of columns  # dcgm-exporter; `uuid` with --use-old-namespace
 
 
 @dataclass
@@ -53,6 +57,7 @@ class FleetQuery:
     step_s: int = 30
     chunk_s: int = 6 * 3600
     gpus_per_query: int = 200
+    parallel: int = 3  # queries in flight at once
     selector: str = ""  # extra label matchers for every series, e.g. 'cluster="prod"'
     group_label: str | None = None  # a job/user label to group by besides namespace/pod
 
@@ -69,7 +74,8 @@ def _owner_of(labels: dict[str, str], group_label: str | None) -> Owner | None:
 
 
 def _fresh(expr: str, step_s: int) -> str:
-    return f"({expr}) and (timestamp({expr}) > time() - {int(step_s)})"
+    """The last sample scraped in the step before each grid point, none if there was none (not the lookback's)."""
+    return f"last_over_time({expr}[{int(step_s) * 1000 - 1}ms])"
 
 
 def _regex_escape(s: str) -> str:
@@ -97,6 +103,8 @@ class PrometheusFleet:
         if self.end <= self.start:
             raise InputError(client.url, "the time window is empty: --start must be before --end")
         self.queries = 0  # HTTP queries made (the cache test counts them)
+        self._count = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=max(1, query.parallel), thread_name_prefix="gpusleuth-prom")
 
     # --- the whole fetch ------------------------------------------------------------------------------
     def open(self) -> FleetWindow:
@@ -107,10 +115,13 @@ class PrometheusFleet:
         todo = [s for s in starts if s not in done]
         notes: list[str] = []
         id_label = None
-        for i, s in enumerate(todo, 1):
-            id_label = self._fetch_chunk(s, s + q.chunk_s, id_label, notes) or id_label
-            if self.progress:
-                self.progress(i, len(todo))
+        try:
+            for i, s in enumerate(todo, 1):
+                id_label = self._fetch_chunk(s, s + q.chunk_s, id_label, notes) or id_label
+                if self.progress:
+                    self.progress(i, len(todo))
+        finally:
+            self._pool.shutdown(cancel_futures=True)
         metrics = self.cache.metrics_seen(starts)
         window = FleetWindow(server=self.client.url, start_s=self.start, end_s=self.end, step_s=q.step_s,
                              metrics=sorted(m for m in metrics if m != KUBE_REQUESTS),
@@ -127,7 +138,9 @@ class PrometheusFleet:
         return window
 
     def batches(self, size: int | None = None) -> Iterator[list[GpuSeries]]:
-        size = size or self.q.gpus_per_query
+        """GPUs a batch at a time, at most READ_SAMPLES grid cells per batch however long the window."""
+        steps = max(1, (self.end - self.start) // self.q.step_s)
+        size = size or max(1, min(self.q.gpus_per_query, READ_SAMPLES // steps))
         for i in range(0, len(self._gpu_ids), size):
             yield list(self.cache.series(self._gpu_ids[i:i + size], self.start, self.end))
 
@@ -158,17 +171,19 @@ class PrometheusFleet:
             cols = {c: np.full((len(batch), n), np.nan, np.float32) for c in SAMPLE_COLUMNS}
             owner = np.full((len(batch), n), -1, np.int32)
             matcher = f'{id_label}=~"{"|".join(_regex_escape(u) for u in batch)}"' + (f",{sel}" if sel else "")
-            for col, name in DCGM_METRICS.items():
-                if name not in present:
-                    continue
-                for series in self._range(_fresh(f"{name}{{{matcher}}}", q.step_s), c0, c1 - q.step_s):
+            # the batch's metrics are asked together: the server evaluates the next while this process parses one
+            asked = {col: self._pool.submit(self._range, _fresh(f"{name}{{{matcher}}}", q.step_s), c0, c1 - q.step_s)
+                     for col, name in DCGM_METRICS.items() if name in present}
+            for col, answer in asked.items():
+                for series in answer.result():
                     g = where.get(series.metric.get(id_label or "UUID", ""))
-                    if g is None or not series.values:
+                    if g is None:
                         continue
-                    t = np.fromiter((v[0] for v in series.values), np.float64, len(series.values))
+                    t, vals = series.points()
+                    if not len(t):
+                        continue
                     k = np.rint((t - c0) / q.step_s).astype(np.int64)
                     ok = (k >= 0) & (k < n)
-                    vals = np.array([v[1] for v in series.values], dtype=np.float64)
                     cols[col][g, k[ok]] = np.where(vals >= 2.0**47, np.nan, vals)[ok]  # DCGM blank sentinels
                     o = _owner_of(series.metric, q.group_label)
                     if o is not None:
@@ -190,10 +205,10 @@ class PrometheusFleet:
         got_any = False
         for series in self._range(expr, c0, c1 - self.q.step_s):
             got_any = True
-            if not series.values:
+            tf, g = series.points()
+            if not len(tf):
                 continue
-            t = np.fromiter((v[0] for v in series.values), np.float64, len(series.values)).astype(np.int64)
-            g = np.array([v[1] for v in series.values], dtype=np.float64)
+            t = tf.astype(np.int64)
             cut = np.flatnonzero((np.diff(t) != self.q.step_s) | (np.diff(g) != 0)) + 1
             m = series.metric
             for a, b in zip(np.r_[0, cut], np.r_[cut, len(t)]):
@@ -203,9 +218,10 @@ class PrometheusFleet:
         return out if got_any else None
 
     # --- queries, split when the server says they are too big -------------------------------------------
-    def _range(self, expr: str, start: int, end: int) -> list:
+    def _range(self, expr: str, start: int, end: int) -> list[Series]:
         try:
-            self.queries += 1
+            with self._count:
+                self.queries += 1
             return self.client.query_range(expr, start, end, self.q.step_s)
         except TooManySamples:
             if end - start < 2 * self.q.step_s:
@@ -214,7 +230,7 @@ class PrometheusFleet:
             mid = start + ((end - start) // 2 // self.q.step_s) * self.q.step_s
             return self._range(expr, start, mid) + self._range(expr, mid + self.q.step_s, end)
 
-    def _call(self, fn, *args):
+    def _call(self, fn: Callable[..., list[dict[str, str]]], *args: object) -> list[dict[str, str]]:
         self.queries += 1
         return fn(*args)
 

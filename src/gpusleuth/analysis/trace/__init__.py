@@ -42,6 +42,8 @@ class TraceAnalysis:
     overlap: dict[str, Any]
     issues: list[str] = field(default_factory=list)
     losses: list[str] = field(default_factory=list)
+    # no kernels, copies or sets: a CPU profile, whose partition is host time (ops, Python), not device idle
+    cpu_only: bool = False
     # Where each partition category lies in time (for annotated traces and gap histograms); not part
     # of the JSON contract — a long trace has far too many intervals for a report.
     segments: Any = field(default=None, repr=False, compare=False)
@@ -146,6 +148,6 @@ def analyze_trace(run: Run) -> TraceAnalysis:
         trace_window_s=(tl.hi - tl.lo) / 1e9, trace_partition=trace_part,
         steps=steps, step_stats=_step_stats(steps), idle_causes=causes,
         kernels=kernels.breakdown(p), launch=launch.launch_stats(p), overlap=timeline.comm_overlap(tl),
-        issues=issues, losses=list(run.losses),
+        issues=issues, losses=list(run.losses), cpu_only=bool(p.n == 0 and len(tr.events)),
         segments=seg, origin_ns=tr.origin_ns, gap_histogram=gap_histogram(seg, str(meta.get("label", ""))),
     )

@@ -23,8 +23,7 @@ def find_issues(p: Prepared) -> list[str]:
     if len(tr.events) == 0:
         out.append("the trace has no complete events: nothing to analyse")
         return out
-    if p.n == 0:
-        out.append("no GPU kernels, copies or sets in this trace (CPU-only profile): device analyses are empty")
+    if p.n == 0:  # a CPU profile: not a data problem (TraceAnalysis.cpu_only says it, and the report with it)
         return out
     # kernels overlapping on one stream (a stream executes in order, so this is a clock/recording fault)
     km = p.kind == KERNEL

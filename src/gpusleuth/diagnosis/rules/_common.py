@@ -44,6 +44,17 @@ def no_trace(rule: str, cause: str | None = None, what: str = "a profiler trace"
     return Missing(rule=rule, needs=what, how=PROFILE_HOW, cause=cause, data="a profiler trace")
 
 
+def no_device_trace(facts: Facts, rule: str, cause: str | None = None,
+                    what: str = "a profiler trace with GPU activity") -> Missing:
+    """A rule that reads the device timeline: after `--profile-steps` on a CPU-only machine the traces are
+    there but hold no device work, and "record with --profile-steps" is the one advice that cannot help."""
+    if not facts.traces:
+        return no_trace(rule, cause, what)
+    return Missing(rule=rule, needs=f"{what} (this run's profiler traces are CPU-only: no kernels or copies)",
+                   how="profile the job on a machine with a GPU (`gpusleuth run --profile-steps 5-8 -- …` records "
+                       "the device's kernels and copies there)", cause=cause, data="a GPU profiler trace")
+
+
 def no_steps(rule: str, cause: str | None = None) -> Missing:
     return Missing(rule=rule, needs="training steps",
                    how="run a PyTorch training loop under `gpusleuth run` (steps are found automatically), "

@@ -14,7 +14,7 @@ from __future__ import annotations
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules._common import (COPY_MIN_S, COPY_SHARE, copy_bound_speaks, device_copies,
-                                               device_traces, no_trace, step_idle)
+                                               device_traces, no_device_trace, step_idle)
 from gpusleuth.diagnosis.rules.input import H2D, H2D_MODERATE
 
 COPY_HIGH_SPAN = 0.3
@@ -23,7 +23,7 @@ COPY_HIGH_SPAN = 0.3
 def copy_bound(facts: Facts) -> list[Finding] | Missing:
     traces = device_traces(facts)
     if not traces:
-        return no_trace("copy-bound device", "input.transfer", "a profiler trace with GPU activity")
+        return no_device_trace(facts, "copy-bound device", "input.transfer", "a profiler trace with GPU activity")
     out = []
     for t in traces:
         part = t.span_partition

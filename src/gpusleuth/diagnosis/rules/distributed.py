@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, no_trace, run_seconds, step_idle
+from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, no_device_trace, run_seconds, step_idle
 
 COMM_MODERATE = 0.10
 COMM_HIGH = 0.30
@@ -19,7 +19,7 @@ COMM_HIGH = 0.30
 def exposed_communication(facts: Facts) -> list[Finding] | Missing:
     traces = device_traces(facts)
     if not traces:
-        return no_trace("exposed communication", "communication", "a profiler trace with GPU activity")
+        return no_device_trace(facts, "exposed communication", "communication", "a profiler trace with GPU activity")
     out = []
     for t in traces:
         exposed, total = step_idle(t, ("comm",))

@@ -15,8 +15,8 @@ from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules.host import foreign_cores
 from gpusleuth.diagnosis.rules._common import (COPY_SHARE, copy_bound_speaks, device_copies, device_traces,
-                                               gain_from_seconds, host_cpu_p50, no_steps, no_trace, run_seconds,
-                                               step_idle)
+                                               gain_from_seconds, host_cpu_p50, no_device_trace, no_steps,
+                                               run_seconds, step_idle)
 from gpusleuth.diagnosis.rules._framework import loader_fix
 
 # Without a DataLoader the input wait is the pre-forward gap (docs/run-format.md, steps.wait_source): the
@@ -257,7 +257,7 @@ def h2d_transfer(facts: Facts) -> list[Finding] | Missing:
     already come from pinned memory the fix says so instead of recommending what the job already does."""
     traces = device_traces(facts)
     if not traces:
-        return no_trace("host-to-device copies", "input.transfer", "a profiler trace with GPU activity")
+        return no_device_trace(facts, "host-to-device copies", "input.transfer", "a profiler trace with GPU activity")
     out = []
     loader = training_loader(facts)
     for t in traces:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, no_trace, run_seconds
+from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, no_device_trace, run_seconds
 
 FP32_SHARE = 0.5
 GEMM_SHARE = 0.2
@@ -21,7 +21,7 @@ SPEEDUP = 4.0
 def fp32_math(facts: Facts) -> list[Finding] | Missing:
     traces = device_traces(facts)
     if not traces:
-        return no_trace("mixed precision", "precision", "a profiler trace with GPU kernels")
+        return no_device_trace(facts, "mixed precision", "precision", "a profiler trace with GPU kernels")
     out = []
     for t in traces:
         k = t.kernels

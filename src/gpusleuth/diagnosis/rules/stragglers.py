@@ -47,6 +47,11 @@ _PARTS = {
 def straggler(facts: Facts) -> list[Finding] | Missing:
     comm = facts.comm
     if comm is None or len(comm.ranks) < 2:
+        if facts.traces or facts.outcomes.steps.steps:  # a job seen whole, with one rank: nothing to compare
+            return Missing(rule="stragglers", cause="straggler",
+                           needs="two or more ranks (this job ran one process, or one rank was recorded)",
+                           how="applies to multi-process jobs: `gpusleuth run -- torchrun …` records every rank",
+                           data="two or more ranks")
         return no_trace("stragglers", "straggler",
                         "collectives recorded from ≥ 2 ranks (`gpusleuth run -- torchrun …`) or profiler "
                         "traces from ≥ 2 ranks of one job")
@@ -152,5 +157,5 @@ def _where(extra: dict[str, float]) -> tuple[str | None, str]:
     known = {k: v for k, v in extra.items() if k in _PARTS and v > 0}
     if not known:
         return None, ""
-    part = max(known, key=known.get)
+    part = max(known, key=lambda k: known[k])
     return part, _PARTS[part][1]

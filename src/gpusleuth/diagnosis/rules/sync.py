@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, no_trace, run_seconds, step_idle
+from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, no_device_trace, run_seconds, step_idle
 
 MODERATE = 0.05
 SYNC_HIGH = 0.20
@@ -29,7 +29,7 @@ SHORT_KERNELS = 0.5  # share of kernels shorter than 10 µs for the launch-bound
 def sync_stalls(facts: Facts) -> list[Finding] | Missing:
     traces = device_traces(facts)
     if not traces:
-        return no_trace("host-device synchronization", "sync", "a profiler trace with GPU activity")
+        return no_device_trace(facts, "host-device synchronization", "sync", "a profiler trace with GPU activity")
     out = []
     for t in traces:
         idle, total = step_idle(t, ("idle_sync",))
@@ -59,7 +59,7 @@ def sync_stalls(facts: Facts) -> list[Finding] | Missing:
 def launch_bound(facts: Facts) -> list[Finding] | Missing:
     traces = device_traces(facts)
     if not traces:
-        return no_trace("launch-bound", "host.launch_bound", "a profiler trace with GPU activity")
+        return no_device_trace(facts, "launch-bound", "host.launch_bound", "a profiler trace with GPU activity")
     out = []
     for t in traces:
         idle, total = step_idle(t, ("idle_launch", "idle_kernel_gap"))
