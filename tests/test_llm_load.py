@@ -65,6 +65,7 @@ def _analyze(plan: LoadPlan, result):
     return analyze_load(Run(meta={"load": plan.to_meta()}, load=Table(result.columns)))
 
 
+@pytest.mark.process
 def test_ttft_and_inter_token_p50_match_the_servers_own_clock(stream_server):
     """Concurrency 1 to 8: per level, TTFT p50 and inter-token p50 within 10 % of the server's clock, and
     every request's tokens and usage accounted."""
@@ -109,6 +110,7 @@ def test_ttft_and_inter_token_p50_match_the_servers_own_clock(stream_server):
         pytest.fail(f"TTFT/inter-token p50 more than 10 % off the server's clock at concurrency {slow}")
 
 
+@pytest.mark.process
 def test_slo_goodput_attainment_and_the_highest_level(stream_server):
     """The SLO's attainment per level is recomputed here from the rows, and the highest level meeting it."""
     url, _ = stream_server
@@ -133,6 +135,7 @@ def test_slo_goodput_attainment_and_the_highest_level(stream_server):
         assert a.slo_best is None and "no level meets the SLO" in a.slo_reason
 
 
+@pytest.mark.process
 def test_cli_streams_exports_and_renders(stream_server, tmp_path):
     url, truth_file = stream_server
     export, page, out = tmp_path / "req.jsonl", tmp_path / "llm.html", tmp_path / "run"

@@ -19,6 +19,7 @@ from conftest import free_port, gpusleuth
 from test_serving import _wait_ready
 
 SERVERS = Path(__file__).parent / "servers"
+pytestmark = pytest.mark.process  # a hostile server and the CLI in child processes
 
 
 @pytest.fixture(scope="module")
