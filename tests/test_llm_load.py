@@ -49,7 +49,14 @@ def _truth(path: Path, ids=()) -> dict[str, dict]:
     few seconds at most) until every id asked for is there."""
     deadline = time.monotonic() + 10
     while True:
-        rows = {r["id"]: r for r in map(json.loads, path.read_text().splitlines()) if r["id"]}
+        rows = {}
+        for line in path.read_text().splitlines():
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue  # the line the server is writing now
+            if r["id"]:
+                rows[r["id"]] = r
         if all(str(i) in rows for i in ids) or time.monotonic() > deadline:
             return rows
         time.sleep(0.1)
@@ -81,7 +88,7 @@ def test_ttft_and_inter_token_p50_match_the_servers_own_clock(stream_server):
     slow: list[int] = []  # levels whose p50s are more than 10 % apart
     for lv in a.levels:
         m = (c["level"] == lv.level) & (c["error"] == "")
-        assert lv.ok == lv.requests >= 4, (lv.concurrency, lv.errors_by)
+        assert lv.ok == lv.requests >= 2, (lv.concurrency, lv.errors_by)
         rows = [(i, truth[str(c["request_id"][i])]) for i in np.flatnonzero(m)]
         assert len(rows) == lv.ok  # every answered request is in the server's records, joined by X-Request-Id
         server_ttft = np.median([t["ttft_s"] * 1e3 for _, t in rows])
