@@ -361,6 +361,7 @@ sys.exit(int(sys.argv[1]))
 """
 
 
+@pytest.mark.process
 def test_non_torch_programs_are_untouched(tmp_path):
     res, run_dir = run_script(tmp_path, NON_TORCH, 5)
     ref, _ = run_script(tmp_path, NON_TORCH, 5, hook=False)
@@ -373,6 +374,7 @@ def test_non_torch_programs_are_untouched(tmp_path):
     assert not (tmp_path / "run-c").exists()
 
 
+@pytest.mark.process
 def test_user_sitecustomize_still_runs(tmp_path):
     user = tmp_path / "usersite"
     user.mkdir()
@@ -518,6 +520,7 @@ for where, go in (("fetch", lambda: next(iter(dl))), ("optimizer", opt.step)):
 """
 
 
+@pytest.mark.process
 def test_ctrl_c_during_the_hooks_bookkeeping_reaches_the_job(tmp_path):
     """The hook never raises into the user's program — except the user's own Ctrl-C: a KeyboardInterrupt
     that lands while the hook records a fetch or an optimizer step must stop the job, not become a

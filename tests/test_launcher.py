@@ -23,6 +23,7 @@ def meta(run_dir: Path) -> dict:
     return json.loads((run_dir / "meta.json").read_text())
 
 
+@pytest.mark.process
 def test_exit_code_and_output_pass_through(tmp_path):
     out = tmp_path / "run"
     res = gpusleuth("run", "--out", out, "--", PY, "-c",
@@ -36,6 +37,7 @@ def test_exit_code_and_output_pass_through(tmp_path):
     assert (out / "host.parquet").exists() and (out / "procs.parquet").exists()
 
 
+@pytest.mark.process
 def test_job_crash_is_reported_with_its_code(tmp_path):
     out = tmp_path / "run"
     res = gpusleuth("run", "--out", out, "--", PY, "-c", "raise RuntimeError('boom')")
@@ -44,6 +46,7 @@ def test_job_crash_is_reported_with_its_code(tmp_path):
     assert report_json(out)["run"]["exit_code"] == 1
 
 
+@pytest.mark.process
 def test_sigkilled_job(tmp_path):
     out = tmp_path / "run"
     res = gpusleuth("run", "--out", out, "--", PY, "-c",
@@ -54,6 +57,7 @@ def test_sigkilled_job(tmp_path):
     assert report_json(out)["run"]["signal"] == "SIGKILL"
 
 
+@pytest.mark.process
 def test_oom_style_exit(tmp_path):
     # What the kernel's OOM killer leaves behind: SIGKILL after a burst of allocation.
     out = tmp_path / "run"
@@ -66,6 +70,7 @@ def test_oom_style_exit(tmp_path):
     assert rep["run"]["exit_code"] == 137 and rss
 
 
+@pytest.mark.process
 def test_non_python_child(tmp_path):
     out = tmp_path / "run"
     res = gpusleuth("run", "--out", out, "--", "sh", "-c", "echo shell-job; sleep 0.3; exit 7")
@@ -76,6 +81,7 @@ def test_non_python_child(tmp_path):
     assert abs(sum(rep["outcomes"]["time_share"].values()) - 1) < 1e-9
 
 
+@pytest.mark.process
 def test_unknown_command(tmp_path):
     out = tmp_path / "run"
     res = gpusleuth("run", "--out", out, "--", "no-such-command-xyz")
@@ -101,6 +107,7 @@ def test_unwritable_run_dir(tmp_path):
     assert not marker.exists()  # the error comes before the job starts
 
 
+@pytest.mark.process
 def test_run_dir_that_is_a_file(tmp_path):
     # Works for root too: a path under a regular file can never be created.
     blocker = tmp_path / "file"
@@ -112,11 +119,13 @@ def test_run_dir_that_is_a_file(tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.process
 def test_no_command_is_a_usage_error(tmp_path):
     res = gpusleuth("run", "--out", tmp_path / "r")
     assert res.returncode == 2 and "no command given" in res.stderr
 
 
+@pytest.mark.process
 def test_duration_stops_the_job_gracefully(tmp_path):
     out = tmp_path / "run"
     script = (
@@ -133,6 +142,7 @@ def test_duration_stops_the_job_gracefully(tmp_path):
     assert m["stopped_by"].startswith("--duration")
 
 
+@pytest.mark.process
 def test_duration_escalates_to_sigkill(tmp_path):
     out = tmp_path / "run"
     script = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)\n"
@@ -141,6 +151,7 @@ def test_duration_escalates_to_sigkill(tmp_path):
     assert meta(out)["signal"] == "SIGKILL"
 
 
+@pytest.mark.process
 def test_sigterm_to_gpusleuth_reaches_the_job(tmp_path):
     out = tmp_path / "run"
     script = (
@@ -158,6 +169,7 @@ def test_sigterm_to_gpusleuth_reaches_the_job(tmp_path):
     assert meta(out)["stopped_by"] == "SIGTERM to gpusleuth"
 
 
+@pytest.mark.process
 def test_ctrl_c_in_a_terminal_reaches_the_job_once(tmp_path):
     """A real pseudo-terminal: ^C goes to the job's foreground process group, exactly once."""
     out = tmp_path / "run"
@@ -193,6 +205,7 @@ def test_ctrl_c_in_a_terminal_reaches_the_job_once(tmp_path):
     assert buf.count(b"interrupt 1") == 1
 
 
+@pytest.mark.process
 def test_recorder_killed_mid_run_keeps_earlier_samples(tmp_path):
     out = tmp_path / "run"
     script = "import time; time.sleep(4)"
@@ -216,6 +229,7 @@ def test_recorder_killed_mid_run_keeps_earlier_samples(tmp_path):
     assert max(t) >= killed_at - int(1.5e9)  # at most about a second lost
 
 
+@pytest.mark.process
 def test_launcher_killed_run_is_salvaged_by_report(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen([PY, "-m", "gpusleuth", "run", "--no-report", "--out", str(out), "--",
