@@ -16,6 +16,41 @@ import pytest
 
 from conftest import gpusleuth, report_json
 
+
+def _wait_for(condition, what: str, timeout: float = 60.0, every: float = 0.05):
+    """Poll ``condition`` until it holds (no fixed sleep: a loaded host only makes this slower)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _host_samples(run_dir: Path) -> int:
+    """Rows of the host telemetry stream so far (0 while it does not exist)."""
+    from gpusleuth.run.streams import read_stream
+
+    path = run_dir / "host.arrows"
+    if not path.exists():
+        return 0
+    table, _loss = read_stream(path)
+    return 0 if table is None else table.num_rows
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:  # a zombie is gone for our purpose
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
 PY = sys.executable
 
 
@@ -197,7 +232,8 @@ def test_ctrl_c_in_a_terminal_reaches_the_job_once(tmp_path):
                 break
             buf += chunk
         if b"ready" in buf and not sent:
-            time.sleep(0.3)
+            # ^C must reach the job's group: wait until the launcher has made it the terminal's foreground
+            _wait_for(lambda: os.tcgetpgrp(fd) != pid, "the job's process group to own the terminal", 30)
             os.write(fd, b"\x03")
             sent = True
     _, status = os.waitpid(pid, 0)
@@ -212,10 +248,8 @@ def test_recorder_killed_mid_run_keeps_earlier_samples(tmp_path):
     proc = subprocess.Popen([PY, "-m", "gpusleuth", "run", "--no-report", "--out", str(out), "--", PY, "-c", script],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     status = out / "recorder.json"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not status.exists():
-        time.sleep(0.1)
-    time.sleep(2.0)
+    _wait_for(status.exists, "the recorder's status file", 30)
+    _wait_for(lambda: _host_samples(out) >= 5, "five host samples on disk", 60)
     rec_pid = json.loads(status.read_text())["pid"]
     os.kill(rec_pid, signal.SIGKILL)
     killed_at = time.time_ns()
@@ -235,10 +269,11 @@ def test_launcher_killed_run_is_salvaged_by_report(tmp_path):
     proc = subprocess.Popen([PY, "-m", "gpusleuth", "run", "--no-report", "--out", str(out), "--",
                              PY, "-c", "import time; time.sleep(3)"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    time.sleep(2.0)
+    _wait_for(lambda: (out / "recorder.json").exists() and _host_samples(out) >= 5, "five host samples on disk", 60)
+    rec_pid = json.loads((out / "recorder.json").read_text())["pid"]
     os.killpg(proc.pid, signal.SIGKILL)  # launcher and job die; the recorder stops once both are gone
     proc.wait()
-    time.sleep(1.5)
+    _wait_for(lambda: _gone(rec_pid), "the recorder to notice and stop", 60)
     assert (out / "host.arrows").exists()
     rep = report_json(out)
     assert rep["run"]["exit_code"] is None
