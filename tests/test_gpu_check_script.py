@@ -166,3 +166,18 @@ def test_probe_reading_of_a_real_h100_trace():
     assert gpu_check.judge_probe("bf16", t)[0]
     assert not gpu_check.judge_probe("fp16", t)[0] and not gpu_check.judge_probe("fp32_tf32_on", t)[0]
     assert not gpu_check.judge_probe("tiny_kernels", t)[0]
+
+
+PROBE_FIXTURES = REPO / "tests" / "fixtures" / "gpu_check" / "traces"
+
+
+@pytest.mark.parametrize("path", sorted(PROBE_FIXTURES.glob("*.json.gz")) or [None])
+def test_recorded_probe_traces_read_as_made(path):
+    """Traces that ``scripts/gpu_check.py`` recorded on a real GPU (OUT/fixtures/traces, copied to
+    tests/fixtures/gpu_check/traces/): each case must read the way it was made, on every later change."""
+    if path is None:
+        pytest.skip("no probe traces recorded on a GPU yet: run scripts/gpu_check.py on one and copy "
+                    "OUT/fixtures/traces/*.json.gz to tests/fixtures/gpu_check/traces/")
+    case = path.name[: -len(".json.gz")]
+    ok, detail = gpu_check.judge_probe(case, gpu_check.probe_table(path))
+    assert ok, detail

@@ -349,3 +349,22 @@ def test_recorder_reads_the_container_pid_of_a_process_in_its_own_pid_namespace(
     finally:
         p.kill()
         p.wait()
+
+
+def test_throttling_per_reason_on_an_r550_driver(tmp_path):
+    """R535–R570: the power-cap counter (74) works, the thermal counters (269–271) answer INVALID_ARGUMENT.
+    A thermal slowdown then shows only in the clock-event bit; the fallback used to run only when no
+    counter moved at all, so a power-cap counter that moved hid every thermal event."""
+    fx = two_h100s(job_pid(RUN))
+    ticks = fx["devices"][1]["ticks"]
+    for i, t in enumerate(ticks):
+        for fid in ("269", "270", "271"):
+            t["fields"][fid] = [pynvml.NVML_ERROR_INVALID_ARGUMENT, 0, 0, 0]
+        t["fields"]["75"] = [pynvml.NVML_ERROR_NOT_SUPPORTED, 0, 0, 0]  # no thermal counter of any kind
+        t["fields"]["74"] = [0, 3, i * 10 * MS, 14]  # power cap held 10 ms of every 100 ms
+        t["clock_event_reasons"] = pynvml.nvmlClocksEventReasonSwThermalSlowdown if i % 2 else 0
+    run = record(tmp_path, fx)
+    g = report(run)["gpu"][0]
+    assert g["throttled_share"]["sw_power_cap"] == pytest.approx(0.1, rel=0.02)  # from its counter
+    assert g["throttled_share"]["sw_thermal"] == pytest.approx(0.5, abs=0.02)  # from its bit
+    assert "hw_thermal" not in g["throttled_share"]

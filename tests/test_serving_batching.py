@@ -68,6 +68,12 @@ def test_asyncio_batcher_under_gpusleuth_load_wait_sizes_and_finding(tmp_path):
     # little outside the server (2-3 % measured), so that finding stays quiet here
     assert all(lv["outside_share"] is not None and lv["outside_share"] < 0.3 for lv in rs["levels"]), rs["levels"]
     assert not any(f["cause"] == "serving.outside_server" for f in rep["findings"])
+    html = tmp_path / "report.html"
+    res = subprocess.run([sys.executable, "-m", "gpusleuth", "report", str(tmp_path / "run"), "--html", str(html)],
+                         env=_env(), capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    page = html.read_text()
+    assert "<h3>Batches</h3>" in page and "<td>concurrency 16</td>" in page[page.index("<h3>Batches</h3>"):]
 
 
 @pytest.mark.process
