@@ -175,9 +175,9 @@ def _gpu(out: list[PlantedGpu], t: np.ndarray, host: str, i: int, owners: list[t
 
 
 def planted_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 0):
-    """Six H100s: an idle notebook (12 h) then a busy one on the same GPU, a part-time trainer on 2 GPUs
+    """Seven H100s: an idle notebook (12 h) then a busy one on the same GPU, a part-time trainer on 2 GPUs
     (busy 09–17), a busy trainer whose exporter was down 04–06, an oversized inference server (SM 15–25 %),
-    and a GPU no pod holds. Returns (gpus, kube requests)."""
+    a low-activity embedder (SM 2–10 %) and a GPU no pod holds. Returns (gpus, kube requests)."""
     rng = np.random.default_rng(seed)
     t = t0 + step * np.arange(hours * 3600 // step)
     n, hour = len(t), (t - t0) / 3600
@@ -195,6 +195,8 @@ def planted_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 0):
     _gpu(gpus, t, "node-b", 0, [("inference", "server-small", "vllm")], full, np.ones(n, bool),
          rng.uniform(0.15, 0.25, n))
     _gpu(gpus, t, "node-b", 1, [], np.full(n, -1), np.zeros(n, bool), np.zeros(n))
+    _gpu(gpus, t, "node-b", 2, [("inference", "embedder-low", "svc")], full, np.ones(n, bool),
+         rng.uniform(0.02, 0.10, n))
     every = np.ones(n, bool)
     requests = [
         {"namespace": "research", "pod": "notebook-idle", "container": "jupyter", "node": "node-a", "gpus": 1, "t": t[hour < 12]},
@@ -202,6 +204,7 @@ def planted_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 0):
         {"namespace": "training", "pod": "trainer-parttime", "container": "main", "node": "node-a", "gpus": 2, "t": t[every]},
         {"namespace": "training", "pod": "trainer-busy", "container": "main", "node": "node-a", "gpus": 1, "t": t[every]},
         {"namespace": "inference", "pod": "server-small", "container": "vllm", "node": "node-b", "gpus": 1, "t": t[every]},
+        {"namespace": "inference", "pod": "embedder-low", "container": "svc", "node": "node-b", "gpus": 1, "t": t[every]},
         # requested, but the GPU it was given never shows this pod (the exporter's pod mapping missed it)
         {"namespace": "research", "pod": "ghost", "container": "main", "node": "node-c", "gpus": 1, "t": t[hour < 2]},
     ]

@@ -60,8 +60,9 @@ def _fleet(server, *args, env=None):
 
 
 def _truth(gpus, step=30):
-    """Per namespace, from the planted arrays alone: idle / busy GPU-hours and per-pod p99 memory."""
+    """Per namespace, from the planted arrays alone: idle / low / busy GPU-hours."""
     idle: dict[str, float] = {}
+    low: dict[str, float] = {}
     busy: dict[str, float] = {}
     for g in gpus:
         have = ~np.isnan(g.cols["util"])
@@ -69,7 +70,8 @@ def _truth(gpus, step=30):
             mine = (g.owner == oi) & have
             idle[ns] = idle.get(ns, 0.0) + float((mine & (g.cols["sm"] < 0.01)).sum()) * step / 3600
             busy[ns] = busy.get(ns, 0.0) + float((mine & (g.cols["sm"] >= 0.15)).sum()) * step / 3600
-    return idle, busy
+            low[ns] = low.get(ns, 0.0) + float((mine & (g.cols["sm"] >= 0.01) & (g.cols["sm"] < 0.15)).sum()) * step / 3600
+    return idle, low, busy
 
 
 @pytest.mark.process
@@ -78,7 +80,7 @@ def test_ledger_matches_the_planted_cluster(server, cluster):
     res = _fleet(server, "--json")
     assert res.returncode == 0, res.stderr
     d = json.loads(res.stdout)
-    idle, busy = _truth(gpus)
+    idle, low, busy = _truth(gpus)
     by_ns = {n["namespace"]: n for n in d["namespaces"]}
     assert set(by_ns) == {"research", "training", "inference"}
     for ns, hours in idle.items():  # the must-show: per-namespace idle GPU-hours within 2 % of the truth
@@ -86,13 +88,16 @@ def test_ledger_matches_the_planted_cluster(server, cluster):
         assert got == pytest.approx(hours, rel=0.02, abs=0.05), (ns, got, hours)
         assert by_ns[ns]["usd"]["allocated_idle"] == pytest.approx(hours * PRICE, rel=0.02, abs=0.2)
         assert by_ns[ns]["hours"]["productive"] == pytest.approx(busy[ns], rel=0.02, abs=0.05)
-    assert idle["training"] > 30 and idle["research"] > 11  # the planted waste is really there
+        assert by_ns[ns]["hours"]["low_activity"] == pytest.approx(low[ns], rel=0.02, abs=0.05)
+        assert by_ns[ns]["usd"]["low_activity"] == pytest.approx(low[ns] * PRICE, rel=0.02, abs=0.2)
+    assert idle["training"] > 30 and idle["research"] > 11 and low["inference"] > 23  # the planted waste is there
 
     rows = {w["workload"]: w for w in d["workloads"]}
     assert rows["research/notebook-idle/jupyter"]["reason"] == "IDLE_ALLOCATED"
     assert rows["training/trainer-parttime/main"]["reason"] == "PART_TIME"
     assert rows["training/trainer-busy/main"]["reason"] == "PRODUCTIVE"
     assert rows["research/notebook-b/jupyter"]["reason"] == "PRODUCTIVE"
+    assert rows["inference/embedder-low/svc"]["reason"] == "LOW_ACTIVITY"
     # the idle spans say when: the notebook's first 12 h; the part-time trainer's nights, per GPU
     # (each sample is counted at the first grid step after it was scraped: the window's first step has none)
     spans = rows["research/notebook-idle/jupyter"]["idle_spans"]
@@ -111,7 +116,9 @@ def test_ledger_matches_the_planted_cluster(server, cluster):
     assert srv["sizing_offer_gib"] >= srv["sizing_floor_gib"]
     # 2g.20gb (19.6 GiB) would hold the p99 of 19.4 GiB but not the headroom: 3g.40gb it is, 4 of 7 slices freed
     assert srv["sizing_saved_usd"] == pytest.approx(24 * PRICE * 4 / 7, rel=0.01)
-    assert by_ns["inference"]["sizing_savings_usd"] == pytest.approx(24 * PRICE * 4 / 7, rel=0.01)
+    emb = rows["inference/embedder-low/svc"]  # its memory too wants a 3g.40gb, though a 1g's SMs would do
+    assert (emb["sizing"], emb["sizing_target"]) == ("mig", "3g.40gb")
+    assert by_ns["inference"]["sizing_savings_usd"] == pytest.approx(2 * 24 * PRICE * 4 / 7, rel=0.01)
     # the GPU no pod held, and the gap in the busy trainer's data (neither idle nor busy)
     free = [w for w in d["workloads"] if w["reason"] == "UNALLOCATED"]
     assert len(free) == 1 and free[0]["unallocated_h"] == pytest.approx(24.0, abs=0.05)
