@@ -24,8 +24,9 @@ from conftest import gpusleuth
 from prom_cluster import PROMETHEUS, PROMTOOL, RunningPrometheus, backfill, free_port, legacy_cluster, \
     planted_cluster, write_openmetrics
 
-pytestmark = pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None,
-                                reason="no prometheus/promtool (apt-get install prometheus; .ci/run does)")
+pytestmark = [pytest.mark.process,  # a real Prometheus, promtool and the CLI: not in the unit lane
+              pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None,
+                                 reason="no prometheus/promtool (apt-get install prometheus; .ci/run does)")]
 
 PRICE = 2.5
 DAY = 86400

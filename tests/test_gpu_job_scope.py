@@ -174,12 +174,23 @@ def record(tmp_path: Path, fx: dict, env: dict | None = None) -> Path:
     return run
 
 
-def report(run: Path, *extra: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": SRC}
-    out = subprocess.run([sys.executable, "-m", "gpusleuth", "report", str(run), "--json", *extra],
-                         capture_output=True, text=True, env=env, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout)
+def report(run: Path, *extra: str, cli: bool = False) -> dict:
+    """The report's JSON: from the real CLI in a child (``cli``), else the same pipeline in this process."""
+    if cli:
+        env = {**os.environ, "PYTHONPATH": SRC}
+        out = subprocess.run([sys.executable, "-m", "gpusleuth", "report", str(run), "--json", *extra],
+                             capture_output=True, text=True, env=env, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout)
+    from gpusleuth.analysis.options import AnalysisOptions
+    from gpusleuth.pipeline.build import build_report
+    from gpusleuth.sources.rundir import load_run
+
+    flags = dict(zip(extra[::2], extra[1::2]))
+    opts = AnalysisOptions(price_per_gpu_hour=float(flags["--price-per-gpu-hour"]) if "--price-per-gpu-hour" in flags
+                           else None,
+                           flops_per_step=float(flags["--flops-per-step"]) if "--flops-per-step" in flags else None)
+    return json.loads(json.dumps(build_report(load_run(run), opts, display=False).to_dict()))
 
 
 def job_pid(run: Path) -> int:
@@ -216,7 +227,7 @@ def two_h100s(pid: int | None) -> dict:
 def test_two_gpus_job_on_gpu_1_reports_gpu_1_only(tmp_path):
     pid = job_pid(RUN)
     run = record(tmp_path, two_h100s(pid), {})
-    r = report(run, "--price-per-gpu-hour", "4")
+    r = report(run, "--price-per-gpu-hour", "4", cli=True)
     load = h100("load")
     assert [g["index"] for g in r["gpu"]] == [1]
     scope = r["gpu_scope"]
