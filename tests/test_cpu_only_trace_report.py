@@ -11,6 +11,10 @@ import json
 
 from conftest import FIXTURES, gpusleuth
 
+import pytest
+
+pytestmark = pytest.mark.process  # starts child processes (tests/conftest.py: lanes)
+
 TRACE = FIXTURES / "field_traces" / "imagenet_resnet18.pt.trace.json.gz"
 WRONG = ("Device span 0.00", "idle: host-bound", "checks need a profiler trace", "Data issues",
          "device analyses are empty")
