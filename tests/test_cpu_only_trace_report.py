@@ -41,3 +41,12 @@ def test_html_and_json_say_the_same(tmp_path):
     for s in rank["steps"]:
         assert sum(s["partition"].values()) == __import__("pytest").approx(s["duration_s"], rel=1e-6)
         assert s["partition"]["idle_host"] > 0.7 * s["duration_s"]
+
+
+def test_findings_under_numbered_sections_carry_their_rank_not_a_list_number():
+    """ "6. Runtime …" then "1. MODERATE …" read as the section's first item; the rank is "#1" (defect 10)."""
+    out = gpusleuth("report", str(FIXTURES / "field_traces" / "python_loop_planted.pt.trace.json.gz")).stdout
+    section = out[out.index("6. Runtime"):]
+    first = section.splitlines()[1]
+    assert first.lstrip().startswith("#1 ") and "host.python" in first, first
+    assert "\n  1. " not in section.split("Not evaluated")[0]
