@@ -1,4 +1,6 @@
-"""A CPU-only profiler trace of a real script says what the host did (issue 27, defects 8 and 11).
+"""What the report shows of real recordings and traces (issue 27, defects 7, 8, 10, 11).
+
+A CPU-only profiler trace of a real script says what the host did (defects 8 and 11).
 
 After `--profile-steps` on a CPU machine the report said "6 checks need a profiler trace — record with
 `--profile-steps`", printed "Device span 0.00 ms", and called the aten computation of each step "idle:
@@ -50,3 +52,30 @@ def test_findings_under_numbered_sections_carry_their_rank_not_a_list_number():
     first = section.splitlines()[1]
     assert first.lstrip().startswith("#1 ") and "host.python" in first, first
     assert "\n  1. " not in section.split("Not evaluated")[0]
+
+
+def test_per_core_heatmap_spans_the_recorded_run(monkeypatch):
+    """Defect 7: the per-core CPU heatmap's buckets cover the run from its first host sample to its last,
+    every bucket with a time (equal-count buckets padded to the column count left the last ones null: a
+    92 s run's heatmap ended at 53 s). A real recording (tests/fixtures/rundir/finished, 76 host samples),
+    bucketed into 30 columns as a long run is into 800."""
+    import numpy as np
+
+    import gpusleuth.analysis.timeseries as ts
+    from gpusleuth.analysis.steps import step_view
+    from gpusleuth.analysis.telemetry import assign_roles
+    from gpusleuth.sources.rundir import load_run
+
+    run = load_run(FIXTURES / "rundir" / "finished")
+    monkeypatch.setattr(ts, "HEATMAP_COLUMNS", 30)
+    view = step_view(run)
+    (hm,) = ts.build_display(run, [], view, assign_roles(run, view.pid)).heatmaps
+    t_host = (run.host["t_ns"].astype(np.int64) - int(run.start_ns)) / 1e9
+    assert len(hm.t) == 30 and None not in hm.t and all(np.diff(hm.t) > 0)
+    width = (t_host.max() - t_host.min()) / 30
+    assert hm.t[0] == __import__("pytest").approx(t_host.min() + width / 2, abs=1e-3)
+    assert hm.t[-1] == __import__("pytest").approx(t_host.max() - width / 2, abs=1e-3)
+    # each bucket's mean is the mean of the samples in its time range
+    m = ts._per_core(run)
+    first = (t_host >= t_host.min()) & (t_host < t_host.min() + width)
+    assert hm.z[0][0] == __import__("pytest").approx(float(np.nanmean(m[0][first])), abs=0.01)
