@@ -79,3 +79,30 @@ def test_per_core_heatmap_spans_the_recorded_run(monkeypatch):
     m = ts._per_core(run)
     first = (t_host >= t_host.min()) & (t_host < t_host.min() + width)
     assert hm.z[0][0] == __import__("pytest").approx(float(np.nanmean(m[0][first])), abs=0.01)
+
+
+def test_a_capture_too_small_to_judge_says_what_the_device_did_and_is_not_healthy():
+    """Defect 9: a 3-op Nsight capture was "healthy — no bottleneck" beside "too little to judge". Now it is
+    not judged, with the device's own split of its span (checked against the export's own tables)."""
+    import sqlite3
+
+    path = FIXTURES / "nsys" / "mock.sqlite"
+    d = json.loads(gpusleuth("report", str(path), "--json").stdout)
+    causes = [f["cause"] for f in d["findings"]]
+    assert "healthy" not in causes and causes == ["not_judged"]
+    (f,) = d["findings"]
+    ev = {e["name"]: e["value"] for e in f["evidence"]}
+    con = sqlite3.connect(path)
+    k = con.execute("select min(start), max(end), sum(end - start) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    m = con.execute("select min(start), max(end) from CUPTI_ACTIVITY_KIND_MEMCPY").fetchone()
+    span = max(k[1], m[1] or 0) - min(k[0], m[0] or k[0])
+    assert ev["device span"] == __import__("pytest").approx(span / 1e6, rel=1e-3)
+    assert "too little to judge" in " ".join(d["losses"]) and "No finding is ranked" in f["summary"]
+
+
+def test_copies_that_dominate_a_small_capture_are_still_named():
+    """The 4-iteration vector add (91 % of its device span is copies) keeps its copy-bound finding: it is
+    judged on the whole capture, and not_judged never hides a finding."""
+    d = json.loads(gpusleuth("report", str(FIXTURES / "nsys" / "rtx4060ti_vecadd_copies.sqlite"), "--json").stdout)
+    causes = [f["cause"] for f in d["findings"]]
+    assert causes[0] == "input.transfer" and "not_judged" not in causes and "healthy" not in causes

@@ -30,6 +30,8 @@ CAUSES: dict[str, str] = {
     # added in issue 26 (batching servers)
     "serving.batch_wait": "a batching server's requests wait for their batch: its wait window or batch size costs latency",
     "serving.outside_server": "clients wait outside the server's request handling: listen backlog, connection handling, too few worker processes",
+    # added in issue 27
+    "not_judged": "too little to judge: what the device did is said, and no bottleneck is ranked (never 'healthy')",
 }
 
 #: The product brief's debugging order. The report walks these stages in this order; each cause belongs to
@@ -63,6 +65,7 @@ STAGE_OF_CAUSE: dict[str, str] = {
     "communication": "runtime",
     "sizing": "sizing",
     "healthy": "utilization",
+    "not_judged": "utilization",
     "serving.preprocessing": "input",
     "serving.under_batched": "batch",
     "serving.queueing": "stages",
