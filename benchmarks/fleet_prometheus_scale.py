@@ -96,6 +96,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="50x1,200x1,1000x1", help="GPUSxDAYS,… (default 50x1,200x1,1000x1)")
     ap.add_argument("--keep", type=Path, default=None, help="scratch folder to keep (default: a temporary one)")
+    ap.add_argument("--reuse", action="store_true", help="with --keep: time again over data backfilled before")
     a = ap.parse_args()
     print(f"load average before: {os.getloadavg()}", flush=True)
     root = a.keep or Path(tempfile.mkdtemp(prefix="gpusleuth-ledger-bench-"))
@@ -103,16 +104,22 @@ def main() -> None:
         gpus, days = (int(x) for x in size.split("x"))
         t0 = (int(time.time()) // 86400 - days - 2) * 86400
         d = root / size
-        d.mkdir(parents=True, exist_ok=True)
-        t = time.perf_counter()
-        samples = write_history(d / "history.om", gpus, days, t0)
-        t_write = time.perf_counter() - t
-        t = time.perf_counter()
-        backfill(d / "history.om", d / "data", block_hours=24)
-        t_fill = time.perf_counter() - t
-        (d / "history.om").unlink()
-        print(f"{gpus} GPUs × {days} d: {samples:,} samples; OpenMetrics written in {t_write:.0f} s, "
-              f"promtool backfill {t_fill:.0f} s", flush=True)
+        if a.reuse and (d / "data").is_dir():
+            t0 = int((d / "t0").read_text())
+            (d / "c.duckdb").unlink(missing_ok=True)
+            print(f"{gpus} GPUs × {days} d: backfilled before", flush=True)
+        else:
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "t0").write_text(str(t0))
+            t = time.perf_counter()
+            samples = write_history(d / "history.om", gpus, days, t0)
+            t_write = time.perf_counter() - t
+            t = time.perf_counter()
+            backfill(d / "history.om", d / "data", block_hours=24)
+            t_fill = time.perf_counter() - t
+            (d / "history.om").unlink()
+            print(f"{gpus} GPUs × {days} d: {samples:,} samples; OpenMetrics written in {t_write:.0f} s, "
+                  f"promtool backfill {t_fill:.0f} s", flush=True)
         window = ["--start", str(t0), "--end", str(t0 + days * 86400), "--json", "--price-per-gpu-hour", "2.5"]
         with RunningPrometheus(d / "data") as prom:
             base = ["--prometheus", prom.url, *window]

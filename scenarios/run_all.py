@@ -62,7 +62,7 @@ def has_cuda() -> bool:
 def run_one(spec: Spec, variant: str, base: Path) -> dict:
     """Record one twin; return its report, truth and run dir."""
     from gpusleuth.recorder.launcher import LaunchOptions, launch
-    from gpusleuth.report.build import build_report
+    from gpusleuth.pipeline.build import build_report
     from gpusleuth.sources.rundir import load_run
 
     out = base / f"{spec.name}-{variant}"

@@ -7,7 +7,10 @@ Why this exists: the NVML sampler is unit-tested on machines without a GPU throu
 with *synthetic* values (``tests/fixtures/nvml/``). This script is the other half — run it once on a real
 GPU (H100/H200 usually) and it
 
-1. opens ``NvmlSampler.open()`` and prints what the card is;
+0. checks CUDA is usable from torch (a kernel runs and its result comes back): without it nothing below
+   proves the GPU path, so it FAILS (exit 1), never skips;
+1. opens ``NvmlSampler.open()`` and prints what the card is, and NVML's return code for every field id
+   the sampler asks for (drivers before R575 answer INVALID_ARGUMENT / NOT_SUPPORTED for 269–271);
 2. times every NVML call the sampler makes (median/p95 µs over ~200 calls), because NVML calls take the
    driver's lock and the sampler's design (one field batch per tick, processes only every few seconds)
    rests on their cost (``shared/reference/telemetry.md`` §1.3, §8: none of it was measured by us);
@@ -21,7 +24,14 @@ GPU (H100/H200 usually) and it
 6. writes the RAW NVML answers of step 4, in the fixture format of ``tests/fixtures/nvml/README.md``,
    to ``DIR/<gpu>_<driver>.json.gz`` (copy it into ``tests/fixtures/nvml/`` to replace the synthetic
    ones), replays it through the tests' stand-in and checks the replay gives the rows seen live;
-7. prints a PASS/FAIL summary (also ``DIR/gpu_check.json``).
+7. a profiler probe: one short trace per case (bf16, fp16, fp32 with TF32 off and on, fp8 where the card
+   has it, ``.item()``, pageable and pinned H2D, a tiny-kernel loop), each kernel and launch printed with
+   gpusleuth's classification and checked against what the case did; the traces are kept under
+   ``DIR/fixtures/traces/`` for the tests;
+8. the planted GPU scenarios (``scenarios/gpu_*.py``) recorded with ``gpusleuth run``: each must get its
+   planted cause as the top finding, and their runs must have per-step CUDA event times, the hook's FLOP
+   count, an MFU, energy and (Hopper+) GPM columns, and no hook error;
+9. prints a PASS/FAIL summary (also ``DIR/gpu_check.json``). Budget: under 10 minutes on one GPU.
 
 Exit status: 0 all checks passed, 1 a check failed, 2 no GPU here (one line says why).
 
@@ -57,7 +67,7 @@ if (REPO / "src" / "gpusleuth").is_dir() and str(REPO / "src") not in sys.path:
 from gpusleuth.recorder.nvml import FIELDS, GPM_METRICS, NvmlSampler  # noqa: E402
 
 FORMAT = "gpusleuth-nvml-fixture/1"
-PERMANENT = {3: "NotSupported", 4: "NoPermission", 13: "FunctionNotFound"}  # as nvml.py's _PERMANENT
+PERMANENT = {2: "InvalidArgument", 3: "NotSupported", 4: "NoPermission", 13: "FunctionNotFound"}  # nvml.py's
 MS = 1_000_000
 
 # per-tick NVML calls → how their answer is stored in a fixture tick (see tests/fixtures/nvml/README.md)
@@ -80,6 +90,270 @@ while time.monotonic() < end:
         c = a @ b
     torch.cuda.synchronize()
 """
+
+
+# --------------------------------------------------------------------------- CUDA usable
+CUDA_PROBE = """
+import json, sys
+try:
+    import torch
+except ImportError:
+    print(json.dumps({"ok": False, "why": "torch is not installed"})); sys.exit(0)
+if not torch.cuda.is_available():
+    print(json.dumps({"ok": False, "why": f"torch {torch.__version__} has no usable CUDA "
+                      f"(built for CUDA {torch.version.cuda})"})); sys.exit(0)
+x = torch.arange(1024, device="cuda", dtype=torch.float32)
+got = float((x * 2).sum().item())
+p = torch.cuda.get_device_properties(0)
+print(json.dumps({"ok": got == 1023 * 1024, "why": f"kernel result {got}", "name": p.name,
+                  "cc": [p.major, p.minor], "torch": torch.__version__, "cuda": torch.version.cuda}))
+"""
+
+
+def cuda_usable(timeout_s: float = 180) -> dict:
+    """Whether torch can run a kernel on the GPU and read its result back (in a child: a broken CUDA
+    install can hang or abort the interpreter)."""
+    try:
+        res = subprocess.run([sys.executable, "-c", CUDA_PROBE], capture_output=True, text=True,
+                             timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "why": f"CUDA initialisation did not finish in {timeout_s:.0f} s"}
+    line = (res.stdout.strip().splitlines() or [""])[-1]
+    try:
+        return json.loads(line)
+    except ValueError:
+        return {"ok": False, "why": f"the CUDA probe died (exit {res.returncode}): {res.stderr.strip()[-300:]}"}
+
+
+# --------------------------------------------------------------------------- NVML field return codes
+def field_returns(nv: Any, handles: list[tuple[int, Any]]) -> dict[str, dict[str, str]]:
+    """NVML's answer for every field id the sampler asks for, per GPU: SUCCESS or the error's name. This is
+    what tells an R535–R570 driver (no 269–271, no 197/198 before R555) from a current one."""
+    names = {1: "UNINITIALIZED", 2: "INVALID_ARGUMENT", 3: "NOT_SUPPORTED", 4: "NO_PERMISSION", 6: "NOT_FOUND",
+             9: "DRIVER_NOT_LOADED", 10: "TIMEOUT", 12: "LIBRARY_NOT_FOUND", 13: "FUNCTION_NOT_FOUND",
+             15: "GPU_IS_LOST", 999: "UNKNOWN"}  # nvmlReturn_t (nvml.h)
+    ids = sorted(set(FIELDS.values()))
+    out: dict[str, dict[str, str]] = {}
+    for index, h in handles:
+        try:
+            vals = nv.nvmlDeviceGetFieldValues(h, ids)
+            out[str(index)] = {str(fid): ("SUCCESS" if v.nvmlReturn == 0 else names.get(v.nvmlReturn, str(v.nvmlReturn)))
+                               for fid, v in zip(ids, vals)}
+        except Exception as e:  # noqa: BLE001 - reported, the check goes on
+            out[str(index)] = {"*": f"{type(e).__name__}: {e}"}
+    return out
+
+
+# --------------------------------------------------------------------------- profiler probe
+PROBE = """
+import gzip, json, os, shutil, sys
+import torch
+from torch.profiler import ProfilerActivity, profile
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+dev = "cuda"
+cc = torch.cuda.get_device_capability(0)
+N = 2048
+
+def mm(dtype, tf32=None):
+    def run():
+        if tf32 is not None:
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+        a = torch.randn(N, N, device=dev, dtype=dtype)
+        b = torch.randn(N, N, device=dev, dtype=dtype)
+        for _ in range(4):
+            a @ b
+    return run
+
+def fp8():
+    a = torch.randn(N, N, device=dev).to(torch.float8_e4m3fn)
+    b = torch.randn(N, N, device=dev).to(torch.float8_e4m3fn)
+    one = torch.tensor(1.0, device=dev)
+    for _ in range(4):
+        torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+def item():
+    x = torch.randn(1 << 20, device=dev)
+    for _ in range(8):
+        float(x.sum().item())
+
+def h2d(pinned):
+    def run():
+        t = torch.randn(1 << 22)
+        if pinned:
+            t = t.pin_memory()
+        for _ in range(4):
+            t.to(dev, non_blocking=pinned)
+        torch.cuda.synchronize()
+    return run
+
+def tiny():
+    x = torch.zeros(16, device=dev)
+    for _ in range(300):
+        x.add_(1)
+
+cases = {"bf16": mm(torch.bfloat16), "fp16": mm(torch.float16), "fp32_tf32_off": mm(torch.float32, False),
+         "fp32_tf32_on": mm(torch.float32, True), "item": item, "h2d_pageable": h2d(False),
+         "h2d_pinned": h2d(True), "tiny_kernels": tiny}
+if cc >= (8, 9) and hasattr(torch, "float8_e4m3fn"):
+    cases["fp8"] = fp8
+done = {}
+for name, fn in cases.items():
+    try:
+        fn(); torch.cuda.synchronize()  # warm-up: cuBLAS handles, allocator
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
+            fn()
+            torch.cuda.synchronize()
+        path = os.path.join(out, name + ".json")
+        prof.export_chrome_trace(path)
+        with open(path, "rb") as f, gzip.open(path + ".gz", "wb") as g:
+            shutil.copyfileobj(f, g)
+        os.remove(path)
+        done[name] = path + ".gz"
+    except Exception as e:
+        done[name] = f"error: {type(e).__name__}: {e}"
+torch.backends.cuda.matmul.allow_tf32 = False
+print(json.dumps({"cases": done, "cc": list(cc), "name": torch.cuda.get_device_name(0)}))
+"""
+
+#: what each probe case must show: (the GEMM precision with most time, or a check on the trace's rows)
+PROBE_EXPECT = {"bf16": "bf16", "fp16": "fp16", "fp32_tf32_off": "fp32", "fp32_tf32_on": "tf32", "fp8": "fp8"}
+
+
+def probe_table(path: Path) -> dict:
+    """One probe trace through gpusleuth: each distinct kernel with its launch call and classification,
+    each memcpy with its category, the sync calls, the GEMM precision split and the short-kernel share."""
+    from gpusleuth.analysis.trace import classify as C
+    from gpusleuth.analysis.trace.kernels import breakdown
+    from gpusleuth.analysis.trace.prep import prepare
+    from gpusleuth.sources.kineto import load_trace
+    from gpusleuth.sources.kineto.model import KERNEL, MEMCPY, RUNTIME
+
+    tr = load_trace(path).trace
+    p = prepare(tr)
+    k = breakdown(p)
+    ev = tr.events
+    names = tr.names
+    rows: dict[tuple[str, str, str], int] = {}
+    for i in range(p.n):
+        launch = names[ev["name"][p.launch[i]]] if p.launch[i] >= 0 else "(no launch in trace)"
+        name = names[p.name[i]]
+        if p.kind[i] == KERNEL:
+            prec = C.precision(name)
+            what = ("gemm " + (prec or "?") + (" tensor-core" if C.is_tensor_core(name) else " cuda-core")
+                    if C.is_gemm(name) else "comm" if C.is_comm_kernel(name) else "other")
+        elif p.kind[i] == MEMCPY:
+            what = C.memcpy_category(name)
+        else:
+            what = "memset"
+        key = (name, launch, what)
+        rows[key] = rows.get(key, 0) + 1
+    runtime = [names[c] for c in ev["name"][ev["kind"] == RUNTIME]]
+    launches = sorted({names[ev["name"][r]] for r in p.launch[p.launch >= 0]})
+    return {
+        "rows": [{"kernel": n, "launch": lname, "class": w, "count": c} for (n, lname, w), c in sorted(rows.items())],
+        "launch_calls": launches,
+        "launch_calls_not_known": [n for n in launches if not C.is_launch(n)],
+        "sync_calls": sorted({n for n in runtime if C.is_sync(n)} | {names[c] for c in ev["name"] if C.is_sync(names[c])}),
+        "precision_s": k["precision_s"],
+        "precision_from_op_share": k.get("precision_from_op_share"),
+        "short_kernel_share": (k["short_kernels"] or {}).get("count_share"),
+        "memcpy": sorted({names[p.name[i]] for i in range(p.n) if p.kind[i] == MEMCPY}),
+    }
+
+
+def judge_probe(case: str, t: dict) -> tuple[bool, str]:
+    """Did gpusleuth read the case the way it was made?"""
+    if t["launch_calls_not_known"]:
+        return False, f"launch calls not counted as launches: {t['launch_calls_not_known']}"
+    prec = t["precision_s"]
+    if case in PROBE_EXPECT:
+        top = max(prec, key=prec.get) if prec else None
+        return top == PROBE_EXPECT[case], f"GEMM time by precision {prec} (expected mostly {PROBE_EXPECT[case]})"
+    if case == "item":
+        return bool(t["sync_calls"]), f"sync calls seen: {t['sync_calls']}"
+    if case.startswith("h2d_"):
+        want = "memcpy_h2d_pinned" if case == "h2d_pinned" else "memcpy_h2d_pageable"
+        got = sorted({r["class"] for r in t["rows"] if r["class"].startswith("memcpy")})
+        return want in got, f"copies classified {got} (expected {want})"
+    if case == "tiny_kernels":
+        share = t["short_kernel_share"] or 0.0
+        return share > 0.9, f"{share:.0%} of kernels shorter than 10 µs"
+    return True, ""
+
+
+def run_probe(out: Path, checks: "Checks", timeout_s: float = 240) -> dict:
+    """Record the probe traces in a child and judge each with gpusleuth's own reading."""
+    tdir = out / "fixtures" / "traces"
+    try:
+        res = subprocess.run([sys.executable, "-c", PROBE, str(tdir)], capture_output=True, text=True,
+                             timeout=timeout_s)
+        info = json.loads((res.stdout.strip().splitlines() or ["{}"])[-1])
+    except (subprocess.TimeoutExpired, ValueError) as e:
+        checks.add("FAIL", "profiler probe", f"{type(e).__name__}: {e}")
+        return {}
+    report: dict[str, Any] = {"device": info.get("name"), "cc": info.get("cc"), "cases": {}}
+    for case, path in (info.get("cases") or {}).items():
+        if str(path).startswith("error"):
+            checks.add("FAIL", f"probe {case}", str(path))
+            continue
+        t = probe_table(Path(path))
+        report["cases"][case] = t
+        print(f"  -- {case}: GEMM precision {t['precision_s']}, from ops {t['precision_from_op_share']}")
+        for r in t["rows"]:
+            print(f"     {r['count']:4d}× {r['class']:28s} via {r['launch']:24s} {r['kernel'][:90]}")
+        ok, detail = judge_probe(case, t)
+        checks.check(ok, f"probe {case}", detail)
+    if "fp8" not in report["cases"]:
+        checks.add("SKIP", "probe fp8", f"compute capability {info.get('cc')} has no fp8 tensor cores")
+    return report
+
+
+# --------------------------------------------------------------------------- planted GPU scenarios
+def run_scenarios(out: Path, checks: "Checks") -> dict:
+    """The planted GPU scenarios under ``gpusleuth run``: the top finding must be the planted cause, and each
+    run must carry the GPU columns the analysis needs."""
+    sys.path.insert(0, str(REPO / "scenarios"))
+    try:
+        import run_all  # scenarios/run_all.py
+    except ImportError as e:
+        checks.add("FAIL", "planted GPU scenarios", f"scenarios/run_all.py: {e}")
+        return {}
+    from gpusleuth.sources.rundir import load_run
+
+    results: dict[str, Any] = {}
+    base = out / "scenarios"
+    base.mkdir(parents=True, exist_ok=True)
+    for spec in (s for s in run_all.SPECS if s.gpu):
+        t0 = time.monotonic()
+        try:
+            planted = run_all.run_one(spec, "planted", base)
+        except Exception as e:  # noqa: BLE001
+            checks.add("FAIL", f"scenario {spec.name}", f"{type(e).__name__}: {e}")
+            continue
+        rep = planted["report"]
+        top = rep.findings[0] if rep.findings else None
+        results[spec.name] = {"expected": spec.cause, "top": top.cause if top else None,
+                              "seconds": round(time.monotonic() - t0, 1)}
+        checks.check(top is not None and top.cause == spec.cause, f"scenario {spec.name}: top finding",
+                     f"expected {spec.cause}, got {top.cause if top else None} ({top.title if top else ''})")
+        d = rep.to_dict()
+        o = d.get("outcomes") or {}
+        mfu = o.get("mfu") or {}
+        gpu = (d.get("gpu") or [{}])[0]
+        run = load_run(planted["run_dir"])
+        hook_errors = [i for i in run.infos if i.get("kind") == "hook_error"]
+        gpm_why = str((gpu.get("empty") or {}).get("gpm") or "")
+        cols = {"per-step CUDA events": o.get("gpu_time_s"), "FLOPs per step": mfu.get("flops_per_step"),
+                "MFU": mfu.get("mfu"), "energy": (o.get("energy") or {}).get("run_j"),
+                # GPM needs Hopper or newer: elsewhere the empty column must say so
+                "GPM sm_active": gpu.get("sm_active") or (gpm_why if "not supported" in gpm_why.lower() else None)}
+        results[spec.name]["columns"] = cols
+        results[spec.name]["hook_errors"] = hook_errors
+        missing = [k for k, v in cols.items() if v is None]
+        checks.check(not missing and not hook_errors, f"scenario {spec.name}: columns filled, no hook error",
+                     f"missing {missing}; hook errors {hook_errors}; MFU why-not: {mfu.get('why_not')}")
+    return results
 
 
 # --------------------------------------------------------------------------- recording proxy
@@ -263,15 +537,18 @@ class RecordingNvml:
 
 def replay(fixture: dict, fake_cls: Any) -> tuple[list[dict], list[dict]]:
     """Rows the sampler gives when the tests' stand-in (``fake_cls``) replays ``fixture`` tick by tick,
-    at the recorded timestamps (so GPM pairs fall exactly where they fell live)."""
+    at the recorded timestamps (so GPM pairs fall where they fell live: the sampler times its GPM pairs by
+    its clock, here the recorded tick times)."""
     fake = fake_cls(json.loads(json.dumps(fixture)))
-    sampler, reason = NvmlSampler.open(fake)
+    now = [0]
+    sampler, reason = NvmlSampler.open(fake, clock=lambda: now[0])
     if sampler is None:
         raise RuntimeError(f"replay could not open the fixture: {reason}")
     sampler.hardware()
     rows = []
     for k, t in enumerate(fixture["devices"][0]["ticks"]):
         fake.tick = k
+        now[0] = t["t_ns"]
         rows.extend(sampler.sample(t["t_ns"]))
     procs = sampler.sample_processes(0)
     sampler.close()
@@ -460,6 +737,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--load-seconds", type=float, default=5.0, help="matmul load / 10 Hz sampling time (default 5)")
     ap.add_argument("--periods-seconds", type=float, default=3.0, help="counter update-period measurement time")
     ap.add_argument("--skip-run", action="store_true", help="skip the `gpusleuth run` of the demo job")
+    ap.add_argument("--skip-probe", action="store_true", help="skip the profiler probe")
+    ap.add_argument("--skip-scenarios", action="store_true", help="skip the planted GPU scenarios")
     args = ap.parse_args(argv)
 
     try:
@@ -484,8 +763,15 @@ def main(argv: list[str] | None = None) -> int:
     live_procs: list[dict] = []
     load_pid: int | None = None
     try:
+        # ---------------------------------------------------------------- 0. CUDA
+        phase("0. CUDA usable from torch (a kernel runs, its result comes back)")
+        cu = cuda_usable()
+        report["cuda"] = cu
+        print("  " + json.dumps(cu))
+        cuda_ok = checks.check(bool(cu.get("ok")), "CUDA usable from torch", str(cu.get("why")))
+
         # ---------------------------------------------------------------- 1. hardware
-        phase("1. NvmlSampler.open() and hardware()")
+        phase("1. NvmlSampler.open() and hardware(); NVML's answer per field id")
         hw = sampler.hardware()
         report["hardware"] = hw
         for d in hw:
@@ -493,6 +779,11 @@ def main(argv: list[str] | None = None) -> int:
         checks.check(bool(hw) and all(d["name"] and d["memory_total"] for d in hw), "hardware facts",
                      f"{len(hw)} GPU(s): {', '.join(str(d['name']) for d in hw)}")
         h = pynvml.nvmlDeviceGetHandleByIndex(hw[0]["index"])
+        whole = [(d["index"], pynvml.nvmlDeviceGetHandleByIndex(d["index"])) for d in hw if d.get("parent") is None]
+        report["field_returns"] = returns = field_returns(pynvml, whole)
+        for index, codes in returns.items():
+            print(f"  GPU {index} fields: " + ", ".join(f"{k}={v}" for k, v in codes.items()))
+        report["diagnostics"] = sampler.diagnostics()
 
         # ---------------------------------------------------------------- 2. call latency
         phase(f"2. NVML call latency on GPU {hw[0]['index']} (idle, {args.calls} calls each)")
@@ -527,8 +818,8 @@ def main(argv: list[str] | None = None) -> int:
         # ---------------------------------------------------------------- 3/4. load, update periods, 10 Hz
         phase("3. load (bf16 matmul in a child process), counter update periods, 10 Hz sampling")
         load = None
-        if importlib.util.find_spec("torch") is None:
-            checks.add("SKIP", "matmul load", "torch is not installed: sampling an idle GPU")
+        if not cuda_ok:
+            checks.add("FAIL", "matmul load", f"CUDA is not usable: {cu.get('why')}")
         else:
             load = subprocess.Popen([sys.executable, "-c", LOAD,
                                      str(args.load_seconds + args.periods_seconds + 3)],
@@ -645,6 +936,25 @@ def main(argv: list[str] | None = None) -> int:
             checks.add("FAIL", "fixture", traceback.format_exc(limit=3).strip().splitlines()[-1])
     finally:
         sampler.close()
+
+    # -------------------------------------------------------------------- 7. profiler probe
+    if args.skip_probe:
+        checks.add("SKIP", "profiler probe", "--skip-probe")
+    elif not cuda_ok:
+        checks.add("FAIL", "profiler probe", "CUDA is not usable")
+    else:
+        phase("7. profiler probe: each kernel and launch with gpusleuth's classification")
+        report["probe"] = run_probe(out, checks)
+
+    # -------------------------------------------------------------------- 8. planted GPU scenarios
+    if args.skip_scenarios:
+        checks.add("SKIP", "planted GPU scenarios", "--skip-scenarios")
+    elif not cuda_ok:
+        checks.add("FAIL", "planted GPU scenarios", "CUDA is not usable")
+    else:
+        phase("8. planted GPU scenarios under gpusleuth run (top finding, per-step CUDA events, FLOPs, MFU, "
+              "energy, GPM)")
+        report["scenarios"] = run_scenarios(out, checks)
 
     # -------------------------------------------------------------------- 6. gpusleuth run
     if args.skip_run:

@@ -1,4 +1,10 @@
-"""Shared helpers: run the real ``gpusleuth`` CLI in a child process."""
+"""Shared helpers: run the real ``gpusleuth`` CLI in a child process; the test lanes.
+
+Lanes (README): ``pytest -m unit`` is every test that is neither ``slow`` nor ``process`` — in-process tests
+of real data files, no child process, minutes in all. In that lane a test that starts a child process (a
+job, a server, the CLI, a worker pool) fails at once with a sentence saying to mark it ``process``, so the
+lane stays what its name says. ``pytest`` with no ``-m`` runs everything (what CI runs).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,33 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 TRACES = FIXTURES / "hta"  # HTA's real Kineto traces (MIT), MANIFEST.md beside them
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("slow") is None and item.get_closest_marker("process") is None:
+            item.add_marker(pytest.mark.unit)
+
+
+def _refuse_child(*_args, **_kw):
+    raise AssertionError("a unit-lane test started a child process: mark it @pytest.mark.process "
+                         "(or @pytest.mark.slow), so `pytest -m unit` stays in-process")
+
+
+@pytest.fixture(autouse=True)
+def _unit_lane_starts_no_process(request, monkeypatch):
+    """Only when the unit lane is selected (``-m unit``): every way of starting a process refuses."""
+    if "unit" not in (request.config.option.markexpr or "") or request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    import multiprocessing.util
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", _refuse_child)
+    for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system", "execv", "execve"):
+        if hasattr(os, name):
+            monkeypatch.setattr(os, name, _refuse_child)
+    monkeypatch.setattr(multiprocessing.util, "spawnv_passfds", _refuse_child)
+    yield
 
 
 def gpusleuth(*args, timeout=180, env=None, **kw) -> subprocess.CompletedProcess:
@@ -67,3 +100,10 @@ def report_json(run_dir: Path) -> dict:
 @pytest.fixture
 def run_cli():
     return gpusleuth
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _summary_cache_in_tmp(tmp_path_factory):
+    """`gpusleuth fleet` caches summaries outside run directories (~/.cache/gpusleuth): tests keep theirs
+    in a temporary folder, never in the home directory of whoever runs them."""
+    os.environ.setdefault("GPUSLEUTH_CACHE_DIR", str(tmp_path_factory.mktemp("gpusleuth-cache")))

@@ -49,7 +49,7 @@ class PlantedGpu:
     t: np.ndarray  # epoch seconds
     cols: dict[str, np.ndarray]  # COLUMNS → values, NaN = no sample (a gap)
     owner: np.ndarray  # index into owners, -1 = no pod
-    owners: list[tuple[str, str, str]] = field(default_factory=list)
+    owners: list[tuple[str, ...]] = field(default_factory=list)  # (namespace, pod, container[, hpc_job])
 
 
 def free_port() -> int:
@@ -73,11 +73,11 @@ def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], li
                 vals = g.cols[col]
                 # a series per owner (dcgm-exporter's pod labels change when the GPU changes hands)
                 for oi in np.unique(g.owner):
-                    ns, pod, cont = g.owners[oi] if oi >= 0 else ("", "", "")
+                    ns, pod, cont, *job = g.owners[oi] if oi >= 0 else ("", "", "")
                     labels = (f'cluster="{cluster}",gpu="{g.gpu}",UUID="{g.uuid}",pci_bus_id="00000000:{g.gpu:02X}:00.0",'
                               f'device="nvidia{g.gpu}",modelName="{MODEL}",Hostname="{g.host}",'
                               f'container="{cont}",namespace="{ns}",pod="{pod}",job="dcgm-exporter",'
-                              f'instance="{g.host}:9400"')
+                              f'instance="{g.host}:9400"' + (f',hpc_job="{job[0]}"' if job else ""))
                     sel = (g.owner == oi) & ~np.isnan(vals)
                     if not sel.any():
                         continue
@@ -147,7 +147,7 @@ class RunningPrometheus:
 
 
 # --- the planted cluster of the tests --------------------------------------------------------------------
-def _gpu(out: list[PlantedGpu], t: np.ndarray, host: str, i: int, owners: list[tuple[str, str, str]],
+def _gpu(out: list[PlantedGpu], t: np.ndarray, host: str, i: int, owners: list[tuple[str, ...]],
          owner: np.ndarray, busy: np.ndarray, sm_busy: np.ndarray, profiling: bool = True) -> PlantedGpu:
     idle, load = h100_scrape("idle"), h100_scrape("load")
     held = owner >= 0
@@ -200,11 +200,13 @@ def planted_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 0):
 
 
 def legacy_cluster(t0: int, hours: int = 24, step: int = 30):
-    """Two GPUs of a cluster whose dcgm-exporter runs without profiling metrics and without its Kubernetes
-    mapping (no pod labels), and no kube-state-metrics: the bad-input sentences' case."""
+    """Two GPUs of an HPC cluster whose dcgm-exporter runs without profiling metrics and without Kubernetes
+    (no pod labels; its HPC job mapping labels GPU 0 ``hpc_job="job-17"`` for 12 h, busy the first 6), and
+    no kube-state-metrics: the bad-input sentences' case, and ``--group-label``'s."""
     t = t0 + step * np.arange(hours * 3600 // step)
     hour = (t - t0) / 3600
     gpus: list[PlantedGpu] = []
-    _gpu(gpus, t, "old-1", 0, [], np.full(len(t), -1), hour < 6, np.full(len(t), 0.7), profiling=False)
+    _gpu(gpus, t, "old-1", 0, [("", "", "", "job-17")], np.where(hour < 12, 0, -1), hour < 6, np.full(len(t), 0.7),
+         profiling=False)
     _gpu(gpus, t, "old-1", 1, [], np.full(len(t), -1), np.zeros(len(t), bool), np.zeros(len(t)), profiling=False)
     return gpus

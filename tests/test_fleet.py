@@ -33,14 +33,18 @@ def fleet_dir(tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
-def test_real_runs_match_their_reports_and_cache_a_summary(fleet_dir):
+def test_real_runs_match_their_reports_and_cache_a_summary(fleet_dir, tmp_path):
     assert not list(fleet_dir.glob("*/summary.json"))
-    res = gpusleuth("fleet", fleet_dir, "--json", "--price-per-gpu-hour", "2")
+    cache = tmp_path / "cache"
+    res = gpusleuth("fleet", fleet_dir, "--json", "--price-per-gpu-hour", "2", env={"GPUSLEUTH_CACHE_DIR": str(cache)})
     assert res.returncode == 0, res.stderr
     fleet = json.loads(res.stdout)
     assert fleet["runs"] == 2
     assert any("broken" in s and "meta.json" in s for s in fleet["skipped"])  # named, not a traceback
-    assert len(list(fleet_dir.glob("*/summary.json"))) == 2  # cached for the next look
+    assert not list(fleet_dir.glob("*/summary.json"))  # reading never writes a run...
+    assert len(list((cache / "summaries").glob("*.json"))) == 2  # ...the summaries are cached outside it
+    res = gpusleuth("fleet", fleet_dir, "--json", "--no-analyse", env={"GPUSLEUTH_CACHE_DIR": str(cache)})
+    assert json.loads(res.stdout)["runs"] == 2  # the next look reads the cache
     for row in fleet["rows"]:
         report = json.loads(gpusleuth("report", row["path"], "--json", "--price-per-gpu-hour", "2").stdout)
         o = report["outcomes"]

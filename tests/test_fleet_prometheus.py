@@ -179,6 +179,15 @@ def test_missing_metrics_and_labels_are_sentences(server):
     assert "DCGM_FI_PROF_SM_ACTIVE" in notes and "counters CSV" in notes  # the profiling metrics, and where to enable them
     assert "no GPU series carries Kubernetes labels" in notes and "--kubernetes" in notes
     assert "kube-state-metrics" in notes
+    # the same cluster grouped by its HPC job label: the job is a workload, 6 h busy then 6 h idle
+    res = gpusleuth("fleet", "--prometheus", server.url, *WINDOW, "--selector", 'cluster="legacy"', "--no-cache",
+                    "--group-label", "hpc_job", "--json", "--price-per-gpu-hour", PRICE)
+    d = json.loads(res.stdout)
+    job = next(w for w in d["workloads"] if w["workload"] == "job-17")
+    assert job["reason"] == "PART_TIME" and job["activity_source"] == "util"
+    assert (job["productive_h"], job["allocated_idle_h"]) == (pytest.approx(6.0, abs=0.02), pytest.approx(6.0, abs=0.02))
+    assert job["idle_usd"] == pytest.approx(6.0 * PRICE, abs=0.1)
+    assert not any("Kubernetes labels" in n for n in d["notes"])
     # no dcgm-exporter at all in the window: one sentence, no traceback
     res = gpusleuth("fleet", "--prometheus", server.url, "--start", "2001-01-01T00:00:00Z", "--end",
                     "2001-01-02T00:00:00Z", "--no-cache")

@@ -167,3 +167,16 @@ def test_kernel_names_that_state_their_types(name, expected):
 ])
 def test_non_gemm_kernels_are_not_gemms(name):
     assert not C.is_gemm(name) and C.precision(name) is None and not C.is_tensor_core(name)
+
+
+def test_nsight_h100_fp32_cublas_gemms_are_cuda_core_fp32():
+    """The Nsight Systems export of PyTorch on 2×H100 (nsys-ai's fixture) ran fp32 cuBLAS GEMMs
+    (``sm80_xmma_gemm_f32f32_f32f32_f32_…``: fp32 MMA type, FFMA): fp32 on CUDA cores, no tensor-core time.
+    Before, every ``xmma`` name counted as tensor-core math."""
+    from gpusleuth.sources.nsys import read_nsys
+
+    for run in read_nsys(FIX / "nsys" / "h100_2gpu_1s.sqlite"):
+        k = breakdown(prepare(run.trace))
+        assert set(k["precision_s"]) == {"fp32"} and k["precision_s"]["fp32"] > 0.01
+        assert k["tensor_core_share"] == 0.0
+        assert k["precision_from_op_share"] == 0.0  # Nsight has no op Input types: the names decided

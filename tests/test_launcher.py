@@ -230,4 +230,7 @@ def test_launcher_killed_run_is_salvaged_by_report(tmp_path):
     assert rep["run"]["exit_code"] is None
     assert any("no recorded end" in loss for loss in rep["losses"])
     assert rep["host"]["samples"] >= 5
-    assert (out / "host.parquet").exists() and not (out / "host.arrows").exists()  # finalized by report
+    assert (out / "host.arrows").exists() and not (out / "host.parquet").exists()  # reading never writes
+    fin = subprocess.run([PY, "-m", "gpusleuth", "finalize", str(out)], capture_output=True, text=True, timeout=120)
+    assert fin.returncode == 0, fin.stderr
+    assert (out / "host.parquet").exists() and not (out / "host.arrows").exists()  # finalized on request

@@ -51,6 +51,7 @@ class FakeNvml:
         self.freed = 0
         self.shutdown = 0
         self.transient: dict[str, list] = {}  # fn → [error name, times left]
+        self.now_ns = 0  # the replayed monotonic clock (run_ticks sets it to each tick's time)
 
     def __getattr__(self, name):  # constants and exception classes are the real ones
         if name.startswith(("NVML_", "NVMLError")):
@@ -196,6 +197,7 @@ def open_fake(name: str = "h100_synthetic.json", mutate=None, **kw):
     if mutate:
         mutate(fx)
     fake = FakeNvml(fx)
+    kw.setdefault("clock", lambda: fake.now_ns)  # the sampler times GPM pairs by its clock: the replayed one
     sampler, reason = NvmlSampler.open(fake, **kw)
     assert reason is None and sampler is not None
     return sampler, fake
@@ -206,6 +208,7 @@ def run_ticks(sampler, fake, n, step_ns=100 * MS):
     t0 = fake.fx["devices"][0]["ticks"][0]["t_ns"]
     for i in range(n):
         fake.tick = i
+        fake.now_ns = t0 + i * step_ns + 2 * MS  # sampled a little after the tick starts
         rows.extend(sampler.sample(t0 + i * step_ns))
     return rows
 
@@ -294,7 +297,7 @@ def test_one_field_batch_per_device_per_sample_and_no_slow_calls():
 
 def test_gpm_metrics_computed_between_two_samples():
     sampler, fake = open_fake()
-    rows = run_ticks(sampler, fake, 4)
+    rows = run_ticks(sampler, fake, 4, step_ns=150 * MS)
     assert all(math.isnan(rows[0][c]) for c in ("sm_active", "sm_occupancy", "tensor_active", "dram_active"))
     assert rows[1]["sm_active"] == pytest.approx(79.4)
     assert rows[1]["sm_occupancy"] == pytest.approx(31.7)
@@ -304,12 +307,57 @@ def test_gpm_metrics_computed_between_two_samples():
     assert fake.calls["nvmlGpmMetricsGet"] == 3
 
 
-def test_gpm_only_when_samples_at_least_100ms_apart():
+def test_gpm_only_when_samples_more_than_100ms_apart():
+    """NVML needs *more than* 100 ms between the two samples of a pair: at a 50 ms tick, exactly 100 ms
+    apart is not enough (the old gate took it), 150 ms is."""
     sampler, fake = open_fake()
-    rows = run_ticks(sampler, fake, 6, step_ns=50 * MS)
+    rows = run_ticks(sampler, fake, 7, step_ns=50 * MS)
     got = [not math.isnan(r["sm_active"]) for r in rows]
-    assert got == [False, False, True, False, True, False]
-    assert fake.calls["nvmlGpmSampleGet"] == 3  # a GPM sample only every 100 ms
+    assert got == [False, False, False, True, False, False, True]
+    assert fake.calls["nvmlGpmSampleGet"] == 3
+
+
+def test_gpm_pair_timed_when_taken_not_by_the_tick():
+    """A tick whose other calls ran long takes its GPM sample late: the pair is timed by the samples."""
+    sampler, fake = open_fake()
+    t0 = fake.fx["devices"][0]["ticks"][0]["t_ns"]
+    fake.now_ns = t0 + 60 * MS  # the first tick's sample was taken 60 ms after the tick began
+    sampler.sample(t0)
+    fake.tick, fake.now_ns = 1, t0 + 150 * MS  # 150 ms of ticks, but only 90 ms between the samples
+    assert math.isnan(sampler.sample(t0 + 110 * MS)[0]["sm_active"])
+    fake.tick, fake.now_ns = 2, t0 + 170 * MS
+    assert not math.isnan(sampler.sample(t0 + 160 * MS)[0]["sm_active"])
+
+
+def test_failed_gpm_sample_starts_a_new_pair():
+    """A transient nvmlGpmSampleGet failure must not leave a stale or reversed pair for the next tick."""
+    sampler, fake = open_fake()
+    fake.transient["nvmlGpmSampleGet"] = ["Unknown", 0]
+    rows = []
+    t0 = fake.fx["devices"][0]["ticks"][0]["t_ns"]
+    for i in range(5):
+        fake.tick, fake.now_ns = i, t0 + i * 150 * MS
+        if i == 2:
+            fake.transient["nvmlGpmSampleGet"][1] = 1
+        rows.extend(sampler.sample(t0 + i * 150 * MS))
+    got = [not math.isnan(r["sm_active"]) for r in rows]
+    assert got == [False, True, False, False, True]  # after the failure: a fresh first sample, then a pair
+    assert sampler.failures[(0, "nvmlGpmSampleGet")] == 1
+
+
+def test_gpm_stops_when_metrics_fail_for_good():
+    sampler, fake = open_fake()
+    fake.transient["nvmlGpmMetricsGet"] = ["NotSupported", 1]
+    orig = fake.nvmlGpmMetricsGet
+
+    def metrics(mg):
+        fake._enter("nvmlGpmMetricsGet")
+        return orig(mg)
+
+    fake.nvmlGpmMetricsGet = metrics
+    run_ticks(sampler, fake, 6, step_ns=150 * MS)
+    assert fake.calls["nvmlGpmSampleGet"] == 2  # no samples taken after the metrics call failed for good
+    assert fake.freed == 2 and "GPM stopped" in sampler.disabled[0]["gpm"]
 
 
 def test_not_supported_call_disabled_after_first_failure_and_counted():
@@ -319,7 +367,7 @@ def test_not_supported_call_disabled_after_first_failure_and_counted():
     assert fake.calls["nvmlDeviceGetTemperature"] == 1
     assert all(math.isnan(r["temp_c"]) for r in rows)
     assert sampler.failures[(0, "nvmlDeviceGetTemperature")] == 1
-    assert sampler.disabled[0]["nvmlDeviceGetTemperature"] == "Not Supported"
+    assert sampler.disabled[0]["nvmlDeviceGetTemperature"] == "NVML NotSupported"
     assert all(r["power_w"] == pytest.approx(512.034, abs=5) for r in rows)  # the rest goes on
 
 

@@ -15,7 +15,7 @@ from gpusleuth.analysis.peaks import lookup_peak
 from gpusleuth.analysis.quality import Target, TargetError, compute_time_to_target
 from gpusleuth.errors import InputError
 from gpusleuth.pipeline.build import build_report
-from gpusleuth.report.options import AnalysisOptions
+from gpusleuth.analysis.options import AnalysisOptions
 from gpusleuth.sources.mllog import parse_mllog_lines
 
 PHASED = textwrap.dedent(

@@ -290,3 +290,115 @@ def test_two_gpusleuth_runs_racing_for_one_out(tmp_path):
     codes = sorted(code for code, _ in results)
     assert codes[0] == 0 and codes[1] != 0, results
     assert any("not empty" in err for _, err in results), results
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading never writes (issue 22, deliverable 3; issue 23 cases 1 and 9): report, compare, fleet and the
+# HTML page leave a run directory byte-identical, finished, still recording, or left by a killed launcher.
+
+def _tree(run_dir: Path) -> dict[str, bytes]:
+    """Every file of the run, by relative path, with its bytes (what "byte-identical" compares)."""
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
+STEPS_FOR = """
+import os, sys, time
+import gpusleuth
+end = time.time() + float(sys.argv[1])
+stop = sys.argv[2] if len(sys.argv) > 2 else None  # or until this file exists (at most argv[1] seconds)
+while time.time() < end and not (stop and os.path.exists(stop)):
+    time.sleep(0.02)
+    gpusleuth.step(samples=2)
+"""
+
+
+@pytest.mark.slow
+def test_reading_a_finished_run_never_writes_it(tmp_path):
+    out = tmp_path / "run"
+    res = gpusleuth("run", "--out", out, "--no-report", "--no-gpu", "--", PY, "-c", STEPS_FOR, "1", timeout=120)
+    assert res.returncode == 0, res.stderr
+    before = _tree(out)
+    env = {"GPUSLEUTH_CACHE_DIR": str(tmp_path / "cache")}
+    for args in (("report", out, "--json"), ("report", out, "--html", tmp_path / "r.html"),
+                 ("compare", out, out), ("fleet", out)):
+        r = gpusleuth(*args, env=env, timeout=120)
+        assert r.returncode == 0, (args, r.stderr)
+    assert _tree(out) == before
+    assert list((tmp_path / "cache" / "summaries").glob("*.json")), "fleet keeps its summary outside the run"
+
+
+@pytest.mark.slow
+def test_reports_of_a_run_being_recorded_take_nothing_from_it(tmp_path):
+    """Case 1: a report at t = 10 s of a 25 s run finalized it under the recorder (89 host samples over
+    8.8 s instead of 383 over 38 s), and said the launcher was killed. Case 9: a second concurrent report
+    said "nothing is lost: host.arrows is kept" after the first had converted it."""
+    out, stop = tmp_path / "run", tmp_path / "stop"
+    job = subprocess.Popen([PY, "-m", "gpusleuth", "run", "--out", str(out), "--no-report", "--no-gpu", "--",
+                            PY, "-c", STEPS_FOR, "150", stop], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (list((out / "raw").glob("events-*.tsv")) and
+                                                   (out / "host.arrows").exists()):
+            time.sleep(0.1)
+        time.sleep(2.0)  # a few flushes of both
+        streams = {p.name: p.stat().st_ino for p in out.glob("*.arrows")}
+        reports = [subprocess.Popen([PY, "-m", "gpusleuth", "report", str(out), "--json"], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        docs = []
+        for r in reports:
+            stdout, stderr = r.communicate(timeout=120)
+            assert r.returncode == 0, stderr
+            docs.append(json.loads(stdout))
+        assert job.poll() is None, "the reports must run while the job is recording"
+        assert {p.name: p.stat().st_ino for p in out.glob("*.arrows")} == streams, "streams untouched"
+        assert not list(out.glob("*.parquet")) and not (out / "summary.json").exists()
+        for doc in docs:
+            losses = doc["losses"]
+            assert any("still being recorded" in m for m in losses), losses
+            assert not [m for m in losses if "still being recorded" not in m], losses  # no phantom loss
+            assert doc["outcomes"]["steps"] >= 20, doc["outcomes"]
+    finally:
+        stop.touch()
+        _, err = job.communicate(timeout=120)
+    assert job.returncode == 0, err
+    final = gpusleuth("report", out, "--json", timeout=120)
+    doc = json.loads(final.stdout)
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(out / "host.parquet").column("t_ns").to_numpy()
+    wall = doc["run"]["wall_s"]
+    assert (t.max() - t.min()) / 1e9 >= wall - 1.5, ((t.max() - t.min()) / 1e9, wall)  # the telemetry is whole
+    assert not [m for m in doc["losses"]], doc["losses"]
+
+
+@pytest.mark.slow
+def test_a_run_whose_launcher_died_is_read_as_is_and_finalized_on_request(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen([PY, "-m", "gpusleuth", "run", "--no-report", "--no-gpu", "--out", str(out), "--",
+                             PY, "-c", STEPS_FOR, "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (out / "host.arrows").exists():
+        time.sleep(0.1)
+    time.sleep(1.5)
+    os.killpg(proc.pid, signal.SIGKILL)  # launcher and job; the recorder stops once its stdin closes
+    proc.wait()
+    rec_pid = json.loads((out / "recorder.json").read_text())["pid"]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{rec_pid}"):
+        time.sleep(0.1)
+    before = _tree(out)
+    rep = gpusleuth("report", out, "--json", timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    assert _tree(out) == before
+    losses = json.loads(rep.stdout)["losses"]
+    assert any("its launcher was killed" in m and "gpusleuth finalize" in m for m in losses), losses
+    fin = gpusleuth("finalize", out, timeout=120)
+    assert fin.returncode == 0, fin.stderr
+    assert (out / "host.parquet").exists() and not list(out.glob("*.arrows"))
+    assert not (out / ".recording").exists() and not (out / ".space-reserve").exists()
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["end_ns"] and any("its launcher was killed" in m for m in meta["losses"])
+    again = json.loads(gpusleuth("report", out, "--json", timeout=120).stdout)
+    assert not any("gpusleuth finalize" in m for m in again["losses"]), again["losses"]

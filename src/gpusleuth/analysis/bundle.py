@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gpusleuth.analysis.comm import job_comm
+from gpusleuth.analysis.comm import CommSummary, job_comm
 from gpusleuth.analysis.comm import price as price_comm
 from gpusleuth.analysis.cost import find_price, price_table
 from gpusleuth.analysis.gpu_timeline import gpu_timelines
@@ -29,9 +29,12 @@ from gpusleuth.analysis.load import LoadAnalysis, analyze_load
 from gpusleuth.analysis.loop import LoopFacts, loop_facts
 from gpusleuth.analysis.options import AnalysisOptions
 from gpusleuth.analysis.outcomes import Outcomes, compute_outcomes, traced_outcomes
+from gpusleuth.analysis.job_gpus import JobGpus, job_gpus
 from gpusleuth.analysis.peaks import gpu_model
 from gpusleuth.analysis.ranks import RankSummary, summarize_rank
 from gpusleuth.analysis.requests import RequestAnalysis, analyze_requests, split_by_levels
+from gpusleuth.analysis.engine import EngineAnalysis, analyze_engine
+from gpusleuth.analysis.slo_miss import explain_misses
 from gpusleuth.analysis.steps import StepView, step_view
 from gpusleuth.analysis.telemetry import GpuSummary, HostSummary, assign_roles, summarize_gpus, summarize_host
 from gpusleuth.analysis.timeseries import DisplayData, build_display
@@ -52,15 +55,17 @@ class RunAnalysis:
     gpus: list[GpuSummary]
     gpu_note: str | None  # why there is no GPU telemetry, if there is none
     host: HostSummary | None
+    gpu_scope: JobGpus | None = None  # which sampled GPUs were the job's (``gpus`` holds those), and how told
     traces: list[TraceAnalysis] = field(default_factory=list)  # one per rank
     host_ops: list[dict[str, Any]] = field(default_factory=list)  # per trace with steps
     headline: Headline | None = None
     dollars_per_second: float | None = None  # what one second of the job's wall time costs, all devices
     # utilization over time per GPU, for a GPU log read alone (no steps, no traces: nothing better to judge by)
     gpu_timeline: list[Any] = field(default_factory=list)
-    comm: Any = None  # analysis.comm.CommSummary of a multi-rank job: collectives matched across ranks
+    comm: CommSummary | None = None  # a multi-rank job's collectives matched across ranks
     load: LoadAnalysis | None = None  # `gpusleuth load` levels, the knee, $ per 1M requests (None: no load)
     requests: RequestAnalysis | None = None  # a server's requests, split into queue/pre/infer/post (None: none)
+    engine: EngineAnalysis | None = None  # an LLM engine's own /metrics per load level (None: none read)
     losses: list[str] = field(default_factory=list)
     loop: LoopFacts = field(default_factory=LoopFacts)  # phases, loop span, threads, first step (analysis/loop.py)
     display: DisplayData | None = None  # chart data (HTML); None when not asked for
@@ -104,8 +109,11 @@ def analyze(run: Run, options: AnalysisOptions | None = None, *, prices: dict[st
                 and run.meta.get("source", "recorder") == "recorder")
     view = step_view(run, min_warmup) if recorded else StepView()
     outcomes = compute_outcomes(run, view) if recorded else None
-    gpus = summarize_gpus(run)
     rec = run.meta.get("recorder") or {}
+    sampled = summarize_gpus(run, view.window if recorded else None)
+    gpu_scope = job_gpus(run, rec.get("gpu") or [], [g.index for g in sampled]) if sampled else None
+    # energy, cost, MFU and the per-GPU rules are the job's: GPUs it never touched are left out
+    gpus = [g for g in sampled if gpu_scope is None or g.index in gpu_scope.indices]
     gpu_note = None if gpus else (rec.get("gpu_note") or ("a profiler trace has no GPU telemetry"
                                                            if not recorded else "no GPU telemetry in this run"))
     roles = assign_roles(run, view.pid) if run.trace is None else {}  # each process's role, once
@@ -146,6 +154,7 @@ def analyze(run: Run, options: AnalysisOptions | None = None, *, prices: dict[st
     requests = analyze_requests(run)
     if requests is not None and load is not None:  # `gpusleuth load` levels: the server's split per level
         requests.levels = split_by_levels(requests, run, load.levels)
+        requests.misses = explain_misses(run, load, requests)
     if requests is not None and requests.note:  # requests the batcher's forwards could not be tied to
         losses.append(requests.note)
     loop = loop_facts(run, view, host, basis.steps.steps if basis else 0,
@@ -154,10 +163,11 @@ def analyze(run: Run, options: AnalysisOptions | None = None, *, prices: dict[st
     if display:
         charts = build_display(run if run.trace is None and run.start_ns is not None else None, traces, view, roles)
     return RunAnalysis(info=run_info(run, recorded), options=options, view=view, outcomes=outcomes, basis=basis, gpus=gpus,
-                       gpu_note=gpu_note, host=host, traces=traces, host_ops=host_ops, headline=headline,
-                       dollars_per_second=per_second, losses=losses,
+                       gpu_note=gpu_note, host=host, gpu_scope=gpu_scope, traces=traces, host_ops=host_ops,
+                       headline=headline, dollars_per_second=per_second, losses=losses,
                        gpu_timeline=gpu_timelines(run) if gpus and view.main is None and not traces else [],
-                       comm=comm, load=load, requests=requests, loop=loop, display=charts)
+                       comm=comm, load=load, requests=requests, loop=loop, display=charts,
+                       engine=analyze_engine(run, load))
 
 
 def job_gemm_dtype(traces: list[TraceAnalysis]) -> str | None:

@@ -36,12 +36,17 @@ def _monotone_counter(t: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndar
     return t, np.r_[0.0, np.cumsum(d)]
 
 
-def compute_energy(run: Run, view: StepView) -> Energy | None:
-    """Energy of all GPUs over the run and inside the main rank's steps; per sample over the job's samples
-    (every rank's), since every GPU's energy is counted."""
+def compute_energy(run: Run, view: StepView, gpus: list[int] | None = None) -> Energy | None:
+    """Energy of the job's GPUs (``gpus``: their indices; default all sampled) over the run and inside the
+    main rank's steps; per sample over the job's samples (every rank's), since every GPU's energy is
+    counted. A MIG instance has no energy of its own (NVML meters the whole GPU): None for it."""
     g = run.gpu
     if not len(g) or "energy_j" not in g:
         return None
+    if gpus is not None:
+        g = g.filter(np.isin(g["gpu"], gpus))
+        if not len(g):
+            return None
     steps = view.main.table if view.main is not None else Table()
     run_j = 0.0
     steps_j = 0.0

@@ -152,8 +152,8 @@ def gpu_fleet(timelines: list[GpuTimeline]) -> GpuFleet | None:
     means = {t.index: t.util_mean for t in timelines if t.util_mean is not None}
     if not means:
         return None
-    busiest = max(means, key=means.get)
-    idlest = min(means, key=means.get)
+    busiest = max(means, key=lambda k: means[k])
+    idlest = min(means, key=lambda k: means[k])
     return GpuFleet(gpus=len(timelines), util_means=means,
                     spread=means[busiest] - means[idlest] if len(means) > 1 else None,
                     busiest=busiest, idlest=idlest, gpu_hours=sum(t.gpu_hours for t in timelines),

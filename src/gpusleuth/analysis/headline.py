@@ -35,19 +35,6 @@ class Headline:
     notes: list[str] = field(default_factory=list)
 
 
-def gpus_used(run: Run, gpus: list[GpuSummary]) -> int:
-    """GPUs the job's processes held memory on; all sampled GPUs when per-process data is missing."""
-    if not gpus:
-        return 0
-    job_pids = set(int(p) for p in run.procs["pid"]) if len(run.procs) else set()
-    gp = run.gpu_procs
-    if len(gp) and job_pids:
-        used = {int(g) for g, pid in zip(gp["gpu"], gp["pid"]) if int(pid) in job_pids}
-        if used:
-            return len(used)
-    return len(gpus)
-
-
 def machines(run: Run) -> int:
     """Hosts the job's ranks ran on: what a CPU-only job pays for (the price is the machine's). Two ranks on
     one machine cost that machine; one run directory per node of a job merged into one Run, each node."""
@@ -63,7 +50,7 @@ def compute_headline(run: Run, view: StepView, outcomes: Outcomes, gpus: list[Gp
     notes: list[str] = []
     steady = steady_state(run, view)
     goodput = compute_goodput(run, outcomes, steady)
-    n_gpus = gpus_used(run, gpus)
+    n_gpus = len(gpus)  # the job's GPUs only (analysis/job_gpus.py decided which)
     gpu_name = gpus[0].name if gpus else None
     model = gpu_model(gpu_name) or gpu_name
 
@@ -79,7 +66,7 @@ def compute_headline(run: Run, view: StepView, outcomes: Outcomes, gpus: list[Gp
                                  peak_tflops=opts.peak_tflops, peak_dtype=opts.peak_dtype),
                       job_dtype=job_dtype, sm_count=gpus[0].sm_count if gpus else None)
 
-    energy = compute_energy(run, view)
+    energy = compute_energy(run, view, [g.index for g in gpus])
 
     price = find_price(model, opts.price_per_gpu_hour, price_table(prices))
     cost = None

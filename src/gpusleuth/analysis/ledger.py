@@ -290,7 +290,7 @@ class LedgerBuilder:
                 key = u.owner.name if u.owner is not None else f"(no pod) {u.host} {u.uuid}"
                 if u.owner is not None:
                     self._owned_samples += sum(u.seconds.values())
-                    if u.owner.group and self.window.group_label:
+                    if u.owner.group and u.owner.pod and self.window.group_label:
                         key = f"{u.owner.group} · {key}"
                 self._by_key[key].append(u)
                 self._sources.add(u.activity_source)
@@ -344,7 +344,7 @@ class LedgerBuilder:
         spans = sorted((IdleSpan(u.uuid, u.host, a, b) for u in us for a, b in u.idle_spans),
                        key=lambda sp: -(sp.end_s - sp.start_s))[:MAX_SPANS]
         sources = {u.activity_source for u in us}
-        return Workload(key=key, namespace=o.namespace if o else "", pod=o.pod if o else "",
+        return Workload(key=key, namespace=o.namespace if o else "", pod=(o.pod or o.group) if o else "",
                         container=o.container if o else "", group=o.group if o else "", model=model, gpus=gpus,
                         hours=hours, price=price, usd=usd, reason=_reason(hours, sizing, o is not None),
                         mem_p99_mib=mem_p99, card_mib=card, activity_p95=act_p95,

@@ -100,8 +100,11 @@ def level_tokens(ld: dict[str, np.ndarray], m: np.ndarray, ok: np.ndarray, span_
         tokens_from=src.pop() if len(src) == 1 else ("mixed" if src else ""))
 
 
-def level_slo(ld: dict[str, np.ndarray], m: np.ndarray, ok: np.ndarray, span_s: float,
-              slo: dict[str, float]) -> SloLevel:
+def request_verdicts(ld: dict[str, np.ndarray], ok: np.ndarray,
+                     slo: dict[str, float]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Each answered request (``ok``'s rows, in order) against the SLO: (meets every budget, {budget: over
+    it}) — the one verdict the level's attainment and the explanation of each miss (analysis/slo_miss.py)
+    both read."""
     start, end = ld["start_ns"][ok].astype(np.int64), ld["end_ns"][ok].astype(np.int64)
     first = ld["first_token_ns"][ok].astype(np.int64)
     out = ld["output_tokens"][ok].astype(np.int64)
@@ -110,14 +113,21 @@ def level_slo(ld: dict[str, np.ndarray], m: np.ndarray, ok: np.ndarray, span_s: 
     itl = np.zeros(len(start))
     itl[two] = (end[two] - first[two]) / np.maximum(out[two] - 1, 1) / 1e6
     good = np.ones(len(start), dtype=bool)
-    missed: dict[str, int] = {}
+    over_by: dict[str, np.ndarray] = {}
     for key, values in (("ttft_ms", ttft), ("itl_ms", itl), ("e2e_ms", (end - start) / 1e6)):
         budget = slo.get(key)
         if budget is None:
             continue
-        over = values > budget
-        missed[key] = int(over.sum())
-        good &= ~over
+        over_by[key] = values > budget
+        good &= ~over_by[key]
+    return good, over_by
+
+
+def level_slo(ld: dict[str, np.ndarray], m: np.ndarray, ok: np.ndarray, span_s: float,
+              slo: dict[str, float]) -> SloLevel:
+    out = ld["output_tokens"][ok].astype(np.int64)
+    good, over_by = request_verdicts(ld, ok, slo)
+    missed = {k: int(v.sum()) for k, v in over_by.items()}
     sent = int(m.sum())
     met = int(good.sum())
     attain = met / sent if sent else 0.0

@@ -180,8 +180,9 @@ def thread_evidence(run: Run, host: HostSummary | None, pid: int | None) -> Thre
             t.main_os_threads = int(v.max()) if len(v) else None
     if host is not None:
         workers = [p for p in host.processes if p.role == "dataloader_worker" and p.cpu_pct]
-        t.busy_workers = sum(1 for p in workers if p.cpu_pct["mean"] >= BUSY_WORKER_PCT)
-        t.worker_cpu_cores = sum(p.cpu_pct["mean"] for p in workers) / 100.0
+        means = [p.cpu_pct["mean"] for p in workers if p.cpu_pct is not None]
+        t.busy_workers = sum(1 for m in means if m >= BUSY_WORKER_PCT)
+        t.worker_cpu_cores = sum(means) / 100.0
         t.main_cpu_cores = host.main_cpu_pct_mean / 100.0 if host.main_cpu_pct_mean is not None else None
     return t
 

@@ -136,6 +136,7 @@ class RequestAnalysis:
     levels: list[RequestLevel] = field(default_factory=list)  # filled when load levels exist
     batching: BatchStats | None = None  # a batching server (forwards outside the requests), else None
     note: str | None = None  # one sentence when requests could not be attributed to the model's forwards
+    misses: list = field(default_factory=list)  # analysis.slo_miss.MissLevel per level with SLO misses
     # the rows behind the numbers, to split by load level without going back to the Run
     _rows: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _batches: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # forwards outside requests
@@ -153,6 +154,7 @@ class RequestAnalysis:
         out["stages"] = [asdict(s) for s in self.stages]
         out["levels"] = [asdict(lv) for lv in self.levels]
         out["batching"] = asdict(self.batching) if self.batching is not None else None
+        out["misses"] = [asdict(m) for m in self.misses]
         out["cpu_pegged"] = self.cpu_pegged
         return out
 
@@ -169,6 +171,10 @@ def analyze_requests(run: Run) -> RequestAnalysis | None:
             ("pid", "start_ns", "end_ns", "queue_ns", "pre_ns", "infer_ns", "post_ns", "forwards", "batch")}
     rows["wait_ns"] = np.zeros(int(fwd.sum()), dtype=np.int64)
     rows["request_id"] = _ids(r)[fwd]
+    first = np.asarray(r["first_forward_ns"], dtype=np.int64)[fwd] if "first_forward_ns" in r else \
+        np.full(int(fwd.sum()), -1, np.int64)
+    rows["prefill_ns"] = first  # a generation's first forward; the others are its decode
+    rows["decode_ns"] = np.where(first >= 0, np.maximum(rows["infer_ns"] - first, 0), -1)
     rows["stages"] = np.asarray(r["stages"], dtype=object)[fwd] if "stages" in r else np.full(fwd.sum(), "{}",
                                                                                                    object)
     join = join_batches(r, run.batches)

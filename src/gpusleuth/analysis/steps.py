@@ -138,8 +138,8 @@ def step_view(run: Run, min_warmup: int = 0) -> StepView:
     view.main = next(p for p in view.processes if p.pid == main_pid)
     ranked = [p for p in view.processes if p.rank is not None]
     view.ranks = ranked if ranked else [view.main]
-    declared = [run.processes[p.pid].world_size for p in view.ranks
-                if p.pid in run.processes and run.processes[p.pid].world_size]
+    sizes = [run.processes[p.pid].world_size for p in view.ranks if p.pid in run.processes]
+    declared = [int(w) for w in sizes if w]
     view.world_size = max(declared + [len(view.ranks)])
     return view
 

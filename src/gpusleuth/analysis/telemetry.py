@@ -21,8 +21,12 @@ THROTTLE_COUNTERS = {
     "hw_power_brake": "throttle_hw_power_brake_ns",
     "sync_boost": "throttle_sync_boost_ns",
 }
+# NVML_FI_DEV_PERF_POLICY_THERMAL (field 75): thermal violation time, on every driver; the per-cause thermal
+# counters (269, 270) exist from R575 only, so on R535–R570 this is the thermal counter
+THERMAL_POLICY_COUNTER = "throttle_thermal_policy_ns"
 # NVML clock-event reasons that mean the clocks were held down (GpuIdle and settings bits excluded).
-# Used only where the driver has no counters: an instantaneous flag at 10 Hz can miss short events.
+# Used per reason where the driver has no counter for it: an instantaneous flag at 10 Hz can miss short
+# events.
 THROTTLE_BITS = {
     "sw_power_cap": 0x4,
     "hw_slowdown": 0x8,
@@ -79,42 +83,71 @@ class GpuSummary:
     tensor_active: dict | None = None
     dram_active: dict | None = None
     sm_count: int | None = None  # a MIG instance's SMs (its share of the parent's peak)
+    mig_parent: int | None = None  # a MIG instance: the index of its GPU
+    uuid: str | None = None
+    # columns with no value over the whole run, and why (from what the recorder switched off and NVML's
+    # answer): {"power": "not reported on this GPU (NVML NotSupported)"}
+    empty: dict[str, str] = field(default_factory=dict)
+    window: str = "run"  # what the utilization/activity distributions cover: "steps" or "run"
 
 
-def summarize_gpus(run: Run) -> list[GpuSummary]:
+# column of the summary → (gpu table columns, the NVML calls or fields that fill them)
+_EMPTY_SOURCES = {
+    "util_gpu": (("util_gpu",), ("nvmlDeviceGetUtilizationRates",)),
+    "memory": (("mem_used",), ("nvmlDeviceGetMemoryInfo",)),
+    "power": (("power_w",), ("nvmlDeviceGetPowerUsage", "power")),
+    "energy": (("energy_j",), ("field:83", "nvmlDeviceGetFieldValues", "power")),
+    "temperature": (("temp_c",), ("nvmlDeviceGetTemperature", "power")),
+    "sm_clock": (("sm_clock_mhz",), ("nvmlDeviceGetClockInfo", "power")),
+    "throttle counters": (("throttle_power_ns", "throttle_thermal_ns", "throttle_thermal_policy_ns"),
+                          ("field:74", "field:269", "field:75", "nvmlDeviceGetFieldValues", "power")),
+    "pcie bytes": (("pcie_tx_bytes",), ("field:197", "nvmlDeviceGetFieldValues", "power")),
+    "gpm": (("sm_active",), ("gpm",)),
+}
+
+
+def _empty_reasons(g: Table, diag: dict) -> dict[str, str]:
+    """Why each empty column is empty: the recorder's record of the call it switched off, else "no value"."""
+    disabled = (diag or {}).get("disabled") or {}
+    out = {}
+    for label, (cols, calls) in _EMPTY_SOURCES.items():
+        present = [c for c in cols if c in g]
+        if present and any(np.isfinite(np.asarray(g[c], dtype=np.float64)).any() for c in present):
+            continue
+        why = next((f"{disabled[c]}" for c in calls if c in disabled), None)
+        out[label] = (f"not reported on this GPU ({why})" if why else
+                      "no value recorded (the recorder's diagnostics do not say why)")
+    return out
+
+def summarize_gpus(run: Run, window: tuple[int, int] | None = None) -> list[GpuSummary]:
+    """One summary per sampled GPU or MIG instance. With ``window`` (the training steps, ns), utilization
+    and activity distributions cover the steps only (as the host's do), so start-up zeros don't dilute the
+    means the sizing, low-GPU and headroom rules read; memory peaks, energy and counters cover the run."""
     gpu = run.gpu
     if not len(gpu):
         return []
-    hw = {int(d.get("index", i)): d for i, d in enumerate((run.meta.get("recorder") or {}).get("gpu") or [])}
+    rec = run.meta.get("recorder") or {}
+    hw = {int(d.get("index", i)): d for i, d in enumerate(rec.get("gpu") or [])}
+    diags = rec.get("gpu_diagnostics") or {}
     out = []
     for index in np.unique(gpu["gpu"]).astype(int):
         g = gpu.filter(gpu["gpu"] == index)
         col = lambda name: g[name] if name in g else np.full(len(g), np.nan)  # noqa: E731
+        w = samples_around(g["t_ns"], window) if window is not None and "t_ns" in g else None
+        wcol = col if w is None else (lambda name: col(name)[w])  # noqa: E731
         mem_used = col("mem_used").astype(float)
         mem_total = col("mem_total").astype(float)
         used_max = float(np.nanmax(mem_used)) if np.isfinite(mem_used).any() else None
         total = float(np.nanmax(mem_total)) if np.isfinite(mem_total).any() else None
-        throttled: dict[str, float] = {}
-        span_ns = float(g["t_ns"].max() - g["t_ns"].min()) if len(g) > 1 else 0.0
-        for label, column in THROTTLE_COUNTERS.items():
-            if column in g and span_ns > 0:
-                delta = _counter_delta(g[column].astype(float))
-                if delta:
-                    throttled[label] = min(delta / span_ns, 1.0)
-        if not throttled and "clock_event_reasons" in g:
-            reasons = np.nan_to_num(g["clock_event_reasons"].astype(float)).astype(np.int64)
-            for label, bit in THROTTLE_BITS.items():
-                share = float(((reasons & bit) != 0).mean())
-                if share > 0:
-                    throttled[label] = share
+        throttled = _throttled(g)
         info = hw.get(int(index), {})
         out.append(
             GpuSummary(
                 index=int(index),
                 name=info.get("name"),
                 samples=len(g),
-                util_gpu=_dist(col("util_gpu")),
-                util_mem=_dist(col("util_mem")),
+                util_gpu=_dist(wcol("util_gpu")),
+                util_mem=_dist(wcol("util_mem")),
                 mem_used_max_bytes=used_max,
                 mem_total_bytes=total,
                 mem_used_share_max=(used_max / total) if used_max is not None and total else None,
@@ -127,12 +160,55 @@ def summarize_gpus(run: Run) -> list[GpuSummary]:
                 throttled_share=throttled,
                 pcie_tx_bytes=_counter_delta(col("pcie_tx_bytes")),
                 pcie_rx_bytes=_counter_delta(col("pcie_rx_bytes")),
-                sm_active=_dist(col("sm_active")),
-                sm_occupancy=_dist(col("sm_occupancy")),
-                tensor_active=_dist(col("tensor_active")),
-                dram_active=_dist(col("dram_active")),
+                sm_active=_dist(wcol("sm_active")),
+                sm_occupancy=_dist(wcol("sm_occupancy")),
+                tensor_active=_dist(wcol("tensor_active")),
+                dram_active=_dist(wcol("dram_active")),
+                mig_parent=info.get("parent"),
+                uuid=info.get("uuid"),
+                empty=_empty_reasons(g, diags.get(str(int(index)))) if "gpu_diagnostics" in rec else {},
+                window="steps" if w is not None else "run",
             )
         )
+    return out
+
+
+def _throttled(g: Table) -> dict[str, float]:
+    """Share of the run each reason held the clocks down: from its cumulative counter where the driver has
+    one (exact), else from the sampled clock-event bit for that reason alone — on R535–R570 the thermal and
+    power-brake counters (269–271) are always null while the power-cap counter works, and a fallback
+    taken only when no counter moved lost every thermal event there."""
+    out: dict[str, float] = {}
+    span_ns = float(g["t_ns"].max() - g["t_ns"].min()) if len(g) > 1 else 0.0
+    counted = set()
+    for label, column in (*THROTTLE_COUNTERS.items(), ("thermal", THERMAL_POLICY_COUNTER)):
+        if label == "thermal" and "sw_thermal" in counted:
+            continue  # field 75 is the fallback for the per-cause thermal counter
+        if column not in g or span_ns <= 0:
+            continue
+        v = np.asarray(g[column], dtype=np.float64)
+        if np.isfinite(v).sum() < 2:
+            continue  # the driver has no such counter: its bit decides below
+        counted.add(label)
+        if label == "thermal":
+            counted.add("sw_thermal")
+        delta = _counter_delta(v)
+        if delta:
+            out[label] = min(delta / span_ns, 1.0)
+    if "clock_event_reasons" in g:
+        raw = np.asarray(g["clock_event_reasons"], dtype=np.float64)
+        ok = np.isfinite(raw)
+        if ok.any():
+            reasons = raw[ok].astype(np.int64)
+            skip = set(counted)
+            if {"hw_thermal", "hw_power_brake"} <= counted:
+                skip.add("hw_slowdown")  # HW slowdown is the union of those two, already counted
+            for label, bit in THROTTLE_BITS.items():
+                if label in skip:
+                    continue
+                share = float(((reasons & bit) != 0).mean())
+                if share > 0:
+                    out[label] = share
     return out
 
 

@@ -44,7 +44,7 @@ class Panel:
 class Series:
     panel: str
     name: str
-    t: list[float]  # seconds since DisplayData.t0_ns
+    t: list[float | None]  # seconds since DisplayData.t0_ns
     y: list[float | None]
     points: int  # samples before downsampling
     mode: str = "lines"  # "lines" or "markers" (steps)
@@ -54,7 +54,7 @@ class Series:
 class Heatmap:
     panel: str
     name: str
-    t: list[float]  # bucket centres, s
+    t: list[float | None]  # bucket centres, s
     rows: list[str]
     z: list[list[float | None]]  # z[row][bucket]: mean of the bucket
     points: int
@@ -193,7 +193,7 @@ def _intervals(t_ns: np.ndarray, on: np.ndarray) -> list[tuple[int, int]]:
     edges = np.diff(np.r_[0, on.astype(np.int8), 0])
     starts = np.flatnonzero(edges == 1)
     ends = np.flatnonzero(edges == -1) - 1
-    return [(int(t_ns[max(s - 1, 0)]), int(t_ns[e])) for s, e in zip(starts, ends)]
+    return [(int(t_ns[max(int(s) - 1, 0)]), int(t_ns[int(e)])) for s, e in zip(starts, ends)]
 
 
 def _merge_close(iv: list[tuple[int, int]], limit: int) -> list[tuple[int, int]]:

@@ -31,9 +31,9 @@ def add_parser(sub) -> None:
                    help="also write the comparison as a self-contained HTML page with charts: changes against the "
                    "baseline with the noise band, throughput, step-time spread and series, wall-time split, "
                    "findings per run, scaling")
-    from gpusleuth.report.options import add_report_options
+    from gpusleuth.cli.options import add_analysis_options
 
-    add_report_options(p)
+    add_analysis_options(p)
     p.set_defaults(func=compare_command)
 
 
@@ -45,24 +45,24 @@ def compare_command(args) -> int:
     from gpusleuth.errors import InputError
     from gpusleuth.pipeline.compare import build_comparison
     from gpusleuth.report.model import _clean
-    from gpusleuth.report.options import options_from_args
+    from gpusleuth.cli.options import analysis_options
 
     if len(args.runs) < 2:
         raise InputError(args.runs[0], "compare needs at least two run directories")
     gates = [Gate.parse(g) for g in args.fail_if]
-    from gpusleuth.cli.report import count_progress
+    from gpusleuth.cli.output import count_progress
 
     progress = count_progress(len(args.runs), "loading runs") if sys.stderr.isatty() else None
-    result = build_comparison(list(args.runs), options_from_args(args), gates, progress)
+    result = build_comparison(list(args.runs), analysis_options(args), gates, progress)
     if args.json:
         sys.stdout.write(json.dumps(_clean(result.to_dict()), indent=2, allow_nan=False) + "\n")
     else:
-        from gpusleuth.cli.report import make_console
+        from gpusleuth.cli.output import make_console
         from gpusleuth.render.compare_console import render_compare
 
         render_compare(result, make_console())
     if args.html:
-        from gpusleuth.cli.report import write_html_file
+        from gpusleuth.cli.output import write_html_file
         from gpusleuth.render.html_compare import render_compare_html
 
         write_html_file(render_compare_html, result, args.html, "comparison page")

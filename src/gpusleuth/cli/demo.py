@@ -36,7 +36,7 @@ def demo_command(args) -> int:
         raise LaunchError("gpusleuth demo needs PyTorch: pip install 'gpusleuth[torch]'") from None
     from rich.markup import escape
 
-    from gpusleuth.cli.report import make_console
+    from gpusleuth.cli.output import make_console
 
     console = make_console()
     base = args.out or Path(tempfile.mkdtemp(prefix="gpusleuth-demo-"))

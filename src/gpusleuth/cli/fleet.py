@@ -15,8 +15,9 @@ def add_parser(sub) -> None:
         description=(
             "Tabulate many recorded runs (run directories, or folders of them): job, GPUs, GPU-hours, goodput, "
             "MFU, dollars per run, dollars lost by cause (badput seconds at the run's price), top finding. Reads "
-            "each run's summary.json (left by every report) with DuckDB; runs never reported are analysed once "
-            "and their summary cached. With --prometheus URL instead: the GPU ledger of a cluster from its own "
+            "each run's summary.json (left by `gpusleuth run`) with DuckDB; runs without one are analysed once "
+            "and their summary cached outside the run ($GPUSLEUTH_CACHE_DIR, default ~/.cache/gpusleuth): "
+            "fleet never writes a run directory. With --prometheus URL instead: the GPU ledger of a cluster from its own "
             "Prometheus (dcgm-exporter + kube-state-metrics): allocated, productive, low-activity, allocated-but-idle "
             "and unallocated GPU-hours per namespace and pod, idle spans, right-sizing (MIG profile, smaller card, "
             "MPS), dollars. Needs gpusleuth[fleet] (DuckDB, httpx)."
@@ -47,7 +48,7 @@ def add_parser(sub) -> None:
     p.add_argument("--html", type=Path, default=None, metavar="OUT",
                    help="also write an HTML page with the cost-of-waste chart by cause")
     p.add_argument("--no-analyse", action="store_true",
-                   help="only runs that already have summary.json (never run a report here)")
+                   help="only runs that already have a summary (their own or cached; never run a report here)")
     from gpusleuth.cli.fleet_prometheus import add_prometheus_options
 
     add_prometheus_options(p)
@@ -55,12 +56,13 @@ def add_parser(sub) -> None:
 
 
 def fleet_command(args) -> int:
-    from gpusleuth.cli.report import count_progress, make_console, write_html_file
+    from gpusleuth.cli.output import count_progress, make_console, write_html_file
     from gpusleuth.errors import InputError
     from gpusleuth.lean_imports import keep_pandas_out
     from gpusleuth.pipeline.fleet import ensure_summaries
-    from gpusleuth.report.fleet import FleetFilter, find_run_dirs, parse_when, query_fleet
-    from gpusleuth.report.summary import SUMMARY_FILE
+    from gpusleuth.report.fleet import FleetFilter, parse_when, query_fleet
+    from gpusleuth.report.summary import read_cached_summary
+    from gpusleuth.sources.rundir import SUMMARY_FILE, RunDir, find_run_dirs
 
     keep_pandas_out()
     if args.prometheus:
@@ -81,13 +83,14 @@ def fleet_command(args) -> int:
     run_dirs = find_run_dirs(args.dirs)
     if not run_dirs:
         raise InputError(args.dirs[0], "no run directories here (a run directory holds meta.json)")
-    skipped = []
+    fresh: dict = {}
     if args.no_analyse:
-        skipped = [f"{d}: no {SUMMARY_FILE} (--no-analyse)" for d in run_dirs if not (d / SUMMARY_FILE).is_file()]
+        skipped = [f"{d}: no {SUMMARY_FILE} and none cached (--no-analyse)" for d in run_dirs
+                   if not RunDir(d).summary.is_file() and read_cached_summary(d) is None]
     else:
         bar = count_progress(len(run_dirs), "analysing runs without a summary") if sys.stderr.isatty() else None
-        skipped = ensure_summaries(run_dirs, progress=bar)
-    fleet = query_fleet(run_dirs, flt)
+        skipped, fresh = ensure_summaries(run_dirs, progress=bar)
+    fleet = query_fleet(run_dirs, flt, fresh)
     fleet.skipped = skipped + fleet.skipped
     if args.html:
         from gpusleuth.render.html_fleet import render_fleet_html

@@ -62,7 +62,7 @@ def _when(text: str, flag: str) -> int:
 
 def prometheus_command(args: Any) -> int:
     from gpusleuth.analysis.ledger import Pricing
-    from gpusleuth.cli.report import count_progress, make_console, write_html_file
+    from gpusleuth.cli.output import count_progress, make_console, write_html_file
     from gpusleuth.errors import InputError
     from gpusleuth.pipeline.ledger import build_ledger_report
     from gpusleuth.sources.prices import read_price_table

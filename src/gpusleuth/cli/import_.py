@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
     p.add_argument("paths", nargs="+", type=Path, help="the file(s) to import (several only for scrapes or traces)")
     p.add_argument("--out", type=Path, required=True, metavar="RUN_DIR", help="run directory to create")
     p.add_argument("--force", action="store_true", help="write into RUN_DIR even if it already holds a run")
-    from gpusleuth.sources.detect import add_import_options
+    from gpusleuth.cli.options import add_import_options
 
     add_import_options(p)
     p.set_defaults(func=import_command)
@@ -42,16 +42,19 @@ def add_parser(sub) -> None:
 def import_command(args) -> int:
     from gpusleuth.lean_imports import keep_pandas_out
     from gpusleuth.recorder.store import write_run_dir
-    from gpusleuth.sources.detect import as_job, load_files, options_from_args
+    from gpusleuth.cli.options import import_options
+    from gpusleuth.sources.detect import as_job, load_files
 
     keep_pandas_out()
     for p in args.paths:
         if not p.exists():
             raise InputError(p, "no such file or directory")
     out: Path = args.out
-    if (out / "meta.json").exists() and not args.force:
+    from gpusleuth.run.layout import RunDir
+
+    if RunDir(out).meta_file.exists() and not args.force:
         raise InputError(out, "already holds a run (meta.json); choose another --out or pass --force")
-    kind, runs = load_files(list(args.paths), options_from_args(args))
+    kind, runs = load_files(list(args.paths), import_options(args))
     job = as_job(runs)
     job.meta["imported_from"] = {"paths": [str(p) for p in args.paths], "format": kind}
     written = write_run_dir(job, out)

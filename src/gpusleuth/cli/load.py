@@ -111,9 +111,9 @@ def add_parser(sub) -> None:
                    help="write every request as one JSON line: level, times, status, TTFT, every inter-token gap, tokens")
     o.add_argument("--html", type=Path, default=None, metavar="F",
                    help="also write the report as a self-contained HTML page (latency vs throughput chart)")
-    from gpusleuth.report.options import add_report_options
+    from gpusleuth.cli.options import add_analysis_options
 
-    add_report_options(p)
+    add_analysis_options(p)
     p.set_defaults(func=load_command, command=[])  # `-- CMD ARGS…` is split off by cli/main.py
 
 
@@ -320,31 +320,50 @@ def _url_only(args, plan):
 
     cancel = threading.Event()
     old = signal.signal(signal.SIGINT, lambda *_: cancel.set())  # Ctrl-C ends the levels, keeps the rows
+    engine = _engine_scraper(args)
     try:
         ready = args.ready_timeout if args.ready_timeout is not None else 5.0
         result = run_plan(plan, cancel, ready, _say)
     finally:
         signal.signal(signal.SIGINT, old)
+        engine.stop()
     run_dir = None
     if args.out is not None and result.not_ready is None:
         run_dir = _write_load_only(args, plan, result)
+        _write_engine(engine, run_dir)
     return run_dir, result, None
+
+
+def _engine_scraper(args):
+    """An LLM engine's own /metrics, read once a second while the levels run (recorder/engine_scrape.py)."""
+    from gpusleuth.recorder.engine_scrape import EngineScraper
+
+    return EngineScraper(args.url, insecure=bool(getattr(args, "insecure", False))).start()
+
+
+def _write_engine(engine, run_dir: Path) -> None:
+    try:
+        engine.write(run_dir)
+    except OSError as exc:
+        _say(f"could not write the engine's metrics into {run_dir} ({exc.strerror or exc})")
 
 
 def _write_load_only(args, plan, result) -> Path:
     from gpusleuth._version import __version__
     from gpusleuth.recorder.launcher import prepare_run_dir
     from gpusleuth.recorder.loadgen import write_load
-    from gpusleuth.run.meta import FORMAT_VERSION, write_meta
+    from gpusleuth.run.layout import RunDir
+    from gpusleuth.run.meta import FORMAT_VERSION
 
     run_dir = prepare_run_dir(args.out)
-    (run_dir / "raw").rmdir()  # nothing records steps here
+    layout = RunDir(run_dir)
+    layout.raw.rmdir()  # nothing records steps here
     meta = {"format": FORMAT_VERSION, "gpusleuth_version": __version__, "source": "load", "label": args.label,
             "command": None, "hostname": __import__("os").uname().nodename, "start_ns": result.start_ns,
             "end_ns": result.end_ns, "load": result.meta(plan)}
     try:
         write_load(run_dir, result)
-        write_meta(run_dir, meta)
+        layout.write_meta(meta)
     except OSError as exc:
         raise LaunchError(f"gpusleuth load: cannot write the run directory {run_dir}: {exc.strerror or exc}") from None
     return run_dir
@@ -354,34 +373,38 @@ def _with_server(args, plan, command):
     """Start the server under recording, load it once it answers, stop it; one run directory for all."""
     from gpusleuth.recorder.launcher import LaunchOptions, default_run_dir, launch
     from gpusleuth.recorder.loadgen import LoadThread, write_load
-    from gpusleuth.report.options import options_from_args
-    from gpusleuth.run.meta import read_meta, write_meta
+    from gpusleuth.cli.options import analysis_options
+    from gpusleuth.run.layout import RunDir
 
     if not 0 < args.interval <= 60:
         raise LaunchError("gpusleuth load: --interval must be between 0 and 60 seconds")
     ready = args.ready_timeout if args.ready_timeout is not None else 60.0
     driver = LoadThread(plan, ready, _say)
+    engine = _engine_scraper(args)
     started = time.monotonic()
     launched = launch(LaunchOptions(
         command=command, out=args.out or default_run_dir(command, "load"), interval_s=args.interval, grace_s=args.grace, use_gpu=not args.no_gpu,
         label=args.label, capture_output=True, stdout_to_stderr=True, on_tick=driver.tick,
         stop_when=lambda: "gpusleuth load (levels done)" if driver.done() else None,
-        report_options=options_from_args(args).to_meta(),
+        report_options=analysis_options(args).to_meta(),
     ))
     result = driver.finish()
+    engine.stop()
     run_dir = launched.run_dir
+    _write_engine(engine, run_dir)
     server = None
-    meta = read_meta(run_dir, [])
+    layout = RunDir(run_dir)
+    meta = layout.read_meta([])
     if meta.get("stopped_by") is None:  # it ended on its own, before the levels were done
         server = (f"the server ({' '.join(command)[:80]}) exited with code {launched.exit_code} after "
-                  f"{time.monotonic() - started:.1f} s; its output is in {run_dir / 'output.log'}")
+                  f"{time.monotonic() - started:.1f} s; its output is in {layout.output_log}")
     if result is not None:
         meta["load"] = result.meta(plan)
         if server:
             meta.setdefault("losses", []).append(f"the load was cut short: {server}")
         try:
             write_load(run_dir, result)
-            write_meta(run_dir, meta)
+            layout.write_meta(meta)
         except OSError as exc:
             _say(f"could not write the load results into {run_dir} ({exc.strerror or exc})")
     _say(f"run recorded in {run_dir}")
@@ -389,9 +412,9 @@ def _with_server(args, plan, command):
 
 
 def _report(args, run_dir, result, plan, full: bool) -> None:
-    from gpusleuth.cli.report import make_console, write_html_report
+    from gpusleuth.cli.output import make_console, write_html_report
     from gpusleuth.pipeline.build import build_report
-    from gpusleuth.report.options import options_from_args
+    from gpusleuth.cli.options import analysis_options
     from gpusleuth.run.model import Run, Table
 
     if run_dir is not None:
@@ -401,7 +424,7 @@ def _report(args, run_dir, result, plan, full: bool) -> None:
     else:
         run = Run(meta={"source": "load", "label": args.label, "start_ns": result.start_ns,
                         "end_ns": result.end_ns, "load": result.meta(plan)}, load=Table(result.columns))
-    report = build_report(run, options_from_args(args))
+    report = build_report(run, analysis_options(args))
     if run_dir is not None:
         from gpusleuth.cli.trackers import cache_summary
 

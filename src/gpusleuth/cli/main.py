@@ -9,7 +9,7 @@ from gpusleuth._version import __version__
 from gpusleuth.errors import GpusleuthError
 
 TAKES_COMMAND_AFTER_DASHES = ("load",)  # verbs whose `-- CMD ARGS…` is split off before parsing
-VERBS = ("run", "report", "import_", "compare", "fleet", "demo", "sweep", "bench", "load")  # module names (import_ → `import`)
+VERBS = ("run", "report", "import_", "compare", "fleet", "finalize", "demo", "sweep", "bench", "load")  # module names (import_ → `import`)
 
 
 def build_parser() -> argparse.ArgumentParser:

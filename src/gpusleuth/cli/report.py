@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import errno
 import os
-
 import sys
 from pathlib import Path
 
+from gpusleuth.cli.options import (add_analysis_options, add_import_options, add_output_options,
+                                   add_parallel_options, analysis_options, import_options)
+from gpusleuth.cli.output import emit_report, rank_progress, set_progress, write_html_report
 from gpusleuth.errors import InputError
 
 
@@ -45,105 +46,41 @@ def add_parser(sub) -> None:
     p.add_argument("-v", "--verbose", action="store_true",
                    help="list every rule that could not run and why (default: one line per missing data source)")
     add_output_options(p)
-    from gpusleuth.sources.detect import add_import_options
-
     add_import_options(p)
     from gpusleuth.cli.trackers import add_tracker_options
-    from gpusleuth.report.options import add_report_options
 
     add_tracker_options(p)
-    add_report_options(p)
+    add_analysis_options(p)
     add_parallel_options(p)
     p.set_defaults(func=report_command)
 
 
-def add_parallel_options(p) -> None:
-    """How a trace set's ranks are analysed: in this process, a local pool, or a Ray cluster."""
-    g = p.add_argument_group(
-        "many ranks (trace sets)",
-        "Each trace file is read and analysed on its own and only a small summary per rank comes back, so "
-        "the report's memory does not grow with the number of ranks; the cross-rank view is computed from "
-        "the summaries. The report is the same whichever way the ranks ran (docs/trace-analysis.md).")
-    g.add_argument("--jobs", "-j", type=_positive_int, default=None, metavar="N",
-                   help="worker processes for a trace set's ranks (default: as many as ranks, cores and "
-                   "memory allow; a small set is analysed in this process, one rank after another); 1: in this process. "
-                   "--annotate reads every trace in this process (it copies each one)")
-    g.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
-                   help="analyse the ranks as tasks on a Ray cluster (pip install 'gpusleuth[ray]'): ADDRESS "
-                   "of a running cluster (ray://host:10001, or 'auto'), or none to start a local one. Workers "
-                   "read the trace files by path: on a remote cluster the paths must be visible on every node "
-                   "(a shared filesystem)")
-
-
-def _positive_int(text: str) -> int:
-    import argparse
-
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more")
-    return n
-
-
 def report_command(args) -> int:
     from gpusleuth.lean_imports import keep_pandas_out
-    from gpusleuth.run.files import is_directory
+    from gpusleuth.pipeline.trace_set import load_trace_set
+    from gpusleuth.sources.inputs import read_inputs
 
     keep_pandas_out()
     paths = list(args.paths)
     if getattr(args, "ray", None) and os.path.isfile(args.ray):  # `--ray rank-0.json rank-1.json`: a trace, not
         paths.insert(0, Path(args.ray))                          # an address (argparse took it as --ray's value)
         args.ray = ""
-    dirs = [p for p in paths if is_directory(p)]
-    if dirs:
-        if len(dirs) < len(paths):
-            other = next(p for p in paths if not is_directory(p))
-            raise InputError(other, "give run directories or trace files, not both")
-        run = _load_job_dirs(dirs)
-        from gpusleuth.report.options import options_from_args
 
-        report = print_report(run, as_json=args.json, options=options_from_args(args),
-                              verbose=getattr(args, "verbose", False))
-        write_outputs(report, args, run.profiles)
-        from gpusleuth.cli.trackers import send_to_trackers
+    def read_trace_set(files):
+        return load_trace_set(files, jobs=args.jobs, ray_address=args.ray,
+                              keep_events=bool(args.annotate),  # it copies each trace's events
+                              progress=set_progress if sys.stderr.isatty() else None)
 
-        send_to_trackers(report, run, args)
-        return 0
-    for p in paths:
-        try:
-            os.lstat(p)
-        except OSError as exc:  # missing, a name too long, a directory on the way we may not enter
-            if exc.errno == errno.ENOENT:
-                raise InputError(p, "no such file or directory") from None
-            raise InputError(p, f"cannot be read ({exc.strerror or exc})") from None
-    from gpusleuth.sources.detect import load_files, options_from_args, sniff
-
-    if all(sniff(p) == "kineto" for p in paths):
-        from gpusleuth.sources.traceset import trace_job
-
-        from gpusleuth.pipeline.trace_set import load_trace_set
-
-        runs, summaries = load_trace_set(paths, jobs=args.jobs, ray_address=args.ray,
-                                         keep_events=bool(args.annotate),  # it copies each trace's events
-                                         progress=_set_progress if sys.stderr.isatty() else None)
-        job = trace_job(runs)
-    else:  # nvidia-smi/dmon logs, DCGM/Prometheus data, Nsight Systems exports (sources/detect.py)
-        from gpusleuth.sources.detect import as_job
-
-        _kind, runs = load_files(paths, options_from_args(args))
-        job, summaries = as_job(runs), None
-    from gpusleuth.report.options import options_from_args as report_options
-
-    ranks = len(job.profiles)
-    analysing = summaries is None and sys.stderr.isatty() and ranks > 1  # workers ticked their own bar
-    report = print_report(job, as_json=args.json, options=report_options(args), verbose=args.verbose,
-                          progress=_rank_progress(ranks) if analysing else None, ranks=summaries)
-    write_outputs(report, args, runs)
+    inputs = read_inputs(paths, import_options=import_options(args), read_trace_set=read_trace_set)
+    ranks = len(inputs.job.profiles)
+    analysing = inputs.ranks is None and sys.stderr.isatty() and ranks > 1  # workers ticked their own bar
+    report = print_report(inputs.job, as_json=args.json, options=analysis_options(args),
+                          verbose=getattr(args, "verbose", False),
+                          progress=rank_progress(ranks) if analysing else None, ranks=inputs.ranks)
+    write_outputs(report, args, inputs.traces)
     from gpusleuth.cli.trackers import send_to_trackers
 
-    send_to_trackers(report, None, args)
+    send_to_trackers(report, inputs.job if inputs.run_dirs else None, args)
     return 0
 
 
@@ -154,70 +91,9 @@ def print_report(run, as_json: bool = False, to_stderr: bool = False, options=No
     from gpusleuth.pipeline.build import build_report
 
     report = build_report(run, options, progress=progress, ranks=ranks)
-    from gpusleuth.cli.trackers import cache_summary
-
-    cache_summary(report, run)
     if not quiet:
-        _emit(report, as_json, to_stderr, verbose)
+        emit_report(report, as_json, to_stderr, verbose)
     return report
-
-
-def _emit(report, as_json: bool, to_stderr: bool = False, verbose: bool = False) -> None:
-    if as_json:
-        from gpusleuth.render.json_report import render_json
-
-        sys.stdout.write(render_json(report) + "\n")
-    else:
-        from gpusleuth.render.console import render_console
-
-
-        render_console(report, make_console(to_stderr), verbose=verbose)
-
-
-def _set_progress(total: int, unit: str):
-    """A trace set's bar on a terminal: over ranks analysed by workers, or over bytes read here (big sets)."""
-    if unit == "ranks":
-        return _rank_progress(total)
-    from rich.progress import DownloadColumn
-
-    if total < 20 * 2**20:
-        return None
-    return _transient_bar("loading traces", total, DownloadColumn())
-
-
-def make_console(to_stderr: bool = False):
-    """A terminal keeps its width; a file or pipe gets 120 columns so tables stay readable."""
-    from gpusleuth.render.text import SafeConsole
-
-    stream = sys.stderr if to_stderr else sys.stdout
-    return SafeConsole(file=stream, highlight=False, width=None if stream.isatty() else 120)
-
-
-def add_output_options(p) -> None:
-    p.add_argument("--html", type=Path, default=None, metavar="OUT",
-                   help="also write a self-contained HTML report with charts to OUT (one file, works offline)")
-    p.add_argument("--annotate", type=Path, default=None, metavar="OUT",
-                   help="write the profiler trace back with tracks that label each idle gap by cause and each "
-                   "step's partition (open in ui.perfetto.dev or chrome://tracing); OUT ending in .gz is "
-                   "compressed; with several traces OUT is a directory")
-
-
-def _load_job_dirs(dirs: list[Path]):
-    """One run directory, or several of one job (one per node or rank: ``sources/jobdirs.py``)."""
-    from gpusleuth.recorder.finalize import finalize_run_dir, needs_finalize
-    from gpusleuth.sources.jobdirs import merge_runs
-    from gpusleuth.sources.rundir import load_run
-
-    runs = []
-    for d in dirs:
-        run = load_run(d)
-        if needs_finalize(d):
-            # A run whose launcher was killed: convert what was salvaged into the portable form.
-            notes = finalize_run_dir(d, run.end_ns)
-            run = load_run(d)
-            run.losses.extend(n for n in notes if n not in run.losses)
-        runs.append(run)
-    return merge_runs(runs)
 
 
 def write_outputs(report, args, runs) -> None:
@@ -226,23 +102,6 @@ def write_outputs(report, args, runs) -> None:
         write_html_report(report, args.html)
     if getattr(args, "annotate", None):
         annotate_traces(report, runs, args.annotate)
-
-
-def write_html_report(report, out: Path) -> None:
-    from gpusleuth.render.html import render_html
-
-    write_html_file(render_html, report, out, "HTML report")
-
-
-def write_html_file(render, obj, out: Path, what: str) -> None:
-    """Render ``obj`` to a page and write it; a path that cannot be written is one sentence, not a traceback."""
-    from gpusleuth.render.html import write_page
-
-    try:
-        size = write_page(render(obj), out)
-    except OSError as exc:
-        raise InputError(out, f"cannot write the {what}: {exc.strerror or exc}") from None
-    print(f"gpusleuth: {what} written to {out} ({size / 2**20:.1f} MiB)", file=sys.stderr)
 
 
 def annotate_traces(report, runs, out: Path) -> None:
@@ -256,7 +115,7 @@ def annotate_traces(report, runs, out: Path) -> None:
                               "--profile-steps)")
     if len(traced) > 1:
         out.mkdir(parents=True, exist_ok=True)
-    progress = _rank_progress(len(traced), "annotating") if sys.stderr.isatty() and len(traced) > 1 else None
+    progress = rank_progress(len(traced), "annotating") if sys.stderr.isatty() and len(traced) > 1 else None
     for i, (run, analysis) in enumerate(traced):
         source = Path(run.meta.get("trace_path") or run.path)
         target = out / source.name if len(traced) > 1 else out
@@ -273,31 +132,3 @@ def annotate_traces(report, runs, out: Path) -> None:
               file=sys.stderr)
 
 
-def _rank_progress(total: int, what: str = "analysing"):
-    """A transient rich bar over ranks (only worth showing for several)."""
-    return count_progress(total, f"{what} ranks")
-
-
-def count_progress(total: int, label: str):
-    """A transient rich bar over ``total`` items (ranks, runs), on stderr; None for fewer than two."""
-    if total < 2:
-        return None
-    from rich.progress import MofNCompleteColumn
-
-    return _transient_bar(label, total, MofNCompleteColumn(), console=make_console(to_stderr=True))
-
-
-def _transient_bar(label: str, total: int, count_column, console=None):
-    """Start a bar that disappears when done; returns ``update(done, total=None)``."""
-    from rich.progress import BarColumn, Progress, TextColumn
-
-    bar = Progress(TextColumn(label), BarColumn(), count_column, transient=True, console=console)
-    task = bar.add_task(label, total=total)
-    bar.start()
-
-    def update(done, _total=None):
-        bar.update(task, completed=done)
-        if done >= total:
-            bar.stop()
-
-    return update

@@ -51,10 +51,10 @@ def add_parser(sub) -> None:
     p.add_argument("--no-flops", action="store_true",
                    help="do not measure FLOPs per step (the hook counts one step with FlopCounterMode for MFU)")
     from gpusleuth.cli.trackers import add_tracker_options
-    from gpusleuth.report.options import add_report_options
+    from gpusleuth.cli.options import add_analysis_options
 
     add_tracker_options(p)
-    add_report_options(p)
+    add_analysis_options(p)
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
     p.set_defaults(func=run_command)
 
@@ -72,7 +72,7 @@ def run_command(args) -> int:
         raise LaunchError("gpusleuth run: --interval must be between 0 and 60 seconds")
     if args.profile_steps:
         _check_range(args.profile_steps)
-    from gpusleuth.report.options import options_from_args
+    from gpusleuth.cli.options import analysis_options
 
     if args.target:
         from gpusleuth.analysis.quality import Target
@@ -87,7 +87,7 @@ def run_command(args) -> int:
             grace_s=args.grace, profile_steps=args.profile_steps, use_gpu=not args.no_gpu, label=args.label,
             capture_output=args.capture_output, on_tick=live.tick if live is not None else None,
             stdout_to_stderr=args.json,
-            report_options=options_from_args(args).to_meta(),
+            report_options=analysis_options(args).to_meta(),
             extra_env={"GPUSLEUTH_FLOPS": "0"} if args.no_flops else {},
             prometheus=args.prometheus,
         )
@@ -111,7 +111,7 @@ def _report_after_run(args, result) -> None:
     """The report of the run just recorded (unless --no-report), its HTML page and tracker logging."""
     if not args.no_report or args.html or args.mlflow or args.wandb:  # --no-report --html: the page alone
         from gpusleuth.cli.report import print_report
-        from gpusleuth.report.options import options_from_args
+        from gpusleuth.cli.options import analysis_options
         from gpusleuth.sources.rundir import load_run
 
         try:
@@ -119,9 +119,12 @@ def _report_after_run(args, result) -> None:
             # what the launcher could not save into meta.json (a full disk) is said all the same
             report_run.losses.extend(n for n in result.notes if n not in report_run.losses)
             report = print_report(report_run, as_json=args.json, to_stderr=True,
-                                  options=options_from_args(args), quiet=args.no_report)
+                                  options=analysis_options(args), quiet=args.no_report)
+            from gpusleuth.cli.trackers import cache_summary
+
+            cache_summary(report, report_run)  # the recorder's verb writes the run; `fleet` reads this
             if args.html:
-                from gpusleuth.cli.report import write_html_report
+                from gpusleuth.cli.output import write_html_report
 
                 write_html_report(report, args.html)
             from gpusleuth.cli.trackers import send_to_trackers
@@ -134,10 +137,10 @@ def _report_after_run(args, result) -> None:
 
 def _print_unsaved_notes(result) -> None:
     """With no report to carry them, the launcher's notes that meta.json could not keep go to stderr."""
-    from gpusleuth.run.meta import read_meta
+    from gpusleuth.run.layout import RunDir
 
     try:
-        saved = read_meta(result.run_dir).get("losses") or []
+        saved = RunDir(result.run_dir).read_meta().get("losses") or []
     except Exception:  # noqa: BLE001 - meta.json unwritten or unreadable: every note is unsaved
         saved = []
     for note in result.notes:

@@ -128,7 +128,9 @@ def sweep_command(args) -> int:
         price_per_hour=args.price_per_hour, mem_limit_bytes=parse_size(args.mem_limit), baseline=args.baseline,
         noise_floor=args.noise_floor, show_output=args.show_output,
     )
-    if args.baseline is not None and not (args.baseline / "meta.json").exists():
+    from gpusleuth.run.layout import RunDir
+
+    if args.baseline is not None and not RunDir(args.baseline).meta_file.exists():
         raise LaunchError(f"gpusleuth sweep: --baseline {args.baseline}: not a recorded run directory (no meta.json)")
     err = SafeConsole(stderr=True, highlight=False)
     say = (lambda msg: err.print(msg, markup=False, highlight=False))

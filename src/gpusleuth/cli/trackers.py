@@ -47,7 +47,9 @@ def send_to_trackers(report, run, args) -> None:
 def cache_summary(report, run) -> None:
     """Leave ``summary.json`` in a recorded run's directory for ``gpusleuth fleet`` (best effort)."""
     path = getattr(run, "path", None)
-    if not path or not (Path(path) / "meta.json").is_file():  # a run directory, never a folder of traces
+    from gpusleuth.run.layout import RunDir
+
+    if not path or not RunDir(path).is_run():  # a run directory, never a folder of traces
         return
     from gpusleuth.report.summary import summarize, write_summary
 

@@ -31,6 +31,8 @@ RULES = (
     serving.waiting_before_the_model,
     serving.waiting_for_a_batch,
     serving.outside_the_server,
+    serving.slo_misses,
+    serving.engine_capacity,
     input_rules.input_bound,
     input_rules.h2d_transfer,
     sync.sync_stalls,

@@ -10,10 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpusleuth.analysis.comm import CommSummary
 from gpusleuth.analysis.load import LoadAnalysis
 from gpusleuth.analysis.loop import PhaseStats, Threads
+
+__all__ = ["Facts", "PhaseStats", "Threads"]
 from gpusleuth.analysis.outcomes import Outcomes
+from gpusleuth.analysis.requests import RequestAnalysis
 from gpusleuth.analysis.telemetry import GpuSummary, HostSummary
+from gpusleuth.analysis.trace import TraceAnalysis
 
 
 @dataclass
@@ -31,7 +36,7 @@ class Facts:
     phases: dict[str, PhaseStats] = field(default_factory=dict)
     loop_s: float | None = None  # first step start → last step end: the training loop incl. its phases
     threads: Threads = field(default_factory=Threads)
-    traces: list[Any] = field(default_factory=list)  # analysis.trace.TraceAnalysis per --profile-steps trace
+    traces: list[TraceAnalysis] = field(default_factory=list)  # one per --profile-steps trace (or per rank)
     host_ops: list[dict[str, Any]] = field(default_factory=list)  # analysis.host_ops.host_op_stats per trace
     hook_facts: list[dict[str, Any]] = field(default_factory=list)  # other ``I`` records (torch runtime…)
     # the first step carries one-off costs (DataLoader worker start-up inside iter(loader), lazy init):
@@ -48,11 +53,13 @@ class Facts:
     # utilization over time per GPU (analysis.gpu_timeline), for telemetry-only runs (imported GPU logs)
     gpu_timeline: list[Any] = field(default_factory=list)
     # analysis.comm.CommSummary: collectives matched across ranks (hook records, else per-rank traces)
-    comm: Any = None
+    comm: CommSummary | None = None
     # analysis.load.LoadAnalysis of `gpusleuth load`: per-level rps and latencies, the knee; None without load
     load: LoadAnalysis | None = None
     # analysis.requests.RequestAnalysis: a server's requests (queue/pre/infer/post, CPU, accelerator); None: none
-    requests: Any = None
+    requests: RequestAnalysis | None = None
+    # analysis.engine.EngineAnalysis: an LLM engine's own /metrics per load level; None: none read
+    engine: Any = None
 
     # --- small derived helpers every rule family uses ---
     @property

@@ -43,4 +43,5 @@ def build_facts(a: RunAnalysis) -> Facts:
         comm=a.comm,
         load=a.load,
         requests=a.requests,
+        engine=a.engine,
     )

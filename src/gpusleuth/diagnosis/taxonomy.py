@@ -30,6 +30,8 @@ CAUSES: dict[str, str] = {
     # added in issue 26 (batching servers)
     "serving.batch_wait": "a batching server's requests wait for their batch: its wait window or batch size costs latency",
     "serving.outside_server": "clients wait outside the server's request handling: listen backlog, connection handling, too few worker processes",
+    "serving.slo_miss": "requests missed their SLO: the part of their time that grew under load, with its fix",
+    "serving.engine_capacity": "an LLM engine's own metrics: its KV cache full, sequences preempted, requests waiting for a slot",
     # added in issue 27
     "not_judged": "too little to judge: what the device did is said, and no bottleneck is ranked (never 'healthy')",
 }
@@ -71,6 +73,8 @@ STAGE_OF_CAUSE: dict[str, str] = {
     "serving.queueing": "stages",
     "serving.batch_wait": "batch",
     "serving.outside_server": "stages",
+    "serving.slo_miss": "stages",
+    "serving.engine_capacity": "batch",
 }
 
 SEVERITIES = ("none", "moderate", "high")

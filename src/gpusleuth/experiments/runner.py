@@ -23,6 +23,7 @@ from gpusleuth.experiments import grid as g
 from gpusleuth.experiments.knobs import KNOBS, MAX_STEPS_ENV
 from gpusleuth.experiments.measure import Measurement, measure_dir
 from gpusleuth.experiments.oom import is_oom_exit
+from gpusleuth.run.layout import RunDir
 from gpusleuth.analysis.noise import repeats_floor
 from gpusleuth.experiments.stats import Band, Knee, Verdict, band, knee, verdict
 
@@ -219,7 +220,7 @@ def run_job(spec: g.JobSpec, run_dir: Path, opts: SweepOptions, steps: int | Non
 
 def _meta(run_dir: Path) -> dict:
     try:
-        return json.loads((run_dir / "meta.json").read_text())
+        return json.loads(RunDir(run_dir).meta_file.read_text())
     except (OSError, ValueError):
         return {}
 

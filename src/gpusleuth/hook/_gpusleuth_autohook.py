@@ -191,7 +191,7 @@ class Recorder:
         "header_done", "buf", "last_flush", "errors", "worker", "worker_id", "main_tid", "auto", "mode",
         "emitted", "nb", "cur_start", "c", "in_fetch", "opt_stack", "opt_t0", "bw_depth", "pending",
         "pending_opts", "held", "open_phases", "auto_eval", "eval_mod", "trained", "train_depth",
-        "ckpt_depth", "dl_seen", "cuda_on", "cuda_prev", "gpu_q", "ev_pool", "prof", "prof_done", "exited",
+        "ckpt_depth", "dl_seen", "cuda_on", "cuda_dev", "cuda_prev", "gpu_q", "ev_pool", "prof", "prof_done", "exited",
         "closure_ns", "gap_t0", "gap_c0", "fwd_handle", "prev_in", "framework_done", "lock", "unwritten",
     )
 
@@ -257,6 +257,7 @@ class Recorder:
         self.dl_seen = set()
         # CUDA events and profiler
         self.cuda_on = False
+        self.cuda_dev = None  # the device the job's memory is on: events are recorded on its stream
         self.cuda_prev = None
         self.gpu_q = []
         self.ev_pool = []  # CUDA events already resolved, recorded again instead of created anew

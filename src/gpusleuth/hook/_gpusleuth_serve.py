@@ -55,7 +55,7 @@ HANDOFF_MAX = 65536  # items put and never taken (a queue nobody drains): forget
 class Req(object):
     __slots__ = ("kind", "start", "queue", "status", "first", "infer", "n", "batch", "fmod", "ft0",
                  "ev", "evs", "stages", "done", "returned", "token", "fend", "wrote", "handoff", "claimed",
-                 "delivered", "closed", "rid")
+                 "delivered", "closed", "rid", "f1")
 
     def __init__(self, kind, start, queue):
         self.kind = kind
@@ -81,6 +81,7 @@ class Req(object):
         self.delivered = -1  # a future handed over with the work was resolved (the batch's answer)
         self.closed = False
         self.rid = -1  # the client's X-Request-Id when it is an integer (gpusleuth load sends one)
+        self.f1 = -1  # wall ns of the first forward (a generation's prefill)
 
 
 # ------------------------------------------------------------------------------------------- requests
@@ -130,9 +131,9 @@ def _finish(req, t):
         pre = post = -1
         infer = 0
     stages = json.dumps(req.stages, separators=(",", ":")) if req.stages else "{}"
-    r.buf.append("R\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\n" % (
+    r.buf.append("R\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\n" % (
         req.start, t, req.queue, pre, infer, post, req.status, req.kind, req.n, req.batch, stages,
-        req.handoff, req.claimed, req.delivered, req.rid))
+        req.handoff, req.claimed, req.delivered, req.rid, req.f1))
     if t - r.last_flush >= _core.FLUSH_NS or r.role == "python":
         r.flush()  # a forked child (socketserver.ForkingMixIn) leaves through os._exit: write it now
     if _FLUSHER[0] is None:
@@ -297,6 +298,8 @@ def _forward_end(req):
         req.fend = t
         wall = t - req.ft0
         req.infer += wall
+        if not req.n:
+            req.f1 = wall
         req.n += 1
         if req.ev is not None:
             e = _event(_core.R)

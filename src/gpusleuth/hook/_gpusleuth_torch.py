@@ -556,16 +556,46 @@ def cuda_check(r):
     return r.cuda_on
 
 
+def cuda_device(r):
+    """The device the job works on: the one its memory is on (a model moved with ``.to("cuda:1")`` without
+    ``set_device`` leaves the *current* device at 0, and an event there would time device 0 and could create
+    a context on it). Decided once memory is held, then kept; recorded with its UUID, so the analysis can
+    tell the job's GPUs (NVML names them by the same UUID). None until the job holds device memory."""
+    dev = r.cuda_dev
+    if dev is not None:
+        return dev
+    cuda = r.torch.cuda
+    held = [i for i in range(cuda.device_count()) if cuda.memory_reserved(i) > 0]
+    if not held:
+        return None
+    cur = cuda.current_device()
+    dev = cur if cur in held else held[0]
+    r.cuda_dev = dev
+    try:
+        for i in held:
+            props = cuda.get_device_properties(i)
+            r.info({"kind": "cuda_device", "index": i, "uuid": str(getattr(props, "uuid", "") or ""),
+                    "name": str(props.name), "timed": i == dev, "sm_count": int(props.multi_processor_count)})
+    except Exception as exc:
+        r.error("cuda_device", exc)
+    return dev
+
+
 def cuda_mark(r):
-    """An event recorded on the current stream (never a synchronize), or None where recording one is not
-    allowed (CUDA-graph capture)."""
+    """An event recorded on the job's device's current stream (never a synchronize), or None where recording
+    one is not allowed (CUDA-graph capture) or the job holds no device memory yet."""
     try:
         cuda = r.torch.cuda
-        if cuda.is_current_stream_capturing():
+        dev = cuda_device(r)
+        if dev is None:
             return None
+        with cuda.device(dev):  # it holds the job's memory: its context exists already
+            if cuda.is_current_stream_capturing():
+                return None
+            stream = cuda.current_stream()
         pool = r.ev_pool
         ev = pool.pop() if pool else cuda.Event(enable_timing=True)
-        ev.record()
+        ev.record(stream)
         return ev
     except Exception as exc:
         r.error("cuda_event", exc)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import gpusleuth
 from gpusleuth.api import in_phase
+from gpusleuth.run.layout import RunDir
 
 PREFIX = "gpusleuth/"
 
@@ -49,7 +50,7 @@ class LiveNumbers:
         if run_dir:
             from gpusleuth.sources.livetail import StepTotals
 
-            self.tail = StepTotals(Path(run_dir) / "raw")
+            self.tail = StepTotals(RunDir(run_dir).raw)
         self.pid = os.getpid()
 
     def numbers(self) -> dict[str, float]:

@@ -15,7 +15,7 @@ from gpusleuth.analysis.options import AnalysisOptions
 from gpusleuth.analysis.ranks import RankSummary
 from gpusleuth.report.build import report_from
 from gpusleuth.report.model import Report
-from gpusleuth.run.layout import OUTPUT_LOG
+from gpusleuth.run.layout import RunDir
 from gpusleuth.run.model import Run
 from gpusleuth.sources.mllog import read_mllog
 from gpusleuth.sources.prices import read_price_table
@@ -24,8 +24,9 @@ from gpusleuth.sources.prices import read_price_table
 def _mllog(run: Run, opts: AnalysisOptions):
     if opts.mllog:
         return read_mllog(opts.mllog)
-    if run.path is not None and run.path.is_dir() and (run.path / OUTPUT_LOG).exists():
-        log = read_mllog(run.path / OUTPUT_LOG)
+    output = RunDir(run.path).output_log if run.path is not None and run.path.is_dir() else None
+    if output is not None and output.exists():
+        log = read_mllog(output)
         return log if log.events else None
     return None
 

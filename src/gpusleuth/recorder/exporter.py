@@ -22,6 +22,7 @@ import os
 import threading
 from pathlib import Path
 
+from gpusleuth.run.layout import RunDir
 from gpusleuth.sources.livetail import WINDOW_STEPS, StepTotals, window_stats
 
 DEFAULT_HOST = "127.0.0.1"
@@ -57,7 +58,7 @@ class LiveMetrics:
         self._gpu_rows: list[dict] = []
         self._host_row: dict | None = None
         self._lock = threading.Lock()  # scrapes may overlap; the tail keeps file offsets
-        self._steps = StepTotals(self.run_dir / "raw")
+        self._steps = StepTotals(RunDir(self.run_dir).raw)
         self.server = None
         self.address: tuple[str, int] | None = None
 

@@ -14,15 +14,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpusleuth.sources.events import parse_event_files
-from gpusleuth.run.layout import LOGS_FILE, TELEMETRY_TABLES
+from gpusleuth.run.layout import BATCHES_TABLE, LOGS_FILE, REQUESTS_TABLE, TELEMETRY_TABLES, RunDir
 from gpusleuth.run.model import Table
-from gpusleuth.run.streams import STREAM_SUFFIX, stream_to_parquet
+from gpusleuth.run.streams import stream_to_parquet
 
 
 def needs_finalize(run_dir: Path) -> bool:
     run_dir = Path(run_dir)
-    return any(run_dir.glob(f"*{STREAM_SUFFIX}")) or (
-        (run_dir / "raw").is_dir() and not (run_dir / "steps.parquet").exists()
+    layout = RunDir(run_dir)
+    return bool(layout.streams()) or (
+        layout.raw.is_dir() and not layout.table("steps").exists()
     )
 
 
@@ -35,9 +36,9 @@ def finalize_run_dir(run_dir: Path, end_ns: int | None = None) -> list[str]:
     run_dir = Path(run_dir)
     losses: list[str] = []
     for name in TELEMETRY_TABLES:
-        stream = run_dir / f"{name}{STREAM_SUFFIX}"
+        stream = RunDir(run_dir).stream(name)
         if stream.exists():
-            parquet = run_dir / f"{name}.parquet"
+            parquet = RunDir(run_dir).table(name)
             try:
                 if parquet.exists():
                     # A previous finalize wrote Parquet but died before removing the stream: both hold
@@ -52,15 +53,16 @@ def finalize_run_dir(run_dir: Path, end_ns: int | None = None) -> list[str]:
                 losses.append(note)
     events = parse_event_files(run_dir, end_ns)
     losses.extend(events.losses)
-    for path, table in ((run_dir / "steps.parquet", events.steps), (run_dir / "phases.parquet", events.phases),
-                        (run_dir / "requests.parquet", events.requests), (run_dir / "batches.parquet", events.batches)):
+    layout = RunDir(run_dir)
+    for path, table in ((layout.table("steps"), events.steps), (layout.table("phases"), events.phases),
+                        (layout.table(REQUESTS_TABLE), events.requests), (layout.table(BATCHES_TABLE), events.batches)):
         try:
             write_table(path, table)
         except OSError as exc:
             _unwritable(losses, path.name, "raw/", exc)
     if events.logs:
         try:
-            with open(run_dir / LOGS_FILE, "w") as f:
+            with open(layout.logs, "w") as f:
                 for rec in events.logs:
                     f.write(json.dumps(rec, default=str) + "\n")
         except OSError as exc:
@@ -86,3 +88,39 @@ def write_table(path: Path, table: Table) -> None:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def finalize_unfinished(run_dir: Path) -> list[str]:
+    """``gpusleuth finalize``: make final a run whose launcher died (kill -9, a lost node): the Parquet
+    tables, the end taken as the last sample, every loss in ``meta.json`` so later reports state them, and
+    the launcher's leftovers (space reserve, lock file) removed. Refuses a run still being recorded.
+    Returns the notes (losses) now in meta.json."""
+    from gpusleuth.errors import InputError
+    from gpusleuth.run.layout import RECORDING_LOCK, RESERVE_FILE
+    from gpusleuth.run.meta import write_meta
+    from gpusleuth.run.recording import RECORDING, recording_state
+    from gpusleuth.sources.rundir import load_run
+
+    run_dir = Path(run_dir)
+    run = load_run(run_dir)  # the end from the last sample, and what could not be read
+    from gpusleuth.run.meta import read_meta
+
+    meta = read_meta(run_dir)
+    if recording_state(run_dir, meta.get("end_ns")) == RECORDING:
+        raise InputError(run_dir, "is still being recorded (its launcher holds it); finalize it once it ends")
+    notes = finalize_run_dir(run_dir, run.end_ns)
+    said = [m.split("; `gpusleuth finalize", 1)[0] for m in run.losses]  # it is final now
+    losses = list(dict.fromkeys([*(meta.get("losses") or []), *said, *notes]))
+    if meta.get("end_ns") is None:
+        meta["end_ns"] = run.end_ns
+    meta["losses"] = [m for m in losses if not m.startswith("meta.json: ")]
+    try:
+        write_meta(run_dir, meta)
+    except OSError as exc:
+        raise InputError(run_dir, f"cannot write meta.json ({exc.strerror or exc})") from None
+    for leftover in (RESERVE_FILE, RECORDING_LOCK):
+        try:
+            (run_dir / leftover).unlink(missing_ok=True)
+        except OSError:
+            pass
+    return meta["losses"]

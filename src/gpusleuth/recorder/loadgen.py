@@ -27,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from gpusleuth.run.layout import LOAD_TABLE
+from gpusleuth.run.layout import LOAD_TABLE, RunDir
 from gpusleuth.recorder.http_client import Connection, ProtocolError, Target, parse_target, safe_url, why_failed
 from gpusleuth.recorder.openai_api import OpenAIAnswer, request_body
 from gpusleuth.recorder.prompts import Prompt
@@ -517,4 +517,4 @@ def write_load(run_dir: Path, result: LoadResult) -> None:
     from gpusleuth.recorder.finalize import write_table
     from gpusleuth.run.model import Table
 
-    write_table(Path(run_dir) / f"{LOAD_TABLE}.parquet", Table(result.columns))
+    write_table(RunDir(run_dir).table(LOAD_TABLE), Table(result.columns))

@@ -38,10 +38,11 @@ FIELDS: dict[str, int] = {
     "power_instant_mw": 186,  # NVML_FI_DEV_POWER_INSTANT, mW, not averaged
     "throttle_power_ns": 74,  # NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP (cumulative ns)
     "throttle_sync_boost_ns": 76,  # …_SYNC_BOOST
-    "throttle_thermal_ns": 269,  # …_SW_THERM_SLOWDOWN
+    "throttle_thermal_ns": 269,  # …_SW_THERM_SLOWDOWN (NVML 12.9 / driver R575 and newer)
+    "throttle_thermal_policy_ns": 75,  # NVML_FI_DEV_PERF_POLICY_THERMAL: on every driver (R535–R570 lack 269)
     "throttle_hw_thermal_ns": 270,  # …_HW_THERM_SLOWDOWN
     "throttle_hw_power_brake_ns": 271,  # …_HW_POWER_BRAKE_SLOWDOWN
-    "pcie_tx_bytes": 197,  # NVML_FI_DEV_PCIE_COUNT_TX_BYTES (cumulative, may wrap)
+    "pcie_tx_bytes": 197,  # NVML_FI_DEV_PCIE_COUNT_TX_BYTES (cumulative, may wrap; NVML 12.5 / R555+)
     "pcie_rx_bytes": 198,  # NVML_FI_DEV_PCIE_COUNT_RX_BYTES
 }
 
@@ -56,9 +57,21 @@ GPM_METRICS: dict[str, int] = {
 # nvmlValueType_t → member of the c_nvmlValue_t union
 _VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 
-# NVML return codes after which a call will never succeed on this device
-_NOT_SUPPORTED, _NO_PERMISSION, _FUNCTION_NOT_FOUND, _GPU_IS_LOST = 3, 4, 13, 15
-_PERMANENT = {_NOT_SUPPORTED, _NO_PERMISSION, _FUNCTION_NOT_FOUND}
+# NVML return codes after which a call will never succeed on this device. INVALID_ARGUMENT is what an older
+# driver answers for a field id it does not know (269–271 before R575, 197/198 before R555), and what a MIG
+# instance answers for whole-GPU queries: as permanent as NOT_SUPPORTED.
+_INVALID_ARGUMENT, _NOT_SUPPORTED, _NO_PERMISSION, _NOT_FOUND, _FUNCTION_NOT_FOUND, _GPU_IS_LOST = 2, 3, 4, 6, 13, 15
+_PERMANENT = {_INVALID_ARGUMENT, _NOT_SUPPORTED, _NO_PERMISSION, _FUNCTION_NOT_FOUND}
+_RETURN_NAMES = {1: "Uninitialized", 2: "InvalidArgument", 3: "NotSupported", 4: "NoPermission", 6: "NotFound",
+                 13: "FunctionNotFound", 15: "GpuIsLost", 999: "Unknown"}
+
+#: NVML index of a MIG instance: (parent index + 1) × MIG_INDEX_BASE + the instance's slot (GPU 0's slot 2 is
+#: 1002), so whole GPUs keep their NVML indices and every instance has a stable, distinct number
+MIG_INDEX_BASE = 1000
+
+
+def mig_index(parent: int, slot: int) -> int:
+    return (parent + 1) * MIG_INDEX_BASE + slot
 
 _ROW_TEMPLATE = empty_row(GPU_SCHEMA)
 
@@ -71,11 +84,12 @@ class _Device:
     """Cached handle and per-device state: what is disabled, the field list, the GPM sample pair."""
 
     __slots__ = ("index", "handle", "disabled", "fields", "field_ids", "reasons_fn", "gpm",
-                 "gpm_prev", "gpm_cur", "gpm_prev_t", "mig", "lost")
+                 "gpm_prev", "gpm_cur", "gpm_prev_t", "mig", "lost", "parent")
 
-    def __init__(self, index: int, handle: Any):
+    def __init__(self, index: int, handle: Any, parent: int | None = None):
         self.index = index
         self.handle = handle
+        self.parent = parent  # a MIG instance: the NVML index of its GPU
         self.disabled: dict[str, str] = {}  # call name → why
         self.fields: list[tuple[str, int]] = list(FIELDS.items())
         self.field_ids: list[int] = [fid for _, fid in self.fields]
@@ -89,24 +103,33 @@ class _Device:
 
 
 class NvmlSampler:
-    """Samples every visible NVIDIA GPU; build it with :meth:`open`, which never raises."""
+    """Samples every visible NVIDIA GPU, and each MIG instance of a GPU in MIG mode; build it with
+    :meth:`open`, which never raises.
 
-    def __init__(self, nvml: Any, devices: list[_Device], gpm_min_interval_ns: int):
+    A MIG instance gets its own rows (index :func:`mig_index`): its memory and its processes are its own;
+    power, energy, temperature and clocks exist only for the whole GPU (NVML answers NotSupported on an
+    instance), so they stay on the parent's rows and the instance's columns are empty, with the reason."""
+
+    def __init__(self, nvml: Any, devices: list[_Device], gpm_min_interval_ns: int, clock=time.monotonic_ns):
         self._nvml = nvml
         self._devices = devices
         self._gpm_min_interval_ns = gpm_min_interval_ns
+        self._clock = clock  # GPM pairs are timed when the sample is taken, not by the tick's start
         self._error_cls = getattr(nvml, "NVMLError", Exception)
         #: (gpu index, call or ``field:<id>``) → number of failures seen (a disabled call counts once)
         self.failures: Counter[tuple[int, str]] = Counter()
         self._closed = False
         self._hardware: list[dict] | None = None
-        for d in devices:
-            self._setup_gpm(d)
+        for d in list(devices):
+            if d.parent is None:
+                self._setup_gpm(d)
+                if d.mig:
+                    self._add_mig_instances(d)
 
     # ---------------------------------------------------------------- opening
     @classmethod
     def open(cls, nvml: Any = None, *, gpm_min_interval_ns: int = 100_000_000,
-             indices: list[int] | None = None) -> tuple["NvmlSampler | None", str | None]:
+             indices: list[int] | None = None, clock=time.monotonic_ns) -> tuple["NvmlSampler | None", str | None]:
         """(sampler, None), or (None, reason) when there is no driver, no GPU, or NVML fails to start.
 
         ``indices`` restricts sampling to those NVML device indices (default: all).
@@ -137,16 +160,33 @@ class NvmlSampler:
                 _shutdown(nvml)
                 return None, "no GPU (NVML sees no usable NVIDIA device)" if count == 0 or indices is None \
                     else f"no GPU among NVML indices {indices} (NVML sees {count})"
-            return cls(nvml, devices, gpm_min_interval_ns), None
+            return cls(nvml, devices, gpm_min_interval_ns, clock), None
         except Exception as e:
             _shutdown(nvml)
             return None, f"NVML failed while listing GPUs: {type(e).__name__}: {e}"
+
+    def _add_mig_instances(self, d: _Device) -> None:
+        """The MIG instances of GPU ``d`` (empty slots answer NotFound and are skipped)."""
+        count = self._call(d, "nvmlDeviceGetMaxMigDeviceCount", d.handle) or 0
+        for slot in range(int(count)):
+            try:
+                h = self._nvml.nvmlDeviceGetMigDeviceHandleByIndex(d.handle, slot)
+            except Exception:  # NotFound: no instance in this slot
+                continue
+            m = _Device(mig_index(d.index, slot), h, parent=d.index)
+            for call, why in (("power", "NVML reports power only for the whole GPU under MIG (on the parent's "
+                                        "rows)"),
+                              ("gpm", "per-instance GPM not implemented (the parent GPU in MIG mode has none)")):
+                m.disabled[call] = why
+            m.fields, m.field_ids, m.reasons_fn = [], [], None
+            self._devices.append(m)
 
     def _setup_gpm(self, d: _Device) -> None:
         """Enable GPM on devices that say they support it, outside MIG (MIG needs per-instance samples)."""
         mode = self._call(d, "nvmlDeviceGetMigMode", d.handle)
         d.mig = bool(mode and mode[0])
         if d.mig:
+            d.disabled.setdefault("nvmlDeviceGetUtilizationRates", "utilization is not reported under MIG")
             d.disabled.setdefault("gpm", "MIG mode is enabled (per-instance GPM not implemented)")
             return
         support = self._call(d, "nvmlGpmQueryDeviceSupport", d.handle)
@@ -173,10 +213,15 @@ class NvmlSampler:
         except self._error_cls as e:
             code = getattr(e, "value", None)
             if code in _PERMANENT:
-                d.disabled[name] = str(e)
+                d.disabled[name] = f"NVML {_RETURN_NAMES.get(code, code)}"
             elif code == _GPU_IS_LOST:
                 d.lost = True
                 d.disabled["*"] = "GPU is lost"
+        except Exception as e:
+            # pynvml's NVMLLibraryMismatchError (not an NVMLError): a versioned function this pre-R510
+            # driver lacks. It will never work; anything else unexpected is counted, not raised.
+            if type(e).__name__ == "NVMLLibraryMismatchError":
+                d.disabled[name] = "not in this NVIDIA driver (NVMLLibraryMismatchError)"
         self.failures[(d.index, name)] += 1
         return None
 
@@ -197,6 +242,9 @@ class NvmlSampler:
         cuda = self._call(sys_dev, "nvmlSystemGetCudaDriverVersion")
         out = []
         for d in self._devices:
+            if d.parent is not None:
+                out.append(self._mig_hardware(d, driver, cuda))
+                continue
             h = d.handle
             mem = self._call(d, "nvmlDeviceGetMemoryInfo", h)
             pci = self._call(d, "nvmlDeviceGetPciInfo", h)
@@ -222,10 +270,41 @@ class NvmlSampler:
             })
         return out
 
+    def _mig_hardware(self, d: _Device, driver: Any, cuda: Any) -> dict:
+        h = d.handle
+        name = self._call(d, "nvmlDeviceGetName", h)
+        uuid = self._call(d, "nvmlDeviceGetUUID", h)
+        mem = self._call(d, "nvmlDeviceGetMemoryInfo", h)
+        attrs = self._call(d, "nvmlDeviceGetAttributes_v2", h) or self._call(d, "nvmlDeviceGetAttributes", h)
+        return {
+            "index": d.index,
+            "parent": d.parent,
+            "mig": True,
+            "name": _text(name) if name is not None else None,
+            "uuid": _text(uuid) if uuid is not None else None,
+            "memory_total": int(mem.total) if mem is not None else None,
+            "sm_count": int(attrs.multiprocessorCount) if attrs is not None else None,
+            "gpu_instance_slices": int(attrs.gpuInstanceSliceCount) if attrs is not None else None,
+            "compute_instance_slices": int(attrs.computeInstanceSliceCount) if attrs is not None else None,
+            "driver_version": _text(driver) if driver is not None else None,
+            "cuda_driver_version": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
+            "gpm_supported": False,
+            "mig_mode": None,
+        }
+
     @property
     def disabled(self) -> dict[int, dict[str, str]]:
         """Per GPU index: calls (and ``field:<id>``) switched off after a permanent failure, with why."""
         return {d.index: dict(d.disabled) for d in self._devices}
+
+    def diagnostics(self) -> dict:
+        """Why columns are empty, for the run's metadata: per GPU, what was switched off and why, and how
+        often each call failed (``{"0": {"disabled": {...}, "failures": {...}}}``)."""
+        out: dict[str, dict] = {}
+        for d in self._devices:
+            fails = {name: n for (i, name), n in self.failures.items() if i == d.index}
+            out[str(d.index)] = {"disabled": dict(d.disabled), "failures": fails}
+        return out
 
     # ---------------------------------------------------------------- sampling
     def sample(self, t_ns: int) -> list[dict]:
@@ -244,6 +323,12 @@ class NvmlSampler:
 
     def _sample_device(self, d: _Device, row: dict, t_ns: int) -> None:
         nv, h, call = self._nvml, d.handle, self._call
+        if d.parent is not None:  # a MIG instance: only its memory is its own
+            m = call(d, "nvmlDeviceGetMemoryInfo", h)
+            if m is not None:
+                row["mem_used"] = int(m.used)
+                row["mem_total"] = int(m.total)
+            return
         if not d.mig:  # utilization rates are not supported under MIG: leave NaN, don't even ask
             u = call(d, "nvmlDeviceGetUtilizationRates", h)
             if u is not None:
@@ -297,7 +382,7 @@ class NvmlSampler:
                 key = f"field:{fid}"
                 self.failures[(d.index, key)] += 1
                 if ret in _PERMANENT:
-                    d.disabled[key] = f"{col}: NVML return {ret}"
+                    d.disabled[key] = f"{col}: NVML {_RETURN_NAMES.get(ret, ret)}"
                     dropped = True
                 continue
             val = getattr(v.value, _VALUE_MEMBER.get(v.valueType, "ullVal"))
@@ -316,12 +401,21 @@ class NvmlSampler:
             d.field_ids = [f for _, f in d.fields]
 
     def _gpm(self, d: _Device, row: dict, t_ns: int) -> None:
-        """Take a GPM sample if the last is ≥ the minimum interval old; metrics between the two."""
-        if d.gpm_prev_t is not None and t_ns - d.gpm_prev_t < self._gpm_min_interval_ns:
+        """Take a GPM sample when the last one is more than the minimum interval old (NVML needs more than
+        100 ms between the two samples of a pair, timed when each is taken), and the metrics between them.
+
+        A failed sample breaks the pair (the next good one starts a new pair, never a stale or reversed
+        one); a metrics call that fails for good stops GPM, so no more samples are taken for nothing."""
+        now = self._clock()
+        if d.gpm_prev_t is not None and now - d.gpm_prev_t <= self._gpm_min_interval_ns:
             return
-        if self._call(d, "nvmlGpmSampleGet", d.handle, d.gpm_cur) is None and "nvmlGpmSampleGet" in d.disabled:
-            self._stop_gpm(d)
+        if self._call(d, "nvmlGpmSampleGet", d.handle, d.gpm_cur) is None:
+            if "nvmlGpmSampleGet" in d.disabled:
+                self._stop_gpm(d)
+            else:
+                d.gpm_prev_t = None  # transient failure: gpm_cur holds nothing usable
             return
+        taken = self._clock()
         if d.gpm_prev_t is not None:
             nv = self._nvml
             mg = nv.c_nvmlGpmMetricsGet_t()
@@ -338,13 +432,18 @@ class NvmlSampler:
                         row[col] = float(m.value)
                     else:
                         self.failures[(d.index, f"gpm:{GPM_METRICS[col]}")] += 1
+            elif "nvmlGpmMetricsGet" in d.disabled:
+                self._stop_gpm(d)
+                return
         d.gpm_prev, d.gpm_cur = d.gpm_cur, d.gpm_prev
-        d.gpm_prev_t = t_ns
+        d.gpm_prev_t = taken
 
     def _stop_gpm(self, d: _Device) -> None:
         self._free(d.gpm_prev)
         self._free(d.gpm_cur)
         d.gpm, d.gpm_prev, d.gpm_cur = False, None, None
+        why = d.disabled.get("nvmlGpmMetricsGet") or d.disabled.get("nvmlGpmSampleGet")
+        d.disabled.setdefault("gpm", f"GPM stopped: {why}" if why else "GPM stopped")
 
     def _free(self, sample: Any) -> None:
         if sample is not None:
@@ -360,6 +459,8 @@ class NvmlSampler:
         """
         rows = []
         for d in self._devices:
+            if d.mig and any(x.parent == d.index for x in self._devices):
+                continue  # the parent of MIG instances: each instance lists its own processes
             procs = self._call(d, "nvmlDeviceGetComputeRunningProcesses", d.handle)
             for p in procs or ():
                 used = getattr(p, "usedGpuMemory", None)

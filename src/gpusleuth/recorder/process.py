@@ -21,16 +21,19 @@ import sys
 import time
 from pathlib import Path
 
+from gpusleuth.run.layout import RECORDER_STATUS
+
 FLUSH_EVERY_S = 0.5  # SIGKILL of the recorder loses at most this much (plus one tick)
 GPU_PROCS_EVERY_S = 5.0
-STATUS_FILE = "recorder.json"
+STATUS_FILE = RECORDER_STATUS
 
 
 class Recorder:
     def __init__(self, run_dir: Path, interval_s: float, use_gpu: bool = True, metrics=None):
         from gpusleuth.recorder.host import HostSampler
         from gpusleuth.recorder.schemas import GPU_PROCS_SCHEMA, GPU_SCHEMA, HOST_SCHEMA, PROCS_SCHEMA
-        from gpusleuth.run.streams import STREAM_SUFFIX, TableStreamWriter
+        from gpusleuth.run.layout import RunDir
+        from gpusleuth.run.streams import TableStreamWriter
 
         self.run_dir = run_dir
         self.interval_ns = int(interval_s * 1e9)
@@ -45,7 +48,7 @@ class Recorder:
             self.gpu, self.gpu_note = NvmlSampler.open()
 
         def writer(name, schema):
-            return TableStreamWriter(run_dir / f"{name}{STREAM_SUFFIX}", schema)
+            return TableStreamWriter(RunDir(run_dir).stream(name), schema)
 
         self.w_host = writer("host", HOST_SCHEMA)
         self.w_procs = writer("procs", PROCS_SCHEMA)
@@ -69,6 +72,8 @@ class Recorder:
             "interval_s": self.interval_ns / 1e9,
             "gpu": self.gpu.hardware() if self.gpu else [],
             "gpu_note": self.gpu_note,
+            # why GPU columns are empty (calls switched off, with NVML's answer) and how often calls failed
+            "gpu_diagnostics": self._guard("nvml", self.gpu.diagnostics) if self.gpu else None,
             "host": self.host.hardware(),
             "samples": self.samples,
             "started_ns": self.started_ns,

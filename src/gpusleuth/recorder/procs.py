@@ -61,10 +61,25 @@ def _close(fd: int | None) -> None:
             pass
 
 
+def _inner_pid(pid: int) -> int | None:
+    """The process's PID in its innermost PID namespace (the last ``NSpid`` entry of /proc/PID/status) when
+    it differs from ours: a job in a container knows itself (and the hook reports it) by that PID, while
+    NVML, on the host, reports this one. Read once per process."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"NSpid:"):
+                    ids = line.split()[1:]
+                    return int(ids[-1]) if len(ids) > 1 else None
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 class _Proc:
     """One tracked process: kept-open /proc files and the previous CPU reading."""
 
-    __slots__ = ("pid", "start_ticks", "start_ns", "stat_fd", "io_fd", "prev_cpu", "prev_mono", "ps")
+    __slots__ = ("pid", "start_ticks", "start_ns", "stat_fd", "io_fd", "prev_cpu", "prev_mono", "ps", "nspid")
 
     def __init__(self, pid: int, boot_ns: int):
         self.pid = pid
@@ -80,6 +95,7 @@ class _Proc:
             self.close()
             raise
         self.start_ns = boot_ns + self.start_ticks * 1_000_000_000 // _TICK
+        self.nspid = _inner_pid(pid)
         self.prev_cpu: int | None = None
         self.prev_mono = 0
 
@@ -228,7 +244,7 @@ class ProcessTreeSampler:
             row.update(t_ns=t_ns, pid=pid, ppid=int(f[1]), name=f[-1].decode(errors="replace"),
                        rss_bytes=int(f[21]) * _PAGE, num_threads=int(f[17]),
                        status=_STATUS.get(state, state.decode(errors="replace")),
-                       read_bytes=rd, write_bytes=wr, start_ns=p.start_ns)
+                       read_bytes=rd, write_bytes=wr, start_ns=p.start_ns, nspid=p.nspid)
             rows.append(row)
         for pid in gone:
             self._procs.pop(pid).close()

@@ -39,6 +39,7 @@ GPU_SCHEMA = pa.schema(
         ("clock_event_reasons", pa.int64()),
         ("throttle_power_ns", pa.int64()),
         ("throttle_thermal_ns", pa.int64()),
+        ("throttle_thermal_policy_ns", pa.int64()),
         ("throttle_sync_boost_ns", pa.int64()),
         ("throttle_hw_thermal_ns", pa.int64()),
         ("throttle_hw_power_brake_ns", pa.int64()),
@@ -99,6 +100,7 @@ PROCS_SCHEMA = pa.schema(
         ("read_bytes", pa.int64()),
         ("write_bytes", pa.int64()),
         ("start_ns", pa.int64()),
+        ("nspid", pa.int64()),  # PID in the process's own (container) namespace, when it differs
     ]
 )
 

@@ -14,14 +14,14 @@ import os
 import tempfile
 from pathlib import Path
 
-from gpusleuth.run.layout import RESERVE_FILE
+from gpusleuth.run.layout import RunDir
 
 RESERVE_BYTES = (1 << 20, 1 << 16)  # try 1 MiB, else 64 KiB: meta.json and the last flushes fit in either
 
 
 def reserve_space(run_dir: Path) -> Path | None:
     """Preallocate the reserve file; None when the disk has not even 64 KiB (the run goes on without)."""
-    path = Path(run_dir) / RESERVE_FILE
+    path = RunDir(run_dir).reserve
     for size in RESERVE_BYTES:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -78,7 +78,7 @@ def merge_spill(spill: Path | None, run_dir: Path) -> list[str]:
     except OSError:
         files = []
     for path in files:
-        target = Path(run_dir) / "raw" / path.name
+        target = RunDir(run_dir).raw / path.name
         try:
             data = path.read_bytes()
         except OSError as exc:

@@ -15,7 +15,7 @@ import msgspec
 import numpy as np
 import pyarrow.parquet as pq
 
-from gpusleuth.run.meta import write_meta
+from gpusleuth.run.layout import RunDir
 from gpusleuth.run.model import Run
 from gpusleuth.sources.gpu_samples import gpu_arrow_table
 
@@ -31,8 +31,8 @@ def write_run_dir(run: Run, out: Path) -> list[str]:
     meta["losses"] = list(run.losses) + [f"{r.label}: {m}" for r in run.profiles for m in r.losses]
     meta.setdefault("label", run.label)
     if len(run.gpu):
-        pq.write_table(gpu_arrow_table(run.gpu), out / "gpu.parquet", compression="zstd")
-        written.append("gpu.parquet")
+        pq.write_table(gpu_arrow_table(run.gpu), RunDir(out).table("gpu"), compression="zstd")
+        written.append(RunDir(out).table("gpu").name)
     traces = [r for r in (run.profiles or ([run] if run.trace is not None else [])) if r.trace is not None]
     if traces:
         (out / "trace").mkdir(exist_ok=True)
@@ -40,8 +40,8 @@ def write_run_dir(run: Run, out: Path) -> list[str]:
             name = f"trace/rank-{i}.json.gz"
             write_chrome_trace(r, out / name, rank=i, world=len(traces))
             written.append(name)
-    write_meta(out, meta)
-    written.append("meta.json")
+    RunDir(out).write_meta(meta)
+    written.append(RunDir(out).meta_file.name)
     return written
 
 

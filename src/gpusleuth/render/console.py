@@ -150,6 +150,13 @@ def _gpu(report: Report, console: Console) -> None:
         t.add_row(f"{g.index} {escape(g.name or '')}", _dist(g.util_gpu), _dist(g.util_mem), mem,
                   _dist(g.power_w, " W"), "–" if g.energy_j is None else f"{g.energy_j:,.0f} J", clock, thr)
     console.print(t)
+    scope = report.gpu_scope
+    if scope is not None and (scope.others or not scope.decided or len(scope.sampled) > 1):
+        others = f"; not the job's (left out): {', '.join(map(str, scope.others))}" if scope.others else ""
+        console.print(f"  [dim]the job's GPUs — {escape(scope.how)}{others}[/]")
+    for g in report.gpus:
+        for what, why in g.empty.items():
+            console.print(f"  [dim]GPU {g.index} {what}: {escape(why)}[/]")
     for g in report.gpus:
         if g.sm_active or g.tensor_active:
             console.print(f"  GPU {g.index} real activity: SM active {_dist(g.sm_active)}, "

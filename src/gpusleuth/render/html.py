@@ -256,6 +256,13 @@ def _telemetry_tables(pg: Page, report: Report) -> None:
     pg.add("<section><h2>Telemetry summary</h2>")
     if rows:
         pg.add(table(["GPU", "util", "SM active", "tensor active", "peak memory", "power", "SM clock", "throttled"], rows))
+        scope = report.gpu_scope
+        if scope is not None and (scope.others or not scope.decided or len(scope.sampled) > 1):
+            others = f"; not the job's (left out): {e(', '.join(map(str, scope.others)))}" if scope.others else ""
+            pg.add(f"<p class=dim>The job's GPUs — {e(scope.how)}{others}</p>")
+        empty = [f"GPU {g.index} {e(k)}: {e(v)}" for g in report.gpus for k, v in g.empty.items()]
+        if empty:
+            pg.add("<p class=dim>" + "<br>".join(empty) + "</p>")
     elif report.gpu_note:
         pg.add(f"<p class=dim>{e(str(report.gpu_note))} — host telemetry only</p>")
     if h:

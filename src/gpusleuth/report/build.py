@@ -21,5 +21,6 @@ def report_from(a: RunAnalysis) -> Report:
         findings=findings, not_evaluated=missing, losses=a.losses, ranks=a.traces, headline=a.headline,
         display=a.display,
         missing_summary=group_missing(missing), comm=a.comm, serving=serving_section(a.load),
-        requests=a.requests,
+        requests=a.requests, gpu_scope=a.gpu_scope,
+        engine=a.engine,
     )

@@ -98,7 +98,8 @@ def _views_of_steps(secs: np.ndarray, warm: int) -> tuple[StepSeries | None, Ste
     if not len(steady):
         return series, None
     q = np.percentile(steady, [0, 5, 25, 50, 75, 95, 100])
-    spread = StepSpread(len(steady), *(round(float(v), 4) for v in q), mean=round(float(steady.mean()), 4))
+    lo, p5, p25, p50, p75, p95, hi = (round(float(v), 4) for v in q)
+    spread = StepSpread(len(steady), lo, p5, p25, p50, p75, p95, hi, mean=round(float(steady.mean()), 4))
     return series, spread
 
 

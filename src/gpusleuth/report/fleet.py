@@ -1,7 +1,7 @@
 """``gpusleuth fleet``: one row per run over many run directories, and the dollars lost by cause.
 
-Why it scales: each run directory carries ``summary.json`` (report/summary.py), the flat record its last
-report left; the fleet reads those (one small JSON object each) into one Arrow table and DuckDB does the
+Why it scales: each run directory carries ``summary.json`` (report/summary.py), the flat record the verb
+that recorded it left (or one computed once and cached outside the run: reading never writes a run); the fleet reads those (one small JSON object each) into one Arrow table and DuckDB does the
 filtering, sorting and the by-cause totals in SQL over it. (DuckDB's own ``read_json`` was 12× slower over
 10,000 small files with an explicit schema, and its auto-detection samples only the first files, so a
 badput cause first seen later would be dropped.) Only runs that
@@ -15,14 +15,13 @@ are a run's badput seconds × its price per second of wall time.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 from gpusleuth.errors import InputError
-from gpusleuth.report.summary import SUMMARY_FILE
+from gpusleuth.sources.rundir import RunDir
 
 SORTS = {
     "lost": "lost_usd", "cost": "cost_usd", "gpu_hours": "gpu_hours", "goodput": "goodput", "mfu": "mfu",
@@ -62,28 +61,14 @@ class Fleet:
     skipped: list[str] = field(default_factory=list)  # directories without a usable summary, and why
 
 
-def find_run_dirs(paths: list[Path]) -> list[Path]:
-    """Run directories given, or directly inside a given directory (one level: a folder of runs)."""
-    found: list[Path] = []
-    for p in paths:
-        p = Path(p)
-        if not p.is_dir():
-            raise InputError(p, "not a directory (give run directories or folders of them)")
-        if (p / "meta.json").is_file():
-            found.append(p)
-            continue
-        with os.scandir(p) as it:
-            found.extend(Path(d.path) for d in it if d.is_dir() and os.path.isfile(os.path.join(d.path, "meta.json")))
-    return sorted(found)
-
-
-def query_fleet(run_dirs: list[Path], flt: FleetFilter) -> Fleet:
+def query_fleet(run_dirs: list[Path], flt: FleetFilter, fresh: dict[str, dict[str, Any]] | None = None) -> Fleet:
+    """The fleet table; ``fresh``: summaries ``pipeline/fleet.ensure_summaries`` made that no cache kept."""
     try:
         import duckdb
     except ImportError:
         raise InputError(run_dirs[0] if run_dirs else Path("."),
                          "gpusleuth fleet needs DuckDB: pip install 'gpusleuth[fleet]'") from None
-    table, unreadable = _read_summaries(run_dirs)
+    table, unreadable = _read_summaries(run_dirs, fresh or {})
     if table is None:
         return Fleet(rows=[], runs=0, skipped=unreadable)
     if flt.sort not in SORTS:
@@ -139,28 +124,40 @@ def query_fleet(run_dirs: list[Path], flt: FleetFilter) -> Fleet:
                  totals={"gpu_hours": hours, "cost_usd": cost, "lost_usd": lost_total})
 
 
-def _read_summaries(run_dirs: list[Path]):
-    """Every readable summary.json as one Arrow table (None if none), and the unreadable ones, named."""
+def summary_of(run_dir: Path, fresh: dict[str, dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
+    """The run's own ``summary.json`` (left by the verb that recorded it), else one computed for it (this
+    time, or cached outside the run); the second value says why a summary.json there is unreadable."""
     import json
 
+    from gpusleuth.report.summary import read_cached_summary
+
+    path = RunDir(run_dir).summary
+    try:
+        rec = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return fresh.get(str(run_dir)) or read_cached_summary(run_dir), None
+    except (OSError, ValueError) as exc:
+        return None, f"{path}: unreadable ({exc.__class__.__name__}); left out"
+    if not isinstance(rec, dict):
+        return None, f"{path}: unreadable (not a JSON object); left out"
+    return rec, None
+
+
+def _read_summaries(run_dirs: list[Path], fresh: dict[str, dict[str, Any]]):
+    """Every run's summary as one Arrow table (None if none), and the unreadable ones, named."""
     import pyarrow as pa
 
     schema = _schema()
     names = [n for n in schema.names if n != "filename"]
     rows, bad = [], []
     for d in run_dirs:
-        path = d / SUMMARY_FILE
-        try:
-            rec = json.loads(path.read_bytes())
-            if not isinstance(rec, dict):
-                raise ValueError("not a JSON object")
-        except FileNotFoundError:
-            continue
-        except (OSError, ValueError) as exc:
-            bad.append(f"{path}: unreadable ({exc.__class__.__name__}); left out")
+        rec, problem = summary_of(d, fresh)
+        if problem:
+            bad.append(problem)
+        if rec is None:
             continue
         row = {n: rec.get(n) for n in names}
-        row["filename"] = str(path)
+        row["filename"] = str(RunDir(d).summary)
         rows.append(row)
     if not rows:
         return None, bad

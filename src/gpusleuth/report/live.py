@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from gpusleuth.sources.livetail import ArrowTail, EventsTail
+from gpusleuth.sources.livetail import RunTails
 
 
 @dataclass
@@ -45,10 +45,8 @@ class LiveTail:
     def __init__(self, run_dir: Path, started: float | None = None):
         self.run_dir = Path(run_dir)
         self.started = started if started is not None else time.monotonic()
-        self.events = EventsTail(self.run_dir / "raw")
-        self.gpu = ArrowTail(self.run_dir / "gpu.arrows")
-        self.host = ArrowTail(self.run_dir / "host.arrows")
-        self.procs = ArrowTail(self.run_dir / "procs.arrows")
+        tails = RunTails(self.run_dir)
+        self.events, self.gpu, self.host, self.procs = tails.events, tails.gpu, tails.host, tails.procs
         self.snap = LiveSnapshot(elapsed_s=0.0)
 
     def poll(self) -> LiveSnapshot:

@@ -11,10 +11,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpusleuth.analysis.comm import CommSummary
+from gpusleuth.analysis.headline import Headline
 from gpusleuth.analysis.identity import RunInfo
 from gpusleuth.analysis.outcomes import Outcomes
+from gpusleuth.analysis.requests import RequestAnalysis
+from gpusleuth.analysis.timeseries import DisplayData
+from gpusleuth.analysis.trace import TraceAnalysis
 from gpusleuth.analysis.telemetry import GpuSummary, HostSummary
 from gpusleuth.diagnosis.finding import Finding, Missing
+from gpusleuth.report.serving import ServingSection
 
 SCHEMA = "gpusleuth.report/1"
 
@@ -46,14 +52,16 @@ class Report:
     findings: list[Finding]
     not_evaluated: list[Missing]
     losses: list[str]
-    ranks: list[Any] = field(default_factory=list)  # trace analyses, one per rank
-    headline: Any = None  # analysis.headline.Headline: throughput, goodput, MFU, energy, cost, time to target
-    # analysis.timeseries.DisplayData: downsampled series and histograms for charts (HTML); not in the JSON
-    display: Any = None
+    ranks: list[TraceAnalysis] = field(default_factory=list)  # trace analyses, one per rank
+    headline: Headline | None = None  # throughput, goodput, MFU, energy, cost, time to target
+    # downsampled series and histograms for charts (HTML); not in the JSON
+    display: DisplayData | None = None
     missing_summary: list[MissingGroup] = field(default_factory=list)  # not_evaluated, one entry per data source
-    comm: Any = None  # analysis.comm.CommSummary of a multi-rank job: collectives, waiting, stragglers
-    serving: Any = None  # report.serving.ServingSection: `gpusleuth load` levels, the knee, serving outcomes
-    requests: Any = None  # analysis.requests.RequestAnalysis: a recorded server's per-request stages
+    comm: CommSummary | None = None  # a multi-rank job's collectives, waiting, stragglers
+    serving: ServingSection | None = None  # `gpusleuth load` levels, the knee, serving outcomes
+    requests: RequestAnalysis | None = None  # a recorded server's per-request stages
+    engine: Any = None  # analysis.engine.EngineAnalysis: an LLM engine's own /metrics per load level
+    gpu_scope: Any = None  # analysis.job_gpus.JobGpus: which sampled GPUs were the job's, and how that was told
 
     def to_dict(self) -> dict[str, Any]:
         o = self.outcomes
@@ -95,6 +103,9 @@ class Report:
                 "outcomes": outcomes,
                 "gpu": [dataclasses.asdict(g) for g in self.gpus],
                 "gpu_note": self.gpu_note,
+                "gpu_scope": ({"job_gpus": self.gpu_scope.indices, "how": self.gpu_scope.how,
+                               "not_the_jobs": self.gpu_scope.others, "decided": self.gpu_scope.decided}
+                              if self.gpu_scope is not None else None),
                 "host": dataclasses.asdict(self.host) if self.host else None,
                 "findings": [_finding(f) for f in self.findings],
                 "not_evaluated": [dataclasses.asdict(m) for m in self.not_evaluated],
@@ -104,6 +115,7 @@ class Report:
                 "communication": self.comm.to_dict() if self.comm is not None else None,
                 "serving": self.serving.to_dict() if self.serving is not None else None,
                 "request_stages": self.requests.to_dict() if self.requests is not None else None,
+                "engine_metrics": self.engine.to_dict() if self.engine is not None else None,
             }
         )
 

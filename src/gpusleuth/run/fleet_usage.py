@@ -28,6 +28,8 @@ class Owner:
 
     @property
     def name(self) -> str:
+        if not self.pod:  # an HPC job label alone
+            return self.group
         return f"{self.namespace}/{self.pod}" + (f"/{self.container}" if self.container else "")
 
 

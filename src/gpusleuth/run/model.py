@@ -105,6 +105,9 @@ class Run:
     # model thread or task): pid, start_ns, end_ns, rows, tokens, tid — joined with ``requests`` through
     # their queue hand-off (analysis/batching.py)
     batches: Table = field(default_factory=Table)
+    # ``engine``: an LLM engine's own /metrics read while `gpusleuth load` ran (sources/engine_metrics.py
+    # EngineSample per scrape: running, waiting, KV usage, preemptions, its TTFT/queue/prefill/decode histograms)
+    engine: list[Any] = field(default_factory=list)
     load: Table = field(default_factory=Table)
     logs: list[dict[str, Any]] = field(default_factory=list)  # gpusleuth.log(...) records
     processes: dict[int, ProcessInfo] = field(default_factory=dict)

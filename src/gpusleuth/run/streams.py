@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-STREAM_SUFFIX = ".arrows"
+from gpusleuth.run.layout import STREAM_SUFFIX  # noqa: F401  (the streams' suffix, re-exported)
 
 
 class _Pending:
@@ -103,8 +103,9 @@ class TableStreamWriter:
             os.close(self._fd)
 
 
-def read_stream(path: Path) -> tuple[pa.Table | None, str | None]:
-    """Read every complete batch of a stream; the second value says what was lost, if anything."""
+def read_stream(path: Path, live: bool = False) -> tuple[pa.Table | None, str | None]:
+    """Read every complete batch of a stream; the second value says what was lost, if anything.
+    ``live``: the recorder is still appending, so a batch cut off at the end is one being written, no loss."""
     path = Path(path)
     from gpusleuth.errors import InputError
     from gpusleuth.run.files import open_regular
@@ -116,6 +117,8 @@ def read_stream(path: Path) -> tuple[pa.Table | None, str | None]:
         return None, f"{path.name} {exc.problem}; its samples are missing"
     if size == 0:
         f.close()
+        if live:
+            return None, None  # its first batch is not written yet
         return None, f"{path.name} is empty (the recorder stopped before its first flush)"
     batches: list[pa.RecordBatch] = []
     schema = None
@@ -140,7 +143,7 @@ def read_stream(path: Path) -> tuple[pa.Table | None, str | None]:
                 batches.append(batch)
         except (pa.ArrowException, OSError, EOFError, ValueError) as exc:
             good = sum(b.num_rows for b in batches)
-            loss = (
+            loss = None if live and schema is not None else (
                 f"{path.name} was cut off or damaged (the writer was killed mid-write?): kept {good} complete "
                 f"rows, lost the partial batch after them ({exc.__class__.__name__})"
             )

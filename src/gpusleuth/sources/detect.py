@@ -32,40 +32,6 @@ class ImportOptions:
     step_range: str | None = None  # --step-range: the NVTX range that marks a training step (nsys)
 
 
-def add_import_options(p) -> None:
-    """The options of ``report`` and ``import`` that only imported files need."""
-    g = p.add_argument_group("imported files (nvidia-smi, dmon, Nsight Systems, DCGM/Prometheus)")
-    g.add_argument("--fields", default=None, metavar="LIST",
-                   help="the --query-gpu field list of a header-less nvidia-smi log, e.g. "
-                   "timestamp,index,utilization.gpu,memory.used (default: inferred from the values)")
-    g.add_argument("--tz", default=None, metavar="ZONE",
-                   help="time zone of nvidia-smi's local timestamps, e.g. Europe/Berlin (default: this machine's)")
-    g.add_argument("--start", default=None, metavar="TIME",
-                   help="start of a dmon log printed without -o DT (ISO time, e.g. 2026-05-01T10:00:00+00:00)")
-    g.add_argument("--interval", type=float, default=1.0, metavar="S",
-                   help="sampling interval of a dmon log without timestamps (dmon -d; default 1)")
-    g.add_argument("--step-range", default=None, metavar="NAME",
-                   help="the NVTX range that marks one training step in an Nsight Systems export "
-                   "(default: ranges named like steps, e.g. 'step 12', 'train_step')")
-
-
-def options_from_args(args) -> ImportOptions:
-    start = getattr(args, "start", None)
-    start_ns = None
-    if start:
-        from datetime import datetime
-
-        try:
-            start_ns = int(datetime.fromisoformat(start).timestamp() * 1e9)
-        except ValueError:
-            raise InputError(start, "--start must be an ISO time such as 2026-05-01T10:00:00+00:00") from None
-    fields = getattr(args, "fields", None)
-    return ImportOptions(fields=[f for f in fields.split(",") if f.strip()] if fields else None,
-                         tz=getattr(args, "tz", None), start_ns=start_ns,
-                         interval_s=getattr(args, "interval", 1.0) or 1.0,
-                         step_range=getattr(args, "step_range", None))
-
-
 def sniff(path: Path) -> str:
     """The format of ``path`` from its first bytes: one of ``kineto``, ``nsys``, ``nvidia-smi``, ``dmon``,
     ``pmon``, ``prometheus-text``, ``prometheus-json``; raises InputError with what it looks like."""

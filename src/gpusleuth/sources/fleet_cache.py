@@ -170,31 +170,36 @@ class FleetCache:
         info = {u: (h, g, m, mig) for u, h, g, m, mig in self.db.execute(
             "SELECT uuid, host, gpu, model, mig_profile FROM gpus WHERE src = ? AND list_contains(?, uuid)",
             [self.src, uuids]).fetchall()}
+        import pyarrow as pa
+
+        # the batch's GPUs as a small table joined in, so each row carries an int, not a Python str per row
+        self.db.register("_batch", pa.table({"uuid": pa.array(uuids, pa.string()),
+                                             "gi": np.arange(len(uuids), dtype=np.int32)}))
         tbl = self.db.execute("""
-            SELECT uuid, t, util, sm_active, tensor_active, fb_used_mib, fb_free_mib, power_w, owner FROM samples
-            WHERE src = ? AND step = ? AND list_contains(?, uuid) AND t >= ? AND t < ? ORDER BY uuid, t
-        """, [self.src, self.step, uuids, start, end]).fetchnumpy()
-        uu = np.asarray(tbl["uuid"], dtype=object)
+            SELECT b.gi, s.t, s.util, s.sm_active, s.tensor_active, s.fb_used_mib, s.fb_free_mib, s.power_w, s.owner
+            FROM samples s JOIN _batch b ON s.uuid = b.uuid
+            WHERE s.src = ? AND s.step = ? AND s.t >= ? AND s.t < ? ORDER BY b.gi, s.t
+        """, [self.src, self.step, start, end]).fetchnumpy()
+        self.db.unregister("_batch")
+        uu = np.asarray(tbl["gi"], dtype=np.int32)
         idx = ((np.asarray(tbl["t"]) - start) // self.step).astype(np.int64)
         values = {c: np.ma.filled(np.ma.asarray(tbl[c]).astype(np.float32), np.nan) for c in SAMPLE_COLUMNS}
         own = np.ma.filled(np.ma.asarray(tbl["owner"]), -1).astype(np.int32)
+        del tbl
         bounds = np.flatnonzero(np.r_[True, uu[1:] != uu[:-1], True]) if len(uu) else np.array([0])
         for a, b in zip(bounds[:-1], bounds[1:]):
-            uuid = str(uu[a])
+            uuid = uuids[int(uu[a])]
             cols = {c: np.full(n, np.nan, np.float32) for c in SAMPLE_COLUMNS}
             k = idx[a:b]
             for c in SAMPLE_COLUMNS:
                 cols[c][k] = values[c][a:b]
-            local: dict[int, int] = {}
+            seg = own[a:b]
+            held = np.unique(seg[seg >= 0])  # the cache's owner ids on this GPU → 0, 1, … in GpuSeries.owners
             owner = np.full(n, -1, np.int32)
-            for oid in np.unique(own[a:b]):
-                if oid >= 0:
-                    local[int(oid)] = len(local)
-            remap = np.array([local.get(int(o), -1) for o in own[a:b]], np.int32) if local else np.full(b - a, -1, np.int32)
-            owner[k] = remap
+            owner[k] = np.where(seg >= 0, np.searchsorted(held, seg), -1)
             host, gpu, model, mig = info.get(uuid, ("", "", "", ""))
             yield GpuSeries(uuid=uuid, host=host, gpu=gpu, model=model, start_s=start, step_s=self.step,
-                            columns=cols, owner=owner, owners=[owners[o] for o in local], mig_profile=mig)
+                            columns=cols, owner=owner, owners=[owners[int(o)] for o in held], mig_profile=mig)
 
     def requests(self, start: int, end: int) -> list[PodRequest]:
         """Each pod's request over [start, end): its stored presence segments clipped to the window."""

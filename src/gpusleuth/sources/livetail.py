@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from gpusleuth.run.layout import EVENT_GLOB, RunDir
 from gpusleuth.run.model import pick_main
 from gpusleuth.sources.events import int_or_none, step_fields
 
@@ -71,7 +72,7 @@ class EventsTail:
 
     def poll(self) -> None:
         try:
-            files = list(self.raw.glob("events-*.tsv"))
+            files = list(self.raw.glob(EVENT_GLOB))
         except OSError:
             return
         for path in files:
@@ -164,3 +165,14 @@ class StepTotals(EventsTail):
                 self.rank_labels[pid] = str(rank) if rank not in (None, "") else "0"
         except (IndexError, ValueError, AttributeError):
             return  # a partial or foreign line: the finished run's parser counts it as a loss
+
+
+class RunTails:
+    """The tails of a run directory still being written: the hook's events and the telemetry streams."""
+
+    def __init__(self, run_dir: Path):
+        layout = RunDir(run_dir)
+        self.events = EventsTail(layout.raw)
+        self.gpu = ArrowTail(layout.stream("gpu"))
+        self.host = ArrowTail(layout.stream("host"))
+        self.procs = ArrowTail(layout.stream("procs"))

@@ -182,7 +182,7 @@ class PrometheusClient:
             raise InputError(self.url, f"no Prometheus HTTP API at this URL ({path} answered 404): give the base "
                              "URL the API lives under, e.g. http://prometheus:9090 or a Thanos/Mimir prefix")
         try:
-            env = msgspec.json.decode(resp.content, type=shape)
+            env: Any = msgspec.json.decode(resp.content, type=shape)
         except (msgspec.DecodeError, msgspec.ValidationError):
             raise InputError(self.url, f"{path} answered HTTP {resp.status_code} with something that is not a "
                              f"Prometheus API response ({resp.headers.get('content-type', 'no content type')})") from None

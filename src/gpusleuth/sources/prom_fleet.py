@@ -21,7 +21,9 @@ sentence naming the exporter or flag that provides it.
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -30,7 +32,7 @@ import numpy as np
 from gpusleuth.errors import InputError
 from gpusleuth.run.fleet_usage import SAMPLE_COLUMNS, FleetWindow, GpuSeries, Owner, PodRequest
 from gpusleuth.sources.fleet_cache import FleetCache
-from gpusleuth.sources.prom_client import PrometheusClient, TooManySamples
+from gpusleuth.sources.prom_client import PrometheusClient, Series, TooManySamples
 
 # sample column → dcgm-exporter's default counter name (etc/default-counters.csv)
 DCGM_METRICS = {
@@ -43,7 +45,8 @@ DCGM_METRICS = {
 }
 assert tuple(DCGM_METRICS) == SAMPLE_COLUMNS
 KUBE_REQUESTS = "kube_pod_container_resource_requests"
-ID_LABELS = ("UUID", "uuid")  # dcgm-exporter; `uuid` with --use-old-namespace
+ID_LABELS = ("UUID", "uuid")
+READ_SAMPLES = 1_000_000  # grid cells (GPU × step) the ledger holds at once: ~40 MB of columns  # dcgm-exporter; `uuid` with --use-old-namespace
 
 
 @dataclass
@@ -54,6 +57,7 @@ class FleetQuery:
     step_s: int = 30
     chunk_s: int = 6 * 3600
     gpus_per_query: int = 200
+    parallel: int = 3  # queries in flight at once
     selector: str = ""  # extra label matchers for every series, e.g. 'cluster="prod"'
     group_label: str | None = None  # a job/user label to group by besides namespace/pod
 
@@ -99,6 +103,8 @@ class PrometheusFleet:
         if self.end <= self.start:
             raise InputError(client.url, "the time window is empty: --start must be before --end")
         self.queries = 0  # HTTP queries made (the cache test counts them)
+        self._count = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=max(1, query.parallel), thread_name_prefix="gpusleuth-prom")
 
     # --- the whole fetch ------------------------------------------------------------------------------
     def open(self) -> FleetWindow:
@@ -109,10 +115,13 @@ class PrometheusFleet:
         todo = [s for s in starts if s not in done]
         notes: list[str] = []
         id_label = None
-        for i, s in enumerate(todo, 1):
-            id_label = self._fetch_chunk(s, s + q.chunk_s, id_label, notes) or id_label
-            if self.progress:
-                self.progress(i, len(todo))
+        try:
+            for i, s in enumerate(todo, 1):
+                id_label = self._fetch_chunk(s, s + q.chunk_s, id_label, notes) or id_label
+                if self.progress:
+                    self.progress(i, len(todo))
+        finally:
+            self._pool.shutdown(cancel_futures=True)
         metrics = self.cache.metrics_seen(starts)
         window = FleetWindow(server=self.client.url, start_s=self.start, end_s=self.end, step_s=q.step_s,
                              metrics=sorted(m for m in metrics if m != KUBE_REQUESTS),
@@ -129,7 +138,9 @@ class PrometheusFleet:
         return window
 
     def batches(self, size: int | None = None) -> Iterator[list[GpuSeries]]:
-        size = size or self.q.gpus_per_query
+        """GPUs a batch at a time, at most READ_SAMPLES grid cells per batch however long the window."""
+        steps = max(1, (self.end - self.start) // self.q.step_s)
+        size = size or max(1, min(self.q.gpus_per_query, READ_SAMPLES // steps))
         for i in range(0, len(self._gpu_ids), size):
             yield list(self.cache.series(self._gpu_ids[i:i + size], self.start, self.end))
 
@@ -160,10 +171,11 @@ class PrometheusFleet:
             cols = {c: np.full((len(batch), n), np.nan, np.float32) for c in SAMPLE_COLUMNS}
             owner = np.full((len(batch), n), -1, np.int32)
             matcher = f'{id_label}=~"{"|".join(_regex_escape(u) for u in batch)}"' + (f",{sel}" if sel else "")
-            for col, name in DCGM_METRICS.items():
-                if name not in present:
-                    continue
-                for series in self._range(_fresh(f"{name}{{{matcher}}}", q.step_s), c0, c1 - q.step_s):
+            # the batch's metrics are asked together: the server evaluates the next while this process parses one
+            asked = {col: self._pool.submit(self._range, _fresh(f"{name}{{{matcher}}}", q.step_s), c0, c1 - q.step_s)
+                     for col, name in DCGM_METRICS.items() if name in present}
+            for col, answer in asked.items():
+                for series in answer.result():
                     g = where.get(series.metric.get(id_label or "UUID", ""))
                     if g is None:
                         continue
@@ -206,9 +218,10 @@ class PrometheusFleet:
         return out if got_any else None
 
     # --- queries, split when the server says they are too big -------------------------------------------
-    def _range(self, expr: str, start: int, end: int) -> list:
+    def _range(self, expr: str, start: int, end: int) -> list[Series]:
         try:
-            self.queries += 1
+            with self._count:
+                self.queries += 1
             return self.client.query_range(expr, start, end, self.q.step_s)
         except TooManySamples:
             if end - start < 2 * self.q.step_s:
@@ -217,7 +230,7 @@ class PrometheusFleet:
             mid = start + ((end - start) // 2 // self.q.step_s) * self.q.step_s
             return self._range(expr, start, mid) + self._range(expr, mid + self.q.step_s, end)
 
-    def _call(self, fn, *args):
+    def _call(self, fn: Callable[..., list[dict[str, str]]], *args: object) -> list[dict[str, str]]:
         self.queries += 1
         return fn(*args)
 

@@ -1,7 +1,9 @@
-"""``load_run``: any run directory, finished or cut off, into the one :class:`Run` model."""
+"""``load_run``: any run directory, finished or cut off, into the one :class:`Run` model; ``find_run_dirs``:
+the run directories among what the user named. File names come from :class:`RunDir` (``run/layout.py``)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -10,11 +12,12 @@ import pyarrow.parquet as pq
 
 from gpusleuth.errors import InputError
 from gpusleuth.run.files import check_regular
+from gpusleuth.sources.engine_metrics import read_engine_scrapes
 from gpusleuth.sources.events import parse_event_files
-from gpusleuth.run.layout import LOAD_TABLE, TELEMETRY_TABLES
-from gpusleuth.run.meta import read_meta
+from gpusleuth.run.layout import (BATCHES_TABLE, LOAD_TABLE, REQUESTS_TABLE, SUMMARY_FILE, TELEMETRY_TABLES, RunDir)
 from gpusleuth.run.model import Run, Table
-from gpusleuth.run.streams import STREAM_SUFFIX, read_stream
+from gpusleuth.run.recording import RECORDING, UNFINISHED, recording_state
+from gpusleuth.run.streams import read_stream
 from gpusleuth.recorder.schemas import SCHEMAS
 
 
@@ -25,24 +28,35 @@ def load_run(path: str | Path) -> Run:
         raise InputError(run_dir, "no such file or directory")
     if not run_dir.is_dir():
         raise InputError(run_dir, "expected a gpusleuth run directory (or pass a profiler trace .json[.gz])")
+    layout = RunDir(run_dir)
     meta_notes: list[str] = []
-    meta = read_meta(run_dir, meta_notes)
+    meta = layout.read_meta(meta_notes)
     run = Run(meta=meta, path=run_dir, losses=meta_notes)
-    if meta.get("end_ns") is None:
+    state = recording_state(run_dir, meta.get("end_ns"))
+    live = state == RECORDING
+    if state == UNFINISHED and meta.get("end_ns") is None:
         run.losses.append(
-            "the run has no recorded end (the launcher was killed?): its end is taken as the last sample"
+            "the run has no recorded end (its launcher was killed): its end is taken as the last sample; "
+            f"`gpusleuth finalize {run_dir}` makes it final"
         )
     for name in TELEMETRY_TABLES:
-        table, loss = _read_table(run_dir, name)
+        table, loss = _read_table(run_dir, name, live)
         if loss:
             run.losses.append(loss)
         setattr(run, name, table)
+    cut = _snapshot_end(run) if live else None
+    if cut is not None:
+        meta["end_ns"] = min(cut, meta.get("end_ns") or cut)
+        for name in TELEMETRY_TABLES:
+            setattr(run, name, _before(getattr(run, name), "t_ns", cut))
+        run.losses.append(f"the run is still being recorded: this report is a snapshot of it up to "
+                          f"{(cut - (meta.get('start_ns') or cut)) / 1e9:.1f} s (its last sample written)")
     if meta.get("end_ns") is None:
         last = [int(t["t_ns"].max()) for t in (run.host, run.gpu) if len(t)]
         if last:
             meta["end_ns"] = max(last)
     events = parse_event_files(run_dir, meta.get("end_ns"))
-    if not len(events.steps) and (run_dir / "steps.parquet").exists():
+    if not len(events.steps) and layout.table("steps").exists():
         events.steps, loss = _read_table(run_dir, "steps")
         if loss:
             run.losses.append(loss)
@@ -50,16 +64,22 @@ def load_run(path: str | Path) -> Run:
         meta["end_ns"] = int(events.steps["end_ns"].max())
     if meta.get("start_ns") is None:
         _recover_start(run, run_dir, events.steps)
+    if cut is not None:  # every source up to the same moment: a step or request written after it waits
+        for name in ("steps", "phases", "comm", "requests"):
+            setattr(events, name, _before(getattr(events, name), "end_ns", cut))
     run.steps, run.phases, run.logs = events.steps, events.phases, events.logs
     run.comm = events.comm
     run.requests = events.requests
-    if not len(run.requests) and (run_dir / "requests.parquet").exists():  # raw/ deleted: the finalized table
-        run.requests, loss = _read_table(run_dir, "requests")
+    if not len(run.requests) and layout.table(REQUESTS_TABLE).exists():  # raw/ deleted: the finalized table
+        run.requests, loss = _read_table(run_dir, REQUESTS_TABLE)
         if loss:
             run.losses.append(loss)
     run.batches = events.batches
-    if not len(run.batches) and (run_dir / "batches.parquet").exists():
-        run.batches, loss = _read_table(run_dir, "batches")
+    run.engine, loss = read_engine_scrapes(run_dir)
+    if loss:
+        run.losses.append(loss)
+    if not len(run.batches) and layout.table(BATCHES_TABLE).exists():
+        run.batches, loss = _read_table(run_dir, BATCHES_TABLE)
         if loss:
             run.losses.append(loss)
     run.processes, run.infos = events.processes, events.infos
@@ -71,6 +91,24 @@ def load_run(path: str | Path) -> Run:
     _attach_traces(run, run_dir)
     _read_load(run, run_dir)
     return run
+
+
+__all__ = ["RunDir", "SUMMARY_FILE", "find_run_dirs", "load_run"]
+
+
+def find_run_dirs(paths: list[Path]) -> list[Path]:
+    """Run directories given, or directly inside a given directory (one level: a folder of runs)."""
+    found: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if not p.is_dir():
+            raise InputError(p, "not a directory (give run directories or folders of them)")
+        if RunDir(p).is_run():
+            found.append(p)
+            continue
+        with os.scandir(p) as it:
+            found.extend(Path(d.path) for d in it if d.is_dir() and RunDir(d.path).is_run())
+    return sorted(found)
 
 
 LOAD_COLUMNS = ("level", "concurrency", "rate", "start_ns", "end_ns", "status")
@@ -118,15 +156,38 @@ def _recover_start(run: Run, run_dir: Path, steps: Table) -> None:
         firsts.append(int(np.min(steps["start_ns"])))
     firsts = [t for t in firsts if 0 < t < 2**62]
     if not firsts:
-        raise InputError(run_dir / "meta.json", "has no valid start_ns and the run holds no samples or steps")
+        raise InputError(RunDir(run_dir).meta_file, "has no valid start_ns and the run holds no samples or steps")
     run.meta["start_ns"] = min(firsts)
     run.losses.append("the run's start time was missing or damaged in meta.json: taken as its first sample")
     if run.meta.get("end_ns") is not None and run.meta["end_ns"] < run.meta["start_ns"]:
         run.meta["end_ns"] = None
 
 
-def _read_table(run_dir: Path, name: str) -> tuple[Table, str | None]:
-    parquet = run_dir / f"{name}.parquet"
+def _snapshot_end(run: Run) -> int | None:
+    """The moment up to which every sampler of a live run has written: the earliest of their last samples
+    (each flushes about once a second; cutting everything there makes the tables agree)."""
+    last = [int(t["t_ns"].max()) for t in (run.host, run.gpu) if len(t) and "t_ns" in t.columns]
+    return min(last) if last else None
+
+
+def _before(table: Table, column: str, cut: int) -> Table:
+    if not len(table) or column not in table.columns:
+        return table
+    return table.filter(np.asarray(table[column]) <= cut)
+
+
+def _read_table(run_dir: Path, name: str, live: bool = False) -> tuple[Table, str | None]:
+    """The table from Parquet, else from its Arrow stream. ``live``: the run is being recorded, so a batch
+    cut off at the stream's end is one being written (not a loss), and a stream that vanishes under us was
+    just converted by the launcher's finalization (read the Parquet it became)."""
+    table, loss = _read_table_once(run_dir, name, live)
+    if live and loss and RunDir(run_dir).table(name).exists():
+        table, loss = _read_table_once(run_dir, name, live)
+    return table, loss
+
+
+def _read_table_once(run_dir: Path, name: str, live: bool) -> tuple[Table, str | None]:
+    parquet = RunDir(run_dir).table(name)
     if parquet.exists():
         try:
             check_regular(parquet, "a Parquet file")
@@ -140,9 +201,9 @@ def _read_table(run_dir: Path, name: str) -> tuple[Table, str | None]:
             return Table(), f"{parquet.name} {exc.problem}; its samples are missing from this report"
         except (pa.ArrowException, OSError, ValueError) as exc:
             return Table(), f"{parquet.name} is unreadable ({exc}); its samples are missing from this report"
-    stream = run_dir / f"{name}{STREAM_SUFFIX}"
+    stream = RunDir(run_dir).stream(name)
     if stream.exists():
-        table, loss = read_stream(stream)
+        table, loss = read_stream(stream, live=live)
         table = _arrow_to_table(table) if table is not None else Table()
         wrong = _off_schema(name, table)
         if wrong:
@@ -199,7 +260,7 @@ def _floats(t: pa.DataType) -> bool:
 
 def _attach_traces(run: Run, run_dir: Path) -> None:
     """Profiler traces taken with ``--profile-steps`` live in ``trace/``; read them lazily via kineto."""
-    trace_dir = run_dir / "trace"
+    trace_dir = RunDir(run_dir).trace_dir
     if not trace_dir.is_dir():
         return
     files = sorted(p for p in trace_dir.iterdir() if p.name.endswith((".json", ".json.gz")))

@@ -154,8 +154,8 @@ def gpu_imbalance(facts: Facts) -> list[Finding] | Missing:
     if len(usable) < 2:
         return []
     means = {t.index: t.util_mean for t in usable}
-    hi = max(means, key=means.get)
-    lo = min(means, key=means.get)
+    hi = max(means, key=lambda k: means[k])
+    lo = min(means, key=lambda k: means[k])
     spread = means[hi] - means[lo]
     if spread < SPREAD or means[hi] < BUSY_FLOOR:
         return []

@@ -437,3 +437,173 @@ def outside_the_server(facts: Facts) -> list[Finding] | Missing:
                             method="upper bound on the client latency ratio without the time outside the server"),
         confidence="low" if client_busy else ("medium" if high else "low"),
     )]
+
+
+_MISS_FIX = {
+    "outside": ("time outside the server (the listen backlog, connection handling, the client's own lateness)",
+                "Serve with more worker processes (gunicorn `-w N`, uvicorn `--workers N`) and a production server, "
+                "raise the listen backlog for bursts, and check the load generator is not the one falling behind."),
+    "queue": ("waiting for a worker in the server's queue",
+              "Add workers or replicas for this traffic, or send less of it to each replica."),
+    "pre": ("work before the model (tokenization, preprocessing)",
+            "Take it out of the request path: a fast (Rust) tokenizer (`use_fast=True`, `tokenizers`), a process "
+            "pool, or a separate preprocessing service."),
+    "wait": ("waiting for a batch",
+             "Shorten the batcher's wait window or lower its max batch size (Triton `max_queue_delay_microseconds`, "
+             "TorchServe `max_batch_delay`/`batch_size`)."),
+    "prefill": ("the prompt's prefill (slowed or delayed by the other sequences' decode)",
+                "Interleave prefill with decode in bounded chunks (vLLM `--enable-chunked-prefill` with "
+                "`--max-num-batched-tokens`, SGLang `--chunked-prefill-size`), cap concurrent sequences (vLLM "
+                "`--max-num-seqs`, TGI `--max-batch-size`), reuse shared prompt prefixes (prefix caching)."),
+    "decode": ("decode, slowing as more sequences share the model",
+               "Cap the sequences decoding together per replica (vLLM `--max-num-seqs`, TGI "
+               "`--max-concurrent-requests`/`--max-batch-size`, SGLang `--max-running-requests`) and add replicas "
+               "for the traffic; each token then waits on fewer others."),
+    "post": ("work between and after the forwards (writing the stream, detokenizing, waiting for the GIL)",
+             "Stream from a loop that does not share its thread with the model: detokenize incrementally, write "
+             "asynchronously, run the model in its own process (worker processes or an engine)."),
+}
+
+
+def slo_misses(facts: Facts) -> list[Finding] | Missing:
+    """Under `gpusleuth load --slo … -- CMD`: the level that missed its SLO worst, each missed request's
+    client latency cut into parts (analysis/slo_miss.py) and held against the lightest level's, and the part
+    that grew most named with its fix. Quiet when every level meets the SLO."""
+    ra = facts.requests
+    load = getattr(facts, "load", None)
+    if ra is None or not ra.misses or load is None:
+        return []
+    by_level = {lv.level: lv for lv in load.levels}
+    failing = [m for m in ra.misses if m.parts_ms and by_level.get(m.level) is not None
+               and by_level[m.level].slo is not None and not by_level[m.level].slo.meets]
+    if not failing:
+        return []
+    m = max(failing, key=lambda x: (1.0 - by_level[x.level].slo.attainment, x.concurrency or 0, x.rate))
+    lv = by_level[m.level]
+    name = f"concurrency {m.concurrency}" if m.concurrency else f"{m.rate:g} requests/s"
+    base = by_level.get(m.baseline_level)
+    bname = (f"concurrency {base.concurrency}" if base.concurrency else f"{base.rate:g} requests/s") if base else \
+        "the lightest level"
+    src = "gpusleuth load (client) joined with the hook (server) on X-Request-Id"
+    total = sum(max(v, 0.0) for v in m.excess_ms.values())
+    evidence = [Evidence(f"SLO attainment at {name}", _pct(lv.slo.attainment), "% of requests sent", "gpusleuth load"),
+                Evidence("missed requests joined to the server's records", m.joined, f"of {m.missed}", src)]
+    for k, v in m.missed_by.items():
+        evidence.append(Evidence(f"over the {k[:-3]} budget", v, "requests", "gpusleuth load"))
+    for part in sorted(m.parts_ms, key=lambda k: -m.excess_ms.get(k, 0.0)):
+        if m.parts_ms[part] > 0 or m.baseline_ms.get(part, 0.0) > 0:
+            evidence.append(Evidence(f"{part}, missed requests p50 (vs {bname})",
+                                     f"{m.parts_ms[part]:.1f} (vs {m.baseline_ms.get(part, 0.0):.1f})", "ms", src))
+    if m.decode_per_token_ms is not None and m.baseline_decode_per_token_ms:
+        evidence.append(Evidence(f"decode per output token (vs {bname})",
+                                 f"{m.decode_per_token_ms:.2f} (vs {m.baseline_decode_per_token_ms:.2f})", "ms", src))
+    own = m.dominant is None or m.level == m.baseline_level
+    if own:
+        title = f"SLO missed at {name} even with the server nearly to itself: the requests' own time is over budget"
+        summary = (f"{m.missed:,} of {m.answered:,} answered requests at {name} missed the SLO "
+                   f"(attainment {_pct(lv.slo.attainment)} %), and nothing grew against {bname}: their own "
+                   "time — the model's forwards for their prompt and output — is over the budget.")
+        fix = ("Make a request cheaper or the budget realistic: a faster device or a smaller or quantized model, "
+               "fewer output tokens (`max_tokens`), shorter prompts, or a budget set from the time a request takes "
+               "alone.")
+        share = 0.0
+    else:
+        what, fix = _MISS_FIX[m.dominant]
+        grew = m.excess_ms[m.dominant]
+        share = grew / total if total > 0 else 0.0
+        slowed = ""
+        if m.dominant == "decode" and m.decode_per_token_ms and m.baseline_decode_per_token_ms:
+            slowed = (f" — {m.baseline_decode_per_token_ms:.1f} → {m.decode_per_token_ms:.1f} ms per output token "
+                      f"({m.decode_per_token_ms / m.baseline_decode_per_token_ms:.1f}×)")
+        title = f"SLO missed at {name}: {what.split(' (')[0].split(',')[0]} grew {grew:.0f} ms per request"
+        summary = (f"{m.missed:,} of {m.answered:,} answered requests at {name} missed the SLO (attainment "
+                   f"{_pct(lv.slo.attainment)} %). Against {bname}, their time grew most in {what}: "
+                   f"+{grew:.1f} ms at the p50{slowed}, {_pct(share)} % of all the growth.")
+    high = not own and share >= 0.5 and m.joined >= _min_joined(m)
+    others = [x for x in ra.misses if x is not m and x.parts_ms]
+    if others:
+        summary += " Other levels that missed: " + ", ".join(
+            (f"concurrency {x.concurrency}" if x.concurrency else f"{x.rate:g}/s") + f" ({x.dominant or 'own cost'})"
+            for x in others) + "."
+    return [Finding(
+        cause="serving.slo_miss", severity="high" if high else "moderate", title=title, summary=summary,
+        evidence=evidence, fix=fix,
+        estimated_gain=Gain(step_share=1.0 - lv.slo.attainment, wall_share=0.0, seconds_per_run=0.0, speedup=1.0,
+                            method="requests that missed the SLO at that level (attainment gap); the fix's effect "
+                                   "on attainment is measured by loading again"),
+        confidence="medium" if high else "low",
+    )]
+
+
+def _min_joined(m) -> int:
+    """Missed requests joined to the server enough to call the reason high: 20, or all of a smaller miss."""
+    return min(MIN_REQUESTS, m.missed)
+
+
+ENGINE_WAITING = 1.0  # requests waiting inside the engine for a slot, mean over a level's scrapes
+KV_FULL = 0.95  # KV-cache usage, max over a level
+KV_PRESSED = 0.9
+
+
+def engine_capacity(facts: Facts) -> list[Finding] | Missing:
+    """An LLM engine's own /metrics during `gpusleuth load` (analysis/engine.py): requests waiting inside the
+    engine for a slot, a KV cache that fills, sequences preempted to make room. Quiet when the engine ran
+    every request it was sent, with room left."""
+    ea = getattr(facts, "engine", None)
+    if ea is None or not ea.levels:
+        return []
+
+    def pressure(lv) -> tuple:
+        return ((lv.preemptions or 0.0) > 0, (lv.kv_usage_max or 0.0) >= KV_FULL, lv.waiting_mean or 0.0)
+
+    lv = max(ea.levels, key=pressure)
+    preempted = (lv.preemptions or 0.0) > 0
+    kv_full = (lv.kv_usage_max or 0.0) >= KV_FULL
+    waiting = (lv.waiting_mean or 0.0) >= ENGINE_WAITING
+    if not (preempted or kv_full or waiting):
+        return []
+    name = f"concurrency {lv.concurrency}" if lv.concurrency else f"{lv.rate:g} requests/s"
+    src = f"{ea.engine} /metrics"
+    evidence = [Evidence(f"engine scrapes at {name}", lv.scrapes, "", src)]
+    for label, mean, mx, unit in (("running requests", lv.running_mean, lv.running_max, ""),
+                                  ("waiting requests", lv.waiting_mean, lv.waiting_max, "")):
+        if mean is not None:
+            evidence.append(Evidence(f"{label}, mean / max", f"{mean:.1f} / {mx:.0f}", unit, src))
+    if lv.kv_usage_mean is not None:
+        evidence.append(Evidence("KV-cache usage, mean / max", f"{_pct(lv.kv_usage_mean)} / {_pct(lv.kv_usage_max or 0)}",
+                                 "%", src))
+    if lv.preemptions is not None:
+        evidence.append(Evidence("preemptions during the level", int(lv.preemptions), "", src))
+    for key, label in (("queue", "the engine's queue time p50"), ("ttft", "the engine's TTFT p50")):
+        if key in lv.p50_ms:
+            evidence.append(Evidence(label, round(lv.p50_ms[key], 1), f"ms ({lv.observations[key]} requests)", src))
+    if lv.client_ttft_p50_ms is not None:
+        evidence.append(Evidence("the client's TTFT p50", round(lv.client_ttft_p50_ms, 1), "ms", "gpusleuth load"))
+    high = preempted and (lv.kv_usage_max or 0.0) >= KV_PRESSED
+    if preempted or kv_full:
+        title = (f"KV cache full at {name}: " + (f"{int(lv.preemptions or 0)} preemptions" if preempted else
+                                                 f"usage {_pct(lv.kv_usage_max or 0)} %"))
+        summary = (f"At {name} {ea.engine}'s KV cache reached {_pct(lv.kv_usage_max or 0)} %"
+                   + (f" and it preempted {int(lv.preemptions or 0)} running sequences to make room (each one "
+                      "recomputes or swaps its prompt later)" if preempted else "")
+                   + (f"; {lv.waiting_mean:.1f} requests waited for a slot on average" if waiting else "") + ".")
+        fix = ("Give the KV cache room or ask less of it: fewer sequences at once (vLLM `--max-num-seqs`, SGLang "
+               "`--max-running-requests`), a larger share of device memory (vLLM `--gpu-memory-utilization`, "
+               "SGLang `--mem-fraction-static`), a shorter `--max-model-len`, an fp8 KV cache (`--kv-cache-dtype "
+               "fp8`), or more replicas / tensor parallelism for this traffic.")
+    else:
+        title = f"Requests wait inside the engine at {name}: {lv.waiting_mean:.1f} waiting on average"
+        summary = (f"At {name} {ea.engine} ran {lv.running_mean or 0:.1f} requests on average while "
+                   f"{lv.waiting_mean:.1f} waited for a slot, with the KV cache "
+                   + (f"at most {_pct(lv.kv_usage_max)} % full" if lv.kv_usage_max is not None else "usage unknown")
+                   + ": its cap on running sequences, not memory, held them back.")
+        fix = ("Raise the engine's running-sequence cap where the KV cache has room (vLLM `--max-num-seqs`, SGLang "
+               "`--max-running-requests`, TGI `--max-batch-total-tokens`, llama.cpp `--parallel`), or add replicas "
+               "for this traffic.")
+    return [Finding(
+        cause="serving.engine_capacity", severity="high" if high else "moderate", title=title, summary=summary,
+        evidence=evidence, fix=fix,
+        estimated_gain=Gain(step_share=0.0, wall_share=0.0, seconds_per_run=0.0, speedup=1.0,
+                            method="not predicted: measure the fix by loading again at the same level"),
+        confidence="medium" if high else "low",
+    )]

@@ -157,5 +157,5 @@ def _where(extra: dict[str, float]) -> tuple[str | None, str]:
     known = {k: v for k, v in extra.items() if k in _PARTS and v > 0}
     if not known:
         return None, ""
-    part = max(known, key=known.get)
+    part = max(known, key=lambda k: known[k])
     return part, _PARTS[part][1]

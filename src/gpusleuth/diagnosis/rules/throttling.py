@@ -14,7 +14,7 @@ from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_gpu
 
 MODERATE = 0.05
 HIGH = 0.20
-REASONS = ("sw_power_cap", "sw_thermal", "hw_thermal", "hw_slowdown", "hw_power_brake")
+REASONS = ("sw_power_cap", "sw_thermal", "thermal", "hw_thermal", "hw_slowdown", "hw_power_brake")
 
 
 def clock_throttling(facts: Facts) -> list[Finding] | Missing:

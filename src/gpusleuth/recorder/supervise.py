@@ -1,0 +1,74 @@
+"""The recorder process's lifecycle, seen from the launcher: started in its own session (it survives the job
+and Ctrl-C), told the job's pid, stopped at the end, its death noticed and said, its status read back."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from gpusleuth.run.layout import RunDir
+
+
+def start_recorder(run_dir: Path, interval_s: float, use_gpu: bool, prometheus: str | None,
+                   job: str) -> subprocess.Popen | None:
+    cmd = [sys.executable, "-m", "gpusleuth.recorder.process", "--run-dir", str(run_dir),
+           "--interval", str(interval_s)]
+    if not use_gpu:
+        cmd.append("--no-gpu")
+    if prometheus:
+        cmd += ["--prometheus", prometheus, "--job", job]
+    log = open(RunDir(run_dir).recorder_log, "ab")
+    try:
+        return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log, start_new_session=True)
+    except OSError:
+        return None
+    finally:
+        log.close()
+
+
+def tell(recorder, line: str, notes: list[str]) -> None:
+    if recorder is None or recorder.stdin is None:
+        return
+    try:
+        recorder.stdin.write(line.encode())
+        recorder.stdin.flush()
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def recorder_died(recorder, notes: list[str]) -> None:
+    msg = (f"the recorder process exited early (code {recorder.returncode}); telemetry after that moment "
+           f"is missing (see recorder.log)")
+    if msg not in notes:
+        notes.append(msg)
+
+
+def stop_recorder(recorder, notes: list[str]) -> None:
+    if recorder is None:
+        notes.append("the recorder could not be started: no telemetry was recorded")
+        return
+    if recorder.poll() is not None:
+        recorder_died(recorder, notes)
+        return
+    tell(recorder, "stop\n", notes)
+    try:
+        recorder.stdin.close()
+    except OSError:
+        pass
+    try:
+        recorder.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        recorder.kill()
+        recorder.wait()
+        notes.append("the recorder did not stop within 10 s and was killed; its last second may be missing")
+
+
+def read_recorder_status(run_dir: Path) -> dict | None:
+    import json
+
+    path = RunDir(run_dir).recorder_status
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
