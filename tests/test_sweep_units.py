@@ -129,15 +129,14 @@ def test_prediction_against_a_baseline_under_other_host_load_is_not_judged_a_mis
                "fix": "DataLoader(..., num_workers=1, pin_memory=True, persistent_workers=True)"}
     sweep_ = _fake_sweep({"num_workers=0": 100.0, "num_workers=1": 157.0}, [finding])
     base, pick = (c.attempts[0].measurement for c in sweep_.configs)
-    base.job_cores, base.foreign_cores, base.logical_cores = 0.4, 1.6, 2  # the baseline shared its host
-    pick.job_cores, pick.foreign_cores, pick.logical_cores = 1.0, 0.2, 2
+    base.cpu_attained, pick.cpu_attained = 0.4, 0.95  # the baseline's loop got a CPU 40 % of its ready time
     (pc,) = check_predictions(sweep_, None, 0)
-    assert pc.load_note and "different host load" in pc.load_note and "1.6 of 2 cores" in pc.load_note
+    assert pc.load_note and "different host load" in pc.load_note and "40%" in pc.load_note
     assert pc.verdict.startswith("not checkable here") and "under-predicted" not in pc.verdict
     # the same load: a real miss is still called one
     from gpusleuth.experiments.stats import band
 
-    base.foreign_cores = 0.2
+    base.cpu_attained = 0.9
     sweep_.configs[1].throughput = band([180.0])
     (pc,) = check_predictions(sweep_, None, 0)
     assert pc.load_note is None and pc.verdict.startswith("under-predicted")

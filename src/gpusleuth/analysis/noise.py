@@ -24,10 +24,10 @@ import numpy as np
 
 from gpusleuth.analysis.steps import robust_sigma
 
-#: a load band below this is no load difference (sampling noise of the CPU shares)
-LOAD_MIN = 0.05
-#: the least CPU a run is taken to have had: a job left with nothing still ran, slowly
-MIN_LEFT_CORES = 0.05
+#: a load band below this is no load difference (sampling noise of 10 Hz CPU and state samples)
+LOAD_MIN = 0.10
+#: the least share of its runnable time a run is taken to have run: a job left with nothing still ran
+MIN_ATTAINED = 0.05
 REPEAT_FLOOR = 0.03  # ± share of the median a band from ≥ 2 repeats is at least
 SINGLE_RUN_FLOOR = 0.15  # ± share one run per side cannot resolve (run-to-run variation of identical runs)
 
@@ -61,29 +61,23 @@ def repeats_floor(n: int) -> float:
     return SINGLE_RUN_FLOOR if n <= 1 else REPEAT_FLOOR
 
 
-def load_band(cores: float | None, job_cores: tuple[float | None, float | None],
-              foreign_cores: tuple[float | None, float | None]) -> float:
-    """± relative change that a difference in *other* processes' CPU use between two runs can explain alone.
-
-    A job gets at most what the others leave it: ``min(its demand, cores − others)``, its demand being the
-    larger of the cores it used in the two runs (the freer run shows it). The ratio of those two capacities
-    is the speed change the load alone can make — for the same configuration measured 30 minutes apart on
-    a shared 2-core host, +56 % read "beyond noise" against a ±15 % floor (issue 27). On a saturated host
-    ``cores − others`` is what the job got, so the ratio is that of the job's own CPU. 0 when the capacities
-    agree within :data:`LOAD_MIN` or the load was not measured."""
-    fa, fb = foreign_cores
-    ja, jb = job_cores
-    if not cores or fa is None or fb is None:
+def load_band(attained: tuple[float | None, float | None]) -> float:
+    """± relative change that a difference in host load between two runs can explain alone: the ratio of
+    how much of its runnable time the job's loop got a CPU in each run (``HostSummary.main_cpu_attained``).
+    A CPU-bound loop given 0.22 of a core in one run and 0.10 in the other runs about 2.2× slower for that
+    alone — for one configuration measured 30 minutes apart on a shared host, "+56 %, beyond noise" against
+    a ±15 % floor (issue 27). Host CPU shares cannot tell this: on a saturated host "cores − others" is just
+    what the job used, whether it wanted more or slept by design. 0 below :data:`LOAD_MIN` or unmeasured."""
+    a, b = attained
+    if a is None or b is None:
         return 0.0
-    demand = max(j for j in (ja, jb, MIN_LEFT_CORES) if j is not None)
-    left_a = max(min(demand, cores - fa), MIN_LEFT_CORES)
-    left_b = max(min(demand, cores - fb), MIN_LEFT_CORES)
-    band = max(left_a, left_b) / min(left_a, left_b) - 1
+    a, b = max(a, MIN_ATTAINED), max(b, MIN_ATTAINED)
+    band = max(a, b) / min(a, b) - 1
     return band if band >= LOAD_MIN else 0.0
 
 
-def load_statement(labels: tuple[str, str], cores: float, foreign_cores: tuple[float, float], band: float) -> str:
+def load_statement(labels: tuple[str, str], attained: tuple[float, float], band: float) -> str:
     """The sentence naming a comparison across different host load."""
-    return (f"The runs saw different host load: other processes used {foreign_cores[0]:.1f} of {cores:g} cores "
-            f"while {labels[0]} ran and {foreign_cores[1]:.1f} while {labels[1]} ran, which alone can change a "
-            f"CPU-bound job's speed by ±{band:.0%}; the band includes it")
+    return (f"The runs saw different host load: the training loop got a CPU for {attained[0]:.0%} of the time "
+            f"it was ready to run in {labels[0]} and {attained[1]:.0%} in {labels[1]} (other processes took the "
+            f"rest), which alone changes a CPU-bound loop's speed by up to ±{band:.0%}; the band includes it")

@@ -33,9 +33,7 @@ class Measurement:
     cpu_cores_busy: float | None = None  # whole host, mean, in cores
     # cores the job's processes and the host's other processes used while its steps ran (shared hosts):
     # a prediction is only checked against runs whose load the band accounts for
-    job_cores: float | None = None
-    foreign_cores: float | None = None
-    logical_cores: int | None = None
+    cpu_attained: float | None = None  # of the time the training loop was runnable, the share it ran
     main_cpu_pct: float | None = None  # the training process, % of one core
     peak_mem_bytes: float | None = None
     peak_mem_source: str | None = None  # "GPU memory used" | "RSS of the job's processes"
@@ -152,8 +150,7 @@ def _telemetry(a, run: Run, m: Measurement) -> None:
         if host.cpu_pct and host.logical_cores:
             m.cpu_cores_busy = host.cpu_pct["mean"] * host.logical_cores / 100.0
         m.main_cpu_pct = getattr(host, "main_cpu_pct_mean", None)
-        m.job_cores, m.foreign_cores = host.job_cores_steps, host.foreign_cores_steps
-        m.logical_cores = host.logical_cores
+        m.cpu_attained = host.main_cpu_attained
     if m.peak_mem_bytes is None:
         peak = _tree_rss_peak(run)
         if peak is not None:

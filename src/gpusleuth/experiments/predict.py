@@ -94,20 +94,16 @@ def _band(base_label: str, base_m, base_band: float | None, pick) -> tuple[float
     widths = [w for w in (base_band, pick.throughput.rel_halfwidth if pick.throughput else None) if w is not None]
     band = math.hypot(*widths) if widths else None
     ms = [a.measurement for a in pick.ok_attempts]
-    if base_m is None or not ms:
+    got = [m.cpu_attained for m in ms if m.cpu_attained is not None]
+    if base_m is None or base_m.cpu_attained is None or not got:
         return band, None
-    fc = [m.foreign_cores for m in ms if m.foreign_cores is not None]
-    jc = [m.job_cores for m in ms if m.job_cores is not None]
-    cores = base_m.logical_cores or ms[0].logical_cores
-    if not fc or not cores:
-        return band, None
-    fpick = float(statistics.median(fc))
-    load = load_band(cores, (base_m.job_cores, max(jc) if jc else None), (base_m.foreign_cores, fpick))
+    mine = float(statistics.median(got))
+    load = load_band((base_m.cpu_attained, mine))
     if not load:
         return band, None
     # the load's share stays out of the band (a ±100 % band would make any prediction "hold"): the verdict
     # names the load instead, and judges only a match
-    return band, load_statement((base_label, pick.label), float(cores), (base_m.foreign_cores or 0.0, fpick), load)
+    return band, load_statement((base_label, pick.label), (base_m.cpu_attained, mine), load)
 
 
 def _say(pred: float, measured: float | None, exact: bool, want: dict, band: float | None = None,
