@@ -4,7 +4,8 @@ it) within 10 %, with and without ``--profile-steps`` — and no HIGH finding wh
 script (``Script.true_high`` names each true one and why).
 
 Both recordings of a script are compared with the clock the script printed in the same run, so a busy host
-moves both sides alike. Real frameworks in child processes: slow.
+moves both sides alike. Real frameworks in child processes: slow. Each recording is made once per session
+and shared by the tests that read it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gpusleuth.pipeline.build import build_report
@@ -23,39 +25,42 @@ sys.path.insert(0, str(ROOT / "workloads" / "field"))
 import corpus  # noqa: E402
 from conftest import run_multirank  # noqa: E402
 
-# Defects owned elsewhere in issue 27, open while this corpus landed: strict, so the fix must remove them.
-KNOWN = {
-    ("imagenet_resnet18", True): "issue 27 defect 1 (analysis/host_ops.py): false HIGH host.python on ResNet-18",
-    ("lightning_autoencoder", True): "issue 27 defect 11 (analysis/host_ops.py): false HIGH host.python on "
-                                     "Lightning's per-step hooks",
-}
-
-
 def cases():
     for s in corpus.SCRIPTS:
-        for profiled in (False, True):
+        for profiled in (False, True) if s.profiled_too else (False,):
             marks = [pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in s.needs),
                                         reason=f"needs {', '.join(s.needs)} (the test extra)")]
-            if (s.name, profiled) in KNOWN:
-                marks.append(pytest.mark.xfail(strict=True, reason=KNOWN[(s.name, profiled)]))
             yield pytest.param(s.name, profiled, marks=marks, id=f"{s.name}-{'profiled' if profiled else 'plain'}")
 
 
-def record(tmp_path: Path, name: str, profiled: bool):
-    script = corpus.BY_NAME[name]
-    outs = [tmp_path / f"run{k}" for k in range(3)]
-    res = run_multirank(lambda k: corpus.record(script, outs[k], profiled, tmp_path))
-    assert res.returncode == 0, res.stderr[-3000:]
-    out = next(o for o in reversed(outs) if o.exists())
-    clock = script.parse(res.stdout + res.stderr, script)
-    run = load_run(out)
-    return script, clock, run, build_report(run)
+_RECORDED: dict = {}
+
+
+@pytest.fixture(scope="session")
+def recorded(tmp_path_factory):
+    """``recorded(name, profiled)`` → (script, clock, run, report), recorded once per session."""
+
+    def get(name: str, profiled: bool):
+        key = (name, profiled)
+        if key not in _RECORDED:
+            script = corpus.BY_NAME[name]
+            tmp = tmp_path_factory.mktemp(f"{name}-{'profiled' if profiled else 'plain'}")
+            outs = [tmp / f"run{k}" for k in range(3)]
+            res = run_multirank(lambda k: corpus.record(script, outs[k], profiled, tmp))
+            assert res.returncode == 0, res.stderr[-3000:]
+            out = next(o for o in reversed(outs) if o.exists())
+            clock = script.parse(res.stdout + res.stderr, script)
+            run = load_run(out)
+            _RECORDED[key] = (script, clock, run, build_report(run))
+        return _RECORDED[key]
+
+    return get
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,profiled", list(cases()))
-def test_field_script_matches_its_own_clock(tmp_path, name, profiled):
-    script, clock, run, report = record(tmp_path, name, profiled)
+def test_field_script_matches_its_own_clock(recorded, name, profiled):
+    script, clock, run, report = recorded(name, profiled)
     v = corpus.check(script, clock, run, report, profiled)
     assert v.steps_got == v.steps_clock, (v.steps_got, v.steps_clock)
     err = v.errors()
@@ -64,3 +69,38 @@ def test_field_script_matches_its_own_clock(tmp_path, name, profiled):
     assert v.problems() == [], v.problems()
     if profiled:
         assert run.profiles, "--profile-steps recorded no trace"
+
+
+@pytest.mark.slow
+def test_gradient_accumulation_without_a_loader_counts_every_micro_batch(recorded):
+    """nanoGPT's ``for micro_step in range(gradient_accumulation_steps)`` with ``get_batch`` (no DataLoader),
+    2 micro-batches of 8×64 tokens: every optimizer step trained 16 sequences / 1,024 tokens, as the script
+    says ("tokens per iteration will be: 1,024"). Only the first forward's input was counted (8 / 512):
+    tokens/s half the script's own (issue 27 defect 3)."""
+    script, clock, run, report = recorded("nanogpt_accum2", False)
+    from gpusleuth.analysis.bundle import analyze
+
+    main = analyze(run).view.main
+    seen = main.table["tokens"] > 0
+    assert seen[1:].all()  # every step after the first (whose forward starts the job) read its batch
+    assert clock.tokens_per_step == 1024
+    assert (main.table["tokens"][seen] == 1024).all()
+    assert (main.table["samples"][seen] == 16).all()
+    v = corpus.check(script, clock, run, report, False)
+    assert v.tput_got == pytest.approx(v.tput_clock, rel=corpus.REL)
+
+
+@pytest.mark.slow
+def test_a_slow_first_iteration_is_one_step(recorded):
+    """nanoGPT with ``--compile=True``: the first iteration compiles forward and backward (seconds), so the
+    first backward ends more than a second after the step began. That alone committed the hook to
+    "backward ends steps", and the optimizer step after it became a second, spurious step (32 for the
+    script's 31, the extra one with no samples; issue 27 defect 4). A constructed optimizer now holds
+    backward-delimited steps until it steps."""
+    script, clock, run, report = recorded("nanogpt_compile", False)
+    st = run.steps
+    pids, counts = np.unique(st["pid"], return_counts=True)
+    mine = st.filter(st["pid"] == pids[np.argmax(counts)])
+    assert len(mine) == clock.steps == 31
+    assert set(mine["delimiter"].tolist()) == {"optimizer"}
+    assert report.to_dict()["outcomes"]["steps"] == 31

@@ -36,6 +36,7 @@ def sizes_hist(sizes: np.ndarray) -> dict[str, int]:
     return {str(int(v)): int(c) for v, c in zip(vals, counts)}
 
 
+@pytest.mark.process
 def test_asyncio_batcher_under_gpusleuth_load_wait_sizes_and_finding(tmp_path):
     """The issue's must-show: FastAPI handler → asyncio.Queue → a batcher task → one forward on a model
     thread, with a 20 ms wait window and a max batch of 32 that 16 clients never fill (a window set for more
@@ -67,8 +68,15 @@ def test_asyncio_batcher_under_gpusleuth_load_wait_sizes_and_finding(tmp_path):
     # little outside the server (2-3 % measured), so that finding stays quiet here
     assert all(lv["outside_share"] is not None and lv["outside_share"] < 0.3 for lv in rs["levels"]), rs["levels"]
     assert not any(f["cause"] == "serving.outside_server" for f in rep["findings"])
+    html = tmp_path / "report.html"
+    res = subprocess.run([sys.executable, "-m", "gpusleuth", "report", str(tmp_path / "run"), "--html", str(html)],
+                         env=_env(), capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    page = html.read_text()
+    assert "<h3>Batches</h3>" in page and "<td>concurrency 16</td>" in page[page.index("<h3>Batches</h3>"):]
 
 
+@pytest.mark.process
 def test_flask_dev_server_at_concurrency_16_names_the_time_outside_the_server(tmp_path):
     """Issue 26 problem 5: Flask's threaded werkzeug server at concurrency 16 answered in 63-82 ms at the
     client while its own clock said 29-31 ms. The client's p50 against the server's for the same level: the
@@ -87,6 +95,7 @@ def test_flask_dev_server_at_concurrency_16_names_the_time_outside_the_server(tm
     assert "worker processes" in f["fix"] and "backlog" in f["fix"]
 
 
+@pytest.mark.process
 def test_asyncio_batcher_without_a_wait_window_is_not_blamed(tmp_path):
     """The same server with no wait window, one client at a time: each request is its own batch of one and
     waits for nothing — attributed, and no batch-wait finding."""
@@ -100,6 +109,7 @@ def test_asyncio_batcher_without_a_wait_window_is_not_blamed(tmp_path):
     assert not any(f.cause == "serving.batch_wait" for f in found), [(f.cause, f.title) for f in found]
 
 
+@pytest.mark.process
 def test_thread_batcher_with_queue_queue_and_futures(tmp_path):
     """A stdlib threading server whose handlers put ``(input, concurrent.futures.Future)`` on a
     ``queue.Queue`` and block on the future; a model thread batches. Every request joined to its forward:
@@ -117,6 +127,7 @@ def test_thread_batcher_with_queue_queue_and_futures(tmp_path):
     assert np.array_equal(own, np.sort(per_request.astype(np.int64)))  # each request's batch, as it saw it
 
 
+@pytest.mark.process
 def test_a_hand_off_the_hook_cannot_follow_is_said_with_its_count(tmp_path):
     """A deque under a condition and an event instead of a future: the batch forwards are seen, the
     requests cannot be tied to them — one sentence with the count, among the report's losses."""
@@ -173,6 +184,7 @@ def _llm_load(tmp_path: Path, concurrency: str, slo: str) -> tuple[dict, list[di
     return json.loads(rep.stdout), own, level_of
 
 
+@pytest.mark.process
 def test_streaming_server_missing_its_slo_under_load_is_explained_by_decode(tmp_path):
     """A budget no request meets (e2e 1 ms) at concurrency 1 and 8 on the streaming server (each request
     generates in its own thread, 8 threads sharing the host's cores): the level that missed worst is read
@@ -200,6 +212,7 @@ def test_streaming_server_missing_its_slo_under_load_is_explained_by_decode(tmp_
         assert "max-num-seqs" in f["fix"]
 
 
+@pytest.mark.process
 def test_streaming_server_meeting_its_slo_gets_no_explanation(tmp_path):
     rep, _, _ = _llm_load(tmp_path, "1,2", "e2e=60s")
     assert all(lv["slo"]["meets"] for lv in rep["serving"]["levels"])

@@ -39,11 +39,13 @@ class Clock:
     """What the script says about itself, read from its own output."""
 
     steps: int  # optimizer steps it ran, by its own count
-    step_s: list[float]  # its per-step times, in order (a clock of timestamps gives one fewer than steps)
+    step_s: list[float]  # its per-step times, in order (a clock of timestamps gives one fewer than steps;
+    # NaN for a step it did not time: minGPT prints one iteration in ten)
     data_s: list[float] | None = None  # its per-step data wait, where it measures one
     samples_per_step: float | None = None
     tokens_per_step: float | None = None
     first_timed: int = 1  # the 1-based step the first entry of step_s belongs to
+    rank_step_s: dict[int, list[float]] | None = None  # a distributed script's clock, rank by rank
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,10 @@ class Script:
     profile_steps: str = "4-6"
     env: tuple[tuple[str, str], ...] = ()
     timeout: int = 300
+    in_own_folder: bool = False  # run from the script's folder (it reads config and data by relative path)
+    pythonpath: tuple[str, ...] = ()  # folders (relative to workloads/field) the script imports from
+    mkdirs: tuple[str, ...] = ()  # folders the script expects where it runs (the example repo ships them)
+    profiled_too: bool = True  # also checked under --profile-steps (not the compile job: minutes on 2 cores)
 
     @property
     def file(self) -> Path:
@@ -80,7 +86,8 @@ class Script:
 # ---------------------------------------------------------------- clock parsers
 
 
-FIELD_CLOCK = re.compile(r"^FIELD_CLOCK step=(\d+) t=([0-9.]+) samples=(\d+)(?: tokens=(\d+))?", re.M)
+# not anchored to a line's start: two ranks share one stdout, and a line can follow another's unfinished output
+FIELD_CLOCK = re.compile(r"FIELD_CLOCK step=(\d+) t=([0-9.]+) samples=(\d+)(?: tokens=(\d+))?(?: rank=(\d+))?")
 
 
 def field_clock(text: str, script: Script | None = None) -> Clock:
@@ -89,10 +96,18 @@ def field_clock(text: str, script: Script | None = None) -> Clock:
     rows = FIELD_CLOCK.findall(text)
     if not rows:
         raise ValueError("no FIELD_CLOCK line in the script's output")
-    t = np.array([float(r[1]) for r in rows])
-    tokens = [int(r[3]) for r in rows if r[3]]
-    return Clock(steps=len(rows), step_s=np.diff(t).tolist(), samples_per_step=float(np.median([int(r[2]) for r in rows])),
-                 tokens_per_step=float(np.median(tokens)) if tokens else None, first_timed=2)
+    ranks = sorted({int(r[4] or 0) for r in rows})
+    # a distributed script prints its rank: rank 0's lines are the main process's clock, and the job's
+    # throughput is every rank's own (its per-step count over its mean step after the first), summed
+    by_rank = {k: [r for r in rows if int(r[4] or 0) == k] for k in ranks}
+    mine = by_rank[ranks[0]]
+    t = np.array([float(r[1]) for r in mine])
+    tokens = [int(r[3]) for r in mine if r[3]]
+    return Clock(steps=len(mine), step_s=np.diff(t).tolist(),
+                 samples_per_step=float(np.median([int(r[2]) for r in mine])),
+                 tokens_per_step=float(np.median(tokens)) if tokens else None, first_timed=2,
+                 rank_step_s={k: np.diff([float(r[1]) for r in rr]).tolist() for k, rr in by_rank.items()}
+                 if len(ranks) > 1 else None)
 
 
 IMAGENET = re.compile(r"^Epoch: \[\d+\]\[\s*(\d+)/\s*\d+\]\tTime\s+([0-9.]+) \(.*?\)\tData\s+([0-9.]+) \(", re.M)
@@ -106,6 +121,60 @@ def imagenet_clock(text: str, script: Script) -> Clock:
         raise ValueError("no imagenet progress line in the script's output")
     return Clock(steps=int(rows[-1][0]), step_s=[float(r[1]) for r in rows], data_s=[float(r[2]) for r in rows],
                  samples_per_step=float(script.arg("-b")), first_timed=int(rows[0][0]))
+
+
+NANOGPT = re.compile(r"^iter (\d+): loss [0-9.]+, time ([0-9.]+)ms", re.M)
+NANOGPT_TOKENS = re.compile(r"^tokens per iteration will be: ([0-9,]+)", re.M)
+
+
+def nanogpt_clock(text: str, script: Script) -> Clock:
+    """nanoGPT train.py: ``iter N: loss L, time T ms, mfu M%`` every ``log_interval`` iterations (run with 1),
+    T the whole iteration by its own ``time.time()``; tokens per iteration as the script prints them
+    (``tokens per iteration will be: 1,024``: every micro-batch of the accumulation counted)."""
+    rows = NANOGPT.findall(text)
+    tokens = NANOGPT_TOKENS.search(text)
+    if not rows or tokens is None:
+        raise ValueError("no nanoGPT iteration line in the script's output")
+    tok = float(tokens.group(1).replace(",", ""))
+    return Clock(steps=len(rows), step_s=[float(r[1]) / 1e3 for r in rows],
+                 samples_per_step=tok / float(script.arg("--block_size")), tokens_per_step=tok,
+                 first_timed=int(rows[0][0]) + 1)
+
+
+WLM = re.compile(r"^\| epoch +\d+ \| +(\d+)/ *(\d+) batches \| lr [0-9.]+ \| ms/batch +([0-9.]+) \|", re.M)
+
+
+def wlm_clock(text: str, script: Script) -> Clock:
+    """pytorch/examples word_language_model: ``| epoch 1 | 10/ 20 batches | lr 20.00 | ms/batch 441.49 |``
+    every ``--log-interval`` L batches, the mean over the batches since the last line. The first line's
+    window holds L + 1 batches (0..L) divided by L, so it is left out; window k then covers steps
+    (k-1)L+2 .. kL+1 (1-based), each given the window's mean."""
+    rows = WLM.findall(text)
+    if len(rows) < 2:
+        raise ValueError("fewer than two word_language_model progress lines in the script's output")
+    L = int(script.arg("--log-interval"))
+    step_s = [float(r[2]) / 1e3 for r in rows[1:] for _ in range(L)]
+    bsz, bptt = float(script.arg("--batch_size")), float(script.arg("--bptt"))
+    return Clock(steps=int(rows[-1][1]), step_s=step_s, samples_per_step=bsz, tokens_per_step=bsz * bptt,
+                 first_timed=L + 2)
+
+
+MINGPT = re.compile(r"^iter_dt ([0-9.]+)ms; iter (\d+): train loss", re.M)
+
+
+def mingpt_clock(text: str, script: Script) -> Clock:
+    """minGPT chargpt: ``iter_dt 12.34ms; iter N: train loss L`` every 10 iterations, where ``iter_dt`` is
+    iteration N's own duration counted 1-based (the trainer updates it after the callback prints); the
+    trainer runs exactly ``--trainer.max_iters`` iterations."""
+    rows = [(int(n), float(ms) / 1e3) for ms, n in MINGPT.findall(text) if int(n) > 0]
+    if not rows:
+        raise ValueError("no minGPT iter_dt line in the script's output")
+    steps = int(script.arg("--trainer.max_iters"))
+    step_s = [float("nan")] * steps
+    for n, s in rows:
+        step_s[n - 1] = s
+    bsz, block = float(script.arg("--trainer.batch_size")), float(script.arg("--data.block_size"))
+    return Clock(steps=steps, step_s=step_s, samples_per_step=bsz, tokens_per_step=bsz * block)
 
 
 # ---------------------------------------------------------------- the corpus
@@ -122,29 +191,96 @@ SCRIPTS: list[Script] = [
            field_clock, needs=("lightning", "jsonargparse"), profile_steps="10-14"),
 ]
 
+NANOGPT_ARGS = ("--dataset=synthetic", "--device=cpu", "--compile=False", "--dtype=float32", "--n_layer=2",
+                "--n_head=2", "--n_embd=64", "--block_size=64", "--batch_size=8", "--max_iters=30",
+                "--eval_interval=1000", "--eval_iters=4", "--log_interval=1", "--out_dir={tmp}/out")
+SCRIPTS += [
+    Script("nanogpt_accum2", "nanoGPT LM, no DataLoader, gradient accumulation ×2", "nanogpt/train.py",
+           NANOGPT_ARGS + ("--gradient_accumulation_steps=2",), nanogpt_clock, in_own_folder=True),
+    Script("nanogpt", "nanoGPT LM, no DataLoader, one micro-batch", "nanogpt/train.py",
+           NANOGPT_ARGS + ("--gradient_accumulation_steps=1",), nanogpt_clock, in_own_folder=True),
+    Script("nanogpt_compile", "torch.compile: nanoGPT LM with --compile=True (inductor, CPU)", "nanogpt/train.py",
+           tuple(a for a in NANOGPT_ARGS if a != "--compile=False") + ("--compile=True", "--gradient_accumulation_steps=1"),
+           nanogpt_clock, in_own_folder=True, timeout=600, profiled_too=False),
+]
+
+SCRIPTS += [
+    Script("dcgan", "DCGAN (pytorch/examples), two optimizers an iteration, --dataset fake", "dcgan/main.py",
+           ("--dataset", "fake", "--batchSize", "32", "--ngf", "16", "--ndf", "16", "--niter", "1",
+            "--workers", "2"), field_clock),
+    Script("vae", "VAE (pytorch/examples)", "vae/main.py", ("--epochs", "1"), field_clock, mkdirs=("results",)),
+    Script("mnist_cnn", "MNIST CNN (pytorch/examples mnist)", "mnist/main.py", ("--epochs", "1"), field_clock),
+    Script("word_language_model", "word_language_model LSTM (pytorch/examples): hand-written SGD, no optimizer",
+           "word_language_model/main.py",
+           ("--data", str(FIELD / "word_language_model" / "data" / "synthetic"), "--epochs", "1",
+            "--log-interval", "2", "--batch_size", "20", "--bptt", "35", "--save", "{tmp}/model.pt"), wlm_clock),
+]
+
+TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2")
+SCRIPTS += [
+    Script("ddp_torchrun", "torchrun DDP tutorial (pytorch/examples ddp-tutorial-series), 2 ranks on gloo",
+           "ddp_tutorial/multigpu_torchrun.py", ("2", "1", "--batch_size", "32"), field_clock, launcher=TORCHRUN,
+           profile_steps="10-14"),
+    Script("fsdp2", "FSDP2 example (pytorch/examples distributed/FSDP2), 2 ranks on gloo", "fsdp2/example.py",
+           (), field_clock, launcher=TORCHRUN, profile_steps="3-4"),
+]
+
+SCRIPTS += [
+    Script("lightning_backbone", "Lightning backbone image classifier (LightningCLI; validation every 20 batches)",
+           "lightning_backbone/backbone_image_classifier.py",
+           ("--trainer.max_epochs=1", "--trainer.limit_train_batches=60", "--trainer.val_check_interval=20",
+            "--trainer.limit_val_batches=4", "--trainer.limit_test_batches=4", "--trainer.limit_predict_batches=2"),
+           field_clock, needs=("lightning", "jsonargparse"), profile_steps="30-34"),
+    Script("mingpt_chargpt", "minGPT chargpt (DataLoader; samples and saves at iteration 0)",
+           "mingpt/projects/chargpt/chargpt.py",
+           ("--trainer.max_iters=200", "--trainer.batch_size=16", "--trainer.num_workers=2", "--trainer.device=cpu",
+            "--model.model_type=gpt-nano", "--data.block_size=64", "--system.work_dir='{tmp}/out'"),
+           mingpt_clock, in_own_folder=True, pythonpath=("mingpt",), profile_steps="40-44"),
+]
+
+SCRIPTS += [
+    Script("imagenet_vit_b_32", "torchvision classification (ViT-B/32) through imagenet main.py --dummy",
+           "imagenet/main.py",
+           ("--dummy", "-a", "vit_b_32", "--epochs", "1", "-b", "2", "-j", "2", "-p", "1",
+            "--dummy-train", "24", "--dummy-val", "4", "--dummy-image", "224"),
+           imagenet_clock),
+    Script("mnist_rnn", "MNIST LSTM (pytorch/examples mnist_rnn)", "mnist_rnn/main.py", ("--epochs", "1"),
+           field_clock),
+    Script("fabric_image_classifier", "Lightning Fabric image classifier (fabric.backward, setup_dataloaders)",
+           "fabric_image_classifier/train_fabric.py", ("--epochs", "1"), field_clock, needs=("lightning",)),
+    Script("torch_image_classifier", "the same classifier in plain PyTorch (Lightning's train_torch.py)",
+           "fabric_image_classifier/train_torch.py", ("--epochs", "1"), field_clock),
+]
+
 BY_NAME = {s.name: s for s in SCRIPTS}
 
 
 # ---------------------------------------------------------------- running and checking
 
 
-def command(script: Script, out: Path, profile: bool) -> list[str]:
+def command(script: Script, out: Path, profile: bool, tmp: Path) -> list[str]:
     run_args = ["--profile-steps", script.profile_steps] if profile else []
+    args = [a.replace("{tmp}", str(tmp)) for a in script.args]
     return [sys.executable, "-m", "gpusleuth", "run", "--no-gpu", "--no-report", *run_args, "--out", str(out), "--",
-            sys.executable, *script.launcher, str(script.file), *script.args]
+            sys.executable, *script.launcher, str(script.file), *args]
 
 
 def environment(script: Script) -> dict[str, str]:
     env = dict(os.environ, OMP_NUM_THREADS="1", **dict(script.env))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), str(TORCHVISION)) if p)
+    extra = [str(TORCHVISION)] + [str(FIELD / p) for p in script.pythonpath]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), *extra) if p)
     return env
 
 
 def record(script: Script, out: Path, profile: bool, cwd: Path) -> subprocess.CompletedProcess:
     """``gpusleuth run --no-gpu --no-report [--profile-steps a-b] -- python SCRIPT ARGS`` in ``cwd`` (the
-    scripts write checkpoints and logs where they run)."""
-    return subprocess.run(command(script, out, profile), capture_output=True, text=True, timeout=script.timeout,
-                          env=environment(script), cwd=cwd)
+    scripts write checkpoints and logs where they run; ``{tmp}`` in an argument is ``cwd``), or in the
+    script's own folder for scripts that read their config and data by relative path."""
+    for d in script.mkdirs:
+        (cwd / d).mkdir(parents=True, exist_ok=True)
+    return subprocess.run(command(script, out, profile, cwd), capture_output=True, text=True,
+                          timeout=script.timeout, env=environment(script),
+                          cwd=script.file.parent if script.in_own_folder else cwd)
 
 
 @dataclass
@@ -193,32 +329,52 @@ class Verdict:
 
 
 def check(script: Script, clock: Clock, run, report, profiled: bool) -> Verdict:
-    """Compare one recording with the script's own clock, on the steps gpusleuth calls steady."""
+    """Compare one recording with the script's own clock over the same steps: those gpusleuth counts in its
+    steady throughput (after warm-up, outside the profiler's window, with a known batch) and no phase
+    overlaps. Which steps those are is gpusleuth's choice; every value on the clock side is the script's own."""
+    from gpusleuth.analysis.bundle import analyze
+
     d = report.to_dict()
     out = d["outcomes"] or {}
     thr = out.get("throughput") or {}
-    warm = int(thr.get("warmup_steps") or 0)
-    # the clock's entries for the steady steps: step k (1-based) is entry k - first_timed
-    first = max(warm + 1 - clock.first_timed, 0)
-    steady = np.array(clock.step_s[first:])
     tokens = clock.tokens_per_step is not None
     per_step = clock.tokens_per_step if tokens else clock.samples_per_step
-    data_got = None
-    if clock.data_s is not None:
-        from gpusleuth.analysis.bundle import analyze
-
-        main = analyze(run).view.main
-        data_got = float(np.median(main.wait_ns[main.steady])) / 1e9 if main is not None else None
+    view = analyze(run).view
+    main = view.main
+    keep = main.steady.copy()
+    keep &= (main.table["tokens"] > 0) if tokens else (main.table["samples"] >= 0)
+    # a step that a phase overlaps (Lightning's validation every N batches, a callback's sampling) is carved
+    # by gpusleuth but whole on the script's clock: those steps are left out of the clock's side
+    keep &= (main.table["end_ns"] - main.table["start_ns"]) == main.dur_ns
+    # step k (1-based) is the clock's entry k - first_timed (a clock of timestamps has none for step 1)
+    idx = np.flatnonzero(keep) + 1 - clock.first_timed
+    idx = idx[(idx >= 0) & (idx < len(clock.step_s))]
+    steady = np.array(clock.step_s)[idx]
+    steady = steady[~np.isnan(steady)]
+    data_got = float(np.median(main.wait_ns[main.steady])) / 1e9 if clock.data_s is not None else None
     highs = [f.cause for f in report.findings if f.severity == "high"]
     return Verdict(
         name=script.name, profiled=profiled, steps_clock=clock.steps, steps_got=int(out.get("steps") or 0),
         step_s_clock=float(np.median(steady)), step_s_got=thr.get("step_time_p50_s"),
         tput_unit="tokens/s" if tokens else "samples/s",
-        tput_clock=per_step / float(steady.mean()) if per_step else None,
+        tput_clock=job_tput(clock, view, per_step) if clock.rank_step_s else
+        (per_step / float(steady.mean()) if per_step else None),
         tput_got=thr.get("tokens_per_s" if tokens else "samples_per_s"),
-        data_clock=float(np.median(clock.data_s[first:])) if clock.data_s is not None else None,
+        data_clock=float(np.median(np.array(clock.data_s)[idx])) if clock.data_s is not None else None,
         data_got=data_got,
         findings=[(f.severity, f.cause, f.estimated_gain.speedup if f.estimated_gain else None)
                   for f in report.findings if f.cause != "healthy"],
         false_high=[c for c in highs if c not in script.true_high],
     )
+
+
+def job_tput(clock: Clock, view, per_step: float) -> float:
+    """A distributed job's throughput by the script's own clock: every rank's per-step count over its own
+    mean step, on the steps gpusleuth counts steady for that rank, summed."""
+    total = 0.0
+    for p in view.ranks:
+        own = np.array(clock.rank_step_s.get(p.rank if p.rank is not None else 0, []))
+        idx = np.flatnonzero(p.steady) + 1 - clock.first_timed
+        idx = idx[(idx >= 0) & (idx < len(own))]
+        total += per_step / float(own[idx].mean())
+    return total

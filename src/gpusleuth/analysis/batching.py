@@ -72,7 +72,8 @@ def join_batches(requests: Table, batches: Table) -> BatchJoin | None:
             return np.empty(0, dtype=np.int64)
         idx, starts = by_pid[p]
         cand = idx[np.searchsorted(starts, lo, "left"):np.searchsorted(starts, hi, "right")]
-        return cand[b_e[cand] <= hi]
+        out: np.ndarray = cand[b_e[cand] <= hi]
+        return out
 
     joined: list[tuple[int, np.ndarray]] = []
     unattributed = 0

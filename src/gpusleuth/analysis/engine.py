@@ -63,7 +63,7 @@ def _growth(a: EngineSample | None, b: EngineSample | None, key: str) -> float |
     return max(b.values[key] - a.values[key], 0.0)  # a restarted engine resets its counters
 
 
-def analyze_engine(run: Run, load) -> EngineAnalysis | None:
+def analyze_engine(run: Run, load: Any) -> EngineAnalysis | None:
     samples: list[EngineSample] = list(run.engine or [])
     if not samples:
         return None

@@ -45,13 +45,6 @@ class Goodput:
     notes: list[str] = field(default_factory=list)
 
 
-def _flops_step(run: Run, pid: int) -> int | None:
-    for info in run.infos:
-        if info.get("kind") == "flops" and info.get("pid") == pid and isinstance(info.get("step"), int):
-            return info["step"]
-    return None
-
-
 def tokens_total(run: Run, lo: int, hi: int) -> int | None:
     total = 0
     seen = False
@@ -69,10 +62,7 @@ def steady_state(run: Run, view: StepView) -> SteadyState:
     steps = main.table
     secs = main.seconds
     w = main.warmup
-    keep = main.steady
-    counted = _flops_step(run, int(steps["pid"][0]))
-    if counted is not None and w <= counted < len(secs) and keep.sum() > 1:
-        keep[counted] = False  # the step run under FlopCounterMode is slower by design
+    keep = main.steady  # warm-up, the profiled steps and the FLOP-counted one left out (analysis/steps.py)
     steady = secs[keep]
     med = float(np.median(steady))
     excess = float(np.maximum(secs[:w] - med, 0).sum())
@@ -81,17 +71,19 @@ def steady_state(run: Run, view: StepView) -> SteadyState:
     sps = float(samples[known].sum() / steady[known].sum()) if known.any() and steady[known].sum() > 0 else None
     tokens = tokens_total(run, int(steps["start_ns"][w]), int(steps["end_ns"][-1]))
     tps = tokens / float(steady.sum()) if tokens and steady.sum() > 0 else None
-    if tps is None and "tokens" in steps:
+    from_batches = tps is None and "tokens" in steps
+    if from_batches:
         # no gpusleuth.log tokens: the hook's count from each step's batch tensor (2-D integer ids), over
         # the steady steps where it was seen — the same basis as samples/s
-        tok = steps["tokens"][keep]
-        seen = tok > 0
-        tps = float(tok[seen].sum() / steady[seen].sum()) if seen.any() and steady[seen].sum() > 0 else None
+        tps = main.steady_tokens_per_s()
     if len(view.ranks) > 1:
         # the job's throughput: every rank's steady samples/s, summed (each rank trains on its own shard)
-        # (tokens come from every process's gpusleuth.log records, so tokens/s is the job's already)
+        # (tokens from gpusleuth.log records come from every process, so that tokens/s is the job's already)
         rates = [p.steady_samples_per_s() for p in view.ranks]
         sps = float(sum(rates)) if all(r is not None for r in rates) else sps
+        if from_batches:  # tokens read from each rank's own batches: the job's is their sum, like samples
+            trates = [p.steady_tokens_per_s() for p in view.ranks]
+            tps = float(sum(trates)) if all(r is not None for r in trates) else tps
     return SteadyState(
         warmup_steps=w,
         warmup_excess_s=excess,

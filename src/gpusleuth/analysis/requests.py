@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from gpusleuth.analysis import intervals as iv
 from gpusleuth.analysis.batching import BatchJoin, join_batches
-from gpusleuth.run.model import Run
+from gpusleuth.run.model import Run, Table
 
 PARTS = ("pre", "wait", "infer", "post")  # wait: for a batch (batching servers; 0 elsewhere)
 PEGGED_CORES = 0.8  # a server process averaging this much of one core or more is CPU-bound on its GIL
@@ -136,7 +137,7 @@ class RequestAnalysis:
     levels: list[RequestLevel] = field(default_factory=list)  # filled when load levels exist
     batching: BatchStats | None = None  # a batching server (forwards outside the requests), else None
     note: str | None = None  # one sentence when requests could not be attributed to the model's forwards
-    misses: list = field(default_factory=list)  # analysis.slo_miss.MissLevel per level with SLO misses
+    misses: list[Any] = field(default_factory=list)  # analysis.slo_miss.MissLevel per level with SLO misses
     # the rows behind the numbers, to split by load level without going back to the Run
     _rows: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _batches: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # forwards outside requests
@@ -218,7 +219,7 @@ def analyze_requests(run: Run) -> RequestAnalysis | None:
     )
 
 
-def _with_batched(rows: dict[str, np.ndarray], r, join: BatchJoin) -> dict[str, np.ndarray]:
+def _with_batched(rows: dict[str, np.ndarray], r: Table, join: BatchJoin) -> dict[str, np.ndarray]:
     """The requests served by forwards outside them, added to the rows with their joined parts; kept apart
     in ``batched`` (a mask) for the batching numbers."""
     i = join.index
@@ -242,7 +243,7 @@ def _with_batched(rows: dict[str, np.ndarray], r, join: BatchJoin) -> dict[str, 
     return {k: v[order] for k, v in out.items()}
 
 
-def _ids(r) -> np.ndarray:
+def _ids(r: Table) -> np.ndarray:
     """The client's X-Request-Id per request row (-1 none, and in runs from before it was recorded)."""
     return np.asarray(r["request_id"], dtype=np.int64) if "request_id" in r else np.full(len(r), -1, np.int64)
 
@@ -443,7 +444,7 @@ def split_by_levels(ra: RequestAnalysis, run: Run, levels: list) -> list[Request
     return out
 
 
-def _outside(level: RequestLevel, run: Run, rows: dict[str, np.ndarray], m: np.ndarray, lv) -> None:
+def _outside(level: RequestLevel, run: Run, rows: dict[str, np.ndarray], m: np.ndarray, lv: Any) -> None:
     """Fill ``level``'s client-versus-server numbers from ``run.load``'s answered rows of that level."""
     load = run.load
     if not len(load) or not {"level", "start_ns", "end_ns", "error"} <= set(load.columns):

@@ -21,6 +21,7 @@ sequences shared the model.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -96,7 +97,7 @@ def _per_token(parts: np.ndarray) -> float | None:
     return float(np.median(parts[many, PARTS.index("decode")] / parts[many, len(PARTS)])) / 1e6
 
 
-def explain_misses(run: Run, load, requests) -> list[MissLevel]:
+def explain_misses(run: Run, load: Any, requests: Any) -> list[MissLevel]:
     """Per level with misses and a server record to join them to (empty: no SLO, no LLM load, no server
     record, or nothing missed)."""
     slo = getattr(load, "slo", None)

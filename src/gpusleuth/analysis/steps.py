@@ -15,6 +15,10 @@ Definitions (documented in docs/outcomes.md):
 - **Warm-up**: leading steps slower than median + max(3·MAD·1.4826, 5 % of the median), at most half the
   steps; a caller may ask for at least ``min_warmup`` (sweeps exclude a fixed number of steps), always
   keeping two steps to measure.
+- **Instrumented steps**: steps gpusleuth itself slows by design are not steady (like warm-up; keeping two
+  steps to measure): under ``--profile-steps A-B`` the profiler's warm-up step (A-1), the traced steps
+  A..B and the one that exports the trace (B+1); and the one step the hook runs under FlopCounterMode for
+  MFU. Throughput and step time are then the job's own, as its own clock reads them, not our tools'.
 - **Carved duration**: a step's wall time minus the time named phases (eval, checkpoint…) overlap it;
   **exposed data wait**: the step's data wait, at most its carved duration.
 """
@@ -60,6 +64,7 @@ class ProcessSteps:
     dur_ns: np.ndarray
     wait_ns: np.ndarray
     warmup: int
+    instrumented: tuple[int, ...] = ()  # 0-based steps slowed by gpusleuth's own profiler or FLOP counter
 
     @property
     def count(self) -> int:
@@ -78,6 +83,11 @@ class ProcessSteps:
         """Boolean mask of the steps after warm-up."""
         keep = np.ones(self.count, bool)
         keep[: self.warmup] = False
+        if self.instrumented:
+            trial = keep.copy()
+            trial[[i for i in self.instrumented if i < self.count]] = False
+            if trial.sum() >= 2:
+                keep = trial
         return keep
 
     def steady_samples_per_s(self) -> float | None:
@@ -86,6 +96,15 @@ class ProcessSteps:
         known = samples >= 0
         t = float(self.seconds[self.steady][known].sum())
         return float(samples[known].sum()) / t if known.any() and t > 0 else None
+
+    def steady_tokens_per_s(self) -> float | None:
+        """Tokens per second of step time over the steady steps whose batch showed its tokens (2-D ids)."""
+        if "tokens" not in self.table:
+            return None
+        tokens = self.table["tokens"][self.steady]
+        seen = tokens > 0
+        t = float(self.seconds[self.steady][seen].sum())
+        return float(tokens[seen].sum()) / t if seen.any() and t > 0 else None
 
 
 @dataclass
@@ -110,6 +129,37 @@ class StepView:
         return [p.pid for p in self.processes if self.main is None or p.pid != self.main.pid]
 
 
+def profiled_steps(run: Run) -> tuple[int, int] | None:
+    """The steps ``--profile-steps A-B`` slowed (0-based, inclusive): A-1 (the profiler's warm-up) to B+1
+    (the one that exports the trace); None when the run was not profiled or the range is unreadable."""
+    text = run.meta.get("profile_steps") if isinstance(run.meta, dict) else None
+    if not isinstance(text, str):
+        return None
+    a, _, b = text.strip().partition("-")
+    try:
+        lo, hi = int(a), int(b) if b else int(a)
+    except ValueError:
+        return None
+    return (max(lo - 1, 0), hi + 1) if 0 <= lo <= hi else None
+
+
+def flops_step(run: Run, pid: int) -> int | None:
+    """The step the hook counted FLOPs in (under FlopCounterMode: slower by design), if any."""
+    for info in run.infos:
+        if info.get("kind") == "flops" and info.get("pid") == pid and isinstance(info.get("step"), int):
+            return info["step"]
+    return None
+
+
+def instrumented_steps(run: Run, pid: int) -> tuple[int, ...]:
+    """Steps of ``pid`` that gpusleuth's own instruments slowed (see the module docstring)."""
+    out = list(range(profiled[0], profiled[1] + 1)) if (profiled := profiled_steps(run)) else []
+    counted = flops_step(run, pid)
+    if counted is not None and counted >= 0:
+        out.append(counted)
+    return tuple(sorted(set(out)))
+
+
 def step_view(run: Run, min_warmup: int = 0) -> StepView:
     view = StepView()
     st = run.steps
@@ -131,7 +181,8 @@ def step_view(run: Run, min_warmup: int = 0) -> StepView:
         dur = np.maximum(e0 - s0 - iv.overlap_each(s0, e0, view.phase_s, view.phase_e), 0)
         wait = np.minimum(np.maximum(table["data_wait_ns"], 0), dur)
         view.processes.append(ProcessSteps(pid=int(pid), rank=rank_of.get(int(pid)), table=table, dur_ns=dur,
-                                           wait_ns=wait, warmup=warmup_count(dur / 1e9, min_warmup)))
+                                           wait_ns=wait, warmup=warmup_count(dur / 1e9, min_warmup),
+                                           instrumented=instrumented_steps(run, int(pid))))
     view.processes.sort(key=lambda p: (p.rank is None, p.rank if p.rank is not None else 0, p.pid))
     main_pid = pick_main([p.pid for p in view.processes], [p.count for p in view.processes],
                          [p.rank for p in view.processes])
@@ -144,4 +195,4 @@ def step_view(run: Run, min_warmup: int = 0) -> StepView:
     return view
 
 
-__all__ = ["ProcessSteps", "StepView", "step_view", "warmup_count", "robust_sigma", "pick_main", "MAD_SIGMA"]
+__all__ = ["ProcessSteps", "StepView", "step_view", "profiled_steps", "flops_step", "instrumented_steps", "warmup_count", "robust_sigma", "pick_main", "MAD_SIGMA"]

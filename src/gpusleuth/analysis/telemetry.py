@@ -106,7 +106,7 @@ _EMPTY_SOURCES = {
 }
 
 
-def _empty_reasons(g: Table, diag: dict) -> dict[str, str]:
+def _empty_reasons(g: Table, diag: dict | None) -> dict[str, str]:
     """Why each empty column is empty: the recorder's record of the call it switched off, else "no value"."""
     disabled = (diag or {}).get("disabled") or {}
     out = {}
@@ -347,10 +347,10 @@ def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
         in_window = samples_around(procs["t_ns"], window)
         if in_window is not None:
             procs = procs.filter(in_window)
-    worker_means = []
+    worker_means: list[float] = []
     main_mean = None
-    main_runnable = None
-    runnable = []
+    main_runnable: float | None = None
+    runnable: list[bool] = []
     if len(procs):
         pids = procs["pid"].astype(int)
         for pid in np.unique(pids):

@@ -16,7 +16,10 @@ Step delimiting, in short (docs/run-format.md gives the contract):
   discriminator, Muon + AdamW parameter splits) extends the same step instead of doubling the step count;
 * without any optimizer, ``backward()`` ends a step. Those steps are *held* until the process has shown
   for a second that it has no optimizer (gradient accumulation calls backward several times per optimizer
-  step, and we must not count each one as a step);
+  step, and we must not count each one as a step). A process that has constructed an optimizer keeps
+  holding them until that optimizer steps (or ``HELD_MAX`` pile up): a first iteration longer than a
+  second — DataLoader workers starting, an evaluation at iteration 0, two slow micro-batches — is not
+  evidence of a loop without one, and committing on time alone made extra steps of it;
 * after the first explicit ``gpusleuth.step()`` only explicit calls delimit steps in this process.
 """
 import atexit
@@ -42,6 +45,7 @@ _tid = threading.get_ident
 FLUSH_NS = 500000000  # flush at a step boundary at most this long after the previous flush
 UNWRITTEN_MAX = 64 << 20  # step events held in memory while the run's disk refuses them (~600k steps)
 COMMIT_BACKWARD_NS = 1000000000  # hold backward-delimited steps this long before trusting there is no optimizer
+HELD_MAX = 512  # ... or, once an optimizer exists, this many (more micro-batches than any accumulation runs)
 GPU_PENDING_MAX = 4096
 
 R = None  # the process's recorder once activated; the torch patches and gpusleuth.api read it
@@ -190,8 +194,9 @@ class Recorder:
         "run_dir", "torch", "torch_ns", "prof_range", "fd", "broken", "pid", "role", "start_ns",
         "header_done", "buf", "last_flush", "errors", "worker", "worker_id", "main_tid", "auto", "mode",
         "emitted", "nb", "cur_start", "c", "in_fetch", "opt_stack", "opt_t0", "bw_depth", "pending",
-        "pending_opts", "held", "open_phases", "auto_eval", "eval_mod", "trained", "train_depth",
-        "ckpt_depth", "dl_seen", "cuda_on", "cuda_dev", "cuda_prev", "gpu_q", "ev_pool", "prof", "prof_done", "exited",
+        "pending_opts", "held", "opt_made", "open_phases", "auto_eval", "eval_mod", "trained", "train_depth",
+        "ckpt_depth", "dl_seen", "cuda_on", "cuda_dev", "cuda_prev", "gpu_q", "ev_pool", "prof", "prof_done",
+        "exited",
         "closure_ns", "gap_t0", "gap_c0", "fwd_handle", "prev_in", "framework_done", "lock", "unwritten",
     )
 
@@ -240,6 +245,7 @@ class Recorder:
         self.pending = None
         self.pending_opts = []
         self.held = []
+        self.opt_made = False  # an optimizer was constructed in this process (see backward_end)
         self.closure_ns = 0  # time inside optimizer.step(closure)'s closure: forward/backward, not optimizer
         # pre-forward gap: from a step's end to the next step's first forward (zero-code input wait)
         self.gap_t0 = None
@@ -334,9 +340,13 @@ class Recorder:
             _T.arm_forward(self)
         return rec
 
-    def _merge_back(self, recs):
-        """Reopen records that turned out not to end a step: their counters go back into the running one."""
+    def _merge_back(self, recs, micro=False):
+        """Reopen records that turned out not to end a step: their counters go back into the running one.
+        ``micro``: the records are micro-batches of one optimizer step (held backward records), so their
+        forward inputs add up; otherwise (a second optimizer of the same iteration) the earliest one counts."""
         c = self.c
+        c_seen = c[GAP] >= 0
+        fwd = [(x[FSAMPLES], x[FTOKENS]) for x in [rec[2] for rec in recs] + [c] if x[GAP] >= 0]
         for rec in recs:
             old = rec[2]
             for i in (WAIT, CPU, SAMPLES, OPT, FETCHES):
@@ -348,6 +358,12 @@ class Recorder:
             old = rec[2]
             if old[GAP] >= 0:
                 c[GAP], c[FSAMPLES], c[FTOKENS], c[FNEW] = old[GAP], old[FSAMPLES], old[FTOKENS], old[FNEW]
+        if micro and len(recs) + c_seen > 1:
+            # every micro-batch's input counts; one whose forward went unseen (the job's very first) or whose
+            # input had no readable shape leaves the step's count unknown rather than short
+            whole = len(fwd) == len(recs) + c_seen
+            for k, i in enumerate((FSAMPLES, FTOKENS)):
+                c[i] = sum(x[k] for x in fwd) if whole and all(x[k] >= 0 for x in fwd) else -1
         self.cur_start = recs[0][0]
 
     def _emit(self, rec):
@@ -412,10 +428,11 @@ class Recorder:
         if self.auto:
             if self.mode != "optimizer":
                 if self.held:
-                    self._merge_back(self.held)
+                    self._merge_back(self.held, micro=True)
                     self.held = []
                 self.mode = "optimizer"
-                _T.release_backward(self)
+                if self.c[FETCHES]:  # without a loader, backward marks micro-batches (micro_backward)
+                    _T.release_backward(self)
             rec = self.pending
             if rec is None:
                 self.pending_opts = [id(opt)]
@@ -450,6 +467,13 @@ class Recorder:
             self.gap_c0 = None if c[FETCHES] else _cpu()  # see _take
             _T.arm_forward(self)
 
+    def micro_backward(self):
+        """A backward inside an optimizer-delimited step of a loop without a DataLoader: catch the next
+        forward, which under gradient accumulation is the next micro-batch (see _gpusleuth_torch)."""
+        c = self.c
+        if not c[FETCHES] and c[GAP] >= 0 and _T is not None:
+            _T.arm_forward(self)
+
     def backward_end(self, t):
         if not self.auto or self.mode == "optimizer" or self.opt_stack:
             return
@@ -458,7 +482,7 @@ class Recorder:
             self._emit(rec)
             return
         self.held.append(rec)
-        if t - self.held[0][0] >= COMMIT_BACKWARD_NS:
+        if t - self.held[0][0] >= COMMIT_BACKWARD_NS and (not self.opt_made or len(self.held) >= HELD_MAX):
             self._commit_backward()
 
     def _commit_backward(self):
@@ -689,6 +713,8 @@ class Recorder:
                     prof.stop()  # exports the steps captured so far through on_trace_ready
                 except BaseException as exc:
                     self.error("profiler_stop", exc)
+            if self.header_done or self.buf:
+                self.buf.append("X\t%d\n" % _now())  # the exit mark: everything this process saw is written
             self.flush(force=self.torch is not None)
             self._spill()
         except BaseException:

@@ -102,6 +102,20 @@ def _patch_optimizer(torch, rec):
     optim.register_optimizer_step_pre_hook(pre_hook)
     optim.register_optimizer_step_post_hook(post_hook)
 
+    # An optimizer that exists will end the steps: backward() must not (see Recorder.backward_end).
+    cls = optim.Optimizer
+    real_init = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        r = _core.R
+        if r is not None:
+            r.opt_made = True
+        return real_init(self, *args, **kwargs)
+
+    __init__.__wrapped__ = real_init
+    __init__.__doc__ = real_init.__doc__
+    cls.__init__ = __init__
+
 
 def _time_closure(r, args, kwargs):
     """``step(closure)``: hand the optimizer a closure that adds its own duration to ``r.closure_ns``, so
@@ -263,9 +277,15 @@ def _patch_backward(torch, rec):
 
     def backward(*args, **kwargs):
         r = _core.R
-        if r is None or r.bw_depth or r.worker or (r.cur_start is not None and (r.mode == "optimizer" or
-                                                                                 not r.auto)):
+        if r is None or r.bw_depth or r.worker or (r.cur_start is not None and not r.auto):
             return real_backward(*args, **kwargs)  # nothing to do: backward does not delimit steps here
+        if r.cur_start is not None and r.mode == "optimizer":
+            result = real_backward(*args, **kwargs)  # kept only for loops without a DataLoader:
+            try:
+                r.micro_backward()  # the next forward may be another micro-batch of this step
+            except Exception as exc:
+                r.error("backward", exc)
+            return result
         try:
             if r.cur_start is None:
                 r.first_activity()
@@ -290,8 +310,9 @@ def _patch_backward(torch, rec):
 
 def release_backward(r):
     """Put torch's own ``autograd.backward`` back once backward can no longer delimit steps (an optimizer
-    or an explicit ``gpusleuth.step()`` took over): no per-step cost, and no frame of ours in the
-    tracebacks of the most common training error. Code that kept a reference to the wrapper still works."""
+    or an explicit ``gpusleuth.step()`` took over) and its micro-batches need no counting (the loop reads a
+    DataLoader): no per-step cost, and no frame of ours in the tracebacks of the most common training
+    error. Code that kept a reference to the wrapper still works."""
     try:
         autograd = r.torch.autograd
         real = getattr(autograd.backward, "__wrapped__", None)
@@ -530,8 +551,11 @@ def _first_forward(module, args):
             r.prev_in = weakref.ref(x) if x is not None else None
         except TypeError:
             r.prev_in = None
-        if c[GAP] >= 0 or r.gap_t0 is None:
+        if r.gap_t0 is None:
             return None  # the first forward of the job (armed at import): remember its input only
+        if c[GAP] >= 0:  # a later forward of the step, armed by its backward: another micro-batch?
+            _micro_batch(r, c, module, args, x, prev)
+            return None
         c[GAP] = max(t - r.gap_t0, 0)
         if not c[FETCHES] and r.gap_c0 is not None:  # no loader: the gap's thread CPU is the input's evidence
             c[CPU] += max(_cpu() - r.gap_c0, 0)
@@ -541,6 +565,21 @@ def _first_forward(module, args):
     except Exception as exc:  # Ctrl-C is the user's: let it through
         r.error("first_forward", exc)
     return None
+
+
+
+def _micro_batch(r, c, module, args, x, prev):
+    """A loop without a DataLoader takes its samples from the forward's input; under gradient accumulation
+    one optimizer step runs several forwards (nanoGPT's ``for micro_step in range(...)``), and counting only
+    the first halved tokens/s. A forward after the step's backward that trains (grad enabled, module in
+    training mode) on a new input tensor is one more micro-batch: its samples and tokens add up."""
+    if c[FETCHES] or c[FSAMPLES] < 0 or x is None or x is prev or not module.training \
+            or not r.torch.is_grad_enabled():
+        return
+    n, tokens = _input_shape(args, _seq_first(module))
+    c[FSAMPLES] = c[FSAMPLES] + n if n >= 0 else -1
+    if c[FTOKENS] >= 0:
+        c[FTOKENS] = c[FTOKENS] + tokens if tokens >= 0 else -1
 
 
 # ----------------------------------------------------------------------------------------- CUDA events

@@ -208,6 +208,20 @@ def request_stages_section(pg: Any, report: Any, table) -> None:
            "start to the model's first forward (pre), the forwards (infer), after them to the response (post)."
            f"{e(queue)} Requests alone in the server show what one costs with nothing to wait for.</p>")
     pg.figure(stage_shares(r), "fig small")
+    b = r.batching
+    if b is not None:
+        pg.add(f"<h3>Batches</h3><p class=dim>{b.requests:,} requests ran in {b.forwards_joined:,} batch forwards "
+               f"outside the request (a batcher's); they waited {b.wait_share:.1%} of their time for their batch. "
+               "Per level: the forwards that started in it and the requests each served.</p>")
+        rows = [[e(f"concurrency {lv.concurrency}" if lv.concurrency else f"{lv.rate:g}/s"), f"{lv.batch_forwards:,}",
+                 f"{lv.batch_size_p50:g}" if lv.batch_size_p50 is not None else "–",
+                 f"{lv.batch_size_p90:g}" if lv.batch_size_p90 is not None else "–",
+                 f"{lv.batch_size_max}" if lv.batch_size_max is not None else "–",
+                 f"{lv.shares.get('wait', 0.0):.1%}"] for lv in r.levels if lv.batch_forwards]
+        if not rows:
+            rows = [["all", f"{b.forwards_joined:,}", f"{b.size_p50:g}", f"{b.size_p90:g}", f"{b.size_max}",
+                     f"{b.wait_share:.1%}"]]
+        pg.add(table(["level", "batch forwards", "requests per batch p50", "p90", "max", "batch wait"], rows))
     if r.stages:
         rows = [[e(st.name), f"{st.share:.1%}", f"{st.p50_ms:,.2f}", f"{st.p95_ms:,.2f}", f"{st.requests:,}"]
                 for st in r.stages]

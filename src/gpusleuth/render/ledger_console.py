@@ -63,7 +63,8 @@ def render_ledger_console(report: Any, console: Any, limit: int = 20) -> None:
                        _h(h["allocated_idle"]), _usd(n["usd"]["allocated_idle"]), _h(h["low_activity"]),
                        _usd(n["sizing_savings_usd"]))
         console.print(nt)
-    console.print(f"prices: {d['price_source']} · {d['cache']} · {d['queries']} queries in {d['elapsed_s']:.1f} s",
+    cache = f" · {d['cache']}" if d["cache"] else ""
+    console.print(f"prices: {d['price_source']}{cache} · {d['queries']} queries in {d['elapsed_s']:.1f} s",
                   style="dim", highlight=False)
     for note in d["notes"]:
         console.print(Text("note: ") + _plain(note))

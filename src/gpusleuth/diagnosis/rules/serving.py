@@ -13,6 +13,7 @@ that time a fix gives back, as a throughput ratio.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
@@ -535,9 +536,9 @@ def slo_misses(facts: Facts) -> list[Finding] | Missing:
     )]
 
 
-def _min_joined(m) -> int:
+def _min_joined(m: Any) -> int:
     """Missed requests joined to the server enough to call the reason high: 20, or all of a smaller miss."""
-    return min(MIN_REQUESTS, m.missed)
+    return min(MIN_REQUESTS, int(m.missed))
 
 
 ENGINE_WAITING = 1.0  # requests waiting inside the engine for a slot, mean over a level's scrapes
@@ -553,7 +554,7 @@ def engine_capacity(facts: Facts) -> list[Finding] | Missing:
     if ea is None or not ea.levels:
         return []
 
-    def pressure(lv) -> tuple:
+    def pressure(lv: Any) -> tuple[bool, bool, float]:
         return ((lv.preemptions or 0.0) > 0, (lv.kv_usage_max or 0.0) >= KV_FULL, lv.waiting_mean or 0.0)
 
     lv = max(ea.levels, key=pressure)
