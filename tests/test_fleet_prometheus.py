@@ -75,6 +75,7 @@ def _truth(gpus, step=30):
     return idle, low, busy
 
 
+@pytest.mark.process
 def test_ledger_matches_the_planted_cluster(server, cluster):
     _, gpus = cluster
     res = _fleet(server, "--json")
@@ -134,6 +135,7 @@ def test_ledger_matches_the_planted_cluster(server, cluster):
     assert wasted == sorted(wasted, reverse=True)
 
 
+@pytest.mark.process
 def test_console_csv_html_and_grafana_summary(server, tmp_path):
     html, prom = tmp_path / "fleet.html", tmp_path / "summary.prom"
     res = _fleet(server, "--html", html, "--grafana-summary", prom)
@@ -182,6 +184,7 @@ def test_cache_makes_a_rerun_and_a_longer_window_incremental(server, tmp_path):
     assert longer.to_dict()["namespaces"] == fresh.to_dict()["namespaces"]
 
 
+@pytest.mark.process
 def test_missing_metrics_and_labels_are_sentences(server):
     res = gpusleuth("fleet", "--prometheus", server.url, *WINDOW, "--selector", 'cluster="legacy"', "--no-cache",
                     "--json")
@@ -206,6 +209,7 @@ def test_missing_metrics_and_labels_are_sentences(server):
     assert "no dcgm-exporter series (DCGM_FI_DEV_GPU_UTIL)" in res.stderr
 
 
+@pytest.mark.process
 def test_unreachable_server_is_a_sentence():
     port = free_port()  # nothing listens there
     res = gpusleuth("fleet", "--prometheus", f"http://127.0.0.1:{port}", "--since", "1d", "--no-cache")
@@ -224,6 +228,7 @@ def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
     return cert, key
 
 
+@pytest.mark.process
 def test_tls_is_verified_and_basic_auth_refused_then_accepted(cluster, tmp_path):
     """One real Prometheus with TLS and basic auth (its own --web.config.file): an unverified certificate, no
     credentials and wrong credentials are each a sentence; the CA and the right password give the ledger."""

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import FIXTURES, gpusleuth
+
+pytestmark = pytest.mark.process  # runs the CLI in child processes (tests/conftest.py: lanes)
 
 TRACE = FIXTURES / "field_traces" / "imagenet_resnet18.pt.trace.json.gz"
 WRONG = ("Device span 0.00", "idle: host-bound", "checks need a profiler trace", "Data issues",
@@ -41,7 +45,7 @@ def test_html_and_json_say_the_same(tmp_path):
     assert rank["cpu_only"] is True and rank["issues"] == []
     # the host partition sums to the step, and most of a ResNet-18 step is inside ops
     for s in rank["steps"]:
-        assert sum(s["partition"].values()) == __import__("pytest").approx(s["duration_s"], rel=1e-6)
+        assert sum(s["partition"].values()) == pytest.approx(s["duration_s"], rel=1e-6)
         assert s["partition"]["idle_host"] > 0.7 * s["duration_s"]
 
 
@@ -73,12 +77,12 @@ def test_per_core_heatmap_spans_the_recorded_run(monkeypatch):
     t_host = (run.host["t_ns"].astype(np.int64) - int(run.start_ns)) / 1e9
     assert len(hm.t) == 30 and None not in hm.t and all(np.diff(hm.t) > 0)
     width = (t_host.max() - t_host.min()) / 30
-    assert hm.t[0] == __import__("pytest").approx(t_host.min() + width / 2, abs=1e-3)
-    assert hm.t[-1] == __import__("pytest").approx(t_host.max() - width / 2, abs=1e-3)
+    assert hm.t[0] == pytest.approx(t_host.min() + width / 2, abs=1e-3)
+    assert hm.t[-1] == pytest.approx(t_host.max() - width / 2, abs=1e-3)
     # each bucket's mean is the mean of the samples in its time range
     m = ts._per_core(run)
     first = (t_host >= t_host.min()) & (t_host < t_host.min() + width)
-    assert hm.z[0][0] == __import__("pytest").approx(float(np.nanmean(m[0][first])), abs=0.01)
+    assert hm.z[0][0] == pytest.approx(float(np.nanmean(m[0][first])), abs=0.01)
 
 
 def test_a_capture_too_small_to_judge_says_what_the_device_did_and_is_not_healthy():
@@ -96,7 +100,7 @@ def test_a_capture_too_small_to_judge_says_what_the_device_did_and_is_not_health
     k = con.execute("select min(start), max(end), sum(end - start) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
     m = con.execute("select min(start), max(end) from CUPTI_ACTIVITY_KIND_MEMCPY").fetchone()
     span = max(k[1], m[1] or 0) - min(k[0], m[0] or k[0])
-    assert ev["device span"] == __import__("pytest").approx(span / 1e6, rel=1e-3)
+    assert ev["device span"] == pytest.approx(span / 1e6, rel=1e-3)
     assert "too little to judge" in " ".join(d["losses"]) and "No finding is ranked" in f["summary"]
 
 
