@@ -195,7 +195,7 @@ def test_missing_metrics_and_labels_are_sentences(server):
     assert "kube-state-metrics" in notes
     # the same cluster grouped by its HPC job label: the job is a workload, 6 h busy then 6 h idle
     res = gpusleuth("fleet", "--prometheus", server.url, *WINDOW, "--selector", 'cluster="legacy"', "--no-cache",
-                    "--group-label", "hpc_job", "--json", "--price-per-gpu-hour", PRICE)
+                    "--group-label", "hpc_job", "--json", "--price-per-gpu-hour", PRICE, "--parallel-queries", "1")
     d = json.loads(res.stdout)
     job = next(w for w in d["workloads"] if w["workload"] == "job-17")
     assert job["reason"] == "PART_TIME" and job["activity_source"] == "util"
