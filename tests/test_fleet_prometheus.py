@@ -22,10 +22,11 @@ import numpy as np
 import pytest
 from conftest import gpusleuth
 from prom_cluster import PROMETHEUS, PROMTOOL, RunningPrometheus, backfill, free_port, legacy_cluster, \
-    planted_cluster, write_openmetrics
+    mig_cluster, planted_cluster, write_openmetrics
 
-pytestmark = pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None,
-                                reason="no prometheus/promtool (apt-get install prometheus; .ci/run does)")
+pytestmark = [pytest.mark.process,  # a real Prometheus, promtool and the CLI: not in the unit lane
+              pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None,
+                                 reason="no prometheus/promtool (apt-get install prometheus; .ci/run does)")]
 
 PRICE = 2.5
 DAY = 86400
@@ -41,7 +42,8 @@ def cluster(tmp_path_factory):
     gpus, requests = planted_cluster(T0)
     om = root / "history.om"
     # scraped 7 s after each grid point, ± 2 s, as a real scrape loop off the query grid is
-    write_openmetrics(om, {"main": (gpus, requests), "legacy": (legacy_cluster(T0), [])}, offset_s=7, jitter_s=2)
+    write_openmetrics(om, {"main": (gpus, requests), "legacy": (legacy_cluster(T0), []), "mig": (mig_cluster(T0), [])},
+                      offset_s=7, jitter_s=2)
     backfill(om, root / "data")
     shutil.copytree(root / "data", root / "data-auth")  # the basic-auth server's own copy, made before any server runs
     return root, gpus
@@ -74,6 +76,7 @@ def _truth(gpus, step=30):
     return idle, low, busy
 
 
+@pytest.mark.process
 def test_ledger_matches_the_planted_cluster(server, cluster):
     _, gpus = cluster
     res = _fleet(server, "--json")
@@ -133,6 +136,28 @@ def test_ledger_matches_the_planted_cluster(server, cluster):
     assert wasted == sorted(wasted, reverse=True)
 
 
+@pytest.mark.process
+def test_mig_instances_are_their_share_of_the_gpu(server):
+    """dcgm-exporter's MIG instances share their GPU's UUID: each is told apart by GPU_I_ID, counts its slices'
+    share of the GPU-hour (3g = 3/7), and an oversized instance is offered a smaller profile of its card."""
+    res = gpusleuth("fleet", "--prometheus", server.url, *WINDOW, "--selector", 'cluster="mig"', "--no-cache",
+                    "--json", "--price-per-gpu-hour", PRICE)
+    assert res.returncode == 0, res.stderr
+    d = json.loads(res.stdout)
+    assert d["gpus"] == 3
+    rows = {w["workload"]: w for w in d["workloads"]}
+    big, idle = rows["mlteam/mig-oversized/main"], rows["mlteam/mig-idle/main"]
+    assert big["productive_h"] == pytest.approx(24 * 3 / 7, abs=0.01)
+    assert idle["reason"] == "IDLE_ALLOCATED" and idle["allocated_idle_h"] == pytest.approx(24 * 2 / 7, abs=0.01)
+    free = [w for w in d["workloads"] if w["reason"] == "UNALLOCATED"]
+    assert len(free) == 1 and free[0]["unallocated_h"] == pytest.approx(24 / 7, abs=0.01)
+    # 6 GiB used of 39.5, 15–20 % of its 60 SMs: a 1g.10gb (16 SMs, 9.75 GiB) holds both with headroom
+    assert (big["reason"], big["sizing_target"]) == ("OVERSIZED", "1g.10gb")
+    assert big["card_gib"] == pytest.approx(40448 / 1024, rel=1e-3)
+    assert big["sizing_saved_usd"] == pytest.approx(24 * 3 / 7 * (1 - 1 / 3) * PRICE, rel=0.01)
+
+
+@pytest.mark.process
 def test_console_csv_html_and_grafana_summary(server, tmp_path):
     html, prom = tmp_path / "fleet.html", tmp_path / "summary.prom"
     res = _fleet(server, "--html", html, "--grafana-summary", prom)
@@ -181,6 +206,7 @@ def test_cache_makes_a_rerun_and_a_longer_window_incremental(server, tmp_path):
     assert longer.to_dict()["namespaces"] == fresh.to_dict()["namespaces"]
 
 
+@pytest.mark.process
 def test_missing_metrics_and_labels_are_sentences(server):
     res = gpusleuth("fleet", "--prometheus", server.url, *WINDOW, "--selector", 'cluster="legacy"', "--no-cache",
                     "--json")
@@ -191,7 +217,7 @@ def test_missing_metrics_and_labels_are_sentences(server):
     assert "kube-state-metrics" in notes
     # the same cluster grouped by its HPC job label: the job is a workload, 6 h busy then 6 h idle
     res = gpusleuth("fleet", "--prometheus", server.url, *WINDOW, "--selector", 'cluster="legacy"', "--no-cache",
-                    "--group-label", "hpc_job", "--json", "--price-per-gpu-hour", PRICE)
+                    "--group-label", "hpc_job", "--json", "--price-per-gpu-hour", PRICE, "--parallel-queries", "1")
     d = json.loads(res.stdout)
     job = next(w for w in d["workloads"] if w["workload"] == "job-17")
     assert job["reason"] == "PART_TIME" and job["activity_source"] == "util"
@@ -205,6 +231,7 @@ def test_missing_metrics_and_labels_are_sentences(server):
     assert "no dcgm-exporter series (DCGM_FI_DEV_GPU_UTIL)" in res.stderr
 
 
+@pytest.mark.process
 def test_unreachable_server_is_a_sentence():
     port = free_port()  # nothing listens there
     res = gpusleuth("fleet", "--prometheus", f"http://127.0.0.1:{port}", "--since", "1d", "--no-cache")
@@ -223,6 +250,7 @@ def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
     return cert, key
 
 
+@pytest.mark.process
 def test_tls_is_verified_and_basic_auth_refused_then_accepted(cluster, tmp_path):
     """One real Prometheus with TLS and basic auth (its own --web.config.file): an unverified certificate, no
     credentials and wrong credentials are each a sentence; the CA and the right password give the ledger."""

@@ -175,6 +175,7 @@ def test_poisson_and_gamma_arrivals_have_the_asked_spread():
     assert np.diff(arrival_offsets(100.0, 1.0, "constant", 1.0, rng)).std() < 1e-12
 
 
+@pytest.mark.process
 def test_poisson_cv_measured_from_the_send_times(tmp_path):
     """Live: open loop at 100/s Poisson against a server that answers at once; the CV of the gaps between
     the actual sends (scheduled start + the generator's lag), as the analysis reports it, is ≈ 1. The
