@@ -21,7 +21,6 @@ from test_serving import _wait_ready
 pytestmark = pytest.mark.process  # starts child processes (tests/conftest.py: lanes)
 
 SERVERS = Path(__file__).parent / "servers"
-pytestmark = pytest.mark.process  # a hostile server and the CLI in child processes
 
 
 @pytest.fixture(scope="module")
