@@ -136,6 +136,7 @@ def test_each_rank_of_a_torchrun_job_is_a_series(tmp_path):
     assert proc.returncode == 0 or torch_exit_race(err), err[-2000:]
 
 
+@pytest.mark.process
 def test_taken_port_stops_before_the_job(tmp_path, run_cli):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -267,3 +268,69 @@ def test_real_prometheus_scrapes_the_run_and_the_dashboard_has_data(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def _threads(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith("Threads:")).split()[1])
+
+
+@pytest.mark.slow
+def test_exporter_takes_a_scrape_storm_and_bounds_slowloris(tmp_path):
+    """Issue 23 case 7: listen backlog 5 (44 of 200 concurrent scrapes timed out at 10 s) and no server-side
+    timeout (165 slowloris connections held 171 recorder threads). Real sockets against the real recorder."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpusleuth.recorder.exporter import IDLE_TIMEOUT_S, MAX_HANDLERS
+
+    port, stop = _free_port(), tmp_path / "stop"
+    job = f"import os, time\nwhile not os.path.exists({str(stop)!r}): time.sleep(0.05)"
+    proc = subprocess.Popen([sys.executable, "-m", "gpusleuth", "run", "--no-gpu", "--prometheus", str(port),
+                             "--out", str(tmp_path / "run"), "--no-report", "--", sys.executable, "-c", job],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    socks: list[socket.socket] = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                _scrape(port)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.2)
+        recorder = next(p.pid for p in psutil.Process(proc.pid).children()
+                        if "gpusleuth.recorder.process" in " ".join(p.cmdline()))
+        idle_threads = _threads(recorder)
+
+        def scrape(_):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                    return r.status
+            except OSError as exc:
+                return repr(exc)
+
+        with ThreadPoolExecutor(200) as pool:
+            codes = list(pool.map(scrape, range(200)))  # 200 at once
+        assert codes.count(200) == 200, [c for c in codes if c != 200][:5]
+
+        for _ in range(165):  # slowloris: a request line, then silence
+            s = socket.create_connection(("127.0.0.1", port), timeout=30)
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            socks.append(s)
+        time.sleep(1.0)
+        # one thread per connection being served, at most (+3: the recorder's own samplers may start one)
+        assert _threads(recorder) <= idle_threads + MAX_HANDLERS + 3, (_threads(recorder), idle_threads)
+        t0 = time.monotonic()
+        for s in socks[:MAX_HANDLERS]:  # the first ones taken are closed by the server once idle
+            s.settimeout(IDLE_TIMEOUT_S + 20)
+            assert s.recv(100) == b""  # EOF from the server's side (a client timeout raises instead)
+        assert time.monotonic() - t0 < IDLE_TIMEOUT_S + 20
+        for s in socks:
+            s.close()
+        socks.clear()
+        assert scrape(0) == 200  # and it serves again
+    finally:
+        for s in socks:
+            s.close()
+        stop.touch()
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err

@@ -16,6 +16,8 @@ import pytest
 
 from conftest import gpusleuth
 
+pytestmark = pytest.mark.process  # starts child processes (tests/conftest.py: lanes)
+
 PY = sys.executable
 
 
@@ -304,6 +306,7 @@ def _tree(run_dir: Path) -> dict[str, bytes]:
 STEPS_FOR = """
 import os, sys, time
 import gpusleuth
+
 end = time.time() + float(sys.argv[1])
 stop = sys.argv[2] if len(sys.argv) > 2 else None  # or until this file exists (at most argv[1] seconds)
 while time.time() < end and not (stop and os.path.exists(stop)):
@@ -402,3 +405,87 @@ def test_a_run_whose_launcher_died_is_read_as_is_and_finalized_on_request(tmp_pa
     assert meta["end_ns"] and any("its launcher was killed" in m for m in meta["losses"])
     again = json.loads(gpusleuth("report", out, "--json", timeout=120).stdout)
     assert not any("gpusleuth finalize" in m for m in again["losses"]), again["losses"]
+
+
+CTRL_C_THEN_SLOW_SHUTDOWN = """
+import pathlib, sys, time
+import gpusleuth
+ready = pathlib.Path(sys.argv[1])
+try:
+    while True:
+        time.sleep(0.02)
+        gpusleuth.step(samples=2)
+        ready.touch()
+except KeyboardInterrupt:
+    time.sleep(2.0)  # a checkpoint written on Ctrl-C: shutdown time, no step lost
+    raise
+"""
+
+
+@pytest.mark.slow
+def test_no_phantom_loss_after_ctrl_c(tmp_path):
+    """Case 9: after SIGINT the report claimed 73-143 steps (1.5-2.4 s) missing when none were: the gap
+    between the last step and the job's end was read as steps lost, though the hook's exit flush ran."""
+    out, ready = tmp_path / "run", tmp_path / "ready"
+    p = subprocess.Popen([PY, "-m", "gpusleuth", "run", "--out", str(out), "--no-report", "--no-gpu", "--",
+                          PY, "-c", CTRL_C_THEN_SLOW_SHUTDOWN, ready], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)  # forwarded to the job once, as a scheduler's or a user's Ctrl-C
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err  # died of SIGINT, passed through
+    doc = json.loads(gpusleuth("report", out, "--json", timeout=120).stdout)
+    assert doc["outcomes"]["steps"] >= 20
+    assert not [m for m in doc["losses"] if "missing" in m or "lost" in m], doc["losses"]
+
+
+def _without_dac(cmd: list[str]) -> list[str]:
+    """``cmd`` as a user that permissions apply to: root loses the capabilities that bypass them."""
+    if os.geteuid() != 0:
+        return cmd
+    import shutil
+
+    if not shutil.which("setpriv"):
+        pytest.skip("running as root without setpriv: permissions cannot be made to apply")
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *cmd]
+
+
+@pytest.mark.parametrize("verb", [["report"], ["report", "--json"], ["finalize"]])
+def test_a_run_directory_the_user_cannot_enter_is_one_sentence(tmp_path, verb):
+    """Case 8: a PermissionError traceback (run/meta.py) on a run directory the user may not enter."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "meta.json").write_text("{}")
+    run.chmod(0)
+    try:
+        res = subprocess.run(_without_dac([PY, "-m", "gpusleuth", verb[0], str(run), *verb[1:]]),
+                             capture_output=True, text=True, timeout=60)
+    finally:
+        run.chmod(0o755)
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.strip().splitlines() == [f"gpusleuth: error: {run}: cannot be read (Permission denied: "
+                                               "you may not enter this directory)"]
+
+
+@pytest.mark.slow
+def test_hostile_100kb_names_are_cut_and_inert(tmp_path):
+    """Case 10: a 100 kB label and command made a 213 KB console report, and the HTML <title> kept a raw ESC."""
+    out, page = tmp_path / "run", tmp_path / "r.html"
+    label = "\x1b]52;c;cHduZWQ=\x07evil\x1b[2J" + "L" * 100_000
+    code = "pass  # " + "C" * 100_000
+    res = gpusleuth("run", "--out", out, "--no-report", "--no-gpu", "--label", label, "--", PY, "-c", code)
+    assert res.returncode == 0, res.stderr
+    rep = gpusleuth("report", out, "--html", page)
+    assert rep.returncode == 0, rep.stderr
+    assert "\x1b" not in rep.stdout and "\x07" not in rep.stdout
+    assert len(rep.stdout) < 30_000, len(rep.stdout)  # the label and the command, each cut in its middle
+    assert "characters not shown" in rep.stdout
+    title = page.read_text().split("<title>", 1)[1].split("</title>", 1)[0]
+    assert "\x1b" not in title and "\x07" not in title and len(title) < 400, title[:120]
+    assert "\\x1b]52" in title  # shown, visibly escaped
+    doc = json.loads(gpusleuth("report", out, "--json").stdout)
+    assert doc["run"]["label"] == label  # the JSON keeps the data whole (escaped by JSON itself)

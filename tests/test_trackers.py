@@ -163,3 +163,81 @@ def test_mlflow_from_profiler_traces(tmp_path):
     run = client.search_runs([client.get_experiment_by_name("traces").experiment_id])[0]
     assert run.data.metrics["gpusleuth/wall_s"] > 0
     assert {a.path for a in client.list_artifacts(run.info.run_id, "gpusleuth")} >= {"gpusleuth/gpusleuth-report.html"}
+
+
+PHASES_WITH_ORDINARY_NAMES = """
+import time
+import gpusleuth
+for i in range(30):
+    time.sleep(0.01)
+    gpusleuth.step(samples=2)
+    if i % 10 == 5:
+        for name in ("eval (val set)", "save ckpt #3", "a/../b", "x:y", "x::y", "x:3a:y"):
+            with gpusleuth.phase(name):
+                time.sleep(0.02)
+"""
+
+
+def _decode(key: str) -> str:
+    """The inverse of to_mlflow.mlflow_key, written from its stated rule (proves it loses nothing)."""
+    import re
+
+    return re.sub(r":(:|[0-9a-f]+:)", lambda m: ":" if m.group(1) == ":" else chr(int(m.group(1)[:-1], 16)), key)
+
+
+@pytest.fixture(scope="module")
+def phased(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("phased") / "run"
+    res = gpusleuth("run", "--no-gpu", "--out", run_dir, "--no-report", "--", sys.executable, "-c",
+                    PHASES_WITH_ORDINARY_NAMES, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return run_dir
+
+
+def test_mlflow_takes_ordinary_phase_names_without_collisions(phased, tmp_path):
+    """Case 5: "eval (val set)" and "save ckpt #3" made MLflow refuse the whole batch."""
+    mlflow = pytest.importorskip("mlflow")
+    store = tmp_path / "mlruns"
+    res = gpusleuth("report", phased, "--mlflow", store.as_uri())
+    assert res.returncode == 0, res.stderr
+    import os
+
+    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
+    client = mlflow.tracking.MlflowClient(tracking_uri=store.as_uri())
+    run = client.search_runs([client.get_experiment_by_name("gpusleuth").experiment_id])[0]
+    assert run.info.status == "FINISHED"
+    badput = {_decode(k[len("gpusleuth/badput_s."):]): v for k, v in run.data.metrics.items()
+              if k.startswith("gpusleuth/badput_s.")}
+    report = json.loads(gpusleuth("report", phased, "--json").stdout)
+    expected = {k: v for k, v in report["outcomes"]["goodput"]["badput_s"].items() if v}  # the summary keeps > 0
+    assert {"eval (val set)", "save ckpt #3", "a/../b", "x:y", "x::y", "x:3a:y"} <= set(expected)
+    assert sorted(badput) == sorted(expected), (sorted(badput), sorted(expected))
+    assert badput == pytest.approx(expected)  # every phase, under its own key, decoded back to its name
+
+
+def test_mlflow_failure_ends_the_run_failed_with_the_reason(phased, tmp_path):
+    """Case 5: a failure half-way left the MLflow run it created RUNNING (and empty when the batch failed).
+    Here the store is a real 2 MiB disk that takes the run and its metrics but not the 4 MB HTML artifact."""
+    mlflow = pytest.importorskip("mlflow")
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mnt = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], capture_output=True)
+    if mnt.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mnt.stderr.decode().strip()[:100]})")
+    try:
+        store = disk / "mlruns"
+        res = gpusleuth("report", phased, "--mlflow", store.as_uri())
+        assert res.returncode == 2, res.stderr
+        assert "MLflow could not take the run" in res.stderr and "marked FAILED" in res.stderr, res.stderr
+        assert "Traceback" not in res.stderr
+        import os
+
+        os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
+        client = mlflow.tracking.MlflowClient(tracking_uri=store.as_uri())
+        run = client.search_runs([client.get_experiment_by_name("gpusleuth").experiment_id])[0]
+        assert run.info.status == "FAILED"
+        assert "No space left" in run.data.tags["gpusleuth.error"], run.data.tags
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)

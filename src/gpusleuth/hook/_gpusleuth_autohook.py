@@ -713,6 +713,8 @@ class Recorder:
                     prof.stop()  # exports the steps captured so far through on_trace_ready
                 except BaseException as exc:
                     self.error("profiler_stop", exc)
+            if self.header_done or self.buf:
+                self.buf.append("X\t%d\n" % _now())  # the exit mark: everything this process saw is written
             self.flush(force=self.torch is not None)
             self._spill()
         except BaseException:

@@ -13,19 +13,30 @@ ratios 0–1 — and ``_total`` for counters). GPU series carry dcgm-exporter's 
 run's label, or the command's name) and step series carry ``rank``. A private registry keeps
 prometheus-client's own process/GC collectors out, and the listener binds 127.0.0.1 unless the user
 names a host. See docs/prometheus.md.
+
+The listener is ours, not ``prometheus_client.start_http_server`` (a listen backlog of 5 — 44 of 200
+concurrent scrapes timed out — and a thread per connection with no timeout: 165 slowloris connections held
+171 recorder threads): a backlog of :data:`LISTEN_BACKLOG`, at most :data:`MAX_HANDLERS` connections handled
+at once (the rest wait in the kernel's queue, not in our threads), and a connection idle for
+:data:`IDLE_TIMEOUT_S` is closed. The exposition itself is prometheus-client's WSGI app.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import socket
 import threading
 from pathlib import Path
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from gpusleuth.run.layout import RunDir
 from gpusleuth.sources.livetail import WINDOW_STEPS, StepTotals, window_stats
 
 DEFAULT_HOST = "127.0.0.1"
+LISTEN_BACKLOG = 512  # connections the kernel holds for us while every handler is busy
+MAX_HANDLERS = 16  # connections served at once: the recorder's threads stay bounded
+IDLE_TIMEOUT_S = 5.0  # a connection that sends nothing for this long is closed (a scrape sends at once)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -74,19 +85,19 @@ class LiveMetrics:
     # -- serving --------------------------------------------------------------------------------
     def serve(self, host: str, port: int) -> tuple[str, int]:
         """Start the HTTP listener in a daemon thread; returns the bound address (port 0 picks one)."""
-        from prometheus_client import CollectorRegistry, start_http_server
+        from prometheus_client import CollectorRegistry, make_wsgi_app
 
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self)
-        server, _thread = start_http_server(port, addr=host, registry=registry)
+        server = BoundedWSGIServer((host, port), make_wsgi_app(registry))
+        threading.Thread(target=server.serve_forever, name="gpusleuth-exporter", daemon=True).start()
         self.server = server
         self.address = (host, server.server_port)
         return self.address
 
     def close(self) -> None:
         if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+            self.server.close()
             self.server = None
 
     def collect(self):
@@ -181,3 +192,58 @@ class LiveMetrics:
         if _finite(row.get("mem_used")):
             mem.add_metric([self.hostname, self.job], float(row["mem_used"]))
         return [cpu, mem]
+
+
+class QuietHandler(WSGIRequestHandler):
+    timeout = IDLE_TIMEOUT_S  # StreamRequestHandler sets it on the socket: a silent client is dropped
+
+    def log_message(self, format, *args):  # noqa: A002 - the base class's name
+        pass  # one line per scrape into recorder.log is noise
+
+
+class BoundedWSGIServer(WSGIServer):
+    """A WSGI server with a real listen backlog, at most :data:`MAX_HANDLERS` connections in flight (one
+    thread each, started only once a slot is free, so waiting connections cost no thread) and an idle
+    timeout per connection."""
+
+    request_queue_size = LISTEN_BACKLOG
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], app) -> None:
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self._slots = threading.BoundedSemaphore(MAX_HANDLERS)
+        self._closing = False
+        super().__init__(address, QuietHandler)
+        self.set_app(app)
+
+    def get_request(self):
+        while not self._slots.acquire(timeout=0.25):  # every handler busy: leave it in the kernel's queue
+            if self._closing:
+                raise OSError("closing")
+        try:
+            return super().get_request()
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request(self, request, client_address) -> None:
+        try:
+            threading.Thread(target=self._handle, args=(request, client_address), daemon=True).start()
+        except BaseException:
+            self.shutdown_request(request)
+            self._slots.release()
+            raise
+
+    def _handle(self, request, client_address) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:  # noqa: BLE001 - a client that hung up or went silent: nothing to say about it
+            pass
+        finally:
+            self.shutdown_request(request)
+            self._slots.release()
+
+    def close(self) -> None:
+        self._closing = True
+        self.shutdown()
+        self.server_close()

@@ -96,31 +96,28 @@ def finalize_unfinished(run_dir: Path) -> list[str]:
     the launcher's leftovers (space reserve, lock file) removed. Refuses a run still being recorded.
     Returns the notes (losses) now in meta.json."""
     from gpusleuth.errors import InputError
-    from gpusleuth.run.layout import RECORDING_LOCK, RESERVE_FILE
-    from gpusleuth.run.meta import write_meta
+    from gpusleuth.run.layout import RunDir
     from gpusleuth.run.recording import RECORDING, recording_state
     from gpusleuth.sources.rundir import load_run
 
-    run_dir = Path(run_dir)
-    run = load_run(run_dir)  # the end from the last sample, and what could not be read
-    from gpusleuth.run.meta import read_meta
-
-    meta = read_meta(run_dir)
-    if recording_state(run_dir, meta.get("end_ns")) == RECORDING:
-        raise InputError(run_dir, "is still being recorded (its launcher holds it); finalize it once it ends")
-    notes = finalize_run_dir(run_dir, run.end_ns)
+    layout = RunDir(run_dir)
+    meta = layout.read_meta()
+    if recording_state(layout.path, meta.get("end_ns")) == RECORDING:
+        raise InputError(layout.path, "is still being recorded (its launcher holds it); finalize it once it ends")
+    run = load_run(layout.path)  # the end from the last sample, and what could not be read
+    notes = finalize_run_dir(layout.path, run.end_ns)
     said = [m.split("; `gpusleuth finalize", 1)[0] for m in run.losses]  # it is final now
     losses = list(dict.fromkeys([*(meta.get("losses") or []), *said, *notes]))
     if meta.get("end_ns") is None:
         meta["end_ns"] = run.end_ns
     meta["losses"] = [m for m in losses if not m.startswith("meta.json: ")]
     try:
-        write_meta(run_dir, meta)
+        layout.write_meta(meta)
     except OSError as exc:
-        raise InputError(run_dir, f"cannot write meta.json ({exc.strerror or exc})") from None
-    for leftover in (RESERVE_FILE, RECORDING_LOCK):
+        raise InputError(layout.path, f"cannot write meta.json ({exc.strerror or exc})") from None
+    for leftover in (layout.reserve, layout.recording_lock):
         try:
-            (run_dir / leftover).unlink(missing_ok=True)
+            leftover.unlink(missing_ok=True)
         except OSError:
             pass
     return meta["losses"]

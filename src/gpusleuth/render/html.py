@@ -24,6 +24,7 @@ from gpusleuth.errors import GpusleuthError
 from gpusleuth.render import html_figures as F
 from gpusleuth.render.html_serving import request_stages_section, serving_section
 from gpusleuth.render.labels import CATEGORY_LABELS, category_labels, cpu_only_note
+from gpusleuth.render.text import clip, inert
 from gpusleuth.render.units import dollars, human_bytes
 from gpusleuth.report.model import SCHEMA, Report
 
@@ -55,6 +56,7 @@ def script_json(obj: Any) -> str:
 
 
 e = html.escape  # every untrusted string passes through this
+TITLE_MAX = 200  # characters of a page title
 
 
 def _num(v: Any, fmt: str = "{:,.2f}", none: str = "–") -> str:
@@ -406,7 +408,9 @@ def document(title: str, pg: Page, schema: str) -> str:
         "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'; "
         f"script-src {_sha(js)} {_sha(BOOT)} 'unsafe-eval'; style-src 'unsafe-inline'; "
         "img-src data: blob:; font-src data:; connect-src 'none'\">"
-        f"<title>{e(title)}</title><style>{CSS}</style></head><body>\n"
+        # a title is shown by the browser's tab and window manager, not the page: no control characters
+        # (a raw ESC from a job label stayed there), and not 100 kB of label
+        f"<title>{e(clip(inert(title), TITLE_MAX))}</title><style>{CSS}</style></head><body>\n"
         + "\n".join(pg.parts)
         + f"\n<footer>gpusleuth {e(__version__)} · {e(schema)} · charts: plotly.js, "
         "inlined (this file needs no network)</footer>\n"

@@ -30,8 +30,23 @@ def inert(text: str) -> str:
     return _UNSAFE.sub(_visible, text) if _UNSAFE.search(text) else text
 
 
+#: the longest text one console string prints whole (our own sentences stay under ~400 characters)
+CONSOLE_TEXT_MAX = 2000
+
+
+def clip(text: str, limit: int = CONSOLE_TEXT_MAX) -> str:
+    """``text`` cut in its middle when longer than ``limit``, saying how much was cut: a 100 kB job label,
+    command or kernel name printed whole made a 213 KB console report. Head and tail both stay, so a
+    sentence around a long name keeps its meaning."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 2 // 3, limit // 6
+    return f"{text[:head]}… [{len(text) - head - tail:,} characters not shown] …{text[-tail:]}"
+
+
 class SafeConsole(Console):
-    """A rich Console that never writes a control character it was given in text (only its own styling)."""
+    """A rich Console that never writes a control character it was given in text (only its own styling),
+    nor more than :data:`CONSOLE_TEXT_MAX` characters of one string."""
 
     def render_str(self, text: str, *args, **kwargs):
-        return super().render_str(inert(text), *args, **kwargs)
+        return super().render_str(clip(inert(text)), *args, **kwargs)

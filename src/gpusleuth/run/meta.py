@@ -31,8 +31,13 @@ def read_meta(run_dir: Path, notes: list[str] | None = None) -> dict[str, Any]:
     from gpusleuth.run.files import open_regular
 
     path = Path(run_dir) / META_FILE
-    if not path.exists() and not path.is_symlink():
-        raise InputError(run_dir, "not a gpusleuth run directory (no meta.json)")
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        raise InputError(run_dir, "not a gpusleuth run directory (no meta.json)") from None
+    except OSError as exc:  # a directory the user may not enter: Path.exists() raised PermissionError
+        raise InputError(run_dir, f"cannot be read ({exc.strerror or exc}: you may not enter this "
+                                  "directory)") from None
     try:
         with open_regular(path, "a JSON file") as f:
             meta = json.loads(f.read())

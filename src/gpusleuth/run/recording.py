@@ -14,26 +14,26 @@ from __future__ import annotations
 
 import fcntl
 import os
-from pathlib import Path
 
-from gpusleuth.run.layout import RECORDING_LOCK
+from gpusleuth.run.layout import RECORDING_LOCK, RunDir
 
 RECORDING = "recording"
 UNFINISHED = "unfinished"  # its launcher died before the run's end was written
 FINISHED = "finished"
 
 
-def hold_recording_lock(run_dir: Path) -> int | None:
+def hold_recording_lock(run_dir: "os.PathLike[str] | str") -> int | None:
     """Take the lock for the launcher's lifetime; the fd to pass to :func:`release_recording_lock`.
     Made under another name and renamed, so no reader ever sees the file unlocked while we live."""
-    tmp = Path(run_dir) / (RECORDING_LOCK + ".tmp")
+    lock = RunDir(run_dir).recording_lock
+    tmp = lock.with_name(RECORDING_LOCK + ".tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     except OSError:
         return None  # a disk without room for an inode: readers fall back on meta.json's end
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        os.replace(tmp, Path(run_dir) / RECORDING_LOCK)
+        os.replace(tmp, lock)
     except OSError:
         os.close(fd)
         tmp.unlink(missing_ok=True)
@@ -41,21 +41,21 @@ def hold_recording_lock(run_dir: Path) -> int | None:
     return fd
 
 
-def release_recording_lock(run_dir: Path, fd: int | None) -> None:
+def release_recording_lock(run_dir: "os.PathLike[str] | str", fd: int | None) -> None:
     """The run is final: remove the lock file, then let go of the lock."""
     if fd is None:
         return
     try:
-        (Path(run_dir) / RECORDING_LOCK).unlink(missing_ok=True)
+        RunDir(run_dir).recording_lock.unlink(missing_ok=True)
     except OSError:
         pass
     os.close(fd)
 
 
-def recording_state(run_dir: Path, end_ns: int | None) -> str:
+def recording_state(run_dir: "os.PathLike[str] | str", end_ns: int | None) -> str:
     """``RECORDING``, ``UNFINISHED`` or ``FINISHED`` (``end_ns``: meta.json's end, None when unwritten)."""
     try:
-        fd = os.open(Path(run_dir) / RECORDING_LOCK, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = os.open(RunDir(run_dir).recording_lock, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return FINISHED if end_ns is not None else UNFINISHED
     try:

@@ -31,11 +31,14 @@ class ParsedEvents:
     logs: list[dict[str, Any]] = field(default_factory=list)
     infos: list[dict[str, Any]] = field(default_factory=list)
     processes: dict[int, ProcessInfo] = field(default_factory=dict)
+    # pid → when its hook made its last write at exit (an ``X`` line): nothing of that process is missing
+    exited: dict[int, int] = field(default_factory=dict)
     losses: list[str] = field(default_factory=list)
 
 
-def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
-    """Read every ``raw/events-*.tsv`` of a run. ``end_ns`` closes phases the job never ended."""
+def parse_event_files(run_dir: Path, end_ns: int | None, live: bool = False) -> ParsedEvents:
+    """Read every ``raw/events-*.tsv`` of a run. ``end_ns`` closes phases the job never ended. ``live``:
+    the job is still writing, so a last line without its newline is one being written, not damage."""
     out = ParsedEvents()
     step_rows: list[tuple] = []
     phase_rows: list[tuple] = []
@@ -50,7 +53,7 @@ def parse_event_files(run_dir: Path, end_ns: int | None) -> ParsedEvents:
         except (IndexError, ValueError):
             out.losses.append(f"{path.name}: not named events-<pid>.tsv; skipped")
             continue
-        bad = _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_rows, request_rows,
+        bad = _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, live, comm_rows, request_rows,
                          batch_rows)
         if bad:
             out.losses.append(f"{path.name}: {bad} unreadable line(s) skipped (a partial write when the job died?)")
@@ -236,7 +239,7 @@ def _dist_identity(out: ParsedEvents) -> None:
                 setattr(proc, name, info[name])
 
 
-def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_rows, request_rows,
+def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, live, comm_rows, request_rows,
                batch_rows) -> int:
     bad = 0
     open_phases: dict[tuple[str, int], str] = {}
@@ -254,8 +257,8 @@ def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_ro
     if lines and lines[-1] == "":
         lines.pop()
     elif lines:
-        lines.pop()  # the last line has no newline: it was cut off mid-write
-        bad += 1
+        lines.pop()  # the last line has no newline: it was cut off mid-write (or is being written)
+        bad += not live
     for line in lines:
         parts = line.split("\t")
         kind = parts[0]
@@ -274,6 +277,8 @@ def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, comm_ro
                 batch_rows.append((pid, *batch_fields(parts)))
             elif kind == "G":
                 gpu_times[(pid, int(parts[1]))] = int(parts[2])
+            elif kind == "X":
+                out.exited[pid] = int(parts[1])
             elif kind == "B":
                 open_phases[(parts[1], int(parts[2]))] = parts[3]
             elif kind == "P":

@@ -56,6 +56,7 @@ def merge_runs(runs: list[Run]) -> Run:
     gpu_base = 0
     parts: dict[str, list[Table]] = {name: [] for name in _MERGED}
     processes, profiles, logs, infos, devices = {}, [], [], [], []
+    diagnostics: dict[str, dict] = {}  # why each GPU's columns are empty, re-keyed by the merged indices
     for i, (run, offset) in enumerate(zip(runs, offsets)):
         pid_map = _pid_map(run, used_pids)
         if any(a != b for a, b in pid_map.items()):
@@ -69,7 +70,12 @@ def merge_runs(runs: list[Run]) -> Run:
         for pid, info in run.processes.items():
             processes[pid_map.get(pid, pid)] = replace(info, pid=pid_map.get(pid, pid))
         for d in (run.meta.get("recorder") or {}).get("gpu") or []:
-            devices.append({**d, "index": int(d.get("index", 0)) + gpu_base, "node": _name(run)})
+            moved = {**d, "index": int(d.get("index", 0)) + gpu_base, "node": _name(run)}
+            if d.get("parent") is not None:  # a MIG instance names its GPU by index: moved with it
+                moved["parent"] = int(d["parent"]) + gpu_base
+            devices.append(moved)
+        for k, v in ((run.meta.get("recorder") or {}).get("gpu_diagnostics") or {}).items():
+            diagnostics[str(int(k) + gpu_base)] = v
         profiles.extend(run.profiles)
         logs.extend(_moved_record(x, -offset, pid_map) for x in run.logs)
         infos.extend(_moved_record(x, -offset, pid_map) for x in run.infos)
@@ -90,6 +96,8 @@ def merge_runs(runs: list[Run]) -> Run:
     )
     if devices:
         meta["recorder"] = {**(first.meta.get("recorder") or {}), "gpu": devices}
+        if diagnostics:
+            meta["recorder"]["gpu_diagnostics"] = diagnostics
     merged = Run(meta=meta, path=first.path, host=first.host, processes=processes, profiles=profiles,
                  logs=logs, infos=infos, losses=notes)
     for name, tables in parts.items():

@@ -55,7 +55,7 @@ def load_run(path: str | Path) -> Run:
         last = [int(t["t_ns"].max()) for t in (run.host, run.gpu) if len(t)]
         if last:
             meta["end_ns"] = max(last)
-    events = parse_event_files(run_dir, meta.get("end_ns"))
+    events = parse_event_files(run_dir, meta.get("end_ns"), live)
     if not len(events.steps) and layout.table("steps").exists():
         events.steps, loss = _read_table(run_dir, "steps")
         if loss:
@@ -85,7 +85,7 @@ def load_run(path: str | Path) -> Run:
     run.processes, run.infos = events.processes, events.infos
     run.losses.extend(events.losses)
     run.losses.extend(meta.get("losses") or [])
-    lost = _steps_lost_at_kill(meta, run.steps)
+    lost = _steps_lost_at_kill(meta, run.steps, events.exited)
     if lost:
         run.losses.append(lost)
     _attach_traces(run, run_dir)
@@ -130,12 +130,16 @@ def _read_load(run: Run, run_dir: Path) -> None:
     run.load = table
 
 
-def _steps_lost_at_kill(meta: dict, steps: Table) -> str | None:
+def _steps_lost_at_kill(meta: dict, steps: Table, exited: dict[int, int]) -> str | None:
     """A job killed by a signal (or ending through ``os._exit`` with an error) never runs the hook's last
     flush: the steps after it (≤ ~0.5 s, the hook's flush period) are not in the run. Estimate them from the
-    gap between the last recorded step and the job's end, in median step times."""
+    gap between the last recorded step and the job's end, in median step times — unless every process
+    with steps wrote its exit mark (``exited``): its last flush ran, nothing is missing (a job ended by
+    Ctrl-C unwinds through it, and its shutdown after the last step is no lost step)."""
     ended_badly = meta.get("signal") or (meta.get("exit_code") or 0) != 0
     if not ended_badly or len(steps) < 3 or "end_ns" not in steps.columns or meta.get("end_ns") is None:
+        return None
+    if "pid" in steps.columns and all(int(p) in exited for p in np.unique(steps["pid"])):
         return None
     ends = np.asarray(steps["end_ns"], dtype=np.float64)
     durs = ends - np.asarray(steps["start_ns"], dtype=np.float64)

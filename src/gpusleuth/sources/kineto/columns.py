@@ -143,8 +143,11 @@ class ColumnBuilder:
         p["corr"].append(_ints([a.correlation if a is not None else None for a in args]))
         p["stream"].append(_ints([a.stream if a is not None else None for a in args]))
         p["device"].append(_ints([a.device if a is not None else None for a in args]))
-        p["itype"].append(self._intern(self.itype_ix, [_signature(a.input_type) if a is not None else ()
-                                                       for a in args]))
+        its = [a.input_type if a is not None else None for a in args]
+        if any(its):  # only traces recorded with record_shapes pay for interning
+            p["itype"].append(self._intern(self.itype_ix, [tuple(v) if type(v) is list else () for v in its]))
+        else:
+            p["itype"].append(np.zeros(len(its), np.int32))
 
     @staticmethod
     def _canonical_codes(cols: dict, key: str, table: dict) -> list:
@@ -216,7 +219,7 @@ class ColumnBuilder:
         return TraceData(
             events=events,
             names=[_text(n) for n in names],
-            input_types=[", ".join(_text(x) for x in t) for t in itypes],
+            input_types=[", ".join(_text(x) for x in t) if isinstance(t, tuple) else _text(t) for t in itypes],
             cats=[_text(c) for c in cats],
             pids=pids,
             tids=tids,
@@ -268,13 +271,6 @@ def _event_order(ts: np.ndarray, dur: np.ndarray, cols: dict) -> np.ndarray:
     keys = [cols[k][rows] for k in ("device", "stream", "corr", "tid", "pid", "cat", "name")]
     order[at] = rows[np.lexsort([*keys, dur[rows], t[at]])]
     return order
-
-
-def _signature(v: Any) -> tuple:
-    """An ``Input type`` list as a hashable tuple of strings (anything else: empty)."""
-    if type(v) is list:
-        return tuple(x if type(x) is str else str(x) for x in v)
-    return ()
 
 
 def _text(v: Any) -> str:
