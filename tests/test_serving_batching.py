@@ -132,8 +132,8 @@ def test_continuous_batching_stream_prefill_and_decode_per_request(tmp_path):
     """An engine thread stepping every running sequence in one forward (new ones join at the next step),
     each handler streaming the tokens its asyncio.Queue receives: every request is joined to the 8 steps it
     was part of — its first is its prefill, the rest its decode — and both agree with the engine's own clock
-    of each sequence. A handler that takes its end-of-stream late (its event loop busy writing) can be
-    charged the next step too: at most one, for a few requests (1 in 40 seen on a loaded host)."""
+    of each sequence, even when the handlers take their tokens many steps late (a loaded event loop): a stream
+    is charged no more steps than the items it got."""
     pytest.importorskip("fastapi")
     run, truth, statuses = serve(tmp_path, "batching_infer.py", "stream", "16", "0", "256", threads=4, per_thread=10)
     assert set(statuses) == {200} and len(statuses) == 40
@@ -145,7 +145,7 @@ def test_continuous_batching_stream_prefill_and_decode_per_request(tmp_path):
     m = rows["batched"]
     steps = np.asarray([r[3] for r in truth["requests"]])
     fw = rows["forwards"][m]
-    assert set(steps.tolist()) == {8} and set(fw.tolist()) <= {8, 9} and (fw == 8).mean() >= 0.9, fw
+    assert set(steps.tolist()) == {8} and set(fw.tolist()) == {8}, fw
     own = np.asarray([r[5:7] for r in truth["requests"]]) * 1e3  # prefill, decode (ms)
     assert abs(np.median(rows["prefill_ns"][m]) / 1e6 / np.median(own[:, 0]) - 1) < 0.10
     assert abs(np.median(rows["decode_ns"][m]) / 1e6 / np.median(own[:, 1]) - 1) < 0.10

@@ -165,8 +165,9 @@ def asgi_main():
         async def gen():
             while True:
                 item = await tokens.get()
-                if isinstance(item, tuple):  # the last: the engine's own clock of this sequence
-                    request.scope["batch"] = item
+                if isinstance(item, tuple):  # the last token, with the engine's own clock of this sequence
+                    request.scope["batch"] = item[1]
+                    yield item[0]
                     return
                 yield item
 
@@ -212,10 +213,13 @@ def stream_engine(q, loop):
             else:
                 seq[6] += fwd
             seq[3] += 1
-            loop.call_soon_threadsafe(seq[1].put_nowait, f"{int(y[i].argmax())} ".encode())
-        for seq in [s for s in running if s[3] >= TOKENS]:
-            # own clock: wait (enqueued → its first step), its forwards, steps, then prefill and decode apart
-            loop.call_soon_threadsafe(seq[1].put_nowait, (seq[4] - seq[2], seq[5] + seq[6], seq[3], seq[5], seq[6]))
+            token = f"{int(y[i].argmax())} ".encode()
+            if seq[3] < TOKENS:
+                loop.call_soon_threadsafe(seq[1].put_nowait, token)
+            else:  # the last token carries the engine's own clock of the sequence, as a finished output does:
+                # wait (enqueued → its first step), its forwards, steps, then prefill and decode apart
+                loop.call_soon_threadsafe(seq[1].put_nowait, (token, (seq[4] - seq[2], seq[5] + seq[6], seq[3],
+                                                                     seq[5], seq[6])))
         running = [s for s in running if s[3] < TOKENS]
 
 
