@@ -27,7 +27,8 @@ GPU (H100/H200 usually) and it
 7. a profiler probe: one short trace per case (bf16, fp16, fp32 with TF32 off and on, fp8 where the card
    has it, ``.item()``, pageable and pinned H2D, a tiny-kernel loop), each kernel and launch printed with
    gpusleuth's classification and checked against what the case did; the traces are kept under
-   ``DIR/fixtures/traces/`` for the tests;
+   ``DIR/fixtures/traces/`` — copy them to ``tests/fixtures/gpu_check/traces/`` and
+   ``tests/test_gpu_check_script.py`` re-judges them on every change;
 8. the planted GPU scenarios (``scenarios/gpu_*.py``) recorded with ``gpusleuth run``: each must get its
    planted cause as the top finding, and their runs must have per-step CUDA event times, the hook's FLOP
    count, an MFU, energy and (Hopper+) GPM columns, and no hook error;

@@ -50,6 +50,7 @@ class PlantedGpu:
     cols: dict[str, np.ndarray]  # COLUMNS → values, NaN = no sample (a gap)
     owner: np.ndarray  # index into owners, -1 = no pod
     owners: list[tuple[str, ...]] = field(default_factory=list)  # (namespace, pod, container[, hpc_job])
+    mig: tuple[str, str] | None = None  # (GPU_I_PROFILE, GPU_I_ID): a MIG instance; uuid is then its GPU's
 
 
 def free_port() -> int:
@@ -62,10 +63,19 @@ def _fmt(x: float) -> str:
     return repr(float(x))
 
 
-def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], list[dict]]]) -> int:
+def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], list[dict]]],
+                      offset_s: float = 0.0, jitter_s: float = 0.0, seed: int = 1) -> int:
     """Each cluster's series with a ``cluster`` label, one metric family after another (OpenMetrics forbids
-    interleaving them); returns the samples written."""
+    interleaving them); returns the samples written. ``offset_s`` and ``jitter_s`` scrape each planted
+    sample that much after its grid time (± jitter, in ms), as a real scraper off the query grid does."""
+    rng = np.random.default_rng(seed)
     n = 0
+
+    def stamp(t: np.ndarray) -> list[str]:
+        if not offset_s and not jitter_s:
+            return [str(int(x)) for x in t]
+        return [f"{x:.3f}" for x in t + offset_s + rng.uniform(-jitter_s, jitter_s, len(t))]
+
     with open(path, "w") as f:
         for col, name in DCGM_NAMES.items():
             f.write(f"# TYPE {name} gauge\n")
@@ -77,12 +87,13 @@ def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], li
                     labels = (f'cluster="{cluster}",gpu="{g.gpu}",UUID="{g.uuid}",pci_bus_id="00000000:{g.gpu:02X}:00.0",'
                               f'device="nvidia{g.gpu}",modelName="{MODEL}",Hostname="{g.host}",'
                               f'container="{cont}",namespace="{ns}",pod="{pod}",job="dcgm-exporter",'
-                              f'instance="{g.host}:9400"' + (f',hpc_job="{job[0]}"' if job else ""))
+                              f'instance="{g.host}:9400"' + (f',hpc_job="{job[0]}"' if job else "")
+                              + (f',GPU_I_PROFILE="{g.mig[0]}",GPU_I_ID="{g.mig[1]}"' if g.mig else ""))
                     sel = (g.owner == oi) & ~np.isnan(vals)
                     if not sel.any():
                         continue
                     prefix = f"{name}{{{labels}}} "
-                    f.write("".join(f"{prefix}{_fmt(v)} {int(t)}\n" for v, t in zip(vals[sel], g.t[sel])))
+                    f.write("".join(f"{prefix}{_fmt(v)} {t}\n" for v, t in zip(vals[sel], stamp(g.t[sel]))))
                     n += int(sel.sum())
         name = "kube_pod_container_resource_requests"
         f.write(f"# TYPE {name} gauge\n")
@@ -91,7 +102,7 @@ def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], li
                       f'node="{r["node"]}",resource="nvidia_com_gpu",unit="integer",job="kube-state-metrics",'
                       f'instance="ksm:8080"')
             prefix = f"{name}{{{labels}}} "
-            f.write("".join(f"{prefix}{_fmt(r['gpus'])} {int(t)}\n" for t in r["t"]))
+            f.write("".join(f"{prefix}{_fmt(r['gpus'])} {t}\n" for t in stamp(r["t"])))
             n += len(r["t"])
         f.write("# EOF\n")
     return n
@@ -166,9 +177,9 @@ def _gpu(out: list[PlantedGpu], t: np.ndarray, host: str, i: int, owners: list[t
 
 
 def planted_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 0):
-    """Six H100s: an idle notebook (12 h) then a busy one on the same GPU, a part-time trainer on 2 GPUs
+    """Seven H100s: an idle notebook (12 h) then a busy one on the same GPU, a part-time trainer on 2 GPUs
     (busy 09–17), a busy trainer whose exporter was down 04–06, an oversized inference server (SM 15–25 %),
-    and a GPU no pod holds. Returns (gpus, kube requests)."""
+    a low-activity embedder (SM 2–10 %) and a GPU no pod holds. Returns (gpus, kube requests)."""
     rng = np.random.default_rng(seed)
     t = t0 + step * np.arange(hours * 3600 // step)
     n, hour = len(t), (t - t0) / 3600
@@ -186,6 +197,8 @@ def planted_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 0):
     _gpu(gpus, t, "node-b", 0, [("inference", "server-small", "vllm")], full, np.ones(n, bool),
          rng.uniform(0.15, 0.25, n))
     _gpu(gpus, t, "node-b", 1, [], np.full(n, -1), np.zeros(n, bool), np.zeros(n))
+    _gpu(gpus, t, "node-b", 2, [("inference", "embedder-low", "svc")], full, np.ones(n, bool),
+         rng.uniform(0.02, 0.10, n))
     every = np.ones(n, bool)
     requests = [
         {"namespace": "research", "pod": "notebook-idle", "container": "jupyter", "node": "node-a", "gpus": 1, "t": t[hour < 12]},
@@ -193,6 +206,7 @@ def planted_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 0):
         {"namespace": "training", "pod": "trainer-parttime", "container": "main", "node": "node-a", "gpus": 2, "t": t[every]},
         {"namespace": "training", "pod": "trainer-busy", "container": "main", "node": "node-a", "gpus": 1, "t": t[every]},
         {"namespace": "inference", "pod": "server-small", "container": "vllm", "node": "node-b", "gpus": 1, "t": t[every]},
+        {"namespace": "inference", "pod": "embedder-low", "container": "svc", "node": "node-b", "gpus": 1, "t": t[every]},
         # requested, but the GPU it was given never shows this pod (the exporter's pod mapping missed it)
         {"namespace": "research", "pod": "ghost", "container": "main", "node": "node-c", "gpus": 1, "t": t[hour < 2]},
     ]
@@ -210,3 +224,25 @@ def legacy_cluster(t0: int, hours: int = 24, step: int = 30):
          profiling=False)
     _gpu(gpus, t, "old-1", 1, [], np.full(len(t), -1), np.zeros(len(t), bool), np.zeros(len(t)), profiling=False)
     return gpus
+
+
+def mig_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 2) -> list[PlantedGpu]:
+    """One H100 in MIG mode (dcgm-exporter gives each instance its GPU's UUID plus GPU_I_PROFILE/GPU_I_ID;
+    FB and SM activity are the instance's own): a 3g.40gb busy at 15–20 % of its SMs with 6 GiB used (a
+    1g.10gb would do), an idle 2g.20gb, and a 1g.10gb no pod holds."""
+    rng = np.random.default_rng(seed)
+    load = h100_scrape("load")
+    t = t0 + step * np.arange(hours * 3600 // step)
+    n = len(t)
+    out = []
+    for gi, (profile, total, owner, busy, used) in enumerate([
+            ("3g.40gb", 40448, ("mlteam", "mig-oversized", "main"), True, 6 * 1024),
+            ("2g.20gb", 20096, ("mlteam", "mig-idle", "main"), False, 1024),
+            ("1g.10gb", 9984, None, False, 0)], start=1):
+        sm = rng.uniform(0.15, 0.20, n) if busy else np.zeros(n)
+        cols = {"util": np.full(n, load["util"] if busy else 0.0), "sm": sm, "tensor": sm / 2,
+                "fb_used": np.full(n, float(used)), "fb_free": np.full(n, float(total - used)),
+                "power": np.full(n, load["power"])}
+        out.append(PlantedGpu("node-m", 0, "GPU-node-m-0000", t, cols,
+                              np.full(n, 0 if owner else -1, np.int32), [owner] if owner else [], mig=(profile, str(gi))))
+    return out

@@ -42,6 +42,7 @@ def _has_gpu() -> bool:
     return False
 
 
+@pytest.mark.process
 @pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU: the no-GPU path can't be observed")
 def test_no_gpu_exits_2_with_one_line(tmp_path):
     out = tmp_path / "out"
@@ -112,6 +113,7 @@ def test_script_finds_the_stand_in_for_its_self_check():
     assert gpu_check.load_fake_nvml() is not None
 
 
+@pytest.mark.process  # the CUDA probe runs in a child, as it must on a GPU (a broken CUDA can abort it)
 def test_whole_script_against_the_stand_in(tmp_path, monkeypatch, capsys):
     """Every phase of ``main`` (but the demo run) against the stand-in posing as ``pynvml``: a GPU session
     is scarce, so a typo in a rarely-run branch must be caught here, not there."""
@@ -164,3 +166,18 @@ def test_probe_reading_of_a_real_h100_trace():
     assert gpu_check.judge_probe("bf16", t)[0]
     assert not gpu_check.judge_probe("fp16", t)[0] and not gpu_check.judge_probe("fp32_tf32_on", t)[0]
     assert not gpu_check.judge_probe("tiny_kernels", t)[0]
+
+
+PROBE_FIXTURES = REPO / "tests" / "fixtures" / "gpu_check" / "traces"
+
+
+@pytest.mark.parametrize("path", sorted(PROBE_FIXTURES.glob("*.json.gz")) or [None])
+def test_recorded_probe_traces_read_as_made(path):
+    """Traces that ``scripts/gpu_check.py`` recorded on a real GPU (OUT/fixtures/traces, copied to
+    tests/fixtures/gpu_check/traces/): each case must read the way it was made, on every later change."""
+    if path is None:
+        pytest.skip("no probe traces recorded on a GPU yet: run scripts/gpu_check.py on one and copy "
+                    "OUT/fixtures/traces/*.json.gz to tests/fixtures/gpu_check/traces/")
+    case = path.name[: -len(".json.gz")]
+    ok, detail = gpu_check.judge_probe(case, gpu_check.probe_table(path))
+    assert ok, detail

@@ -238,6 +238,20 @@ SCRIPTS += [
            mingpt_clock, in_own_folder=True, pythonpath=("mingpt",), profile_steps="40-44"),
 ]
 
+SCRIPTS += [
+    Script("imagenet_vit_b_32", "torchvision classification (ViT-B/32) through imagenet main.py --dummy",
+           "imagenet/main.py",
+           ("--dummy", "-a", "vit_b_32", "--epochs", "1", "-b", "2", "-j", "2", "-p", "1",
+            "--dummy-train", "24", "--dummy-val", "4", "--dummy-image", "224"),
+           imagenet_clock),
+    Script("mnist_rnn", "MNIST LSTM (pytorch/examples mnist_rnn)", "mnist_rnn/main.py", ("--epochs", "1"),
+           field_clock),
+    Script("fabric_image_classifier", "Lightning Fabric image classifier (fabric.backward, setup_dataloaders)",
+           "fabric_image_classifier/train_fabric.py", ("--epochs", "1"), field_clock, needs=("lightning",)),
+    Script("torch_image_classifier", "the same classifier in plain PyTorch (Lightning's train_torch.py)",
+           "fabric_image_classifier/train_torch.py", ("--epochs", "1"), field_clock),
+]
+
 BY_NAME = {s.name: s for s in SCRIPTS}
 
 

@@ -31,6 +31,9 @@ class Measurement:
     data_wait_share: float | None = None  # exposed data wait ÷ step time, measured steps
     gpu_util_mean: float | None = None
     cpu_cores_busy: float | None = None  # whole host, mean, in cores
+    # cores the job's processes and the host's other processes used while its steps ran (shared hosts):
+    # a prediction is only checked against runs whose load the band accounts for
+    cpu_attained: float | None = None  # of the time the training loop was runnable, the share it ran
     main_cpu_pct: float | None = None  # the training process, % of one core
     peak_mem_bytes: float | None = None
     peak_mem_source: str | None = None  # "GPU memory used" | "RSS of the job's processes"
@@ -46,7 +49,10 @@ class Measurement:
         return asdict(self)
 
 
-def measure_run(run: Run, warmup: int = 2, price_per_hour: float | None = None) -> Measurement:
+def measure_run(run: Run, warmup: int = 2, price_per_hour: float | None = None,
+                steps: int | None = None) -> Measurement:
+    """``steps``: measure at most this many steady steps, the first ones (a sweep's ``--steps N`` reports N;
+    it ran the job a step longer for the one its FLOP counter slows, which is left out)."""
     from gpusleuth.pipeline.build import analyze_run
     from gpusleuth.report.build import report_from
 
@@ -58,7 +64,9 @@ def measure_run(run: Run, warmup: int = 2, price_per_hour: float | None = None) 
         return m
     main = a.view.main
     if main is not None and main.count:
-        keep = main.steady
+        keep = main.steady.copy()
+        if steps is not None and keep.sum() > steps:
+            keep[np.flatnonzero(keep)[steps:]] = False
         dur = main.seconds[keep]
         start, end = main.table["start_ns"][keep], main.table["end_ns"][keep]
         span = (int(end[-1]) - int(start[0])) / 1e9
@@ -147,6 +155,7 @@ def _telemetry(a, run: Run, m: Measurement) -> None:
         if host.cpu_pct and host.logical_cores:
             m.cpu_cores_busy = host.cpu_pct["mean"] * host.logical_cores / 100.0
         m.main_cpu_pct = getattr(host, "main_cpu_pct_mean", None)
+        m.cpu_attained = host.main_cpu_attained
     if m.peak_mem_bytes is None:
         peak = _tree_rss_peak(run)
         if peak is not None:
@@ -164,7 +173,8 @@ def _tree_rss_peak(run: Run) -> float | None:
     return float(sums.max()) if len(sums) else None
 
 
-def measure_dir(path: Path, warmup: int = 2, price_per_hour: float | None = None) -> Measurement:
+def measure_dir(path: Path, warmup: int = 2, price_per_hour: float | None = None,
+                steps: int | None = None) -> Measurement:
     from gpusleuth.sources.rundir import load_run
 
-    return measure_run(load_run(path), warmup=warmup, price_per_hour=price_per_hour)
+    return measure_run(load_run(path), warmup=warmup, price_per_hour=price_per_hour, steps=steps)
