@@ -379,3 +379,21 @@ def test_throttling_per_reason_on_an_r550_driver(tmp_path):
     assert g["throttled_share"]["sw_power_cap"] == pytest.approx(0.1, rel=0.02)  # from its counter
     assert g["throttled_share"]["sw_thermal"] == pytest.approx(0.5, abs=0.02)  # from its bit
     assert "hw_thermal" not in g["throttled_share"]
+
+
+def test_console_and_html_say_which_gpus_were_the_jobs(tmp_path):
+    """The decision is shown where the user reads the report, not only in the JSON."""
+    from rich.console import Console
+
+    from gpusleuth.pipeline.build import build_report
+    from gpusleuth.render.console import render_console
+    from gpusleuth.render.html import render_html
+    from gpusleuth.sources.rundir import load_run
+
+    rep = build_report(load_run(record(tmp_path, two_h100s(job_pid(RUN)))), display=False)
+    con = Console(record=True, width=200, file=io.StringIO())
+    render_console(rep, con)
+    text = con.export_text()
+    assert "the job's GPUs — NVML's process list" in text and "not the job's (left out): 0" in text
+    html = render_html(rep)
+    assert "The job&#x27;s GPUs" in html or "The job's GPUs" in html
