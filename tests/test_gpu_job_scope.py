@@ -245,7 +245,6 @@ def test_two_gpus_job_on_gpu_1_reports_gpu_1_only(tmp_path):
     assert any(t["util"][0] == 0 for t in ticks)  # there were zeros to leave out
 
 
-@pytest.mark.process
 def test_container_pids_matched_through_nspid(tmp_path):
     """Inside a container the job's processes have other PIDs than the ones NVML reports (the host's).
     The recorder's NSpid column names both; the process list then still says GPU 1."""
@@ -259,7 +258,6 @@ def test_container_pids_matched_through_nspid(tmp_path):
     assert r["gpu_scope"]["job_gpus"] == [1] and "NVML's process list" in r["gpu_scope"]["how"]
 
 
-@pytest.mark.process
 def test_no_pid_match_falls_back_to_cuda_visible_devices_then_says_it_cannot_tell(tmp_path):
     run = record(tmp_path, two_h100s(None), {"CUDA_VISIBLE_DEVICES": "GPU-00000000-0000-0000-0000-000000000001"})
     r = report(run)
@@ -270,7 +268,6 @@ def test_no_pid_match_falls_back_to_cuda_visible_devices_then_says_it_cannot_tel
     assert s["job_gpus"] == [0, 1] and not s["decided"] and "could not tell" in s["how"]
 
 
-@pytest.mark.process
 def test_mig_slice_reported_with_mfu_against_the_slice(tmp_path):
     cap = h200_mig()
     meta = json.loads((RUN / "meta.json").read_text())
