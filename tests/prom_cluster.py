@@ -62,10 +62,19 @@ def _fmt(x: float) -> str:
     return repr(float(x))
 
 
-def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], list[dict]]]) -> int:
+def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], list[dict]]],
+                      offset_s: float = 0.0, jitter_s: float = 0.0, seed: int = 1) -> int:
     """Each cluster's series with a ``cluster`` label, one metric family after another (OpenMetrics forbids
-    interleaving them); returns the samples written."""
+    interleaving them); returns the samples written. ``offset_s`` and ``jitter_s`` scrape each planted
+    sample that much after its grid time (± jitter, in ms), as a real scraper off the query grid does."""
+    rng = np.random.default_rng(seed)
     n = 0
+
+    def stamp(t: np.ndarray) -> list[str]:
+        if not offset_s and not jitter_s:
+            return [str(int(x)) for x in t]
+        return [f"{x:.3f}" for x in t + offset_s + rng.uniform(-jitter_s, jitter_s, len(t))]
+
     with open(path, "w") as f:
         for col, name in DCGM_NAMES.items():
             f.write(f"# TYPE {name} gauge\n")
@@ -82,7 +91,7 @@ def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], li
                     if not sel.any():
                         continue
                     prefix = f"{name}{{{labels}}} "
-                    f.write("".join(f"{prefix}{_fmt(v)} {int(t)}\n" for v, t in zip(vals[sel], g.t[sel])))
+                    f.write("".join(f"{prefix}{_fmt(v)} {t}\n" for v, t in zip(vals[sel], stamp(g.t[sel]))))
                     n += int(sel.sum())
         name = "kube_pod_container_resource_requests"
         f.write(f"# TYPE {name} gauge\n")
@@ -91,7 +100,7 @@ def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], li
                       f'node="{r["node"]}",resource="nvidia_com_gpu",unit="integer",job="kube-state-metrics",'
                       f'instance="ksm:8080"')
             prefix = f"{name}{{{labels}}} "
-            f.write("".join(f"{prefix}{_fmt(r['gpus'])} {int(t)}\n" for t in r["t"]))
+            f.write("".join(f"{prefix}{_fmt(r['gpus'])} {t}\n" for t in stamp(r["t"])))
             n += len(r["t"])
         f.write("# EOF\n")
     return n
@@ -166,9 +175,9 @@ def _gpu(out: list[PlantedGpu], t: np.ndarray, host: str, i: int, owners: list[t
 
 
 def planted_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 0):
-    """Six H100s: an idle notebook (12 h) then a busy one on the same GPU, a part-time trainer on 2 GPUs
+    """Seven H100s: an idle notebook (12 h) then a busy one on the same GPU, a part-time trainer on 2 GPUs
     (busy 09–17), a busy trainer whose exporter was down 04–06, an oversized inference server (SM 15–25 %),
-    and a GPU no pod holds. Returns (gpus, kube requests)."""
+    a low-activity embedder (SM 2–10 %) and a GPU no pod holds. Returns (gpus, kube requests)."""
     rng = np.random.default_rng(seed)
     t = t0 + step * np.arange(hours * 3600 // step)
     n, hour = len(t), (t - t0) / 3600
@@ -186,6 +195,8 @@ def planted_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 0):
     _gpu(gpus, t, "node-b", 0, [("inference", "server-small", "vllm")], full, np.ones(n, bool),
          rng.uniform(0.15, 0.25, n))
     _gpu(gpus, t, "node-b", 1, [], np.full(n, -1), np.zeros(n, bool), np.zeros(n))
+    _gpu(gpus, t, "node-b", 2, [("inference", "embedder-low", "svc")], full, np.ones(n, bool),
+         rng.uniform(0.02, 0.10, n))
     every = np.ones(n, bool)
     requests = [
         {"namespace": "research", "pod": "notebook-idle", "container": "jupyter", "node": "node-a", "gpus": 1, "t": t[hour < 12]},
@@ -193,6 +204,7 @@ def planted_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 0):
         {"namespace": "training", "pod": "trainer-parttime", "container": "main", "node": "node-a", "gpus": 2, "t": t[every]},
         {"namespace": "training", "pod": "trainer-busy", "container": "main", "node": "node-a", "gpus": 1, "t": t[every]},
         {"namespace": "inference", "pod": "server-small", "container": "vllm", "node": "node-b", "gpus": 1, "t": t[every]},
+        {"namespace": "inference", "pod": "embedder-low", "container": "svc", "node": "node-b", "gpus": 1, "t": t[every]},
         # requested, but the GPU it was given never shows this pod (the exporter's pod mapping missed it)
         {"namespace": "research", "pod": "ghost", "container": "main", "node": "node-c", "gpus": 1, "t": t[hour < 2]},
     ]

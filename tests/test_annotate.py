@@ -46,6 +46,7 @@ def annotate(path, out):
 
 
 @pytest.mark.parametrize("trace", [DF, NS, MI250, NO_STEPS], ids=["df", "ns", "mi250", "nosteps"])
+@pytest.mark.process
 def test_annotated_trace_is_valid_faithful_and_matches_the_analysis(trace, tmp_path):
     from gpusleuth.analysis.trace import ALL_CATS, IDLE_CATS
 
@@ -99,6 +100,7 @@ def _ns_units(doc) -> bool:
     return False  # none of the real traces writes epoch nanoseconds; see test_clock_text_is_exact
 
 
+@pytest.mark.process
 def test_several_traces_go_to_a_directory_and_plain_json_stays_plain(tmp_path):
     out = tmp_path / "annotated"
     annotate_res = gpusleuth("report", DF, NS, "--annotate", out)
@@ -110,6 +112,7 @@ def test_several_traces_go_to_a_directory_and_plain_json_stays_plain(tmp_path):
     json.loads(single.read_text())
 
 
+@pytest.mark.process
 def test_annotate_needs_a_trace(tmp_path):
     import sys
 

@@ -12,6 +12,7 @@ import gpusleuth
 from test_hook import header, infos, main_events, records, run_script, steps
 
 
+@pytest.mark.process
 def test_api_is_a_no_op_when_not_recording():
     assert "_gpusleuth_autohook" not in sys.modules
     data = [1, 2, 3]

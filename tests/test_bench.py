@@ -14,6 +14,7 @@ from conftest import gpusleuth
 from gpusleuth.experiments.bench import bench
 
 
+@pytest.mark.process
 def test_percentiles_match_a_known_latency_distribution():
     rng = np.random.default_rng(7)
     planted = 0.002 + rng.exponential(0.002, size=400)  # 2 ms floor + exponential tail (mean 4 ms)

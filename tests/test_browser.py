@@ -43,7 +43,8 @@ def _why_no_browser() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_why_no_browser() is not None, reason=_why_no_browser() or "")
+pytestmark = [pytest.mark.process,  # starts child processes (tests/conftest.py: lanes)
+              pytest.mark.skipif(_why_no_browser() is not None, reason=_why_no_browser() or "")]
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,8 @@ import pytest
 
 from conftest import FIXTURES, TRACES, free_port, gpusleuth, report_json, run_multirank
 
+pytestmark = pytest.mark.process  # starts child processes (tests/conftest.py: lanes)
+
 pytest.importorskip("torch")
 
 DIST = FIXTURES / "distributed"

@@ -10,6 +10,8 @@ import pytest
 
 from conftest import gpusleuth, report_json
 
+pytestmark = pytest.mark.process  # starts child processes (tests/conftest.py: lanes)
+
 pytest.importorskip("torch")
 
 PLANTED = textwrap.dedent(

@@ -141,6 +141,7 @@ def _load(tmp_path: Path, handler) -> dict:
 
 
 @pytest.mark.process
+@pytest.mark.process
 def test_gpusleuth_load_reads_the_engines_metrics_per_level(tmp_path):
     rep = _load(tmp_path, _Engine)
     em = rep["engine_metrics"]
@@ -155,6 +156,7 @@ def test_gpusleuth_load_reads_the_engines_metrics_per_level(tmp_path):
     assert "vllm:request_success_total" not in kept  # only the lines gpusleuth reads are kept
 
 
+@pytest.mark.process
 @pytest.mark.process
 def test_a_server_without_engine_metrics_gets_nothing(tmp_path):
     class Plain(_Engine):

@@ -16,6 +16,8 @@ from conftest import REPO, gpusleuth
 sys.path.insert(0, str(REPO / "benchmarks"))
 from fleet_scale import make_runs  # noqa: E402  (the benchmark's generator: one source of fake fleets)
 
+pytestmark = pytest.mark.process  # starts child processes (tests/conftest.py: lanes)
+
 pytest.importorskip("duckdb")
 JOB = [sys.executable, str(REPO / "tests" / "jobs" / "phased_train.py"), "--seconds", "2"]
 

@@ -42,6 +42,7 @@ def _has_gpu() -> bool:
     return False
 
 
+@pytest.mark.process
 @pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU: the no-GPU path can't be observed")
 def test_no_gpu_exits_2_with_one_line(tmp_path):
     out = tmp_path / "out"
@@ -112,6 +113,7 @@ def test_script_finds_the_stand_in_for_its_self_check():
     assert gpu_check.load_fake_nvml() is not None
 
 
+@pytest.mark.process  # the CUDA probe runs in a child, as it must on a GPU (a broken CUDA can abort it)
 def test_whole_script_against_the_stand_in(tmp_path, monkeypatch, capsys):
     """Every phase of ``main`` (but the demo run) against the stand-in posing as ``pynvml``: a GPU session
     is scarce, so a typo in a rarely-run branch must be caught here, not there."""

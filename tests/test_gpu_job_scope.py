@@ -174,12 +174,23 @@ def record(tmp_path: Path, fx: dict, env: dict | None = None) -> Path:
     return run
 
 
-def report(run: Path, *extra: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": SRC}
-    out = subprocess.run([sys.executable, "-m", "gpusleuth", "report", str(run), "--json", *extra],
-                         capture_output=True, text=True, env=env, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout)
+def report(run: Path, *extra: str, cli: bool = False) -> dict:
+    """The report's JSON: from the real CLI in a child (``cli``), else the same pipeline in this process."""
+    if cli:
+        env = {**os.environ, "PYTHONPATH": SRC}
+        out = subprocess.run([sys.executable, "-m", "gpusleuth", "report", str(run), "--json", *extra],
+                             capture_output=True, text=True, env=env, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout)
+    from gpusleuth.analysis.options import AnalysisOptions
+    from gpusleuth.pipeline.build import build_report
+    from gpusleuth.sources.rundir import load_run
+
+    flags = dict(zip(extra[::2], extra[1::2]))
+    opts = AnalysisOptions(price_per_gpu_hour=float(flags["--price-per-gpu-hour"]) if "--price-per-gpu-hour" in flags
+                           else None,
+                           flops_per_step=float(flags["--flops-per-step"]) if "--flops-per-step" in flags else None)
+    return json.loads(json.dumps(build_report(load_run(run), opts, display=False).to_dict()))
 
 
 def job_pid(run: Path) -> int:
@@ -212,10 +223,11 @@ def two_h100s(pid: int | None) -> dict:
     return fx
 
 
+@pytest.mark.process
 def test_two_gpus_job_on_gpu_1_reports_gpu_1_only(tmp_path):
     pid = job_pid(RUN)
     run = record(tmp_path, two_h100s(pid), {})
-    r = report(run, "--price-per-gpu-hour", "4")
+    r = report(run, "--price-per-gpu-hour", "4", cli=True)
     load = h100("load")
     assert [g["index"] for g in r["gpu"]] == [1]
     scope = r["gpu_scope"]
@@ -233,6 +245,7 @@ def test_two_gpus_job_on_gpu_1_reports_gpu_1_only(tmp_path):
     assert any(t["util"][0] == 0 for t in ticks)  # there were zeros to leave out
 
 
+@pytest.mark.process
 def test_container_pids_matched_through_nspid(tmp_path):
     """Inside a container the job's processes have other PIDs than the ones NVML reports (the host's).
     The recorder's NSpid column names both; the process list then still says GPU 1."""
@@ -246,6 +259,7 @@ def test_container_pids_matched_through_nspid(tmp_path):
     assert r["gpu_scope"]["job_gpus"] == [1] and "NVML's process list" in r["gpu_scope"]["how"]
 
 
+@pytest.mark.process
 def test_no_pid_match_falls_back_to_cuda_visible_devices_then_says_it_cannot_tell(tmp_path):
     run = record(tmp_path, two_h100s(None), {"CUDA_VISIBLE_DEVICES": "GPU-00000000-0000-0000-0000-000000000001"})
     r = report(run)
@@ -256,6 +270,7 @@ def test_no_pid_match_falls_back_to_cuda_visible_devices_then_says_it_cannot_tel
     assert s["job_gpus"] == [0, 1] and not s["decided"] and "could not tell" in s["how"]
 
 
+@pytest.mark.process
 def test_mig_slice_reported_with_mfu_against_the_slice(tmp_path):
     cap = h200_mig()
     meta = json.loads((RUN / "meta.json").read_text())
@@ -314,6 +329,7 @@ def test_old_driver_fields_and_library_mismatch(tmp_path):
     assert all(269 not in req for req in fake.field_requests[2:])
 
 
+@pytest.mark.process
 def test_recorder_reads_the_container_pid_of_a_process_in_its_own_pid_namespace():
     """A real PID namespace (``unshare --pid --fork``, as a container runtime makes one): the sampler's row
     for the process inside carries its inner PID (1) beside the PID NVML would report."""

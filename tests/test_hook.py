@@ -361,6 +361,7 @@ sys.exit(int(sys.argv[1]))
 """
 
 
+@pytest.mark.process
 def test_non_torch_programs_are_untouched(tmp_path):
     res, run_dir = run_script(tmp_path, NON_TORCH, 5)
     ref, _ = run_script(tmp_path, NON_TORCH, 5, hook=False)
@@ -373,6 +374,7 @@ def test_non_torch_programs_are_untouched(tmp_path):
     assert not (tmp_path / "run-c").exists()
 
 
+@pytest.mark.process
 def test_user_sitecustomize_still_runs(tmp_path):
     user = tmp_path / "usersite"
     user.mkdir()
@@ -417,13 +419,17 @@ def test_killed_job_loses_at_most_about_a_second(tmp_path, sig, max_lost_s):
     proc = subprocess.Popen([sys.executable, str(script)], env=child_env(run_dir), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:  # training has begun once the first steps are on disk
+        def on_disk() -> int:
             ev = read_events(run_dir) if (run_dir / "raw").exists() else {}
-            if any(steps(lines) for lines in ev.values()):
-                break
+            return max((len(steps(lines)) for lines in ev.values()), default=0)
+
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not on_disk():  # training has begun: the first steps are on disk
             time.sleep(0.1)
-        time.sleep(1.5)
+        first = on_disk()
+        # the kill must come while the periodic flush is running, not before it: wait for a later flush
+        while time.monotonic() < deadline and on_disk() <= first:
+            time.sleep(0.1)
         killed_ns = time.time_ns()
         proc.send_signal(sig)
         proc.wait(timeout=30)
@@ -518,6 +524,7 @@ for where, go in (("fetch", lambda: next(iter(dl))), ("optimizer", opt.step)):
 """
 
 
+@pytest.mark.process
 def test_ctrl_c_during_the_hooks_bookkeeping_reaches_the_job(tmp_path):
     """The hook never raises into the user's program — except the user's own Ctrl-C: a KeyboardInterrupt
     that lands while the hook records a fetch or an optimizer step must stop the job, not become a

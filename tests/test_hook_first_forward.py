@@ -7,6 +7,8 @@ import pytest
 
 from test_hook import main_events, run_script, steps
 
+pytestmark = pytest.mark.process  # starts child processes (tests/conftest.py: lanes)
+
 CLOSURE = """
 import time, torch
 torch.manual_seed(0)
@@ -39,6 +41,7 @@ def test_optimizer_time_excludes_the_closure(tmp_path):
 
 GAP = """
 import sys, time, torch
+
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Embedding(50, 8), torch.nn.Flatten(), torch.nn.Linear(8 * 6, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)

@@ -67,6 +67,7 @@ def test_values_in_range_and_counters_monotonic(sampler):
         assert a["psi_cpu_some_us"] is not None
 
 
+@pytest.mark.process
 def test_cpu_burner_shows_in_host_cpu(sampler):
     """The burner's own CPU seconds (from the kernel's rusage) must appear in the host busy time.
 
@@ -89,6 +90,7 @@ def test_cpu_burner_shows_in_host_cpu(sampler):
     assert max(row["cpu_per_core"]) >= 50.0
 
 
+@pytest.mark.process
 def test_hardware_facts(sampler):
     hw = sampler.hardware()
     assert hw["logical_cores"] == os.cpu_count()
@@ -130,6 +132,7 @@ def test_without_proc_falls_back_to_psutil():
     s.close()
 
 
+@pytest.mark.process
 def test_recorder_keeps_pandas_out_and_still_writes(tmp_path):
     """In the recorder's process pandas must not load (pyarrow would import it at the first flush: ~0.4 s
     of CPU beside a starting job), and the streams must still write and convert — the first attempt at

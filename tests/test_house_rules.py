@@ -147,3 +147,38 @@ def _packages() -> set[str]:
     """Package __init__ modules: they import their own modules to re-export them; a module of the package
     using the package's name back is Python's normal package import, not a layering loop."""
     return {m for m in MODULES if (PKG / Path(*m.split(".")[1:]) / "__init__.py").exists()}
+
+
+HOOK = PKG / "hook"
+
+
+def _hook_imports(tree) -> list[tuple[int, str, bool]]:
+    """(line, module, at module level) of every import in a hook file."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, node.col_offset == 0) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            out.append((node.lineno, node.module or "", node.col_offset == 0))
+    return out
+
+
+def test_hook_files_are_prefixed_stdlib_only_top_level_modules():
+    """Each hook file becomes a top-level module of the user's program (the hook directory is first on the
+    job's PYTHONPATH): it carries the ``_gpusleuth_`` prefix so no user module shares its name, imports
+    nothing of gpusleuth (the package may not even be importable there), and at module level only the
+    standard library and its sibling hook modules (torch and servers are patched once the job imports them)."""
+    import sys
+
+    siblings = {p.stem for p in HOOK.glob("*.py")}
+    bad = []
+    for path in sorted(HOOK.glob("*.py")):
+        if path.stem != "sitecustomize" and not path.stem.startswith("_gpusleuth_"):
+            bad.append(f"hook/{path.name}: not named _gpusleuth_*")
+        for line, module, top in _hook_imports(ast.parse(path.read_text(), str(path))):
+            root = module.split(".")[0]
+            if root == "gpusleuth":
+                bad.append(f"hook/{path.name}:{line}: imports {module} (the hook is stdlib-only)")
+            elif top and root not in sys.stdlib_module_names and root not in siblings:
+                bad.append(f"hook/{path.name}:{line}: imports {module} at module level (stdlib only)")
+    assert not bad, "\n".join(bad)

@@ -116,6 +116,7 @@ def test_large_run_is_downsampled_in_the_report_stage_and_renders_fast(tmp_path)
     assert total_s < 30
 
 
+@pytest.mark.process
 def test_html_for_a_recorded_torch_job(tmp_path):
     out = tmp_path / "report.html"
     res = gpusleuth("run", "--out", tmp_path / "run", "--html", out, "--", sys.executable, "-m", "gpusleuth.demo.job",
@@ -137,6 +138,7 @@ def test_html_for_a_recorded_torch_job(tmp_path):
     assert len(figures((tmp_path / "again.html").read_text())) == len(figs)
 
 
+@pytest.mark.process
 def test_html_for_trace_inputs(tmp_path):
     from gpusleuth.analysis.trace import IDLE_CATS
 
@@ -195,6 +197,7 @@ for x, y in DataLoader(Slow(), batch_size=8):
 """
 
 
+@pytest.mark.process
 def test_compare_html_charts_carry_the_comparisons_numbers(tmp_path):
     """The compare page draws exactly the numbers `compare --json` reports: deltas, spreads, step series."""
     script = tmp_path / "train.py"
@@ -224,6 +227,7 @@ def test_compare_html_charts_carry_the_comparisons_numbers(tmp_path):
     assert "Findings per run" in html and "What changed against the baseline" in html
 
 
+@pytest.mark.process
 def test_run_no_report_with_html_writes_only_the_page(tmp_path):
     out = tmp_path / "page.html"
     res = gpusleuth("run", "--no-report", "--html", out, "--out", tmp_path / "run", "--", sys.executable, "-c",

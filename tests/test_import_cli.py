@@ -11,6 +11,10 @@ import pyarrow.parquet as pq
 from conftest import gpusleuth
 from gpusleuth.recorder.schemas import GPU_SCHEMA
 
+import pytest
+
+pytestmark = pytest.mark.process  # starts child processes (tests/conftest.py: lanes)
+
 FIX = Path(__file__).parent / "fixtures"
 PLATO = FIX / "nvidia-smi" / "plato_gpu_log_noheader.csv"
 T4 = FIX / "nsys" / "aws_t4_uvm_report2.sqlite"

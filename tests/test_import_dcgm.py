@@ -108,6 +108,7 @@ def query_range(n: int, step: float) -> dict:
     return {"status": "success", "data": {"resultType": "matrix", "result": result}}
 
 
+@pytest.mark.process
 def test_query_range_json_report_calls_out_idle_and_busy_but_idle(tmp_path):
     p = tmp_path / "range.json"
     p.write_text(json.dumps(query_range(240, 15.0)))  # one hour at dcgm-exporter's 15 s scrape

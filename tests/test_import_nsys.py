@@ -51,6 +51,7 @@ def test_two_h100_processes_are_two_ranks_with_real_names_and_copies():
     assert runs[0].start_ns <= start + first
 
 
+@pytest.mark.process
 def test_report_names_the_h100_copies_and_fp32_gemms():
     res = gpusleuth("report", H100, "--json")
     assert res.returncode == 0, res.stderr
@@ -66,6 +67,7 @@ def test_report_names_the_h100_copies_and_fp32_gemms():
     assert any(f["cause"] == "precision" for f in doc["findings"])
 
 
+@pytest.mark.process
 def test_t4_unified_memory_run_is_named_copy_bound():
     res = gpusleuth("report", T4, "--json")
     assert res.returncode == 0, res.stderr
@@ -78,6 +80,7 @@ def test_t4_unified_memory_run_is_named_copy_bound():
     assert migrations == 2370
 
 
+@pytest.mark.process
 def test_tiny_capture_is_not_judged():
     """Two kernels: too little for the whole-window fallback, so no per-step rule fires (no false high)."""
     res = gpusleuth("report", MOCK, "--json")
@@ -107,6 +110,7 @@ def test_nvtx_only_export_gets_a_sentence(tmp_path):
         read_nsys(p)
 
 
+@pytest.mark.process
 def test_damaged_export_and_nsys_rep_are_sentences(tmp_path):
     cut = tmp_path / "cut.sqlite"
     cut.write_bytes(H100.read_bytes()[:200_000])
@@ -119,6 +123,7 @@ def test_damaged_export_and_nsys_rep_are_sentences(tmp_path):
     assert "nsys export --type sqlite" in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.process
 def test_driver_api_launches_are_not_called_triton(tmp_path):
     """OpenMP/OpenACC offload, CuPy and nvFuser launch through cuLaunchKernel too: held-out nvc-compiled
     exports were summarised as "triton 100%". The H100 export with its launch call renamed to the driver
@@ -134,6 +139,7 @@ def test_driver_api_launches_are_not_called_triton(tmp_path):
     assert all(f["triton"]["count"] == 0 and f["driver_api"]["count"] > 0 for f in fams), fams
 
 
+@pytest.mark.process
 def test_older_target_info_gpu_layout_names_the_device(tmp_path):
     """Nsight exports from before META_DATA_EXPORT (a held-out OpenACC RTX 3080 export has TARGET_INFO_GPU
     with columns vmId, deviceId, name, busLocation, isDiscrete — no `id`) still name the GPU."""
@@ -157,6 +163,7 @@ def test_older_target_info_gpu_layout_names_the_device(tmp_path):
 VECADD = FIX / "rtx4060ti_vecadd_copies.sqlite"
 
 
+@pytest.mark.process
 def test_copies_every_iteration_are_copy_bound_high():
     """A real vector add run 4 times, each copying its inputs in and its result out: 99 % of the device's
     busy time is copies, both directions, recurring among the kernels — named copy-bound, high, once."""
@@ -175,6 +182,7 @@ def test_copies_every_iteration_are_copy_bound_high():
     assert "every iteration" in copies[0]["fix"]
 
 
+@pytest.mark.process
 def test_unified_memory_copies_outside_the_kernel_stay_moderate():
     """The T4 export's migrations mostly precede or follow its one kernel (8 % of the device span): named
     copy-bound, not high."""

@@ -141,6 +141,7 @@ def test_a_log_cut_while_written_ends_in_nul_bytes(tmp_path):
     assert not any("different number of fields" in x for x in run.losses)
 
 
+@pytest.mark.process
 def test_power_only_log_says_why_no_idle_check(tmp_path):
     """A held-out `timestamp, power.draw` log (-lms 50, 3.6 s) got no finding and no word why: the idle
     check now says what it needs."""
@@ -228,6 +229,7 @@ def test_pmon_gets_a_sentence(tmp_path):
         load_file(p, ImportOptions())
 
 
+@pytest.mark.process
 def test_report_cli_calls_out_the_idle_gpu(tmp_path):
     """The real plato log: the card idled ~96 % of 2.7 h — a high finding priced at the given rate."""
     res = gpusleuth("report", PLATO, "--json", "--tz", "UTC", "--price-per-gpu-hour", "2")
@@ -241,6 +243,7 @@ def test_report_cli_calls_out_the_idle_gpu(tmp_path):
     assert doc["gpu"][0]["samples"] == 1923
 
 
+@pytest.mark.process
 def test_loaded_multi_gpu_capture_stays_quiet(tmp_path):
     """Two GPUs at the real H100 capture's load values for 10 minutes: no idle/bursty/imbalance finding."""
     text = H100.read_text()
@@ -266,6 +269,7 @@ def test_loaded_multi_gpu_capture_stays_quiet(tmp_path):
     assert len(doc["gpu"]) == 2
 
 
+@pytest.mark.process
 def test_bursty_gpu_is_a_stall_not_idle(tmp_path):
     """GPU 0 alternates 65 s busy / 15 s idle (real load and idle rows), GPU 1 steady at load: a stall on
     GPU 0, named once; not an idle GPU (under 20 %) nor an imbalance (19 points apart)."""
@@ -278,6 +282,7 @@ def test_bursty_gpu_is_a_stall_not_idle(tmp_path):
     assert not [x for x in findings if "sat idle" in x["title"] or "unevenly" in x["title"]]
 
 
+@pytest.mark.process
 def test_several_idle_gpus_are_one_finding_priced_together(tmp_path):
     """8 GPUs for 10 minutes (real H100 idle and load rows): GPUs 2, 5 and 7 idle the whole time, GPU 6 idle
     the last half. One finding names them all (an 8-GPU log gave one near-copy per card) and prices their

@@ -11,6 +11,10 @@ import json
 
 from conftest import gpusleuth
 
+import pytest
+
+pytestmark = pytest.mark.process  # starts child processes (tests/conftest.py: lanes)
+
 BUSES = ["00000000:3B:00.0", "00000000:8B:00.0", "00000000:0B:00.0"]
 
 

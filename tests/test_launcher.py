@@ -16,6 +16,41 @@ import pytest
 
 from conftest import gpusleuth, report_json
 
+
+def _wait_for(condition, what: str, timeout: float = 60.0, every: float = 0.05):
+    """Poll ``condition`` until it holds (no fixed sleep: a loaded host only makes this slower)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _host_samples(run_dir: Path) -> int:
+    """Rows of the host telemetry stream so far (0 while it does not exist)."""
+    from gpusleuth.run.streams import read_stream
+
+    path = run_dir / "host.arrows"
+    if not path.exists():
+        return 0
+    table, _loss = read_stream(path)
+    return 0 if table is None else table.num_rows
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:  # a zombie is gone for our purpose
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
 PY = sys.executable
 
 
@@ -23,6 +58,7 @@ def meta(run_dir: Path) -> dict:
     return json.loads((run_dir / "meta.json").read_text())
 
 
+@pytest.mark.process
 def test_exit_code_and_output_pass_through(tmp_path):
     out = tmp_path / "run"
     res = gpusleuth("run", "--out", out, "--", PY, "-c",
@@ -36,6 +72,7 @@ def test_exit_code_and_output_pass_through(tmp_path):
     assert (out / "host.parquet").exists() and (out / "procs.parquet").exists()
 
 
+@pytest.mark.process
 def test_job_crash_is_reported_with_its_code(tmp_path):
     out = tmp_path / "run"
     res = gpusleuth("run", "--out", out, "--", PY, "-c", "raise RuntimeError('boom')")
@@ -44,6 +81,7 @@ def test_job_crash_is_reported_with_its_code(tmp_path):
     assert report_json(out)["run"]["exit_code"] == 1
 
 
+@pytest.mark.process
 def test_sigkilled_job(tmp_path):
     out = tmp_path / "run"
     res = gpusleuth("run", "--out", out, "--", PY, "-c",
@@ -54,6 +92,7 @@ def test_sigkilled_job(tmp_path):
     assert report_json(out)["run"]["signal"] == "SIGKILL"
 
 
+@pytest.mark.process
 def test_oom_style_exit(tmp_path):
     # What the kernel's OOM killer leaves behind: SIGKILL after a burst of allocation.
     out = tmp_path / "run"
@@ -66,6 +105,7 @@ def test_oom_style_exit(tmp_path):
     assert rep["run"]["exit_code"] == 137 and rss
 
 
+@pytest.mark.process
 def test_non_python_child(tmp_path):
     out = tmp_path / "run"
     res = gpusleuth("run", "--out", out, "--", "sh", "-c", "echo shell-job; sleep 0.3; exit 7")
@@ -76,6 +116,7 @@ def test_non_python_child(tmp_path):
     assert abs(sum(rep["outcomes"]["time_share"].values()) - 1) < 1e-9
 
 
+@pytest.mark.process
 def test_unknown_command(tmp_path):
     out = tmp_path / "run"
     res = gpusleuth("run", "--out", out, "--", "no-such-command-xyz")
@@ -101,6 +142,7 @@ def test_unwritable_run_dir(tmp_path):
     assert not marker.exists()  # the error comes before the job starts
 
 
+@pytest.mark.process
 def test_run_dir_that_is_a_file(tmp_path):
     # Works for root too: a path under a regular file can never be created.
     blocker = tmp_path / "file"
@@ -112,11 +154,13 @@ def test_run_dir_that_is_a_file(tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.process
 def test_no_command_is_a_usage_error(tmp_path):
     res = gpusleuth("run", "--out", tmp_path / "r")
     assert res.returncode == 2 and "no command given" in res.stderr
 
 
+@pytest.mark.process
 def test_duration_stops_the_job_gracefully(tmp_path):
     out = tmp_path / "run"
     script = (
@@ -133,6 +177,7 @@ def test_duration_stops_the_job_gracefully(tmp_path):
     assert m["stopped_by"].startswith("--duration")
 
 
+@pytest.mark.process
 def test_duration_escalates_to_sigkill(tmp_path):
     out = tmp_path / "run"
     script = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)\n"
@@ -141,6 +186,7 @@ def test_duration_escalates_to_sigkill(tmp_path):
     assert meta(out)["signal"] == "SIGKILL"
 
 
+@pytest.mark.process
 def test_sigterm_to_gpusleuth_reaches_the_job(tmp_path):
     out = tmp_path / "run"
     script = (
@@ -158,6 +204,7 @@ def test_sigterm_to_gpusleuth_reaches_the_job(tmp_path):
     assert meta(out)["stopped_by"] == "SIGTERM to gpusleuth"
 
 
+@pytest.mark.process
 def test_ctrl_c_in_a_terminal_reaches_the_job_once(tmp_path):
     """A real pseudo-terminal: ^C goes to the job's foreground process group, exactly once."""
     out = tmp_path / "run"
@@ -185,7 +232,8 @@ def test_ctrl_c_in_a_terminal_reaches_the_job_once(tmp_path):
                 break
             buf += chunk
         if b"ready" in buf and not sent:
-            time.sleep(0.3)
+            # ^C must reach the job's group: wait until the launcher has made it the terminal's foreground
+            _wait_for(lambda: os.tcgetpgrp(fd) != pid, "the job's process group to own the terminal", 30)
             os.write(fd, b"\x03")
             sent = True
     _, status = os.waitpid(pid, 0)
@@ -193,16 +241,15 @@ def test_ctrl_c_in_a_terminal_reaches_the_job_once(tmp_path):
     assert buf.count(b"interrupt 1") == 1
 
 
+@pytest.mark.process
 def test_recorder_killed_mid_run_keeps_earlier_samples(tmp_path):
     out = tmp_path / "run"
     script = "import time; time.sleep(4)"
     proc = subprocess.Popen([PY, "-m", "gpusleuth", "run", "--no-report", "--out", str(out), "--", PY, "-c", script],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     status = out / "recorder.json"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not status.exists():
-        time.sleep(0.1)
-    time.sleep(2.0)
+    _wait_for(status.exists, "the recorder's status file", 30)
+    _wait_for(lambda: _host_samples(out) >= 5, "five host samples on disk", 60)
     rec_pid = json.loads(status.read_text())["pid"]
     os.kill(rec_pid, signal.SIGKILL)
     killed_at = time.time_ns()
@@ -216,15 +263,17 @@ def test_recorder_killed_mid_run_keeps_earlier_samples(tmp_path):
     assert max(t) >= killed_at - int(1.5e9)  # at most about a second lost
 
 
+@pytest.mark.process
 def test_launcher_killed_run_is_salvaged_by_report(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen([PY, "-m", "gpusleuth", "run", "--no-report", "--out", str(out), "--",
                              PY, "-c", "import time; time.sleep(3)"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    time.sleep(2.0)
+    _wait_for(lambda: (out / "recorder.json").exists() and _host_samples(out) >= 5, "five host samples on disk", 60)
+    rec_pid = json.loads((out / "recorder.json").read_text())["pid"]
     os.killpg(proc.pid, signal.SIGKILL)  # launcher and job die; the recorder stops once both are gone
     proc.wait()
-    time.sleep(1.5)
+    _wait_for(lambda: _gone(rec_pid), "the recorder to notice and stop", 60)
     assert (out / "host.arrows").exists()
     rep = report_json(out)
     assert rep["run"]["exit_code"] is None

@@ -64,6 +64,7 @@ def _analyze(plan: LoadPlan, result):
     return analyze_load(Run(meta={"load": plan.to_meta()}, load=Table(result.columns)))
 
 
+@pytest.mark.process
 def test_ttft_and_inter_token_p50_match_the_servers_own_clock(stream_server):
     """Concurrency 1 to 8: per level, TTFT p50 and inter-token p50 within 10 % of the server's clock, and
     every request's tokens and usage accounted."""
@@ -115,6 +116,7 @@ def test_slo_goodput_attainment_and_the_highest_level(stream_server):
         assert a.slo_best is None and "no level meets the SLO" in a.slo_reason
 
 
+@pytest.mark.process
 def test_cli_streams_exports_and_renders(stream_server, tmp_path):
     url, truth_file = stream_server
     export, page, out = tmp_path / "req.jsonl", tmp_path / "llm.html", tmp_path / "run"
@@ -147,6 +149,7 @@ def test_poisson_and_gamma_arrivals_have_the_asked_spread():
     assert np.diff(arrival_offsets(100.0, 1.0, "constant", 1.0, rng)).std() < 1e-12
 
 
+@pytest.mark.process
 def test_poisson_cv_measured_from_the_send_times(tmp_path):
     """Live: open loop at 150/s Poisson against a server that answers at once; the CV of the gaps between
     the actual sends (scheduled start + the generator's lag), as the analysis reports it, is ≈ 1."""

@@ -204,6 +204,7 @@ def _server_file(tmp_path: Path, body: str = "") -> Path:
     return path
 
 
+@pytest.mark.process
 def test_with_a_server_command_one_run_directory_holds_everything(tmp_path):
     port = free_port()
     out = tmp_path / "run"
@@ -242,6 +243,7 @@ def test_with_a_server_command_one_run_directory_holds_everything(tmp_path):
     assert again.returncode == 0 and "Serving under load" in again.stdout and "knee →" in again.stdout
 
 
+@pytest.mark.process
 def test_a_server_that_dies_at_start_is_a_sentence(tmp_path):
     bad = tmp_path / "server.py"
     bad.write_text("import sys\nprint('cannot load the model', file=sys.stderr)\nsys.exit(3)\n")
@@ -255,11 +257,13 @@ def test_a_server_that_dies_at_start_is_a_sentence(tmp_path):
 @pytest.mark.parametrize("url, says", [("ftp://127.0.0.1/", "must start with http"),
                                        ("http://", "names no host"),
                                        ("http://127.0.0.1:1/", "did not answer")])
+@pytest.mark.process
 def test_a_bad_url_is_a_sentence(url, says):
     res = gpusleuth("load", url, "--duration", "1", "--ready-timeout", "0.5", timeout=60)
     assert res.returncode in (1, 2) and says in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.process
 def test_url_alone_writes_a_load_only_run_directory(server, tmp_path):
     out = tmp_path / "r"
     hostile = "/work/<script>alert(1)</script>"  # the URL is untrusted text in the page
@@ -277,6 +281,7 @@ def test_url_alone_writes_a_load_only_run_directory(server, tmp_path):
     assert serving["outcomes"]["dollars_per_million"] == pytest.approx(0.001 / serving["levels"][0]["rps"] * 1e6)
 
 
+@pytest.mark.process
 def test_a_damaged_load_file_is_a_loss_not_a_traceback(server, tmp_path):
     out = tmp_path / "r"
     assert gpusleuth("load", server + "/", "--concurrency", "1", "--duration", "0.3", "--out", out).returncode == 0
@@ -285,6 +290,7 @@ def test_a_damaged_load_file_is_a_loss_not_a_traceback(server, tmp_path):
     assert rep.returncode == 0 and "load.parquet is unreadable" in rep.stdout and "Traceback" not in rep.stderr
 
 
+@pytest.mark.process
 def test_fastapi_under_uvicorn(tmp_path):
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
@@ -328,6 +334,7 @@ def test_chunked_bodies_and_closed_connections_are_read_whole(server, path):
     assert lv.requests > 10 and lv.ok == lv.requests
 
 
+@pytest.mark.process
 def test_bodies_from_a_directory_are_posted_round_robin(server, tmp_path):
     bodies = tmp_path / "bodies"
     bodies.mkdir()
@@ -342,6 +349,7 @@ def test_bodies_from_a_directory_are_posted_round_robin(server, tmp_path):
     assert json.loads((out / "meta.json").read_text())["load"]["method"] == "POST"
 
 
+@pytest.mark.process
 def test_fuzzed_load_results_are_salvaged_or_a_sentence(server, tmp_path):
     """The fuzz harness's run-directory mutations (tests/fuzz_inputs.py), aimed at what `load` adds:
     load.parquet flipped, cut, emptied, garbage, a FIFO, a directory; meta.json's `load` mistyped."""
@@ -365,6 +373,7 @@ def test_fuzzed_load_results_are_salvaged_or_a_sentence(server, tmp_path):
     assert not bugs, bugs
 
 
+@pytest.mark.process
 def test_a_server_that_never_answers_is_stopped_with_a_sentence(tmp_path):
     silent = tmp_path / "server.py"
     silent.write_text("import time\nprint('loading forever', flush=True)\ntry:\n    time.sleep(60)\n"
@@ -378,6 +387,7 @@ def test_a_server_that_never_answers_is_stopped_with_a_sentence(tmp_path):
     assert meta["stopped_by"].startswith("gpusleuth load") and not (tmp_path / "r" / "load.parquet").exists()
 
 
+@pytest.mark.process
 def test_ctrl_c_keeps_what_was_measured(server, tmp_path):
     import os
     import signal
@@ -397,6 +407,7 @@ def test_ctrl_c_keeps_what_was_measured(server, tmp_path):
     assert (out / "load.parquet").exists()
 
 
+@pytest.mark.process
 def test_a_server_that_dies_under_load_keeps_the_rows_and_says_so(tmp_path):
     """The server exits by itself after 20 answers: the rows so far are reported, the exit code is 1."""
     server_py = _server_file(tmp_path, "import os\nserved = [0]\n")
@@ -437,6 +448,7 @@ def tls_server(tmp_path_factory):
     srv.server_close()
 
 
+@pytest.mark.process
 def test_https_untrusted_certificate_is_a_sentence_and_insecure_loads_it(tls_server):
     res = gpusleuth("load", tls_server + "/", "--concurrency", "2", "--duration", "0.3", timeout=60)
     assert res.returncode == 1 and "TLS certificate is not trusted" in res.stderr and "--insecure" in res.stderr

@@ -18,6 +18,8 @@ import pytest
 from conftest import free_port, gpusleuth
 from test_serving import _wait_ready
 
+pytestmark = pytest.mark.process  # starts child processes (tests/conftest.py: lanes)
+
 SERVERS = Path(__file__).parent / "servers"
 
 

@@ -48,6 +48,7 @@ def test_search_stops_on_a_failure_that_is_not_memory():
     lambda: RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory"),
     lambda: MemoryError(),
 ])
+@pytest.mark.process
 def test_in_process_search_with_a_planted_ceiling_restores_state(make_error):
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 4)

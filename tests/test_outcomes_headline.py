@@ -47,6 +47,7 @@ PHASED = textwrap.dedent(
 )
 
 
+@pytest.mark.process
 def test_goodput_categories_sum_to_wall_and_planted_phases_land_in_theirs(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(PHASED)
@@ -172,6 +173,7 @@ FAST_SLOW = textwrap.dedent(
 )
 
 
+@pytest.mark.process
 def test_compare_gates_pass_and_fail(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(FAST_SLOW)
@@ -211,6 +213,7 @@ LINEAR_STACK = textwrap.dedent(
 )
 
 
+@pytest.mark.process
 def test_flops_of_a_real_step_match_the_hand_count(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(LINEAR_STACK)

@@ -22,7 +22,8 @@ import pytest
 from gpusleuth.recorder.procs import ProcessTreeSampler
 from gpusleuth.recorder.schemas import PROCS_SCHEMA, to_batch
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux /proc")
+pytestmark = [pytest.mark.process,  # starts child processes (tests/conftest.py: lanes)
+              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux /proc")]
 
 # The root starts a burner and a sleeper, prints their PIDs, then starts one more sleeper for each line
 # it reads on stdin (printing its PID) — so a test can make the tree grow on cue.

@@ -136,6 +136,7 @@ def test_each_rank_of_a_torchrun_job_is_a_series(tmp_path):
     assert proc.returncode == 0 or torch_exit_race(err), err[-2000:]
 
 
+@pytest.mark.process
 def test_taken_port_stops_before_the_job(tmp_path, run_cli):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -31,6 +31,7 @@ def _python(d: dict) -> list[dict]:
 
 
 @pytest.mark.parametrize("name", ["imagenet_resnet18.pt.trace.json.gz", "lightning_autoencoder.pt.trace.json.gz"])
+@pytest.mark.process
 def test_real_scripts_steps_are_not_python_loop_overhead(name):
     assert _python(_report(name)) == []
 
@@ -43,6 +44,7 @@ def test_resnet18_repeated_convolutions_keep_their_work():
     assert st["removable_share"] < 0.05
 
 
+@pytest.mark.process
 def test_a_real_python_loop_keeps_its_finding_with_a_bounded_gain():
     (f,) = _python(_report("python_loop_planted.pt.trace.json.gz"))
     # measured outside the profiler on the same loaded host: the vectorized twin ran ×1.65–2.3 faster;

@@ -16,6 +16,8 @@ import pytest
 
 from conftest import gpusleuth
 
+pytestmark = pytest.mark.process  # starts child processes (tests/conftest.py: lanes)
+
 PY = sys.executable
 
 
@@ -304,6 +306,7 @@ def _tree(run_dir: Path) -> dict[str, bytes]:
 STEPS_FOR = """
 import os, sys, time
 import gpusleuth
+
 end = time.time() + float(sys.argv[1])
 stop = sys.argv[2] if len(sys.argv) > 2 else None  # or until this file exists (at most argv[1] seconds)
 while time.time() < end and not (stop and os.path.exists(stop)):

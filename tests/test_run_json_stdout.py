@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.process  # starts child processes (tests/conftest.py: lanes)
+
 JOB = "import sys; print('job says hello'); print('job warns', file=sys.stderr)"
 
 

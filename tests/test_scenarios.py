@@ -22,6 +22,8 @@ SCEN = Path(__file__).resolve().parents[1] / "scenarios"
 sys.path.insert(0, str(SCEN))
 import run_all  # noqa: E402
 
+pytestmark = pytest.mark.process  # starts child processes (tests/conftest.py: lanes)
+
 CUDA = run_all.has_cuda()
 SPECS = [s for s in run_all.SPECS]
 

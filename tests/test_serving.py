@@ -143,6 +143,7 @@ def check_against_truth(run, truth: dict, sent: int, kind: str) -> dict[str, flo
     return want
 
 
+@pytest.mark.process
 def test_stdlib_server_with_tokenization_names_preprocessing(tmp_path):
     run, truth, statuses = serve(tmp_path, "http_infer.py", "tokenize")
     assert statuses == [200] * 160
@@ -158,6 +159,7 @@ def test_stdlib_server_with_tokenization_names_preprocessing(tmp_path):
     assert not any(f.cause == "serving.queueing" for f in found)
 
 
+@pytest.mark.process
 def test_stdlib_server_without_preprocessing_is_not_blamed_on_it(tmp_path):
     run, truth, statuses = serve(tmp_path, "http_infer.py", "plain", per_thread=30)
     check_against_truth(run, truth, 120, "http.server")
@@ -166,6 +168,7 @@ def test_stdlib_server_without_preprocessing_is_not_blamed_on_it(tmp_path):
         [(f.cause, f.severity) for f in found]
 
 
+@pytest.mark.process
 def test_lock_around_the_model_is_waiting_not_preprocessing(tmp_path):
     """No preprocessing at all, but a lock around the forward: under 8 clients most of a request passes
     before the model, waiting for the others' forwards. The 20 requests sent one at a time first show that
@@ -185,6 +188,7 @@ def test_lock_around_the_model_is_waiting_not_preprocessing(tmp_path):
     assert wait.cause == "serving.queueing"
 
 
+@pytest.mark.process
 def test_server_queue_is_measured_and_named(tmp_path):
     """One worker thread for four clients opening a connection per request: most latency is queue."""
     run, truth, statuses = serve(tmp_path, "http_infer.py", "queue", per_thread=20, keep_alive=False)
@@ -196,6 +200,7 @@ def test_server_queue_is_measured_and_named(tmp_path):
     assert not any(f.cause == "serving.preprocessing" for f in found)
 
 
+@pytest.mark.process
 def test_handler_work_after_the_response_is_not_request_time(tmp_path):
     """A handler that keeps working 30 ms after writing its response (an access log sent somewhere slow):
     the client has its answer, so the request ends at the response's last write — counted to the
@@ -205,6 +210,7 @@ def test_handler_work_after_the_response_is_not_request_time(tmp_path):
     check_against_truth(run, truth, len(statuses), "http.server")
 
 
+@pytest.mark.process
 def test_wsgiref_server(tmp_path):
     run, truth, _ = serve(tmp_path, "wsgi_infer.py", threads=3, per_thread=30)
     check_against_truth(run, truth, 90, "wsgi")
@@ -212,6 +218,7 @@ def test_wsgiref_server(tmp_path):
     assert found[0].cause == "serving.preprocessing"
 
 
+@pytest.mark.process
 def test_fastapi_uvicorn_server(tmp_path):
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
@@ -223,6 +230,7 @@ def test_fastapi_uvicorn_server(tmp_path):
     assert found[0].cause == "serving.preprocessing"
 
 
+@pytest.mark.process
 def test_flask_werkzeug_server(tmp_path):
     pytest.importorskip("flask")
     run, truth, _ = serve(tmp_path, "flask_infer.py", threads=3, per_thread=25)
@@ -423,6 +431,7 @@ print("OK")
 """
 
 
+@pytest.mark.process
 def test_hook_in_a_process_outside_a_server(tmp_path):
     """The hook's request API directly: nesting, a forward that raises (the user's exception unchanged and
     still counted), stage names cleaned, forwards outside a request ignored, ``Module.__call__`` restored."""

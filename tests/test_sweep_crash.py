@@ -10,6 +10,8 @@ import pytest
 
 from conftest import gpusleuth
 
+pytestmark = pytest.mark.process  # starts child processes (tests/conftest.py: lanes)
+
 JOB = (
     "import os, sys\n"
     "mode = sys.argv[1]\n"

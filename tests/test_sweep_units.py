@@ -117,3 +117,30 @@ def test_prediction_check_sets_predicted_against_measured(measured, word):
     # a finding about something the sweep did not vary is not "checked"
     other = {"cause": "precision", "speedup": 1.5, "fix": "autocast(bf16)"}
     assert check_predictions(_fake_sweep({"num_workers=0": 1.0, "num_workers=1": 2.0}, [other]), None, 0) == []
+
+
+def test_prediction_against_a_baseline_under_other_host_load_is_not_judged_a_miss():
+    """Issue 27: `sweep --baseline RUN` against a run recorded under other load printed "under-predicted:
+    measured ×1.57" beside "no significant difference (±20 %)". A baseline whose host load differs is named
+    as such, a miss is not called one, and a predicted gain inside the noise is not checked."""
+    from gpusleuth.experiments.predict import check_predictions
+
+    finding = {"cause": "input.preprocessing", "speedup": 1.3,
+               "fix": "DataLoader(..., num_workers=1, pin_memory=True, persistent_workers=True)"}
+    sweep_ = _fake_sweep({"num_workers=0": 100.0, "num_workers=1": 157.0}, [finding])
+    base, pick = (c.attempts[0].measurement for c in sweep_.configs)
+    base.cpu_attained, pick.cpu_attained = 0.4, 0.95  # the baseline's loop got a CPU 40 % of its ready time
+    (pc,) = check_predictions(sweep_, None, 0)
+    assert pc.load_note and "different host load" in pc.load_note and "40%" in pc.load_note
+    assert pc.verdict.startswith("not checkable here") and "under-predicted" not in pc.verdict
+    # the same load: a real miss is still called one
+    from gpusleuth.experiments.stats import band
+
+    base.cpu_attained = 0.9
+    sweep_.configs[1].throughput = band([180.0])
+    (pc,) = check_predictions(sweep_, None, 0)
+    assert pc.load_note is None and pc.verdict.startswith("under-predicted")
+    # a predicted gain smaller than the noise one run per side resolves (±21 %) is not checked
+    finding["speedup"] = 1.1
+    (pc,) = check_predictions(sweep_, None, 0)
+    assert pc.verdict.startswith("not checkable here: the predicted ×1.10 is inside the noise")

@@ -24,6 +24,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
+@pytest.mark.process
 def test_report_json_has_ranks_with_step_partition():
     r = cli(str(HTA / "trace_filter/sampled_rank-0.json.gz"), str(HTA / "trace_filter/sampled_rank-1.json.gz"),
             "--json")
@@ -38,6 +39,7 @@ def test_report_json_has_ranks_with_step_partition():
     assert ranks[0]["idle"] == pytest.approx(0.5521, abs=1e-4)
 
 
+@pytest.mark.process
 def test_report_console_prints_partition_and_idle_causes():
     r = cli(str(NS))
     assert r.returncode == 0, r.stderr
@@ -46,6 +48,7 @@ def test_report_console_prints_partition_and_idle_causes():
     assert "#105" in out
 
 
+@pytest.mark.process
 def test_report_bad_input_is_one_line_not_a_traceback():
     r = cli(str(FIX / "not_json.json"))
     assert r.returncode != 0
@@ -54,6 +57,7 @@ def test_report_bad_input_is_one_line_not_a_traceback():
     assert r.stderr.count("\n") == 1
 
 
+@pytest.mark.process
 def test_report_truncated_trace_states_the_loss(tmp_path):
     import gzip
 
@@ -77,6 +81,7 @@ def test_renderer_escapes_trace_strings_and_shows_issues():
     assert "Exposed time per step" in text
 
 
+@pytest.mark.process
 def test_console_script_reads_a_ns_trace():
     import shutil
 

@@ -56,6 +56,7 @@ def test_host_time_between_ops_that_no_loop_issues_is_not_python_loop_overhead(d
     assert "host.python" not in _by_cause(df)
 
 
+@pytest.mark.process
 def test_rules_stay_quiet_where_the_trace_shows_nothing():
     nq = _by_cause(_report(NQ))
     assert "precision" not in nq  # fp16 tensor-core GEMMs
@@ -64,6 +65,7 @@ def test_rules_stay_quiet_where_the_trace_shows_nothing():
     assert set(ns) == {"precision"} and ns["precision"]["severity"] == "high"
 
 
+@pytest.mark.process
 def test_not_evaluated_is_one_line_per_missing_data_source(df):
     summary = {g["data"]: g for g in df["not_evaluated_summary"]}
     assert len(summary["GPU telemetry"]["rules"]) >= 5
@@ -75,6 +77,7 @@ def test_not_evaluated_is_one_line_per_missing_data_source(df):
     assert "memory headroom / batch size: needs GPU telemetry" in verbose
 
 
+@pytest.mark.process
 def test_two_rank_trace_set_is_one_job_with_a_cross_rank_check():
     d = _report(*PAIR)
     assert d["run"]["label"] == "2 traces"
@@ -83,6 +86,7 @@ def test_two_rank_trace_set_is_one_job_with_a_cross_rank_check():
     assert {f["cause"] for f in d["findings"]} >= {"communication"}
 
 
+@pytest.mark.process
 def test_a_price_prices_every_gain(df):
     d = _report(DF, extra=("--price-per-gpu-hour", "36"))  # $36/h = 1 cent per second for one rank
     for f in d["findings"]:

@@ -65,6 +65,7 @@ with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup
 """
 
 
+@pytest.mark.process
 def test_real_torch_profiler_trace(tmp_path):
     torch = pytest.importorskip("torch")  # noqa: F841
     out = tmp_path / "cpu_trace.json"

@@ -56,6 +56,7 @@ def ray_cluster():
 
 
 @pytest.mark.parametrize("paths", [FILTER, COMPARE], ids=["trace_filter", "trace_compare"])
+@pytest.mark.process
 def test_pool_and_ray_give_the_in_process_report(paths, ray_cluster):
     here = report_json(paths)
     assert "GapHistogram(" in here[1]  # the page's histograms are there to compare
@@ -67,6 +68,7 @@ def test_pool_and_ray_give_the_in_process_report(paths, ray_cluster):
     assert report_json(paths, ray_address="") == here  # Ray tasks: the running local cluster is used
 
 
+@pytest.mark.process
 def test_a_damaged_rank_is_salvaged_the_same_way_in_workers(tmp_path, ray_cluster):
     paths = [FILTER[0], cut_off(FILTER[1], tmp_path / "rank-1.json")]
     here = report_json(paths)
@@ -76,6 +78,7 @@ def test_a_damaged_rank_is_salvaged_the_same_way_in_workers(tmp_path, ray_cluste
     assert report_json(paths, ray_address="") == here
 
 
+@pytest.mark.process
 def test_a_rank_that_is_not_a_trace_is_the_same_sentence(ray_cluster):
     paths = [FILTER[0], NOT_A_TRACE]
     errors = []
@@ -99,6 +102,7 @@ def killed_on_rank_1(path: str):
     return trace_set.analyse_rank_file(path)
 
 
+@pytest.mark.process
 def test_a_worker_killed_once_is_retried_and_one_killed_again_is_named(tmp_path):
     files = [tmp_path / "rank-0.json.gz", tmp_path / "rank-1.json.gz"]
     for src, dst in zip(FILTER, files):
@@ -112,6 +116,7 @@ def test_a_worker_killed_once_is_retried_and_one_killed_again_is_named(tmp_path)
     assert "died" in err.value.problem and "out of memory" in err.value.problem
 
 
+@pytest.mark.process
 def test_the_cli_runs_a_pool_and_says_when_ray_is_missing(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(Path(trace_set.__file__).parents[2])}
     cmd = [sys.executable, "-m", "gpusleuth", "report", *map(str, FILTER), "--json"]

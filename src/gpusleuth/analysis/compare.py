@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 
-from gpusleuth.analysis.noise import band_statement, single_run_band, step_se_rel
+from gpusleuth.analysis.noise import band_statement, load_band, load_statement, single_run_band, step_se_rel
 from gpusleuth.errors import GpusleuthError
 
 # metric id → (label, higher is better)
@@ -72,6 +72,8 @@ class RunColumn:
     # cores other processes used while its steps ran, when they crowded a busy host (a shared machine)
     crowded_cores: float | None = None
     cores: int | None = None
+    # of the time its training loop was runnable, the share it got a CPU (HostSummary.main_cpu_attained)
+    cpu_attained: float | None = None
 
 
 @dataclass
@@ -128,7 +130,8 @@ def column_for(a) -> RunColumn:
                      samples_per_step=sps, metrics=m, step_se_rel=se_rel,
                      dollars_per_second=h.cost.per_recoverable_second if h and h.cost else None,
                      crowded_cores=a.host.crowded_cores() if a.host is not None else None,
-                     cores=a.host.logical_cores if a.host is not None else None)
+                     cores=a.host.logical_cores if a.host is not None else None,
+                     cpu_attained=a.host.main_cpu_attained if a.host is not None else None)
 
 
 def scaling_cost(base: RunColumn, col: RunColumn) -> dict:
@@ -186,10 +189,12 @@ def _shared_host(base: RunColumn, col: RunColumn) -> str:
 
 def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
     base = columns[0]
-    deltas, beyond, bands, within = [], [], [], []
+    deltas, beyond, bands, within, loads = [], [], [], [], []
     for col in columns:
         d, b = {}, {}
-        band = single_run_band(base.step_se_rel, col.step_se_rel)
+        load = load_band((base.cpu_attained, col.cpu_attained))
+        loads.append(load)
+        band = max(single_run_band(base.step_se_rel, col.step_se_rel), load)
         within.append(2 * math.hypot(base.step_se_rel, col.step_se_rel)
                       if base.step_se_rel is not None and col.step_se_rel is not None else None)
         for k in METRICS:
@@ -237,8 +242,10 @@ def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
                 detail += (f" crosses {gate.value:+g}% but is within the noise (±{band:.0%}): not a change these "
                            "runs can show; repeat them to resolve a smaller one")
             results.append(GateResult(gate.text, col.label, shown, failed, b.get(gate.metric), detail))
-    notes = [None] + [band_statement(bands[i], within[i]) + _shared_host(base, columns[i])
-                      for i in range(1, len(columns))]
+    notes = [None] + [band_statement(bands[i], within[i]) + _shared_host(base, columns[i]) + (
+        ". " + load_statement((base.label, columns[i].label),
+                              (base.cpu_attained or 0.0, columns[i].cpu_attained or 0.0), loads[i])
+        if loads[i] else "") for i in range(1, len(columns))]
     return Comparison(runs=columns, deltas=deltas, beyond_noise=beyond, noise_band=bands, scaling=scaling,
                       noise_notes=notes,
                       gates=results)

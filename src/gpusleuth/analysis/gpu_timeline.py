@@ -46,19 +46,6 @@ class GpuTimeline:
     gpu_hours: float = 0.0
 
 
-@dataclass
-class GpuFleet:
-    """Across GPUs: imbalance of mean utilization and the capture's GPU-hours."""
-
-    gpus: int
-    util_means: dict[int, float]
-    spread: float | None  # max − min of mean utilization (points)
-    busiest: int | None
-    idlest: int | None
-    gpu_hours: float
-    idle_gpu_hours: float
-
-
 def gpu_timelines(run: Run) -> list[GpuTimeline]:
     g = run.gpu
     if not len(g) or "util_gpu" not in g:
@@ -146,15 +133,3 @@ def _runs(mask: np.ndarray, break_after: np.ndarray, w: np.ndarray) -> list[floa
     if cur:
         out.append(cur)
     return out
-
-
-def gpu_fleet(timelines: list[GpuTimeline]) -> GpuFleet | None:
-    means = {t.index: t.util_mean for t in timelines if t.util_mean is not None}
-    if not means:
-        return None
-    busiest = max(means, key=lambda k: means[k])
-    idlest = min(means, key=lambda k: means[k])
-    return GpuFleet(gpus=len(timelines), util_means=means,
-                    spread=means[busiest] - means[idlest] if len(means) > 1 else None,
-                    busiest=busiest, idlest=idlest, gpu_hours=sum(t.gpu_hours for t in timelines),
-                    idle_gpu_hours=sum(t.idle_gpu_hours for t in timelines))

@@ -74,6 +74,7 @@ def compute_mfu(run: Run, step_time_s: float | None, tokens_per_step: float | No
     flops = analytic if analytic is not None else measured
     if analytic is None and measured is not None:
         source = "measured once with torch FlopCounterMode on a real step (includes any recomputation)"
+    peak: Peak | None
     if opts.peak_tflops:
         peak = Peak(model=gpu_name or "user-given", dtype=opts.peak_dtype, tflops=float(opts.peak_tflops),
                     source="given by the user (--peak-tflops)")

@@ -146,8 +146,9 @@ def profiled_steps(run: Run) -> tuple[int, int] | None:
 def flops_step(run: Run, pid: int) -> int | None:
     """The step the hook counted FLOPs in (under FlopCounterMode: slower by design), if any."""
     for info in run.infos:
-        if info.get("kind") == "flops" and info.get("pid") == pid and isinstance(info.get("step"), int):
-            return info["step"]
+        step = info.get("step")
+        if info.get("kind") == "flops" and info.get("pid") == pid and isinstance(step, int):
+            return step
     return None
 
 

@@ -106,7 +106,7 @@ _EMPTY_SOURCES = {
 }
 
 
-def _empty_reasons(g: Table, diag: dict) -> dict[str, str]:
+def _empty_reasons(g: Table, diag: dict | None) -> dict[str, str]:
     """Why each empty column is empty: the recorder's record of the call it switched off, else "no value"."""
     disabled = (diag or {}).get("disabled") or {}
     out = {}
@@ -242,6 +242,11 @@ class HostSummary:
     # share of worker samples in the run state (running or waiting for a CPU): a worker starved of CPU
     # uses little of a core yet is CPU-bound; one waiting on storage sleeps
     worker_runnable_share: float | None = None
+    # the same for the training process's main thread: the share of its samples in state R (running or
+    # waiting for a CPU). Its CPU ÷ that share is how much of the time it wanted a CPU it got one — the one
+    # measure of a shared host's toll on *this* job (a job that sleeps by design uses little CPU and is
+    # seldom runnable; one starved by other processes is runnable and gets little)
+    main_runnable_share: float | None = None
     # host CPU while the training steps ran (the window): what a saturation test should look at, since
     # start-up (imports, one busy thread) and the idle tail would dilute a whole-run percentile
     cpu_pct_steps: dict | None = None
@@ -251,6 +256,13 @@ class HostSummary:
     # job removes.
     job_cores_steps: float | None = None
     foreign_cores_steps: float | None = None
+
+    @property
+    def main_cpu_attained(self) -> float | None:
+        """Of the time the training loop's thread was runnable, the share it ran (≤ 1); None unmeasured."""
+        if self.main_cpu_pct_mean is None or not self.main_runnable_share or self.main_runnable_share < 0.05:
+            return None
+        return min(self.main_cpu_pct_mean / 100 / self.main_runnable_share, 1.0)
 
     def crowded_cores(self, cores: int | None = None) -> float | None:
         """Cores other processes used while the steps ran, when they crowded a busy host (else None): the
@@ -335,9 +347,10 @@ def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
         in_window = samples_around(procs["t_ns"], window)
         if in_window is not None:
             procs = procs.filter(in_window)
-    worker_means = []
+    worker_means: list[float] = []
     main_mean = None
-    runnable = []
+    main_runnable: float | None = None
+    runnable: list[bool] = []
     if len(procs):
         pids = procs["pid"].astype(int)
         for pid in np.unique(pids):
@@ -357,6 +370,8 @@ def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
                 worker_means.append(cpu["mean"])
                 if "status" in p:
                     runnable.extend(str(x) == "running" for x in p["status"][1:])
+            if role == "main" and "status" in p and len(p) > 1:
+                main_runnable = float(np.mean([str(x) == "running" for x in p["status"][1:]]))
             if role == "main" and cpu:
                 main_mean = cpu["mean"]
     mem_used = col("mem_used").astype(float)
@@ -390,6 +405,7 @@ def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
         worker_cpu_pct_mean=float(np.mean(worker_means)) if worker_means else None,
         main_cpu_pct_mean=main_mean,
         worker_runnable_share=float(np.mean(runnable)) if runnable else None,
+        main_runnable_share=main_runnable,
         cpu_pct_steps=cpu_steps,
         job_cores_steps=job_cores,
         foreign_cores_steps=foreign,

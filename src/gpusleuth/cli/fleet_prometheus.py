@@ -30,6 +30,8 @@ def add_prometheus_options(p: Any) -> None:
     g.add_argument("--chunk", type=float, default=6.0, metavar="HOURS",
                    help="hours of history per query (default 6; the cache works in these chunks)")
     g.add_argument("--gpus-per-query", type=int, default=200, metavar="N", help="GPUs per query (default 200)")
+    g.add_argument("--parallel-queries", type=int, default=3, metavar="N",
+                   help="queries in flight at once (default 3; 1 for a server that must not be pushed)")
     g.add_argument("--selector", default="", metavar="MATCHERS",
                    help="extra label matchers for every series, e.g. 'cluster=\"prod\"'")
     g.add_argument("--group-label", default=None, metavar="LABEL",
@@ -88,6 +90,7 @@ def prometheus_command(args: Any) -> int:
             bars["b"](done)
     report = build_ledger_report(
         args.prometheus, start, end, step_s=step, chunk_s=chunk, gpus_per_query=args.gpus_per_query,
+        parallel=args.parallel_queries,
         selector=args.selector, group_label=args.group_label,
         pricing=Pricing(override=args.price_per_gpu_hour, user=read_price_table(args.prices)),
         cache_path=None if args.no_cache else args.cache, token_file=args.bearer_token_file,

@@ -5,12 +5,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import argparse
 from pathlib import Path
 
 from gpusleuth.analysis.options import AnalysisOptions
 from gpusleuth.errors import InputError
-from gpusleuth.sources.detect import ImportOptions
+
+if TYPE_CHECKING:
+    from gpusleuth.sources.detect import ImportOptions
 
 
 def add_analysis_options(parser) -> None:
@@ -61,6 +65,8 @@ def add_import_options(p) -> None:
 
 
 def import_options(args) -> ImportOptions:
+    from gpusleuth.sources.detect import ImportOptions
+
     start = getattr(args, "start", None)
     start_ns = None
     if start:

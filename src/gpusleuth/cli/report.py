@@ -57,7 +57,6 @@ def add_parser(sub) -> None:
 
 def report_command(args) -> int:
     from gpusleuth.lean_imports import keep_pandas_out
-    from gpusleuth.pipeline.trace_set import load_trace_set
     from gpusleuth.sources.inputs import read_inputs
 
     keep_pandas_out()
@@ -67,6 +66,8 @@ def report_command(args) -> int:
         args.ray = ""
 
     def read_trace_set(files):
+        from gpusleuth.pipeline.trace_set import load_trace_set
+
         return load_trace_set(files, jobs=args.jobs, ray_address=args.ray,
                               keep_events=bool(args.annotate),  # it copies each trace's events
                               progress=set_progress if sys.stderr.isatty() else None)

@@ -89,7 +89,10 @@ def diagnose(facts: Facts) -> tuple[list[Finding], list[Missing]]:
             findings.extend(one_per_cause(result) if rule in PER_RANK
                             else one_per_cause(result, "GPUs") if rule in PER_GPU else result)
     findings.sort(key=lambda f: f.rank_key)
-    if not any(f.severity != "none" for f in findings) and facts.outcomes.steps.steps:
+    unjudged = not_judged(facts) if not any(f.severity != "none" for f in findings) else None
+    if unjudged is not None:
+        findings.append(unjudged)
+    elif not any(f.severity != "none" for f in findings) and facts.outcomes.steps.steps:
         s = facts.outcomes.steps
         findings.append(
             Finding(
@@ -109,3 +112,42 @@ def diagnose(facts: Facts) -> tuple[list[Finding], list[Missing]]:
             )
         )
     return findings, missing
+
+
+def not_judged(facts: Facts) -> Finding | None:
+    """Traces read alone with no step to judge (no ProfilerStep, no NVTX step range, or a capture too small
+    for the whole-window fallback): the per-step rules had nothing to look at, so "healthy — no bottleneck"
+    would be a verdict on nothing (issue 27: an Nsight export whose device time was 91 % copies was
+    "healthy" while its losses said it was too small to judge). Say what the device did instead, and why no
+    finding is ranked. None when a recording or a trace with steps was judged."""
+    if facts.recorded or not facts.traces or any(t.steps for t in facts.traces):
+        return None
+    dev = [t for t in facts.traces if t.device_span_s > 0]
+    evidence = []
+    parts = []
+    for t in dev:
+        span = t.device_span_s
+        p = t.span_partition
+        copies = sum(v for k, v in p.items() if k.startswith("memcpy"))
+        compute = p.get("compute", 0.0) + p.get("comm", 0.0) + p.get("memset", 0.0)
+        idle = max(span - copies - compute, 0.0)
+        parts.append(f"{t.label}: {span * 1e3:.2f} ms of device span — copies {copies / span:.1%}, kernels "
+                     f"{compute / span:.1%}, idle {idle / span:.1%} ({t.kernels.get('kernels', 0)} kernels)")
+        evidence += [Evidence("device span", round(span * 1e3, 3), "ms", f"trace {t.label}"),
+                     Evidence("copies", round(copies / span * 100, 1), "% of device span", f"trace {t.label}"),
+                     Evidence("kernels (compute, comm, memset)", round(compute / span * 100, 1), "% of device span",
+                              f"trace {t.label}"),
+                     Evidence("idle", round(idle / span * 100, 1), "% of device span", f"trace {t.label}")]
+    did = ("; ".join(parts) + ".") if parts else "The traces hold no device work."
+    return Finding(
+        cause="not_judged", severity="none",
+        title="Not judged: no training step in the traces to rank a bottleneck on",
+        summary=(f"{did} No finding is ranked: the per-step rules need steps — ProfilerStep annotations "
+                 "(`prof.step()`), an NVTX range named with `--step-range`, or a capture large enough to be "
+                 "analysed as one window — and these traces have none (see the losses)."),
+        evidence=evidence,
+        fix=("Profile a few training iterations with step marks: `torch.profiler.profile(schedule=…)` and "
+             "`prof.step()` each iteration (or `gpusleuth run --profile-steps 5-8 -- …`); for Nsight, wrap each "
+             "iteration in an NVTX range and pass its name with `--step-range NAME`."),
+        confidence="high",
+    )

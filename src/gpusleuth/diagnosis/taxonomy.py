@@ -32,6 +32,8 @@ CAUSES: dict[str, str] = {
     "serving.outside_server": "clients wait outside the server's request handling: listen backlog, connection handling, too few worker processes",
     "serving.slo_miss": "requests missed their SLO: the part of their time that grew under load, with its fix",
     "serving.engine_capacity": "an LLM engine's own metrics: its KV cache full, sequences preempted, requests waiting for a slot",
+    # added in issue 27
+    "not_judged": "too little to judge: what the device did is said, and no bottleneck is ranked (never 'healthy')",
 }
 
 #: The product brief's debugging order. The report walks these stages in this order; each cause belongs to
@@ -65,6 +67,7 @@ STAGE_OF_CAUSE: dict[str, str] = {
     "communication": "runtime",
     "sizing": "sizing",
     "healthy": "utilization",
+    "not_judged": "utilization",
     "serving.preprocessing": "input",
     "serving.under_batched": "batch",
     "serving.queueing": "stages",

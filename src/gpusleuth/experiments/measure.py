@@ -31,6 +31,9 @@ class Measurement:
     data_wait_share: float | None = None  # exposed data wait ÷ step time, measured steps
     gpu_util_mean: float | None = None
     cpu_cores_busy: float | None = None  # whole host, mean, in cores
+    # cores the job's processes and the host's other processes used while its steps ran (shared hosts):
+    # a prediction is only checked against runs whose load the band accounts for
+    cpu_attained: float | None = None  # of the time the training loop was runnable, the share it ran
     main_cpu_pct: float | None = None  # the training process, % of one core
     peak_mem_bytes: float | None = None
     peak_mem_source: str | None = None  # "GPU memory used" | "RSS of the job's processes"
@@ -147,6 +150,7 @@ def _telemetry(a, run: Run, m: Measurement) -> None:
         if host.cpu_pct and host.logical_cores:
             m.cpu_cores_busy = host.cpu_pct["mean"] * host.logical_cores / 100.0
         m.main_cpu_pct = getattr(host, "main_cpu_pct_mean", None)
+        m.cpu_attained = host.main_cpu_attained
     if m.peak_mem_bytes is None:
         peak = _tree_rss_peak(run)
         if peak is not None:

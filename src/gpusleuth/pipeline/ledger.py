@@ -18,7 +18,7 @@ from gpusleuth.sources.prom_fleet import FleetQuery, PrometheusFleet
 
 
 def build_ledger_report(url: str, start_s: int, end_s: int, *, step_s: int = 30, chunk_s: int = 6 * 3600,
-                        gpus_per_query: int = 200, selector: str = "", group_label: str | None = None,
+                        gpus_per_query: int = 200, parallel: int = 3, selector: str = "", group_label: str | None = None,
                         pricing: Pricing | None = None, cache_path: Path | None = None,
                         token_file: Path | None = None, basic_auth_file: Path | None = None,
                         ca_file: Path | None = None, verify: bool = True,
@@ -27,7 +27,7 @@ def build_ledger_report(url: str, start_s: int, end_s: int, *, step_s: int = 30,
     t0 = time.monotonic()
     auth = read_auth(token_file, basic_auth_file)
     query = FleetQuery(url=url, start_s=start_s, end_s=end_s, step_s=step_s, chunk_s=chunk_s,
-                       gpus_per_query=gpus_per_query, selector=selector, group_label=group_label)
+                       gpus_per_query=gpus_per_query, parallel=parallel, selector=selector, group_label=group_label)
     with PrometheusClient(url, auth=auth, ca_file=ca_file, verify=verify) as client:
         cache = FleetCache(cache_path, src=f"{client.url}|{selector}|{group_label or ''}", step_s=step_s)
         try:

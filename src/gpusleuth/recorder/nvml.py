@@ -174,8 +174,9 @@ class NvmlSampler:
             except Exception:  # NotFound: no instance in this slot
                 continue
             m = _Device(mig_index(d.index, slot), h, parent=d.index)
-            for call, why in (("power", "NVML reports power only for the whole GPU under MIG (on the parent's "
-                                        "rows)"),
+            for call, why in (("power", f"a MIG instance: NVML meters power, energy, temperature, clocks and their "
+                                        f"counters for the whole GPU only (GPU {d.index}'s rows)"),
+                              ("nvmlDeviceGetUtilizationRates", "utilization is not reported under MIG"),
                               ("gpm", "per-instance GPM not implemented (the parent GPU in MIG mode has none)")):
                 m.disabled[call] = why
             m.fields, m.field_ids, m.reasons_fn = [], [], None

@@ -192,7 +192,7 @@ def _gain(g) -> str:
 
 def _ranked(report: Report, console: Console) -> None:
     console.print()
-    console.print("[bold]Findings[/] (ranked by estimated gain)")
+    console.print("[bold]Findings[/] (ranked by estimated gain; #N below is this rank)")
     if not report.findings:
         console.print("  none" + (" — no rule had the data it needs (see below)" if report.not_evaluated else ""))
     for i, f in enumerate(report.findings, 1):
@@ -239,8 +239,10 @@ def _not_evaluated(report: Report, console: Console, verbose: bool) -> None:
 
 
 def _finding(i: int, f, console: Console) -> None:
+    """One finding in full, under its debugging-order section: ``#i`` is its place in the ranked list above
+    (a bare "1." under "5. Input pipeline" read as the section's first item, issue 27)."""
     style = SEVERITY_STYLE.get(f.severity, "")
-    console.print(f"  {i}. [{style}]{f.severity.upper()}[/] [bold]{escape(f.cause)}[/] — {escape(f.title)}")
+    console.print(f"  #{i} [{style}]{f.severity.upper()}[/] [bold]{escape(f.cause)}[/] — {escape(f.title)}")
     console.print(f"     {escape(f.summary)}")
     for e in f.evidence:
         src = f" [dim]({escape(e.source)})[/]" if e.source else ""

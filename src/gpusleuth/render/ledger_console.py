@@ -7,7 +7,7 @@ namespace names come from the cluster: printed as plain text, control characters
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from rich import box
 from rich.table import Table
@@ -35,8 +35,10 @@ def render_ledger_console(report: Any, console: Any, limit: int = 20) -> None:
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=f"gpusleuth fleet — {d['gpus']:,} GPU(s), {d['start']} → {d['end']}, {d['server']}"
               + (f" (top {len(shown)} of {len(rows)} workloads)" if len(shown) < len(rows) else ""),
               title_justify="left", header_style="bold")
-    for name, justify in (("workload", "left"), ("GPUs", "left"), ("GPU-h", "right"), ("idle h", "right"),
-                          ("low h", "right"), ("$ waste", "right"), ("reason", "left"), ("right-size", "left")):
+    columns: list[tuple[str, Literal["left", "right"]]] = [
+        ("workload", "left"), ("GPUs", "left"), ("GPU-h", "right"), ("idle h", "right"), ("low h", "right"),
+        ("$ waste", "right"), ("reason", "left"), ("right-size", "left")]
+    for name, justify in columns:
         t.add_column(name, justify=justify, overflow="ellipsis", no_wrap=True,
                      max_width={"workload": 32, "right-size": 26, "GPUs": 12}.get(name))
     for r in shown:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gpusleuth.errors import InputError
-from gpusleuth.sources.rundir import RunDir
+from gpusleuth.sources.layout import RunDir
 
 SORTS = {
     "lost": "lost_usd", "cost": "cost_usd", "gpu_hours": "gpu_hours", "goodput": "goodput", "mfu": "mfu",

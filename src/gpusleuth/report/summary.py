@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpusleuth.sources.rundir import RunDir
+from gpusleuth.sources.layout import RunDir
 
 SCHEMA = "gpusleuth.summary/1"
 

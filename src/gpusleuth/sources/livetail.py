@@ -114,7 +114,7 @@ class EventsTail:
                 pass
 
     def main_pid(self) -> int | None:
-        """The same choice as the report's step view (``analysis/steps.pick_main``)."""
+        """The same choice as the report's step view (``run/model.pick_main``)."""
         pids = list(self.counts)
         return pick_main(pids, [self.counts[p] for p in pids], [self.ranks.get(p) for p in pids])
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpusleuth.run.model import Table
 from gpusleuth.sources.kineto.model import CPU_OP
 
 from . import classify as C
@@ -52,8 +53,9 @@ def launch_op_dtypes(p: Prepared, device_rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def _thread_key(ev, rows: np.ndarray) -> np.ndarray:
-    return ev["pid"][rows].astype(np.int64) * (1 << 31) + ev["tid"][rows].astype(np.int64)
+def _thread_key(ev: Table, rows: np.ndarray) -> np.ndarray:
+    key: np.ndarray = ev["pid"][rows].astype(np.int64) * (1 << 31) + ev["tid"][rows].astype(np.int64)
+    return key
 
 
 def _innermost_dtype(o_ts: np.ndarray, o_end: np.ndarray, o_dt: np.ndarray, l_ts: np.ndarray,

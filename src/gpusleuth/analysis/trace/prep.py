@@ -161,9 +161,3 @@ def _steps(p: Prepared, dur: np.ndarray) -> None:
                         "step's start so each instant belongs to one step")
         ee[:-1] = np.minimum(ee[:-1], ss[1:])
     p.step_num, p.step_start, p.step_end = uniq, ss, ee
-
-
-def cpu_rows(trace: TraceData) -> np.ndarray:
-    """Rows that are host-side activity (ops, runtime calls, annotations, Python frames)."""
-    k = trace.events["kind"]
-    return np.flatnonzero((k == CPU_OP) | (k == RUNTIME) | (k == USER_ANN) | (k == PYTHON))

@@ -99,9 +99,10 @@ def phase_time(facts: Facts) -> list[Finding] | Missing:
                 Evidence("share of the training loop", round(share * 100, 1), "%", "phases ÷ (last step end − first step start)"),
                 Evidence("occurrences", p.count, "", "phase events"),
                 Evidence("mean duration", round(p.mean_s * 1e3, 1), "ms", "phase events"),
-                Evidence("training steps between occurrences", None if p.steps_between is None else round(p.steps_between, 1),
-                         "steps", "median steps between the starts"),
-            ] + ([Evidence(f"'{name}' after the last step (after-training time, not counted above)",
+            ] + ([Evidence("training steps between occurrences", round(p.steps_between, 1), "steps",
+                           "median steps between the starts")] if p.steps_between is not None else
+                 [Evidence("started at training step", ", ".join(str(a) for a in p.at_steps[:8]), "",
+                           "phase events ÷ steps")] if p.at_steps else []) + ([Evidence(f"'{name}' after the last step (after-training time, not counted above)",
                            round(p.after_loop_s, 3), "s", "phase events after the last step's end")]
                  if p.after_loop_count else []) + ([Evidence(f"step right after '{name}' (median)", round(p.after_step_s * 1e3, 2), "ms",
                            "steps ÷ phase events"),
