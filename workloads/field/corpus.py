@@ -301,6 +301,11 @@ SCRIPTS += [
            profile_steps="4-6"),
 ]
 
+SCRIPTS += [
+    Script("lightning_gan", "Lightning GAN template: manual optimization, two optimizers a batch",
+           "lightning_gan/generative_adversarial_net.py", (), field_clock, needs=("lightning",), profile_steps="4-6"),
+]
+
 BY_NAME = {s.name: s for s in SCRIPTS}
 
 
