@@ -50,6 +50,7 @@ class PlantedGpu:
     cols: dict[str, np.ndarray]  # COLUMNS → values, NaN = no sample (a gap)
     owner: np.ndarray  # index into owners, -1 = no pod
     owners: list[tuple[str, ...]] = field(default_factory=list)  # (namespace, pod, container[, hpc_job])
+    mig: tuple[str, str] | None = None  # (GPU_I_PROFILE, GPU_I_ID): a MIG instance; uuid is then its GPU's
 
 
 def free_port() -> int:
@@ -86,7 +87,8 @@ def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], li
                     labels = (f'cluster="{cluster}",gpu="{g.gpu}",UUID="{g.uuid}",pci_bus_id="00000000:{g.gpu:02X}:00.0",'
                               f'device="nvidia{g.gpu}",modelName="{MODEL}",Hostname="{g.host}",'
                               f'container="{cont}",namespace="{ns}",pod="{pod}",job="dcgm-exporter",'
-                              f'instance="{g.host}:9400"' + (f',hpc_job="{job[0]}"' if job else ""))
+                              f'instance="{g.host}:9400"' + (f',hpc_job="{job[0]}"' if job else "")
+                              + (f',GPU_I_PROFILE="{g.mig[0]}",GPU_I_ID="{g.mig[1]}"' if g.mig else ""))
                     sel = (g.owner == oi) & ~np.isnan(vals)
                     if not sel.any():
                         continue
@@ -222,3 +224,25 @@ def legacy_cluster(t0: int, hours: int = 24, step: int = 30):
          profiling=False)
     _gpu(gpus, t, "old-1", 1, [], np.full(len(t), -1), np.zeros(len(t), bool), np.zeros(len(t)), profiling=False)
     return gpus
+
+
+def mig_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 2) -> list[PlantedGpu]:
+    """One H100 in MIG mode (dcgm-exporter gives each instance its GPU's UUID plus GPU_I_PROFILE/GPU_I_ID;
+    FB and SM activity are the instance's own): a 3g.40gb busy at 15–20 % of its SMs with 6 GiB used (a
+    1g.10gb would do), an idle 2g.20gb, and a 1g.10gb no pod holds."""
+    rng = np.random.default_rng(seed)
+    load = h100_scrape("load")
+    t = t0 + step * np.arange(hours * 3600 // step)
+    n = len(t)
+    out = []
+    for gi, (profile, total, owner, busy, used) in enumerate([
+            ("3g.40gb", 40448, ("mlteam", "mig-oversized", "main"), True, 6 * 1024),
+            ("2g.20gb", 20096, ("mlteam", "mig-idle", "main"), False, 1024),
+            ("1g.10gb", 9984, None, False, 0)], start=1):
+        sm = rng.uniform(0.15, 0.20, n) if busy else np.zeros(n)
+        cols = {"util": np.full(n, load["util"] if busy else 0.0), "sm": sm, "tensor": sm / 2,
+                "fb_used": np.full(n, float(used)), "fb_free": np.full(n, float(total - used)),
+                "power": np.full(n, load["power"])}
+        out.append(PlantedGpu("node-m", 0, "GPU-node-m-0000", t, cols,
+                              np.full(n, 0 if owner else -1, np.int32), [owner] if owner else [], mig=(profile, str(gi))))
+    return out

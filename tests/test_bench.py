@@ -68,7 +68,13 @@ def test_knee_signs_and_stages_on_a_planted_curve():
     kinds = {s.kind: s for s in res.signs}
     assert set(kinds) == {"under-batched", "over-batched", "preprocessing-bound"}
     assert "per doubling" in kinds["under-batched"].evidence[0]
-    assert any("over the p95 budget: batch 64" in e for e in kinds["over-batched"].evidence)
+    # the first batch over the p95 budget is named: 64 on a quiet host (25.6 ms > 20 ms); on a loaded one the
+    # sleeps stretch and 32 may cross first — the batch named must be one the budget refused, whichever it is
+    import re
+
+    named = [int(m.group(1)) for e in kinds["over-batched"].evidence
+             for m in [re.search(r"over the p95 budget: batch (\d+)", e)] if m]
+    assert named and all(n in by and not by[n].admissible for n in named), kinds["over-batched"].evidence
     st = by[16].stages_ms
     assert st["preprocess"]["share"] == pytest.approx(0.4, abs=0.08)
     assert st["infer"]["share"] == pytest.approx(0.6, abs=0.08)

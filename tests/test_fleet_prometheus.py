@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from conftest import gpusleuth
 from prom_cluster import PROMETHEUS, PROMTOOL, RunningPrometheus, backfill, free_port, legacy_cluster, \
-    planted_cluster, write_openmetrics
+    mig_cluster, planted_cluster, write_openmetrics
 
 pytestmark = [pytest.mark.process,  # a real Prometheus, promtool and the CLI: not in the unit lane
               pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None,
@@ -42,7 +42,8 @@ def cluster(tmp_path_factory):
     gpus, requests = planted_cluster(T0)
     om = root / "history.om"
     # scraped 7 s after each grid point, ± 2 s, as a real scrape loop off the query grid is
-    write_openmetrics(om, {"main": (gpus, requests), "legacy": (legacy_cluster(T0), [])}, offset_s=7, jitter_s=2)
+    write_openmetrics(om, {"main": (gpus, requests), "legacy": (legacy_cluster(T0), []), "mig": (mig_cluster(T0), [])},
+                      offset_s=7, jitter_s=2)
     backfill(om, root / "data")
     shutil.copytree(root / "data", root / "data-auth")  # the basic-auth server's own copy, made before any server runs
     return root, gpus
@@ -133,6 +134,27 @@ def test_ledger_matches_the_planted_cluster(server, cluster):
     # top offenders first: the most dollars wasted leads
     wasted = [w["wasted_usd"] or 0 for w in d["workloads"]]
     assert wasted == sorted(wasted, reverse=True)
+
+
+@pytest.mark.process
+def test_mig_instances_are_their_share_of_the_gpu(server):
+    """dcgm-exporter's MIG instances share their GPU's UUID: each is told apart by GPU_I_ID, counts its slices'
+    share of the GPU-hour (3g = 3/7), and an oversized instance is offered a smaller profile of its card."""
+    res = gpusleuth("fleet", "--prometheus", server.url, *WINDOW, "--selector", 'cluster="mig"', "--no-cache",
+                    "--json", "--price-per-gpu-hour", PRICE)
+    assert res.returncode == 0, res.stderr
+    d = json.loads(res.stdout)
+    assert d["gpus"] == 3
+    rows = {w["workload"]: w for w in d["workloads"]}
+    big, idle = rows["mlteam/mig-oversized/main"], rows["mlteam/mig-idle/main"]
+    assert big["productive_h"] == pytest.approx(24 * 3 / 7, abs=0.01)
+    assert idle["reason"] == "IDLE_ALLOCATED" and idle["allocated_idle_h"] == pytest.approx(24 * 2 / 7, abs=0.01)
+    free = [w for w in d["workloads"] if w["reason"] == "UNALLOCATED"]
+    assert len(free) == 1 and free[0]["unallocated_h"] == pytest.approx(24 / 7, abs=0.01)
+    # 6 GiB used of 39.5, 15–20 % of its 60 SMs: a 1g.10gb (16 SMs, 9.75 GiB) holds both with headroom
+    assert (big["reason"], big["sizing_target"]) == ("OVERSIZED", "1g.10gb")
+    assert big["card_gib"] == pytest.approx(40448 / 1024, rel=1e-3)
+    assert big["sizing_saved_usd"] == pytest.approx(24 * 3 / 7 * (1 - 1 / 3) * PRICE, rel=0.01)
 
 
 @pytest.mark.process

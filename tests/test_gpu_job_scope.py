@@ -245,7 +245,6 @@ def test_two_gpus_job_on_gpu_1_reports_gpu_1_only(tmp_path):
     assert any(t["util"][0] == 0 for t in ticks)  # there were zeros to leave out
 
 
-@pytest.mark.process
 def test_container_pids_matched_through_nspid(tmp_path):
     """Inside a container the job's processes have other PIDs than the ones NVML reports (the host's).
     The recorder's NSpid column names both; the process list then still says GPU 1."""
@@ -259,7 +258,6 @@ def test_container_pids_matched_through_nspid(tmp_path):
     assert r["gpu_scope"]["job_gpus"] == [1] and "NVML's process list" in r["gpu_scope"]["how"]
 
 
-@pytest.mark.process
 def test_no_pid_match_falls_back_to_cuda_visible_devices_then_says_it_cannot_tell(tmp_path):
     run = record(tmp_path, two_h100s(None), {"CUDA_VISIBLE_DEVICES": "GPU-00000000-0000-0000-0000-000000000001"})
     r = report(run)
@@ -270,7 +268,6 @@ def test_no_pid_match_falls_back_to_cuda_visible_devices_then_says_it_cannot_tel
     assert s["job_gpus"] == [0, 1] and not s["decided"] and "could not tell" in s["how"]
 
 
-@pytest.mark.process
 def test_mig_slice_reported_with_mfu_against_the_slice(tmp_path):
     cap = h200_mig()
     meta = json.loads((RUN / "meta.json").read_text())
@@ -379,3 +376,21 @@ def test_throttling_per_reason_on_an_r550_driver(tmp_path):
     assert g["throttled_share"]["sw_power_cap"] == pytest.approx(0.1, rel=0.02)  # from its counter
     assert g["throttled_share"]["sw_thermal"] == pytest.approx(0.5, abs=0.02)  # from its bit
     assert "hw_thermal" not in g["throttled_share"]
+
+
+def test_console_and_html_say_which_gpus_were_the_jobs(tmp_path):
+    """The decision is shown where the user reads the report, not only in the JSON."""
+    from rich.console import Console
+
+    from gpusleuth.pipeline.build import build_report
+    from gpusleuth.render.console import render_console
+    from gpusleuth.render.html import render_html
+    from gpusleuth.sources.rundir import load_run
+
+    rep = build_report(load_run(record(tmp_path, two_h100s(job_pid(RUN)))), display=False)
+    con = Console(record=True, width=200, file=io.StringIO())
+    render_console(rep, con)
+    text = con.export_text()
+    assert "the job's GPUs — NVML's process list" in text and "not the job's (left out): 0" in text
+    html = render_html(rep)
+    assert "The job&#x27;s GPUs" in html or "The job's GPUs" in html

@@ -80,10 +80,10 @@ def test_failures_are_broken_down_by_status(hostile, tmp_path):
 def test_100_mb_bodies_at_concurrency_8_and_a_10_gb_content_length_keep_memory_bounded(hostile):
     base = _baseline_rss(hostile)
     res, big = _load_with_peak_rss(hostile + "/big", "--concurrency", "8", "--requests", "16", "--timeout", "60",
-                                   "--json", timeout=240)
+                                   "--duration", "6", "--json", timeout=240)
     assert res.returncode == 0, res.stderr
     lv = json.loads(res.stdout)["serving"]["levels"][0]
-    assert lv["ok"] == 16  # 1.6 GB read and dropped
+    assert lv["ok"] == lv["requests"] >= 8  # 8 in flight at once, 100 MB each, read and dropped
     # held whole, 8 bodies in flight were 800 MB (954 MB RSS before the fix); read in 64 KiB pieces, ~nothing
     assert big < base + 60, (base, big)
     res, huge = _load_with_peak_rss(hostile + "/huge", "--concurrency", "2", "--duration", "2", "--timeout", "3",

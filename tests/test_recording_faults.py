@@ -235,10 +235,12 @@ def test_a_disk_full_from_the_start_states_where_the_steps_are(small_disk):
     assert m, res.stderr
     spilled = Path(m.group(4))
     try:
-        kept = spilled.read_text().splitlines()
-        steps_spilled = sum(line.startswith("S\t") for line in kept)
-        assert int(m.group(2).replace(",", "")) == steps_spilled
-        assert _steps_in(out) + steps_spilled == 300, "written + spilled = every step"
+        # the run's file may end inside a line whose rest is the spill's first bytes: whole lines only
+        written = (out / "raw" / m.group(3)).read_text()
+        complete = sum(line.startswith("S\t") for line in written.split("\n")[:-1])
+        whole = written.split("\n")[-1] + spilled.read_text()
+        assert whole.count("\nS\t") + whole.startswith("S\t") + complete == 300, "written + spilled = every step"
+        assert int(m.group(2).replace(",", "")) == 300 - complete, "the note says exactly how many are elsewhere"
     finally:
         spilled.unlink(missing_ok=True)
         spilled.parent.rmdir()
@@ -489,3 +491,37 @@ def test_hostile_100kb_names_are_cut_and_inert(tmp_path):
     assert "\\x1b]52" in title  # shown, visibly escaped
     doc = json.loads(gpusleuth("report", out, "--json").stdout)
     assert doc["run"]["label"] == label  # the JSON keeps the data whole (escaped by JSON itself)
+
+
+def _with_token(token: str) -> list[int]:
+    pids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if token.encode() in (p / "cmdline").read_bytes():
+                    pids.append(int(p.name))
+            except OSError:
+                pass
+    return pids
+
+
+@pytest.mark.slow
+def test_a_setsid_grandchild_does_not_outlive_the_run(tmp_path):
+    """The fault scenarios' 'setsid grandchild': a daemon the job started in its own session kept running
+    after `gpusleuth run` returned (out of the job's process group, no signal reached it)."""
+    token = f"gs-orphan-{os.getpid()}-{time.monotonic_ns()}"
+    job = ("import subprocess, sys\n"
+           f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {token!r}], "
+           "start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n")
+    out = tmp_path / "run"
+    try:
+        res = subprocess.run([PY, "-m", "gpusleuth", "run", "--out", str(out), "--no-report", "--no-gpu", "--",
+                              PY, "-c", job], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             timeout=120)
+        assert res.returncode == 0, res.stderr
+        assert _with_token(token) == [], "the job's setsid grandchild outlived the run"
+        losses = json.loads((out / "meta.json").read_text())["losses"]
+        assert any("left 1 process(es) running" in m for m in losses), losses
+    finally:
+        for pid in _with_token(token):
+            os.kill(pid, signal.SIGKILL)

@@ -128,6 +128,31 @@ def test_thread_batcher_with_queue_queue_and_futures(tmp_path):
 
 
 @pytest.mark.process
+def test_continuous_batching_stream_prefill_and_decode_per_request(tmp_path):
+    """An engine thread stepping every running sequence in one forward (new ones join at the next step),
+    each handler streaming the tokens its asyncio.Queue receives: every request is joined to the 8 steps it
+    was part of — its first is its prefill, the rest its decode — and both agree with the engine's own clock
+    of each sequence, even when the handlers take their tokens many steps late (a loaded event loop): a stream
+    is charged no more steps than the items it got."""
+    pytest.importorskip("fastapi")
+    run, truth, statuses = serve(tmp_path, "batching_infer.py", "stream", "16", "0", "256", threads=4, per_thread=10)
+    assert set(statuses) == {200} and len(statuses) == 40
+    facts, _ = findings_of(run)
+    ra = facts.requests
+    b = ra.batching
+    assert b.requests == 40 == ra.count and b.unattributed == 0 and b.multi_forward == 40
+    rows = ra._rows
+    m = rows["batched"]
+    steps = np.asarray([r[3] for r in truth["requests"]])
+    fw = rows["forwards"][m]
+    assert set(steps.tolist()) == {8} and set(fw.tolist()) == {8}, fw
+    own = np.asarray([r[5:7] for r in truth["requests"]]) * 1e3  # prefill, decode (ms)
+    assert abs(np.median(rows["prefill_ns"][m]) / 1e6 / np.median(own[:, 0]) - 1) < 0.10
+    assert abs(np.median(rows["decode_ns"][m]) / 1e6 / np.median(own[:, 1]) - 1) < 0.10
+    assert b.size_max == 4  # four clients: at most four sequences in a step
+
+
+@pytest.mark.process
 def test_a_hand_off_the_hook_cannot_follow_is_said_with_its_count(tmp_path):
     """A deque under a condition and an event instead of a future: the batch forwards are seen, the
     requests cannot be tied to them — one sentence with the count, among the report's losses."""

@@ -60,6 +60,9 @@ def test_batch_sweep_shows_the_curve_and_the_knee(tmp_path):
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     tp = {int(c["config"]["batch_size"]): c["throughput"]["median"] for c in doc["configs"]}
+    # --steps 10 measures 10 steps (issue 27: "--steps 12" reported 13, then 11 with the FLOP-counted step out)
+    assert [a["measurement"]["steps"] for c in doc["configs"] for a in c["attempts"]] == [10, 10, 10]
+    assert res.stderr.count("over 10 steps") == 3, res.stderr
     for b, y in tp.items():
         assert y == pytest.approx(b / planted_step(b), rel=0.3), (b, y)  # loose: CI boxes are noisy
     assert tp[32] < tp[64] > tp[128]

@@ -11,6 +11,11 @@ each future with its row.
   batcher task started with the app, the forward on a one-thread executor (``loop.run_in_executor``).
 * mode ``threads``: stdlib ``ThreadingHTTPServer``; a ``queue.Queue`` of ``(input,
   concurrent.futures.Future)`` and a model thread that batches and answers them.
+* mode ``stream``: continuous batching, as an LLM engine does it: FastAPI handlers put ``(input, token
+  queue)`` on a ``queue.Queue`` and stream what their ``asyncio.Queue`` receives; an engine thread runs one
+  forward per step over every running sequence (new ones join at the next step), hands each its token, and
+  retires a sequence after ``TOKENS`` (8) steps. Its own clock per request: the first step that included
+  it (prefill) and the sum of the others (decode).
 * mode ``deque``: as ``threads``, but the hand-off is a ``collections.deque`` under a
   ``threading.Condition`` and the answer a ``threading.Event`` — nothing a generic hook can follow.
 
@@ -46,12 +51,12 @@ ROWS = torch.randn(64, WIDTH)
 class Truth:
     def __init__(self):
         self.lock = threading.Lock()
-        self.requests = []  # [service_s, batch_wait_s, forward_s, batch_size, wall-clock start ns]
+        self.requests = []  # [service_s, batch_wait_s, forward_s, batch_size, wall-clock start ns, …]
         self.batches = []  # [wall-clock start ns, size, forward_s]
 
-    def request(self, service, wait, fwd, size, t_wall):
+    def request(self, service, wait, fwd, size, t_wall, *more):
         with self.lock:
-            self.requests.append([service, wait, fwd, size, t_wall])
+            self.requests.append([service, wait, fwd, size, t_wall, *more])
 
     def batch(self, t_ns, size, fwd):
         with self.lock:
@@ -113,6 +118,12 @@ def asgi_main():
 
     async def lifespan(app):
         state["q"] = asyncio.Queue()
+        if MODE == "stream":
+            state["sq"] = queue.Queue()
+            threading.Thread(target=stream_engine, args=(state["sq"], asyncio.get_running_loop()), name="engine",
+                             daemon=True).start()
+            yield
+            return
         task = asyncio.create_task(batcher())
         yield
         task.cancel()
@@ -133,8 +144,8 @@ def asgi_main():
             async def timed_send(message):
                 await send(message)
                 if message["type"] == "http.response.body" and not message.get("more_body") and "batch" in scope:
-                    wait, fwd, size = scope["batch"]
-                    TRUTH_LOG.request(time.perf_counter() - enter, wait, fwd, size, t_wall)
+                    wait, fwd, size, *more = scope["batch"]
+                    TRUTH_LOG.request(time.perf_counter() - enter, wait, fwd, size, t_wall, *more)
 
             await self.inner(scope, receive, timed_send)
 
@@ -144,8 +155,28 @@ def asgi_main():
     async def ready():
         return Response(b"ok")
 
+    async def stream(request: Request):
+        from fastapi.responses import StreamingResponse
+
+        body = await request.body()
+        tokens = asyncio.Queue()
+        state["sq"].put((row_of(body), tokens, time.perf_counter()))
+
+        async def gen():
+            while True:
+                item = await tokens.get()
+                if isinstance(item, tuple):  # the last token, with the engine's own clock of this sequence
+                    request.scope["batch"] = item[1]
+                    yield item[0]
+                    return
+                yield item
+
+        return StreamingResponse(gen(), media_type="text/plain")
+
     @app.post("/")
     async def infer(request: Request):
+        if MODE == "stream":
+            return await stream(request)
         body = await request.body()
         fut = asyncio.get_running_loop().create_future()
         await state["q"].put((row_of(body), fut, time.perf_counter()))
@@ -157,6 +188,39 @@ def asgi_main():
         uvicorn.run(app, host="127.0.0.1", port=PORT, log_level="warning", http="h11")
     finally:
         TRUTH_LOG.write()
+
+
+TOKENS = 8
+
+
+def stream_engine(q, loop):
+    """Mode ``stream``: one forward per step over every running sequence; a token to each per step."""
+    running = []  # [input row, token queue, enqueued, steps, first step start, prefill s, decode s]
+    while True:
+        if not running:
+            row, tokens, enq = q.get()
+            running.append([row, tokens, enq, 0, 0.0, 0.0, 0.0])
+        while True:
+            try:
+                row, tokens, enq = q.get_nowait()
+            except queue.Empty:
+                break
+            running.append([row, tokens, enq, 0, 0.0, 0.0, 0.0])
+        y, t, fwd = run_batch([(seq[0],) for seq in running])
+        for i, seq in enumerate(running):
+            if seq[3] == 0:
+                seq[4], seq[5] = t, fwd
+            else:
+                seq[6] += fwd
+            seq[3] += 1
+            token = f"{int(y[i].argmax())} ".encode()
+            if seq[3] < TOKENS:
+                loop.call_soon_threadsafe(seq[1].put_nowait, token)
+            else:  # the last token carries the engine's own clock of the sequence, as a finished output does:
+                # wait (enqueued → its first step), its forwards, steps, then prefill and decode apart
+                loop.call_soon_threadsafe(seq[1].put_nowait, (token, (seq[4] - seq[2], seq[5] + seq[6], seq[3],
+                                                                     seq[5], seq[6])))
+        running = [s for s in running if s[3] < TOKENS]
 
 
 # --------------------------------------------------------------------------------------- threads mode
@@ -252,4 +316,4 @@ def threads_main():
 
 
 if __name__ == "__main__":
-    asgi_main() if MODE == "asgi" else threads_main()
+    asgi_main() if MODE in ("asgi", "stream") else threads_main()

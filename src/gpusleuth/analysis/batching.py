@@ -8,8 +8,9 @@ put on a queue, when a consumer outside any request took the work, when a future
 resolved) and each forward outside any request as a ``batches`` row (docs/serving.md, "Batching servers").
 
 The join: a request's forwards are the forwards of its process that **started after its work was taken**
-(the put, when the take was not seen) and **ended before it had its answer** (its future resolved; its
-response's end when no future was handed over). That holds for a batch of one forward (Triton's pattern)
+(the put, when the take was not seen) and **ended before it had its answer** (its future resolved; for a
+stream, its handler's last get of a token from a queue, and no more steps than it got items; else its
+response's end). That holds for a batch of one forward (Triton's pattern)
 and for a generation loop whose every step includes the request (continuous batching: the first forward
 is its prefill, the rest its decode). Counted per forward, the requests it served are its batch size.
 
@@ -31,7 +32,7 @@ import numpy as np
 
 from gpusleuth.run.model import Table
 
-HANDOFF_COLUMNS = ("handoff_ns", "claimed_ns", "delivered_ns")
+HANDOFF_COLUMNS = ("handoff_ns", "claimed_ns", "delivered_ns", "received_ns", "gets")
 
 
 @dataclass
@@ -57,7 +58,7 @@ def join_batches(requests: Table, batches: Table) -> BatchJoin | None:
     n = len(requests)
     pid = np.asarray(requests["pid"], dtype=np.int64)
     start, end = np.asarray(requests["start_ns"], dtype=np.int64), np.asarray(requests["end_ns"], dtype=np.int64)
-    handoff, claimed, delivered = (_col(requests, c, n) for c in HANDOFF_COLUMNS)
+    handoff, claimed, delivered, received, gets = (_col(requests, c, n) for c in HANDOFF_COLUMNS)
     own_forward = np.asarray(requests["forwards"], dtype=np.int64) > 0
     b_pid = np.asarray(batches["pid"], dtype=np.int64)
     b_s, b_e = np.asarray(batches["start_ns"], dtype=np.int64), np.asarray(batches["end_ns"], dtype=np.int64)
@@ -81,8 +82,13 @@ def join_batches(requests: Table, batches: Table) -> BatchJoin | None:
         p = int(pid[i])
         if handoff[i] >= 0:
             lo = int(claimed[i]) if claimed[i] >= handoff[i] else int(handoff[i])
-            hi = int(delivered[i]) if delivered[i] >= lo else int(end[i])
+            # answered: its future resolved; else (a stream) its last get of a token; else its response's end
+            hi = int(delivered[i]) if delivered[i] >= lo else int(received[i]) if received[i] >= lo else int(end[i])
             cand = inside(p, lo, hi)
+            if delivered[i] < lo <= received[i] and gets[i] > 0:
+                # a stream: one item per step it was in (and maybe an end marker), so at most that many of the
+                # steps after the take; its handler can take the last one late, while the engine steps on
+                cand = cand[:int(gets[i])]
             if len(cand):
                 joined.append((i, cand))
                 continue

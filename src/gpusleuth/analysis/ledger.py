@@ -26,7 +26,7 @@ import numpy as np
 
 from gpusleuth.analysis.cost import PRICES_DATE, price_table
 from gpusleuth.analysis.peaks import lookup_peak
-from gpusleuth.analysis.sizing import Sizing, recommend
+from gpusleuth.analysis.sizing import Sizing, mig_slices, recommend
 from gpusleuth.run.fleet_usage import FleetWindow, GpuSeries, Owner
 
 IDLE_MAX = 0.01  # activity below this: nothing runs
@@ -95,6 +95,7 @@ class Usage:
     card_mib: float
     activity_p95: float
     activity_source: str  # "sm_active" | "util" | "mixed"
+    mig_profile: str  # the GPU instance's profile, "" for a whole GPU
     tensor_mean: float
     idle_spans: list[tuple[int, int]]  # [start, end) epoch seconds, ≥ MIN_SPAN_S
 
@@ -119,6 +120,9 @@ def _spans(mask: np.ndarray, t0: int, step: int) -> list[tuple[int, int]]:
 def gpu_usage(s: GpuSeries) -> tuple[list[Usage], GpuGap | None]:
     """Fold one GPU's samples into per-owner usage, and the gaps in its data."""
     c, step = s.columns, s.step_s
+    # a MIG instance is its slices' share of the card: its seconds are GPU-seconds at that share
+    slices = mig_slices(s.model, s.mig_profile) if s.mig_profile else None
+    share = slices[0] / 7 if slices else 1.0
     sm, util = c["sm_active"], c["util"]
     have = np.zeros(len(s), bool)
     for v in c.values():
@@ -150,14 +154,14 @@ def gpu_usage(s: GpuSeries) -> tuple[list[Usage], GpuGap | None]:
         valid = mine & known
         o = s.owners[oid] if oid >= 0 else None
         secs = dict.fromkeys(CLASSES, 0.0)
-        secs[GAP] = float((mine & gap).sum() * step)
+        secs[GAP] = float((mine & gap).sum() * step * share)
         a = activity[valid]
         if o is None:
-            secs[UNALLOC] = float(valid.sum() * step)
+            secs[UNALLOC] = float(valid.sum() * step * share)
         else:
-            secs[IDLE] = float((a < IDLE_MAX).sum() * step)
-            secs[LOW] = float(((a >= IDLE_MAX) & (a < LOW_MAX)).sum() * step)
-            secs[PROD] = float((a >= LOW_MAX).sum() * step)
+            secs[IDLE] = float((a < IDLE_MAX).sum() * step * share)
+            secs[LOW] = float(((a >= IDLE_MAX) & (a < LOW_MAX)).sum() * step * share)
+            secs[PROD] = float((a >= LOW_MAX).sum() * step * share)
         mem = c["fb_used_mib"][mine & have]
         mem = mem[~np.isnan(mem)]
         sm_here = ~np.isnan(sm[valid])
@@ -171,6 +175,7 @@ def gpu_usage(s: GpuSeries) -> tuple[list[Usage], GpuGap | None]:
             mem_p99_mib=float(np.percentile(mem, 99)) if len(mem) else math.nan,
             mem_max_mib=float(mem.max()) if len(mem) else math.nan, card_mib=card,
             activity_p95=float(np.percentile(a, 95)) if len(a) else math.nan, activity_source=source,
+            mig_profile=s.mig_profile,
             tensor_mean=float(tensor.mean()) if len(tensor) else math.nan,
             idle_spans=sorted(spans, key=lambda ab: ab[0] - ab[1])[:MAX_SPANS]))
     return out, gpu_gap
@@ -338,9 +343,12 @@ class LedgerBuilder:
         card = min(cards) if cards else math.nan
         gpus = len({u.uuid for u in us})
         sizing = None
-        if o is not None and hours[PROD] + hours[LOW] > 0 and hours[IDLE] < 0.2 * (hours[PROD] + hours[LOW] + hours[IDLE]):
+        profiles = {u.mig_profile for u in us}  # several MIG shapes under one pod: no single advice
+        busy_h = hours[PROD] + hours[LOW]
+        if o is not None and len(profiles) == 1 and busy_h > 0 and hours[IDLE] < 0.2 * (busy_h + hours[IDLE]):
             sizing = recommend(model, card, mem_p99, act_p95, gpus, hours[PROD] + hours[LOW] + hours[IDLE],
-                               price, self.pricing.table, self.pricing.tflops(model))
+                               price, self.pricing.table, self.pricing.tflops(model),
+                               mig_profile=profiles.pop())
         spans = sorted((IdleSpan(u.uuid, u.host, a, b) for u in us for a, b in u.idle_spans),
                        key=lambda sp: -(sp.end_s - sp.start_s))[:MAX_SPANS]
         sources = {u.activity_source for u in us}

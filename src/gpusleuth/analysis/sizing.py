@@ -85,10 +85,23 @@ def _risk(target_mib: float, p99: float) -> str:
     return f"{level}: {margin / 1024:.1f} GiB above the p99 of {p99 / 1024:.1f} GiB"
 
 
+def mig_slices(model: str, profile: str) -> tuple[int, int] | None:
+    """(compute slices of 7, SMs) of a MIG instance's profile on this card, None if unknown."""
+    fam = mig_family(model)
+    for prof in fam[2] if fam else []:
+        if prof.name == profile or profile.endswith("." + prof.name):  # "1c.3g.71gb": a compute instance of 3g
+            return prof.slices, prof.sms
+    return None
+
+
 def recommend(model: str, card_mib: float, mem_p99_mib: float, activity_p95: float, gpus: int,
               allocated_h: float, price: float | None, card_price: dict[str, float], card_tflops: float | None,
-              ) -> Sizing | None:
-    """The cheapest option that still holds p99 memory + headroom and p95 activity + headroom, or None."""
+              mig_profile: str = "") -> Sizing | None:
+    """The cheapest option that still holds p99 memory + headroom and p95 activity + headroom, or None.
+
+    On a MIG instance (``mig_profile``) activity is the instance's own (DCGM reports it per GPU instance),
+    the only advice is a smaller profile of the same card, and ``allocated_h`` is already in GPU-hours
+    (instance-hours × its slices / 7)."""
     if allocated_h < MIN_HOURS or not (mem_p99_mib > 0) or not (card_mib > 0) or math.isnan(activity_p95):
         return None
     need = mem_p99_mib * (1 + MEM_HEADROOM)
@@ -98,16 +111,22 @@ def recommend(model: str, card_mib: float, mem_p99_mib: float, activity_p95: flo
         return None if price is None else h * price
 
     fam = mig_family(model)
+    current = mig_slices(model, mig_profile) if mig_profile else None
+    if mig_profile and current is None:
+        return None  # a MIG instance of a profile we have no table for
     if fam is not None:
         _, sms, profiles = fam
+        slices_now, sms_now = current or (7, sms)
         for prof in profiles:
-            if prof.slices >= 7:
+            if prof.slices >= slices_now:
                 break
-            if prof.mem_mib >= need and prof.sms >= compute * sms:
-                kept = prof.slices / 7
+            if prof.mem_mib >= need and prof.sms >= compute * sms_now:
+                kept = prof.slices / slices_now
                 saved = allocated_h * (1 - kept)
                 return Sizing("mig", prof.name, kept, saved, usd(saved), need, prof.mem_mib, mem_p99_mib,
                               activity_p95, _risk(prof.mem_mib, mem_p99_mib))
+    if mig_profile:
+        return None
     if price is not None and card_tflops:
         for card, mib, tflops in sorted(CARDS, key=lambda c: card_price.get(c[0], math.inf)):
             p = card_price.get(card)

@@ -49,7 +49,10 @@ class Measurement:
         return asdict(self)
 
 
-def measure_run(run: Run, warmup: int = 2, price_per_hour: float | None = None) -> Measurement:
+def measure_run(run: Run, warmup: int = 2, price_per_hour: float | None = None,
+                steps: int | None = None) -> Measurement:
+    """``steps``: measure at most this many steady steps, the first ones (a sweep's ``--steps N`` reports N;
+    it ran the job a step longer for the one its FLOP counter slows, which is left out)."""
     from gpusleuth.pipeline.build import analyze_run
     from gpusleuth.report.build import report_from
 
@@ -61,7 +64,9 @@ def measure_run(run: Run, warmup: int = 2, price_per_hour: float | None = None) 
         return m
     main = a.view.main
     if main is not None and main.count:
-        keep = main.steady
+        keep = main.steady.copy()
+        if steps is not None and keep.sum() > steps:
+            keep[np.flatnonzero(keep)[steps:]] = False
         dur = main.seconds[keep]
         start, end = main.table["start_ns"][keep], main.table["end_ns"][keep]
         span = (int(end[-1]) - int(start[0])) / 1e9
@@ -168,7 +173,8 @@ def _tree_rss_peak(run: Run) -> float | None:
     return float(sums.max()) if len(sums) else None
 
 
-def measure_dir(path: Path, warmup: int = 2, price_per_hour: float | None = None) -> Measurement:
+def measure_dir(path: Path, warmup: int = 2, price_per_hour: float | None = None,
+                steps: int | None = None) -> Measurement:
     from gpusleuth.sources.rundir import load_run
 
-    return measure_run(load_run(path), warmup=warmup, price_per_hour=price_per_hour)
+    return measure_run(load_run(path), warmup=warmup, price_per_hour=price_per_hour, steps=steps)

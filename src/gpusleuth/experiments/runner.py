@@ -211,7 +211,8 @@ def run_job(spec: g.JobSpec, run_dir: Path, opts: SweepOptions, steps: int | Non
         att.oom, why = is_oom_exit(res.exit_code, "\n".join(err_tail))
         att.error = why or f"exited with code {res.exit_code}" + (f" ({meta['signal']})" if meta.get("signal") else "")
     try:
-        att.measurement = measure_dir(run_dir, warmup=opts.warmup, price_per_hour=opts.price_per_hour)
+        att.measurement = measure_dir(run_dir, warmup=opts.warmup, price_per_hour=opts.price_per_hour,
+                                      steps=opts.steps or None)
     except Exception as exc:  # noqa: BLE001 - a damaged run is one failed attempt, not a failed sweep
         att.error = (att.error + "; " if att.error else "") + f"could not read the run: {type(exc).__name__}: {exc}"
         att.ok = False
@@ -242,7 +243,9 @@ def run_sweep(opts: SweepOptions, progress: Callable[[str], None] | None = None)
     for r in range(1, opts.repeat + 1):
         for res, spec in zip(results, specs):
             n += 1
-            steps = opts.warmup + opts.steps if opts.steps else None
+            # one step more than asked for: the one gpusleuth's FLOP counter slows is left out of the
+            # measurement, which then keeps exactly opts.steps (``measure_run(steps=…)``)
+            steps = opts.warmup + opts.steps + 1 if opts.steps else None
             att = run_job(spec, out / f"{res.id}-r{r}", opts, steps, res.label, repeat=r)
             res.attempts.append(att)
             say(_progress_line(n, total, res, att))

@@ -55,7 +55,7 @@ HANDOFF_MAX = 65536  # items put and never taken (a queue nobody drains): forget
 class Req(object):
     __slots__ = ("kind", "start", "queue", "status", "first", "infer", "n", "batch", "fmod", "ft0",
                  "ev", "evs", "stages", "done", "returned", "token", "fend", "wrote", "handoff", "claimed",
-                 "delivered", "closed", "rid", "f1")
+                 "delivered", "closed", "rid", "f1", "received", "gets")
 
     def __init__(self, kind, start, queue):
         self.kind = kind
@@ -82,6 +82,8 @@ class Req(object):
         self.closed = False
         self.rid = -1  # the client's X-Request-Id when it is an integer (gpusleuth load sends one)
         self.f1 = -1  # wall ns of the first forward (a generation's prefill)
+        self.received = -1  # the request's last get from a queue (a streaming handler's last token)
+        self.gets = 0  # its gets from queues after the hand-off (a stream: one per token, maybe an end marker)
 
 
 # ------------------------------------------------------------------------------------------- requests
@@ -131,9 +133,9 @@ def _finish(req, t):
         pre = post = -1
         infer = 0
     stages = json.dumps(req.stages, separators=(",", ":")) if req.stages else "{}"
-    r.buf.append("R\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\n" % (
+    r.buf.append("R\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n" % (
         req.start, t, req.queue, pre, infer, post, req.status, req.kind, req.n, req.batch, stages,
-        req.handoff, req.claimed, req.delivered, req.rid, req.f1))
+        req.handoff, req.claimed, req.delivered, req.rid, req.f1, req.received, req.gets))
     if t - r.last_flush >= _core.FLUSH_NS or r.role == "python":
         r.flush()  # a forked child (socketserver.ForkingMixIn) leaves through os._exit: write it now
     if _FLUSHER[0] is None:
@@ -362,6 +364,14 @@ def _put(item):
         _error("queue_put", exc)
 
 
+def _got():
+    """A get from a queue inside a request: a streaming handler taking its next token from the engine."""
+    req = _REQ.get()
+    if req is not None and req.handoff >= 0 and not req.closed:
+        req.received = _now()
+        req.gets += 1
+
+
 def _took(item):
     try:
         req = _HANDOFF.pop(id(item), None)
@@ -419,6 +429,7 @@ def _patch_queue(mod):
         item = real_get(self, *args, **kwargs)
         if _HANDOFF:
             _took(item)
+        _got()
         return item
 
     cls.put, cls.get = put, get  # put_nowait / get_nowait call these
@@ -438,6 +449,7 @@ def _patch_asyncio_queues(mod):
         item = real_get(self)
         if _HANDOFF:
             _took(item)
+        _got()
         return item
 
     cls.put_nowait, cls.get_nowait = put_nowait, get_nowait  # put / get call these

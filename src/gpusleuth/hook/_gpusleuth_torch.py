@@ -628,10 +628,15 @@ def cuda_mark(r):
         dev = cuda_device(r)
         if dev is None:
             return None
-        with cuda.device(dev):  # it holds the job's memory: its context exists already
+        if cuda.current_device() == dev:  # the usual case: no device switch per step
             if cuda.is_current_stream_capturing():
                 return None
             stream = cuda.current_stream()
+        else:
+            with cuda.device(dev):  # it holds the job's memory: its context exists already
+                if cuda.is_current_stream_capturing():
+                    return None
+                stream = cuda.current_stream()
         pool = r.ev_pool
         ev = pool.pop() if pool else cuda.Event(enable_timing=True)
         ev.record(stream)

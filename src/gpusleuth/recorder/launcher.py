@@ -27,6 +27,7 @@ from gpusleuth.errors import LaunchError
 from gpusleuth.recorder.claim import claim_default_run_dir, default_run_dir, prepare_run_dir
 from gpusleuth.recorder.finalize import finalize_run_dir
 from gpusleuth.recorder.runmeta import job_name, save_meta, start_meta
+from gpusleuth.recorder.leftovers import become_subreaper, end_leftovers
 from gpusleuth.recorder.space import merge_spill, release_space, reserve_space, spill_dir, _remove_spill
 from gpusleuth.recorder.supervise import read_recorder_status, recorder_died, start_recorder, stop_recorder, tell
 from gpusleuth.recorder.tee import OutputTee
@@ -115,6 +116,7 @@ def launch(opts: LaunchOptions) -> LaunchResult:
         release_recording_lock(run_dir, lock)
         raise LaunchError(f"gpusleuth: cannot write the run directory {run_dir}: {exc.strerror or exc}") from None
 
+    become_subreaper()  # the job's orphans come to us, to be ended with it (recorder/leftovers.py)
     reserve = reserve_space(run_dir)
     spill = spill_dir(run_dir)
     recorder = start_recorder(run_dir, opts.interval_s, opts.use_gpu, opts.prometheus,
@@ -140,6 +142,7 @@ def launch(opts: LaunchOptions) -> LaunchResult:
     tee = OutputTee(child, layout.output_log, opts.stdout_to_stderr) if opts.capture_output else None
     try:
         returncode, stopped_by = _wait(child, recorder, opts, notes)
+        notes.extend(end_leftovers({recorder.pid} if recorder is not None else set()))
         if tee is not None:
             tee.join()
             notes.extend(tee.notes)

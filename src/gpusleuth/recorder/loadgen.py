@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import secrets
 import ssl
 import threading
 import time
@@ -231,7 +232,9 @@ class Generator:
         self.bodies = plan.bodies_to_send() or [(b"", -1)]
         # X-Request-Id on every request, unless the user set one: the server's own records can join ours
         self.tag_ids = not any(k.lower() == "x-request-id" for k, _ in plan.headers)
-        self.ids = itertools.count()
+        # engines take X-Request-Id as their own request id (vLLM, transformers serve), so ids must not repeat
+        # across runs against one server: a random 40-bit base, a plain integer still (the hook reads it as one)
+        self.ids = itertools.count(secrets.randbits(40) << 20)
         self.cancel = cancel or threading.Event()
         self.progress = progress
         self.rows = _Rows()

@@ -88,12 +88,25 @@ def merge_spill(spill: Path | None, run_dir: Path) -> list[str]:
             _append_whole(target, data)
             path.unlink()
         except OSError as exc:
-            lines, steps = data.count(b"\n"), data.count(b"\nS\t") + data.startswith(b"S\t")
+            whole = _partial_line(target) + data  # the disk may have taken the start of a line
+            lines, steps = whole.count(b"\n"), whole.count(b"\nS\t") + whole.startswith(b"S\t")
             notes.append(f"{lines:,} event line(s) ({steps:,} step(s)) of raw/{path.name} could not "
                          f"be written to the run's disk ({exc.strerror or exc}); they are kept in {path}: append "
                          f"them (cat {path} >> {target}) and report again")
     _remove_spill(spill)
     return notes
+
+
+def _partial_line(path: Path) -> bytes:
+    """The unfinished last line of ``path`` (the bytes after its last newline; b"" if none)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 65536))
+            tail = f.read()
+    except OSError:
+        return b""
+    cut = tail.rfind(b"\n")
+    return tail[cut + 1:] if cut >= 0 or len(tail) < 65536 else b""
 
 
 def _append_whole(target: Path, data: bytes) -> None:

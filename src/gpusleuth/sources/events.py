@@ -171,7 +171,7 @@ def comm_table(rows: list[tuple]) -> Table:
 
 REQUEST_COLUMNS = ("pid", "start_ns", "end_ns", "queue_ns", "pre_ns", "infer_ns", "post_ns", "status", "kind",
                    "forwards", "batch", "stages", "handoff_ns", "claimed_ns", "delivered_ns", "request_id",
-                   "first_forward_ns")
+                   "first_forward_ns", "received_ns", "gets")
 BATCH_COLUMNS = ("pid", "start_ns", "end_ns", "rows", "tokens", "tid")
 REQUEST_KINDS = ("http.server", "wsgi", "asgi")
 STAGE_NAME_MAX = 64
@@ -197,8 +197,9 @@ def request_fields(parts: list[str]) -> tuple:
             raise ValueError("stage time out of range")
         clean["".join(ch if ch.isprintable() else " " for ch in str(name))[:STAGE_NAME_MAX]] = ns
     # the queue hand-off (docs/serving.md, "Batching servers"): -1 when none, or a line from before it existed
-    # the client's X-Request-Id (an integer; -1 none), the first forward's wall ns (a generation's prefill)
-    handoff = tuple(int(parts[i]) if len(parts) > i else -1 for i in (12, 13, 14, 15, 16))
+    # the client's X-Request-Id (an integer; -1 none), the first forward's wall ns (a generation's prefill),
+    # the request's last get from a queue (a streaming handler's last token) and how many it made
+    handoff = tuple(int(parts[i]) if len(parts) > i else -1 for i in (12, 13, 14, 15, 16, 17, 18))
     if not all(-1 <= v < 2**63 for v in handoff):
         raise ValueError("hand-off times or request id out of range")
     return (start, end, queue, pre, infer, post, status, kind, forwards, batch,
@@ -208,7 +209,7 @@ def request_fields(parts: list[str]) -> tuple:
 def request_table(rows: list[tuple]) -> Table:
     """``R`` rows (pid first) → the ``requests`` table, in time order; ``stages`` is JSON text per row."""
     cols = list(zip(*rows))
-    kinds = (np.int64,) * 8 + (object, np.int64, np.int64, object) + (np.int64,) * 5
+    kinds = (np.int64,) * 8 + (object, np.int64, np.int64, object) + (np.int64,) * 7
     return Table({name: np.asarray(col, dtype=kind) for name, col, kind in zip(REQUEST_COLUMNS, cols, kinds)}
                  ).sort_by("start_ns")
 

@@ -73,6 +73,13 @@ def _owner_of(labels: dict[str, str], group_label: str | None) -> Owner | None:
     return Owner(namespace=pick("namespace"), pod=pod, container=pick("container"), group=group)
 
 
+def _device(labels: dict[str, str], id_label: str | None) -> str:
+    """A GPU's UUID, or ``UUID/GPU_I_ID`` for a MIG instance (dcgm-exporter gives its instances the parent's UUID)."""
+    uid = labels.get(id_label or "UUID", "")
+    gi = labels.get("GPU_I_ID", "")
+    return f"{uid}/{gi}" if uid and gi else uid
+
+
 def _fresh(expr: str, step_s: int) -> str:
     """The last sample scraped in the step before each grid point, none if there was none (not the lookback's)."""
     return f"last_over_time({expr}[{int(step_s) * 1000 - 1}ms])"
@@ -152,13 +159,15 @@ class PrometheusFleet:
         names = "|".join(DCGM_METRICS.values())
         found = self._call(self.client.series, f'{{__name__=~"{names}"{"," + sel if sel else ""}}}', c0, c1 - 1)
         gpus: dict[str, dict[str, str]] = {}
+        parent: dict[str, str] = {}  # device key → the GPU's UUID (a MIG instance's series carry its GPU's)
         present: set[str] = set()
         for labels in found:
             id_label = id_label or next((k for k in ID_LABELS if labels.get(k)), None)
-            uid = labels.get(id_label or "UUID")
+            uid = _device(labels, id_label)
             if not uid:
                 continue
             present.add(labels.get("__name__", ""))
+            parent[uid] = labels.get(id_label or "UUID", "")
             gpus.setdefault(uid, {"host": labels.get("Hostname") or labels.get("hostname") or labels.get("instance", ""),
                                   "gpu": labels.get("gpu", ""), "model": labels.get("modelName", ""),
                                   "mig_profile": labels.get("GPU_I_PROFILE", "")})
@@ -170,13 +179,14 @@ class PrometheusFleet:
             where = {u: i for i, u in enumerate(batch)}
             cols = {c: np.full((len(batch), n), np.nan, np.float32) for c in SAMPLE_COLUMNS}
             owner = np.full((len(batch), n), -1, np.int32)
-            matcher = f'{id_label}=~"{"|".join(_regex_escape(u) for u in batch)}"' + (f",{sel}" if sel else "")
+            wanted = sorted({parent[u] for u in batch})
+            matcher = f'{id_label}=~"{"|".join(_regex_escape(u) for u in wanted)}"' + (f",{sel}" if sel else "")
             # the batch's metrics are asked together: the server evaluates the next while this process parses one
             asked = {col: self._pool.submit(self._range, _fresh(f"{name}{{{matcher}}}", q.step_s), c0, c1 - q.step_s)
                      for col, name in DCGM_METRICS.items() if name in present}
             for col, answer in asked.items():
                 for series in answer.result():
-                    g = where.get(series.metric.get(id_label or "UUID", ""))
+                    g = where.get(_device(series.metric, id_label))
                     if g is None:
                         continue
                     t, vals = series.points()
