@@ -3,9 +3,9 @@
 A load generator that is the bottleneck reports its own limit as the server's knee. This measures the
 most requests/s the generator (``recorder/loadgen.py`` on ``recorder/http_client.py``, closed loop) gets
 from a server that does nothing — a raw asyncio protocol answering a fixed 2-byte 200 to each request,
-in its own process — per concurrency, interleaved with peers when they are importable: a plain httpx
-``AsyncClient`` loop and a plain aiohttp ``ClientSession`` loop, same workers, same keep-alive. (No
-``wrk``/``hey``/``oha`` binary on this machine.) Each repeat runs every client once, in rotating order;
+in its own process — per concurrency, interleaved with peers when they are there: Debian's ``wrk`` (one
+thread, the anchor for plain HTTP), a plain httpx
+``AsyncClient`` loop and a plain aiohttp ``ClientSession`` loop, same workers, same keep-alive. Each repeat runs every client once, in rotating order;
 the table gives medians and the ratio to gpusleuth. Then the open loop alone: the rate it sustains and
 how late it starts requests (its own lag) as the asked rate rises.
 
@@ -90,6 +90,14 @@ def aiohttp_rps(url: str, conc: int, seconds: float) -> float:
     return asyncio.run(main())
 
 
+def wrk_rps(url: str, conc: int, seconds: float) -> float:
+    """Debian's ``wrk`` (C, epoll, one thread: the same single core as the Python clients), the anchor."""
+    out = subprocess.run(["wrk", "-t1", f"-c{conc}", f"-d{max(int(seconds), 1)}s", url], capture_output=True,
+                         text=True, timeout=seconds + 30).stdout
+    line = next(ln for ln in out.splitlines() if ln.startswith("Requests/sec:"))
+    return float(line.split()[1])
+
+
 def open_loop(url: str, rate: float, seconds: float) -> tuple[float, float]:
     """gpusleuth's open loop at ``rate``: (2xx answers/s, p95 of how late it started requests, ms)."""
     import numpy as np
@@ -109,6 +117,12 @@ def main() -> None:
     ap.add_argument("--rates", default="1000,3000,6000,10000", help="open-loop rates to try ('' for none)")
     args = ap.parse_args()
     clients = {"gpusleuth": gpusleuth_rps}
+    import shutil
+
+    if shutil.which("wrk"):
+        clients["wrk"] = wrk_rps
+    else:
+        print("# wrk: not installed (apt-get install wrk), skipped", file=sys.stderr)
     for name, fn in (("httpx", httpx_rps), ("aiohttp", aiohttp_rps)):
         try:
             __import__(name)

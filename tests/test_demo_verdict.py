@@ -72,7 +72,9 @@ def test_busy_host_demo_says_why_instead_of_a_failed_prediction(tmp_path):
     result = out[out.index("demo: result"):]
     assert "prediction missed" not in result
     assert "processes outside the demo used" in result, result  # says what it saw
-    assert "predicted: no gain from more loader workers" in result or "not a test of the prediction" in result
+    # no core free: no gain predicted from workers; else a miss is not judged, or a match held — each says so
+    assert any(s in result for s in ("predicted: no gain from more loader workers", "not a test of the prediction",
+                                     "prediction held")), result
 
 
 def _quiet() -> str | None:

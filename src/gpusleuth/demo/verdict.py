@@ -68,7 +68,9 @@ def judge(planted, fixed) -> DemoVerdict:
             f"predicted by the planted run's {finding.cause} finding: {predicted:.2f}×"]
     if abs(off) <= TOLERANCE:
         return DemoVerdict(measured, predicted, "held",
-                           head + [f"prediction held: within {abs(off):.0%} (tolerance ±{TOLERANCE:.0%})"])
+                           head + [f"prediction held: within {abs(off):.0%} (tolerance ±{TOLERANCE:.0%})"
+                                   + (f" — on a shared host: {load}" if crowd_a is not None or crowd_b is not None
+                                      else "")])
     if crowd_a is not None or crowd_b is not None:
         return DemoVerdict(measured, predicted, "not judged", head + [
             f"not a test of the prediction: {load}; their load, not the fix, is what the two runs differ by. "
