@@ -177,6 +177,33 @@ def mingpt_clock(text: str, script: Script) -> Clock:
     return Clock(steps=steps, step_s=step_s, samples_per_step=bsz, tokens_per_step=bsz * block)
 
 
+BENCH = re.compile(r"^time per iteration: ([0-9.]+)ms", re.M)
+
+
+def bench_clock(text: str, script: Script) -> Clock:
+    """nanoGPT bench.py: 10 burn-in iterations, then ``time per iteration: X ms`` over the next 20 (its own
+    ``time.time()`` around the stage): steps 11-30 each given that mean."""
+    m = BENCH.search(text)
+    if m is None:
+        raise ValueError("no 'time per iteration' line in bench.py's output")
+    bsz, block = float(script.arg("--batch_size")), float(script.arg("--block_size"))
+    return Clock(steps=30, step_s=[float(m.group(1)) / 1e3] * 20, samples_per_step=bsz, tokens_per_step=bsz * block,
+                 first_timed=11)
+
+
+REGRESSION = re.compile(r"^Loss: [0-9.]+ after (\d+) batches", re.M)
+
+
+def regression_clock(text: str, script: Script) -> Clock:
+    """pytorch/examples regression: its own count (``Loss: L after N batches``) and the added clock line."""
+    m = REGRESSION.search(text)
+    if m is None:
+        raise ValueError("no 'after N batches' line in the regression example's output")
+    clock = field_clock(text, script)
+    clock.steps = int(m.group(1))
+    return clock
+
+
 # ---------------------------------------------------------------- the corpus
 
 SCRIPTS: list[Script] = [
@@ -252,6 +279,33 @@ SCRIPTS += [
            "fabric_image_classifier/train_torch.py", ("--epochs", "1"), field_clock),
 ]
 
+CLM = FIELD / "hf_run_clm" / "data"
+SCRIPTS += [
+    Script("hf_run_clm", "HF Trainer: transformers' run_clm.py, a tiny GPT-2 from scratch on a text file",
+           "hf_run_clm/run_clm.py",
+           ("--model_type", "gpt2", "--config_overrides", "n_embd=64,n_layer=2,n_head=2,n_positions=128,vocab_size=512",
+            "--tokenizer_name", str(CLM / "tokenizer"), "--train_file", str(CLM / "train.txt"), "--do_train",
+            "--max_steps", "30", "--per_device_train_batch_size", "4", "--block_size", "64",
+            "--output_dir", "{tmp}/out", "--cache_dir", "{tmp}/cache", "--logging_steps", "10", "--report_to", "none",
+            "--use_cpu", "--save_strategy", "no"),
+           field_clock, needs=("transformers", "datasets", "evaluate"), profile_steps="10-14",
+           env=(("HF_DATASETS_OFFLINE", "1"), ("HF_HUB_OFFLINE", "1"))),
+]
+
+SCRIPTS += [
+    Script("regression", "polynomial regression (pytorch/examples): batches made in the loop, hand-written update",
+           "regression/main.py", (), regression_clock, profile_steps="20-24"),
+    Script("nanogpt_bench", "nanoGPT bench.py: a fixed batch, burn-in then timed iterations", "nanogpt/bench.py",
+           ("--real_data=False", "--device=cpu", "--compile=False", "--dtype=float32", "--batch_size=2",
+            "--block_size=32", "--n_layer=2", "--n_head=2", "--n_embd=64"), bench_clock, in_own_folder=True,
+           profile_steps="4-6"),
+]
+
+SCRIPTS += [
+    Script("lightning_gan", "Lightning GAN template: manual optimization, two optimizers a batch",
+           "lightning_gan/generative_adversarial_net.py", (), field_clock, needs=("lightning",), profile_steps="4-6"),
+]
+
 BY_NAME = {s.name: s for s in SCRIPTS}
 
 
@@ -292,7 +346,7 @@ class Verdict:
     steps_clock: int
     steps_got: int
     step_s_clock: float  # median of the script's own steady step times
-    step_s_got: float | None  # the report's median steady step
+    step_s_got: float | None  # gpusleuth's median over the same steps
     tput_unit: str  # "samples/s" or "tokens/s"
     tput_clock: float | None  # per-step count ÷ the script's own mean steady step
     tput_got: float | None  # the report's steady throughput
@@ -347,15 +401,22 @@ def check(script: Script, clock: Clock, run, report, profiled: bool) -> Verdict:
     # by gpusleuth but whole on the script's clock: those steps are left out of the clock's side
     keep &= (main.table["end_ns"] - main.table["start_ns"]) == main.dur_ns
     # step k (1-based) is the clock's entry k - first_timed (a clock of timestamps has none for step 1)
-    idx = np.flatnonzero(keep) + 1 - clock.first_timed
-    idx = idx[(idx >= 0) & (idx < len(clock.step_s))]
+    steps = np.flatnonzero(keep)
+    idx = steps + 1 - clock.first_timed
+    inside = (idx >= 0) & (idx < len(clock.step_s))
+    steps, idx = steps[inside], idx[inside]
+    timed = ~np.isnan(np.array(clock.step_s, dtype=float)[idx])
+    steps, idx = steps[timed], idx[timed]
     steady = np.array(clock.step_s)[idx]
-    steady = steady[~np.isnan(steady)]
+    # step time is compared step for step: gpusleuth's carved durations of the very steps the clock timed (the
+    # report's p50 also holds the carved steps the clock cannot time; on 20-step runs on a busy host the
+    # medians of two different subsets differ by more than the band)
+    got_step = float(np.median(main.dur_ns[steps])) / 1e9 if len(steps) else None
     data_got = float(np.median(main.wait_ns[main.steady])) / 1e9 if clock.data_s is not None else None
     highs = [f.cause for f in report.findings if f.severity == "high"]
     return Verdict(
         name=script.name, profiled=profiled, steps_clock=clock.steps, steps_got=int(out.get("steps") or 0),
-        step_s_clock=float(np.median(steady)), step_s_got=thr.get("step_time_p50_s"),
+        step_s_clock=float(np.median(steady)), step_s_got=got_step,
         tput_unit="tokens/s" if tokens else "samples/s",
         tput_clock=job_tput(clock, view, per_step) if clock.rank_step_s else
         (per_step / float(steady.mean()) if per_step else None),
