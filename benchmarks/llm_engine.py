@@ -34,11 +34,7 @@ SERVERS = REPO / "tests" / "servers"
 
 
 def engine_env() -> dict:
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    shim = REPO / "workloads" / "field" / "_torchvision"  # the CUDA torchvision wheel beside CPU torch
-    if shim.is_dir():
-        env["PYTHONPATH"] = str(shim) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
+    return dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
 
 
 def build_model(out: Path) -> Path:

@@ -20,15 +20,6 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 TRACES = FIXTURES / "hta"  # HTA's real Kineto traces (MIT), MANIFEST.md beside them
 
-# The test extra installs torchvision 0.28.0 for the field corpus; PyPI's wheel is a CUDA build, and beside the
-# CPU torch its import dies ("operator torchvision::nms does not exist") — and lightning (through torchmetrics)
-# and transformers' pipelines import it whenever it is installed. workloads/field/_torchvision/ loads it
-# (its CHANGES.md says how): first on the path of this process and of every job the tests start.
-_TORCHVISION_SHIM = str(REPO / "workloads" / "field" / "_torchvision")
-sys.path.insert(0, _TORCHVISION_SHIM)
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_TORCHVISION_SHIM, os.environ.get("PYTHONPATH", "")) if p)
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("slow") is None and item.get_closest_marker("process") is None:

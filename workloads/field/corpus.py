@@ -27,7 +27,7 @@ import numpy as np
 
 FIELD = Path(__file__).resolve().parent
 # torchvision's PyPI wheel for torch 2.13.0 is a CUDA build whose ops do not load beside the CPU torch: the
-# scripts' PYTHONPATH starts with a forwarding package that lets the installed one import (_torchvision/CHANGES.md)
+# scripts import a verbatim pure-Python subset of it instead (_torchvision/CHANGES.md says which and why)
 TORCHVISION = FIELD / "_torchvision"
 
 # The acceptance bands of issue 27: steps exact; step time, data wait and throughput within 10 %.
