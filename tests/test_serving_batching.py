@@ -12,6 +12,7 @@ each request's service, its batch wait (enqueued → its batch's forward started
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import free_port
+from conftest import REPO, free_port
 from test_serving import BODY, SERVERS, _env, _load_and_report, findings_of, serve
 
 
@@ -97,15 +98,17 @@ def test_flask_dev_server_at_concurrency_16_names_the_time_outside_the_server(tm
 
 @pytest.mark.process
 def test_asyncio_batcher_without_a_wait_window_is_not_blamed(tmp_path):
-    """The same server with no wait window, one client at a time: each request is its own batch of one and
-    waits for nothing — attributed, and no batch-wait finding."""
+    """The same server with no wait window, one client at a time: each request is its own batch of one —
+    attributed, its wait (the hand-off to the model's thread: 0.2 ms p50, but up to 29 % of the time on a
+    host at load 12, by the server's own clock too) agreeing with the server's, and no batch-wait finding:
+    no batch was waited for."""
     pytest.importorskip("fastapi")
     run, truth, statuses = serve(tmp_path, "batching_infer.py", "asgi", "16", "0", threads=1, per_thread=40)
     assert set(statuses) == {200}
     facts, found = findings_of(run)
     b = facts.requests.batching
     assert b.requests == 40 and b.sizes == {"1": 40} == sizes_hist(truth_of(truth)[2])
-    assert truth_of(truth)[0] < 0.2 and abs(b.wait_share - truth_of(truth)[0]) < 0.10
+    assert abs(b.wait_share - truth_of(truth)[0]) < 0.10
     assert not any(f.cause == "serving.batch_wait" for f in found), [(f.cause, f.title) for f in found]
 
 
@@ -243,3 +246,45 @@ def test_streaming_server_meeting_its_slo_gets_no_explanation(tmp_path):
     assert all(lv["slo"]["meets"] for lv in rep["serving"]["levels"])
     assert rep["request_stages"]["misses"] == []
     assert not any(f["cause"] == "serving.slo_miss" for f in rep["findings"])
+
+
+@pytest.mark.slow
+@pytest.mark.process
+def test_a_real_continuous_batching_engine_is_attributed(tmp_path):
+    """`transformers serve --continuous-batching` (a tiny Llama built from a config, tokenizer trained here:
+    benchmarks/llm_engine.py) recorded under `gpusleuth load` at concurrency 1 and 4, with no change to its
+    code: its chat requests are joined to the engine thread's forwards through its own queues — batches of
+    one at concurrency 1, of up to 4 at 4 — and each request's joined steps match the tokens the client
+    counted in its stream (the engine's first step emits the first token with the prefill; a step or two can
+    end after the handler's last read)."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("openai")  # transformers[serving]
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import llm_engine as E
+
+    model = E.build_model(tmp_path / "tiny-llama")
+    port = free_port()
+    exe = Path(sys.executable).with_name("transformers")
+    cmd = [str(exe) if exe.exists() else "transformers", "serve", "--continuous-batching", "--cb-num-blocks", "128",
+           "--cb-block-size", "32", "--device", "cpu", "--host", "127.0.0.1", "--port", str(port), str(model)]
+    env = {**E.engine_env(), "PYTHONPATH": E.engine_env().get("PYTHONPATH", "") + os.pathsep + _env()["PYTHONPATH"]}
+    res = subprocess.run([sys.executable, "-m", "gpusleuth", "load", f"http://127.0.0.1:{port}/v1/chat/completions",
+                          "--model", str(model), "--concurrency", "1,4", "--duration", "4", "--output-tokens", "16",
+                          "--ready-timeout", "120", "--out", str(tmp_path / "run"), "--", *cmd],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    from gpusleuth.analysis.bundle import analyze
+    from gpusleuth.sources.rundir import load_run
+
+    run = load_run(tmp_path / "run")
+    ra = analyze(run).requests
+    b = ra.batching
+    chats = int((run.load["error"] == "").sum())
+    assert b is not None and b.requests >= 0.9 * chats and b.multi_forward == b.requests
+    lv1, lv4 = ra.levels
+    assert set(lv1.batch_sizes) == {"1"} and lv4.batch_size_max is not None and lv4.batch_size_max > 1
+    rows = ra._rows
+    m = rows["batched"]
+    tokens = dict(zip(run.load["request_id"].tolist(), run.load["output_tokens"].tolist()))
+    gap = np.asarray([tokens[int(i)] - int(f) for i, f in zip(rows["request_id"][m], rows["forwards"][m])])
+    assert ((gap >= 0) & (gap <= 3)).mean() >= 0.9, gap

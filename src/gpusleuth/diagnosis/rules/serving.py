@@ -306,6 +306,8 @@ def waiting_for_a_batch(facts: Facts) -> list[Finding] | Missing:
     b = ra.batching if ra is not None else None
     if b is None or b.requests < MIN_REQUESTS or b.wait_share < BATCH_WAIT_MODERATE:
         return []
+    if (b.size_max or 0) <= 1:
+        return []  # every forward served one request: no batch was waited for (the hand-off to the model's thread)
     w = b.wait_share
     high = w >= BATCH_WAIT_HIGH
     queued, collect = b.queued_share, b.collect_share
