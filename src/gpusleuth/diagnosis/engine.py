@@ -49,15 +49,6 @@ RULES = (
 )
 
 
-# Rules that judge each rank's trace on its own: on a job of several ranks the same cause comes back once per
-# rank. The reader needs it once, for the job, with the ranks it holds on — not N near-copies.
-PER_RANK = {input_rules.h2d_transfer, sync.sync_stalls, sync.launch_bound, host.python_overhead,
-            precision.fp32_math, distributed.exposed_communication, copies.copy_bound}
-# Rules that judge each GPU on its own: an 8-GPU node (or log) gave eight near-copies of one finding.
-PER_GPU = {gpu.low_gpu_low_cpu, gpu.memory_headroom, memory.memory_capacity, busy_idle.busy_but_idle,
-           sizing.sizing_vs_stall, throttling.clock_throttling, gpu_log.bursty_or_steady}
-
-
 def one_per_cause(found: list[Finding], unit: str = "ranks") -> list[Finding]:
     """Merge one rule's findings of one cause across ranks (or GPUs): the largest gain speaks for the job, the
     others are listed in its evidence (their own numbers kept), so nothing a rank or card showed is lost."""
@@ -86,8 +77,8 @@ def diagnose(facts: Facts) -> tuple[list[Finding], list[Missing]]:
         if isinstance(result, Missing):
             missing.append(result)
         else:
-            findings.extend(one_per_cause(result) if rule in PER_RANK
-                            else one_per_cause(result, "GPUs") if rule in PER_GPU else result)
+            across = getattr(rule, "merged_across", None)  # rules/_common.per_rank / per_gpu
+            findings.extend(one_per_cause(result, across) if across else result)
     findings.sort(key=lambda f: f.rank_key)
     unjudged = not_judged(facts) if not any(f.severity != "none" for f in findings) else None
     if unjudged is not None:

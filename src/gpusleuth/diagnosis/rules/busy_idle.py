@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import no_gpu
+from gpusleuth.diagnosis.rules._common import per_gpu, no_gpu
 
 BUSY = 80.0
 SM_LOW = 40.0
 POWER_LOW = 0.40
 
 
+@per_gpu
 def busy_but_idle(facts: Facts) -> list[Finding] | Missing:
     if not facts.gpus:
         return no_gpu("busy-but-idle (utilization vs real activity)", facts, "sizing")

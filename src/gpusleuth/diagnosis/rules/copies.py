@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import (COPY_MIN_S, COPY_SHARE, copy_bound_speaks, device_copies,
+from gpusleuth.diagnosis.rules._common import (per_rank, COPY_MIN_S, COPY_SHARE, copy_bound_speaks, device_copies,
                                                device_traces, no_device_trace, step_idle)
 from gpusleuth.diagnosis.rules.input import H2D, H2D_MODERATE
 
 COPY_HIGH_SPAN = 0.3
 
 
+@per_rank
 def copy_bound(facts: Facts) -> list[Finding] | Missing:
     traces = device_traces(facts)
     if not traces:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, no_device_trace, run_seconds, step_idle
+from gpusleuth.diagnosis.rules._common import per_rank, device_traces, gain_from_seconds, no_device_trace, run_seconds, step_idle
 
 COMM_MODERATE = 0.10
 COMM_HIGH = 0.30
 
 
+@per_rank
 def exposed_communication(facts: Facts) -> list[Finding] | Missing:
     traces = device_traces(facts)
     if not traces:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_gpu
+from gpusleuth.diagnosis.rules._common import per_gpu, gain_from_seconds, no_gpu
 
 LOW_UTIL = 50.0  # mean GPU utilization (%) below which the device is clearly under-fed
 LOW_CPU = 50.0  # the training process's CPU (% of one core) below which the host is not the bottleneck
@@ -20,6 +20,7 @@ def _no_gpu(rule: str, facts: Facts, cause: str | None = None) -> Missing:
     return no_gpu(rule, facts, cause)
 
 
+@per_gpu
 def low_gpu_low_cpu(facts: Facts) -> list[Finding] | Missing:
     if not facts.gpus:
         return _no_gpu("low-GPU-low-CPU", facts, "sync")
@@ -69,6 +70,7 @@ def low_gpu_low_cpu(facts: Facts) -> list[Finding] | Missing:
     return findings
 
 
+@per_gpu
 def memory_headroom(facts: Facts) -> list[Finding] | Missing:
     if not facts.gpus:
         return _no_gpu("memory headroom / batch size", facts, "batch.too_small")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
+from gpusleuth.diagnosis.rules._common import per_gpu
 
 MIN_COVERED_S = 60.0
 IDLE_HIGH = 0.5  # idle share of the capture: high
@@ -104,6 +105,7 @@ def _idle_evidence(t) -> list[Evidence]:
             Evidence("idle GPU-hours", round(t.idle_gpu_hours, 3), "h", "GPU log")]
 
 
+@per_gpu
 def bursty_or_steady(facts: Facts) -> list[Finding] | Missing:
     """Sizing vs stall from the time series: bursts with idle between them mean the job waits on something
     (stall); a steady partial load with memory to spare means the job is small for the card (sizing)."""

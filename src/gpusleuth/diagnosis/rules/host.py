@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import device_traces, step_idle, gain_from_seconds, host_cpu_p50, no_steps, no_trace
+from gpusleuth.diagnosis.rules._common import per_rank, device_traces, step_idle, gain_from_seconds, host_cpu_p50, no_steps, no_trace
 
 OVERSUB_MODERATE = 1.5  # runnable threads ÷ cores
 OVERSUB_HIGH = 2.0
@@ -174,6 +174,7 @@ def foreign_load(facts: Facts) -> list[Finding] | Missing:
     )]
 
 
+@per_rank
 def python_overhead(facts: Facts) -> list[Finding] | Missing:
     """Steps spent issuing ops from a Python loop (§6 C2, C8): priced by what vectorizing that loop removes —
     the looped calls' dispatch and the interpreter time before each — never by all short ops or all Python

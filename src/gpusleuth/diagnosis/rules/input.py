@@ -14,7 +14,7 @@ import math
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules.host import foreign_cores
-from gpusleuth.diagnosis.rules._common import (COPY_SHARE, copy_bound_speaks, device_copies, device_traces,
+from gpusleuth.diagnosis.rules._common import (per_rank, COPY_SHARE, copy_bound_speaks, device_copies, device_traces,
                                                gain_from_seconds, host_cpu_p50, no_device_trace, no_steps,
                                                run_seconds, step_idle)
 from gpusleuth.diagnosis.rules._framework import loader_fix
@@ -245,6 +245,7 @@ H2D_HIGH = 0.20
 OVERLAP_CATS = ("compute", "comm")  # device work a copy can run under
 
 
+@per_rank
 def h2d_transfer(facts: Facts) -> list[Finding] | Missing:
     """Host-to-device copies exposed on the device timeline (§6 B4, C6): the device copies instead of
     computing, and pageable source memory makes "async" copies synchronous. Fires at ≥ 5 % of step time.

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_gpu, no_steps
+from gpusleuth.diagnosis.rules._common import per_gpu, gain_from_seconds, no_gpu, no_steps
 
 OVERHEAD_MODERATE = 0.45  # below this, Adam on a mid-size model at batch 64 (a normal job) would fire
 OVERHEAD_HIGH = 0.50
@@ -90,6 +90,7 @@ def step_overhead(facts: Facts) -> list[Finding] | Missing:
     )]
 
 
+@per_gpu
 def memory_capacity(facts: Facts) -> list[Finding] | Missing:
     if not facts.gpus:
         return no_gpu("memory near capacity", facts, "memory.capacity")

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, no_device_trace, run_seconds
+from gpusleuth.diagnosis.rules._common import per_rank, device_traces, gain_from_seconds, no_device_trace, run_seconds
 
 FP32_SHARE = 0.5
 GEMM_SHARE = 0.2
 SPEEDUP = 4.0
 
 
+@per_rank
 def fp32_math(facts: Facts) -> list[Finding] | Missing:
     traces = device_traces(facts)
     if not traces:

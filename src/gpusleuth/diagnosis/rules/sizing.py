@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import device_traces, no_gpu, step_idle
+from gpusleuth.diagnosis.rules._common import per_gpu, device_traces, no_gpu, step_idle
 
 LOW = 50.0
 MEM_LOW = 0.5
 HOST_BUSY = 90.0
 
 
+@per_gpu
 def sizing_vs_stall(facts: Facts) -> list[Finding] | Missing:
     if not facts.gpus:
         return no_gpu("sizing vs stall", facts, "sizing")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import device_traces, gain_from_seconds, no_device_trace, run_seconds, step_idle
+from gpusleuth.diagnosis.rules._common import per_rank, device_traces, gain_from_seconds, no_device_trace, run_seconds, step_idle
 
 MODERATE = 0.05
 SYNC_HIGH = 0.20
@@ -26,6 +26,7 @@ LAUNCH_HIGH = 0.15
 SHORT_KERNELS = 0.5  # share of kernels shorter than 10 µs for the launch-bound signature
 
 
+@per_rank
 def sync_stalls(facts: Facts) -> list[Finding] | Missing:
     traces = device_traces(facts)
     if not traces:
@@ -56,6 +57,7 @@ def sync_stalls(facts: Facts) -> list[Finding] | Missing:
     return out
 
 
+@per_rank
 def launch_bound(facts: Facts) -> list[Finding] | Missing:
     traces = device_traces(facts)
     if not traces:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_gpu
+from gpusleuth.diagnosis.rules._common import per_gpu, gain_from_seconds, no_gpu
 
 MODERATE = 0.05
 HIGH = 0.20
 REASONS = ("sw_power_cap", "sw_thermal", "thermal", "hw_thermal", "hw_slowdown", "hw_power_brake")
 
 
+@per_gpu
 def clock_throttling(facts: Facts) -> list[Finding] | Missing:
     if not facts.gpus:
         return no_gpu("clock throttling", facts, "throttling")
