@@ -133,3 +133,23 @@ def test_busy_but_idle_and_sizing():
     assert sz.cause == "sizing" and "MIG" in sz.fix
     stalled = facts(gpus=[gpu(util=30, mem=0.1)], traces=[trace({"compute": 0.005, "idle_sync": 0.005})])
     assert sizing.sizing_vs_stall(stalled) == []  # a stall is not a sizing problem
+
+
+def test_the_engine_merges_what_a_rule_says_it_judges_per_rank_or_per_gpu():
+    """A rule marked @per_rank / @per_gpu (rules/_common.py) gives one finding per cause for the job, the
+    worst rank's or card's, the others listed; the engine reads the mark (no list kept in sync by hand)."""
+    from dataclasses import replace
+
+    from gpusleuth.diagnosis.engine import diagnose
+
+    ranks = [trace({"compute": 0.006, "idle_sync": 0.004}, rank=0),
+             trace({"compute": 0.007, "idle_sync": 0.003}, rank=1)]
+    assert len(sync.sync_stalls(facts(traces=ranks))) == 2  # the rule itself judges each rank
+    found = [f for f in diagnose(facts(traces=ranks))[0] if f.cause == "sync"]
+    assert len(found) == 1 and "Seen on 2 ranks" in found[0].summary
+    assert abs(found[0].estimated_gain.step_share - 0.4) < 1e-6  # the worst rank speaks
+    cards = [gpu(throttled={"sw_power_cap": 0.3}, clock=1500), replace(gpu(throttled={"sw_power_cap": 0.2},
+                                                                           clock=1500), index=1)]
+    assert len(throttling.clock_throttling(facts(gpus=cards))) == 2
+    found = [f for f in diagnose(facts(gpus=cards))[0] if f.cause == "throttling"]
+    assert len(found) == 1 and "Seen on 2 GPUs" in found[0].summary

@@ -150,8 +150,10 @@ def test_continuous_batching_stream_prefill_and_decode_per_request(tmp_path):
     fw = rows["forwards"][m]
     assert set(steps.tolist()) == {8} and set(fw.tolist()) == {8}, fw
     own = np.asarray([r[5:7] for r in truth["requests"]]) * 1e3  # prefill, decode (ms)
-    assert abs(np.median(rows["prefill_ns"][m]) / 1e6 / np.median(own[:, 0]) - 1) < 0.10
-    assert abs(np.median(rows["decode_ns"][m]) / 1e6 / np.median(own[:, 1]) - 1) < 0.10
+    # within 10 %, or 0.05 ms: the engine's clock also holds its torch.no_grad() entry, some µs a forward
+    for k, name in enumerate(("prefill_ns", "decode_ns")):
+        hook, theirs = np.median(rows[name][m]) / 1e6, np.median(own[:, k])
+        assert abs(hook - theirs) < max(0.10 * theirs, 0.05 * (1 if k == 0 else 7)), (name, hook, theirs)
     assert b.size_max == 4  # four clients: at most four sequences in a step
 
 

@@ -459,8 +459,10 @@ def _request_id(req, value):
     """The client's ``X-Request-Id`` (bytes or str) on ``req`` when it is a plain non-negative integer — what
     ``gpusleuth load`` sends, so its rows join the server's one for one; anything else is left alone."""
     try:
-        if value is not None and req is not None and len(value) <= 18 and value.isdigit():
-            req.rid = int(value)
+        if value is not None and req is not None and len(value) <= 19 and value.isdigit():
+            rid = int(value)
+            if rid < 9223372036854775807:  # an int64 column
+                req.rid = rid
     except BaseException:
         pass
 
