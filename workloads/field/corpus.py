@@ -66,6 +66,9 @@ class Script:
     timeout: int = 300
     in_own_folder: bool = False  # run from the script's folder (it reads config and data by relative path)
     pythonpath: tuple[str, ...] = ()  # folders (relative to workloads/field) the script imports from
+    # the torchvision subset on its path (transformers takes any torchvision for the whole package and
+    # imports torchvision.io, which the subset lacks: run_clm needs none)
+    torchvision: bool = True
     mkdirs: tuple[str, ...] = ()  # folders the script expects where it runs (the example repo ships them)
     profiled_too: bool = True  # also checked under --profile-steps (not the compile job: minutes on 2 cores)
 
@@ -240,7 +243,11 @@ SCRIPTS += [
     Script("word_language_model", "word_language_model LSTM (pytorch/examples): hand-written SGD, no optimizer",
            "word_language_model/main.py",
            ("--data", str(FIELD / "word_language_model" / "data" / "synthetic"), "--epochs", "1",
-            "--log-interval", "2", "--batch_size", "20", "--bptt", "35", "--save", "{tmp}/model.pt"), wlm_clock),
+            "--log-interval", "2", "--batch_size", "20", "--bptt", "35", "--save", "{tmp}/model.pt"), wlm_clock,
+           # not under --profile-steps: its steps end at backward() (no optimizer), which the hook holds for a
+           # second before writing them, and the profiler is stepped as steps are written — so the trace lands
+           # on later steps than the A-B asked for (seen: the profiler ran in steps 18-20 for "6-7"). Open.
+           profiled_too=False),
 ]
 
 TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2")
@@ -289,7 +296,7 @@ SCRIPTS += [
             "--output_dir", "{tmp}/out", "--cache_dir", "{tmp}/cache", "--logging_steps", "10", "--report_to", "none",
             "--use_cpu", "--save_strategy", "no"),
            field_clock, needs=("transformers", "datasets", "evaluate"), profile_steps="10-14",
-           env=(("HF_DATASETS_OFFLINE", "1"), ("HF_HUB_OFFLINE", "1"))),
+           env=(("HF_DATASETS_OFFLINE", "1"), ("HF_HUB_OFFLINE", "1")), torchvision=False),
 ]
 
 SCRIPTS += [
@@ -321,7 +328,7 @@ def command(script: Script, out: Path, profile: bool, tmp: Path) -> list[str]:
 
 def environment(script: Script) -> dict[str, str]:
     env = dict(os.environ, OMP_NUM_THREADS="1", **dict(script.env))
-    extra = [str(TORCHVISION)] + [str(FIELD / p) for p in script.pythonpath]
+    extra = [str(TORCHVISION)] * script.torchvision + [str(FIELD / p) for p in script.pythonpath]
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), *extra) if p)
     return env
 
