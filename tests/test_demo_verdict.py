@@ -69,7 +69,7 @@ def test_busy_host_demo_says_why_instead_of_a_failed_prediction(tmp_path):
         assert free and free[0] < 0.25, inp["evidence"]  # the burners' cores are not free
         assert "num_workers=" not in inp["fix"]  # no worker count that no core can run
         assert "No core was free" in inp["fix"]
-    result = out[out.index("demo: result"):]
+    result = " ".join(out[out.index("demo: result"):].split())  # the console wraps long lines at its width
     assert "prediction missed" not in result
     assert "processes outside the demo used" in result, result  # says what it saw
     # no core free: no gain predicted from workers; else a miss is not judged, or a match held — each says so
@@ -81,11 +81,12 @@ def _quiet() -> str | None:
     """None on a quiet host, else what makes it busy."""
     import psutil
 
-    busy = psutil.cpu_percent(interval=1.0)
-    load = os.getloadavg()[0]
+    # what the host does now, over 2 s: the load average trails by a minute, so right after another test's
+    # jobs (the suite) it reads busy on an idle host
+    busy = psutil.cpu_percent(interval=2.0)
     cores = os.cpu_count() or 1
-    if busy > 15 or load > 0.3 * cores:
-        return f"host not quiet: CPU {busy:.0f}% busy, load average {load:.2f} on {cores} cores"
+    if busy > 15:
+        return f"host not quiet: CPU {busy:.0f}% busy on {cores} cores (load average {os.getloadavg()[0]:.2f})"
     return None
 
 
@@ -95,4 +96,4 @@ def test_quiet_host_demo_prediction_holds_within_25_percent(tmp_path):
     if why:
         pytest.skip(why + " (the prediction can only be checked where the cores it assumes are free)")
     out, _, _ = _demo(tmp_path, steps=80)
-    assert "prediction held" in out[out.index("demo: result"):], out[-3000:]
+    assert "prediction held" in " ".join(out[out.index("demo: result"):].split()), out[-3000:]

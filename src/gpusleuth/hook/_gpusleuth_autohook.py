@@ -28,6 +28,7 @@ import os
 import sys
 import threading
 import time
+import types
 
 from _gpusleuth_records import (  # noqa: F401 - _batch_size and _jsonable are used by _gpusleuth_torch too
     CPU, FETCHES, FNEW, FSAMPLES, FTOKENS, GAP, OPT, SAMPLES, SET, UNKNOWN, WAIT, _batch_size, _clean, _counters,
@@ -78,6 +79,7 @@ def activate():
         if not run_dir:
             return None
         R = Recorder(run_dir)
+        _hide_our_frames_in_crashes()
         atexit.register(_at_exit)
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -89,6 +91,47 @@ def activate():
         if R is not None:
             R.error("activate", exc)
     return R
+
+
+_HOOK_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _without_our_frames(tb):
+    """``tb`` less the hook's own frames. A patched function (``autograd.backward``, kept for loops that
+    accumulate micro-batches) sits between the job's call and torch's raise, so an uncaught error would print
+    a line the job's traceback lacks without gpusleuth."""
+    kept = []
+    while tb is not None:
+        if os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) != _HOOK_DIR:
+            kept.append(tb)
+        tb = tb.tb_next
+    out = None
+    for t in reversed(kept):
+        out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return out
+
+
+def _hide_our_frames_in_crashes():
+    """The job's crash prints exactly what it prints without gpusleuth: the interpreter's excepthook (or the
+    one already set) gets the exception, its causes and contexts with the hook's frames taken out."""
+    previous = sys.excepthook
+
+    def excepthook(kind, value, tb):
+        try:
+            seen, todo = set(), [value]
+            while todo:
+                exc = todo.pop()
+                if exc is None or id(exc) in seen:
+                    continue
+                seen.add(id(exc))
+                exc.__traceback__ = _without_our_frames(exc.__traceback__)
+                todo += [exc.__cause__, exc.__context__]
+            tb = value.__traceback__ if value is not None else tb
+        except BaseException:
+            pass
+        previous(kind, value, tb)
+
+    sys.excepthook = excepthook
 
 
 def _at_exit():
