@@ -106,3 +106,15 @@ def _summary_cache_in_tmp(tmp_path_factory):
     """`gpusleuth fleet` caches summaries outside run directories (~/.cache/gpusleuth): tests keep theirs
     in a temporary folder, never in the home directory of whoever runs them."""
     os.environ.setdefault("GPUSLEUTH_CACHE_DIR", str(tmp_path_factory.mktemp("gpusleuth-cache")))
+
+
+@pytest.fixture(autouse=True)
+def _pandas_guard_stays_in_its_test():
+    """A test that runs a verb in-process (``cli.main.main([...])``) installs the verb's pandas guard
+    (lean_imports.keep_pandas_out) in the pytest process; left there, it makes every later
+    ``importlib.util.find_spec("pandas")`` raise — torch._dynamo's import, test_host_sampler's control — and
+    those tests failed only in the full suite. Each test gets the process as it found it."""
+    yield
+    from gpusleuth.lean_imports import let_pandas_in
+
+    let_pandas_in()
