@@ -30,7 +30,9 @@ def _record(out) -> None:
 @pytest.mark.slow
 def test_same_job_under_other_host_load_is_not_beyond_noise(tmp_path):
     _record(tmp_path / "a")
-    burners = _burners(0.75 * (os.cpu_count() or 2))
+    # more burners than cores: on an idle host 1.5 cores of burners left a single-threaded job 93 % of its
+    # ready time (the scheduler gave it the free half core), too little difference for the test's premise
+    burners = _burners(1.5 * (os.cpu_count() or 2))
     try:
         time.sleep(0.5)
         _record(tmp_path / "b")
