@@ -37,10 +37,11 @@ def test_real_scripts_steps_are_not_python_loop_overhead(name):
 
 
 def test_resnet18_repeated_convolutions_keep_their_work():
-    """380 calls a step are of ops issued ≥ 16 times, but they are layers, not a loop over rows: only their
-    dispatch is removable, a few per cent of a step whose time is inside the convolutions."""
+    """206 calls a step are of ops the training code issues ≥ 16 times (the SGD step's per-parameter loop, 250
+    more, is the optimizer's own: ``FRAMEWORK_SCOPES``), but they are layers, not a loop over rows: only
+    their dispatch is removable, a few per cent of a step whose time is inside the convolutions."""
     st = host_op_stats(load_trace(FIELD / "imagenet_resnet18.pt.trace.json.gz"))
-    assert st["looped_ops_per_step"] >= 300 and st["op_share"] > 0.95
+    assert st["looped_ops_per_step"] >= 200 and st["op_share"] > 0.95
     assert st["removable_share"] < 0.05
 
 
