@@ -95,7 +95,7 @@ def main(args):
     if checkpointer.last_training_time is not None:
         checkpointer.load_optim(model, optim)
 
-    for _ in range(10):
+    for _ in range(24):  # CHANGE 3: 24 steps (was 10)
         if args.explicit_prefetching:
             model.unshard()
         x = torch.randint(0, vocab_size, (batch_size, seq_len), device=device)
