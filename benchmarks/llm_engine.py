@@ -9,7 +9,9 @@ alternates each repeat), at the same concurrency and for the same seconds, with 
 * ``gpusleuth``: ``gpusleuth load URL --concurrency N --json`` (a child process too).
 
 Each run gives TTFT p50, inter-token p50 and requests/s; the table has the medians over repeats and the
-ratios gpusleuth / stdlib. The engine runs with ``OMP_NUM_THREADS=1`` (on a shared machine torch's
+ratios gpusleuth / stdlib. Then both clients at once (equal shares of one engine: is either the
+bottleneck?) and, as the yardstick's own spread, two stdlib clients at once: closed-loop clients sharing a
+continuous-batching engine lock into phases with its steps, so at once their TTFT p50s differ by phase. The engine runs with ``OMP_NUM_THREADS=1`` (on a shared machine torch's
 spinning intra-op threads otherwise slow it 10×) and a small KV cache (128 blocks of 32 tokens: the
 default sizes its cache from free memory, which made its first request take a minute here).
 
@@ -88,24 +90,37 @@ def stdlib_result(proc: subprocess.Popen, seconds: float) -> dict:
     out, _ = proc.communicate(timeout=seconds + 120)
     r = json.loads(out)
     return {"ttft": statistics.median(r["ttft_ms"]), "itl": statistics.median(r["itl_ms"]), "rps": r["rps"],
-            "requests": r["requests"], "errors": len(r["errors"])}
+            "requests": r["requests"], "errors": len(r["errors"]), "ttft_ms": r["ttft_ms"], "itl_ms": r["itl_ms"]}
 
 
-def gpusleuth_start(url: str, prompts: Path, model: str, conc: int, seconds: float) -> subprocess.Popen:
+def gpusleuth_start(url: str, prompts: Path, model: str, conc: int, seconds: float,
+                    out: Path | None = None) -> subprocess.Popen:
+    """With ``out``, the run directory is kept too: its ``load.parquet`` has every request's times."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.Popen([sys.executable, "-m", "gpusleuth", "load", url, "--prompts", str(prompts), "--model",
-                             model, "--concurrency", str(conc), "--duration", str(seconds), "--timeout", "60", "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    cmd = [sys.executable, "-m", "gpusleuth", "load", url, "--prompts", str(prompts), "--model", model,
+           "--concurrency", str(conc), "--duration", str(seconds), "--timeout", "60", "--json"]
+    return subprocess.Popen(cmd + (["--out", str(out)] if out else []), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
 
 
-def gpusleuth_result(proc: subprocess.Popen, seconds: float) -> dict:
-    out, err = proc.communicate(timeout=seconds + 180)
+def gpusleuth_result(proc: subprocess.Popen, seconds: float, out: Path | None = None) -> dict:
+    """The report's p50s; with ``out`` also every answered request's TTFT and token gaps (ms), read from the
+    run's ``load.parquet`` as the stdlib client reports its own."""
+    text, err = proc.communicate(timeout=seconds + 180)
     if proc.returncode:
         raise RuntimeError(err[-2000:])
-    lv = json.loads(out)["serving"]["levels"][0]
-    return {"ttft": lv["tokens"]["ttft_ms"]["p50"], "itl": lv["tokens"]["itl_ms"]["p50"], "rps": lv["rps"],
-            "requests": lv["requests"], "errors": lv["requests"] - lv["ok"], "cpu": lv["generator_cpu_cores"]}
+    lv = json.loads(text)["serving"]["levels"][0]
+    res = {"ttft": lv["tokens"]["ttft_ms"]["p50"], "itl": lv["tokens"]["itl_ms"]["p50"], "rps": lv["rps"],
+           "requests": lv["requests"], "errors": lv["requests"] - lv["ok"], "cpu": lv["generator_cpu_cores"]}
+    if out is not None:
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(out / "load.parquet").to_pylist()
+        ok = [r for r in rows if r["status"] == 200 and not r["error"] and r["token_ns"]]
+        res["ttft_ms"] = [(r["token_ns"][0] - r["start_ns"]) / 1e6 for r in ok]
+        res["itl_ms"] = [(b - a) / 1e6 for r in ok for a, b in zip(r["token_ns"], r["token_ns"][1:])]
+    return res
 
 
 def write_requests(work: Path, model: str, max_tokens: int) -> tuple[Path, Path]:
@@ -122,9 +137,18 @@ def together(url: str, model: str, work: Path, conc: int, seconds: float, max_to
     """Both clients at once, ``conc`` streams each, for the same seconds: they meet the same engine, the
     same batches and the same host, so what differs is the clients. Neither a bottleneck: equal shares."""
     body_file, prompts = write_requests(work, model, max_tokens)
+    run = work / f"gpusleuth-run-{time.monotonic_ns()}"
     a = stdlib_start(url, body_file, conc, seconds)
-    b = gpusleuth_start(url, prompts, model, conc, seconds)
-    return {"stdlib": stdlib_result(a, seconds), "gpusleuth": gpusleuth_result(b, seconds)}
+    b = gpusleuth_start(url, prompts, model, conc, seconds, out=run)
+    return {"stdlib": stdlib_result(a, seconds), "gpusleuth": gpusleuth_result(b, seconds, out=run)}
+
+
+def stdlib_pair(url: str, work: Path, conc: int, seconds: float) -> tuple[dict, dict]:
+    """Two stdlib clients at once (run after :func:`together`, whose request file it reuses): the yardstick's
+    own disagreement with itself when two closed-loop clients share the engine's steps."""
+    body_file = work / "body.json"
+    a, b = stdlib_start(url, body_file, conc, seconds), stdlib_start(url, body_file, conc, seconds)
+    return stdlib_result(a, seconds), stdlib_result(b, seconds)
 
 
 def compare(url: str, model: str, work: Path, conc: int, seconds: float, repeats: int, max_tokens: int) -> dict:
@@ -159,6 +183,7 @@ def main() -> None:
             wait_engine(url, proc, warm, work / "engine.log")
             res = compare(url, str(model), work, a.concurrency, a.seconds, a.repeats, a.max_tokens)
             both = [together(url, str(model), work, a.concurrency, a.seconds, a.max_tokens) for _ in range(a.repeats)]
+            pairs = [stdlib_pair(url, work, a.concurrency, a.seconds) for _ in range(a.repeats)]
         finally:
             stop_engine(proc)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; concurrency {a.concurrency}, "
@@ -177,6 +202,10 @@ def main() -> None:
         print(f"  TTFT p50 {g['ttft']:.1f}/{s['ttft']:.1f} = {g['ttft'] / s['ttft']:.2f}, inter-token p50 "
               f"{g['itl']:.2f}/{s['itl']:.2f} = {g['itl'] / s['itl']:.2f}, req/s {g['rps']:.1f}/{s['rps']:.1f} = "
               f"{g['rps'] / s['rps']:.2f}")
+    print(f"two stdlib clients at once ({a.concurrency} streams each), ratios second / first per repeat:")
+    for s, g in pairs:
+        print(f"  TTFT p50 {g['ttft']:.1f}/{s['ttft']:.1f} = {g['ttft'] / s['ttft']:.2f}, inter-token p50 "
+              f"{g['itl']:.2f}/{s['itl']:.2f} = {g['itl'] / s['itl']:.2f}")
 
 
 if __name__ == "__main__":
