@@ -1,4 +1,5 @@
-"""TTFT and inter-token agreement with a streaming server's own clock: gpusleuth beside aiperf (issue 26, 8).
+"""TTFT and inter-token agreement with a streaming server's own clock: gpusleuth beside aiperf and guidellm
+(issue 26, 8).
 
 Starts ``tests/servers/openai_stream.py`` (its own clock per request: kernel receive stamp → first token
 write, every gap between token writes), then, interleaved and repeated, the same load from each client —
@@ -7,9 +8,13 @@ and inter-token p50 with the server's for the requests that client sent (the ser
 two runs' boundaries). aiperf runs from its own venv (``--aiperf``), with a tokenizer trained here
 (``tests/servers/tiny_llama.py``) as ``--tokenizer``; its ``inter_token_latency`` divides decode time by
 the output tokens *its* tokenizer counts in the text, its ``inter_chunk_latency`` is the gap between
-stream events: both are shown. guidellm is not in the table yet (see BENCHMARKS.md).
+stream events: both are shown. guidellm (``--guidellm``, its own venv too; 0.8's ``run`` with a synthetic
+300/16-token dataset and the same tokenizer) reports per request the *mean* gap, (end − first token) ÷
+(tokens − 1): its row's inter-token p50 is held to the server's median of per-request mean gaps, the same
+definition, where the others' are held to the median of all gaps.
 
-    python benchmarks/llm_peers.py --aiperf /work/venvs/i26a-aiperf/bin/aiperf --concurrency 2 --requests 24 --repeats 2
+    python benchmarks/llm_peers.py --aiperf /work/venvs/i26a-aiperf/bin/aiperf \
+        --guidellm /work/venvs/i26a-guidellm/bin/guidellm --concurrency 2 --requests 24 --repeats 2
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ def main() -> None:
     from llm_engine import build_model
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--aiperf", required=True, help="the aiperf executable (its own venv)")
+    ap.add_argument("--aiperf", help="the aiperf executable (its own venv)")
+    ap.add_argument("--guidellm", help="the guidellm executable (its own venv)")
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--requests", type=int, default=24)
     ap.add_argument("--repeats", type=int, default=2)
@@ -56,6 +62,11 @@ def main() -> None:
             return (float(np.median([r["ttft_s"] * 1e3 for r in rows])),
                     float(np.median(np.concatenate([r["gaps_s"] for r in rows]))) * 1e3)
 
+        def server_per_request(rows: list[dict]) -> tuple[float, float]:
+            """TTFT p50 and the median of each request's mean gap (guidellm's definition)."""
+            return (float(np.median([r["ttft_s"] * 1e3 for r in rows])),
+                    float(np.median([np.mean(r["gaps_s"]) for r in rows if r["gaps_s"]])) * 1e3)
+
         rows = []
         try:
             time.sleep(6)
@@ -69,6 +80,24 @@ def main() -> None:
                 time.sleep(1)
                 s = server(records()[n0:])
                 rows.append(("gpusleuth", t["ttft_ms"]["p50"], t["itl_ms"]["p50"], *s))
+                if a.guidellm:
+                    n0 = len(records())
+                    out_json = work / "guidellm.json"
+                    subprocess.run([a.guidellm, "run", "--backend", f"kind=openai_http,target={url}",
+                                    "--profile", f"kind=concurrent,streams={a.concurrency}",
+                                    "--constraint", f"kind=max_requests,count={a.requests}",
+                                    "--data", "kind=synthetic_text,prompt_tokens=300,output_tokens=16",
+                                    "--tokenizer", f"kind=huggingface_auto,model={tokenizer}",
+                                    "--output", f"kind=json,path={out_json}", "--disable-console"],
+                                   capture_output=True, text=True, check=True)
+                    m = json.loads(out_json.read_text())["benchmarks"][0]["metrics"]
+                    time.sleep(1)
+                    s = server_per_request(records()[n0:])
+                    rows.append(("guidellm (per-request mean gap)",
+                                 m["time_to_first_token_ms"]["successful"]["percentiles"]["p50"],
+                                 m["inter_token_latency_ms"]["successful"]["percentiles"]["p50"], *s))
+                if not a.aiperf:
+                    continue
                 n0 = len(records())
                 art = work / "aiperf"
                 shutil.rmtree(art, ignore_errors=True)
