@@ -239,7 +239,7 @@ class Recorder:
         "emitted", "nb", "cur_start", "c", "in_fetch", "opt_stack", "opt_t0", "bw_depth", "pending",
         "pending_opts", "held", "opt_made", "open_phases", "auto_eval", "eval_mod", "trained", "train_depth",
         "ckpt_depth", "dl_seen", "cuda_on", "cuda_dev", "cuda_prev", "gpu_q", "ev_pool", "prof", "prof_done",
-        "exited",
+        "prof_ahead", "exited",
         "closure_ns", "gap_t0", "gap_c0", "fwd_handle", "prev_in", "framework_done", "lock", "unwritten",
     )
 
@@ -312,6 +312,7 @@ class Recorder:
         self.ev_pool = []  # CUDA events already resolved, recorded again instead of created anew
         self.prof = None
         self.prof_done = forked  # a forked child never profiles
+        self.prof_ahead = 0  # held steps the profiler was already stepped for (see backward_end)
         self.exited = False
 
     def torch_imported(self, torch):
@@ -423,17 +424,23 @@ class Recorder:
                     self.error("late_writers", exc)
         if rec[4] is not None or self.gpu_q:
             _T.gpu_step(self, idx, rec[4])
-        if self.prof is not None:
-            was_done, t0 = self.prof_done, _now()
-            _T.prof_step(self)
-            if self.prof_done and not was_done:
-                # the window just ended and the trace was written: our own cost, not the job's — a phase,
-                # so it is carved out of the next step instead of inflating it (can take seconds)
-                self.buf.append("P\tgpusleuth_profiler\t%d\t%d\tgpusleuth\n" % (t0, _now()))
+        if self.prof_ahead:
+            self.prof_ahead -= 1  # stepped when its boundary happened
+        elif self.prof is not None:
+            self._prof_boundary()
         if _F is not None and _F.on_emit(self, idx):  # one step's FLOPs for MFU (see _gpusleuth_flops)
             _drop_flops()
         if rec[1] - self.last_flush >= FLUSH_NS:
             self.flush()
+
+    def _prof_boundary(self):
+        """Step the profiler: one step of this process ended."""
+        was_done, t0 = self.prof_done, _now()
+        _T.prof_step(self)
+        if self.prof_done and not was_done:
+            # the window just ended and the trace was written: our own cost, not the job's — a phase,
+            # so it is carved out of the next step instead of inflating it (can take seconds)
+            self.buf.append("P\tgpusleuth_profiler\t%d\t%d\tgpusleuth\n" % (t0, _now()))
 
     def commit(self):
         """Write the pending optimizer-delimited step: something other than a second optimizer happened."""
@@ -471,6 +478,7 @@ class Recorder:
         if self.auto:
             if self.mode != "optimizer":
                 if self.held:
+                    self.prof_ahead = max(self.prof_ahead - len(self.held), 0)  # never written: not ahead
                     self._merge_back(self.held, micro=True)
                     self.held = []
                 self.mode = "optimizer"
@@ -525,6 +533,12 @@ class Recorder:
             self._emit(rec)
             return
         self.held.append(rec)
+        if self.prof is not None and not self.opt_made:
+            # a loop with no optimizer: its held steps are written a second late, all at once, and stepping
+            # the profiler then would put its window on whatever step runs at that moment (asked 6-7, traced
+            # 18-20). Step it now, at the boundary itself; _emit skips the steps stepped here.
+            self._prof_boundary()
+            self.prof_ahead += 1
         if t - self.held[0][0] >= COMMIT_BACKWARD_NS and (not self.opt_made or len(self.held) >= HELD_MAX):
             self._commit_backward()
 
@@ -546,6 +560,7 @@ class Recorder:
                 self._merge_back([self.pending])
                 self.pending = None
             if self.held:
+                self.prof_ahead = max(self.prof_ahead - len(self.held), 0)
                 self._merge_back(self.held)
                 self.held = []
         if self.cur_start is None and self.prof_range is not None and not self.prof_done and _T is not None:
