@@ -7,7 +7,7 @@ Two measurements, because they answer two questions:
 * **Throughput: both at once**, 2 streams each, the same request, the same seconds — the same engine,
   batches and host, so equal shares unless one client is the bottleneck: gpusleuth gets at least the stdlib
   client's requests/s (within the noise of two equal shares), on a fraction of a core.
-* **Latency: each alone, interleaved A B B A at concurrency 1**: TTFT p50 and inter-token p50 within 10 %.
+* **Latency: each alone, interleaved (A B B A A B) at concurrency 1**: TTFT p50 and inter-token p50 within 10 %.
   Not at once: closed-loop clients sharing a continuous-batching engine lock into phases with its steps —
   each client's next request lands at its own point of the engine's step cycle — so their TTFT p50s differ
   by that phase, not by how they measure: two *stdlib* clients side by side read 6.5 vs 8.3 ms (27 %) on a
@@ -49,7 +49,7 @@ def test_against_transformers_serve_as_good_as_an_independent_client(tmp_path):
                            "stream": True}).encode()
         E.wait_engine(url, proc, warm, log)
         r = E.together(url, str(model), tmp_path, 2, 6.0, 16)
-        alone = E.compare(url, str(model), tmp_path, 1, 4.0, 2, 16)
+        alone = E.compare(url, str(model), tmp_path, 1, 4.0, 3, 16)  # s g g s s g: drift between runs cancels
     finally:
         E.stop_engine(proc)
     s, g = r["stdlib"], r["gpusleuth"]
