@@ -202,6 +202,15 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
                 if not no_free_core else
                 "cache decoded/transformed samples, move preprocessing offline, or do it on the GPU (e.g. DALI)."
             )
+        # still loader-bound after the fix: the gain is the ratio of two close numbers (the step now, the
+        # loading spread over the workers), and it assumes a worker loads as fast as the training thread did,
+        # which a run without workers cannot measure. pytorch/examples' VAE (loading 4× its compute): ×1.21
+        # predicted, ×0.87-0.92 measured with and without gpusleuth — its one worker took ~57 ms a batch for
+        # the ~43 ms the training thread had taken (collate into shared memory, the hand-over, two busy cores)
+        still_loader_bound = bool(fix_lines) and not no_free_core and per_step_after > compute_mean * 1.05
+        if still_loader_bound:
+            method += ("; still loader-bound after the fix, so this assumes a worker loads as fast as the "
+                       "training thread did — a worker's own per-batch cost can erase the gain (low confidence)")
         evidence.append(Evidence("cores free for loader workers", round(free, 2), "cores", free_how))
         summary = (
             f"The training loop waited on {what} for {share:.0%} of step time, and the loading "
@@ -210,6 +219,7 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
                if no_free_core else "")
         )
     else:
+        still_loader_bound = False
         # Each batch keeps a worker busy (waiting) for its latency: with no workers that is the whole wait;
         # with w workers the loader delivers a batch per step, so a batch costs w × step. Hiding it needs
         # latency ÷ compute workers in flight, plus one so a slow read doesn't stall the queue.
@@ -248,7 +258,8 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
             evidence=evidence,
             fix="\n".join(fix_lines),
             estimated_gain=gain,
-            confidence="low" if foreign is not None else "high" if s.steps >= 10 else "medium",
+            confidence="low" if foreign is not None or still_loader_bound else "high" if s.steps >= 10
+            else "medium",
         )
     ]
 
