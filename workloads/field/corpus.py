@@ -386,6 +386,7 @@ def record(script: Script, out: Path, profile: bool, cwd: Path) -> subprocess.Co
     """``gpusleuth run --no-gpu --no-report [--profile-steps a-b] -- python SCRIPT ARGS`` in ``cwd`` (the
     scripts write checkpoints and logs where they run; ``{tmp}`` in an argument is ``cwd``), or in the
     script's own folder for scripts that read their config and data by relative path."""
+    cwd.mkdir(parents=True, exist_ok=True)
     for d in script.mkdirs:
         (cwd / d).mkdir(parents=True, exist_ok=True)
     if script.prepare:
