@@ -206,7 +206,7 @@ def gnn_clock(text: str, script: Script) -> Clock:
     """pytorch/examples gat and gcn: ``Epoch: 0005 (0.5112s) loss_train: ...`` every ``--val-every`` epochs
     (run with 1), the seconds from the top of ``train_iter`` — the optimizer step *and* the two evaluation
     passes it makes every epoch — to the print. One full-graph step an epoch: every node goes through the
-    forward (the samples of a step are the graph's nodes, counted in the data file the script read)."""
+    forward (the samples of a step are the graph's nodes: ``NODES`` of gnn/synthetic_cora.py, which wrote it)."""
     rows = GNN.findall(text)
     if not rows:
         raise ValueError("no 'Epoch: N (T s)' line in the graph example's output")
@@ -352,7 +352,17 @@ SCRIPTS += [
 # Graph networks: one full-graph step an epoch, no DataLoader, the model called with (features, adjacency);
 # a Cora-shaped graph made by gnn/synthetic_cora.py (the examples download Cora). GAT's attention is dense
 # over all node pairs: one head of 8 hidden units keeps an epoch near 0.5 s on one core (8 heads of 64: 5.5 s).
-CORA_NODES = 2708
+def _cora_nodes() -> int:
+    """The node count gnn/synthetic_cora.py writes (one source for the graph and the clock's samples)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("synthetic_cora", FIELD / "gnn" / "synthetic_cora.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return int(mod.NODES)
+
+
+CORA_NODES = _cora_nodes()
 SCRIPTS += [
     Script("gat", "GAT (pytorch/examples gat): full-graph steps, dense N×N attention, two eval passes an epoch",
            "gnn/gat_main.py", ("--epochs", "12", "--val-every", "1", "--num-heads", "1", "--hidden-dim", "8"),
