@@ -75,6 +75,33 @@ def test_asyncio_batcher_under_gpusleuth_load_wait_sizes_and_finding(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     page = html.read_text()
     assert "<h3>Batches</h3>" in page and "<td>concurrency 16</td>" in page[page.index("<h3>Batches</h3>"):]
+    assert "requests per forward" in page  # the batch size over time chart
+    series_matches_the_servers_forwards(b["over_time"], truth, loads)
+
+
+def series_matches_the_servers_forwards(series: dict, truth: dict, loads: list[dict]) -> None:
+    """The batch-size-over-time series against the server's own forwards (wall-clock start, size), binned
+    here on the series' own edges: every forward counted once, the requests they served summed the same, the
+    largest batch the same, and the bins' means equal except where a forward's start sits within a
+    millisecond of a bin edge (the hook and the server stamp the same forward microseconds apart)."""
+    fwd = np.asarray(truth["batches"], dtype=np.int64)
+    start, size = fwd[:, 0], fwd[:, 1]
+    counts = np.asarray(series["forwards"])
+    assert counts.sum() == len(fwd) and len(counts) <= 240
+    assert sum(m * c for m, c in zip(series["mean"], counts) if c) == pytest.approx(size.sum(), rel=1e-9)
+    assert max(v for v in series["max"] if v is not None) == size.max()
+    width = series["bin_s"] * 1e9
+    which = np.minimum(((start - series["origin_ns"]) / width).astype(np.int64), len(counts) - 1)
+    near_edge = np.abs((start - series["origin_ns"]) / width - np.round((start - series["origin_ns"]) / width))
+    clean = [i for i in range(len(counts)) if not ((which == i) & (near_edge * width < 1e6)).any()]
+    for i in clean:
+        mine = size[which == i]
+        assert series["forwards"][i] == len(mine), i
+        assert series["mean"][i] == (pytest.approx(mine.mean()) if len(mine) else None), i
+    assert len(clean) >= 0.8 * len(counts)
+    # each load level's start on the series' clock
+    assert [(m["concurrency"], round(m["start_s"], 6)) for m in series["levels"]] == \
+        [(lv["concurrency"], round((lv["start_ns"] - series["origin_ns"]) / 1e9, 6)) for lv in loads]
 
 
 @pytest.mark.process
@@ -290,3 +317,24 @@ def test_a_real_continuous_batching_engine_is_attributed(tmp_path):
     tokens = dict(zip(run.load["request_id"].tolist(), run.load["output_tokens"].tolist()))
     gap = np.asarray([tokens[int(i)] - int(f) for i, f in zip(rows["request_id"][m], rows["forwards"][m])])
     assert ((gap >= 0) & (gap <= 3)).mean() >= 0.9, gap
+
+
+def test_batch_series_bins_forwards_by_start_and_leaves_empty_bins_empty():
+    """Nine joined forwards and one that served nobody: three bins of three forwards each on a 0–8 s span,
+    the forward that joined none left out, a quiet stretch a gap (None), not a batch of zero."""
+    from gpusleuth.analysis.requests import batch_series
+
+    s = 1_000_000_000
+    start = np.asarray([0, 1, 2, 3, 4, 4, 5, 8, 8, 2], dtype=np.int64) * s + 7
+    members = np.asarray([1, 2, 3, 4, 4, 4, 2, 9, 1, 0], dtype=np.int64)
+    series = batch_series(start, members)
+    assert series is not None and series.origin_ns == 7 and series.bin_s == pytest.approx(8 / 3)
+    assert series.forwards == [3, 4, 2] and series.max == [3, 4, 9]
+    assert series.mean == [pytest.approx(2.0), pytest.approx(14 / 4), pytest.approx(5.0)]
+    assert series.t_s == [pytest.approx(4 / 3), pytest.approx(4.0), pytest.approx(20 / 3)]
+    gap = batch_series(np.asarray([0, 1, 2, 3, 4, 5, 30, 31, 32], dtype=np.int64) * s, np.ones(9, dtype=np.int64))
+    assert gap is not None and gap.forwards == [6, 0, 3] and gap.mean == [1.0, None, 1.0]
+    assert gap.max == [1, None, 1]
+    many = batch_series(np.arange(0, 3000, dtype=np.int64) * s, np.full(3000, 2, dtype=np.int64))
+    assert many is not None and len(many.t_s) == 240 and sum(many.forwards) == 3000
+    assert batch_series(start[:0], members[:0]) is None and batch_series(start, members * 0) is None

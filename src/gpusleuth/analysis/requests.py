@@ -80,6 +80,59 @@ class RequestLevel:
 
 
 @dataclass
+class LevelMark:
+    """Where a load level began on a series' time axis (``BatchSeries.levels``)."""
+
+    concurrency: int
+    rate: float
+    start_s: float  # seconds after the series' origin
+
+
+@dataclass
+class BatchSeries:
+    """Requests per batch forward over time — how full the batcher's forwards were as the load changed.
+
+    The joined forwards (those that served at least one request) binned on their start time: per bin the
+    mean and the largest number of requests a forward served, and how many forwards started in it. A bin
+    with no forward has ``None`` (a gap in the chart, not a batch of zero). Bins hold at least a few forwards
+    each (``MIN_FORWARDS_PER_BIN``) and there are at most ``MAX_BINS``, so the series is small whatever the
+    run's length."""
+
+    origin_ns: int  # wall-clock ns of t = 0: the first joined forward's start (the clock of the run's tables)
+    bin_s: float
+    t_s: list[float]  # each bin's middle, seconds after the origin
+    mean: list[float | None]
+    max: list[int | None]
+    forwards: list[int]
+    levels: list[LevelMark] = field(default_factory=list)  # filled when load levels exist (split_by_levels)
+
+
+MAX_BINS = 240
+MIN_FORWARDS_PER_BIN = 3
+
+
+def batch_series(start_ns: np.ndarray, members: np.ndarray) -> BatchSeries | None:
+    """``start_ns`` and ``members`` per forward (``members``: requests it served; 0: joined none)."""
+    keep = members > 0
+    start, size = start_ns[keep], members[keep]
+    if not len(start):
+        return None
+    origin = int(start.min())
+    span = int(start.max()) - origin
+    n_bins = int(min(MAX_BINS, max(1, len(start) // MIN_FORWARDS_PER_BIN)))
+    width = max(span / n_bins, 1.0) if span > 0 else 1.0
+    which = np.minimum(((start - origin) / width).astype(np.int64), n_bins - 1)
+    count = np.bincount(which, minlength=n_bins)
+    total = np.bincount(which, weights=size.astype(np.float64), minlength=n_bins)
+    most = np.zeros(n_bins, dtype=np.int64)
+    np.maximum.at(most, which, size)
+    return BatchSeries(origin_ns=origin, bin_s=width / 1e9, t_s=[(i + 0.5) * width / 1e9 for i in range(n_bins)],
+                       mean=[float(t / c) if c else None for t, c in zip(total.tolist(), count.tolist())],
+                       max=[int(m) if c else None for m, c in zip(most.tolist(), count.tolist())],
+                       forwards=[int(c) for c in count.tolist()])
+
+
+@dataclass
 class BatchStats:
     """Requests whose forwards ran in a batch outside the request (analysis/batching.py)."""
 
@@ -103,6 +156,7 @@ class BatchStats:
     multi_forward: int  # requests served by several forwards (a generation loop: prefill, then decode)
     prefill_p50_ms: float | None  # their first forward
     decode_p50_ms: float | None  # the rest, summed per request
+    over_time: BatchSeries | None = None  # requests per forward over the run (the HTML report's chart)
 
 
 @dataclass
@@ -300,7 +354,8 @@ def _batch_stats(join: BatchJoin, run: Run) -> BatchStats:
         wait_p50_ms=ms(p["wait_ns"], 50) or 0.0, wait_p95_ms=ms(p["wait_ns"], 95) or 0.0,
         collect_p50_ms=ms(p["collect_ns"][took], 50),
         forward_p50_ms=ms(dur, 50), own_p50_ms=ms(p["own_ns"], 50) or 0.0, multi_forward=int(multi.sum()),
-        prefill_p50_ms=ms(p["prefill_ns"][multi], 50), decode_p50_ms=ms(p["decode_ns"][multi], 50))
+        prefill_p50_ms=ms(p["prefill_ns"][multi], 50), decode_p50_ms=ms(p["decode_ns"][multi], 50),
+        over_time=batch_series(np.asarray(b["start_ns"], dtype=np.int64), join.members))
 
 
 def _alone(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -411,6 +466,10 @@ def split_by_levels(ra: RequestAnalysis, run: Run, levels: list) -> list[Request
     rows = ra._rows
     if not rows or not levels:
         return []
+    series = ra.batching.over_time if ra.batching is not None else None
+    if series is not None:
+        series.levels = [LevelMark(concurrency=lv.concurrency, rate=lv.rate,
+                                   start_s=(int(lv.start_ns) - series.origin_ns) / 1e9) for lv in levels]
     out = []
     for lv in levels:
         s, e = int(lv.start_ns), int(lv.end_ns)
@@ -477,4 +536,5 @@ def _outside(level: RequestLevel, run: Run, rows: dict[str, np.ndarray], m: np.n
     level.outside_share = gap_ms / level.client_p50_ms if level.client_p50_ms > 0 else 0.0
 
 
-__all__ = ["BatchStats", "RequestAnalysis", "RequestLevel", "StageStats", "analyze_requests", "split_by_levels"]
+__all__ = ["BatchSeries", "BatchStats", "LevelMark", "RequestAnalysis", "RequestLevel", "StageStats", "analyze_requests",
+           "batch_series", "split_by_levels"]

@@ -2,7 +2,8 @@
 latency against throughput (p50 and p95 vs req/s, one point per level, the knee ringed, the budget as a
 line) and requests/s per level. Formatting only: the numbers are ``report.serving`` (report/serving.py).
 ``request_stages_section``: where a recorded server's request time went (queue / pre / infer / post), per
-load level and for the requests that ran alone, from ``report.requests`` (analysis/requests.py).
+load level and for the requests that ran alone, from ``report.requests`` (analysis/requests.py); for a batching
+server, the batches per level and requests per forward over time (``BatchStats.over_time``).
 
 The URL and level labels came from a command line: text goes through ``html.escape``, chart labels through
 ``html_figures.plain``."""
@@ -194,6 +195,30 @@ def stage_shares(requests: Any) -> dict | None:
         yaxis={"title": {"text": "% of request time"}, "gridcolor": "#eee", "range": [0, 100]})}
 
 
+def batch_size_over_time(series: Any) -> dict | None:
+    """Requests per batch forward against time (``analysis.requests.BatchSeries``): the mean per bin as a
+    line, the largest as dots, each load level's start as a dashed line with its label."""
+    if series is None or not any(series.forwards):
+        return None
+    x = [round(t, 3) for t in series.t_s]
+    hover = "%{x:,.1f} s · %{y:,.1f} requests per forward<extra>%{fullData.name}</extra>"
+    data = [{"type": "scatter", "mode": "lines", "name": "mean per forward", "x": x, "connectgaps": False,
+             "y": [None if v is None else round(v, 2) for v in series.mean], "line": {"color": "#1f77b4"},
+             "hovertemplate": hover},
+            {"type": "scatter", "mode": "markers", "name": "largest", "x": x, "y": series.max,
+             "marker": {"color": "#d62728", "size": 4}, "hovertemplate": hover}]
+    shapes, notes = [], []
+    for m in series.levels:
+        shapes.append({"type": "line", "yref": "paper", "y0": 0, "y1": 1, "x0": round(m.start_s, 3),
+                       "x1": round(m.start_s, 3), "line": {"color": "#888", "dash": "dash", "width": 1}})
+        notes.append({"x": round(m.start_s, 3), "yref": "paper", "y": 1.0, "xanchor": "left", "showarrow": False,
+                      "text": plain(f"c={m.concurrency}" if m.concurrency else f"{m.rate:g}/s"),
+                      "font": {"size": 10, "color": "#555"}})
+    return {"data": data, "layout": base_layout(
+        280, shapes=shapes, annotations=notes, xaxis={"title": {"text": "seconds"}, "gridcolor": "#eee"},
+        yaxis={"title": {"text": "requests per forward"}, "gridcolor": "#eee", "rangemode": "tozero"})}
+
+
 def request_stages_section(pg: Any, report: Any, table) -> None:
     """Append the per-request stages of a recorded server (nothing for a training job); ``table`` is
     html.py's."""
@@ -222,6 +247,7 @@ def request_stages_section(pg: Any, report: Any, table) -> None:
             rows = [["all", f"{b.forwards_joined:,}", f"{b.size_p50:g}", f"{b.size_p90:g}", f"{b.size_max}",
                      f"{b.wait_share:.1%}"]]
         pg.add(table(["level", "batch forwards", "requests per batch p50", "p90", "max", "batch wait"], rows))
+        pg.figure(batch_size_over_time(b.over_time))
     if r.stages:
         rows = [[e(st.name), f"{st.share:.1%}", f"{st.p50_ms:,.2f}", f"{st.p95_ms:,.2f}", f"{st.requests:,}"]
                 for st in r.stages]
