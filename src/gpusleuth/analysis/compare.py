@@ -107,6 +107,9 @@ def column_for(a) -> RunColumn:
     step view for the within-run noise; throughput is the job's, every rank's samples)."""
     h = a.headline
     o = a.outcomes
+    # a profiler trace read alone (no recording): its traced steps are its steps (their marks: ProfilerStep#
+    # or an NVTX step range); a trace window without step marks is no step
+    traced = a.basis if o is None and a.basis is not None and a.basis.steps.delimiter != "trace window" else None
     main = a.view.main
     se_rel = step_se_rel(main.seconds[main.steady]) if main is not None else None
     processes = max(a.view.world_size if main is not None else 1, h.gpus_used if h else 0, 1)
@@ -116,8 +119,8 @@ def column_for(a) -> RunColumn:
     m = {
         "throughput": h.steady.samples_per_s if h else None,
         "tokens_per_s": h.steady.tokens_per_s if h else None,
-        "step_time": h.steady.step_time_p50_s if h else None,
-        "step_time_p95": h.steady.step_time_p95_s if h else None,
+        "step_time": h.steady.step_time_p50_s if h else traced.steps.step_time_p50_s if traced else None,
+        "step_time_p95": h.steady.step_time_p95_s if h else traced.steps.step_time_p95_s if traced else None,
         "goodput": h.goodput.goodput if h else None,
         "data_wait": (o.steps.data_wait_share_of_steps if o is not None and o.steps.steps
                       and o.steps.data_wait_measured_steps != 0 else None),

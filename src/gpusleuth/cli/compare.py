@@ -19,7 +19,9 @@ def add_parser(sub) -> None:
         ),
         epilog="Example: gpusleuth compare runs/main runs/pr-123 --fail-if 'throughput<-5%' --fail-if 'goodput<0.7'",
     )
-    p.add_argument("runs", nargs="+", type=Path, help="run directories; the first is the baseline")
+    p.add_argument("runs", nargs="+", type=Path,
+                   help="what `report` reads, one per side: run directories, profiler traces, GPU logs or "
+                   "exports; the first is the baseline")
     p.add_argument("--fail-if", action="append", default=[], metavar="EXPR",
                    help="METRIC OP VALUE[%%]: with %% a change relative to the baseline (throughput<-5%%), "
                    "without an absolute value (goodput<0.8). Metrics: throughput, tokens_per_s, step_time, "
@@ -31,8 +33,9 @@ def add_parser(sub) -> None:
                    help="also write the comparison as a self-contained HTML page with charts: changes against the "
                    "baseline with the noise band, throughput, step-time spread and series, wall-time split, "
                    "findings per run, scaling")
-    from gpusleuth.cli.options import add_analysis_options
+    from gpusleuth.cli.options import add_analysis_options, add_import_options
 
+    add_import_options(p)
     add_analysis_options(p)
     p.set_defaults(func=compare_command)
 
@@ -45,15 +48,16 @@ def compare_command(args) -> int:
     from gpusleuth.errors import InputError
     from gpusleuth.pipeline.compare import build_comparison
     from gpusleuth.report.model import _clean
-    from gpusleuth.cli.options import analysis_options
+    from gpusleuth.cli.options import analysis_options, import_options
 
     if len(args.runs) < 2:
-        raise InputError(args.runs[0], "compare needs at least two run directories")
+        raise InputError(args.runs[0], "compare needs at least two runs (run directories, traces or logs)")
     gates = [Gate.parse(g) for g in args.fail_if]
     from gpusleuth.cli.output import count_progress
 
     progress = count_progress(len(args.runs), "loading runs") if sys.stderr.isatty() else None
-    result = build_comparison(list(args.runs), analysis_options(args), gates, progress)
+    result = build_comparison(list(args.runs), analysis_options(args), gates, progress,
+                              import_options=import_options(args))
     if args.json:
         sys.stdout.write(json.dumps(_clean(result.to_dict()), indent=2, allow_nan=False) + "\n")
     else:
