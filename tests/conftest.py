@@ -56,6 +56,17 @@ def gpusleuth(*args, timeout=180, env=None, **kw) -> subprocess.CompletedProcess
     )
 
 
+def without_dac(cmd: list[str]) -> list[str]:
+    """``cmd`` as a user that permissions apply to: root loses the capabilities that bypass them."""
+    if os.geteuid() != 0:
+        return cmd
+    import shutil
+
+    if not shutil.which("setpriv"):
+        pytest.skip("running as root without setpriv: permissions cannot be made to apply")
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *cmd]
+
+
 # torch's own shutdown race in gloo jobs: a rank that finished its work aborts at interpreter exit when Gloo
 # work objects free Python-owned tensors during finalization (pytorch/pytorch PR 179291 describes it). Seen
 # in 1 of 15 runs of tests/fixtures/distributed/ddp_spawn.py with plain `python`, no gpusleuth anywhere.

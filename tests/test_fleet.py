@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, gpusleuth
+from conftest import REPO, gpusleuth, without_dac
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from fleet_scale import make_runs  # noqa: E402  (the benchmark's generator: one source of fake fleets)
@@ -107,6 +107,29 @@ def test_generated_fleet_filters_sorts_and_reprices(tmp_path):
     assert run("--label", "job-1")["runs"] == 4 and run("--label", "job-1*")["runs"] == 44
     res = gpusleuth("fleet", base, "--since", "last tuesday")
     assert res.returncode != 0 and "a span like 36h/7d/2w" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_folder_fleet_cannot_enter_is_named_not_skipped(tmp_path):
+    """Issue 23's note: a subfolder fleet could not enter (it may hold a run) was left out in silence."""
+    import subprocess
+
+    base = make_runs(tmp_path, 3)
+    locked = base / "run-00001"
+    locked.chmod(0)
+    try:
+        res = subprocess.run(without_dac([sys.executable, "-m", "gpusleuth", "fleet", str(base), "--json",
+                                          "--no-analyse"]), capture_output=True, text=True, timeout=120)
+        alone = subprocess.run(without_dac([sys.executable, "-m", "gpusleuth", "fleet", str(locked)]),
+                               capture_output=True, text=True, timeout=120)
+    finally:
+        locked.chmod(0o755)
+    assert res.returncode == 0, res.stderr
+    fleet = json.loads(res.stdout)
+    assert fleet["runs"] == 2
+    assert fleet["skipped"] == [f"{locked}: cannot be entered (Permission denied); left out"]
+    assert alone.returncode == 2 and "Traceback" not in alone.stderr, alone.stderr
+    assert alone.stderr.strip().splitlines() == [f"gpusleuth: error: {locked}: cannot be read (Permission denied: "
+                                                 "you may not enter this directory)"]
 
 
 def test_imported_gpu_log_counts_its_gpu_hours(tmp_path):

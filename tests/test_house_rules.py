@@ -182,3 +182,29 @@ def test_hook_files_are_prefixed_stdlib_only_top_level_modules():
             elif top and root not in sys.stdlib_module_names and root not in siblings:
                 bad.append(f"hook/{path.name}:{line}: imports {module} at module level (stdlib only)")
     assert not bad, "\n".join(bad)
+
+
+FILE_CALLS = {"read_bytes", "read_text", "write_bytes", "write_text", "mkdir", "unlink", "rmdir", "touch",
+              "scandir", "listdir", "rename", "remove", "glob", "rglob", "iterdir"}
+
+
+@pytest.mark.parametrize("stage", ["analysis", "diagnosis", "report"])
+def test_analysis_diagnosis_and_report_touch_no_file(stage):
+    """Files are read in ``sources/`` and written by the recorder or a cache module there (the summary cache:
+    ``sources/summaries.py``); analysis, diagnosis and the report are handed what was read. A report that
+    wrote its summary cache from ``report/`` was how reading a run came to write it."""
+    bad = []
+    for rel, tree in _modules():
+        if rel.parts[0] != stage:
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if isinstance(f, ast.Name) and f.id == "open":
+                bad.append(f"{rel}:{node.lineno}: open()")
+            elif isinstance(f, ast.Attribute) and f.attr in FILE_CALLS:
+                bad.append(f"{rel}:{node.lineno}: .{f.attr}()")
+            elif isinstance(f, ast.Attribute) and f.attr == "replace" and ast.unparse(f.value) == "os":
+                bad.append(f"{rel}:{node.lineno}: os.replace()")
+    assert not bad, "\n".join(bad)

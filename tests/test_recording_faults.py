@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gpusleuth
+from conftest import gpusleuth, without_dac
 
 pytestmark = pytest.mark.process  # starts child processes (tests/conftest.py: lanes)
 
@@ -444,17 +444,6 @@ def test_no_phantom_loss_after_ctrl_c(tmp_path):
     assert not [m for m in doc["losses"] if "missing" in m or "lost" in m], doc["losses"]
 
 
-def _without_dac(cmd: list[str]) -> list[str]:
-    """``cmd`` as a user that permissions apply to: root loses the capabilities that bypass them."""
-    if os.geteuid() != 0:
-        return cmd
-    import shutil
-
-    if not shutil.which("setpriv"):
-        pytest.skip("running as root without setpriv: permissions cannot be made to apply")
-    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *cmd]
-
-
 @pytest.mark.parametrize("verb", [["report"], ["report", "--json"], ["finalize"]])
 def test_a_run_directory_the_user_cannot_enter_is_one_sentence(tmp_path, verb):
     """Case 8: a PermissionError traceback (run/meta.py) on a run directory the user may not enter."""
@@ -463,7 +452,7 @@ def test_a_run_directory_the_user_cannot_enter_is_one_sentence(tmp_path, verb):
     (run / "meta.json").write_text("{}")
     run.chmod(0)
     try:
-        res = subprocess.run(_without_dac([PY, "-m", "gpusleuth", verb[0], str(run), *verb[1:]]),
+        res = subprocess.run(without_dac([PY, "-m", "gpusleuth", verb[0], str(run), *verb[1:]]),
                              capture_output=True, text=True, timeout=60)
     finally:
         run.chmod(0o755)

@@ -59,10 +59,9 @@ def fleet_command(args) -> int:
     from gpusleuth.cli.output import count_progress, make_console, write_html_file
     from gpusleuth.errors import InputError
     from gpusleuth.lean_imports import keep_pandas_out
-    from gpusleuth.pipeline.fleet import ensure_summaries
+    from gpusleuth.pipeline.fleet import fleet_summaries
     from gpusleuth.report.fleet import FleetFilter, parse_when, query_fleet
-    from gpusleuth.report.summary import read_cached_summary
-    from gpusleuth.sources.rundir import SUMMARY_FILE, RunDir, find_run_dirs
+    from gpusleuth.sources.rundir import find_run_dirs
 
     keep_pandas_out()
     if args.prometheus:
@@ -80,18 +79,16 @@ def fleet_command(args) -> int:
         )
     except ValueError as exc:
         raise InputError(Path(args.since or args.until or "."), str(exc)) from None
-    run_dirs = find_run_dirs(args.dirs)
+    left_out: list[str] = []  # folders that could not be entered
+    run_dirs = find_run_dirs(args.dirs, left_out)
     if not run_dirs:
-        raise InputError(args.dirs[0], "no run directories here (a run directory holds meta.json)")
-    fresh: dict = {}
-    if args.no_analyse:
-        skipped = [f"{d}: no {SUMMARY_FILE} and none cached (--no-analyse)" for d in run_dirs
-                   if not RunDir(d).summary.is_file() and read_cached_summary(d) is None]
-    else:
-        bar = count_progress(len(run_dirs), "analysing runs without a summary") if sys.stderr.isatty() else None
-        skipped, fresh = ensure_summaries(run_dirs, progress=bar)
-    fleet = query_fleet(run_dirs, flt, fresh)
-    fleet.skipped = skipped + fleet.skipped
+        raise InputError(args.dirs[0], "no run directories here (a run directory holds meta.json)"
+                         + (f"; {len(left_out)} folder(s) could not be entered: {left_out[0]}" if left_out else ""))
+    bar = (count_progress(len(run_dirs), "analysing runs without a summary")
+           if sys.stderr.isatty() and not args.no_analyse else None)
+    summaries, skipped = fleet_summaries(run_dirs, analyse=not args.no_analyse, progress=bar)
+    fleet = query_fleet(summaries, flt)
+    fleet.skipped = left_out + skipped + fleet.skipped
     if args.html:
         from gpusleuth.render.html_fleet import render_fleet_html
 

@@ -51,10 +51,11 @@ def cache_summary(report, run) -> None:
 
     if not path or not RunDir(path).is_run():  # a run directory, never a folder of traces
         return
-    from gpusleuth.report.summary import summarize, write_summary
+    from gpusleuth.recorder.summary import write_summary
+    from gpusleuth.report.summary import summarize
 
     try:
-        write_summary(Path(path), summarize(report, run.meta))
+        write_summary(Path(path), summarize(report, run.meta).to_dict())
     except Exception as exc:  # noqa: BLE001 - a cache must never cost the user the report
         print(f"gpusleuth: could not write {Path(path) / 'summary.json'} ({exc.__class__.__name__}: {exc})",
               file=sys.stderr)

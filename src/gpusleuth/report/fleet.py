@@ -1,12 +1,14 @@
 """``gpusleuth fleet``: one row per run over many run directories, and the dollars lost by cause.
 
-Why it scales: each run directory carries ``summary.json`` (report/summary.py), the flat record the verb
-that recorded it left (or one computed once and cached outside the run: reading never writes a run); the fleet reads those (one small JSON object each) into one Arrow table and DuckDB does the
-filtering, sorting and the by-cause totals in SQL over it. (DuckDB's own ``read_json`` was 12× slower over
-10,000 small files with an explicit schema, and its auto-detection samples only the first files, so a
-badput cause first seen later would be dropped.) Only runs that
-have never been reported are analysed here (their summary is then cached), so the 10,000th look at a
-fleet costs one directory scan and one query. Numbers in BENCHMARKS.md.
+Why it scales: each run directory carries ``summary.json`` (``report/summary.py`` makes the record), the flat
+record the verb that recorded it left (or one computed once and cached outside the run: reading never writes a
+run; ``sources/summaries.py`` reads both); the fleet puts those (one small JSON object each) into one Arrow
+table and DuckDB does the filtering, sorting and the by-cause totals in SQL over it. (DuckDB's own
+``read_json`` was 12× slower over 10,000 small files with an explicit schema, and its auto-detection samples
+only the first files, so a badput cause first seen later would be dropped.) Only runs that have never been
+reported are analysed (``pipeline/fleet.py``; their summary is then cached), so the 10,000th look at a fleet
+costs one directory scan and one query. Numbers in BENCHMARKS.md. This module reads no file: it is handed
+the records.
 
 ``price`` re-prices every run at one GPU-hour price (the team's own rate) instead of the price each run was
 reported with (a CPU-only run is priced as one machine, as the report prices it); dollars lost by cause
@@ -18,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from gpusleuth.errors import InputError
 from gpusleuth.sources.layout import RunDir
@@ -61,14 +63,14 @@ class Fleet:
     skipped: list[str] = field(default_factory=list)  # directories without a usable summary, and why
 
 
-def query_fleet(run_dirs: list[Path], flt: FleetFilter, fresh: dict[str, dict[str, Any]] | None = None) -> Fleet:
-    """The fleet table; ``fresh``: summaries ``pipeline/fleet.ensure_summaries`` made that no cache kept."""
+def query_fleet(summaries: list[tuple[Path, dict[str, Any]]], flt: FleetFilter) -> Fleet:
+    """The fleet table of ``(run directory, summary record)`` pairs (``pipeline/fleet.fleet_summaries``)."""
     try:
         import duckdb
     except ImportError:
-        raise InputError(run_dirs[0] if run_dirs else Path("."),
+        raise InputError(summaries[0][0] if summaries else Path("."),
                          "gpusleuth fleet needs DuckDB: pip install 'gpusleuth[fleet]'") from None
-    table, unreadable = _read_summaries(run_dirs, fresh or {})
+    table, unreadable = _table(summaries)
     if table is None:
         return Fleet(rows=[], runs=0, skipped=unreadable)
     if flt.sort not in SORTS:
@@ -124,38 +126,15 @@ def query_fleet(run_dirs: list[Path], flt: FleetFilter, fresh: dict[str, dict[st
                  totals={"gpu_hours": hours, "cost_usd": cost, "lost_usd": lost_total})
 
 
-def summary_of(run_dir: Path, fresh: dict[str, dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
-    """The run's own ``summary.json`` (left by the verb that recorded it), else one computed for it (this
-    time, or cached outside the run); the second value says why a summary.json there is unreadable."""
-    import json
-
-    from gpusleuth.report.summary import read_cached_summary
-
-    path = RunDir(run_dir).summary
-    try:
-        rec = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return fresh.get(str(run_dir)) or read_cached_summary(run_dir), None
-    except (OSError, ValueError) as exc:
-        return None, f"{path}: unreadable ({exc.__class__.__name__}); left out"
-    if not isinstance(rec, dict):
-        return None, f"{path}: unreadable (not a JSON object); left out"
-    return rec, None
-
-
-def _read_summaries(run_dirs: list[Path], fresh: dict[str, dict[str, Any]]):
-    """Every run's summary as one Arrow table (None if none), and the unreadable ones, named."""
+def _table(summaries: list[tuple[Path, dict[str, Any]]]):
+    """Every run's summary as one Arrow table (None if none), and those with a field of the wrong type, named."""
     import pyarrow as pa
 
     schema = _schema()
     names = [n for n in schema.names if n != "filename"]
-    rows, bad = [], []
-    for d in run_dirs:
-        rec, problem = summary_of(d, fresh)
-        if problem:
-            bad.append(problem)
-        if rec is None:
-            continue
+    rows: list[dict[str, Any]] = []
+    bad: list[str] = []
+    for d, rec in summaries:
         row = {n: rec.get(n) for n in names}
         row["filename"] = str(RunDir(d).summary)
         rows.append(row)

@@ -2,14 +2,11 @@
 
 Why a separate, flat summary: an experiment tracker wants a few scalars and tags, not the nested report;
 and a fleet of 10,000 runs must not re-run every analysis to draw one table. So every recorded run directory
-carries ``summary.json`` (``write_summary``), and ``fleet`` reads those with DuckDB, computing one only for
-runs that have none yet.
+carries ``summary.json``, and ``fleet`` reads those with DuckDB, computing one only for runs that have none yet.
 
-Who writes it where: reading a run never writes it. ``summary.json`` inside a run directory is written by
-the verbs that record runs (``gpusleuth run``, ``load``); a summary ``fleet`` has to compute
-for a run without one (recorded with ``--no-report``, or read-only) is cached outside the run, under
-``$GPUSLEUTH_CACHE_DIR`` (default ``$XDG_CACHE_HOME/gpusleuth``, i.e. ``~/.cache/gpusleuth``), keyed by the
-run's real path and a fingerprint of its files, so a run that changes is summarized again.
+This module only makes the record; files are elsewhere (reading never writes a run): the verbs that record
+runs leave ``summary.json`` in the run directory (``recorder/summary.py``); ``sources/summaries.py`` reads it,
+and keeps the summaries ``fleet`` computes for runs without one in a cache outside the run.
 
 Built from the Report's JSON form (docs/report-json.md), the versioned contract, so it keeps working while
 the report's internals move. Dollars lost by cause are the badput seconds at the run's price per second of
@@ -18,13 +15,8 @@ wall time (``cost.per_recoverable_second``, all GPUs); without a price they are 
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
-
-from gpusleuth.sources.layout import RunDir
 
 SCHEMA = "gpusleuth.summary/1"
 
@@ -130,68 +122,3 @@ def summarize(report, meta: dict | None = None) -> RunSummary:
         top_gain_s=_get(top, "estimated_gain", "seconds_per_run"),
         top_gain_usd=_get(top, "estimated_gain", "dollars_per_run"),
     )
-
-
-def write_summary(run_dir: Path, summary: RunSummary) -> bool:
-    """Cache the summary in the run directory; a read-only directory is fine (False: not written)."""
-    path = RunDir(run_dir).summary
-    tmp = path.with_suffix(".json.tmp")
-    try:
-        tmp.write_text(json.dumps(summary.to_dict(), default=str) + "\n")
-        os.replace(tmp, path)
-    except OSError:
-        return False
-    return True
-
-
-def cache_root() -> Path:
-    """Where summaries computed for runs without one are kept (never inside the run)."""
-    root = os.environ.get("GPUSLEUTH_CACHE_DIR")
-    if not root:
-        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gpusleuth")
-    return Path(root) / "summaries"
-
-
-def _cache_path(run_dir: Path) -> Path | None:
-    """The cache file for the run as it is now: its real path and the name, size and time of each of its
-    top-level files and of ``raw/``'s (a run that was finalized, appended to or edited gets a new key)."""
-    import hashlib
-
-    h = hashlib.sha256(os.path.realpath(run_dir).encode("utf-8", "surrogateescape"))
-    try:
-        for where in (Path(run_dir), Path(run_dir) / "raw"):
-            if where.name == "raw" and not where.is_dir():
-                continue
-            with os.scandir(where) as it:
-                for e in sorted(it, key=lambda e: e.name):
-                    st = e.stat(follow_symlinks=False)
-                    h.update(f"{e.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode("utf-8", "surrogateescape"))
-    except OSError:
-        return None
-    return cache_root() / f"{h.hexdigest()[:40]}.json"
-
-
-def read_cached_summary(run_dir: Path) -> dict[str, Any] | None:
-    path = _cache_path(run_dir)
-    if path is None:
-        return None
-    try:
-        rec = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    return rec if isinstance(rec, dict) else None
-
-
-def cache_summary_outside(run_dir: Path, summary: RunSummary) -> bool:
-    """Keep a computed summary in the cache (False when the cache cannot be written: computed next time)."""
-    path = _cache_path(run_dir)
-    if path is None:
-        return False
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(summary.to_dict(), default=str) + "\n")
-        os.replace(tmp, path)
-    except OSError:
-        return False
-    return True

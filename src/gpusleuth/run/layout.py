@@ -28,7 +28,7 @@ ENGINE_METRICS_FILE = "engine_metrics.jsonl"  # an LLM engine's /metrics read wh
 OUTPUT_LOG = "output.log"  # the job's captured output (MLLOG lines are looked for here by default)
 RECORDER_LOG = "recorder.log"  # the recorder process's own output
 RECORDER_STATUS = "recorder.json"  # the recorder's status at its end (hardware, sampler errors)
-SUMMARY_FILE = "summary.json"  # the flat summary `gpusleuth fleet` reads (report/summary.py)
+SUMMARY_FILE = "summary.json"  # the flat summary `gpusleuth fleet` reads (report/summary.py makes it)
 RESERVE_FILE = ".space-reserve"  # held by the launcher while recording, freed for the run's last writes
 RECORDING_LOCK = ".recording"  # locked (flock) by the launcher and the recorder while the run is recorded
 

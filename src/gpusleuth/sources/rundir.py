@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpusleuth.errors import InputError
-from gpusleuth.run.files import check_regular
+from gpusleuth.run.files import check_regular, is_directory
 from gpusleuth.sources.engine_metrics import read_engine_scrapes
 from gpusleuth.sources.events import parse_event_files
 from gpusleuth.run.layout import (BATCHES_TABLE, LOAD_TABLE, REQUESTS_TABLE, SUMMARY_FILE, TELEMETRY_TABLES, RunDir)
@@ -96,19 +96,40 @@ def load_run(path: str | Path) -> Run:
 __all__ = ["RunDir", "SUMMARY_FILE", "find_run_dirs", "load_run"]
 
 
-def find_run_dirs(paths: list[Path]) -> list[Path]:
-    """Run directories given, or directly inside a given directory (one level: a folder of runs)."""
+def find_run_dirs(paths: list[Path], left_out: list[str] | None = None) -> list[Path]:
+    """Run directories given, or directly inside a given directory (one level: a folder of runs). A folder
+    that cannot be entered is named in ``left_out`` (one line each), never skipped in silence: it may hold
+    runs; one that can be entered and has no meta.json is simply not a run."""
     found: list[Path] = []
     for p in paths:
         p = Path(p)
-        if not p.is_dir():
-            raise InputError(p, "not a directory (give run directories or folders of them)")
-        if RunDir(p).is_run():
+        if not is_directory(p):
+            raise InputError(p, "not a directory (fleet tabulates run directories or folders of them; "
+                                "`gpusleuth report` reads a trace or a log)")
+        if _is_run(p, None):
             found.append(p)
             continue
-        with os.scandir(p) as it:
-            found.extend(Path(d.path) for d in it if d.is_dir() and RunDir(d.path).is_run())
+        try:
+            with os.scandir(p) as it:
+                subdirs = [Path(d.path) for d in it if d.is_dir()]
+        except OSError as exc:
+            raise InputError(p, f"cannot be read ({exc.strerror or exc}: you may not enter this directory)"
+                             ) from None
+        found.extend(d for d in subdirs if _is_run(d, left_out))
     return sorted(found)
+
+
+def _is_run(path: Path, left_out: list[str] | None) -> bool:
+    """Does ``path`` hold meta.json? A folder that refuses the look is a line in ``left_out``."""
+    try:
+        os.stat(RunDir(path).meta_file)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:  # permission denied on the way in, a name too long, an I/O error
+        if left_out is not None:
+            left_out.append(f"{path}: cannot be entered ({exc.strerror or exc}); left out")
+        return False
+    return RunDir(path).is_run()
 
 
 LOAD_COLUMNS = ("level", "concurrency", "rate", "start_ns", "end_ns", "status")
