@@ -256,9 +256,9 @@ def probe_table(path: Path) -> dict:
         "launch_calls": launches,
         "launch_calls_not_known": [n for n in launches if not C.is_launch(n)],
         "sync_calls": sorted({n for n in runtime if C.is_sync(n)} | {names[c] for c in ev["name"] if C.is_sync(names[c])}),
-        "precision_s": k["precision_s"],
-        "precision_from_op_share": k.get("precision_from_op_share"),
-        "short_kernel_share": (k["short_kernels"] or {}).get("count_share"),
+        "precision_s": k.precision_s,
+        "precision_from_op_share": k.precision_from_op_share,
+        "short_kernel_share": k.short_kernels.count_share if k.short_kernels is not None else None,
         "memcpy": sorted({names[p.name[i]] for i in range(p.n) if p.kind[i] == MEMCPY}),
     }
 

@@ -82,27 +82,27 @@ def test_gemm_time_by_precision_matches_the_ops_input_types(name):
     path = TL / name
     expected, total_us = _expected_split(path)
     k = _gpusleuth_split(path)
-    got = {p: s * 1e6 for p, s in k["precision_s"].items()}
+    got = {p: s * 1e6 for p, s in k.precision_s.items()}
     gemm_us = sum(expected.values())
     assert gemm_us > 0.2 * total_us  # the traces are GEMM-heavy: the check has weight
     assert set(got) == set(expected), (got, expected)
     for p, us in expected.items():
         assert abs(got[p] - us) <= 0.02 * gemm_us, (p, got, expected)
     # the dtype came from the ops (record_shapes), not from names
-    assert k["precision_from_op_share"] == pytest.approx(1.0)
+    assert k.precision_from_op_share == pytest.approx(1.0)
 
 
 def test_b200_block_scaled_moe_and_nvjet_gemms_are_gemms():
     """Before: 5.2 ms of the B200 step's 10.9 ms of kernel time was in no GEMM family at all."""
     k = _gpusleuth_split(TL / "b200_vllm_moe_eager.json.gz")
-    fam = {t["name"]: t["family"] for t in k["top"]}
+    fam = {t.name: t.family for t in k.top}
     bmm = [n for n in fam if n.startswith("bmm_")]
     nvjet = [n for n in fam if n.startswith("nvjet_")]
     assert bmm and nvjet
     assert all(fam[n] == "tensor-core fp8" for n in bmm)
     assert all(fam[n] == "tensor-core bf16" for n in nvjet)
-    assert k["precision_s"]["fp8"] * 1e3 > 5.0  # the MoE GEMMs (and fp8 attention) in ms
-    assert sum(k["precision_s"].values()) > 0.55 * k["kernel_time_s"]  # was fmha alone: 0.5 of 10.9 ms
+    assert k.precision_s["fp8"] * 1e3 > 5.0  # the MoE GEMMs (and fp8 attention) in ms
+    assert sum(k.precision_s.values()) > 0.55 * k.kernel_time_s  # was fmha alone: 0.5 of 10.9 ms
 
 
 def test_tf32_and_fp32_on_cuda_cores_are_told_apart_by_the_kernel():
@@ -110,10 +110,10 @@ def test_tf32_and_fp32_on_cuda_cores_are_told_apart_by_the_kernel():
     and cuDNN/xmma tf32 kernels are TF32 on tensor cores; simt_sgemm / ampere_sgemm / scudnn are fp32 on
     CUDA cores and must not count as tensor-core time."""
     k = _gpusleuth_split(FIX / "hta" / "nccl_parser_config" / "nccl_data.json.gz")
-    prec = k["precision_s"]
+    prec = k.precision_s
     assert prec["tf32"] > 0 and prec["fp32"] > 0
-    assert k["precision_from_op_share"] == 0.0
-    fam = {t["name"]: t["family"] for t in k["top"]}
+    assert k.precision_from_op_share == 0.0
+    fam = {t.name: t.family for t in k.top}
     assert any(f == "tensor-core tf32" for f in fam.values())
     for name in ("void cutlass::Kernel<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>(x)", "ampere_sgemm_32x128_nt",
                  "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_kernel",
@@ -177,6 +177,6 @@ def test_nsight_h100_fp32_cublas_gemms_are_cuda_core_fp32():
 
     for run in read_nsys(FIX / "nsys" / "h100_2gpu_1s.sqlite"):
         k = breakdown(prepare(run.trace))
-        assert set(k["precision_s"]) == {"fp32"} and k["precision_s"]["fp32"] > 0.01
-        assert k["tensor_core_share"] == 0.0
-        assert k["precision_from_op_share"] == 0.0  # Nsight has no op Input types: the names decided
+        assert set(k.precision_s) == {"fp32"} and k.precision_s["fp32"] > 0.01
+        assert k.tensor_core_share == 0.0
+        assert k.precision_from_op_share == 0.0  # Nsight has no op Input types: the names decided

@@ -4,23 +4,43 @@ The same rules run on real traces in tests/test_trace_analysis.py's fixtures via
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from dataclasses import replace
 
 from gpusleuth.analysis.telemetry import GpuSummary
+from gpusleuth.analysis.trace import IDLE_CATS, IdleCauses, StepPartition, StepStats, TraceAnalysis
+from gpusleuth.analysis.trace.kernels import NO_KERNELS, ShortKernels
+from gpusleuth.analysis.trace.launch import NO_LAUNCHES, LaunchCost
+from gpusleuth.analysis.trace.timeline import CommOverlap, DeviceTime
 from gpusleuth.diagnosis.finding import Missing
 from gpusleuth.diagnosis.rules import busy_idle, copies, distributed, precision, sizing, stragglers, sync, throttling
 from gpusleuth.diagnosis.rules import input as input_rules
 from test_rules_cpu import facts
 
 
-def trace(partition, rank=0, dur=0.01, n=5, kernels=None, launch=None, overlap=None):
-    steps = [{"step": i, "duration_s": dur, "partition": dict(partition)} for i in range(n)]
-    return SimpleNamespace(rank=rank, label=f"rank{rank}", device_span_s=dur * n, steps=steps,
-                           span_partition={k: v * n for k, v in partition.items()},
-                           device_time={"copy_between_kernels_s": sum(v * n for k, v in partition.items()
-                                                                      if k.startswith("memcpy"))},
-                           trace_window_s=dur * n, kernels=kernels or {}, launch=launch or {},
-                           overlap=overlap or {}, idle_causes={"share": {"idle_host": 1.0}})
+def trace(partition, rank=0, dur=0.01, n=5, kernels=NO_KERNELS, launch=NO_LAUNCHES, overlap=None):
+    """A stand-in trace analysis of ``n`` identical steps, each split as ``partition`` (seconds), built from
+    the real types: a rule reading a field the analysis does not have fails here as it would on a trace."""
+    steps = [StepPartition(step=i, start_s=i * dur, duration_s=dur, partition=dict(partition),
+                           comm_overlapped_s=0.0) for i in range(n)]
+    span = {k: v * n for k, v in partition.items()}
+    copies = sum(v for k, v in span.items() if k.startswith("memcpy"))
+    idle = {c: span.get(c, 0.0) for c in IDLE_CATS}
+    busy = dur * n - sum(idle.values())
+    return TraceAnalysis(
+        rank=rank, label=f"rank{rank}", device=None, device_span_s=dur * n, compute=span.get("compute", 0.0) / (dur * n),
+        non_compute=(busy - span.get("compute", 0.0)) / (dur * n), idle=sum(idle.values()) / (dur * n),
+        device_time=DeviceTime(busy_s=busy, compute_s=span.get("compute", 0.0),
+                               non_compute_s=busy - span.get("compute", 0.0), idle_s=sum(idle.values()),
+                               copy_between_kernels_s=copies),
+        span_partition=span, trace_window_s=dur * n, trace_partition=span, steps=steps,
+        step_stats=StepStats(count=n, mean_s=dur, median_s=dur, std_s=0.0, cv=0.0, min_s=dur, max_s=dur),
+        idle_causes=IdleCauses(total_s=sum(idle.values()), seconds=idle,
+                               share={c: v / (sum(idle.values()) or 1.0) for c, v in idle.items()}, over="steps"),
+        kernels=kernels, launch=launch, overlap=overlap or CommOverlap(0.0, 0.0, 0.0, None))
+
+
+def short_kernels(share):
+    return ShortKernels(threshold_us=10.0, count=int(100 * share), count_share=share, time_share=share)
 
 
 def dist(v):
@@ -46,18 +66,20 @@ def test_sync_from_trace_partition():
 
 def test_launch_bound_needs_short_kernels():
     t = trace({"compute": 0.005, "idle_launch": 0.003, "idle_kernel_gap": 0.002},
-              kernels={"short_kernels": {"count_share": 0.9}}, launch={"launch_cost_us": {"median": 6.0}})
+              kernels=replace(NO_KERNELS, short_kernels=short_kernels(0.9)),
+              launch=replace(NO_LAUNCHES, launch_cost_us=LaunchCost(median=6.0, p95=9.0, total_s=0.001)))
     (fd,) = sync.launch_bound(facts(traces=[t]))
     assert fd.cause == "host.launch_bound" and "torch.compile" in fd.fix
-    t.kernels = {"short_kernels": {"count_share": 0.1}}
+    assert any(e.value == 6.0 for e in fd.evidence)  # the launch cost read from the launch statistics
+    t = replace(t, kernels=replace(NO_KERNELS, short_kernels=short_kernels(0.1)))
     assert sync.launch_bound(facts(traces=[t])) == []
 
 
 def test_precision_fp32_gemms():
-    k = {"kernel_time_s": 0.04, "precision_s": {"fp32": 0.03}, "tensor_core_share": 0.0}
+    k = replace(NO_KERNELS, kernel_time_s=0.04, precision_s={"fp32": 0.03}, tensor_core_share=0.0)
     (fd,) = precision.fp32_math(facts(traces=[trace({"compute": 0.01}, kernels=k)]))
     assert fd.cause == "precision" and "autocast" in fd.fix
-    k2 = {"kernel_time_s": 0.04, "precision_s": {"bf16": 0.03}}
+    k2 = replace(NO_KERNELS, kernel_time_s=0.04, precision_s={"bf16": 0.03})
     assert precision.fp32_math(facts(traces=[trace({"compute": 0.01}, kernels=k2)])) == []
 
 
@@ -82,7 +104,7 @@ def test_copies_both_ways_are_copy_bound_not_half_named():
     assert fd2.title.startswith("Copy-bound: Host-to-device copies exposed: 96%")
     assert copies.copy_bound(facts(traces=[t2])) == []
     # the same copies only bracketing the kernels (in once, out once): named, moderate, no "every iteration"
-    t.device_time = {"copy_between_kernels_s": 0.0}
+    t = replace(t, device_time=replace(t.device_time, copy_between_kernels_s=0.0))
     (fd4,) = copies.copy_bound(facts(traces=[t]))
     assert fd4.severity == "moderate" and "one-time transfer" in fd4.summary and "every iteration:" not in fd4.fix
     # copies a small part of busy time: neither says copy-bound
@@ -112,9 +134,11 @@ def test_straggler_from_per_rank_traces_claims_no_arrivals():
 
 def test_exposed_communication():
     # stragglers are judged from collectives matched across ranks: tests/test_distributed.py, on real jobs
-    t = trace({"compute": 0.006, "comm": 0.004}, overlap={"overlap_ratio": 0.2})
+    t = trace({"compute": 0.006, "comm": 0.004}, overlap=CommOverlap(comm_s=0.025, overlapped_s=0.005,
+                                                                       exposed_s=0.02, overlap_ratio=0.2))
     (fd,) = distributed.exposed_communication(facts(traces=[t]))
     assert fd.cause == "communication"
+    assert any(e.value == 20.0 for e in fd.evidence)  # the overlap ratio, in %
 
 
 def test_throttling_from_counters():

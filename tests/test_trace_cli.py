@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,7 @@ def test_report_truncated_trace_states_the_loss(tmp_path):
 def test_renderer_escapes_trace_strings_and_shows_issues():
     run = load_traces([FIX / "overlapping_kernels.json"])[0]
     a = analyze_trace(run)
-    a.kernels["top"][0]["name"] = "evil[bold red]kernel[/]"
+    a.kernels.top[0] = replace(a.kernels.top[0], name="evil[bold red]kernel[/]")
     con = Console(record=True, width=160)
     render_trace(a, con)
     text = con.export_text()

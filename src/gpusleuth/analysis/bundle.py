@@ -174,7 +174,7 @@ def job_gemm_dtype(traces: list[TraceAnalysis]) -> str | None:
     """The precision most of the job's GEMM kernel time ran in, over its ranks' traces (None without GEMMs)."""
     total: dict[str, float] = {}
     for t in traces:
-        for prec, s in ((t.kernels or {}).get("precision_s") or {}).items():
+        for prec, s in t.kernels.precision_s.items():
             total[prec] = total.get(prec, 0.0) + s
     return max(total, key=lambda k: total[k]) if total else None
 

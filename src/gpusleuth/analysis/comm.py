@@ -303,11 +303,11 @@ def trace_comm_summary(traces: list[Any]) -> CommSummary | None:
         return None
     rows = []
     for t in ranked:
-        comm = [s["partition"].get("comm", 0.0) + s.get("comm_overlapped_s", 0.0) for s in t.steps]
-        dur = [s["duration_s"] for s in t.steps]
+        comm = [s.partition.get("comm", 0.0) + s.comm_overlapped_s for s in t.steps]
+        dur = [s.duration_s for s in t.steps]
         parts: dict[str, list[float]] = {}
         for s in t.steps:
-            for k, v in s["partition"].items():
+            for k, v in s.partition.items():
                 if k != "comm":
                     parts.setdefault(k, []).append(v)
         rows.append((t, float(np.median(comm)), float(np.median(dur)), len(dur),

@@ -195,8 +195,8 @@ def traced_outcomes(traces: list) -> Outcomes | None:
     job moves at its pace), or the trace window when the profiler marked no steps."""
     with_steps = [t for t in traces if t.steps]
     if with_steps:
-        t = max(with_steps, key=lambda t: sum(s["duration_s"] for s in t.steps))
-        secs = np.array([s["duration_s"] for s in t.steps], float)
+        t = max(with_steps, key=lambda t: sum(s.duration_s for s in t.steps))
+        secs = np.array([s.duration_s for s in t.steps], float)
         delimiter = "ProfilerStep"
     else:
         device = [t for t in traces if t.device_span_s > 0]

@@ -123,7 +123,7 @@ def not_judged(facts: Facts) -> Finding | None:
         compute = p.get("compute", 0.0) + p.get("comm", 0.0) + p.get("memset", 0.0)
         idle = max(span - copies - compute, 0.0)
         parts.append(f"{t.label}: {span * 1e3:.2f} ms of device span — copies {copies / span:.1%}, kernels "
-                     f"{compute / span:.1%}, idle {idle / span:.1%} ({t.kernels.get('kernels', 0)} kernels)")
+                     f"{compute / span:.1%}, idle {idle / span:.1%} ({t.kernels.kernels} kernels)")
         evidence += [Evidence("device span", round(span * 1e3, 3), "ms", f"trace {t.label}"),
                      Evidence("copies", round(copies / span * 100, 1), "% of device span", f"trace {t.label}"),
                      Evidence("kernels (compute, comm, memset)", round(compute / span * 100, 1), "% of device span",

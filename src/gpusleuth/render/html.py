@@ -174,22 +174,22 @@ def _fix_first(pg: Page, report: Report) -> None:
 def _headline_trace(pg: Page, report: Report) -> None:
     tiles = []
     for r in report.ranks:
-        sec = r.idle_causes.get("seconds") or {}
+        sec = r.idle_causes.seconds
         top = max(sec.items(), key=lambda kv: kv[1]) if sec else None
         who = f"rank {r.rank}" if r.rank is not None else e(r.label or "trace")
         note = ""
-        if getattr(r, "cpu_only", False):  # no device to be idle: the step's time is the host's
-            if r.step_stats.get("count"):
-                tiles.append(tile(f"{who}: step time (median)", _ms(r.step_stats.get("median_s")),
-                                  f"{r.step_stats['count']} steps · CPU-only trace (no device)"))
+        if r.cpu_only:  # no device to be idle: the step's time is the host's
+            if r.step_stats.count:
+                tiles.append(tile(f"{who}: step time (median)", _ms(r.step_stats.median_s),
+                                  f"{r.step_stats.count} steps · CPU-only trace (no device)"))
             continue
         if top and top[1] > 0:
-            share = (r.idle_causes.get("share") or {}).get(top[0])
+            share = r.idle_causes.share[top[0]]
             note = f"largest idle cause: {e(CATEGORY_LABELS.get(top[0], top[0]))} ({_pct(share)} of idle)"
         tiles.append(tile(f"{who}: device idle", _pct(r.idle, 1), note))
-        if r.step_stats.get("count"):
-            tiles.append(tile(f"{who}: step time (median)", _ms(r.step_stats.get("median_s")),
-                              f"{r.step_stats['count']} steps"))
+        if r.step_stats.count:
+            tiles.append(tile(f"{who}: step time (median)", _ms(r.step_stats.median_s),
+                              f"{r.step_stats.count} steps"))
     pg.add('<section class=headline><h2>Outcome</h2><div class=tiles>' + "".join(tiles) + "</div>")
     _fix_first(pg, report)
     pg.add("</section>")
@@ -302,7 +302,7 @@ def _rank(pg: Page, r, hist: Any) -> None:
     who = f"rank {r.rank}" if r.rank is not None else "trace"
     pg.add(f"<section class=rank><h2>Profiler trace · {e(who)} <span class=dim>{e(str(r.label or ''))}"
            + (f" · {e(str(r.device))}" if r.device else "") + "</span></h2>")
-    cpu_only = bool(getattr(r, "cpu_only", False))
+    cpu_only = r.cpu_only
     labels = category_labels(cpu_only)
     if cpu_only:
         pg.add(f"<p>{e(cpu_only_note(None))}</p><h3>Host time per step</h3><p class=dim>Each bar sums exactly to "
@@ -317,21 +317,21 @@ def _rank(pg: Page, r, hist: Any) -> None:
         pg.add(f"<h3>Idle gaps by size and cause</h3><p class=dim>{hist.gaps:,} gaps in the device timeline, "
                "each labelled by the cause that took most of it.</p>")
         pg.figure(F.gap_histogram(hist))
-    k = r.kernels or {}
-    if k.get("top"):
-        pg.add(f"<h3>Kernel breakdown</h3><p class=dim>{k.get('kernels', 0):,} kernels, "
-               f"{k.get('distinct_names', 0):,} names, {_ms(k.get('kernel_time_s'))} of kernel time.</p>")
+    k = r.kernels
+    if k.top:
+        pg.add(f"<h3>Kernel breakdown</h3><p class=dim>{k.kernels:,} kernels, "
+               f"{k.distinct_names:,} names, {_ms(k.kernel_time_s)} of kernel time.</p>")
         pg.figure(F.kernel_bars(k))
-        rows = [[e(str(x["name"])), e(str(x.get("family") or "")), f"{x['count']:,}", f"{x['total_s'] * 1e3:,.3f}",
-                 _pct(x.get("share"), 1), _num(x.get("mean_us"), "{:,.1f}"), _num(x.get("median_us"), "{:,.1f}"),
-                 _num(x.get("min_us"), "{:,.1f}"), _num(x.get("max_us"), "{:,.1f}")] for x in k["top"]]
+        rows = [[e(x.name), e(x.family), f"{x.count:,}", f"{x.total_s * 1e3:,.3f}",
+                 _pct(x.share, 1), _num(x.mean_us, "{:,.1f}"), _num(x.median_us, "{:,.1f}"),
+                 _num(x.min_us, "{:,.1f}"), _num(x.max_us, "{:,.1f}")] for x in k.top]
         pg.add("<details><summary>Top kernels, exact numbers</summary>" + table(
             ["kernel", "family", "count", "total ms", "share", "mean µs", "median µs", "min µs", "max µs"],
             rows, "kernels") + "</details>")
     if r.steps:
-        cats = [c for c in labels if any(c in s.get("partition", {}) for s in r.steps)]
-        rows = [[f"#{s['step']}", f"{s['duration_s'] * 1e3:,.3f}"]
-                + [f"{s['partition'].get(c, 0.0) * 1e3:,.3f}" for c in cats] for s in r.steps]
+        cats = [c for c in labels if any(c in s.partition for s in r.steps)]
+        rows = [[f"#{s.step}", f"{s.duration_s * 1e3:,.3f}"]
+                + [f"{s.partition.get(c, 0.0) * 1e3:,.3f}" for c in cats] for s in r.steps]
         pg.add("<details><summary>Exposed time per step, exact (ms)</summary>" + table(
             ["step", "step time"] + [e(labels[c]) for c in cats], rows, "num") + "</details>")
     for title, xs in (("Data issues", r.issues), ("Losses", r.losses)):

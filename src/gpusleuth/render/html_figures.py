@@ -12,9 +12,13 @@ can never become markup, whatever plotly's own sanitizer would let through.
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpusleuth.render.labels import CATEGORY_LABELS
+
+if TYPE_CHECKING:
+    from gpusleuth.analysis.trace import StepPartition
+    from gpusleuth.analysis.trace.kernels import KernelBreakdown
 
 #: one colour per partition category: device work cool/green, idle causes warm, unknown grey
 CATEGORY_COLORS = {
@@ -146,13 +150,12 @@ def timeline(display: Any) -> dict | None:
     return {"data": data, "layout": layout}
 
 
-def step_partition(steps: list[dict], trace_partition: dict[str, float],
+def step_partition(steps: list[StepPartition], trace_partition: dict[str, float],
                    labels: dict[str, str] = CATEGORY_LABELS) -> dict | None:
     """Exposed time per step, stacked by category (each bar sums to the step time)."""
-    steps = steps or []
     if steps:
-        xs = [f"#{s['step']}" for s in steps]
-        parts = [s.get("partition") or {} for s in steps]
+        xs = [f"#{s.step}" for s in steps]
+        parts = [s.partition for s in steps]
         title_x = "profiler step"
     elif trace_partition:
         xs, parts, title_x = ["whole trace"], [trace_partition], "(no ProfilerStep annotations)"
@@ -222,20 +225,20 @@ def gap_histogram(h: Any) -> dict | None:
         margin={"l": 60, "r": 20, "t": 40, "b": 50})}
 
 
-def kernel_bars(kernels: dict) -> dict | None:
+def kernel_bars(kernels: KernelBreakdown) -> dict | None:
     """Top kernels by total device time, coloured by family; full names in the hover and the table."""
-    top = kernels.get("top") or []
+    top = kernels.top
     if not top:
         return None
     rows = list(reversed(top))  # largest at the top of a horizontal bar chart
-    labels = [f"{i}. {plain(r['name'], 70)}" for i, r in zip(range(len(rows), 0, -1), rows)]
+    labels = [f"{i}. {plain(r.name, 70)}" for i, r in zip(range(len(rows), 0, -1), rows)]
     data = []
     spare = iter(["#ff7f0e", "#8c564b", "#e377c2", "#bcbd22", "#9edae5", "#c49c94"] * 4)
-    for fam in dict.fromkeys(r.get("family") or "other" for r in rows):
-        sel = [i for i, r in enumerate(rows) if (r.get("family") or "other") == fam]
+    for fam in dict.fromkeys(r.family or "other" for r in rows):
+        sel = [i for i, r in enumerate(rows) if (r.family or "other") == fam]
         data.append({"type": "bar", "orientation": "h", "name": plain(fam),
-                     "y": [labels[i] for i in sel], "x": [round(rows[i]["total_s"] * 1e3, 4) for i in sel],
-                     "customdata": [[plain(rows[i]["name"], 400), rows[i]["count"], round(rows[i]["share"] * 100, 2)]
+                     "y": [labels[i] for i in sel], "x": [round(rows[i].total_s * 1e3, 4) for i in sel],
+                     "customdata": [[plain(rows[i].name, 400), rows[i].count, round(rows[i].share * 100, 2)]
                                     for i in sel],
                      "marker": {"color": FAMILY_COLORS.get(fam) or next(spare)},
                      "hovertemplate": "%{customdata[0]}<br>%{x:.2f} ms total · %{customdata[1]} launches · "

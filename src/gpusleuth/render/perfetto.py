@@ -19,7 +19,10 @@ import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+
+if TYPE_CHECKING:
+    from gpusleuth.analysis.trace import TraceAnalysis
 
 TRACK_PROCESS = "gpusleuth: why the GPU waited"
 TRACKS = {  # tid -> thread (track) name
@@ -70,7 +73,7 @@ def _pick_pid(pids: Iterable[Any]) -> int:
     return max(nums, default=0) + 1
 
 
-def annotation_events(analysis: Any, meta: Mapping[str, Any], pids: Iterable[Any]) -> tuple[list[str], dict[str, int]]:
+def annotation_events(analysis: TraceAnalysis, meta: Mapping[str, Any], pids: Iterable[Any]) -> tuple[list[str], dict[str, int]]:
     """Our events as JSON text, one per element, in the file's units (``meta``: the trace file's own
     metadata — its clock base and units; ``pids``: the process ids its events use)."""
     from gpusleuth.analysis.trace import ALL_CATS
@@ -100,19 +103,19 @@ def annotation_events(analysis: Any, meta: Mapping[str, Any], pids: Iterable[Any
     for s, e, c in zip(seg.start.tolist(), seg.end.tolist(), seg.cat.tolist()):
         cat = ALL_CATS[c]
         out.append(x(2, labels.get(cat, cat), "gpusleuth.partition", s, e, {"category": cat}))
-    steps = analysis.steps or []
+    steps = analysis.steps
     lo = int(seg.start[0]) if len(seg) else 0
     for st in steps:
-        start = lo + round(st["start_s"] * 1e9)
-        end = start + round(st["duration_s"] * 1e9)
-        part = st.get("partition") or {}
+        start = lo + round(st.start_s * 1e9)
+        end = start + round(st.duration_s * 1e9)
+        part = st.partition
         idle = sum(v for k, v in part.items() if k.startswith("idle_"))
         worst = max(((k, v) for k, v in part.items() if k.startswith("idle_")), key=lambda kv: kv[1], default=None)
-        name = f"step {st['step']}: idle {idle / st['duration_s']:.0%}" if st["duration_s"] else f"step {st['step']}"
+        name = f"step {st.step}: idle {idle / st.duration_s:.0%}" if st.duration_s else f"step {st.step}"
         if worst and worst[1] > 0:
             name += f" (most: {labels.get(worst[0], worst[0])})"
         args = {f"{k} (ms)": round(v * 1e3, 6) for k, v in sorted(part.items(), key=lambda kv: -kv[1])}
-        args["step time (ms)"] = round(st["duration_s"] * 1e3, 6)
+        args["step time (ms)"] = round(st.duration_s * 1e3, 6)
         out.append(x(3, name, "gpusleuth.step", start, end, args))
     return out, {"gaps": len(gaps), "segments": len(seg), "steps": len(steps)}
 
@@ -183,7 +186,7 @@ def _find_array_start(src: Iterator[bytes]) -> tuple[bytes, int, bool]:
     return buf, pos, text[n:n + 1] == "]"
 
 
-def write_annotated(text: Iterable[bytes], analysis: Any, meta: Mapping[str, Any], pids: Iterable[Any],
+def write_annotated(text: Iterable[bytes], analysis: TraceAnalysis, meta: Mapping[str, Any], pids: Iterable[Any],
                     out: Path) -> AnnotateResult:
     """Copy a trace's text (``text``: its decompressed blocks) to ``out`` with our tracks inserted (gzip if
     ``out`` ends in .gz). A text that is not a trace raises ``ValueError`` saying why; ``out`` is written

@@ -22,6 +22,69 @@ SHORT_KERNEL_NS = 10_000
 TOP_N = 15
 
 
+@dataclass(frozen=True)
+class KernelRow:
+    """One kernel name's launches: statistics of individual launches, not of per-name totals."""
+
+    name: str
+    count: int
+    total_s: float
+    share: float  # of all kernel time
+    mean_us: float
+    median_us: float
+    min_us: float
+    max_us: float
+    family: str  # "communication", "triton", "tensor-core bf16", "gemm fp32", "other", …
+
+
+@dataclass(frozen=True)
+class FamilyShare:
+    count: int
+    time_s: float
+    share: float  # of all kernel time
+
+
+@dataclass(frozen=True)
+class KernelFamilies:
+    communication: FamilyShare
+    tensor_core: FamilyShare
+    triton: FamilyShare
+    cuda_graph: FamilyShare
+    driver_api: FamilyShare  # other kernels launched with cuLaunchKernel (CuPy, Numba, nvFuser, offload)
+
+
+@dataclass(frozen=True)
+class ShortKernels:
+    threshold_us: float
+    count: int
+    count_share: float  # of kernels
+    time_share: float  # of kernel time
+
+
+@dataclass(frozen=True)
+class KernelBreakdown:
+    """Where device time went, by kernel name and family: the ``kernels`` entry of a rank's JSON."""
+
+    kernels: int
+    distinct_names: int
+    kernel_time_s: float
+    top: list[KernelRow]  # the TOP_N names by total time
+    families: KernelFamilies
+    short_kernels: ShortKernels | None  # None without kernels
+    precision_s: dict[str, float]  # GEMM/conv/attention seconds per math precision, largest first
+    precision_share_of_gemm: dict[str, float]  # empty without GEMM time
+    tensor_core_share: float | None  # of kernel time; None without kernel time
+    precision_from_op_share: float | None  # GEMM time whose precision came from its op's dtype; None without GEMMs
+
+
+_NO_FAMILY = FamilyShare(count=0, time_s=0.0, share=0.0)
+NO_KERNELS = KernelBreakdown(
+    kernels=0, distinct_names=0, kernel_time_s=0.0, top=[],
+    families=KernelFamilies(*[_NO_FAMILY] * 5),
+    short_kernels=None,
+    precision_s={}, precision_share_of_gemm={}, tensor_core_share=None, precision_from_op_share=None)
+
+
 def _median_by_group(codes: np.ndarray, values: np.ndarray, ngroups: int) -> np.ndarray:
     """Median of ``values`` per group code, vectorized: sort by (code, value), pick the middle(s)."""
     order = np.lexsort((values, codes))
@@ -36,12 +99,11 @@ def _median_by_group(codes: np.ndarray, values: np.ndarray, ngroups: int) -> np.
     return med
 
 
-def breakdown(p: Prepared) -> dict:
+def breakdown(p: Prepared) -> KernelBreakdown:
     names = p.trace.names
     km = p.kind == KERNEL
     if not km.any():
-        return {"kernels": 0, "kernel_time_s": 0.0, "top": [], "families": {}, "short_kernels": None,
-                "precision_s": {}, "tensor_core_share": None}
+        return NO_KERNELS
     code = p.name[km]
     dur = p.dur[km]
     cat = p.cat[km]
@@ -79,9 +141,9 @@ def breakdown(p: Prepared) -> dict:
     by_triton = triton[inv]
     by_driver = drv_tab[lname] & ~by_triton
 
-    def share(mask_rows: np.ndarray) -> dict:
+    def share(mask_rows: np.ndarray) -> FamilyShare:
         t = float(dur[mask_rows].sum())
-        return {"count": int(mask_rows.sum()), "time_s": t / 1e9, "share": t / total if total else 0.0}
+        return FamilyShare(count=int(mask_rows.sum()), time_s=t / 1e9, share=t / total if total else 0.0)
 
     prec_time: dict[str, float] = {}
     for pr, t in g.by_precision.items():
@@ -91,36 +153,36 @@ def breakdown(p: Prepared) -> dict:
     from_op = float(dur[g.from_op].sum()) / gemm_time if gemm_time else None
     top = np.argsort(-tot, kind="stable")[:TOP_N]
     short = dur < SHORT_KERNEL_NS
-    return {
-        "kernels": int(len(dur)),
-        "distinct_names": ng,
-        "kernel_time_s": total / 1e9,
-        "top": [{
-            "name": uname[i],
-            "count": int(count[i]),
-            "total_s": tot[i] / 1e9,
-            "share": tot[i] / total if total else 0.0,
-            "mean_us": tot[i] / count[i] / 1e3,
-            "median_us": med[i] / 1e3,
-            "min_us": mn[i] / 1e3,
-            "max_us": mx[i] / 1e3,
-            "family": _family(comm_name[i], triton[i], *g.by_name.get(i, (False, None))),
-        } for i in top],
-        "families": {
-            "communication": share(cat == COMM),
-            "tensor_core": share(tc_rows),
-            "triton": share(by_triton),
-            "cuda_graph": share(by_graph),
-            "driver_api": share(by_driver),
-        },
-        "short_kernels": {"threshold_us": SHORT_KERNEL_NS / 1e3, "count": int(short.sum()),
-                          "count_share": float(short.mean()),
-                          "time_share": float(dur[short].sum() / total) if total else 0.0},
-        "precision_s": {k: v / 1e9 for k, v in sorted(prec_time.items(), key=lambda kv: -kv[1])},
-        "precision_share_of_gemm": {k: v / gemm_time for k, v in prec_time.items()} if gemm_time else {},
-        "tensor_core_share": float(dur[tc_rows].sum() / total) if total else None,
-        "precision_from_op_share": from_op,
-    }
+    return KernelBreakdown(
+        kernels=int(len(dur)),
+        distinct_names=ng,
+        kernel_time_s=total / 1e9,
+        top=[KernelRow(
+            name=uname[i],
+            count=int(count[i]),
+            total_s=float(tot[i]) / 1e9,
+            share=float(tot[i]) / total if total else 0.0,
+            mean_us=float(tot[i]) / int(count[i]) / 1e3,
+            median_us=float(med[i]) / 1e3,
+            min_us=int(mn[i]) / 1e3,
+            max_us=int(mx[i]) / 1e3,
+            family=_family(bool(comm_name[i]), bool(triton[i]), *g.by_name.get(int(i), (False, None))),
+        ) for i in top.tolist()],
+        families=KernelFamilies(
+            communication=share(cat == COMM),
+            tensor_core=share(tc_rows),
+            triton=share(by_triton),
+            cuda_graph=share(by_graph),
+            driver_api=share(by_driver),
+        ),
+        short_kernels=ShortKernels(threshold_us=SHORT_KERNEL_NS / 1e3, count=int(short.sum()),
+                                   count_share=float(short.mean()),
+                                   time_share=float(dur[short].sum() / total) if total else 0.0),
+        precision_s={k: v / 1e9 for k, v in sorted(prec_time.items(), key=lambda kv: -kv[1])},
+        precision_share_of_gemm={k: v / gemm_time for k, v in prec_time.items()} if gemm_time else {},
+        tensor_core_share=float(dur[tc_rows].sum() / total) if total else None,
+        precision_from_op_share=from_op,
+    )
 
 
 def _family(comm: bool, triton: bool, tc: bool, prec: str | None) -> str:

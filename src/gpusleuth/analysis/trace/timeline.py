@@ -133,29 +133,58 @@ def overlapped_comm(tl: Timeline, starts: np.ndarray, ends: np.ndarray) -> np.nd
     return tally(tl.bounds, both, 2, np.asarray(starts, np.int64), np.asarray(ends, np.int64))[:, 1]
 
 
-def device_split(tl: Timeline) -> dict:
+@dataclass(frozen=True)
+class DeviceTime:
+    """Seconds of the device span by what the device did (``TraceAnalysis.device_time`` in the JSON)."""
+
+    busy_s: float
+    compute_s: float
+    non_compute_s: float
+    idle_s: float
+    # copies between the first compute kernel's start and the last one's end (see _copy_between_kernels)
+    copy_between_kernels_s: float
+
+
+@dataclass(frozen=True)
+class DeviceSplit:
+    """HTA's temporal breakdown of the device span, and the span's exposed-time partition."""
+
+    device_span_s: float
+    compute: float  # shares of the span
+    non_compute: float
+    idle: float
+    time: DeviceTime
+    span_partition: dict[str, float]  # seconds per category in ALL_CATS; categories with none left out
+
+
+NO_DEVICE = DeviceSplit(device_span_s=0.0, compute=0.0, non_compute=0.0, idle=0.0,
+                        time=DeviceTime(0.0, 0.0, 0.0, 0.0, 0.0), span_partition={})
+
+
+def device_split(tl: Timeline) -> DeviceSplit:
     """HTA's temporal breakdown, same definition: over the span from the first device op's start to the
     last one's end, idle = span − busy union, compute = union of compute kernels, non-compute = the rest
     (copies, sets, communication not under compute)."""
-    if tl.span_lo is None:
-        return {"device_span_s": 0.0, "compute": 0.0, "non_compute": 0.0, "idle": 0.0,
-                "busy_s": 0.0, "compute_s": 0.0, "non_compute_s": 0.0, "idle_s": 0.0, "span_partition": {},
-                "copy_between_kernels_s": 0.0}
+    if tl.span_lo is None or tl.span_hi is None:
+        return NO_DEVICE
     part = partition(tl, np.array([tl.span_lo]), np.array([tl.span_hi]))[0]
     span = tl.span_hi - tl.span_lo
     nd = len(DEVICE_CATS)
     compute = int(part[COMPUTE])
     non_compute = int(part[1:nd].sum())
     idle = int(part[nd:].sum())
-    frac = (lambda x: x / span) if span > 0 else (lambda x: 0.0)
-    return {
-        "device_span_s": span / 1e9,
-        "compute": frac(compute), "non_compute": frac(non_compute), "idle": frac(idle),
-        "busy_s": (compute + non_compute) / 1e9, "compute_s": compute / 1e9,
-        "non_compute_s": non_compute / 1e9, "idle_s": idle / 1e9,
-        "span_partition": {c: int(v) / 1e9 for c, v in zip(ALL_CATS, part) if v},
-        "copy_between_kernels_s": _copy_between_kernels(tl),
-    }
+
+    def frac(x: int) -> float:
+        return x / span if span > 0 else 0.0
+
+    return DeviceSplit(
+        device_span_s=span / 1e9,
+        compute=frac(compute), non_compute=frac(non_compute), idle=frac(idle),
+        time=DeviceTime(busy_s=(compute + non_compute) / 1e9, compute_s=compute / 1e9,
+                        non_compute_s=non_compute / 1e9, idle_s=idle / 1e9,
+                        copy_between_kernels_s=_copy_between_kernels(tl)),
+        span_partition={c: int(v) / 1e9 for c, v in zip(ALL_CATS, part) if v},
+    )
 
 
 def _copy_between_kernels(tl: Timeline) -> float:
@@ -169,13 +198,23 @@ def _copy_between_kernels(tl: Timeline) -> float:
     return sum(int(v) for c, v in zip(ALL_CATS, part) if c.startswith("memcpy")) / 1e9
 
 
-def comm_overlap(tl: Timeline) -> dict:
+@dataclass(frozen=True)
+class CommOverlap:
+    """Communication time and how much of it ran under compute: the ``overlap`` entry of a rank's JSON."""
+
+    comm_s: float
+    overlapped_s: float
+    exposed_s: float  # what actually costs step time
+    overlap_ratio: float | None  # HTA's definition; None without communication
+
+
+def comm_overlap(tl: Timeline) -> CommOverlap:
     """Share of communication time that ran while compute kernels also ran (HTA's definition), plus the
     exposed remainder, which is what actually costs step time."""
     comm_s, comm_e = tl.comm
     total = int((comm_e - comm_s).sum())
     if total == 0:
-        return {"comm_s": 0.0, "overlapped_s": 0.0, "exposed_s": 0.0, "overlap_ratio": None}
+        return CommOverlap(comm_s=0.0, overlapped_s=0.0, exposed_s=0.0, overlap_ratio=None)
     both = intersect_len(tl.comm, tl.compute)
-    return {"comm_s": total / 1e9, "overlapped_s": both / 1e9, "exposed_s": (total - both) / 1e9,
-            "overlap_ratio": both / total}
+    return CommOverlap(comm_s=total / 1e9, overlapped_s=both / 1e9, exposed_s=(total - both) / 1e9,
+                       overlap_ratio=both / total)

@@ -8,10 +8,13 @@ end, phases included) before and after the fix.
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Gain, Missing
+
+if TYPE_CHECKING:  # the type of Facts.traces' items, for the annotations below (rules see only Facts)
+    from gpusleuth.analysis.trace import TraceAnalysis
 
 PROFILE_HOW = ("record a profiler trace of a few steps: `gpusleuth run --profile-steps 5-8 -- python train.py` "
                "(works on CPU too)")
@@ -63,16 +66,16 @@ def no_steps(rule: str, cause: str | None = None) -> Missing:
                        "or mark steps with gpusleuth.step()", cause=cause, data="training steps")
 
 
-def device_traces(facts: Facts) -> list:
+def device_traces(facts: Facts) -> list[TraceAnalysis]:
     """Traces that saw device work (a CPU-only trace has nothing to say about the device)."""
-    return [t for t in facts.traces if getattr(t, "device_span_s", 0) > 0]
+    return [t for t in facts.traces if t.device_span_s > 0]
 
 
-def step_idle(trace, cats: tuple[str, ...]) -> tuple[float, float]:
+def step_idle(trace: TraceAnalysis, cats: tuple[str, ...]) -> tuple[float, float]:
     """(seconds in the partition categories ``cats`` summed over the trace's steps — idle causes, comm,
     copies — and the total step seconds)."""
-    total = sum(s["duration_s"] for s in trace.steps)
-    part = sum(s["partition"].get(c, 0.0) for s in trace.steps for c in cats)
+    total = sum(s.duration_s for s in trace.steps)
+    part = sum(s.partition.get(c, 0.0) for s in trace.steps for c in cats)  # a category absent is none
     return part, total
 
 
@@ -97,14 +100,14 @@ H2D_COVERS = 0.8  # host-to-device copies this much of all copy time: the H2D fi
 BUSY_CATS = ("compute", "comm", "memset")
 
 
-def device_copies(trace) -> tuple[dict[str, float], float]:
+def device_copies(trace: TraceAnalysis) -> tuple[dict[str, float], float]:
     """(seconds per copy category, device busy seconds) from the trace's device-span partition."""
     part = trace.span_partition
     copies = {k: v for k, v in part.items() if k.startswith("memcpy") and v > 0}
     return copies, sum(copies.values()) + sum(part.get(k, 0.0) for k in BUSY_CATS)
 
 
-def copy_bound_speaks(trace) -> bool:
+def copy_bound_speaks(trace: TraceAnalysis) -> bool:
     """One answer, read by both copy rules, to "who names this trace's copies": the copy-bound rule when
     the device is mostly copying and host-to-device copies are not most of it (D2H, D2D, migrations — an
     H2D-only title would hide half the copies: a held-out OpenMP-offload export copied 49 % H2D and 47 %

@@ -41,7 +41,7 @@ def copy_bound(facts: Facts) -> list[Finding] | Missing:
         # copies among the kernels recur (per iteration, on demand): copying less often is the fix. Copies
         # that only bracket the kernels (in once, out once) are a one-time transfer next to short compute —
         # named, not high (a held-out OpenMP export with a `target data` region: 3 copies around 50 kernels)
-        recurring = t.device_time.get("copy_between_kernels_s", 0.0) >= 0.5 * copy_s
+        recurring = t.device_time.copy_between_kernels_s >= 0.5 * copy_s
         out.append(Finding(
             cause="input.transfer",
             severity="high" if span_share >= COPY_HIGH_SPAN and recurring else "moderate",
@@ -62,7 +62,7 @@ def copy_bound(facts: Facts) -> list[Finding] | Missing:
                Evidence("copy time from pageable host memory", round(pageable / copy_s * 100, 1), "%",
                         "trace memcpy kinds"),
                Evidence("copies between the first and last kernel",
-                        round(t.device_time.get("copy_between_kernels_s", 0.0) / copy_s * 100, 1), "% of copy time",
+                        round(t.device_time.copy_between_kernels_s / copy_s * 100, 1), "% of copy time",
                         f"trace {t.label}")],
             fix=_fix(unlabeled >= 0.5 * copy_s, recurring, pageable >= 0.5 * copy_s),
             estimated_gain=None, confidence="medium",

@@ -27,7 +27,7 @@ def exposed_communication(facts: Facts) -> list[Finding] | Missing:
         if not total or exposed / total < COMM_MODERATE:
             continue
         share = exposed / total
-        ov = t.overlap.get("overlap_ratio")
+        ov = t.overlap.overlap_ratio
         out.append(Finding(
             cause="communication", severity="high" if share >= COMM_HIGH else "moderate",
             title=f"Exposed communication: {share:.0%} of step time in collectives not hidden by compute",

@@ -26,23 +26,23 @@ def fp32_math(facts: Facts) -> list[Finding] | Missing:
     out = []
     for t in traces:
         k = t.kernels
-        total = k.get("kernel_time_s") or 0.0
-        prec = k.get("precision_s") or {}
+        total = k.kernel_time_s
+        prec = k.precision_s
         gemm = sum(prec.values())
         fp32 = prec.get("fp32", 0.0)
         if not total or gemm / total < GEMM_SHARE or not gemm or fp32 / gemm < FP32_SHARE:
             continue
-        steps_total = sum(s["duration_s"] for s in t.steps) or t.trace_window_s
+        steps_total = sum(s.duration_s for s in t.steps) or t.trace_window_s
         share_of_step = fp32 / steps_total if steps_total else 0.0
         saved_share = share_of_step * (1 - 1 / SPEEDUP)
         out.append(Finding(
             cause="precision", severity="high" if saved_share >= 0.2 else "moderate",
             title=f"fp32 matrix math: {fp32 / gemm:.0%} of GEMM time runs without Tensor Cores' fast path",
             summary=(f"GEMM/conv kernels took {gemm / total:.0%} of kernel time and {fp32 / gemm:.0%} of that was "
-                     f"fp32; tensor-core kernels were {100 * (k.get('tensor_core_share') or 0):.0f}% of kernel time."),
+                     f"fp32; tensor-core kernels were {100 * (k.tensor_core_share or 0):.0f}% of kernel time."),
             evidence=[Evidence("fp32 share of GEMM time", round(100 * fp32 / gemm, 1), "%", f"kernel names, trace {t.label}"),
                       Evidence("GEMM share of kernel time", round(100 * gemm / total, 1), "%", "profiler trace"),
-                      Evidence("tensor-core kernel share", round(100 * (k.get("tensor_core_share") or 0), 1), "%",
+                      Evidence("tensor-core kernel share", round(100 * (k.tensor_core_share or 0), 1), "%",
                                "profiler trace")],
             fix=("Train in bf16 autocast: `with torch.autocast('cuda', dtype=torch.bfloat16): loss = model(x)` "
                  "(fp16 needs `torch.amp.GradScaler`); at least allow TF32: "

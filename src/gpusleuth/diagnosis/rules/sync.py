@@ -65,7 +65,8 @@ def launch_bound(facts: Facts) -> list[Finding] | Missing:
     out = []
     for t in traces:
         idle, total = step_idle(t, ("idle_launch", "idle_kernel_gap"))
-        short = (t.kernels.get("short_kernels") or {}).get("count_share") or 0.0
+        sk = t.kernels.short_kernels
+        short = sk.count_share if sk is not None else 0.0  # no kernels: none short
         if not total or idle / total < MODERATE or short < SHORT_KERNELS:
             continue
         share = idle / total
@@ -78,10 +79,10 @@ def launch_bound(facts: Facts) -> list[Finding] | Missing:
             evidence=[Evidence("idle: launch + inter-kernel gaps", round(share * 100, 1), "% of step time",
                                f"profiler trace {t.label}"),
                       Evidence("kernels < 10 µs", round(short * 100, 1), "% of kernels", "profiler trace"),
-                      Evidence("launch cost (median)", (lst.get("launch_cost_us") or {}).get("median"), "µs",
+                      Evidence("launch cost (median)", lst.launch_cost_us.median, "µs",
                                "profiler trace runtime calls"),
-                      Evidence("ops shorter than their launch", round(((lst.get("ops_shorter_than_launch") or {})
-                               .get("share") or 0) * 100, 1), "% of ops", "profiler trace")],
+                      Evidence("ops shorter than their launch", round(lst.ops_shorter_than_launch.share * 100, 1),
+                               "% of ops", "profiler trace")],
             fix=("`model = torch.compile(model, mode=\"reduce-overhead\")` (fuses small ops and replays them as "
                  "a CUDA graph); or capture the step with `torch.cuda.graphs`; use fused/foreach optimizers "
                  "(`torch.optim.AdamW(..., fused=True)`); raise the batch size so each kernel does more work."),
