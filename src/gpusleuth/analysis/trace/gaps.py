@@ -26,7 +26,7 @@ class GapHistogram:
     rank_label: str
     edges_us: list[float]
     counts: dict[str, list[int]]  # cause -> gaps per bin
-    seconds: dict[str, list[float]]  # cause -> idle time per bin
+    seconds: dict[str, list[float | None]]  # cause -> idle time per bin (None: not finite)
     gaps: int
 
 
@@ -46,7 +46,7 @@ def gap_histogram(seg: Segments | None, label: str) -> GapHistogram | None:
     edges = np.asarray(GAP_EDGES_US)
     bin_ = np.clip(np.searchsorted(edges, dur_us, side="right") - 1, 0, len(edges) - 2)
     counts: dict[str, list[int]] = {}
-    seconds: dict[str, list[float]] = {}
+    seconds: dict[str, list[float | None]] = {}
     for c in np.unique(gaps.cause):
         m = gaps.cause == c
         counts[ALL_CATS[c]] = np.bincount(bin_[m], minlength=len(edges) - 1).tolist()

@@ -50,7 +50,7 @@ def intersect_len(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndar
     def covered_until(x: np.ndarray) -> np.ndarray:
         i = np.searchsorted(bs, x, side="right")  # b intervals starting at or before x
         partial = np.where(i > 0, np.minimum(x - bs[np.maximum(i - 1, 0)], (be - bs)[np.maximum(i - 1, 0)]), 0)
-        return cum[np.maximum(i - 1, 0)] * (i > 0) + np.maximum(partial, 0)
+        return np.asarray(cum[np.maximum(i - 1, 0)] * (i > 0) + np.maximum(partial, 0))
 
     return int((covered_until(ae) - covered_until(as_)).sum())
 

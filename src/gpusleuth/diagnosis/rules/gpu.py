@@ -76,8 +76,8 @@ def memory_headroom(facts: Facts) -> list[Finding] | Missing:
         return _no_gpu("memory headroom / batch size", facts, "batch.too_small")
     findings = []
     for g in facts.gpus:
-        share = g.mem_used_share_max
-        if share is None or share >= HEADROOM:
+        share, used, total = g.mem_used_share_max, g.mem_used_max_bytes, g.mem_total_bytes
+        if share is None or used is None or total is None or share >= HEADROOM:  # a share has both
             continue
         util = g.util_gpu["mean"] if g.util_gpu else None
         if util is not None and util >= BUSY_ENOUGH and not (g.sm_active and g.sm_active["mean"] < 50):
@@ -92,8 +92,8 @@ def memory_headroom(facts: Facts) -> list[Finding] | Missing:
                 severity="moderate",
                 title=f"GPU {g.index} uses {share:.0%} of its memory: room for a {k}× larger batch",
                 summary=(
-                    f"Peak device memory was {g.mem_used_max_bytes / 2**30:.1f} GiB of "
-                    f"{g.mem_total_bytes / 2**30:.1f} GiB"
+                    f"Peak device memory was {used / 2**30:.1f} GiB of "
+                    f"{total / 2**30:.1f} GiB"
                     + (f" while utilization averaged {util:.0f}%" if util is not None else "")
                     + ". A larger batch gives each kernel more work and amortizes per-step overhead."
                 ),
