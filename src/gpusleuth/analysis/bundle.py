@@ -15,7 +15,7 @@ steps — so a trace read on its own gets findings with gains in seconds of its 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -40,6 +40,9 @@ from gpusleuth.analysis.telemetry import GpuSummary, HostSummary, assign_roles, 
 from gpusleuth.analysis.timeseries import DisplayData, build_display
 from gpusleuth.analysis.trace import TraceAnalysis
 from gpusleuth.run.model import Run
+
+if TYPE_CHECKING:  # the parsed lines are handed in; analysis reads no file
+    from gpusleuth.sources.mllog import MlLog
 
 
 @dataclass
@@ -81,7 +84,7 @@ def _input_spans(run: Run, trace_run: Run) -> tuple[np.ndarray, np.ndarray] | No
     st = run.steps
     if trace_run is run or not len(st) or "wait_source" not in st or trace_run.trace is None:
         return None
-    pids = [p for p in trace_run.trace.pids if isinstance(p, (int, np.integer))]
+    pids = [int(p) for p in trace_run.trace.pids if isinstance(p, (int, np.integer))]
     m = (st["wait_source"] == "pre_forward") & (st["data_wait_ns"] > 0) & np.isin(st["pid"], pids)
     if not m.any():
         return None
@@ -95,7 +98,7 @@ def trace_runs(run: Run) -> list[Run]:
 
 
 def analyze(run: Run, options: AnalysisOptions | None = None, *, prices: dict[str, float] | None = None,
-            mllog=None, min_warmup: int = 0, progress: Callable[[int, int], None] | None = None,
+            mllog: MlLog | None = None, min_warmup: int = 0, progress: Callable[[int, int], None] | None = None,
             ranks: list[RankSummary] | None = None, display: bool = True) -> RunAnalysis:
     """Analyse ``run`` once. ``prices``/``mllog``: what ``sources`` read from the user's files;
     ``min_warmup``: leading steps a sweep excludes at least; ``progress(done, total)`` per trace.
@@ -134,9 +137,11 @@ def analyze(run: Run, options: AnalysisOptions | None = None, *, prices: dict[st
         if progress is not None and ranks is None:
             progress(i + 1, len(sources))
     headline = (compute_headline(run, view, outcomes, gpus, options, prices, mllog, job_gemm_dtype(traces))
-                if recorded else None)
+                if outcomes is not None else None)
     basis = outcomes if outcomes is not None and outcomes.steps.steps else (traced_outcomes(traces) or outcomes)
     devices = [g.name for g in gpus] or [t.device for t in traces if t.device_span_s > 0]
+    per_second: float | None
+    gpu_hour: float | None
     if headline is not None and headline.cost is not None:
         per_second = headline.cost.per_recoverable_second
         gpu_hour = headline.cost.price.per_gpu_hour

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from gpusleuth.analysis import intervals as iv
+from gpusleuth.analysis.trace import TraceAnalysis
 from gpusleuth.run.model import Run, Table
 
 
@@ -187,7 +188,7 @@ def _steps_of(run: Run, pid: int, column: str = "data_wait_ns") -> tuple[np.ndar
             np.maximum(st[column][m][order].astype(np.int64), 0))
 
 
-def _steady(lo: np.ndarray, hi: np.ndarray, data: np.ndarray):
+def _steady(lo: np.ndarray, hi: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The steps the per-step medians are taken over: the first one (start-up) left out."""
     steady = slice(1, None) if len(lo) > 2 else slice(None)
     return lo[steady], hi[steady], data[steady]
@@ -199,7 +200,8 @@ def _per_step_union(s: np.ndarray, e: np.ndarray, lo: np.ndarray, hi: np.ndarray
     return iv.overlap_each(lo, hi, us, ue).astype(np.int64)
 
 
-def _rank_comm(run: Run, comm: Table, pid: int, rank: int, arrivals, last: dict[int, int]) -> RankComm:
+def _rank_comm(run: Run, comm: Table, pid: int, rank: int, arrivals: dict[str, np.ndarray],
+               last: dict[int, int]) -> RankComm:
     m = comm["pid"] == pid
     start = comm["start_ns"][m].astype(np.int64)
     end = comm["end_ns"][m].astype(np.int64)
@@ -230,7 +232,7 @@ def _rank_comm(run: Run, comm: Table, pid: int, rank: int, arrivals, last: dict[
     proc = run.processes.get(pid)
     total = int(matched.sum())
 
-    def med(x):
+    def med(x: np.ndarray) -> float:
         return float(np.median(x)) / 1e9 if len(x) else 0.0
 
     return RankComm(
@@ -260,7 +262,8 @@ PARTS = ("data_wait_s", "other_s", "transfer_s")
 DETAILS = ("data_cpu_s",)
 
 
-def _summarize(per_rank: list[RankComm], world: int, arrivals, last) -> CommSummary:
+def _summarize(per_rank: list[RankComm], world: int, arrivals: dict[str, np.ndarray],
+               last: dict[int, int]) -> CommSummary:
     matched, unmatched = (int(x) for x in arrivals["n"])
     total_caused = sum(r.caused_wait_s for r in per_rank)
     slow = max(per_rank, key=lambda r: r.caused_wait_s) if total_caused > 0 else None
@@ -290,7 +293,7 @@ def _summarize(per_rank: list[RankComm], world: int, arrivals, last) -> CommSumm
     )
 
 
-def trace_comm_summary(traces: list[Any]) -> CommSummary | None:
+def trace_comm_summary(traces: list[TraceAnalysis]) -> CommSummary | None:
     """The same cross-rank view from per-rank profiler traces (``analysis.trace.TraceAnalysis``).
 
     A trace has no host arrival times, but a collective kernel on the device spins from its own rank's
@@ -298,11 +301,11 @@ def trace_comm_summary(traces: list[Any]) -> CommSummary | None:
     the same on every rank of a symmetric collective, so the rank with the least collective time per step
     is the one everybody waited for, and each other rank's excess over it is its wait.
     """
-    ranked = [t for t in traces if getattr(t, "steps", None) and t.rank is not None]
+    ranked = [(t.rank, t) for t in traces if t.steps and t.rank is not None]
     if len(ranked) < 2:
         return None
-    rows = []
-    for t in ranked:
+    rows: list[tuple[int, float, float, int, dict[str, float]]] = []  # rank, comm, step, steps, parts
+    for rank, t in ranked:
         comm = [s.partition.get("comm", 0.0) + s.comm_overlapped_s for s in t.steps]
         dur = [s.duration_s for s in t.steps]
         parts: dict[str, list[float]] = {}
@@ -310,22 +313,21 @@ def trace_comm_summary(traces: list[Any]) -> CommSummary | None:
             for k, v in s.partition.items():
                 if k != "comm":
                     parts.setdefault(k, []).append(v)
-        rows.append((t, float(np.median(comm)), float(np.median(dur)), len(dur),
+        rows.append((rank, float(np.median(comm)), float(np.median(dur)), len(dur),
                      {k: float(np.median(v + [0.0] * (len(dur) - len(v)))) for k, v in parts.items()}))
     floor = min(r[1] for r in rows)
     slow_i = int(np.argmin([r[1] for r in rows]))
     per_rank = []
-    for i, (t, comm, dur, n, parts) in enumerate(rows):
-        wait = comm - floor
-        others = len(rows) - 1
+    for i, (rank, comm_s, step_s, n, _) in enumerate(rows):
+        wait = comm_s - floor
         caused = sum((c - floor) * m for j, (_, c, _, m, _) in enumerate(rows) if j != i) if i == slow_i else 0.0
         data = 0.0  # a trace's partition has no input-pipeline category: host idle is the host's
         per_rank.append(RankComm(
-            rank=int(t.rank), pid=-1, host=None, local_rank=None, steps=n, collectives=0, bytes=0,
-            step_s=dur, comm_s=comm, wait_s=wait, transfer_s=floor, data_wait_s=data, data_cpu_s=0.0,
-            other_s=max(dur - comm - data, 0.0), total_comm_s=comm * n, total_wait_s=wait * n,
-            last_share=None, caused_wait_s=caused if others else 0.0,
-            comm_steps=n if comm > 0 else 0))
+            rank=rank, pid=-1, host=None, local_rank=None, steps=n, collectives=0, bytes=0,
+            step_s=step_s, comm_s=comm_s, wait_s=wait, transfer_s=floor, data_wait_s=data, data_cpu_s=0.0,
+            other_s=max(step_s - comm_s - data, 0.0), total_comm_s=comm_s * n, total_wait_s=wait * n,
+            last_share=None, caused_wait_s=caused if len(rows) > 1 else 0.0,
+            comm_steps=n if comm_s > 0 else 0))
     slow = per_rank[slow_i]
     others = [r for r in per_rank if r is not slow]
     lost = slow.caused_wait_s
@@ -346,7 +348,7 @@ def trace_comm_summary(traces: list[Any]) -> CommSummary | None:
     )
 
 
-def job_comm(run: Run, traces: list[Any]) -> CommSummary | None:
+def job_comm(run: Run, traces: list[TraceAnalysis]) -> CommSummary | None:
     """The job's cross-rank view: the hook's matched collectives when recorded, else the traces'."""
     return comm_summary(run) or trace_comm_summary(traces)
 

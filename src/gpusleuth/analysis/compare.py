@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 
+from gpusleuth.analysis.bundle import RunAnalysis
 from gpusleuth.analysis.noise import band_statement, load_band, load_statement, single_run_band, step_se_rel
 from gpusleuth.errors import GpusleuthError
 
@@ -92,7 +93,7 @@ class Comparison:
     runs: list[RunColumn]
     deltas: list[dict[str, float | None]]  # per run: relative change vs baseline per metric
     beyond_noise: list[dict[str, bool | None]]
-    noise_band: list[float | None]  # per run: ± relative change resolvable vs baseline (analysis/noise.py)
+    noise_band: list[float]  # per run: ± relative change resolvable vs baseline (analysis/noise.py)
     scaling: list[dict] = field(default_factory=list)
     gates: list[GateResult] = field(default_factory=list)
     noise_notes: list[str | None] = field(default_factory=list)  # per run: what one run per side can resolve
@@ -102,7 +103,7 @@ class Comparison:
         return any(g.failed for g in self.gates)
 
 
-def column_for(a) -> RunColumn:
+def column_for(a: RunAnalysis) -> RunColumn:
     """The numbers of one run, from its :class:`~gpusleuth.analysis.bundle.RunAnalysis` (steady steps of the
     step view for the within-run noise; throughput is the job's, every rank's samples)."""
     h = a.headline
@@ -152,11 +153,14 @@ def scaling_cost(base: RunColumn, col: RunColumn) -> dict:
     time" when the cost per sample grows by a larger fraction than the time per sample shrinks — e.g. 2× the
     GPUs for 1.4× the speed: +43 % cost for −29 % time."""
     t0, t1 = base.metrics["throughput"], col.metrics["throughput"]
+    if not t0 or not t1:
+        raise ValueError("scaling_cost needs both runs' throughput")
     speedup = t1 / t0
     cost_change = (col.processes / base.processes) / speedup - 1
     time_change = 1 / speedup - 1
-    priced = base.dollars_per_second is not None and col.dollars_per_second is not None
-    per_1k = ([base.dollars_per_second * 1000 / t0, col.dollars_per_second * 1000 / t1] if priced else
+    p0, p1 = base.dollars_per_second, col.dollars_per_second
+    priced = p0 is not None and p1 is not None
+    per_1k = ([p0 * 1000 / t0, p1 * 1000 / t1] if p0 is not None and p1 is not None else
               [base.processes * 1000 / t0, col.processes * 1000 / t1])
     c0, c1 = per_1k
     unit = "$ per 1k samples" if priced else "process-seconds per 1k samples"
@@ -192,9 +196,14 @@ def _shared_host(base: RunColumn, col: RunColumn) -> str:
 
 def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
     base = columns[0]
-    deltas, beyond, bands, within, loads = [], [], [], [], []
+    deltas: list[dict[str, float | None]] = []
+    beyond: list[dict[str, bool | None]] = []
+    bands: list[float] = []
+    within: list[float | None] = []
+    loads: list[float] = []
     for col in columns:
-        d, b = {}, {}
+        d: dict[str, float | None] = {}
+        b: dict[str, bool | None] = {}
         load = load_band((base.cpu_attained, col.cpu_attained))
         loads.append(load)
         band = max(single_run_band(base.step_se_rel, col.step_se_rel), load)
@@ -202,17 +211,19 @@ def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
                       if base.step_se_rel is not None and col.step_se_rel is not None else None)
         for k in METRICS:
             x0, x = base.metrics.get(k), col.metrics.get(k)
-            d[k] = (x - x0) / abs(x0) if x is not None and x0 not in (None, 0) else None
-            b[k] = (abs(d[k]) > band) if d[k] is not None and band is not None and k in (
+            change = (x - x0) / abs(x0) if x is not None and x0 is not None and x0 != 0 else None
+            d[k] = change
+            b[k] = (abs(change) > band) if change is not None and k in (
                 "throughput", "tokens_per_s", "step_time") else None
         deltas.append(d)
         beyond.append(b)
         bands.append(band)
     scaling = []
     for col in columns[1:]:
-        if col.processes != base.processes and base.metrics["throughput"] and col.metrics["throughput"]:
+        t0, t1 = base.metrics["throughput"], col.metrics["throughput"]
+        if col.processes != base.processes and t0 and t1:
             ideal = col.processes / base.processes
-            eff = col.metrics["throughput"] / (ideal * base.metrics["throughput"])
+            eff = t1 / (ideal * t0)
             regime = "weak (fixed per-process batch)"
             if base.samples_per_step and col.samples_per_step:
                 if abs(col.samples_per_step * col.processes - base.samples_per_step * base.processes) <= \
@@ -245,7 +256,8 @@ def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
                 detail += (f" crosses {gate.value:+g}% but is within the noise (±{band:.0%}): not a change these "
                            "runs can show; repeat them to resolve a smaller one")
             results.append(GateResult(gate.text, col.label, shown, failed, b.get(gate.metric), detail))
-    notes = [None] + [band_statement(bands[i], within[i]) + _shared_host(base, columns[i]) + (
+    notes: list[str | None] = [None]
+    notes += [band_statement(bands[i], within[i]) + _shared_host(base, columns[i]) + (
         ". " + load_statement((base.label, columns[i].label),
                               (base.cpu_attained or 0.0, columns[i].cpu_attained or 0.0), loads[i])
         if loads[i] else "") for i in range(1, len(columns))]

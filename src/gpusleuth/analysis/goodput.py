@@ -79,11 +79,11 @@ def steady_state(run: Run, view: StepView) -> SteadyState:
     if len(view.ranks) > 1:
         # the job's throughput: every rank's steady samples/s, summed (each rank trains on its own shard)
         # (tokens from gpusleuth.log records come from every process, so that tokens/s is the job's already)
-        rates = [p.steady_samples_per_s() for p in view.ranks]
-        sps = float(sum(rates)) if all(r is not None for r in rates) else sps
+        rates = [r for p in view.ranks if (r := p.steady_samples_per_s()) is not None]
+        sps = float(sum(rates)) if len(rates) == len(view.ranks) else sps
         if from_batches:  # tokens read from each rank's own batches: the job's is their sum, like samples
-            trates = [p.steady_tokens_per_s() for p in view.ranks]
-            tps = float(sum(trates)) if all(r is not None for r in trates) else tps
+            trates = [r for p in view.ranks if (r := p.steady_tokens_per_s()) is not None]
+            tps = float(sum(trates)) if len(trates) == len(view.ranks) else tps
     return SteadyState(
         warmup_steps=w,
         warmup_excess_s=excess,

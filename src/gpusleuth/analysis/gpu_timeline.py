@@ -10,10 +10,11 @@ until the next one, capped at the usual interval so a sampler gap never counts a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from gpusleuth.run.model import Run
+from gpusleuth.run.model import Run, Table
 from gpusleuth.run.gaps import sampler_gaps
 
 IDLE_UTIL = 5.0  # % utilization.gpu at or below which a sample is idle
@@ -61,11 +62,12 @@ def gpu_timelines(run: Run) -> list[GpuTimeline]:
     return out
 
 
-def _col(g, name: str, m: np.ndarray) -> np.ndarray:
+def _col(g: Table, name: str, m: np.ndarray) -> np.ndarray:
     return g[name][m].astype(float) if name in g else np.full(int(m.sum()), np.nan)
 
 
-def _one(index, t, util, util_mem, mem_used, mem_total, power, hw) -> GpuTimeline:
+def _one(index: int, t: np.ndarray, util: np.ndarray, util_mem: np.ndarray, mem_used: np.ndarray,
+         mem_total: np.ndarray, power: np.ndarray, hw: dict[str, Any]) -> GpuTimeline:
     med, gaps = sampler_gaps(t)
     if len(t) >= 2:
         dt = np.diff(t) / 1e9

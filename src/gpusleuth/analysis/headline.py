@@ -7,6 +7,7 @@ gathers them) and handed in, so the same numbers come out of ``report``, ``compa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpusleuth.analysis.cost import Cost, compute_cost, find_price, price_table
 from gpusleuth.analysis.energy import Energy, compute_energy
@@ -19,6 +20,9 @@ from gpusleuth.analysis.quality import Target, TimeToTarget, compute_time_to_tar
 from gpusleuth.analysis.telemetry import GpuSummary
 from gpusleuth.analysis.steps import StepView
 from gpusleuth.run.model import Run
+
+if TYPE_CHECKING:  # the parsed lines are handed in; analysis reads no file
+    from gpusleuth.sources.mllog import MlLog
 
 
 @dataclass
@@ -43,7 +47,7 @@ def machines(run: Run) -> int:
 
 
 def compute_headline(run: Run, view: StepView, outcomes: Outcomes, gpus: list[GpuSummary], opts: AnalysisOptions,
-                     prices: dict[str, float] | None = None, mllog=None, job_dtype: str | None = None) -> Headline:
+                     prices: dict[str, float] | None = None, mllog: MlLog | None = None, job_dtype: str | None = None) -> Headline:
     """``prices``: the user's price table (over the defaults); ``mllog``: parsed ``:::MLLOG`` lines or None;
     ``job_dtype``: the precision most of the job's GEMM time ran in (its profiler traces), for MFU on a
     card without a peak for the default dtype."""

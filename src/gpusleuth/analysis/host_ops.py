@@ -154,7 +154,7 @@ def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = 
     if input_spans is not None and len(input_spans[0]):
         in_s = np.asarray(input_spans[0], np.int64) - int(tr.origin_ns)
         in_e = np.asarray(input_spans[1], np.int64) - int(tr.origin_ns)
-    steps = []
+    steps: list[dict[str, float]] = []  # per step: its nanoseconds and op counts
     for r in step_rows:
         lo, hi = int(ts_all[r]), int(end_all[r])
         dur = hi - lo
@@ -231,7 +231,7 @@ def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = 
     if not steps:
         return None
     total = sum(s["duration_ns"] for s in steps)
-    covered = sum(s["covered_ns"] for s in steps)
+    covered_ns = sum(s["covered_ns"] for s in steps)
     tiny = sum(s["tiny_ns"] for s in steps)
     ops_n = sum(s["ops"] for s in steps)
     return {
@@ -241,8 +241,8 @@ def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = 
         "ops_per_step": ops_n / len(steps),
         "tiny_ops_per_step": sum(s["tiny_ops"] for s in steps) / len(steps),
         "median_op_us": float(np.median([s["median_op_ns"] for s in steps])) / 1e3,
-        "op_share": covered / total,
-        "python_share": 1.0 - covered / total,
+        "op_share": covered_ns / total,
+        "python_share": 1.0 - covered_ns / total,
         "tiny_op_share": tiny / total,
         "repeat": REPEAT,  # an op issued this many times in a step is a loop's
         "looped_ops_per_step": sum(s["looped_ops"] for s in steps) / len(steps),

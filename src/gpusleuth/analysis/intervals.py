@@ -26,7 +26,7 @@ def overlap_each(qs: np.ndarray, qe: np.ndarray, us: np.ndarray, ue: np.ndarray)
     lengths = ue - us
     cum = np.r_[0, np.cumsum(lengths)]
 
-    def covered_until(x):
+    def covered_until(x: np.ndarray) -> np.ndarray:
         i = np.searchsorted(us, x, side="right")  # intervals starting at or before x
         full = cum[np.maximum(i - 1, 0)]
         last_start = us[np.maximum(i - 1, 0)]
@@ -34,14 +34,16 @@ def overlap_each(qs: np.ndarray, qe: np.ndarray, us: np.ndarray, ue: np.ndarray)
         partial = np.clip(x - last_start, 0, last_len)
         return np.where(i > 0, full + partial, 0)
 
-    return covered_until(np.asarray(qe, np.int64)) - covered_until(np.asarray(qs, np.int64))
+    covered: np.ndarray = covered_until(np.asarray(qe, np.int64)) - covered_until(np.asarray(qs, np.int64))
+    return covered
 
 
 def total(us: np.ndarray, ue: np.ndarray) -> int:
     return int(np.sum(ue - us)) if len(us) else 0
 
 
-def clip(starts, ends, lo: int, hi: int):
+def clip(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals cut to [lo, hi]; those left empty dropped."""
     s = np.clip(np.asarray(starts, np.int64), lo, hi)
     e = np.clip(np.asarray(ends, np.int64), lo, hi)
     keep = e > s

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from gpusleuth.analysis.load_tokens import SloLevel, TokenStats, level_slo, level_tokens
-from gpusleuth.run.model import Run
+from gpusleuth.run.model import Run, Table
 
 WITHIN_BEST = 0.05  # a level within 5 % of the best throughput counts as reaching it
 MAX_FAILED = 0.01  # more failed requests than this and a level is not a knee candidate
@@ -214,7 +214,7 @@ def _levels(run: Run, slo: dict[str, float] | None) -> list[LoadLevel]:
     return out
 
 
-def _token_columns(ld) -> dict[str, np.ndarray] | None:
+def _token_columns(ld: Table) -> dict[str, np.ndarray] | None:
     """The columns an OpenAI-compatible load adds, when this load has them and any token was seen."""
     need = ("start_ns", "end_ns", "first_token_ns", "output_tokens", "input_tokens", "tokens_from", "token_ns")
     if not all(k in ld for k in need):
@@ -240,7 +240,7 @@ def _knee(levels: list[LoadLevel], budget_ms: float | None) -> tuple[int | None,
         i = near[0]
         return i, (f"smallest level within 5 % of the best throughput ({best:,.1f} req/s); no --p95-budget-ms "
                    f"was given, so latency did not count{skipped}"), best
-    fits = [i for i in near if levels[i].p95_ms is not None and levels[i].p95_ms <= budget_ms]
+    fits = [i for i in near if (p95 := levels[i].p95_ms) is not None and p95 <= budget_ms]
     if fits:
         i = fits[0]
         return i, (f"smallest level within 5 % of the best throughput ({best:,.1f} req/s) whose p95 "
@@ -270,9 +270,9 @@ def analyze_load(run: Run, dollars_per_second: float | None = None, gpu_note: st
     """The load levels of ``run`` (None when ``gpusleuth load`` did not write any)."""
     if not len(run.load) or not {"level", "start_ns", "end_ns", "status", "error"} <= set(run.load.columns):
         return None
-    meta = run.meta.get("load") if isinstance(run.meta.get("load"), dict) else {}
-    budget = meta.get("p95_budget_ms")
-    budget = float(budget) if _is_num(budget) else None
+    written = run.meta.get("load")
+    meta: dict[str, Any] = written if isinstance(written, dict) else {}
+    budget = float(meta["p95_budget_ms"]) if _is_num(meta.get("p95_budget_ms")) else None
     slo = _slo_of(meta.get("slo"))
     levels = _levels(run, slo)
     cpu = meta.get("generator_cpu_cores")
@@ -296,16 +296,16 @@ def analyze_load(run: Run, dollars_per_second: float | None = None, gpu_note: st
     if mode == "open" and any(lv.dropped for lv in levels):
         notes.append("some requests were dropped: more than max_inflight were outstanding (the server could not "
                      "keep up with the rate)")
-    late = [lv for lv in levels if lv.lag_p95_ms is not None and lv.lag_p95_ms > 10]
+    late = [lv.lag_p95_ms for lv in levels if lv.lag_p95_ms is not None and lv.lag_p95_ms > 10]
     if late:
-        notes.append(f"the load generator started requests late (p95 lag up to {max(lv.lag_p95_ms for lv in late):,.0f} "
+        notes.append(f"the load generator started requests late (p95 lag up to {max(late):,.0f} "
                      "ms): that rate is beyond this machine, not only the server; latencies count from the schedule")
     busy = max((lv.generator_cpu_cores or 0.0 for lv in levels), default=0.0)
     if busy > GENERATOR_BUSY:
         notes.append(f"the load generator itself used up to {busy:.2f} of a CPU core: if the server runs on this "
                      "machine that CPU was not the server's — load it from another machine for its true ceiling")
     notes.extend(_failure_notes(run))
-    api = meta.get("api") if meta.get("api") in ("http", "chat", "completions") else "http"
+    api = str(meta["api"]) if meta.get("api") in ("http", "chat", "completions") else "http"
     if api != "http":
         notes.extend(_api_notes(levels, api))
     slo_best, slo_reason = _slo_best(levels, slo, mode) if slo else (None, None)

@@ -15,7 +15,7 @@ import numpy as np
 from gpusleuth.analysis import intervals as iv
 from gpusleuth.analysis.steps import ProcessSteps, StepView
 from gpusleuth.analysis.telemetry import HostSummary
-from gpusleuth.run.model import Run
+from gpusleuth.run.model import Run, Table
 
 
 @dataclass
@@ -124,7 +124,7 @@ def batches_per_step(main: ProcessSteps | None) -> float | None:
 MIN_AFTER = 3  # occurrences (and other steps) needed before a per-phase after-cost is measured
 
 
-def _after_penalty(steps, dur: np.ndarray, stats: PhaseStats, phase_end: np.ndarray) -> None:
+def _after_penalty(steps: Table, dur: np.ndarray, stats: PhaseStats, phase_end: np.ndarray) -> None:
     """Fill ``stats.after_*``: how much longer the rest of the step right after each occurrence (phase time
     carved out: ``dur``, ns, one per row of ``steps``) was than the other steps."""
     if len(steps) < 2 * MIN_AFTER or len(phase_end) < MIN_AFTER:

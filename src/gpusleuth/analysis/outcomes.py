@@ -111,6 +111,8 @@ def _rank_stats(p: ProcessSteps) -> RankSteps:
 
 def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
     view = view if view is not None else step_view(run)
+    if run.start_ns is None:
+        raise ValueError("outcomes partition a recording's wall time: this run has no start (meta.json start_ns)")
     start = int(run.start_ns)
     end = int(run.end_ns if run.end_ns is not None else start)
     wall_ns = max(0, end - start)
@@ -118,11 +120,12 @@ def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
     steps = main.table if main else Table()
     stats = StepStats(pid=view.pid, other_processes_with_steps=view.other_pids, world_size=view.world_size,
                       ranks=[_rank_stats(p) for p in view.ranks] if len(view.ranks) > 1 else [])
-    if len(stats.ranks) > 1 and all(r.samples_per_s for r in stats.ranks):
-        stats.job_samples_per_s = float(sum(r.samples_per_s for r in stats.ranks))
+    rates = [r.samples_per_s for r in stats.ranks if r.samples_per_s]
+    if len(stats.ranks) > 1 and len(rates) == len(stats.ranks):
+        stats.job_samples_per_s = float(sum(rates))
     if len(view.ranks) > 1:
-        known = [p.table["samples"][p.table["samples"] >= 0] for p in view.ranks]
-        stats.job_samples = int(sum(k.sum() for k in known)) if any(len(k) for k in known) else None
+        counted = [p.table["samples"][p.table["samples"] >= 0] for p in view.ranks]
+        stats.job_samples = int(sum(k.sum() for k in counted)) if any(len(k) for k in counted) else None
 
     phase_s, covered_s, covered_e = _phase_ns(run.phases, start, end)
 
@@ -131,7 +134,7 @@ def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
     after_ns: dict[str, int] = {}
     data_ns = 0
     compute_ns = 0
-    if len(steps):
+    if main is not None and len(steps):
         s0 = np.clip(steps["start_ns"], start, end)
         e0 = np.clip(steps["end_ns"], start, end)
         dur, wait = main.dur_ns, main.wait_ns

@@ -11,14 +11,14 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from gpusleuth.errors import GpusleuthError
 
 if TYPE_CHECKING:  # the parsed lines are handed in; analysis reads no file
     from gpusleuth.sources.mllog import MlLog
 
-_OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
+_OPS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
 _TARGET = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(>=|<=|>|<)\s*([-+0-9.eE]+)\s*$")
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from gpusleuth.analysis.host_ops import host_op_stats
 from gpusleuth.analysis.trace import TraceAnalysis, analyze_trace
 from gpusleuth.run.model import Run
@@ -30,7 +32,7 @@ class RankSummary:
         return replace(self, trace=self.trace.portable())
 
 
-def summarize_rank(run: Run, input_spans=None) -> RankSummary:
+def summarize_rank(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = None) -> RankSummary:
     """Analyse one rank's trace (``run.trace``): the per-rank step, wherever it runs. ``input_spans``: a
     recording's measured input waits in this trace's process (``host_op_stats`` takes them out of the
     Python time); a trace read alone has none."""

@@ -28,6 +28,7 @@ import numpy as np
 
 from gpusleuth.analysis import intervals as iv
 from gpusleuth.analysis.batching import BatchJoin, join_batches
+from gpusleuth.analysis.slo_miss import MissLevel
 from gpusleuth.run.model import Run, Table
 
 PARTS = ("pre", "wait", "infer", "post")  # wait: for a batch (batching servers; 0 elsewhere)
@@ -191,7 +192,7 @@ class RequestAnalysis:
     levels: list[RequestLevel] = field(default_factory=list)  # filled when load levels exist
     batching: BatchStats | None = None  # a batching server (forwards outside the requests), else None
     note: str | None = None  # one sentence when requests could not be attributed to the model's forwards
-    misses: list[Any] = field(default_factory=list)  # analysis.slo_miss.MissLevel per level with SLO misses
+    misses: list[MissLevel] = field(default_factory=list)  # per level with SLO misses
     # the rows behind the numbers, to split by load level without going back to the Run
     _rows: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _batches: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # forwards outside requests

@@ -9,6 +9,7 @@ functions over one string, makes them easy to test and to extend when NCCL or cu
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 import numpy as np
 
@@ -251,7 +252,7 @@ def step_number(name: str) -> int:
         return -1
 
 
-def lookup(names: list[str], predicate) -> np.ndarray:
+def lookup(names: list[str], predicate: Callable[[str], bool]) -> np.ndarray:
     """Boolean table over name codes (one slot past the end for safety)."""
     out = np.zeros(len(names) + 1, bool)
     for i, n in enumerate(names):
