@@ -10,15 +10,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpusleuth.analysis.comm import CommSummary
-from gpusleuth.analysis.load import LoadAnalysis
+from gpusleuth.analysis.comm import CommSummary, RankComm
+from gpusleuth.analysis.engine import EngineAnalysis, EngineLevel
+from gpusleuth.analysis.gpu_timeline import GpuTimeline
+from gpusleuth.analysis.load import LoadAnalysis, LoadLevel
 from gpusleuth.analysis.loop import PhaseStats, Threads
-
-__all__ = ["Facts", "PhaseStats", "Threads"]
-from gpusleuth.analysis.outcomes import Outcomes
+from gpusleuth.analysis.outcomes import Outcomes, StepStats
 from gpusleuth.analysis.requests import RequestAnalysis
+from gpusleuth.analysis.slo_miss import MissLevel
 from gpusleuth.analysis.telemetry import GpuSummary, HostSummary
 from gpusleuth.analysis.trace import TraceAnalysis
+
+# the analysis types a rule names in its own annotations: rules import them from here, not from analysis/
+__all__ = ["CommSummary", "EngineLevel", "Facts", "GpuTimeline", "LoadLevel", "MissLevel", "PhaseStats", "RankComm",
+           "RequestAnalysis", "Threads", "TraceAnalysis"]
 
 
 @dataclass
@@ -51,19 +56,19 @@ class Facts:
     # traced steps, so gains are seconds of those steps, and step-instrumentation numbers are unmeasured
     recorded: bool = True
     # utilization over time per GPU (analysis.gpu_timeline), for telemetry-only runs (imported GPU logs)
-    gpu_timeline: list[Any] = field(default_factory=list)
+    gpu_timeline: list[GpuTimeline] = field(default_factory=list)
     # analysis.comm.CommSummary: collectives matched across ranks (hook records, else per-rank traces)
     comm: CommSummary | None = None
     # analysis.load.LoadAnalysis of `gpusleuth load`: per-level rps and latencies, the knee; None without load
     load: LoadAnalysis | None = None
     # analysis.requests.RequestAnalysis: a server's requests (queue/pre/infer/post, CPU, accelerator); None: none
     requests: RequestAnalysis | None = None
-    # analysis.engine.EngineAnalysis: an LLM engine's own /metrics per load level; None: none read
-    engine: Any = None
+    # an LLM engine's own /metrics per load level; None: none read
+    engine: EngineAnalysis | None = None
 
     # --- small derived helpers every rule family uses ---
     @property
-    def steps(self):
+    def steps(self) -> StepStats:
         return self.outcomes.steps
 
     @property

@@ -20,17 +20,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpusleuth.errors import InputError
 from gpusleuth.sources.layout import RunDir
+
+if TYPE_CHECKING:  # imported where used: pyarrow is the fleet extra's
+    import pyarrow as pa
 
 SORTS = {
     "lost": "lost_usd", "cost": "cost_usd", "gpu_hours": "gpu_hours", "goodput": "goodput", "mfu": "mfu",
     "start": "start_ns", "label": "label", "wall": "wall_s",
 }
 
-def _schema():
+def _schema() -> pa.Schema:
     import pyarrow as pa
 
     f64, i64, txt = pa.float64(), pa.int64(), pa.string()
@@ -77,7 +80,8 @@ def query_fleet(summaries: list[tuple[Path, dict[str, Any]]], flt: FleetFilter) 
         raise ValueError(f"sort by one of {', '.join(SORTS)}")
     con = duckdb.connect()
     con.register("summaries", table)
-    where, params = ["TRUE"], {"price": flt.price_per_gpu_hour}
+    where = ["TRUE"]
+    params: dict[str, float | int | str | None] = {"price": flt.price_per_gpu_hour}
     if flt.since_ns is not None:
         where.append("start_ns >= $since")
         params["since"] = flt.since_ns
@@ -119,14 +123,16 @@ def query_fleet(summaries: list[tuple[Path, dict[str, Any]]], flt: FleetFilter) 
     rows = [dict(zip(names, row)) for row in cur.fetchall()]
     for row in rows:
         row["lost_by_cause"] = dict(row["lost_by_cause"] or {})
-    count, hours, cost = con.execute("SELECT count(*), sum(gpu_hours), sum(cost) FROM runs").fetchone()
+    # an aggregate without GROUP BY returns exactly one row; duckdb's stubs type fetchone() as maybe None
+    totals = con.execute("SELECT count(*), sum(gpu_hours), sum(cost) FROM runs").fetchone()
+    count, hours, cost = totals or (0, None, None)
     by_cause = dict(con.execute("SELECT cause, sum(usd) AS s FROM lost GROUP BY cause ORDER BY s DESC").fetchall())
     lost_total = sum(by_cause.values()) if by_cause else None
     return Fleet(rows=rows, runs=count, lost_by_cause=by_cause, skipped=unreadable,
                  totals={"gpu_hours": hours, "cost_usd": cost, "lost_usd": lost_total})
 
 
-def _table(summaries: list[tuple[Path, dict[str, Any]]]):
+def _table(summaries: list[tuple[Path, dict[str, Any]]]) -> tuple[pa.Table | None, list[str]]:
     """Every run's summary as one Arrow table (None if none), and those with a field of the wrong type, named."""
     import pyarrow as pa
 

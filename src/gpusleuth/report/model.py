@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpusleuth.analysis.comm import CommSummary
+from gpusleuth.analysis.engine import EngineAnalysis
 from gpusleuth.analysis.headline import Headline
 from gpusleuth.analysis.identity import RunInfo
+from gpusleuth.analysis.job_gpus import JobGpus
 from gpusleuth.analysis.outcomes import Outcomes
 from gpusleuth.analysis.requests import RequestAnalysis
 from gpusleuth.analysis.timeseries import DisplayData
@@ -60,8 +62,8 @@ class Report:
     comm: CommSummary | None = None  # a multi-rank job's collectives, waiting, stragglers
     serving: ServingSection | None = None  # `gpusleuth load` levels, the knee, serving outcomes
     requests: RequestAnalysis | None = None  # a recorded server's per-request stages
-    engine: Any = None  # analysis.engine.EngineAnalysis: an LLM engine's own /metrics per load level
-    gpu_scope: Any = None  # analysis.job_gpus.JobGpus: which sampled GPUs were the job's, and how that was told
+    engine: EngineAnalysis | None = None  # an LLM engine's own /metrics per load level
+    gpu_scope: JobGpus | None = None  # which sampled GPUs were the job's, and how that was told
 
     def to_dict(self) -> dict[str, Any]:
         o = self.outcomes
@@ -96,7 +98,7 @@ class Report:
             }
         if outcomes is not None and self.headline is not None:
             outcomes = {**_headline(self.headline), **outcomes}
-        return _clean(
+        return _clean_dict(
             {
                 "schema": SCHEMA,
                 "run": dataclasses.asdict(self.run),
@@ -111,7 +113,7 @@ class Report:
                 "not_evaluated": [dataclasses.asdict(m) for m in self.not_evaluated],
                 "not_evaluated_summary": [dataclasses.asdict(g) for g in self.missing_summary],
                 "losses": self.losses,
-                "ranks": [r.to_dict() if hasattr(r, "to_dict") else r for r in self.ranks],
+                "ranks": [r.to_dict() for r in self.ranks],
                 "communication": self.comm.to_dict() if self.comm is not None else None,
                 "serving": self.serving.to_dict() if self.serving is not None else None,
                 "request_stages": self.requests.to_dict() if self.requests is not None else None,
@@ -120,7 +122,7 @@ class Report:
         )
 
 
-def _headline(h) -> dict[str, Any]:
+def _headline(h: Headline) -> dict[str, Any]:
     """The headline keys lead ``outcomes``: what the user pays and gets comes first."""
     asdict = dataclasses.asdict
     return {
@@ -151,12 +153,17 @@ def _finding(f: Finding) -> dict[str, Any]:
     return d
 
 
-def _clean(x):
+def _clean_dict(d: dict[Any, Any]) -> dict[str, Any]:
+    """``_clean`` of a mapping, typed as the JSON object it is (keys as strings)."""
+    return {str(k): _clean(v) for k, v in d.items()}
+
+
+def _clean(x: Any) -> Any:
     """JSON has no NaN/inf: emit null so every consumer can parse it."""
     if isinstance(x, float):
         return x if math.isfinite(x) else None
     if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
+        return _clean_dict(x)
     if isinstance(x, (list, tuple)):
         return [_clean(v) for v in x]
     if hasattr(x, "item") and not isinstance(x, (str, bytes)):  # numpy scalars

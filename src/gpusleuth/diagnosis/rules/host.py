@@ -41,13 +41,13 @@ HOST_OVERHEAD_HIGH = 0.25
 FLOOR = 0.05  # a vectorized step still issues its ops once: never predict it below 5 % of today's step
 
 
-def _demand(facts: Facts) -> tuple[float | None, float, int | None]:
-    """(runnable threads the job asks for, of which loader-worker cores, torch threads)."""
+def _demand(facts: Facts) -> tuple[float, float, int] | None:
+    """(runnable threads the job asks for, of which loader-worker cores, torch threads); None when the hook
+    did not report torch's thread count."""
     t = facts.threads
-    torch_threads = t.torch_threads
-    if torch_threads is None:
-        return None, t.worker_cpu_cores, None
-    return torch_threads + t.worker_cpu_cores, t.worker_cpu_cores, torch_threads
+    if t.torch_threads is None:
+        return None
+    return t.torch_threads + t.worker_cpu_cores, t.worker_cpu_cores, t.torch_threads
 
 
 def oversubscription(facts: Facts) -> list[Finding] | Missing:
@@ -55,12 +55,13 @@ def oversubscription(facts: Facts) -> list[Finding] | Missing:
     if not s.steps:
         return no_steps("CPU oversubscription", "contention")
     cores = facts.logical_cores or (facts.host.logical_cores if facts.host else None)
-    demand, workers_cores, torch_threads = _demand(facts)
-    if cores is None or demand is None:
+    asked = _demand(facts)
+    if cores is None or asked is None:
         return Missing(rule="CPU oversubscription", cause="contention",
                        needs="torch intra-op thread count and core count",
                        how="record the job with `gpusleuth run` (the hook reports torch.get_num_threads() "
                            "when a DataLoader starts)", data="host telemetry of a recording")
+    demand, workers_cores, torch_threads = asked
     ratio = demand / cores
     host_cpu = host_cpu_p50(facts)
     free = max(cores - workers_cores, 0.5)
@@ -156,6 +157,8 @@ def foreign_load(facts: Facts) -> list[Finding] | Missing:
     if foreign is None:
         return []
     busy = h.cpu_pct_steps or h.cpu_pct
+    if busy is None or h.job_cores_steps is None:  # measured whenever foreign cores are: never taken
+        return []
     when = "During the training steps" if h.cpu_pct_steps else "While it ran"
     return [Finding(
         cause="contention", severity="moderate",

@@ -108,7 +108,8 @@ def phase_time(facts: Facts) -> list[Finding] | Missing:
                            "steps ÷ phase events"),
                   Evidence("other steps (median)", round(p.other_step_s * 1e3, 2), "ms", "steps"),
                   Evidence(f"after-cost of '{name}' in total", round(p.after_penalty_s, 3), "s",
-                           "(after − other) × steps after it")] if p.after_penalty_s > 0 else []),
+                           "(after − other) × steps after it")]
+                 if p.after_penalty_s > 0 and p.after_step_s is not None and p.other_step_s is not None else []),
             fix=fix,
             estimated_gain=gain,
             confidence="high" if p.count >= 3 else "medium" if gain is not None else "low",

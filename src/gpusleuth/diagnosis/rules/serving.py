@@ -13,9 +13,9 @@ that time a fix gives back, as a throughput ratio.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import NamedTuple
 
-from gpusleuth.diagnosis.facts import Facts
+from gpusleuth.diagnosis.facts import EngineLevel, Facts, LoadLevel, MissLevel, RequestAnalysis
 from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
 from gpusleuth.diagnosis.rules._common import no_gpu
 
@@ -53,15 +53,23 @@ def _gain(facts: Facts, share: float, busy_s: float, method: str) -> Gain:
                 dollars_per_run=saved * facts.dollars_per_second if facts.dollars_per_second is not None else None)
 
 
-def _scaling(facts: Facts) -> tuple[float, float, object, object] | None:
+class Scaling(NamedTuple):
+    """Throughput against concurrency between two closed-loop levels of ``gpusleuth load``."""
+
+    rps_ratio: float
+    concurrency_ratio: float
+    lo: LoadLevel  # the reference level
+    hi: LoadLevel  # the highest level
+
+
+def _scaling(facts: Facts) -> Scaling | None:
     """Did throughput keep growing with concurrency? (throughput ratio, concurrency ratio, reference level,
     highest level): the highest closed-loop level of ``gpusleuth load`` against the highest level with at
     most a quarter of its concurrency — a server bound by one core's GIL plateaus early (its lowest levels
     still gain from overlapping the clients' round trips), a batching one keeps growing. None without two
     such levels."""
-    load = getattr(facts, "load", None)
-    levels = sorted((lv for lv in (getattr(load, "levels", None) or []) if lv.concurrency and lv.rps > 0),
-                    key=lambda lv: lv.concurrency)
+    levels = sorted((lv for lv in (facts.load.levels if facts.load is not None else [])
+                     if lv.concurrency and lv.rps > 0), key=lambda lv: lv.concurrency)
     if len(levels) < 2:
         return None
     hi = levels[-1]
@@ -69,17 +77,17 @@ def _scaling(facts: Facts) -> tuple[float, float, object, object] | None:
     if not ref:
         return None
     lo = ref[-1]
-    return hi.rps / lo.rps, hi.concurrency / lo.concurrency, lo, hi
+    return Scaling(hi.rps / lo.rps, hi.concurrency / lo.concurrency, lo, hi)
 
 
-def _waiting_not_work(ra) -> bool:
+def _waiting_not_work(ra: RequestAnalysis) -> bool:
     """The time before the model is small whenever a request has the server to itself: what grows under
     load is waiting in front of the model (a lock around it, one model instance), not preprocessing. A
     tokenizer costs its time alone too; a lock costs nothing when nobody holds it."""
     return ra.alone_requests >= MIN_ALONE and ra.alone_shares.get("pre", 0.0) < PRE_MODERATE / 2
 
 
-def _requests(facts: Facts):
+def _requests(facts: Facts) -> RequestAnalysis | None:
     ra = facts.requests
     return ra if ra is not None and ra.count >= MIN_REQUESTS else None
 
@@ -98,7 +106,7 @@ def preprocessing_in_request_path(facts: Facts) -> list[Finding] | Missing:
         return []
     cores = ra.server_cores
     scaling = _scaling(facts)
-    flat = None if scaling is None else (scaling[1] >= 4 and scaling[0] < FLAT_RPS)
+    flat = None if scaling is None else (scaling.concurrency_ratio >= 4 and scaling.rps_ratio < FLAT_RPS)
     accel_idle = ra.gpu_busy is None or ra.gpu_busy < ACCEL_NOT_FULL
     computing = cores is not None and cores >= BUSY_CORES
     high = own >= PRE_HIGH and bool(ra.cpu_pegged) and flat is not False and accel_idle
@@ -132,9 +140,9 @@ def preprocessing_in_request_path(facts: Facts) -> list[Finding] | Missing:
     else:
         why = "no CPU samples of the server process say whether that time is computing or waiting"
     tail = ""
-    if flat:
-        tail = (f" Throughput stopped growing ({scaling[3].rps:.1f} requests/s at concurrency "
-                f"{scaling[3].concurrency} vs {scaling[2].rps:.1f} at {scaling[2].concurrency}) while the "
+    if flat and scaling is not None:
+        tail = (f" Throughput stopped growing ({scaling.hi.rps:.1f} requests/s at concurrency "
+                f"{scaling.hi.concurrency} vs {scaling.lo.rps:.1f} at {scaling.lo.concurrency}) while the "
                 + ("CPU-only model" if ra.gpu_busy is None else "accelerator") + " waited.")
     alone_part = (f" — {_pct(alone)} % for a request alone in the server, its own work before any wait"
                   if alone is not None and alone > pre else "")
@@ -172,11 +180,11 @@ def under_batched(facts: Facts) -> list[Finding] | Missing:
     if ra.gpu_busy >= ACCEL_NOT_FULL:
         return []
     scaling = _scaling(facts)
-    rising = None if scaling is None else scaling[0] >= FLAT_RPS
+    rising = None if scaling is None else scaling.rps_ratio >= FLAT_RPS
     if scaling is None and ra.in_flight < 1.5:
         return []  # requests hardly overlap: nothing to batch them with
     high = bool(rising) and ra.gpu_busy < ACCEL_LOW
-    peers = scaling[3].concurrency if scaling is not None else ra.in_flight
+    peers = scaling.hi.concurrency if scaling is not None else ra.in_flight
     batch = int(min(64, max(2, 2 ** math.ceil(math.log2(max(peers, 2))))))
     rows = f"{ra.batch_p50:g}" if ra.batch_p50 is not None else "unknown"
     evidence = [
@@ -189,8 +197,8 @@ def under_batched(facts: Facts) -> list[Finding] | Missing:
     if ra.gpu_mem_share is not None:
         evidence.append(Evidence("device memory used, peak", _pct(ra.gpu_mem_share), "%", "NVML"))
     if scaling is not None:
-        evidence.append(Evidence(f"throughput, concurrency {scaling[2].concurrency} → {scaling[3].concurrency}",
-                                 f"{scaling[2].rps:.1f} → {scaling[3].rps:.1f}", "requests/s", "gpusleuth load"))
+        evidence.append(Evidence(f"throughput, concurrency {scaling.lo.concurrency} → {scaling.hi.concurrency}",
+                                 f"{scaling.lo.rps:.1f} → {scaling.hi.rps:.1f}", "requests/s", "gpusleuth load"))
     idle = 1.0 - ra.gpu_busy
     return [Finding(
         cause="serving.under_batched", severity="high" if high else "moderate",
@@ -304,14 +312,15 @@ def waiting_for_a_batch(facts: Facts) -> list[Finding] | Missing:
     more (its wait window, or a max batch the traffic fills slowly)."""
     ra = facts.requests
     b = ra.batching if ra is not None else None
-    if b is None or b.requests < MIN_REQUESTS or b.wait_share < BATCH_WAIT_MODERATE:
+    if ra is None or b is None or b.requests < MIN_REQUESTS or b.wait_share < BATCH_WAIT_MODERATE:
         return []
-    if (b.size_max or 0) <= 1:
+    if b.size_max is None or b.size_max <= 1:
         return []  # every forward served one request: no batch was waited for (the hand-off to the model's thread)
     w = b.wait_share
     high = w >= BATCH_WAIT_HIGH
     queued, collect = b.queued_share, b.collect_share
-    size_p50, size_max = b.size_p50, b.size_max
+    size_p50: float | None = b.size_p50
+    size_max: int | None = b.size_max
     # under `gpusleuth load`, the level where requests waited most says which knob (levels mix batch sizes)
     worst = max((lv for lv in ra.levels if lv.batch_forwards and lv.batch_collect_share is not None),
                 key=lambda lv: lv.shares.get("wait", 0.0), default=None)
@@ -390,7 +399,7 @@ def outside_the_server(facts: Facts) -> list[Finding] | Missing:
     if share < OUTSIDE_MODERATE or (grew is not None and grew < OUTSIDE_GROWTH_MS):
         return []
     gen = None
-    for lv in getattr(getattr(facts, "load", None), "levels", None) or []:
+    for lv in facts.load.levels if facts.load is not None else []:
         if lv.level == worst.level:
             gen = lv.generator_cpu_cores
     client_busy = gen is not None and gen > GENERATOR_BUSY
@@ -473,23 +482,23 @@ def slo_misses(facts: Facts) -> list[Finding] | Missing:
     client latency cut into parts (analysis/slo_miss.py) and held against the lightest level's, and the part
     that grew most named with its fix. Quiet when every level meets the SLO."""
     ra = facts.requests
-    load = getattr(facts, "load", None)
+    load = facts.load
     if ra is None or not ra.misses or load is None:
         return []
     by_level = {lv.level: lv for lv in load.levels}
-    failing = [m for m in ra.misses if m.parts_ms and by_level.get(m.level) is not None
-               and by_level[m.level].slo is not None and not by_level[m.level].slo.meets]
+    slo_of = {lv.level: lv.slo for lv in load.levels if lv.slo is not None}
+    failing = [m for m in ra.misses if m.parts_ms and m.level in slo_of and not slo_of[m.level].meets]
     if not failing:
         return []
-    m = max(failing, key=lambda x: (1.0 - by_level[x.level].slo.attainment, x.concurrency or 0, x.rate))
-    lv = by_level[m.level]
+    m = max(failing, key=lambda x: (1.0 - slo_of[x.level].attainment, x.concurrency or 0, x.rate))
+    attainment = slo_of[m.level].attainment
     name = f"concurrency {m.concurrency}" if m.concurrency else f"{m.rate:g} requests/s"
     base = by_level.get(m.baseline_level)
     bname = (f"concurrency {base.concurrency}" if base.concurrency else f"{base.rate:g} requests/s") if base else \
         "the lightest level"
     src = "gpusleuth load (client) joined with the hook (server) on X-Request-Id"
     total = sum(max(v, 0.0) for v in m.excess_ms.values())
-    evidence = [Evidence(f"SLO attainment at {name}", _pct(lv.slo.attainment), "% of requests sent", "gpusleuth load"),
+    evidence = [Evidence(f"SLO attainment at {name}", _pct(attainment), "% of requests sent", "gpusleuth load"),
                 Evidence("missed requests joined to the server's records", m.joined, f"of {m.missed}", src)]
     for k, v in m.missed_by.items():
         evidence.append(Evidence(f"over the {k[:-3]} budget", v, "requests", "gpusleuth load"))
@@ -500,27 +509,28 @@ def slo_misses(facts: Facts) -> list[Finding] | Missing:
     if m.decode_per_token_ms is not None and m.baseline_decode_per_token_ms:
         evidence.append(Evidence(f"decode per output token (vs {bname})",
                                  f"{m.decode_per_token_ms:.2f} (vs {m.baseline_decode_per_token_ms:.2f})", "ms", src))
-    own = m.dominant is None or m.level == m.baseline_level
-    if own:
+    dominant = None if m.level == m.baseline_level else m.dominant
+    own = dominant is None
+    if dominant is None:
         title = f"SLO missed at {name} even with the server nearly to itself: the requests' own time is over budget"
         summary = (f"{m.missed:,} of {m.answered:,} answered requests at {name} missed the SLO "
-                   f"(attainment {_pct(lv.slo.attainment)} %), and nothing grew against {bname}: their own "
+                   f"(attainment {_pct(attainment)} %), and nothing grew against {bname}: their own "
                    "time — the model's forwards for their prompt and output — is over the budget.")
         fix = ("Make a request cheaper or the budget realistic: a faster device or a smaller or quantized model, "
                "fewer output tokens (`max_tokens`), shorter prompts, or a budget set from the time a request takes "
                "alone.")
         share = 0.0
     else:
-        what, fix = _MISS_FIX[m.dominant]
-        grew = m.excess_ms[m.dominant]
+        what, fix = _MISS_FIX[dominant]
+        grew = m.excess_ms[dominant]
         share = grew / total if total > 0 else 0.0
         slowed = ""
-        if m.dominant == "decode" and m.decode_per_token_ms and m.baseline_decode_per_token_ms:
+        if dominant == "decode" and m.decode_per_token_ms and m.baseline_decode_per_token_ms:
             slowed = (f" — {m.baseline_decode_per_token_ms:.1f} → {m.decode_per_token_ms:.1f} ms per output token "
                       f"({m.decode_per_token_ms / m.baseline_decode_per_token_ms:.1f}×)")
         title = f"SLO missed at {name}: {what.split(' (')[0].split(',')[0]} grew {grew:.0f} ms per request"
         summary = (f"{m.missed:,} of {m.answered:,} answered requests at {name} missed the SLO (attainment "
-                   f"{_pct(lv.slo.attainment)} %). Against {bname}, their time grew most in {what}: "
+                   f"{_pct(attainment)} %). Against {bname}, their time grew most in {what}: "
                    f"+{grew:.1f} ms at the p50{slowed}, {_pct(share)} % of all the growth.")
     high = not own and share >= 0.5 and m.joined >= _min_joined(m)
     others = [x for x in ra.misses if x is not m and x.parts_ms]
@@ -531,14 +541,14 @@ def slo_misses(facts: Facts) -> list[Finding] | Missing:
     return [Finding(
         cause="serving.slo_miss", severity="high" if high else "moderate", title=title, summary=summary,
         evidence=evidence, fix=fix,
-        estimated_gain=Gain(step_share=1.0 - lv.slo.attainment, wall_share=0.0, seconds_per_run=0.0, speedup=1.0,
+        estimated_gain=Gain(step_share=1.0 - attainment, wall_share=0.0, seconds_per_run=0.0, speedup=1.0,
                             method="requests that missed the SLO at that level (attainment gap); the fix's effect "
                                    "on attainment is measured by loading again"),
         confidence="medium" if high else "low",
     )]
 
 
-def _min_joined(m: Any) -> int:
+def _min_joined(m: MissLevel) -> int:
     """Missed requests joined to the server enough to call the reason high: 20, or all of a smaller miss."""
     return min(MIN_REQUESTS, int(m.missed))
 
@@ -552,11 +562,11 @@ def engine_capacity(facts: Facts) -> list[Finding] | Missing:
     """An LLM engine's own /metrics during `gpusleuth load` (analysis/engine.py): requests waiting inside the
     engine for a slot, a KV cache that fills, sequences preempted to make room. Quiet when the engine ran
     every request it was sent, with room left."""
-    ea = getattr(facts, "engine", None)
+    ea = facts.engine
     if ea is None or not ea.levels:
         return []
 
-    def pressure(lv: Any) -> tuple[bool, bool, float]:
+    def pressure(lv: EngineLevel) -> tuple[bool, bool, float]:
         return ((lv.preemptions or 0.0) > 0, (lv.kv_usage_max or 0.0) >= KV_FULL, lv.waiting_mean or 0.0)
 
     lv = max(ea.levels, key=pressure)
