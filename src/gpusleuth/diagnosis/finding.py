@@ -41,14 +41,14 @@ class Finding:
     confidence: str = "medium"  # low / medium / high
     missing: list[str] = field(default_factory=list)  # data this rule lacked, and how to get it
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.cause not in CAUSES:
             raise ValueError(f"unknown cause {self.cause!r}")
         if self.severity not in SEVERITIES:
             raise ValueError(f"unknown severity {self.severity!r}")
 
     @property
-    def rank_key(self) -> tuple:
+    def rank_key(self) -> tuple[int, float]:
         sev = SEVERITIES.index(self.severity)
         gain = self.estimated_gain.wall_share if self.estimated_gain else 0.0
         return (-sev, -gain)
@@ -66,6 +66,6 @@ class Missing:
     # the not-evaluated rules to one line per source
     data: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.data:
             self.data = self.needs.split(" (", 1)[0]

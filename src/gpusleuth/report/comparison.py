@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 
 from gpusleuth.analysis.compare import Comparison
+from gpusleuth.analysis.steps import StepView
 from gpusleuth.analysis.timeseries import MAX_POINTS, minmax_downsample
+from gpusleuth.report.model import Report
 
 SCHEMA = "gpusleuth.compare/1"
 
@@ -103,7 +105,7 @@ def _views_of_steps(secs: np.ndarray, warm: int) -> tuple[StepSeries | None, Ste
     return series, spread
 
 
-def run_view(report, view) -> RunView:
+def run_view(report: Report, view: StepView) -> RunView:
     """One run's chart data, from its Report and its step view (steps carved of phases, warm-up)."""
     main = view.main
     series, spread = _views_of_steps(main.seconds, main.warmup) if main is not None else (None, None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pyarrow as pa
 
@@ -71,7 +72,7 @@ class LiveTail:
             latest = [i for i, v in enumerate(t) if v == t[-1]]
             s.gpus = len(latest)
 
-            def agg(name: str, how=lambda xs: sum(xs) / len(xs)):
+            def agg(name: str, how: Callable[[list[float]], float] = lambda xs: sum(xs) / len(xs)) -> float | None:
                 vals = [v for i, v in enumerate(_last(b, name)) if i in latest and v is not None and v == v]
                 return how(vals) if vals else None
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpusleuth.report.model import Report
+
 SCHEMA = "gpusleuth.summary/1"
 
 
@@ -57,7 +59,8 @@ class RunSummary:
         return asdict(self)
 
 
-def _get(d: dict | None, *keys, default=None):
+def _get(d: Any, *keys: str, default: Any = None) -> Any:
+    """``d[keys[0]][keys[1]]…`` of a JSON document, or ``default`` where a level is missing or not an object."""
     for k in keys:
         if not isinstance(d, dict):
             return default
@@ -77,7 +80,7 @@ def _gpus(d: dict, o: dict) -> tuple[int, str | None]:
     return len(telemetry), (names[0] if names and len(set(names)) == 1 else None)
 
 
-def summarize(report, meta: dict | None = None) -> RunSummary:
+def summarize(report: Report, meta: dict[str, Any] | None = None) -> RunSummary:
     """The summary of a built Report (``meta``: the run's meta.json, for the host name)."""
     d = report.to_dict()
     run, o = d["run"], d.get("outcomes") or {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, TypeVar
 
-from gpusleuth.diagnosis.facts import Facts
+from gpusleuth.diagnosis.facts import Facts, TraceAnalysis
 from gpusleuth.diagnosis.finding import Gain, Missing
 
 if TYPE_CHECKING:  # the type of Facts.traces' items, for the annotations below (rules see only Facts)

@@ -19,7 +19,7 @@ not wrap) leave the ranks' waiting unmeasured, and "balanced" would then be a cl
 
 from __future__ import annotations
 
-from gpusleuth.diagnosis.facts import Facts
+from gpusleuth.diagnosis.facts import CommSummary, Facts, RankComm
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_trace
 from gpusleuth.diagnosis.rules.host import foreign_cores
@@ -133,7 +133,7 @@ def straggler(facts: Facts) -> list[Finding] | Missing:
     )]
 
 
-def _who(slow, comm) -> str:
+def _who(slow: RankComm, comm: CommSummary) -> str:
     """How the slow rank was found: arrivals matched collective by collective (hook), or — a trace has no
     arrival times — the least collective kernel time per step (the others' kernels spin waiting for it)."""
     if slow.last_share is None:
