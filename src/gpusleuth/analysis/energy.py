@@ -58,8 +58,9 @@ def compute_energy(run: Run, view: StepView, gpus: list[int] | None = None) -> E
             continue
         run_j += float(e[-1] - e[0])
         if len(steps):
-            at = lambda x: np.interp(x.astype(float), t.astype(float), e)  # noqa: E731
-            steps_j += float((at(steps["end_ns"]) - at(steps["start_ns"])).sum())
+            ends = np.interp(steps["end_ns"].astype(float), t.astype(float), e)
+            starts = np.interp(steps["start_ns"].astype(float), t.astype(float), e)
+            steps_j += float((ends - starts).sum())
     if run_j == 0.0 and steps_j == 0.0:
         return None
     n_steps = len(steps)

@@ -328,7 +328,6 @@ def _slo_of(value: Any) -> dict[str, float] | None:
 def _slo_best(levels: list[LoadLevel], slo: dict[str, float], mode: str) -> tuple[int | None, str]:
     """The highest level whose attainment meets the target, in words."""
     target = slo.get("attainment", 0.9)
-    key = (lambda lv: lv.concurrency) if mode == "closed" else (lambda lv: lv.rate)
     meeting = [i for i, lv in enumerate(levels) if lv.slo is not None and lv.slo.meets]
     if not meeting:
         if not any(lv.slo is not None for lv in levels):
@@ -336,7 +335,7 @@ def _slo_best(levels: list[LoadLevel], slo: dict[str, float], mode: str) -> tupl
         top = max(levels, key=lambda lv: lv.slo.attainment if lv.slo else -1.0)
         return None, (f"no level meets the SLO ({target:.0%} of requests within every budget); the best is "
                       f"{top.named} at {top.slo.attainment:.0%}" if top.slo else "no level meets the SLO")
-    i = max(meeting, key=lambda j: key(levels[j]))
+    i = max(meeting, key=lambda j: levels[j].concurrency if mode == "closed" else levels[j].rate)
     lv = levels[i]
     assert lv.slo is not None
     return i, (f"{lv.named} is the highest level meeting the SLO: {lv.slo.attainment:.0%} of requests within "

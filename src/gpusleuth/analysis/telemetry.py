@@ -8,6 +8,7 @@ over the run, with counter wrap handled.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -34,6 +35,14 @@ THROTTLE_BITS = {
     "hw_thermal": 0x40,
     "hw_power_brake": 0x80,
 }
+
+
+def _columns(t: Table, rows: np.ndarray | None = None) -> Callable[[str], np.ndarray]:
+    """A column of ``t`` by name (NaN where the sampler did not record it), at ``rows`` when given."""
+    def col(name: str) -> np.ndarray:
+        c = t[name] if name in t else np.full(len(t), np.nan)
+        return c if rows is None else c[rows]
+    return col
 
 
 def _dist(values: np.ndarray) -> dict[str, float] | None:
@@ -132,9 +141,8 @@ def summarize_gpus(run: Run, window: tuple[int, int] | None = None) -> list[GpuS
     out = []
     for index in np.unique(gpu["gpu"]).astype(int):
         g = gpu.filter(gpu["gpu"] == index)
-        col = lambda name: g[name] if name in g else np.full(len(g), np.nan)  # noqa: E731
         w = samples_around(g["t_ns"], window) if window is not None and "t_ns" in g else None
-        wcol = col if w is None else (lambda name: col(name)[w])  # noqa: E731
+        col, wcol = _columns(g), _columns(g, w)
         mem_used = col("mem_used").astype(float)
         mem_total = col("mem_total").astype(float)
         used_max = float(np.nanmax(mem_used)) if np.isfinite(mem_used).any() else None
@@ -333,7 +341,7 @@ def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
     host = run.host
     if not len(host) and not len(run.procs):
         return None
-    col = lambda name: host[name] if name in host else np.full(len(host), np.nan)  # noqa: E731
+    col = _columns(host)
     hw = (run.meta.get("recorder") or {}).get("host") or {}
     cg = None
     if "cg_nr_periods" in host and len(host):
