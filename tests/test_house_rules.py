@@ -114,6 +114,35 @@ def test_rules_see_only_facts():
     assert not bad, "\n".join(bad)
 
 
+# what each scope hands its rule one of (rules/_scope.py): a rule under it never walks that list itself
+UNIT_LISTS = {"per_rank": ("traces", "host_ops", "device_traces"), "per_gpu": ("gpus",)}
+
+
+def test_a_rule_that_judges_one_rank_or_gpu_leaves_the_loop_to_the_engine():
+    """A rule marked @per_rank / @per_gpu is written for one rank's or one card's facts: the engine iterates
+    and merges (issue 22). A loop over facts.traces / facts.gpus inside it would judge several at once again
+    and hide from the engine which rank or card lacked its data."""
+    bad, marked = [], 0
+    for rel, tree in _modules():
+        if rel.parts[:2] != ("diagnosis", "rules"):
+            continue
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            marks = [d.id for d in fn.decorator_list if isinstance(d, ast.Name) and d.id in UNIT_LISTS]
+            for mark in marks:
+                marked += 1
+                for node in ast.walk(fn):
+                    iters = ([node.iter] if isinstance(node, (ast.For, ast.comprehension)) else [])
+                    for it in iters:
+                        names = {n.attr for n in ast.walk(it) if isinstance(n, ast.Attribute)}
+                        names |= {n.func.id for n in ast.walk(it) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+                        if names & set(UNIT_LISTS[mark]):
+                            bad.append(f"{rel}:{node.lineno}: {fn.name} (@{mark}) loops over {ast.unparse(it)}")
+    assert marked >= 14, f"only {marked} rules marked @per_rank / @per_gpu: did the marks move?"
+    assert not bad, "\n".join(bad)
+
+
 def test_no_import_cycles_between_modules():
     graph: dict[str, set[str]] = {}
     for rel, tree in _modules():

@@ -159,21 +159,64 @@ def test_busy_but_idle_and_sizing():
     assert sizing.sizing_vs_stall(stalled) == []  # a stall is not a sizing problem
 
 
-def test_the_engine_merges_what_a_rule_says_it_judges_per_rank_or_per_gpu():
-    """A rule marked @per_rank / @per_gpu (rules/_common.py) gives one finding per cause for the job, the
-    worst rank's or card's, the others listed; the engine reads the mark (no list kept in sync by hand)."""
+def test_the_engine_calls_a_per_rank_or_per_gpu_rule_once_per_rank_or_gpu_and_merges():
+    """A rule marked @per_rank / @per_gpu (rules/_scope.py) is written for one rank or one card: given the
+    whole job it refuses, and the engine calls it on each rank's (GPU's) view and keeps one finding per cause
+    for the job, the worst one's, naming every other rank or card it fired on. Fails if the engine stops
+    iterating (the rule refuses the job's facts) or stops merging (two findings)."""
     from dataclasses import replace
+
+    import pytest
 
     from gpusleuth.diagnosis.engine import diagnose
 
     ranks = [trace({"compute": 0.006, "idle_sync": 0.004}, rank=0),
-             trace({"compute": 0.007, "idle_sync": 0.003}, rank=1)]
-    assert len(sync.sync_stalls(facts(traces=ranks))) == 2  # the rule itself judges each rank
+             trace({"compute": 0.007, "idle_sync": 0.003}, rank=1),
+             trace({"compute": 0.0099, "idle_sync": 0.0001}, rank=2)]  # below the threshold: silent
+    with pytest.raises(ValueError, match="once per rank"):
+        sync.sync_stalls(facts(traces=ranks))
+    per_rank = [sync.sync_stalls(facts(traces=ranks).for_rank(t)) for t in ranks]
+    assert [len(r) for r in per_rank] == [1, 1, 0]
     found = [f for f in diagnose(facts(traces=ranks))[0] if f.cause == "sync"]
     assert len(found) == 1 and "Seen on 2 ranks" in found[0].summary
     assert abs(found[0].estimated_gain.step_share - 0.4) < 1e-6  # the worst rank speaks
+    assert found[0].evidence[0].source == "profiler trace rank0"
+    assert [e.source for e in found[0].evidence if e.name == "same cause on another rank"] == ["profiler trace rank1"]
+    assert found[0].title == per_rank[0][0].title and found[0].missing == []
+
     cards = [gpu(throttled={"sw_power_cap": 0.3}, clock=1500), replace(gpu(throttled={"sw_power_cap": 0.2},
                                                                            clock=1500), index=1)]
-    assert len(throttling.clock_throttling(facts(gpus=cards))) == 2
+    with pytest.raises(ValueError, match="once per GPU"):
+        throttling.clock_throttling(facts(gpus=cards))
+    assert [len(throttling.clock_throttling(facts(gpus=cards).for_gpu(g))) for g in cards] == [1, 1]
     found = [f for f in diagnose(facts(gpus=cards))[0] if f.cause == "throttling"]
-    assert len(found) == 1 and "Seen on 2 GPUs" in found[0].summary
+    assert len(found) == 1 and "Seen on 2 GPUs" in found[0].summary and found[0].title.startswith("GPU 0 ")
+    assert [e.value for e in found[0].evidence if e.name == "same cause on another GPU"][0].startswith("GPU 1 ")
+
+
+def test_a_rank_without_the_data_is_listed_as_not_judged_beside_the_finding_of_the_others():
+    """Rank 1's trace is CPU-only: the device rules fire on rank 0 and are not evaluated on rank 1 — the
+    finding stands, and both the finding and the not-evaluated list say which rank was not looked at."""
+    from gpusleuth.diagnosis.engine import diagnose
+
+    cpu_only = trace({"compute": 0.01}, rank=1)
+    cpu_only.device_span_s = 0.0
+    findings, missing = diagnose(facts(traces=[trace({"compute": 0.006, "idle_sync": 0.004}, rank=0), cpu_only]))
+    (s,) = [f for f in findings if f.cause == "sync"]
+    assert "Seen on" not in s.summary and s.missing == [
+        "not judged on rank 1 (1 of 2 ranks): needs a profiler trace with GPU activity (this run's profiler traces "
+        "are CPU-only: no kernels or copies)"]
+    (m,) = [m for m in missing if m.rule.startswith("host-device synchronization")]
+    assert m.rule == "host-device synchronization, on rank 1 (1 of 2 ranks)" and m.cause == "sync"
+    # every rank lacked it: the rule's own Missing, once, as for a job of one rank
+    other = trace({"compute": 0.01}, rank=2)
+    other.device_span_s = 0.0
+    _, missing = diagnose(facts(traces=[cpu_only, other]))
+    alone = sync.sync_stalls(facts(traces=[cpu_only]))
+    assert isinstance(alone, Missing)
+    (m,) = [m for m in missing if m.cause == "sync" and m.rule.startswith("host-device")]
+    assert m.rule == "host-device synchronization" and m.needs == alone.needs
+    # no rank at all: the rule on the whole facts says what it lacks
+    _, missing = diagnose(facts())
+    (m,) = [m for m in missing if m.rule == "host-device synchronization"]
+    assert m.needs == "a profiler trace with GPU activity"

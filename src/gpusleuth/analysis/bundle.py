@@ -60,7 +60,7 @@ class RunAnalysis:
     host: HostSummary | None
     gpu_scope: JobGpus | None = None  # which sampled GPUs were the job's (``gpus`` holds those), and how told
     traces: list[TraceAnalysis] = field(default_factory=list)  # one per rank
-    host_ops: list[dict[str, Any]] = field(default_factory=list)  # per trace with steps
+    host_ops: list[dict[str, Any]] = field(default_factory=list)  # per trace with steps; "trace": its index
     headline: Headline | None = None
     dollars_per_second: float | None = None  # what one second of the job's wall time costs, all devices
     # utilization over time per GPU, for a GPU log read alone (no steps, no traces: nothing better to judge by)
@@ -132,8 +132,8 @@ def analyze(run: Run, options: AnalysisOptions | None = None, *, prices: dict[st
         if tr is not run:
             # a reader's loss already names its file ("x.sqlite: …"); say the file once
             losses.extend(msg if msg.startswith(f"{tr.label}:") else f"{tr.label}: {msg}" for msg in tr.losses)
-        if rank.host_ops:
-            host_ops.append(rank.host_ops)
+        if rank.host_ops:  # "trace": its trace's place in ``traces`` (labels repeat across single-rank jobs)
+            host_ops.append({**rank.host_ops, "trace": i})
         if progress is not None and ranks is None:
             progress(i + 1, len(sources))
     headline = (compute_headline(run, view, outcomes, gpus, options, prices, mllog, job_gemm_dtype(traces))

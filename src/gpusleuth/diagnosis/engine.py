@@ -3,15 +3,35 @@
 Ranking: severity first (a high finding is a bottleneck; moderate ones are worth knowing), then
 estimated gain as a share of wall time. Rules that lacked their data come back as ``Missing`` and are
 listed, per cause, in the report's "not evaluated" entries with what to run to get the data.
+
+The engine owns the per-rank and per-GPU loop. A rule marked ``@per_rank`` / ``@per_gpu``
+(``rules/_scope.py``) is written for one rank's trace or one card's telemetry; :func:`judge` calls it once
+per rank (``Facts.for_rank``) or per GPU (``Facts.for_gpu``) and merges:
+
+- findings: one per cause for the job (:func:`one_per_cause`) — the worst rank or card speaks with its own
+  numbers, and its evidence names every other rank or card the cause was seen on;
+- ``Missing`` on some units, findings or silence on others: what was judged stands, and the rule is also
+  listed as not evaluated *for the units that lacked its data* ("…, on rank 3 (1 of 4 ranks)"), with the
+  same note on each merged finding — a verdict on rank 0 never hides that rank 3 was not looked at;
+- ``Missing`` on every unit: the rule's own ``Missing``, once, as if it had been called on the job;
+- no unit at all (no trace, no GPU telemetry): the rule is called on the whole facts and says itself what
+  it lacks, as before.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules import (busy_idle, copies, distributed, gpu, gpu_log, host, memory, phases, precision,
                                        serving, sizing, stragglers, sync, throttling)
 from gpusleuth.diagnosis.rules import input as input_rules
+from gpusleuth.diagnosis.rules._scope import scope_of
+
+Rule = Callable[[Facts], list[Finding] | Missing]
+NAMED = 8  # ranks or GPUs named where a rule could not judge them; the rest are counted
 
 # In the product brief's debugging order; the order only matters for ties and for "not evaluated".
 RULES = (
@@ -69,16 +89,45 @@ def one_per_cause(found: list[Finding], unit: str = "ranks") -> list[Finding]:
     return out
 
 
+def judge(rule: Rule, facts: Facts) -> tuple[list[Finding], list[Missing], bool]:
+    """One rule over the facts: (its findings, what it lacked, whether it judged anything). A rule with a
+    scope is called once per rank or GPU and its answers merged (the module's docstring says how)."""
+    scope = scope_of(rule)
+    views = scope.views(facts) if scope is not None else []
+    if scope is None or not views:
+        result = rule(facts)
+        return ([], [result], False) if isinstance(result, Missing) else (result, [], True)
+    found: list[Finding] = []
+    lacked: dict[tuple[str, str], tuple[Missing, list[str]]] = {}
+    for name, view in views:
+        result = rule(view)
+        if isinstance(result, Missing):
+            lacked.setdefault((result.needs, result.how), (result, []))[1].append(name)
+        else:
+            found.extend(result)
+    merged = one_per_cause(found, scope.unit)
+    groups = list(lacked.values())
+    if len(groups) == 1 and len(groups[0][1]) == len(views):
+        return [], [groups[0][0]], False  # no rank or GPU had the data: the rule's own Missing, once
+    missing = []
+    for m, names in groups:
+        shown = ", ".join(names[:NAMED]) + (f" and {len(names) - NAMED} more" if len(names) > NAMED else "")
+        where = f"{shown} ({len(names)} of {len(views)} {scope.unit})"
+        missing.append(replace(m, rule=f"{m.rule}, on {where}"))
+        for f in merged:
+            f.missing = f.missing + [f"not judged on {where}: needs {m.needs}"]
+    return merged, missing, sum(len(names) for _, names in groups) < len(views)
+
+
 def diagnose(facts: Facts) -> tuple[list[Finding], list[Missing]]:
     findings: list[Finding] = []
     missing: list[Missing] = []
+    judged = 0
     for rule in RULES:
-        result = rule(facts)
-        if isinstance(result, Missing):
-            missing.append(result)
-        else:
-            across = getattr(rule, "merged_across", None)  # rules/_common.per_rank / per_gpu
-            findings.extend(one_per_cause(result, across) if across else result)
+        found, lacked, any_judged = judge(rule, facts)
+        findings.extend(found)
+        missing.extend(lacked)
+        judged += any_judged
     findings.sort(key=lambda f: f.rank_key)
     unjudged = not_judged(facts) if not any(f.severity != "none" for f in findings) else None
     if unjudged is not None:
@@ -96,7 +145,7 @@ def diagnose(facts: Facts) -> tuple[list[Finding], list[Missing]]:
                 ),
                 evidence=[Evidence("exposed data wait", round(s.data_wait_share_of_steps * 100, 2),
                                    "% of step time", "step instrumentation"),
-                          Evidence("rules evaluated", len(RULES) - len(missing), f"of {len(RULES)}", "engine")],
+                          Evidence("rules evaluated", judged, f"of {len(RULES)}", "engine")],
                 fix="Nothing to fix above the thresholds; the rules that could not run (below) say what data "
                     "would let them look further.",
                 confidence="medium" if not missing else "low",

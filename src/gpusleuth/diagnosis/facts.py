@@ -7,7 +7,7 @@ has a default, so a test builds only what its rule reads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpusleuth.analysis.comm import CommSummary, RankComm
@@ -91,3 +91,20 @@ class Facts:
             return self.loop_s
         o = self.outcomes
         return max(o.wall_s - o.startup_s - o.tail_s, 1e-9)
+
+    # --- one rank's or one GPU's view, for the rules that judge each on its own (rules/_scope.py) ---
+    def for_rank(self, trace: TraceAnalysis) -> Facts:
+        """These facts seen from one rank: its trace (one of ``self.traces``) and its host-op statistics;
+        everything else — the job's steps, loop, host, GPUs, prices — as it is, so a rank's gain is priced
+        against the job's loop as before. Nothing is recomputed: the view holds the analysis's own objects.
+        Host ops name their trace by its place in ``traces`` (the analysis sets ``"trace"``: labels repeat when
+        several single-rank jobs' traces are read together); ops built without it are paired by label."""
+        at = next((i for i, t in enumerate(self.traces) if t is trace), None)
+        ops = next((h for h in self.host_ops
+                    if (h["trace"] == at if "trace" in h else h.get("label") == trace.label)), None)
+        return replace(self, traces=[trace], host_ops=[] if ops is None else [ops])
+
+    def for_gpu(self, gpu: GpuSummary) -> Facts:
+        """These facts seen from one GPU: its summary; the rest (the job's steps, host, traces, utilization
+        timelines — a rule picks its card's by index) as it is."""
+        return replace(self, gpus=[gpu])

@@ -8,9 +8,9 @@ end, phases included) before and after the fix.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING
 
-from gpusleuth.diagnosis.facts import Facts, TraceAnalysis
+from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Gain, Missing
 
 if TYPE_CHECKING:  # the type of Facts.traces' items, for the annotations below (rules see only Facts)
@@ -118,20 +118,3 @@ def copy_bound_speaks(trace: TraceAnalysis) -> bool:
         return False
     h2d = sum(v for k, v in copies.items() if k.startswith("memcpy_h2d"))
     return h2d < H2D_COVERS * copy_s
-
-
-R = TypeVar("R", bound=Callable[..., object])
-
-
-def per_rank(rule: R) -> R:
-    """Marks a rule that judges each rank's trace on its own: on a job of several ranks the same cause comes
-    back once per rank, and the engine keeps one finding per cause for the job (``engine.one_per_cause``:
-    the worst rank speaks, the others are listed in its evidence). The rule says it; no list to keep in sync."""
-    setattr(rule, "merged_across", "ranks")
-    return rule
-
-
-def per_gpu(rule: R) -> R:
-    """Marks a rule that judges each GPU on its own (an 8-GPU node gave eight near-copies of one finding)."""
-    setattr(rule, "merged_across", "GPUs")
-    return rule

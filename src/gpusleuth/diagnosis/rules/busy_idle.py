@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import per_gpu, no_gpu
+from gpusleuth.diagnosis.rules._common import no_gpu
+from gpusleuth.diagnosis.rules._scope import per_gpu, the_gpu
 
 BUSY = 80.0
 SM_LOW = 40.0
@@ -20,36 +21,34 @@ POWER_LOW = 0.40
 
 @per_gpu
 def busy_but_idle(facts: Facts) -> list[Finding] | Missing:
-    if not facts.gpus:
+    g = the_gpu(facts)
+    if g is None:
         return no_gpu("busy-but-idle (utilization vs real activity)", facts, "sizing")
-    out = []
     hw = {int(h.get("index", i)): h for i, h in enumerate(facts.gpu_hw)}
-    for g in facts.gpus:
-        if not g.util_gpu or g.util_gpu["mean"] < BUSY:
-            continue
-        sm = g.sm_active["mean"] if g.sm_active else None
-        limit = hw.get(g.index, {}).get("power_limit_w")
-        power = g.power_w["mean"] if g.power_w else None
-        low_power = power is not None and limit and power / limit < POWER_LOW
-        if not ((sm is not None and sm < SM_LOW) or (sm is None and low_power)):
-            continue
-        tensor = g.tensor_active["mean"] if g.tensor_active else None
-        out.append(Finding(
-            cause="sizing", severity="moderate",
-            title=f"GPU {g.index} reads {g.util_gpu['mean']:.0f}% utilized but does little work",
-            summary=("Utilization only says a kernel was running; "
-                     + (f"SMs were active {sm:.0f}% of the time" if sm is not None else
-                        f"power averaged {power:.0f} W of a {limit:.0f} W limit")
-                     + ": kernels too small to fill the device, a single latency-bound stream, or communication "
-                       "kernels spinning on peers."),
-            evidence=[Evidence("utilization.gpu (mean)", round(g.util_gpu["mean"], 1), "%", "NVML"),
-                      Evidence("SM active (mean)", None if sm is None else round(sm, 1), "%", "NVML GPM / DCGM"),
-                      Evidence("tensor active (mean)", None if tensor is None else round(tensor, 1), "%", "NVML GPM"),
-                      Evidence("power (mean) / limit", f"{power or 0:.0f} / {limit or 0:.0f}", "W", "NVML")],
-            fix=("Give each kernel more work: a larger batch, fused ops (`torch.compile`), bf16 autocast for "
-                 "Tensor Cores. If the model is simply small for this card, share it (MIG / MPS) or use a "
-                 "smaller GPU."),
-            estimated_gain=None, confidence="medium",
-            missing=[] if sm is not None else ["SM activity (GPM, Hopper+ or DCGM profiling) — judged on power"],
-        ))
-    return out
+    if not g.util_gpu or g.util_gpu["mean"] < BUSY:
+        return []
+    sm = g.sm_active["mean"] if g.sm_active else None
+    limit = hw.get(g.index, {}).get("power_limit_w")
+    power = g.power_w["mean"] if g.power_w else None
+    low_power = power is not None and limit and power / limit < POWER_LOW
+    if not ((sm is not None and sm < SM_LOW) or (sm is None and low_power)):
+        return []
+    tensor = g.tensor_active["mean"] if g.tensor_active else None
+    return [Finding(
+        cause="sizing", severity="moderate",
+        title=f"GPU {g.index} reads {g.util_gpu['mean']:.0f}% utilized but does little work",
+        summary=("Utilization only says a kernel was running; "
+                 + (f"SMs were active {sm:.0f}% of the time" if sm is not None else
+                    f"power averaged {power:.0f} W of a {limit:.0f} W limit")
+                 + ": kernels too small to fill the device, a single latency-bound stream, or communication "
+                   "kernels spinning on peers."),
+        evidence=[Evidence("utilization.gpu (mean)", round(g.util_gpu["mean"], 1), "%", "NVML"),
+                  Evidence("SM active (mean)", None if sm is None else round(sm, 1), "%", "NVML GPM / DCGM"),
+                  Evidence("tensor active (mean)", None if tensor is None else round(tensor, 1), "%", "NVML GPM"),
+                  Evidence("power (mean) / limit", f"{power or 0:.0f} / {limit or 0:.0f}", "W", "NVML")],
+        fix=("Give each kernel more work: a larger batch, fused ops (`torch.compile`), bf16 autocast for "
+             "Tensor Cores. If the model is simply small for this card, share it (MIG / MPS) or use a "
+             "smaller GPU."),
+        estimated_gain=None, confidence="medium",
+        missing=[] if sm is not None else ["SM activity (GPM, Hopper+ or DCGM profiling) — judged on power"],
+    )]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
-from gpusleuth.diagnosis.rules._common import per_gpu
+from gpusleuth.diagnosis.rules._scope import per_gpu, the_gpu
 
 MIN_COVERED_S = 60.0
 IDLE_HIGH = 0.5  # idle share of the capture: high
@@ -109,46 +109,44 @@ def _idle_evidence(t) -> list[Evidence]:
 def bursty_or_steady(facts: Facts) -> list[Finding] | Missing:
     """Sizing vs stall from the time series: bursts with idle between them mean the job waits on something
     (stall); a steady partial load with memory to spare means the job is small for the card (sizing)."""
-    if not facts.gpu_timeline:
+    g = the_gpu(facts)
+    t = next((t for t in _usable(facts) if g is not None and t.index == g.index), None)
+    if t is None:  # no utilization timeline (a recorded run with steps), or too short a one for this card
         return []
-    out = []
-    peaks = {g.index: g.mem_used_share_max for g in facts.gpus}
-    for t in _usable(facts):
-        idle = t.idle_share or 0.0
-        if idle >= IDLE_MODERATE:
-            continue  # the idle rule says it
-        if idle >= BURSTY_IDLE and t.idle_stretches >= BURSTY_STRETCHES and (t.busy_share or 0) >= 0.2:
-            out.append(Finding(
-                cause="sync", severity="moderate",
-                title=f"GPU {t.index} works in bursts with idle between them: a stall, not sizing",
-                summary=(f"Utilization swings (σ {t.util_std:.0f} points around a {t.util_mean:.0f}% mean): busy "
-                         f"{t.busy_share:.0%} of the time, idle {idle:.0%} in {t.idle_stretches} stretches of ≥10 s. "
-                         "Something makes the device wait between bursts — input, a host sync, checkpoints or "
-                         "evaluation; a bigger batch would not help."),
-                evidence=[Evidence("utilization σ", round(t.util_std, 1), "points", "GPU log"),
-                          Evidence("busy (≥ 50%)", round(t.busy_share * 100, 1), "% of sampled time", "GPU log"),
-                          Evidence("idle (≤ 5%)", round(idle * 100, 1), "% of sampled time", "GPU log"),
-                          Evidence("idle stretches ≥ 10 s", t.idle_stretches, "", "GPU log")],
-                fix=("Record the job with `gpusleuth run -- python train.py` to attribute the waits to steps "
-                     "(data wait, sync, phases)."),
-                estimated_gain=_idle_gain(facts, idle * t.covered_s), confidence="medium",
-            ))
-            continue
-        peak = peaks.get(t.index)
-        if t.util_mean < SIZING_MEAN and peak is not None and peak < 0.5 and idle < BURSTY_IDLE:
-            out.append(Finding(
-                cause="sizing", severity="moderate",
-                title=f"GPU {t.index} is steadily half-used with memory to spare: the job is small for this card",
-                summary=(f"Utilization held near {t.util_mean:.0f}% (σ {t.util_std:.0f}) with little idle time and peak "
-                         f"memory at {peak:.0%}: no sign of waiting, just too little work per kernel for the device."),
-                evidence=[Evidence("mean utilization", round(t.util_mean, 1), "%", "GPU log"),
-                          Evidence("utilization σ", round(t.util_std, 1), "points", "GPU log"),
-                          Evidence("peak memory", round(peak * 100, 1), "% of device", "GPU log")],
-                fix=("A larger batch or model per GPU, or share the card (MIG/MPS), or a smaller, cheaper GPU; "
-                     "verify with `gpusleuth sweep`."),
-                estimated_gain=None, confidence="medium",
-            ))
-    return out
+    idle = t.idle_share or 0.0
+    if idle >= IDLE_MODERATE:
+        return []  # the idle rule says it
+    if idle >= BURSTY_IDLE and t.idle_stretches >= BURSTY_STRETCHES and (t.busy_share or 0) >= 0.2:
+        return [Finding(
+            cause="sync", severity="moderate",
+            title=f"GPU {t.index} works in bursts with idle between them: a stall, not sizing",
+            summary=(f"Utilization swings (σ {t.util_std:.0f} points around a {t.util_mean:.0f}% mean): busy "
+                     f"{t.busy_share:.0%} of the time, idle {idle:.0%} in {t.idle_stretches} stretches of ≥10 s. "
+                     "Something makes the device wait between bursts — input, a host sync, checkpoints or "
+                     "evaluation; a bigger batch would not help."),
+            evidence=[Evidence("utilization σ", round(t.util_std, 1), "points", "GPU log"),
+                      Evidence("busy (≥ 50%)", round(t.busy_share * 100, 1), "% of sampled time", "GPU log"),
+                      Evidence("idle (≤ 5%)", round(idle * 100, 1), "% of sampled time", "GPU log"),
+                      Evidence("idle stretches ≥ 10 s", t.idle_stretches, "", "GPU log")],
+            fix=("Record the job with `gpusleuth run -- python train.py` to attribute the waits to steps "
+                 "(data wait, sync, phases)."),
+            estimated_gain=_idle_gain(facts, idle * t.covered_s), confidence="medium",
+        )]
+    peak = g.mem_used_share_max if g is not None else None
+    if t.util_mean < SIZING_MEAN and peak is not None and peak < 0.5 and idle < BURSTY_IDLE:
+        return [Finding(
+            cause="sizing", severity="moderate",
+            title=f"GPU {t.index} is steadily half-used with memory to spare: the job is small for this card",
+            summary=(f"Utilization held near {t.util_mean:.0f}% (σ {t.util_std:.0f}) with little idle time and peak "
+                     f"memory at {peak:.0%}: no sign of waiting, just too little work per kernel for the device."),
+            evidence=[Evidence("mean utilization", round(t.util_mean, 1), "%", "GPU log"),
+                      Evidence("utilization σ", round(t.util_std, 1), "points", "GPU log"),
+                      Evidence("peak memory", round(peak * 100, 1), "% of device", "GPU log")],
+            fix=("A larger batch or model per GPU, or share the card (MIG/MPS), or a smaller, cheaper GPU; "
+                 "verify with `gpusleuth sweep`."),
+            estimated_gain=None, confidence="medium",
+        )]
+    return []
 
 
 def gpu_imbalance(facts: Facts) -> list[Finding] | Missing:

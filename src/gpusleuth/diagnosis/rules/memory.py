@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import per_gpu, gain_from_seconds, no_gpu, no_steps
+from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_gpu, no_steps
+from gpusleuth.diagnosis.rules._scope import per_gpu, the_gpu
 
 OVERHEAD_MODERATE = 0.45  # below this, Adam on a mid-size model at batch 64 (a normal job) would fire
 OVERHEAD_HIGH = 0.50
@@ -92,22 +93,20 @@ def step_overhead(facts: Facts) -> list[Finding] | Missing:
 
 @per_gpu
 def memory_capacity(facts: Facts) -> list[Finding] | Missing:
-    if not facts.gpus:
+    g = the_gpu(facts)
+    if g is None:
         return no_gpu("memory near capacity", facts, "memory.capacity")
-    out = []
-    for g in facts.gpus:
-        share = g.mem_used_share_max
-        if share is None or share < CAPACITY:
-            continue
-        out.append(Finding(
-            cause="memory.capacity", severity="moderate",
-            title=f"GPU {g.index} memory peaked at {share:.0%} of the device",
-            summary=("Near-full device memory makes the caching allocator free and re-allocate (cudaMalloc "
-                     "stalls), fragments memory and risks out-of-memory on a longer sequence or batch."),
-            evidence=[Evidence("peak memory used", round(share * 100, 1), "% of device", "NVML memory info")],
-            fix=("Activation checkpointing (`torch.utils.checkpoint`), bf16 autocast (halves activations), "
-                 "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`, or a smaller micro-batch with gradient "
-                 "accumulation."),
-            estimated_gain=None, confidence="medium",
-        ))
-    return out
+    share = g.mem_used_share_max
+    if share is None or share < CAPACITY:
+        return []
+    return [Finding(
+        cause="memory.capacity", severity="moderate",
+        title=f"GPU {g.index} memory peaked at {share:.0%} of the device",
+        summary=("Near-full device memory makes the caching allocator free and re-allocate (cudaMalloc "
+                 "stalls), fragments memory and risks out-of-memory on a longer sequence or batch."),
+        evidence=[Evidence("peak memory used", round(share * 100, 1), "% of device", "NVML memory info")],
+        fix=("Activation checkpointing (`torch.utils.checkpoint`), bf16 autocast (halves activations), "
+             "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`, or a smaller micro-batch with gradient "
+             "accumulation."),
+        estimated_gain=None, confidence="medium",
+    )]

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import per_rank, device_traces, gain_from_seconds, no_device_trace, run_seconds
+from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_device_trace, run_seconds
+from gpusleuth.diagnosis.rules._scope import per_rank, rank_trace
 
 FP32_SHARE = 0.5
 GEMM_SHARE = 0.2
@@ -20,36 +21,33 @@ SPEEDUP = 4.0
 
 @per_rank
 def fp32_math(facts: Facts) -> list[Finding] | Missing:
-    traces = device_traces(facts)
-    if not traces:
+    t = rank_trace(facts)
+    if t is None:
         return no_device_trace(facts, "mixed precision", "precision", "a profiler trace with GPU kernels")
-    out = []
-    for t in traces:
-        k = t.kernels
-        total = k.kernel_time_s
-        prec = k.precision_s
-        gemm = sum(prec.values())
-        fp32 = prec.get("fp32", 0.0)
-        if not total or gemm / total < GEMM_SHARE or not gemm or fp32 / gemm < FP32_SHARE:
-            continue
-        steps_total = sum(s.duration_s for s in t.steps) or t.trace_window_s
-        share_of_step = fp32 / steps_total if steps_total else 0.0
-        saved_share = share_of_step * (1 - 1 / SPEEDUP)
-        out.append(Finding(
-            cause="precision", severity="high" if saved_share >= 0.2 else "moderate",
-            title=f"fp32 matrix math: {fp32 / gemm:.0%} of GEMM time runs without Tensor Cores' fast path",
-            summary=(f"GEMM/conv kernels took {gemm / total:.0%} of kernel time and {fp32 / gemm:.0%} of that was "
-                     f"fp32; tensor-core kernels were {100 * (k.tensor_core_share or 0):.0f}% of kernel time."),
-            evidence=[Evidence("fp32 share of GEMM time", round(100 * fp32 / gemm, 1), "%", f"kernel names, trace {t.label}"),
-                      Evidence("GEMM share of kernel time", round(100 * gemm / total, 1), "%", "profiler trace"),
-                      Evidence("tensor-core kernel share", round(100 * (k.tensor_core_share or 0), 1), "%",
-                               "profiler trace")],
-            fix=("Train in bf16 autocast: `with torch.autocast('cuda', dtype=torch.bfloat16): loss = model(x)` "
-                 "(fp16 needs `torch.amp.GradScaler`); at least allow TF32: "
-                 "`torch.set_float32_matmul_precision('high')`."),
-            estimated_gain=gain_from_seconds(facts, run_seconds(facts, saved_share),
-                                             f"fp32 GEMM time ({share_of_step:.0%} of step) runs {SPEEDUP:.0f}× "
-                                             "faster in bf16; other kernels and idle time unchanged"),
-            confidence="medium",
-        ))
-    return out
+    k = t.kernels
+    total = k.kernel_time_s
+    prec = k.precision_s
+    gemm = sum(prec.values())
+    fp32 = prec.get("fp32", 0.0)
+    if not total or gemm / total < GEMM_SHARE or not gemm or fp32 / gemm < FP32_SHARE:
+        return []
+    steps_total = sum(s.duration_s for s in t.steps) or t.trace_window_s
+    share_of_step = fp32 / steps_total if steps_total else 0.0
+    saved_share = share_of_step * (1 - 1 / SPEEDUP)
+    return [Finding(
+        cause="precision", severity="high" if saved_share >= 0.2 else "moderate",
+        title=f"fp32 matrix math: {fp32 / gemm:.0%} of GEMM time runs without Tensor Cores' fast path",
+        summary=(f"GEMM/conv kernels took {gemm / total:.0%} of kernel time and {fp32 / gemm:.0%} of that was "
+                 f"fp32; tensor-core kernels were {100 * (k.tensor_core_share or 0):.0f}% of kernel time."),
+        evidence=[Evidence("fp32 share of GEMM time", round(100 * fp32 / gemm, 1), "%", f"kernel names, trace {t.label}"),
+                  Evidence("GEMM share of kernel time", round(100 * gemm / total, 1), "%", "profiler trace"),
+                  Evidence("tensor-core kernel share", round(100 * (k.tensor_core_share or 0), 1), "%",
+                           "profiler trace")],
+        fix=("Train in bf16 autocast: `with torch.autocast('cuda', dtype=torch.bfloat16): loss = model(x)` "
+             "(fp16 needs `torch.amp.GradScaler`); at least allow TF32: "
+             "`torch.set_float32_matmul_precision('high')`."),
+        estimated_gain=gain_from_seconds(facts, run_seconds(facts, saved_share),
+                                         f"fp32 GEMM time ({share_of_step:.0%} of step) runs {SPEEDUP:.0f}× "
+                                         "faster in bf16; other kernels and idle time unchanged"),
+        confidence="medium",
+    )]

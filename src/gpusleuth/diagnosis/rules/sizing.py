@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import per_gpu, device_traces, no_gpu, step_idle
+from gpusleuth.diagnosis.rules._common import device_traces, no_gpu, step_idle
+from gpusleuth.diagnosis.rules._scope import per_gpu, the_gpu
 
 LOW = 50.0
 MEM_LOW = 0.5
@@ -22,7 +23,8 @@ HOST_BUSY = 90.0
 
 @per_gpu
 def sizing_vs_stall(facts: Facts) -> list[Finding] | Missing:
-    if not facts.gpus:
+    g = the_gpu(facts)
+    if g is None:
         return no_gpu("sizing vs stall", facts, "sizing")
     s = facts.outcomes.steps
     if not s.steps or s.data_wait_share_of_steps >= 0.05:
@@ -34,25 +36,22 @@ def sizing_vs_stall(facts: Facts) -> list[Finding] | Missing:
         stall, total = step_idle(t, ("idle_sync", "idle_launch", "idle_kernel_gap", "idle_data_loader", "idle_host"))
         if total and stall / total >= 0.15:
             return []
-    out = []
-    for g in facts.gpus:
-        activity = g.sm_active["mean"] if g.sm_active else (g.util_gpu["mean"] if g.util_gpu else None)
-        mem = g.mem_used_share_max
-        if activity is None or activity >= LOW or mem is None or mem >= MEM_LOW:
-            continue
-        out.append(Finding(
-            cause="sizing", severity="moderate",
-            title=f"GPU {g.index} is too big for this job: {activity:.0f}% active, {mem:.0%} memory, no stall",
-            summary=("Nothing makes the device wait (no data wait, no host saturation, no sync/launch stall "
-                     "in a trace): the work per step is simply small for this card."),
-            evidence=[Evidence("SM active" if g.sm_active else "utilization.gpu", round(activity, 1), "% (mean)", "NVML"),
-                      Evidence("peak memory", round(mem * 100, 1), "% of device", "NVML"),
-                      Evidence("exposed data wait", round(s.data_wait_share_of_steps * 100, 1), "% of step", "hook"),
-                      Evidence("training process CPU", None if main_cpu is None else round(main_cpu, 1), "% of a core",
-                               "process sampler")],
-            fix=("Right-size: raise the per-GPU batch (learning-rate care) or run several jobs per card "
-                 "(MIG partitions on A100/H100, or MPS); or move the job to a smaller, cheaper GPU. Don't "
-                 "micro-optimize kernels first."),
-            estimated_gain=None, confidence="medium",
-        ))
-    return out
+    activity = g.sm_active["mean"] if g.sm_active else (g.util_gpu["mean"] if g.util_gpu else None)
+    mem = g.mem_used_share_max
+    if activity is None or activity >= LOW or mem is None or mem >= MEM_LOW:
+        return []
+    return [Finding(
+        cause="sizing", severity="moderate",
+        title=f"GPU {g.index} is too big for this job: {activity:.0f}% active, {mem:.0%} memory, no stall",
+        summary=("Nothing makes the device wait (no data wait, no host saturation, no sync/launch stall "
+                 "in a trace): the work per step is simply small for this card."),
+        evidence=[Evidence("SM active" if g.sm_active else "utilization.gpu", round(activity, 1), "% (mean)", "NVML"),
+                  Evidence("peak memory", round(mem * 100, 1), "% of device", "NVML"),
+                  Evidence("exposed data wait", round(s.data_wait_share_of_steps * 100, 1), "% of step", "hook"),
+                  Evidence("training process CPU", None if main_cpu is None else round(main_cpu, 1), "% of a core",
+                           "process sampler")],
+        fix=("Right-size: raise the per-GPU batch (learning-rate care) or run several jobs per card "
+             "(MIG partitions on A100/H100, or MPS); or move the job to a smaller, cheaper GPU. Don't "
+             "micro-optimize kernels first."),
+        estimated_gain=None, confidence="medium",
+    )]

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import per_rank, device_traces, gain_from_seconds, no_device_trace, run_seconds, step_idle
+from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_device_trace, run_seconds, step_idle
+from gpusleuth.diagnosis.rules._scope import per_rank, rank_trace
 
 MODERATE = 0.05
 SYNC_HIGH = 0.20
@@ -28,67 +29,61 @@ SHORT_KERNELS = 0.5  # share of kernels shorter than 10 µs for the launch-bound
 
 @per_rank
 def sync_stalls(facts: Facts) -> list[Finding] | Missing:
-    traces = device_traces(facts)
-    if not traces:
+    t = rank_trace(facts)
+    if t is None:
         return no_device_trace(facts, "host-device synchronization", "sync", "a profiler trace with GPU activity")
-    out = []
-    for t in traces:
-        idle, total = step_idle(t, ("idle_sync",))
-        if not total or idle / total < MODERATE:
-            continue
-        share = idle / total
-        out.append(Finding(
-            cause="sync", severity="high" if share >= SYNC_HIGH else "moderate",
-            title=f"The device idles {share:.0%} of each step while the host waits on a synchronization",
-            summary=("The host blocked in synchronizing calls (.item(), .cpu(), print(tensor), "
-                     "torch.cuda.synchronize(), synchronous copies) and the device drained its queue and "
-                     "waited for the next launch."),
-            evidence=[Evidence("idle: host synchronization", round(share * 100, 1), "% of step time",
-                               f"profiler trace {t.label}"),
-                      Evidence("profiled steps", len(t.steps), "", "profiler trace")],
-            fix=("Remove per-step host syncs: accumulate metrics on the device (`running += loss.detach()`) "
-                 "and call `.item()` once every N steps; no `print(tensor)` in the loop; copy with "
-                 "`non_blocking=True` from pinned memory; drop explicit `torch.cuda.synchronize()`."),
-            estimated_gain=gain_from_seconds(facts, run_seconds(facts, share),
-                                             "the sync-idle share of the profiled steps disappears once the host "
-                                             "runs ahead of the device"),
-            confidence="high" if len(t.steps) >= 3 else "medium",
-        ))
-    return out
+    idle, total = step_idle(t, ("idle_sync",))
+    if not total or idle / total < MODERATE:
+        return []
+    share = idle / total
+    return [Finding(
+        cause="sync", severity="high" if share >= SYNC_HIGH else "moderate",
+        title=f"The device idles {share:.0%} of each step while the host waits on a synchronization",
+        summary=("The host blocked in synchronizing calls (.item(), .cpu(), print(tensor), "
+                 "torch.cuda.synchronize(), synchronous copies) and the device drained its queue and "
+                 "waited for the next launch."),
+        evidence=[Evidence("idle: host synchronization", round(share * 100, 1), "% of step time",
+                           f"profiler trace {t.label}"),
+                  Evidence("profiled steps", len(t.steps), "", "profiler trace")],
+        fix=("Remove per-step host syncs: accumulate metrics on the device (`running += loss.detach()`) "
+             "and call `.item()` once every N steps; no `print(tensor)` in the loop; copy with "
+             "`non_blocking=True` from pinned memory; drop explicit `torch.cuda.synchronize()`."),
+        estimated_gain=gain_from_seconds(facts, run_seconds(facts, share),
+                                         "the sync-idle share of the profiled steps disappears once the host "
+                                         "runs ahead of the device"),
+        confidence="high" if len(t.steps) >= 3 else "medium",
+    )]
 
 
 @per_rank
 def launch_bound(facts: Facts) -> list[Finding] | Missing:
-    traces = device_traces(facts)
-    if not traces:
+    t = rank_trace(facts)
+    if t is None:
         return no_device_trace(facts, "launch-bound", "host.launch_bound", "a profiler trace with GPU activity")
-    out = []
-    for t in traces:
-        idle, total = step_idle(t, ("idle_launch", "idle_kernel_gap"))
-        sk = t.kernels.short_kernels
-        short = sk.count_share if sk is not None else 0.0  # no kernels: none short
-        if not total or idle / total < MODERATE or short < SHORT_KERNELS:
-            continue
-        share = idle / total
-        lst = t.launch
-        out.append(Finding(
-            cause="host.launch_bound", severity="high" if share >= LAUNCH_HIGH else "moderate",
-            title=f"Launch-bound: {share:.0%} of step time the device waits for the next kernel launch",
-            summary=(f"{short:.0%} of kernels run shorter than 10 µs, and the device waits on launches between "
-                     "them: the CPU cannot issue work as fast as the GPU finishes it."),
-            evidence=[Evidence("idle: launch + inter-kernel gaps", round(share * 100, 1), "% of step time",
-                               f"profiler trace {t.label}"),
-                      Evidence("kernels < 10 µs", round(short * 100, 1), "% of kernels", "profiler trace"),
-                      Evidence("launch cost (median)", lst.launch_cost_us.median, "µs",
-                               "profiler trace runtime calls"),
-                      Evidence("ops shorter than their launch", round(lst.ops_shorter_than_launch.share * 100, 1),
-                               "% of ops", "profiler trace")],
-            fix=("`model = torch.compile(model, mode=\"reduce-overhead\")` (fuses small ops and replays them as "
-                 "a CUDA graph); or capture the step with `torch.cuda.graphs`; use fused/foreach optimizers "
-                 "(`torch.optim.AdamW(..., fused=True)`); raise the batch size so each kernel does more work."),
-            estimated_gain=gain_from_seconds(facts, run_seconds(facts, share),
-                                             "the launch/gap idle share of the profiled steps disappears when the "
-                                             "step is one graph launch (upper bound)"),
-            confidence="medium",
-        ))
-    return out
+    idle, total = step_idle(t, ("idle_launch", "idle_kernel_gap"))
+    sk = t.kernels.short_kernels
+    short = sk.count_share if sk is not None else 0.0  # no kernels: none short
+    if not total or idle / total < MODERATE or short < SHORT_KERNELS:
+        return []
+    share = idle / total
+    lst = t.launch
+    return [Finding(
+        cause="host.launch_bound", severity="high" if share >= LAUNCH_HIGH else "moderate",
+        title=f"Launch-bound: {share:.0%} of step time the device waits for the next kernel launch",
+        summary=(f"{short:.0%} of kernels run shorter than 10 µs, and the device waits on launches between "
+                 "them: the CPU cannot issue work as fast as the GPU finishes it."),
+        evidence=[Evidence("idle: launch + inter-kernel gaps", round(share * 100, 1), "% of step time",
+                           f"profiler trace {t.label}"),
+                  Evidence("kernels < 10 µs", round(short * 100, 1), "% of kernels", "profiler trace"),
+                  Evidence("launch cost (median)", lst.launch_cost_us.median, "µs",
+                           "profiler trace runtime calls"),
+                  Evidence("ops shorter than their launch", round(lst.ops_shorter_than_launch.share * 100, 1),
+                           "% of ops", "profiler trace")],
+        fix=("`model = torch.compile(model, mode=\"reduce-overhead\")` (fuses small ops and replays them as "
+             "a CUDA graph); or capture the step with `torch.cuda.graphs`; use fused/foreach optimizers "
+             "(`torch.optim.AdamW(..., fused=True)`); raise the batch size so each kernel does more work."),
+        estimated_gain=gain_from_seconds(facts, run_seconds(facts, share),
+                                         "the launch/gap idle share of the profiled steps disappears when the "
+                                         "step is one graph launch (upper bound)"),
+        confidence="medium",
+    )]
