@@ -36,8 +36,8 @@ def merged(facts: Facts, cause: str):
 
 
 def exposed_comm_share(t) -> float:
-    total = sum(s["duration_s"] for s in t.steps)
-    return sum(s["partition"].get("comm", 0.0) for s in t.steps) / total if total else 0.0
+    total = sum(s.duration_s for s in t.steps)
+    return sum(s.partition.get("comm", 0.0) for s in t.steps) / total if total else 0.0
 
 
 @pytest.mark.parametrize("folder, firing", [("trace_filter", 2), ("trace_diff", 1)])
@@ -67,8 +67,8 @@ def test_fp32_math_over_six_single_rank_traces_names_them_by_file():
     assert len(facts.traces) == 6 and len({t.rank for t in facts.traces}) == 1
     fired = {}
     for t in facts.traces:
-        prec = t.kernels.get("precision_s") or {}
-        gemm, total = sum(prec.values()), t.kernels.get("kernel_time_s") or 0.0
+        prec = t.kernels.precision_s
+        gemm, total = sum(prec.values()), t.kernels.kernel_time_s
         if total and gemm and gemm / total >= precision.GEMM_SHARE and prec.get("fp32", 0.0) / gemm >= precision.FP32_SHARE:
             fired[id(t)] = (t.label, prec["fp32"] / gemm)
     assert len(fired) >= 2

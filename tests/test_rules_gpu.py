@@ -197,10 +197,11 @@ def test_the_engine_calls_a_per_rank_or_per_gpu_rule_once_per_rank_or_gpu_and_me
 def test_a_rank_without_the_data_is_listed_as_not_judged_beside_the_finding_of_the_others():
     """Rank 1's trace is CPU-only: the device rules fire on rank 0 and are not evaluated on rank 1 — the
     finding stands, and both the finding and the not-evaluated list say which rank was not looked at."""
+    from dataclasses import replace
+
     from gpusleuth.diagnosis.engine import diagnose
 
-    cpu_only = trace({"compute": 0.01}, rank=1)
-    cpu_only.device_span_s = 0.0
+    cpu_only = replace(trace({"compute": 0.01}, rank=1), device_span_s=0.0)
     findings, missing = diagnose(facts(traces=[trace({"compute": 0.006, "idle_sync": 0.004}, rank=0), cpu_only]))
     (s,) = [f for f in findings if f.cause == "sync"]
     assert "Seen on" not in s.summary and s.missing == [
@@ -209,8 +210,7 @@ def test_a_rank_without_the_data_is_listed_as_not_judged_beside_the_finding_of_t
     (m,) = [m for m in missing if m.rule.startswith("host-device synchronization")]
     assert m.rule == "host-device synchronization, on rank 1 (1 of 2 ranks)" and m.cause == "sync"
     # every rank lacked it: the rule's own Missing, once, as for a job of one rank
-    other = trace({"compute": 0.01}, rank=2)
-    other.device_span_s = 0.0
+    other = replace(trace({"compute": 0.01}, rank=2), device_span_s=0.0)
     _, missing = diagnose(facts(traces=[cpu_only, other]))
     alone = sync.sync_stalls(facts(traces=[cpu_only]))
     assert isinstance(alone, Missing)
