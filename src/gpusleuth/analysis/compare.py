@@ -14,6 +14,7 @@ import math
 import operator
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 
 from gpusleuth.analysis.bundle import RunAnalysis
@@ -94,7 +95,7 @@ class Comparison:
     deltas: list[dict[str, float | None]]  # per run: relative change vs baseline per metric
     beyond_noise: list[dict[str, bool | None]]
     noise_band: list[float]  # per run: ± relative change resolvable vs baseline (analysis/noise.py)
-    scaling: list[dict] = field(default_factory=list)
+    scaling: list[dict[str, Any]] = field(default_factory=list)
     gates: list[GateResult] = field(default_factory=list)
     noise_notes: list[str | None] = field(default_factory=list)  # per run: what one run per side can resolve
 
@@ -138,7 +139,7 @@ def column_for(a: RunAnalysis) -> RunColumn:
                      cpu_attained=a.host.main_cpu_attained if a.host is not None else None)
 
 
-def scaling_cost(base: RunColumn, col: RunColumn) -> dict:
+def scaling_cost(base: RunColumn, col: RunColumn) -> dict[str, Any]:
     """What the larger size buys and what it costs, per unit of work: the speedup (throughput ratio), the
     time and the cost per 1k samples at each size, and the verdict.
 

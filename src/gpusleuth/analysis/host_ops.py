@@ -34,6 +34,8 @@ rules; counted here it made a generator-fed LM's tokenizer "480 tiny ops per ste
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from gpusleuth.run.model import Run
@@ -109,7 +111,7 @@ def _excluded_name_mask(names: list[str]) -> np.ndarray:
     return m
 
 
-def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = None) -> dict | None:
+def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any] | None:
     """Per-trace host op statistics over its ProfilerStep windows; None without steps or ops.
     ``input_spans``: (starts, ends), absolute epoch ns, of the measured input waits of the traced process's
     steps (the pre-forward gaps of a loop without a DataLoader); taken out like a DataLoader fetch."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass
@@ -22,12 +23,12 @@ class AnalysisOptions:
     mllog: Path | None = None
 
 
-    def to_meta(self) -> dict:
+    def to_meta(self) -> dict[str, Any]:
         """The options worth remembering with a run, so a later `gpusleuth report` uses them too."""
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in self.__dict__.items()
                 if v is not None and not (k == "peak_dtype" and v == "bf16")}
 
-    def merged_with(self, saved: dict | None) -> "AnalysisOptions":
+    def merged_with(self, saved: dict[str, Any] | None) -> "AnalysisOptions":
         """Options given now win; those saved at `run` time fill the gaps."""
         if not saved:
             return self

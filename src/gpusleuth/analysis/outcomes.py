@@ -14,6 +14,7 @@ import numpy as np
 
 from gpusleuth.analysis import intervals as iv
 from gpusleuth.analysis.steps import ProcessSteps, StepView, step_view
+from gpusleuth.analysis.trace import TraceAnalysis
 from gpusleuth.run.model import Run, Table
 
 
@@ -193,7 +194,7 @@ def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
     )
 
 
-def traced_outcomes(traces: list) -> Outcomes | None:
+def traced_outcomes(traces: list[TraceAnalysis]) -> Outcomes | None:
     """The basis for gains when only profiler traces were read: the traced steps of the slowest rank (the
     job moves at its pace), or the trace window when the profiler marked no steps."""
     with_steps = [t for t in traces if t.steps]

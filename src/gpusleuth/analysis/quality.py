@@ -11,7 +11,7 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from gpusleuth.errors import GpusleuthError
 
@@ -56,7 +56,7 @@ class TimeToTarget:
     source: str  # "gpusleuth.log" or "MLLOG"
 
 
-def quality_points(logs: list[dict], mllog: MlLog | None, metric: str) -> tuple[list[tuple[int, float]], str]:
+def quality_points(logs: list[dict[str, Any]], mllog: MlLog | None, metric: str) -> tuple[list[tuple[int, float]], str]:
     points = [(int(r["t_ns"]), float(r[metric])) for r in logs
               if metric in r and isinstance(r[metric], (int, float))]
     if points:
@@ -67,7 +67,7 @@ def quality_points(logs: list[dict], mllog: MlLog | None, metric: str) -> tuple[
     return sorted(points), "MLLOG"
 
 
-def compute_time_to_target(target: Target, logs: list[dict], mllog: MlLog | None,
+def compute_time_to_target(target: Target, logs: list[dict[str, Any]], mllog: MlLog | None,
                            first_data_touch_ns: int | None) -> TimeToTarget:
     points, source = quality_points(logs, mllog, target.metric)
     run_start = init_start = None

@@ -28,6 +28,7 @@ import numpy as np
 
 from gpusleuth.analysis import intervals as iv
 from gpusleuth.analysis.batching import BatchJoin, join_batches
+from gpusleuth.analysis.load import LoadLevel
 from gpusleuth.analysis.slo_miss import MissLevel
 from gpusleuth.run.model import Run, Table
 
@@ -201,7 +202,7 @@ class RequestAnalysis:
     def cpu_pegged(self) -> bool | None:
         return None if self.server_cores is None else self.server_cores >= PEGGED_CORES
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The report's ``request_stages`` block (its rows stay behind: they are in requests.parquet)."""
         from dataclasses import asdict, fields
 
@@ -370,7 +371,7 @@ def _alone(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return out
 
 
-def _summary(rows: dict[str, np.ndarray]) -> dict:
+def _summary(rows: dict[str, np.ndarray]) -> dict[str, Any]:
     """Shares, per-part percentiles and the queue's weight in the slowest requests, for a set of rows."""
     service = (rows["end_ns"] - rows["start_ns"]).astype(np.float64)
     total = float(service.sum())
@@ -461,7 +462,7 @@ def _gpu(run: Run, lo: int, hi: int) -> tuple[float | None, float | None]:
     return float(util.mean()) / 100.0, mem
 
 
-def split_by_levels(ra: RequestAnalysis, run: Run, levels: list) -> list[RequestLevel]:
+def split_by_levels(ra: RequestAnalysis, run: Run, levels: list[LoadLevel]) -> list[RequestLevel]:
     """The requests of each load level (``analysis.load.LoadLevel``: ``level``, ``concurrency``, ``rate``,
     ``start_ns``, ``end_ns``), by the time each request started."""
     rows = ra._rows

@@ -8,7 +8,7 @@ over the run, with counter wrap handled.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -37,6 +37,10 @@ THROTTLE_BITS = {
 }
 
 
+#: a distribution over the samples (``_dist``): mean, p5, p50, p95 and max
+Dist = dict[str, float]
+
+
 def _columns(t: Table, rows: np.ndarray | None = None) -> Callable[[str], np.ndarray]:
     """A column of ``t`` by name (NaN where the sampler did not record it), at ``rows`` when given."""
     def col(name: str) -> np.ndarray:
@@ -45,7 +49,7 @@ def _columns(t: Table, rows: np.ndarray | None = None) -> Callable[[str], np.nda
     return col
 
 
-def _dist(values: np.ndarray) -> dict[str, float] | None:
+def _dist(values: np.ndarray) -> Dist | None:
     v = np.asarray(values, dtype=np.float64)
     v = v[np.isfinite(v)]
     if not len(v):
@@ -74,23 +78,23 @@ class GpuSummary:
     index: int
     name: str | None
     samples: int
-    util_gpu: dict | None
-    util_mem: dict | None
+    util_gpu: Dist | None
+    util_mem: Dist | None
     mem_used_max_bytes: float | None
     mem_total_bytes: float | None
     mem_used_share_max: float | None
-    power_w: dict | None
+    power_w: Dist | None
     energy_j: float | None
-    temp_c: dict | None
-    sm_clock_mhz: dict | None
+    temp_c: Dist | None
+    sm_clock_mhz: Dist | None
     max_sm_clock_mhz: float | None
     throttled_share: dict[str, float] = field(default_factory=dict)
     pcie_tx_bytes: float | None = None
     pcie_rx_bytes: float | None = None
-    sm_active: dict | None = None
-    sm_occupancy: dict | None = None
-    tensor_active: dict | None = None
-    dram_active: dict | None = None
+    sm_active: Dist | None = None
+    sm_occupancy: Dist | None = None
+    tensor_active: Dist | None = None
+    dram_active: Dist | None = None
     sm_count: int | None = None  # a MIG instance's SMs (its share of the parent's peak)
     mig_parent: int | None = None  # a MIG instance: the index of its GPU
     uuid: str | None = None
@@ -115,7 +119,7 @@ _EMPTY_SOURCES = {
 }
 
 
-def _empty_reasons(g: Table, diag: dict | None) -> dict[str, str]:
+def _empty_reasons(g: Table, diag: dict[str, Any] | None) -> dict[str, str]:
     """Why each empty column is empty: the recorder's record of the call it switched off, else "no value"."""
     disabled = (diag or {}).get("disabled") or {}
     out = {}
@@ -225,7 +229,7 @@ class ProcessSummary:
     pid: int
     role: str
     name: str
-    cpu_pct: dict | None  # % of one core, over the samples
+    cpu_pct: Dist | None  # % of one core, over the samples
     rss_max_bytes: float | None
 
 
@@ -233,8 +237,8 @@ class ProcessSummary:
 class HostSummary:
     samples: int
     logical_cores: int | None
-    cpu_pct: dict | None
-    iowait_pct: dict | None
+    cpu_pct: Dist | None
+    iowait_pct: Dist | None
     mem_used_max_bytes: float | None
     mem_total_bytes: float | None
     disk_read_bytes: float | None
@@ -257,7 +261,7 @@ class HostSummary:
     main_runnable_share: float | None = None
     # host CPU while the training steps ran (the window): what a saturation test should look at, since
     # start-up (imports, one busy thread) and the idle tail would dilute a whole-run percentile
-    cpu_pct_steps: dict | None = None
+    cpu_pct_steps: Dist | None = None
     # Cores the job's own process tree used during the steps (the whole run when it has none, e.g. a server)
     # — the sum of its processes' mean CPU — and the cores the rest of the host used meanwhile (host busy −
     # job): other users' work on a shared machine, which slows and starves the job in ways no knob of the

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pyarrow as pa
 
@@ -36,7 +36,7 @@ class LiveSnapshot:
     gpus: int = 0
 
 
-def _last(batch: pa.RecordBatch, name: str) -> list:
+def _last(batch: pa.RecordBatch, name: str) -> list[Any]:
     return batch.column(name).to_pylist() if name in batch.schema.names else []
 
 

@@ -68,7 +68,7 @@ def _get(d: Any, *keys: str, default: Any = None) -> Any:
     return default if d is None else d
 
 
-def _gpus(d: dict, o: dict) -> tuple[int, str | None]:
+def _gpus(d: dict[str, Any], o: dict[str, Any]) -> tuple[int, str | None]:
     """GPUs the run held and their model: the ones the job used (``outcomes``), else — a telemetry log
     without steps (an imported nvidia-smi or DCGM capture) — every GPU the log has: the capture is of them,
     and their idle hours are what a fleet is looking for. 0 on a CPU-only run: no GPU-hours, though it may

@@ -9,6 +9,8 @@ fall back to plain PyTorch when no framework is known.
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpusleuth.diagnosis.facts import Facts
 
 
@@ -23,7 +25,7 @@ def framework(facts: Facts) -> str | None:
 PREFETCH = 4  # batches each worker loads ahead in the recommended loader
 
 
-def loader_fix(facts: Facts, workers: int, *, prefetch: bool = True, loader: dict | None = None) -> str:
+def loader_fix(facts: Facts, workers: int, *, prefetch: bool = True, loader: dict[str, Any] | None = None) -> str:
     """Where ``num_workers`` (and friends) are set in this framework. ``loader``: the DataLoader the run
     already has (the hook's record); a knob it already sets that way is not recommended again."""
     have = loader or {}

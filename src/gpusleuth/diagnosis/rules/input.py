@@ -10,6 +10,7 @@ with workers, how busy the worker processes were.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
@@ -68,7 +69,7 @@ def training_loop_cores(facts: Facts, usable_cores: float) -> tuple[float, str]:
     return loop, f" (its {torch_threads} torch intra-op threads: the compute runs on the CPU)"
 
 
-def training_loader(facts: Facts) -> dict | None:
+def training_loader(facts: Facts) -> dict[str, Any] | None:
     """The DataLoader config of the training loop: the main process's first loader."""
     main = facts.outcomes.steps.pid
     for info in facts.dataloaders:
