@@ -2,10 +2,9 @@
 documentation (tests/fixtures/engine_metrics/README.md), the scrape beside `gpusleuth load`, the per-level
 analysis and the engine-capacity rule.
 
-No engine that exposes /metrics runs on this machine's CPU (vLLM, SGLang and TGI need a GPU; llama.cpp's
-own server is not installable here), so the end-to-end test serves the recorded vLLM capture from a stdlib
+vLLM, SGLang and TGI need a GPU, so the end-to-end test here serves the recorded vLLM capture from a stdlib
 stand-in at the boundary — the engine's numbers are the recorded ones, the load, scrape, storage, parse and
-join are the product's.
+join are the product's. llama.cpp's own server runs on CPU: tests/test_llama_engine.py loads it live.
 """
 
 from __future__ import annotations
@@ -83,6 +82,34 @@ def test_tgi_and_llamacpp_names():
     assert ll.engine == "llamacpp"
     assert ll.values == {"running": 2.0, "waiting": 5.0, "prompt_tokens": 120.0, "generation_tokens": 340.0}
     assert parse_engine_metrics("# TYPE http_requests_total counter\nhttp_requests_total 3\n", 1) is None
+
+
+def test_llamacpp_live_capture():
+    """What llama.cpp's live server says (two slots running, two requests deferred): the names its README
+    does not list are read too, and the KV usage it no longer exposes is not invented."""
+    s = parse_engine_metrics((FIX / "llamacpp_live.metrics").read_text(), 1)
+    assert s.engine == "llamacpp" and s.hists == {}
+    assert s.values == {"running": 2.0, "waiting": 2.0, "busy_slots_per_decode": 1.8717, "prompt_tokens": 51.0,
+                        "generation_tokens": 32.0, "prompt_tokens_cached": 45.0, "decode_steps": 265.0,
+                        "prefill_seconds": 0.019285, "decode_seconds": 0.011906}
+
+
+def test_llamacpp_mean_batch_between_two_scrapes():
+    """busy slots per decode is a mean since start: two scrapes give the mean over the steps between them."""
+    from types import SimpleNamespace
+
+    from gpusleuth.analysis.engine import analyze_engine
+    from gpusleuth.run.engine_samples import EngineSample
+
+    def at(t, steps, mean, tokens, secs):
+        return EngineSample(t_ns=t, engine="llamacpp", values={"decode_steps": steps, "busy_slots_per_decode": mean,
+                                                               "generation_tokens": tokens, "decode_seconds": secs})
+
+    # 100 steps at 1 busy slot, then 300 steps at 2: the mean since start reads 1.75 after them
+    run = SimpleNamespace(engine=[at(0, 100, 1.0, 100, 0.1), at(2_000_000_000, 400, 1.75, 700, 0.7)])
+    load = SimpleNamespace(levels=[SimpleNamespace(level=0, concurrency=2, rate=0.0, start_ns=1, end_ns=2_000_000_000)])
+    lv = analyze_engine(run, load).levels[0]
+    assert lv.batch_mean == pytest.approx(2.0) and lv.decode_ms_per_token == pytest.approx(1.0)
 
 
 def test_damaged_scrapes_are_skipped_and_counted(tmp_path):

@@ -5,7 +5,9 @@ engine_metrics.py) and the load's levels. Per level: the engine's running and wa
 usage (mean and max over the scrapes inside the level), the preemptions it made and the tokens it
 processed (its counters' growth over the level), and its own histograms' p50 over the requests it finished
 in the level (bucket counts at the level's end minus those at its start: TTFT, queue, prefill, decode,
-time per output token). Joined with the client's own numbers for the same level: the client's TTFT p50
+time per output token). Where the engine counts its decode steps and the seconds it spent generating
+(llama.cpp), also its mean batch — busy slots per decode step over the level — and its own time per output
+token. Joined with the client's own numbers for the same level: the client's TTFT p50
 against the engine's — what passed outside the engine (the HTTP front end, tokenization, the network).
 """
 
@@ -37,6 +39,8 @@ class EngineLevel:
     preemptions: float | None = None  # growth of the counter over the level
     prompt_tokens_per_s: float | None = None
     generation_tokens_per_s: float | None = None
+    batch_mean: float | None = None  # busy slots per decode step over the level (llama.cpp)
+    decode_ms_per_token: float | None = None  # the engine's generating time over the tokens it generated
     p50_ms: dict[str, float] = field(default_factory=dict)  # the engine's histograms over the level
     observations: dict[str, int] = field(default_factory=dict)
     client_ttft_p50_ms: float | None = None  # gpusleuth load's own, for the same level
@@ -63,6 +67,19 @@ def _growth(a: EngineSample | None, b: EngineSample | None, key: str) -> float |
     return max(b.values[key] - a.values[key], 0.0)  # a restarted engine resets its counters
 
 
+def _batch_mean(a: EngineSample | None, b: EngineSample | None) -> float | None:
+    """Busy slots per decode step between two scrapes: llama.cpp gives the mean since start and the steps
+    since start, whose product is the busy slots summed over its steps."""
+    if a is None or b is None:
+        return None
+    steps = _growth(a, b, "decode_steps")
+    if not steps or "busy_slots_per_decode" not in a.values or "busy_slots_per_decode" not in b.values:
+        return None
+    busy = (b.values["busy_slots_per_decode"] * b.values["decode_steps"]
+            - a.values["busy_slots_per_decode"] * a.values["decode_steps"])
+    return max(busy, 0.0) / steps
+
+
 def analyze_engine(run: Run, load: Any) -> EngineAnalysis | None:
     samples: list[EngineSample] = list(run.engine or [])
     if not samples:
@@ -85,6 +102,9 @@ def analyze_engine(run: Run, load: Any) -> EngineAnalysis | None:
         for key, attr in (("prompt_tokens", "prompt_tokens_per_s"), ("generation_tokens", "generation_tokens_per_s")):
             g = _growth(a, b, key)
             setattr(el, attr, g / span if g is not None and span else None)
+        el.batch_mean = _batch_mean(a, b)
+        gen, secs = _growth(a, b, "generation_tokens"), _growth(a, b, "decode_seconds")
+        el.decode_ms_per_token = secs / gen * 1e3 if gen and secs is not None else None
         if a is not None and b is not None and a is not b:
             for name, hb in b.hists.items():
                 ha = a.hists.get(name)

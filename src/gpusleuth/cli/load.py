@@ -323,7 +323,7 @@ def _url_only(args, plan):
     engine = _engine_scraper(args)
     try:
         ready = args.ready_timeout if args.ready_timeout is not None else 5.0
-        result = run_plan(plan, cancel, ready, _say)
+        result = run_plan(plan, cancel, ready, _say, on_ready=engine.baseline)
     finally:
         signal.signal(signal.SIGINT, old)
         engine.stop()
@@ -339,6 +339,15 @@ def _engine_scraper(args):
     from gpusleuth.recorder.engine_scrape import EngineScraper
 
     return EngineScraper(args.url, insecure=bool(getattr(args, "insecure", False))).start()
+
+
+def _levels_done(driver, engine) -> str | None:
+    """The launcher's stop condition: the levels are done. The engine's last scrape is taken first, while the
+    server still runs (its counters grow as requests end: without it the last second's requests are lost)."""
+    if not driver.done():
+        return None
+    engine.stop()
+    return "gpusleuth load (levels done)"
 
 
 def _write_engine(engine, run_dir: Path) -> None:
@@ -379,13 +388,13 @@ def _with_server(args, plan, command):
     if not 0 < args.interval <= 60:
         raise LaunchError("gpusleuth load: --interval must be between 0 and 60 seconds")
     ready = args.ready_timeout if args.ready_timeout is not None else 60.0
-    driver = LoadThread(plan, ready, _say)
     engine = _engine_scraper(args)
+    driver = LoadThread(plan, ready, _say, on_ready=engine.baseline)
     started = time.monotonic()
     launched = launch(LaunchOptions(
         command=command, out=args.out or default_run_dir(command, "load"), interval_s=args.interval, grace_s=args.grace, use_gpu=not args.no_gpu,
         label=args.label, capture_output=True, stdout_to_stderr=True, on_tick=driver.tick,
-        stop_when=lambda: "gpusleuth load (levels done)" if driver.done() else None,
+        stop_when=lambda: _levels_done(driver, engine),
         report_options=analysis_options(args).to_meta(),
     ))
     result = driver.finish()

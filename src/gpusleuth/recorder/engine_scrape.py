@@ -6,8 +6,12 @@ and keeps, with the wall-clock time of each scrape, only the lines of the metric
 (``sources/engine_metrics.py``: running and waiting requests, KV-cache usage, preemptions, token counters,
 the TTFT / queue / prefill / decode histograms of vLLM, SGLang, TGI and llama.cpp's server) — a few KB a
 scrape. A server that answers ``/metrics`` with none of those names (or not at all) is left alone after a
-few tries; nothing is written for it. At the end the scrapes go to ``engine_metrics.jsonl`` in the run
-directory, one ``{"t_ns": …, "text": …}`` line each.
+few tries; nothing is written for it. Two scrapes are taken outside the once-a-second loop: one right
+before the first level (the server answered; with ``-- CMD`` it may have come up between two ticks) and one
+when the levels are done (before a server started with ``-- CMD`` is stopped). An engine's counters grow when
+a request ends (llama.cpp's, vLLM's), so these two bracket every request the load sent: without them the
+first and last second's requests would be missing from the first and last level's tokens. At the end the
+scrapes go to ``engine_metrics.jsonl`` in the run directory, one ``{"t_ns": …, "text": …}`` line each.
 """
 
 from __future__ import annotations
@@ -69,11 +73,33 @@ class EngineScraper:
             self._thread.start()
         return self
 
+    def baseline(self) -> None:
+        """A scrape now, before the first level (``run_plan``'s ``on_ready``): the counters' starting point."""
+        if self.url is not None and not self._stop.is_set():
+            self._scrape()
+
     def stop(self) -> list[tuple[int, str]]:
-        self._stop.set()
-        if self._thread is not None:
+        """Stop the loop and, the first time and if an engine answered, take the last scrape now."""
+        if self._thread is not None and not self._stop.is_set():
+            self._stop.set()
             self._thread.join(timeout=TIMEOUT_S + 1.0)
+            if self.engine_seen:
+                self._scrape()
+        self._stop.set()
         return self.scrapes
+
+    def _scrape(self) -> bool | None:
+        """One scrape: True kept (an engine's names), False answered without them, None no answer."""
+        t_ns = time.time_ns()
+        text = self._get()
+        if text is None:
+            return None
+        kept = keep_lines(text)
+        if any(line.startswith(tuple(ENGINE_PREFIXES)) for line in kept.splitlines()):
+            self.engine_seen = True
+            self.scrapes.append((t_ns, kept))
+            return True
+        return False
 
     def _get(self) -> str | None:
         ctx = None
@@ -93,18 +119,13 @@ class EngineScraper:
     def _loop(self) -> None:
         misses = 0
         while not self._stop.is_set():
-            t_ns = time.time_ns()
-            text = self._get()
-            if text is not None:
-                kept = keep_lines(text)
-                if any(line.startswith(tuple(ENGINE_PREFIXES)) for line in kept.splitlines()):
-                    self.engine_seen = True
-                    misses = 0
-                    self.scrapes.append((t_ns, kept))
-                elif not self.engine_seen:
-                    misses += 1
-                    if misses >= GIVE_UP:  # a server, not an engine: nothing to read
-                        return
+            kept = self._scrape()
+            if kept:
+                misses = 0
+            elif kept is False and not self.engine_seen:
+                misses += 1
+                if misses >= GIVE_UP:  # a server, not an engine: nothing to read
+                    return
             self._stop.wait(self.interval_s)
 
     def write(self, run_dir: Path) -> None:

@@ -368,20 +368,25 @@ class Generator:
 
 async def wait_ready(target: Target, timeout_s: float, cancel: threading.Event | None = None) -> str | None:
     """Poll the URL until it answers anything (a 404 or 405 is an answer: the server is up; so is a status
-    line that is not HTTP — the requests' rows say that). Only the head is read: a body that never ends does
-    not hold the probe. None when it answered, else a sentence saying why not."""
+    line that is not HTTP — the requests' rows say that). A 503 is the server saying it is not ready yet
+    (llama.cpp's server answers "Loading model" on every route while it loads): polled on until the time is
+    up, and then taken as an answer (a server that is simply overloaded gets its load; its rows say 503).
+    Only the head is read: a body that never ends does not hold the probe. None when it answered, else a
+    sentence saying why not."""
     probe = parse_target(target.url, "GET", verify=target.verify)
     request = probe.request(b"")
     deadline = time.monotonic() + timeout_s
-    last = "no answer"
+    last, unavailable = "no answer", False
     while time.monotonic() < deadline:
         if cancel is not None and cancel.is_set():
             return "the server exited before it answered"
         conn = Connection(probe)
         try:
             async with _deadline(min(5.0, max(deadline - time.monotonic(), 0.1))):
-                await conn.send(request, head_only=True)
-            return None
+                status = await conn.send(request, head_only=True)
+            if status != 503:
+                return None
+            last, unavailable = "503 Service Unavailable", True
         except ProtocolError:
             return None  # something answered: each request's row will say what was wrong with it
         except (asyncio.TimeoutError, TimeoutError):
@@ -393,6 +398,8 @@ async def wait_ready(target: Target, timeout_s: float, cancel: threading.Event |
         finally:
             conn.close()
         await asyncio.sleep(0.1)
+    if unavailable:
+        return None  # it answered, with 503 until the end: the load goes on and its rows say so
     return f"{safe_url(target.url)} did not answer within {timeout_s:g} s ({last})"
 
 
@@ -454,8 +461,10 @@ class LoadResult:
 
 
 def run_plan(plan: LoadPlan, cancel: threading.Event | None = None, ready_timeout_s: float | None = None,
-             progress: Callable[[str], None] | None = None) -> LoadResult:
-    """Run the plan to the end (blocking): optionally wait for the URL to answer first."""
+             progress: Callable[[str], None] | None = None,
+             on_ready: Callable[[], None] | None = None) -> LoadResult:
+    """Run the plan to the end (blocking): optionally wait for the URL to answer first. ``on_ready`` is
+    called once the URL answered, right before the first level (the engine's baseline scrape)."""
     gen = Generator(plan, cancel, progress)
     start = time.time_ns()
     not_ready = None
@@ -471,6 +480,8 @@ def run_plan(plan: LoadPlan, cancel: threading.Event | None = None, ready_timeou
             if progress is not None:
                 progress(said)
             gen.bodies = plan.bodies_to_send()
+        if on_ready is not None:
+            on_ready()
         await gen.run()
 
     asyncio.run(main())
@@ -484,8 +495,9 @@ class LoadThread:
     thread inherits that mask and Ctrl-C still reaches the launcher's ``sigtimedwait``. ``done`` tells the
     launcher to stop the server (its own SIGINT → SIGTERM → SIGKILL)."""
 
-    def __init__(self, plan: LoadPlan, ready_timeout_s: float, progress: Callable[[str], None] | None = None):
-        self.plan, self.ready_timeout_s, self.progress = plan, ready_timeout_s, progress
+    def __init__(self, plan: LoadPlan, ready_timeout_s: float, progress: Callable[[str], None] | None = None,
+                 on_ready: Callable[[], None] | None = None):
+        self.plan, self.ready_timeout_s, self.progress, self.on_ready = plan, ready_timeout_s, progress, on_ready
         self.cancel = threading.Event()
         self.result: LoadResult | None = None
         self.error: BaseException | None = None
@@ -501,7 +513,7 @@ class LoadThread:
 
     def _main(self) -> None:
         try:
-            self.result = run_plan(self.plan, self.cancel, self.ready_timeout_s, self.progress)
+            self.result = run_plan(self.plan, self.cancel, self.ready_timeout_s, self.progress, self.on_ready)
         except BaseException as exc:  # noqa: BLE001 - reported by finish(), the server is still stopped
             self.error = exc
 

@@ -14,11 +14,22 @@ engine's names onto one vocabulary:
 | kv_usage (0..1) | `vllm:kv_cache_usage_perc`, older `vllm:gpu_cache_usage_perc` | `sglang:token_usage` | — | `llamacpp:kv_cache_usage_ratio` (some builds) |
 | preemptions (counter) | `vllm:num_preemptions_total` | — | — | — |
 | prompt_tokens, generation_tokens (counters) | `vllm:prompt_tokens_total`, `vllm:generation_tokens_total` | `sglang:prompt_tokens_total`, `sglang:generation_tokens_total` | — | `llamacpp:prompt_tokens_total`, `llamacpp:tokens_predicted_total` |
+| prompt_tokens_cached (counter) | — | — | — | `llamacpp:prompt_tokens_cached_total` |
+| decode_steps (counter), busy_slots_per_decode (its running mean) | — | — | — | `llamacpp:n_decode_total`, `llamacpp:n_busy_slots_per_decode` |
+| prefill_seconds, decode_seconds (counters) | — | — | — | `llamacpp:prompt_seconds_total`, `llamacpp:tokens_predicted_seconds_total` |
 | histograms (s): ttft, e2e, queue, prefill, decode, tpot | `vllm:time_to_first_token_seconds`, `vllm:e2e_request_latency_seconds`, `vllm:request_queue_time_seconds`, `vllm:request_prefill_time_seconds`, `vllm:request_decode_time_seconds`, `vllm:time_per_output_token_seconds` | `sglang:time_to_first_token_seconds`, `sglang:e2e_request_latency_seconds`, —, —, —, `sglang:time_per_output_token_seconds` | —, `tgi_request_duration`, `tgi_request_queue_duration`, —, —, `tgi_request_mean_time_per_token_duration` | — |
 
 Series that differ only in a tensor/pipeline/expert-parallel rank label (SGLang labels every rank) are the
 same requests counted once per rank: the largest is kept; other label sets (vLLM's ``engine``, data-parallel
 replicas) are added up — KV usage is their mean.
+
+llama.cpp's names are those of its live server (``--metrics`` of the server xllamacpp 2026.10.11549 embeds,
+captured under load in tests/fixtures/engine_metrics/llamacpp_live.metrics), where they differ from its README:
+``llamacpp:kv_cache_usage_ratio`` is gone (no KV usage then), ``llamacpp:prompt_tokens_total`` counts only the
+prompt tokens it computed — those its prompt cache served are ``llamacpp:prompt_tokens_cached_total`` — and
+its counters grow when a request *ends* (tokens, seconds), its gauges are read between two decode steps.
+``n_busy_slots_per_decode`` is a mean since start over ``n_decode_total`` steps: their product is the busy
+slots summed over steps, so two scrapes give the mean batch between them (analysis/engine.py).
 """
 
 from __future__ import annotations
@@ -39,12 +50,17 @@ GAUGES: dict[str, tuple[str, ...]] = {
     "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size", "llamacpp:requests_deferred"),
     "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
                  "llamacpp:kv_cache_usage_ratio"),
+    "busy_slots_per_decode": ("llamacpp:n_busy_slots_per_decode",),
 }
 COUNTERS: dict[str, tuple[str, ...]] = {
     "preemptions": ("vllm:num_preemptions_total",),
     "prompt_tokens": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "llamacpp:prompt_tokens_total"),
     "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total",
                           "llamacpp:tokens_predicted_total"),
+    "prompt_tokens_cached": ("llamacpp:prompt_tokens_cached_total",),
+    "decode_steps": ("llamacpp:n_decode_total",),
+    "prefill_seconds": ("llamacpp:prompt_seconds_total",),
+    "decode_seconds": ("llamacpp:tokens_predicted_seconds_total",),
 }
 HISTOGRAMS: dict[str, tuple[str, ...]] = {
     "ttft": ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"),
