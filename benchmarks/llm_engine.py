@@ -70,7 +70,7 @@ def wait_engine(url: str, proc: subprocess.Popen, body: bytes, log: Path, timeou
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"transformers serve exited ({proc.returncode}): {log.read_text()[-2000:]}")
+            raise RuntimeError(f"the engine exited ({proc.returncode}): {log.read_text(errors='replace')[-2000:]}")
         try:
             req = urllib.request.Request(url, body, {"Content-Type": "application/json"})
             with urllib.request.urlopen(req, timeout=120) as r:
@@ -78,7 +78,7 @@ def wait_engine(url: str, proc: subprocess.Popen, body: bytes, log: Path, timeou
                     return
         except OSError:
             time.sleep(0.5)
-    raise RuntimeError("transformers serve did not answer")
+    raise RuntimeError(f"{url} did not answer within {timeout:g} s")
 
 
 def stdlib_start(url: str, body_file: Path, conc: int, seconds: float) -> subprocess.Popen:

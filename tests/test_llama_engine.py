@@ -1,0 +1,133 @@
+"""llama.cpp's own server, live on CPU (issue 26): its ``/metrics`` end to end through ``gpusleuth load``, and
+every request's times held to a clock that is neither client's.
+
+The engine is llama.cpp's C++ server as the ``xllamacpp`` wheel embeds it (``tests/servers/llama_server.py``;
+the test extra installs it, no compiler), serving a tiny random Llama written here as GGUF
+(``tests/servers/tiny_gguf.py``, no hub download).
+
+* ``/metrics``: ``gpusleuth load … -- python llama_server.py …`` starts the engine with ``--metrics`` and two
+  slots, loads it at concurrency 1 and 6, and scrapes it. What the engine counted must be what the client
+  measured: its generated-token counter grew by exactly the output tokens of the requests gpusleuth recorded,
+  its prompt counters (computed + cached) by exactly their input tokens, its seconds spent generating by the
+  requests' first-to-last-token spans; per level, the requests it ran and deferred and its mean batch per
+  decode step follow the concurrency against two slots.
+* The clock (``tests/servers/stamp_proxy.py``): each request gpusleuth sent through a byte-level proxy has the
+  proxy's stamps (joined on ``X-Request-Id``); gpusleuth's TTFT may only be longer, and its gaps must be the
+  proxy's (``benchmarks/llm_proxy_clock.py`` holds the bound); a bias planted in the same requests fails it.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, free_port
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+pytestmark = [pytest.mark.process, pytest.mark.slow]
+
+SERVERS = REPO / "tests" / "servers"
+
+
+@pytest.fixture(scope="module")
+def gguf(tmp_path_factory) -> Path:
+    pytest.importorskip("xllamacpp", reason="llama.cpp's server comes with the test extra's xllamacpp wheel")
+    pytest.importorskip("gguf", reason="the tiny model is written with the test extra's gguf package")
+    import llm_proxy_clock as P
+
+    return P.build_gguf(tmp_path_factory.mktemp("llama") / "tiny.gguf")
+
+
+def _env() -> dict:
+    from test_serving import _env
+
+    return _env()
+
+
+def test_llama_server_metrics_match_what_the_client_measured(tmp_path, gguf):
+    from gpusleuth.sources.engine_metrics import read_engine_scrapes
+    import llm_proxy_clock as P
+
+    port = free_port()
+    run = tmp_path / "run"
+    res = subprocess.run(
+        [sys.executable, "-m", "gpusleuth", "load", f"http://127.0.0.1:{port}/v1/completions", "--concurrency", "1,6",
+         "--duration", "3", "--input-tokens", "24", "--output-tokens", "24", "--no-gpu", "--out", str(run),
+         "--json", "--", sys.executable, str(SERVERS / "llama_server.py"), str(gguf), "--port", str(port),
+         "--parallel", "2", "--metrics"],
+        env=_env(), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rep = json.loads(res.stdout)
+    em = rep["engine_metrics"]
+    assert em is not None and em["engine"] == "llamacpp", rep.get("losses")
+    one, six = em["levels"]
+    assert one["concurrency"] == 1 and six["concurrency"] == 6 and one["scrapes"] >= 2 and six["scrapes"] >= 2
+
+    # the engine's gauges, against what the load did: one request at a time; six on two slots, four deferred
+    assert one["running_max"] == 1 and one["waiting_max"] == 0
+    assert six["running_max"] == 2 and six["waiting_max"] >= 1, six
+    assert 0.9 <= one["batch_mean"] <= 1.0 + 1e-6, one
+    assert 1.5 < six["batch_mean"] <= 2.0 + 1e-6, six
+    assert one["kv_usage_mean"] is None  # this build has no KV-usage gauge: none is invented
+
+    # the engine's counters over the whole load (first scrape, before any request, to the last, taken after
+    # the levels ended and before the server was stopped) against the client's own rows, request by request
+    samples, loss = read_engine_scrapes(run)
+    assert loss is None and len(samples) >= 4
+    first, last = samples[0].values, samples[-1].values
+    rows = P.gpusleuth_rows(run)
+    import pyarrow.parquet as pq
+
+    every = pq.read_table(run / "load.parquet").to_pylist()
+    assert len(rows) == len(every) > 20  # every request answered whole
+    assert all(r["tokens_from"] == "usage" for r in rows)
+    assert last["generation_tokens"] - first["generation_tokens"] == sum(r["output_tokens"] for r in rows)
+    assert sum(len(r["token_ns"]) for r in rows) == sum(r["output_tokens"] for r in rows)  # one event a token
+    prompt = (last["prompt_tokens"] + last["prompt_tokens_cached"]
+              - first["prompt_tokens"] - first["prompt_tokens_cached"])
+    assert prompt == sum(r["input_tokens"] for r in rows)
+    # the seconds it spent generating: from each request's first token to its last, on its clock and ours
+    engine_s = last["decode_seconds"] - first["decode_seconds"]
+    client_s = sum((r["token_ns"][-1] - r["token_ns"][0]) / 1e9 for r in rows)
+    assert client_s == pytest.approx(engine_s, rel=0.05), (client_s, engine_s)
+    # its prompt seconds are inside the requests' TTFTs (which also hold the wait for a slot and the wire)
+    assert last["prefill_seconds"] - first["prefill_seconds"] < sum((r["token_ns"][0] - r["start_ns"]) / 1e9
+                                                                    for r in rows)
+    # per level, its generated tokens/s against the client's own (scrapes a second apart: edges blur it)
+    for lv, mine in zip(em["levels"], rep["serving"]["levels"]):
+        assert lv["generation_tokens_per_s"] == pytest.approx(mine["tokens"]["output_tokens_per_s"], rel=0.25), (
+            lv, mine["tokens"])
+
+
+def test_gpusleuth_times_each_request_as_an_independent_proxy_does(tmp_path, gguf):
+    import llm_proxy_clock as P
+
+    engine_port, proxy_port = free_port(), free_port()
+    log = tmp_path / "engine.log"
+    proc = P.start_llama(gguf, engine_port, log, parallel=4)
+    proxy = None
+    try:
+        body = json.dumps({"prompt": "hi", "max_tokens": 4, "stream": True}).encode()
+        P.wait_engine(f"http://127.0.0.1:{engine_port}/v1/completions", proc, body, log)
+        plog = tmp_path / "proxy.jsonl"
+        proxy = P.start_proxy(proxy_port, engine_port, plog)
+        P.gpusleuth_load(f"http://127.0.0.1:{proxy_port}/v1/completions", "2,4", 3.0, tmp_path / "run", 24)
+        records = P.proxy_records(plog)
+    finally:
+        if proxy is not None:
+            P.stop(proxy)
+        P.stop(proc)
+    rows = P.gpusleuth_rows(tmp_path / "run")
+    for level, conc in ((0, 2), (1, 4)):
+        pairs = P.joined([r for r in rows if r["level"] == level], records)
+        assert len(pairs) >= 0.95 * sum(1 for r in rows if r["level"] == level) > 10, (conc, len(pairs))
+        a = P.agreement(pairs)
+        assert not P.disagreements(a), (conc, P.disagreements(a), a)
+        # the same requests with 1 ms planted in gpusleuth's first-token stamps: the check must see it
+        assert P.disagreements(P.agreement(P.planted(pairs, 1.0))), (conc, a)
