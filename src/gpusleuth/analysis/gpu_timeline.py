@@ -27,6 +27,16 @@ PATTERNS = ("idle_empty", "idle_holding_memory", "partial", "busy_compute", "bus
 
 
 @dataclass
+class Utilization:
+    """utilization.gpu over the time the samples cover, time-weighted."""
+
+    mean: float
+    std: float
+    idle_share: float  # of covered time, utilization ≤ IDLE_UTIL
+    busy_share: float  # utilization ≥ BUSY_UTIL
+
+
+@dataclass
 class GpuTimeline:
     index: int
     covered_s: float  # time the samples stand for (sampler gaps excluded)
@@ -34,10 +44,7 @@ class GpuTimeline:
     gap_s: float  # time lost to sampler gaps
     gaps: int
     interval_s: float
-    util_mean: float | None  # time-weighted
-    util_std: float | None
-    idle_share: float | None  # of covered time, utilization ≤ IDLE_UTIL
-    busy_share: float | None  # utilization ≥ BUSY_UTIL
+    util: Utilization | None  # None: no sample had a utilization reading (a power-only log)
     idle_stretches: int = 0  # idle runs of ≥ STRETCH_MIN_S
     longest_idle_s: float = 0.0
     bursts: int = 0  # idle → busy transitions
@@ -81,18 +88,15 @@ def _one(index: int, t: np.ndarray, util: np.ndarray, util_mem: np.ndarray, mem_
     covered = float(w_ok.sum())
     span = (t[-1] - t[0]) / 1e9 if len(t) else 0.0
     tl = GpuTimeline(index=index, covered_s=covered, span_s=span, gap_s=float(sum(s for _, s in gaps)),
-                     gaps=len(gaps), interval_s=med, util_mean=None, util_std=None, idle_share=None,
-                     busy_share=None)
+                     gaps=len(gaps), interval_s=med, util=None)
     if covered <= 0:
         return tl
     u = np.where(ok, util, 0.0)
     mean = float((u * w_ok).sum() / covered)
-    tl.util_mean = mean
-    tl.util_std = float(np.sqrt(((u - mean) ** 2 * w_ok).sum() / covered))
     idle = ok & (util <= IDLE_UTIL)
     busy = ok & (util >= BUSY_UTIL)
-    tl.idle_share = float(w[idle].sum() / covered)
-    tl.busy_share = float(w[busy].sum() / covered)
+    tl.util = Utilization(mean=mean, std=float(np.sqrt(((u - mean) ** 2 * w_ok).sum() / covered)),
+                          idle_share=float(w[idle].sum() / covered), busy_share=float(w[busy].sum() / covered))
     # idle stretches: consecutive idle samples with no sampler gap between them
     gap_after = np.zeros(len(t), bool)
     if len(t) >= 2 and np.isfinite(med):
@@ -119,7 +123,7 @@ def _one(index: int, t: np.ndarray, util: np.ndarray, util_mem: np.ndarray, mem_
     if limit and very_busy.any():
         tl.busy_power_share_of_limit = float(np.average(power[very_busy], weights=w[very_busy]) / limit)
     tl.gpu_hours = covered / 3600
-    tl.idle_gpu_hours = tl.idle_share * covered / 3600
+    tl.idle_gpu_hours = tl.util.idle_share * covered / 3600
     return tl
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from gpusleuth.analysis.comm import CommSummary, RankComm
 from gpusleuth.analysis.engine import EngineAnalysis, EngineLevel
-from gpusleuth.analysis.gpu_timeline import GpuTimeline
+from gpusleuth.analysis.gpu_timeline import GpuTimeline, Utilization
 from gpusleuth.analysis.load import LoadAnalysis, LoadLevel
 from gpusleuth.analysis.loop import PhaseStats, Threads
 from gpusleuth.analysis.outcomes import Outcomes, StepStats
@@ -23,7 +23,7 @@ from gpusleuth.analysis.trace import TraceAnalysis
 
 # the analysis types a rule names in its own annotations: rules import them from here, not from analysis/
 __all__ = ["CommSummary", "EngineLevel", "Facts", "GpuTimeline", "LoadLevel", "MissLevel", "PhaseStats", "RankComm",
-           "RequestAnalysis", "Threads", "TraceAnalysis"]
+           "RequestAnalysis", "Threads", "TraceAnalysis", "Utilization"]
 
 
 @dataclass

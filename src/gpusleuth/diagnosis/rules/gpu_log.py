@@ -9,7 +9,7 @@ telemetry-only runs. Captures shorter than ``MIN_COVERED_S`` are too short to ju
 
 from __future__ import annotations
 
-from gpusleuth.diagnosis.facts import Facts
+from gpusleuth.diagnosis.facts import Facts, GpuTimeline, Utilization
 from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
 from gpusleuth.diagnosis.rules._scope import per_gpu, the_gpu
 
@@ -23,8 +23,9 @@ SPREAD = 25.0  # points of mean utilization between the busiest and the idlest G
 BUSY_FLOOR = 30.0  # imbalance matters only when the busiest GPU does real work
 
 
-def _usable(facts: Facts):
-    return [t for t in facts.gpu_timeline if t.util_mean is not None and t.covered_s >= MIN_COVERED_S]
+def _usable(facts: Facts) -> list[tuple[GpuTimeline, Utilization]]:
+    """The GPUs whose utilization covers enough time to judge, each with that utilization."""
+    return [(t, t.util) for t in facts.gpu_timeline if t.util is not None and t.covered_s >= MIN_COVERED_S]
 
 
 def _idle_gain(facts: Facts, idle_gpu_s: float) -> Gain:
@@ -48,24 +49,23 @@ def idle_gpus(facts: Facts) -> list[Finding] | Missing:
                        how="log utilization for longer: `nvidia-smi --query-gpu=timestamp,index,utilization.gpu,"
                            "memory.used,power.draw --format=csv -l 1 -f gpu.csv` for the whole job",
                        cause="sync", data="GPU utilization over time")
-    idle = [t for t in _usable(facts) if (t.idle_share or 0.0) >= IDLE_MODERATE]
+    idle = [(t, u) for t, u in _usable(facts) if u.idle_share >= IDLE_MODERATE]
     if not idle:
         return []
     # One finding for the job, however many cards idled: an 8-GPU log gave 8 near-copies before. The cost
     # is every idle card's GPU-hours together; the evidence keeps each card's own numbers.
-    idle.sort(key=lambda t: -(t.idle_share or 0.0))
-    worst = idle[0]
-    share = worst.idle_share or 0.0
-    idle_gpu_s = sum((t.idle_share or 0.0) * t.covered_s for t in idle)
+    idle.sort(key=lambda tu: -tu[1].idle_share)
+    share = idle[0][1].idle_share
+    idle_gpu_s = sum(u.idle_share * t.covered_s for t, u in idle)
     return [Finding(
         cause="sync", severity="high" if share >= IDLE_HIGH else "moderate",
         title=_idle_title(idle, len(_usable(facts)), idle_gpu_s / 3600),
-        summary=" ".join(_idle_sentence(t) for t in idle[:4])
+        summary=" ".join(_idle_sentence(t, u) for t, u in idle[:4])
         + (f" {len(idle) - 4} more GPUs idled too (evidence)." if len(idle) > 4 else "")
         + " Nothing used the card then, but it was paid for.",
-        evidence=_idle_evidence(worst) if len(idle) == 1 else (
-            [Evidence(f"GPU {t.index} idle (utilization ≤ 5%)", round((t.idle_share or 0.0) * 100, 1),
-                      f"% of sampled time; {t.idle_gpu_hours:.3f} GPU-hours", "GPU log") for t in idle]
+        evidence=_idle_evidence(*idle[0]) if len(idle) == 1 else (
+            [Evidence(f"GPU {t.index} idle (utilization ≤ 5%)", round(u.idle_share * 100, 1),
+                      f"% of sampled time; {t.idle_gpu_hours:.3f} GPU-hours", "GPU log") for t, u in idle]
             + [Evidence("idle GPU-hours", round(idle_gpu_s / 3600, 3), "h (all idle GPUs)", "GPU log")]),
         fix=("Give the card work or give it back: if a job waits (input, a sync, a queue), record it with "
              "`gpusleuth run -- python train.py` to see on what; if the job uses fewer GPUs than it holds, "
@@ -74,19 +74,20 @@ def idle_gpus(facts: Facts) -> list[Finding] | Missing:
     )]
 
 
-def _idle_title(idle, usable: int, hours: float) -> str:
-    t = idle[0]
+def _idle_title(idle: list[tuple[GpuTimeline, Utilization]], usable: int, hours: float) -> str:
+    """``idle``: the idle GPUs, the idlest first."""
+    t, u = idle[0]
     if len(idle) == 1:
-        return f"GPU {t.index} sat idle {t.idle_share or 0.0:.0%} of the capture ({t.idle_gpu_hours:.2f} GPU-hours)"
-    low = min(x.idle_share or 0.0 for x in idle)
-    names = ", ".join(str(x.index) for x in sorted(idle, key=lambda x: str(x.index))[:8])
+        return f"GPU {t.index} sat idle {u.idle_share:.0%} of the capture ({t.idle_gpu_hours:.2f} GPU-hours)"
+    low = min(x.idle_share for _, x in idle)
+    names = ", ".join(str(x.index) for x in sorted((x for x, _ in idle), key=lambda x: str(x.index))[:8])
     more = "…" if len(idle) > 8 else ""
-    return (f"{len(idle)} of {usable} GPUs sat idle {low:.0%}–{t.idle_share or 0.0:.0%} of the capture "
+    return (f"{len(idle)} of {usable} GPUs sat idle {low:.0%}–{u.idle_share:.0%} of the capture "
             f"(GPUs {names}{more}; {hours:.2f} GPU-hours)")
 
 
-def _idle_sentence(t) -> str:
-    share = t.idle_share or 0.0
+def _idle_sentence(t: GpuTimeline, u: Utilization) -> str:
+    share = u.idle_share
     holding = t.patterns.get("idle_holding_memory", 0.0)
     return (f"GPU {t.index} ran kernels ≤5% of the time for {share:.0%} of the {t.covered_s / 3600:.2f} h it was "
             f"sampled, in {t.idle_stretches} idle stretch(es) of ≥10 s (longest {t.longest_idle_s / 60:.1f} min)"
@@ -94,10 +95,9 @@ def _idle_sentence(t) -> str:
                "or a hung process keeps the card)" if share and holding else "") + ".")
 
 
-def _idle_evidence(t) -> list[Evidence]:
-    share = t.idle_share or 0.0
-    return [Evidence("idle share (utilization ≤ 5%)", round(share * 100, 1), "% of sampled time", "GPU log"),
-            Evidence("mean utilization", round(t.util_mean, 1), "%", "GPU log"),
+def _idle_evidence(t: GpuTimeline, u: Utilization) -> list[Evidence]:
+    return [Evidence("idle share (utilization ≤ 5%)", round(u.idle_share * 100, 1), "% of sampled time", "GPU log"),
+            Evidence("mean utilization", round(u.mean, 1), "%", "GPU log"),
             Evidence("idle stretches ≥ 10 s", t.idle_stretches, "", "GPU log"),
             Evidence("longest idle stretch", round(t.longest_idle_s, 1), "s", "GPU log"),
             Evidence("idle while holding memory", round(t.patterns.get("idle_holding_memory", 0.0) * 100, 1),
@@ -110,22 +110,23 @@ def bursty_or_steady(facts: Facts) -> list[Finding] | Missing:
     """Sizing vs stall from the time series: bursts with idle between them mean the job waits on something
     (stall); a steady partial load with memory to spare means the job is small for the card (sizing)."""
     g = the_gpu(facts)
-    t = next((t for t in _usable(facts) if g is not None and t.index == g.index), None)
-    if t is None:  # no utilization timeline (a recorded run with steps), or too short a one for this card
+    found = next(((t, u) for t, u in _usable(facts) if g is not None and t.index == g.index), None)
+    if found is None:  # no utilization timeline (a recorded run with steps), or too short a one for this card
         return []
-    idle = t.idle_share or 0.0
+    t, u = found
+    idle = u.idle_share
     if idle >= IDLE_MODERATE:
         return []  # the idle rule says it
-    if idle >= BURSTY_IDLE and t.idle_stretches >= BURSTY_STRETCHES and (t.busy_share or 0) >= 0.2:
+    if idle >= BURSTY_IDLE and t.idle_stretches >= BURSTY_STRETCHES and u.busy_share >= 0.2:
         return [Finding(
             cause="sync", severity="moderate",
             title=f"GPU {t.index} works in bursts with idle between them: a stall, not sizing",
-            summary=(f"Utilization swings (σ {t.util_std:.0f} points around a {t.util_mean:.0f}% mean): busy "
-                     f"{t.busy_share:.0%} of the time, idle {idle:.0%} in {t.idle_stretches} stretches of ≥10 s. "
+            summary=(f"Utilization swings (σ {u.std:.0f} points around a {u.mean:.0f}% mean): busy "
+                     f"{u.busy_share:.0%} of the time, idle {idle:.0%} in {t.idle_stretches} stretches of ≥10 s. "
                      "Something makes the device wait between bursts — input, a host sync, checkpoints or "
                      "evaluation; a bigger batch would not help."),
-            evidence=[Evidence("utilization σ", round(t.util_std, 1), "points", "GPU log"),
-                      Evidence("busy (≥ 50%)", round(t.busy_share * 100, 1), "% of sampled time", "GPU log"),
+            evidence=[Evidence("utilization σ", round(u.std, 1), "points", "GPU log"),
+                      Evidence("busy (≥ 50%)", round(u.busy_share * 100, 1), "% of sampled time", "GPU log"),
                       Evidence("idle (≤ 5%)", round(idle * 100, 1), "% of sampled time", "GPU log"),
                       Evidence("idle stretches ≥ 10 s", t.idle_stretches, "", "GPU log")],
             fix=("Record the job with `gpusleuth run -- python train.py` to attribute the waits to steps "
@@ -133,14 +134,14 @@ def bursty_or_steady(facts: Facts) -> list[Finding] | Missing:
             estimated_gain=_idle_gain(facts, idle * t.covered_s), confidence="medium",
         )]
     peak = g.mem_used_share_max if g is not None else None
-    if t.util_mean < SIZING_MEAN and peak is not None and peak < 0.5 and idle < BURSTY_IDLE:
+    if u.mean < SIZING_MEAN and peak is not None and peak < 0.5 and idle < BURSTY_IDLE:
         return [Finding(
             cause="sizing", severity="moderate",
             title=f"GPU {t.index} is steadily half-used with memory to spare: the job is small for this card",
-            summary=(f"Utilization held near {t.util_mean:.0f}% (σ {t.util_std:.0f}) with little idle time and peak "
+            summary=(f"Utilization held near {u.mean:.0f}% (σ {u.std:.0f}) with little idle time and peak "
                      f"memory at {peak:.0%}: no sign of waiting, just too little work per kernel for the device."),
-            evidence=[Evidence("mean utilization", round(t.util_mean, 1), "%", "GPU log"),
-                      Evidence("utilization σ", round(t.util_std, 1), "points", "GPU log"),
+            evidence=[Evidence("mean utilization", round(u.mean, 1), "%", "GPU log"),
+                      Evidence("utilization σ", round(u.std, 1), "points", "GPU log"),
                       Evidence("peak memory", round(peak * 100, 1), "% of device", "GPU log")],
             fix=("A larger batch or model per GPU, or share the card (MIG/MPS), or a smaller, cheaper GPU; "
                  "verify with `gpusleuth sweep`."),
@@ -153,13 +154,13 @@ def gpu_imbalance(facts: Facts) -> list[Finding] | Missing:
     usable = _usable(facts)
     if len(usable) < 2:
         return []
-    means = {t.index: t.util_mean for t in usable}
+    means = {t.index: u.mean for t, u in usable}
     hi = max(means, key=lambda k: means[k])
     lo = min(means, key=lambda k: means[k])
     spread = means[hi] - means[lo]
     if spread < SPREAD or means[hi] < BUSY_FLOOR:
         return []
-    lazy = [t for t in usable if (t.idle_share or 0) < IDLE_MODERATE and means[hi] - t.util_mean >= SPREAD]
+    lazy = [t for t, u in usable if u.idle_share < IDLE_MODERATE and means[hi] - u.mean >= SPREAD]
     if not lazy:
         return []  # the lagging GPUs are idle ones, called out by idle_gpus
     return [Finding(
