@@ -21,7 +21,9 @@ LEAVES = {"errors", "_version", "lean_imports"}
 ALLOWED = {
     "run": {"run"},
     "sources": {"run", "sources", "recorder.schemas"},  # the recorder's on-disk schemas are the contract
-    "recorder": {"run", "sources", "recorder"},  # writes the run directory; finalize turns raw events into tables
+    # writes the run directory; finalize turns raw events into tables; the exporter's live window numbers are
+    # the analysis's own (analysis/window.py: the step view's carving), never a second computation
+    "recorder": {"run", "sources", "recorder", "analysis.window"},
     "analysis": {"run", "analysis", "sources.kineto.model"},
     # the analysis is the last stage that sees a Run: what comes after reads the RunAnalysis
     "diagnosis": {"analysis", "diagnosis"},

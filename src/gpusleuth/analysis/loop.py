@@ -2,7 +2,8 @@
 step), its span less gpusleuth's own phases, the thread evidence, the first step and the batches per step —
 computed once here, from the Run and its step view, and carried in ``RunAnalysis.loop``.
 
-Phase time is counted here and nowhere else after the analysis: the rules read ``PhaseStats``.
+The rules read ``PhaseStats`` (occurrences of the training process's phases: how many, how long each, how
+often); the time phases take out of the wall time and the steps is ``analysis/phases.py``'s.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from gpusleuth.analysis import intervals as iv
+from gpusleuth.analysis.phases import phase_time
 from gpusleuth.analysis.steps import ProcessSteps, StepView
 from gpusleuth.analysis.telemetry import HostSummary
 from gpusleuth.run.model import Run, Table
@@ -159,9 +160,7 @@ def loop_span_s(run: Run, main: ProcessSteps | None) -> float | None:
     if len(ph):
         own = np.array([str(n).startswith(TOOL_PHASE_PREFIX) for n in ph["name"]], bool)
         if own.any():
-            s, e = iv.clip(ph["start_ns"][own], ph["end_ns"][own], lo, hi)
-            us, ue = iv.union(s, e)
-            tool = int((ue - us).sum())
+            tool = sum(phase_time(ph.filter(own), lo, hi).ns().values())
     return (hi - lo - tool) / 1e9 if hi - lo - tool > 0 else None
 
 

@@ -1,7 +1,7 @@
 """Outcomes of a recorded run: steps, step time, throughput, and where the wall time went.
 
 The wall-time partition is the headline of every report, so it is built to sum to exactly the wall
-time: named phases (eval, checkpoint, …) first, then each step's exposed data wait and the rest of the
+time: named phases (eval, checkpoint, …: their time is ``analysis/phases.py``'s, the step view's) first, then each step's exposed data wait and the rest of the
 step ("compute": forward, backward, optimizer), then start-up before the first step; whatever is left —
 gaps between steps outside any phase and the idle tail after the last step — is "other".
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpusleuth.analysis import intervals as iv
+from gpusleuth.analysis.phases import phase_time
 from gpusleuth.analysis.steps import ProcessSteps, StepView, step_view
 from gpusleuth.analysis.trace import TraceAnalysis
 from gpusleuth.run.model import Run, Table
@@ -79,25 +79,6 @@ class Outcomes:
     after_training_s: dict[str, float] = field(default_factory=dict)
 
 
-def _phase_ns(phases: Table, lo: int, hi: int) -> tuple[dict[str, int], np.ndarray, np.ndarray]:
-    """Nanoseconds of each phase name within [lo, hi], and the union they cover. Each name's own union;
-    overlaps between different names go to the phase that started first, so the parts still sum."""
-    phase_ns: dict[str, int] = {}
-    covered_s = np.empty(0, np.int64)
-    covered_e = np.empty(0, np.int64)
-    if len(phases):
-        order = np.argsort(phases["start_ns"], kind="stable")
-        names = phases["name"][order]
-        for name in dict.fromkeys(names.tolist()):
-            sel = order[names == name]
-            s, e = iv.clip(phases["start_ns"][sel], phases["end_ns"][sel], lo, hi)
-            s, e = iv.union(s, e)
-            already = int(iv.overlap_each(s, e, covered_s, covered_e).sum())
-            phase_ns[str(name)] = iv.total(s, e) - already
-            covered_s, covered_e = iv.union(np.r_[covered_s, s], np.r_[covered_e, e])
-    return phase_ns, covered_s, covered_e
-
-
 def _rank_stats(p: ProcessSteps) -> RankSteps:
     secs = p.seconds[p.steady]
     total = float(p.seconds.sum())
@@ -128,7 +109,8 @@ def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
         counted = [p.table["samples"][p.table["samples"] >= 0] for p in view.ranks]
         stats.job_samples = int(sum(k.sum() for k in counted)) if any(len(k) for k in counted) else None
 
-    phase_s, covered_s, covered_e = _phase_ns(run.phases, start, end)
+    phases = view.phases if (view.phases.lo, view.phases.hi) == (start, end) else phase_time(run.phases, start, end)
+    phase_s = phases.ns()
 
     startup_ns = 0
     tail_ns = 0
@@ -143,9 +125,9 @@ def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
         compute_ns = int(dur.sum()) - data_ns
         first = int(s0.min())
         last = int(e0.max())
-        startup_ns = (first - start) - int(iv.overlap_each(np.array([start]), np.array([first]), covered_s, covered_e)[0])
-        tail_ns = (end - last) - int(iv.overlap_each(np.array([last]), np.array([end]), covered_s, covered_e)[0])
-        after_ns = {k: v for k, v in _phase_ns(run.phases, max(last, start), end)[0].items() if v > 0}
+        startup_ns = (first - start) - phases.covered(start, first)
+        tail_ns = (end - last) - phases.covered(last, end)
+        after_ns = {k: v for k, v in phases.ns(max(last, start), end).items() if v > 0}
 
         stats.steps = len(steps)
         stats.delimiter = str(steps["delimiter"][-1])

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpusleuth.analysis import intervals as iv
+from gpusleuth.analysis.phases import PhaseTime, phase_time
 from gpusleuth.run.model import Run, Table, pick_main
 
 MAD_SIGMA = 1.4826  # MAD → σ for normal data; the one robust-spread constant (noise, warm-up, outliers)
@@ -113,8 +114,8 @@ class StepView:
     main: ProcessSteps | None = None
     ranks: list[ProcessSteps] = field(default_factory=list)  # the processes that are ranks of the job
     world_size: int = 1  # declared by the launcher (WORLD_SIZE) when known, else the ranks seen
-    phase_s: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # union of phase intervals
-    phase_e: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    # phase time over the run (analysis/phases.py): carved out of the steps here, the partition's phase parts
+    phases: PhaseTime = field(default_factory=PhaseTime)
 
     @property
     def pid(self) -> int | None:
@@ -161,14 +162,21 @@ def instrumented_steps(run: Run, pid: int) -> tuple[int, ...]:
     return tuple(sorted(set(out)))
 
 
+def carve(start_ns: np.ndarray, end_ns: np.ndarray, data_wait_ns: np.ndarray, phases: PhaseTime
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """Steps' carved durations and exposed data waits (ns; see the module docstring): the one carving, used
+    by :func:`step_view` for the report and by the live window (``analysis/window.py``)."""
+    dur = np.maximum(end_ns - start_ns - iv.overlap_each(start_ns, end_ns, phases.union_s, phases.union_e), 0)
+    return dur, np.minimum(np.maximum(data_wait_ns, 0), dur)
+
+
 def step_view(run: Run, min_warmup: int = 0) -> StepView:
     view = StepView()
     st = run.steps
     start = run.start_ns
     end = run.end_ns
-    if start is not None and end is not None and len(run.phases):
-        s, e = iv.clip(run.phases["start_ns"], run.phases["end_ns"], int(start), int(end))
-        view.phase_s, view.phase_e = iv.union(s, e)
+    if start is not None:
+        view.phases = phase_time(run.phases, int(start), int(end if end is not None else start))
     if not len(st):
         return view
     pids, counts = np.unique(st["pid"], return_counts=True)
@@ -179,8 +187,7 @@ def step_view(run: Run, min_warmup: int = 0) -> StepView:
         table = st.filter(st["pid"] == pid).sort_by("start_ns")
         s0 = np.clip(table["start_ns"], lo, hi)
         e0 = np.clip(table["end_ns"], lo, hi)
-        dur = np.maximum(e0 - s0 - iv.overlap_each(s0, e0, view.phase_s, view.phase_e), 0)
-        wait = np.minimum(np.maximum(table["data_wait_ns"], 0), dur)
+        dur, wait = carve(s0, e0, table["data_wait_ns"], view.phases)
         view.processes.append(ProcessSteps(pid=int(pid), rank=rank_of.get(int(pid)), table=table, dur_ns=dur,
                                            wait_ns=wait, warmup=warmup_count(dur / 1e9, min_warmup),
                                            instrumented=instrumented_steps(run, int(pid))))
@@ -196,4 +203,4 @@ def step_view(run: Run, min_warmup: int = 0) -> StepView:
     return view
 
 
-__all__ = ["ProcessSteps", "StepView", "step_view", "profiled_steps", "flops_step", "instrumented_steps", "warmup_count", "robust_sigma", "pick_main", "MAD_SIGMA"]
+__all__ = ["ProcessSteps", "StepView", "carve", "step_view", "profiled_steps", "flops_step", "instrumented_steps", "warmup_count", "robust_sigma", "pick_main", "MAD_SIGMA"]

@@ -57,7 +57,7 @@ class LiveNumbers:
         """Empty when not recording or before the hook's first flush (about a second after the first step)."""
         if self.tail is None:
             return {}
-        from gpusleuth.sources.livetail import window_stats
+        from gpusleuth.analysis.window import window_stats
 
         from gpusleuth.api import flush
 
@@ -66,7 +66,7 @@ class LiveNumbers:
         if self.pid not in self.tail.counts:
             return {}
         out = {"steps": float(self.tail.counts[self.pid])}
-        step_s, wait_share, per_s = window_stats(self.tail.steps[self.pid])
+        step_s, wait_share, per_s = window_stats(self.tail.steps[self.pid], self.tail.phases)
         for key, value in (("step_time_s", step_s), ("data_wait_share", wait_share), ("samples_per_s", per_s)):
             if value is not None:
                 out[key] = float(value)

@@ -31,7 +31,8 @@ from pathlib import Path
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from gpusleuth.run.layout import RunDir
-from gpusleuth.sources.livetail import WINDOW_STEPS, StepTotals, window_stats
+from gpusleuth.analysis.window import window_stats
+from gpusleuth.sources.livetail import WINDOW_STEPS, StepTotals
 
 DEFAULT_HOST = "127.0.0.1"
 LISTEN_BACKLOG = 512  # connections the kernel holds for us while every handler is busy
@@ -142,7 +143,7 @@ class LiveMetrics:
             fam["wait_s"].add_metric(lv, t.wait_ns.get(pid, 0) / 1e9)
             fam["opt_s"].add_metric(lv, t.optimizer_ns.get(pid, 0) / 1e9)
             fam["samples"].add_metric(lv, t.samples.get(pid, 0))
-            step_s, wait_share, per_s = window_stats(t.steps[pid])
+            step_s, wait_share, per_s = window_stats(t.steps[pid], t.phases)
             for key, value in (("step_time", step_s), ("wait_share", wait_share), ("throughput", per_s)):
                 if value is not None:
                     fam[key].add_metric(lv, value)

@@ -4,7 +4,8 @@
 Runs in the launcher process (never in the job), so it cannot slow the training loop; it still keeps
 its own cost small: each poll reads only the bytes appended since the last one (files are tailed by
 offset — the hook's ``raw/events-*.tsv`` lines and the recorder's Arrow IPC streams, message by message),
-keeps a few recent values, and computes window statistics over the last steps. A partial line or a
+keeps a few recent values, and takes the window statistics over the last steps from ``analysis/window.py``
+(the report's carving and definitions, for the same steps). A partial line or a
 partial Arrow message at the end of a file is kept for the next poll.
 """
 
@@ -17,6 +18,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
+from gpusleuth.analysis.window import window_stats
 from gpusleuth.sources.livetail import RunTails
 
 
@@ -56,15 +58,9 @@ class LiveTail:
         self.events.poll()
         pid = self.events.main_pid()
         if pid is not None:
-            win = list(self.events.steps[pid])
             s.steps = self.events.counts[pid]
-            durs = sorted(e - b for b, e, _, _ in win)
-            total = sum(durs)
-            s.step_time_s = durs[len(durs) // 2] / 1e9 if durs else None
-            s.data_wait_share = (sum(max(w, 0) for _, _, w, _ in win) / total) if total > 0 else None
-            known = [(e - b, n) for b, e, _, n in win if n >= 0]
-            t = sum(d for d, _ in known)
-            s.samples_per_s = sum(n for _, n in known) / (t / 1e9) if known and t > 0 else None
+            s.step_time_s, s.data_wait_share, s.samples_per_s = window_stats(self.events.steps[pid],
+                                                                              self.events.phases)
         for b in self.gpu.batches()[-1:]:
             t = _last(b, "t_ns")
             if not t:

@@ -69,6 +69,9 @@ class EventsTail:
         self.steps: dict[int, deque] = {}
         self.counts: dict[int, int] = {}
         self.ranks: dict[int, int | None] = {}
+        # (start_ns, end_ns) of every process's phases that ended, back to the oldest step of any window:
+        # the live window carves them out of its steps as the report does (analysis/window.py)
+        self.phases: list[tuple[int, int]] = []
 
     def poll(self) -> None:
         try:
@@ -95,6 +98,9 @@ class EventsTail:
                 continue
             for line in lines[:-1]:
                 self._line(pid, line.decode("utf-8", "replace"))
+        if self.phases and self.steps:
+            oldest = min(w[0][0] for w in self.steps.values() if w)
+            self.phases = [p for p in self.phases if p[1] > oldest]
 
     def _line(self, pid: int, line: str) -> None:
         kind, _, rest = line.partition("\t")
@@ -105,6 +111,12 @@ class EventsTail:
                 return
             self.steps.setdefault(pid, deque(maxlen=WINDOW_STEPS)).append((start, end, wait, samples))
             self.counts[pid] = self.counts.get(pid, 0) + 1
+        elif kind == "P":
+            try:
+                _name, start_s, end_s, *_ = rest.split("\t")
+                self.phases.append((int(start_s), int(end_s)))
+            except ValueError:
+                return
         elif kind == "H":
             try:
                 head = json.loads(rest)
@@ -117,20 +129,6 @@ class EventsTail:
         """The same choice as the report's step view (``run/model.pick_main``)."""
         pids = list(self.counts)
         return pick_main(pids, [self.counts[p] for p in pids], [self.ranks.get(p) for p in pids])
-
-
-def window_stats(window) -> tuple[float | None, float | None, float | None]:
-    """(median step s, data-wait share, samples/s) of recent ``(start, end, wait, samples)`` step tuples."""
-    win = list(window)
-    durs = sorted(e - b for b, e, _, _ in win)
-    total = sum(durs)
-    if not durs or total <= 0:
-        return (durs[len(durs) // 2] / 1e9 if durs else None), None, None
-    share = min(sum(max(w, 0) for _, _, w, _ in win) / total, 1.0)
-    known = [(e - b, n) for b, e, _, n in win if n >= 0]
-    busy = sum(d for d, _ in known)
-    per_s = sum(n for _, n in known) / (busy / 1e9) if known and busy > 0 else None
-    return durs[len(durs) // 2] / 1e9, share, per_s
 
 
 class StepTotals(EventsTail):
