@@ -75,9 +75,12 @@ def report_command(args) -> int:
     inputs = read_inputs(paths, import_options=import_options(args), read_trace_set=read_trace_set)
     ranks = len(inputs.job.profiles)
     analysing = inputs.ranks is None and sys.stderr.isatty() and ranks > 1  # workers ticked their own bar
+    # the HTML page's chart data only where a page is written (--html, or a tracker's artifacts)
+    charts = bool(getattr(args, "html", None) or getattr(args, "mlflow", None) or getattr(args, "wandb", None))
     report = print_report(inputs.job, as_json=args.json, options=analysis_options(args),
                           verbose=getattr(args, "verbose", False),
-                          progress=rank_progress(ranks) if analysing else None, ranks=inputs.ranks)
+                          progress=rank_progress(ranks) if analysing else None, ranks=inputs.ranks,
+                          display=charts)
     write_outputs(report, args, inputs.traces)
     from gpusleuth.cli.trackers import send_to_trackers
 
@@ -86,12 +89,13 @@ def report_command(args) -> int:
 
 
 def print_report(run, as_json: bool = False, to_stderr: bool = False, options=None, quiet: bool = False,
-                 verbose: bool = False, progress=None, ranks=None):
+                 verbose: bool = False, progress=None, ranks=None, display: bool = True):
     """Build the run's Report and print it (unless ``quiet``: then only built, e.g. for --html alone).
-    ``ranks``: a trace set's per-rank summaries from worker processes (``pipeline/trace_set.py``)."""
+    ``ranks``: a trace set's per-rank summaries from worker processes (``pipeline/trace_set.py``);
+    ``display``: also the HTML page's chart data."""
     from gpusleuth.pipeline.build import build_report
 
-    report = build_report(run, options, progress=progress, ranks=ranks)
+    report = build_report(run, options, progress=progress, ranks=ranks, display=display)
     if not quiet:
         emit_report(report, as_json, to_stderr, verbose)
     return report

@@ -36,8 +36,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from gpusleuth.run.engine_samples import EngineSample, Histogram
 from gpusleuth.run.layout import ENGINE_METRICS_FILE
 
@@ -93,6 +91,10 @@ def parse_engine_metrics(text: str, t_ns: int) -> EngineSample | None:
     engine = detect_engine(text)
     if engine is None:
         return None
+    # imported here: prometheus_client pulls in http.server, wsgiref and email (about 50 ms of CPU) for every
+    # run directory read, and only a run of `gpusleuth load` against an LLM engine has scrapes to parse
+    from prometheus_client.parser import text_string_to_metric_families
+
     wanted = {n for names in (*GAUGES.values(), *COUNTERS.values()) for n in names}
     hist_names = {n for names in HISTOGRAMS.values() for n in names}
     # sample name → series key → value (the largest over rank-only differences)
