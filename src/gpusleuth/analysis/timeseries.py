@@ -13,12 +13,12 @@ utilization in a two-hour run is still visible on the chart; exact numbers stay 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from gpusleuth.analysis.telemetry import THROTTLE_BITS, THROTTLE_COUNTERS
 from gpusleuth.analysis.steps import StepView
+from gpusleuth.analysis.trace import TraceAnalysis
 from gpusleuth.analysis.trace.gaps import GapHistogram
 from gpusleuth.run.model import Run, Table
 
@@ -334,12 +334,7 @@ def _phases(b: _Builder, run: Run) -> None:
                               (int(ph["end_ns"][i]) - b.t0) / 1e9))
 
 
-def gap_histogram(analysis: Any) -> GapHistogram | None:
-    """One rank's idle-gap histogram, as its trace analysis computed it (``analysis/trace/gaps.py``)."""
-    return getattr(analysis, "gap_histogram", None)
-
-
-def build_display(run: Run | None, ranks: list[Any], view: StepView | None, roles: dict[int, str],
+def build_display(run: Run | None, ranks: list[TraceAnalysis], view: StepView | None, roles: dict[int, str],
                   max_points: int = MAX_POINTS) -> DisplayData:
     """Everything the charts need, for a recorded run (``run``) and/or trace analyses (``ranks``);
     ``roles``: each process's role (``telemetry.assign_roles``, computed once by ``analyze``)."""
@@ -355,8 +350,6 @@ def build_display(run: Run | None, ranks: list[Any], view: StepView | None, role
         d.panels.sort(key=lambda p: PANEL_ORDER.index(p.key) if p.key in PANEL_ORDER else len(PANEL_ORDER))
     else:
         d = DisplayData(max_points=max_points)
-    for a in ranks:
-        h = gap_histogram(a)
-        if h is not None:
-            d.gap_histograms.append(h)
+    # each rank's idle-gap histogram, as its trace analysis computed it (analysis/trace/gaps.py)
+    d.gap_histograms += [a.gap_histogram for a in ranks if a.gap_histogram is not None]
     return d
