@@ -28,7 +28,7 @@ from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules import (busy_idle, copies, distributed, gpu, gpu_log, host, memory, phases, precision,
                                        serving, sizing, stragglers, sync, throttling)
 from gpusleuth.diagnosis.rules import input as input_rules
-from gpusleuth.diagnosis.rules._scope import scope_of
+from gpusleuth.diagnosis.rules._scope import Scope, scope_of
 
 Rule = Callable[[Facts], list[Finding] | Missing]
 NAMED = 8  # ranks or GPUs named where a rule could not judge them; the rest are counted
@@ -89,11 +89,18 @@ def one_per_cause(found: list[Finding], unit: str = "ranks") -> list[Finding]:
     return out
 
 
-def judge(rule: Rule, facts: Facts) -> tuple[list[Finding], list[Missing], bool]:
+def judge(rule: Rule, facts: Facts, views_of: dict[Scope, list[tuple[str, Facts]]] | None = None,
+          ) -> tuple[list[Finding], list[Missing], bool]:
     """One rule over the facts: (its findings, what it lacked, whether it judged anything). A rule with a
-    scope is called once per rank or GPU and its answers merged (the module's docstring says how)."""
+    scope is called once per rank or GPU and its answers merged (the module's docstring says how).
+    ``views_of``: the views already cut, per scope, so that the rules of one scope share them."""
     scope = scope_of(rule)
-    views = scope.views(facts) if scope is not None else []
+    views: list[tuple[str, Facts]] = []
+    if scope is not None:
+        views_of = {} if views_of is None else views_of
+        if scope not in views_of:
+            views_of[scope] = scope.views(facts)
+        views = views_of[scope]
     if scope is None or not views:
         result = rule(facts)
         return ([], [result], False) if isinstance(result, Missing) else (result, [], True)
@@ -123,8 +130,9 @@ def diagnose(facts: Facts) -> tuple[list[Finding], list[Missing]]:
     findings: list[Finding] = []
     missing: list[Missing] = []
     judged = 0
+    views_of: dict[Scope, list[tuple[str, Facts]]] = {}
     for rule in RULES:
-        found, lacked, any_judged = judge(rule, facts)
+        found, lacked, any_judged = judge(rule, facts, views_of)
         findings.extend(found)
         missing.extend(lacked)
         judged += any_judged

@@ -38,7 +38,7 @@ def _rank_views(facts: Facts) -> list[tuple[str, Facts]]:
     repeat, as in traces of several single-rank jobs read together."""
     ranks = [t.rank for t in facts.traces]
     by_rank = None not in ranks and len(set(ranks)) == len(ranks)
-    return [(f"rank {t.rank}" if by_rank else t.label, facts.for_rank(t)) for t in facts.traces]
+    return [(f"rank {t.rank}" if by_rank else t.label, view) for t, view in zip(facts.traces, facts.rank_views())]
 
 
 RANKS = Scope("ranks", _rank_views)
