@@ -22,7 +22,7 @@ import numpy as np
 from gpusleuth.analysis.comm import CommSummary, job_comm
 from gpusleuth.analysis.comm import price as price_comm
 from gpusleuth.analysis.cost import find_price, price_table
-from gpusleuth.analysis.gpu_timeline import gpu_timelines
+from gpusleuth.analysis.gpu_timeline import GpuTimeline, gpu_timelines
 from gpusleuth.analysis.headline import Headline, compute_headline
 from gpusleuth.analysis.identity import RunInfo, run_info
 from gpusleuth.analysis.load import LoadAnalysis, analyze_load
@@ -64,7 +64,7 @@ class RunAnalysis:
     headline: Headline | None = None
     dollars_per_second: float | None = None  # what one second of the job's wall time costs, all devices
     # utilization over time per GPU, for a GPU log read alone (no steps, no traces: nothing better to judge by)
-    gpu_timeline: list[Any] = field(default_factory=list)
+    gpu_timeline: list[GpuTimeline] = field(default_factory=list)
     comm: CommSummary | None = None  # a multi-rank job's collectives matched across ranks
     load: LoadAnalysis | None = None  # `gpusleuth load` levels, the knee, $ per 1M requests (None: no load)
     requests: RequestAnalysis | None = None  # a server's requests, split into queue/pre/infer/post (None: none)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from gpusleuth.analysis.load import LoadAnalysis
 from gpusleuth.run.model import Run
 from gpusleuth.run.engine_samples import EngineSample, histogram_quantile
 
@@ -80,11 +81,11 @@ def _batch_mean(a: EngineSample | None, b: EngineSample | None) -> float | None:
     return max(busy, 0.0) / steps
 
 
-def analyze_engine(run: Run, load: Any) -> EngineAnalysis | None:
+def analyze_engine(run: Run, load: LoadAnalysis | None) -> EngineAnalysis | None:
     samples: list[EngineSample] = list(run.engine or [])
     if not samples:
         return None
-    levels = list(getattr(load, "levels", None) or [])
+    levels = load.levels if load is not None else []
     out = []
     for lv in levels:
         lo, hi = int(lv.start_ns), int(lv.end_ns)

@@ -505,7 +505,7 @@ def split_by_levels(ra: RequestAnalysis, run: Run, levels: list[LoadLevel]) -> l
     return out
 
 
-def _outside(level: RequestLevel, run: Run, rows: dict[str, np.ndarray], m: np.ndarray, lv: Any) -> None:
+def _outside(level: RequestLevel, run: Run, rows: dict[str, np.ndarray], m: np.ndarray, lv: LoadLevel) -> None:
     """Fill ``level``'s client-versus-server numbers from ``run.load``'s answered rows of that level."""
     load = run.load
     if not len(load) or not {"level", "start_ns", "end_ns", "error"} <= set(load.columns):

@@ -21,12 +21,16 @@ sequences shared the model.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpusleuth.analysis.load_tokens import request_verdicts
+from gpusleuth.analysis.load import LoadAnalysis
 from gpusleuth.run.model import Run
+
+if TYPE_CHECKING:  # requests.py holds a list of MissLevel: importing it here at run time would be a cycle
+    from gpusleuth.analysis.requests import RequestAnalysis
 
 PARTS = ("outside", "queue", "pre", "wait", "prefill", "decode", "post")
 BEFORE_FIRST_TOKEN = ("outside", "queue", "pre", "wait", "prefill")
@@ -97,11 +101,10 @@ def _per_token(parts: np.ndarray) -> float | None:
     return float(np.median(parts[many, PARTS.index("decode")] / parts[many, len(PARTS)])) / 1e6
 
 
-def explain_misses(run: Run, load: Any, requests: Any) -> list[MissLevel]:
+def explain_misses(run: Run, load: LoadAnalysis | None, requests: RequestAnalysis | None) -> list[MissLevel]:
     """Per level with misses and a server record to join them to (empty: no SLO, no LLM load, no server
     record, or nothing missed)."""
-    slo = getattr(load, "slo", None)
-    if not slo or requests is None or not len(run.load) or "request_id" not in run.load:
+    if load is None or not load.slo or requests is None or not len(run.load) or "request_id" not in run.load:
         return []
     server = _server_parts(requests._rows)
     if not server:
@@ -129,7 +132,7 @@ def explain_misses(run: Run, load: Any, requests: Any) -> list[MissLevel]:
         ok = answered & (level == lv.level)
         if not ok.any():
             continue
-        good, over_by = request_verdicts(ld, ok, slo)
+        good, over_by = request_verdicts(ld, ok, load.slo)
         missed = ~good
         if not missed.any():
             continue
