@@ -94,7 +94,7 @@ def joined(rows: list[dict], records: list[dict]) -> list[dict]:
         if p is None or len(p["event_ns"]) != len(r["token_ns"]):
             continue
         c, e = list(r["token_ns"]), p["event_ns"]
-        out.append({"level": r["level"], "client_ttft": (c[0] - r["start_ns"]) / 1e6,
+        out.append({"level": r["level"], "conn": p["conn"], "client_ttft": (c[0] - r["start_ns"]) / 1e6,
                     "proxy_ttft": (e[0] - p["sent_ns"]) / 1e6,
                     "request_leg": (p["sent_ns"] - r["start_ns"]) / 1e6, "answer_leg": (c[0] - e[0]) / 1e6,
                     "client_gaps": [(b - a) / 1e6 for a, b in zip(c, c[1:])],
@@ -111,7 +111,7 @@ def agreement(pairs: list[dict]) -> dict:
     """How far the client's per-request times are from the proxy's, for the same requests."""
     excess = [p["client_ttft"] - p["proxy_ttft"] for p in pairs]
     gap_diff = [abs(a - b) for p in pairs for a, b in zip(p["client_gaps"], p["proxy_gaps"])]
-    return {"requests": len(pairs),
+    return {"requests": len(pairs), "per_connection": len(pairs) / len({p["conn"] for p in pairs}),
             "client_ttft_p50": statistics.median(p["client_ttft"] for p in pairs),
             "proxy_ttft_p50": statistics.median(p["proxy_ttft"] for p in pairs),
             "ttft_excess_p50": statistics.median(excess), "ttft_excess_p90": _p(excess, 0.9),
@@ -240,7 +240,8 @@ def main() -> None:
     print("|---:|---|---:|---:|---:|---:|---:|---|---:|---:|")
     for r in rows:
         ex = (f"{r['ttft_excess_p50']:.3f} / {r['ttft_excess_p90']:.3f} (legs {r['request_leg_p50']:.3f} + "
-              f"{r['answer_leg_p50']:.3f})" if r["who"] == "gpusleuth" else "—")
+              f"{r['answer_leg_p50']:.3f}; {r['per_connection']:.1f} requests a connection)"
+              if r["who"] == "gpusleuth" else "—")
         gd = f"{r['gap_diff_p50']:.3f}" if r["who"] == "gpusleuth" else "—"
         print(f"| {r['conc']} | {r['who']} | {r['rep']} | {r['client_ttft_p50']:.2f} | {r['proxy_ttft_p50']:.2f} | "
               f"{r['client_itl_p50']:.3f} | {r['proxy_itl_p50']:.3f} | {ex} | {gd} | {r['rps']:.1f} |")
