@@ -26,8 +26,10 @@ def decode(fn: Callable, buf, res: "_Counts"):
     are not UTF-8 (bit flips, raw surrogates, Latin-1 names): those are replaced by U+FFFD and counted."""
     try:
         # msgspec checks UTF-8 only in the strings it keeps; a damaged key it skips ("cat\\x8f") would
-        # silently drop a field. Checking the whole text first costs ~1 ms per MB.
-        str(buf, "utf-8")
+        # silently drop a field. Checking the whole text first costs ~0.6 ms per MB; text that is all ASCII
+        # (most traces) is valid UTF-8, and saying so takes a quarter of that.
+        if not _ascii(buf):
+            str(buf, "utf-8")
         return fn(buf)
     except UnicodeDecodeError:
         text = bytes(buf).decode("utf-8", "replace")
@@ -48,6 +50,12 @@ def decode(fn: Callable, buf, res: "_Counts"):
         return fn(fixed)
     except RecursionError:
         raise Undecodable("nested too deeply") from None
+
+
+def _ascii(buf) -> bool:
+    """Is ``buf`` (bytes, or a view of a bytearray: then all of it is checked) pure ASCII?"""
+    whole = buf.obj if isinstance(buf, memoryview) else buf
+    return isinstance(whole, (bytes, bytearray)) and whole.isascii()
 
 
 _SURROGATE_ESCAPE = re.compile(rb"(\\+)u[dD]([89a-fA-F])[0-9a-fA-F]{2}")
