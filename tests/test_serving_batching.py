@@ -24,6 +24,10 @@ from conftest import REPO, free_port
 from test_serving import BODY, SERVERS, _env, _load_and_report, findings_of, serve
 
 
+TRAINING_LOOP_RULES = ["CPU oversubscription", "phase time (eval / checkpoint / logging)",
+                       "per-step overhead / batch size", "input-bound"]
+
+
 def truth_of(truth: dict, lo: int = 0, hi: int = 2**63) -> tuple[float, np.ndarray, np.ndarray]:
     """(batch wait share of service time, per-request batch sizes, per-forward sizes) of the requests and
     forwards that started in [lo, hi) on the wall clock."""
@@ -76,6 +80,11 @@ def test_asyncio_batcher_under_gpusleuth_load_wait_sizes_and_finding(tmp_path):
     page = html.read_text()
     assert "<h3>Batches</h3>" in page and "<td>concurrency 16</td>" in page[page.index("<h3>Batches</h3>"):]
     assert "requests per forward" in page  # the batch size over time chart
+    assert "training-loop check(s) do not apply" in page
+    # a server has no training steps: the training-loop rules do not apply, and say so apart from missing data
+    assert rep["not_applicable"]["why"] == "a server under load, with no training steps"
+    assert sorted(rep["not_applicable"]["rules"]) == sorted(TRAINING_LOOP_RULES)
+    assert not any(m["data"] == "training steps" for m in rep["not_evaluated"]), rep["not_evaluated"]
     series_matches_the_servers_forwards(b["over_time"], truth, loads)
 
 
@@ -338,3 +347,17 @@ def test_batch_series_bins_forwards_by_start_and_leaves_empty_bins_empty():
     many = batch_series(np.arange(0, 3000, dtype=np.int64) * s, np.full(3000, 2, dtype=np.int64))
     assert many is not None and len(many.t_s) == 240 and sum(many.forwards) == 3000
     assert batch_series(start[:0], members[:0]) is None and batch_series(start, members * 0) is None
+
+
+@pytest.mark.process
+def test_a_gpu_log_without_steps_still_lacks_the_training_loop_data():
+    """Not a server: an nvidia-smi log of a job whose steps were not recorded keeps the training-loop rules
+    under "not evaluated" with the way to get their data — only a server's report sets them apart."""
+    log = REPO / "tests" / "fixtures" / "nvidia-smi" / "plato_gpu_log_noheader.csv"
+    res = subprocess.run([sys.executable, "-m", "gpusleuth", "report", str(log), "--json"], env=_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    rep = json.loads(res.stdout)
+    assert rep["not_applicable"] == {"why": "", "rules": []}
+    assert sorted(m["rule"] for m in rep["not_evaluated"] if m["data"] == "training steps") == \
+        sorted(TRAINING_LOOP_RULES)

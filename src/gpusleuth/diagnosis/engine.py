@@ -162,6 +162,18 @@ def diagnose(facts: Facts) -> tuple[list[Finding], list[Missing]]:
     return findings, missing
 
 
+def not_applicable(facts: Facts, missing: list[Missing]) -> tuple[list[Missing], list[Missing], str]:
+    """(still missing, not applicable, why): a server recorded under load with no training step has nothing a
+    training-loop rule could judge — telling its user to "run a PyTorch training loop under `gpusleuth run`"
+    (four checks' advice) was noise in every serving report. Those rules are listed apart, once, with the
+    reason; a server that also trains (steps recorded) keeps them."""
+    if (facts.load is None and facts.requests is None) or facts.outcomes.steps.steps:
+        return missing, [], ""
+    gone = [m for m in missing if m.training_only]
+    return ([m for m in missing if not m.training_only], gone,
+            "a server under load, with no training steps" if gone else "")
+
+
 def not_judged(facts: Facts) -> Finding | None:
     """Traces read alone with no step to judge (no ProfilerStep, no NVTX step range, or a capture too small
     for the whole-window fallback): the per-step rules had nothing to look at, so "healthy — no bottleneck"

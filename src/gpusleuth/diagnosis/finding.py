@@ -65,6 +65,9 @@ class Missing:
     # the data source it lacked, in a few words ("GPU telemetry", "a profiler trace"): the report collapses
     # the not-evaluated rules to one line per source
     data: str = ""
+    # the rule judges a training loop's steps: on a server under load, which has none, it does not apply
+    # (diagnosis.engine.not_applicable) rather than lack data
+    training_only: bool = False
 
     def __post_init__(self) -> None:
         if not self.data:

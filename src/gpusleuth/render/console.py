@@ -224,18 +224,22 @@ def _details(report: Report, console: Console) -> None:
 
 
 def _not_evaluated(report: Report, console: Console, verbose: bool) -> None:
-    if not report.not_evaluated:
+    if not report.not_evaluated and not report.not_applicable:
         return
     console.print()
     console.print("[bold]Not evaluated[/] (data missing)")
     if verbose:
         for m in report.not_evaluated:
             console.print(f"  • {escape(m.rule)}: needs {escape(m.needs)} — {escape(m.how)}")
-        return
-    for g in report.missing_summary:
-        n = len(g.rules)
-        console.print(f"  • {n} check{'s' if n != 1 else ''} need{'' if n != 1 else 's'} {escape(g.data)} — "
-                      f"{escape(g.how)} [dim]({escape(', '.join(g.rules))})[/]")
+    else:
+        for g in report.missing_summary:
+            n = len(g.rules)
+            console.print(f"  • {n} check{'s' if n != 1 else ''} need{'' if n != 1 else 's'} {escape(g.data)} — "
+                          f"{escape(g.how)} [dim]({escape(', '.join(g.rules))})[/]")
+    if report.not_applicable:
+        n = len(report.not_applicable)
+        console.print(f"  [dim]• {n} training-loop check{'s' if n != 1 else ''} do{'' if n != 1 else 'es'} not apply: "
+                      f"{escape(report.not_applicable_why)} ({escape(', '.join(m.rule for m in report.not_applicable))})[/]")
 
 
 def _finding(i: int, f, console: Console) -> None:

@@ -222,6 +222,9 @@ def _findings(pg: Page, report: Report) -> None:
                + "".join(f"<li><b>{len(g.rules)} check(s) need {e(g.data)}</b> — {e(g.how)} "
                          f"<span class=dim>({e(', '.join(g.rules))})</span></li>" for g in report.missing_summary)
                + "</ul></details>")
+    if report.not_applicable:
+        pg.add(f"<p class=dim>{len(report.not_applicable)} training-loop check(s) do not apply: "
+               f"{e(report.not_applicable_why)} ({e(', '.join(m.rule for m in report.not_applicable))}).</p>")
     pg.add("</section>")
 
 

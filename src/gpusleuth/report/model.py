@@ -64,6 +64,9 @@ class Report:
     requests: RequestAnalysis | None = None  # a recorded server's per-request stages
     engine: EngineAnalysis | None = None  # an LLM engine's own /metrics per load level
     gpu_scope: JobGpus | None = None  # which sampled GPUs were the job's, and how that was told
+    # rules that do not apply to this run (diagnosis.engine.not_applicable), apart from the missing data
+    not_applicable: list[Missing] = field(default_factory=list)
+    not_applicable_why: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         o = self.outcomes
@@ -112,6 +115,7 @@ class Report:
                 "findings": [_finding(f) for f in self.findings],
                 "not_evaluated": [dataclasses.asdict(m) for m in self.not_evaluated],
                 "not_evaluated_summary": [dataclasses.asdict(g) for g in self.missing_summary],
+                "not_applicable": {"why": self.not_applicable_why, "rules": [m.rule for m in self.not_applicable]},
                 "losses": self.losses,
                 "ranks": [r.to_dict() for r in self.ranks],
                 "communication": self.comm.to_dict() if self.comm is not None else None,

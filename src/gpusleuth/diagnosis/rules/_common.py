@@ -63,7 +63,8 @@ def no_device_trace(facts: Facts, rule: str, cause: str | None = None,
 def no_steps(rule: str, cause: str | None = None) -> Missing:
     return Missing(rule=rule, needs="training steps",
                    how="run a PyTorch training loop under `gpusleuth run` (steps are found automatically), "
-                       "or mark steps with gpusleuth.step()", cause=cause, data="training steps")
+                       "or mark steps with gpusleuth.step()", cause=cause, data="training steps",
+                   training_only=True)
 
 
 def device_traces(facts: Facts) -> list[TraceAnalysis]:
