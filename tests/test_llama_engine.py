@@ -75,6 +75,9 @@ def test_llama_server_metrics_match_what_the_client_measured(tmp_path, gguf):
     assert 0.9 <= one["batch_mean"] <= 1.0 + 1e-6, one
     assert 1.5 < six["batch_mean"] <= 2.0 + 1e-6, six
     assert one["kv_usage_mean"] is None  # this build has no KV-usage gauge: none is invented
+    # and the report says so: requests waiting for a slot, the fix naming llama.cpp's --parallel
+    cap = [f for f in rep["findings"] if f["cause"] == "serving.engine_capacity"]
+    assert cap and "concurrency 6" in cap[0]["title"] and "--parallel" in json.dumps(cap[0]), rep["findings"]
 
     # the engine's counters over the whole load (first scrape, before any request, to the last, taken after
     # the levels ended and before the server was stopped) against the client's own rows, request by request
