@@ -78,7 +78,7 @@ def test_fp32_math_over_six_single_rank_traces_names_them_by_file():
     named = [f.evidence[0].source] + [e.source for e in f.evidence if e.name == "same cause on another rank"]
     assert sorted(n.removeprefix("kernel names, trace ") for n in named) == sorted(label for label, _ in fired.values())
 
-    with_ops = {h["trace"] for h in facts.host_ops}
+    with_ops = {h.trace for h in facts.host_ops}
     lacking = [t.label for i, t in enumerate(facts.traces) if i not in with_ops]
     assert 0 < len(lacking) < 6
     (m,) = [m for m in diagnose(facts)[1] if m.rule.startswith("Python / framework overhead")]

@@ -36,6 +36,6 @@ def test_dataloader_indexing_is_not_the_users_python_overhead(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     run = load_run(out)
     (stats,) = [host_op_stats(p) for p in run.profiles]
-    assert stats["excluded_s_per_step"] > 0  # the fetch windows were found and taken out
-    assert stats["ops_per_step"] < 100, stats  # the user's ops: forward, loss, backward, Adam (not 256 × index)
+    assert stats.excluded_s_per_step > 0  # the fetch windows were found and taken out
+    assert stats.ops_per_step < 100, stats  # the user's ops: forward, loss, backward, Adam (not 256 × index)
     assert not [f for f in build_report(run).findings if f.cause == "host.python"]

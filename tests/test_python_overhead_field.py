@@ -41,8 +41,8 @@ def test_resnet18_repeated_convolutions_keep_their_work():
     more, is the optimizer's own: ``FRAMEWORK_SCOPES``), but they are layers, not a loop over rows: only
     their dispatch is removable, a few per cent of a step whose time is inside the convolutions."""
     st = host_op_stats(load_trace(FIELD / "imagenet_resnet18.pt.trace.json.gz"))
-    assert st["looped_ops_per_step"] >= 200 and st["op_share"] > 0.95
-    assert st["removable_share"] < 0.05
+    assert st.looped_ops_per_step >= 200 and st.op_share > 0.95
+    assert st.removable_share < 0.05
 
 
 @pytest.mark.process

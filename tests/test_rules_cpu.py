@@ -3,8 +3,11 @@ predicts a gain with the shared definition, and says what is missing when its da
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from gpusleuth.analysis.host_ops import HostOps
 from gpusleuth.analysis.outcomes import Outcomes, StepStats
 from gpusleuth.analysis.telemetry import HostSummary, ProcessSummary
 from gpusleuth.diagnosis.engine import diagnose
@@ -109,18 +112,18 @@ def test_oversubscription_needs_threads_beyond_the_free_cores():
 
 
 def test_python_overhead_from_host_ops():
-    ops = {"label": "t", "steps": 10, "step_time_median_s": 0.01, "ops_per_step": 540, "tiny_ops_per_step": 530,
-           "median_op_us": 1.3, "op_share": 0.5, "python_share": 0.5, "tiny_op_share": 0.45,
-           "repeat": 16, "looped_ops_per_step": 512, "loop_python_share": 0.4, "loop_op_share": 0.4, "removable_share": 0.8,
-           "tiny_op_threshold_us": 20}
+    ops = HostOps(label="t", steps=10, step_time_median_s=0.01, ops_per_step=540, tiny_ops_per_step=530,
+                  median_op_us=1.3, op_share=0.5, python_share=0.5, tiny_op_share=0.45, repeat=16,
+                  looped_ops_per_step=512, loop_python_share=0.4, loop_op_share=0.4, removable_share=0.8,
+                  tiny_op_threshold_us=20, excluded_s_per_step=0.0)
     (fd,) = host.python_overhead(facts(host_ops=[ops]))
     assert fd.cause == "host.python" and fd.severity == "high"
     assert fd.estimated_gain.speedup == pytest.approx(1 / (1 - 0.8), rel=0.01)  # what the loop's removal removes
-    few = dict(ops, looped_ops_per_step=18, ops_per_step=20)
+    few = replace(ops, looped_ops_per_step=18, ops_per_step=20)
     assert host.python_overhead(facts(host_ops=[few])) == []
     # short ops and Python between ops that no loop issues (a small model's layers, a framework's hooks) are
     # not removable by vectorizing: no finding however large their share
-    framework = dict(ops, looped_ops_per_step=16, removable_share=0.03)
+    framework = replace(ops, looped_ops_per_step=16, removable_share=0.03)
     assert host.python_overhead(facts(host_ops=[framework])) == []
     missing = host.python_overhead(facts())
     assert isinstance(missing, Missing) and "--profile-steps" in missing.how

@@ -51,8 +51,8 @@ def test_host_time_between_ops_that_no_loop_issues_is_not_python_loop_overhead(d
     from gpusleuth.sources.kineto import load_trace
 
     st = host_op_stats(load_trace(DF))
-    assert st["python_share"] > 0.7 and st["loop_python_share"] < 0.05
-    assert st["removable_share"] < 0.15
+    assert st.python_share > 0.7 and st.loop_python_share < 0.05
+    assert st.removable_share < 0.15
     assert "host.python" not in _by_cause(df)
 
 

@@ -168,7 +168,7 @@ def test_profiled_loop_without_dataloader_input_is_not_python_overhead(tmp_path)
                                       "--batch", "32", run_args=("--profile-steps", "4-7"))
     (ops,) = analyze(run).host_ops
     want = truth["sums_s"]["input"] / truth["counts"]["input"]
-    assert ops["excluded_s_per_step"] == pytest.approx(want, rel=0.25)  # the input wait, taken out
+    assert ops.excluded_s_per_step == pytest.approx(want, rel=0.25)  # the input wait, taken out
     # what is left is the model's own step (its tiny ops, and on a loaded host the time it was descheduled
     # between them, may still make a host.python finding of its own), ranked below the input it waits on
     assert report.findings[0].cause.startswith("input."), [f.title for f in report.findings]

@@ -14,8 +14,8 @@ steps — so a trace read on its own gets findings with gains in seconds of its 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from gpusleuth.analysis.comm import CommSummary, job_comm
 from gpusleuth.analysis.comm import price as price_comm
 from gpusleuth.analysis.cost import find_price, price_table
 from gpusleuth.analysis.gpu_timeline import GpuTimeline, gpu_timelines
+from gpusleuth.analysis.host_ops import HostOps
 from gpusleuth.analysis.headline import Headline, compute_headline
 from gpusleuth.analysis.identity import RunInfo, run_info
 from gpusleuth.analysis.load import LoadAnalysis, analyze_load
@@ -60,7 +61,7 @@ class RunAnalysis:
     host: HostSummary | None
     gpu_scope: JobGpus | None = None  # which sampled GPUs were the job's (``gpus`` holds those), and how told
     traces: list[TraceAnalysis] = field(default_factory=list)  # one per rank
-    host_ops: list[dict[str, Any]] = field(default_factory=list)  # per trace with steps; "trace": its index
+    host_ops: list[HostOps] = field(default_factory=list)  # per trace with steps, naming its place in ``traces``
     headline: Headline | None = None
     dollars_per_second: float | None = None  # what one second of the job's wall time costs, all devices
     # utilization over time per GPU, for a GPU log read alone (no steps, no traces: nothing better to judge by)
@@ -132,8 +133,8 @@ def analyze(run: Run, options: AnalysisOptions | None = None, *, prices: dict[st
         if tr is not run:
             # a reader's loss already names its file ("x.sqlite: …"); say the file once
             losses.extend(msg if msg.startswith(f"{tr.label}:") else f"{tr.label}: {msg}" for msg in tr.losses)
-        if rank.host_ops:  # "trace": its trace's place in ``traces`` (labels repeat across single-rank jobs)
-            host_ops.append({**rank.host_ops, "trace": i})
+        if rank.host_ops is not None:  # named by place in ``traces``: labels repeat across single-rank jobs
+            host_ops.append(replace(rank.host_ops, trace=i))
         if progress is not None and ranks is None:
             progress(i + 1, len(sources))
     headline = (compute_headline(run, view, outcomes, gpus, options, prices, mllog, job_gemm_dtype(traces))

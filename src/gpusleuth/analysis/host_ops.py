@@ -34,7 +34,7 @@ rules; counted here it made a generator-fed LM's tokenizer "480 tiny ops per ste
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -111,7 +111,33 @@ def _excluded_name_mask(names: list[str]) -> np.ndarray:
     return m
 
 
-def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class HostOps:
+    """What one trace's training thread did on the host in its profiled steps: the top-level ops it issued,
+    how many came from a Python loop, and the share of step time rewriting that loop removes."""
+
+    label: str  # the trace's
+    steps: int
+    step_time_median_s: float
+    ops_per_step: float
+    tiny_ops_per_step: float
+    median_op_us: float
+    op_share: float  # of step time, inside top-level ops
+    python_share: float  # between them
+    tiny_op_share: float  # inside ops shorter than tiny_op_threshold_us
+    repeat: int  # an op issued this many times in a step is a loop's
+    looped_ops_per_step: float
+    loop_python_share: float
+    loop_op_share: float
+    # the looped calls' dispatch and the Python before each, of the step less the time the host took from it
+    # (descheduled calls): as on a quiet host
+    removable_share: float
+    tiny_op_threshold_us: float
+    excluded_s_per_step: float  # DataLoader fetches, input waits, collectives: not the training code's
+    trace: int | None = None  # its trace's place in RunAnalysis.traces (labels repeat across single-rank jobs)
+
+
+def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = None) -> HostOps | None:
     """Per-trace host op statistics over its ProfilerStep windows; None without steps or ops.
     ``input_spans``: (starts, ends), absolute epoch ns, of the measured input waits of the traced process's
     steps (the pre-forward gaps of a loop without a DataLoader); taken out like a DataLoader fetch."""
@@ -236,23 +262,22 @@ def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = 
     covered_ns = sum(s["covered_ns"] for s in steps)
     tiny = sum(s["tiny_ns"] for s in steps)
     ops_n = sum(s["ops"] for s in steps)
-    return {
-        "label": run.label,
-        "steps": len(steps),
-        "step_time_median_s": float(np.median([s["duration_ns"] for s in steps])) / 1e9,
-        "ops_per_step": ops_n / len(steps),
-        "tiny_ops_per_step": sum(s["tiny_ops"] for s in steps) / len(steps),
-        "median_op_us": float(np.median([s["median_op_ns"] for s in steps])) / 1e3,
-        "op_share": covered_ns / total,
-        "python_share": 1.0 - covered_ns / total,
-        "tiny_op_share": tiny / total,
-        "repeat": REPEAT,  # an op issued this many times in a step is a loop's
-        "looped_ops_per_step": sum(s["looped_ops"] for s in steps) / len(steps),
-        "loop_python_share": sum(s["loop_python_ns"] for s in steps) / total,
-        "loop_op_share": sum(s["loop_ops_ns"] for s in steps) / total,
-        # of the step less the time the host took from it (descheduled calls): as on a quiet host
-        "removable_share": sum(s["loop_python_ns"] + s["loop_ops_ns"] for s in steps)
+    return HostOps(
+        label=run.label,
+        steps=len(steps),
+        step_time_median_s=float(np.median([s["duration_ns"] for s in steps])) / 1e9,
+        ops_per_step=ops_n / len(steps),
+        tiny_ops_per_step=sum(s["tiny_ops"] for s in steps) / len(steps),
+        median_op_us=float(np.median([s["median_op_ns"] for s in steps])) / 1e3,
+        op_share=covered_ns / total,
+        python_share=1.0 - covered_ns / total,
+        tiny_op_share=tiny / total,
+        repeat=REPEAT,
+        looped_ops_per_step=sum(s["looped_ops"] for s in steps) / len(steps),
+        loop_python_share=sum(s["loop_python_ns"] for s in steps) / total,
+        loop_op_share=sum(s["loop_ops_ns"] for s in steps) / total,
+        removable_share=sum(s["loop_python_ns"] + s["loop_ops_ns"] for s in steps)
         / max(total - sum(s["stolen_ns"] for s in steps), 1),
-        "tiny_op_threshold_us": TINY_OP_NS / 1e3,
-        "excluded_s_per_step": excl_ns_total / 1e9 / len(steps),  # DataLoader fetches, input waits, collectives
-    }
+        tiny_op_threshold_us=TINY_OP_NS / 1e3,
+        excluded_s_per_step=excl_ns_total / 1e9 / len(steps),
+    )

@@ -11,11 +11,10 @@ rank's events are hundreds of MB in memory.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
-from gpusleuth.analysis.host_ops import host_op_stats
+from gpusleuth.analysis.host_ops import HostOps, host_op_stats
 from gpusleuth.analysis.trace import TraceAnalysis, analyze_trace
 from gpusleuth.run.model import Run
 
@@ -25,7 +24,7 @@ class RankSummary:
     """What the job's analysis reads of one rank (a profiler trace)."""
 
     trace: TraceAnalysis
-    host_ops: dict[str, Any] | None  # None: a CPU-op-less trace, or one too damaged to say
+    host_ops: HostOps | None  # None: a CPU-op-less trace, or one too damaged to say
 
     def portable(self) -> "RankSummary":
         """Without the trace's painted segments (megabytes; only ``--annotate`` draws them)."""
@@ -40,4 +39,4 @@ def summarize_rank(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None =
         ops = host_op_stats(run, input_spans)
     except Exception:  # noqa: BLE001 - a damaged trace must not take the report down; its losses say why
         ops = None
-    return RankSummary(trace=analyze_trace(run), host_ops=ops or None)
+    return RankSummary(trace=analyze_trace(run), host_ops=ops)

@@ -14,6 +14,7 @@ from typing import Any
 from gpusleuth.analysis.comm import CommSummary, RankComm
 from gpusleuth.analysis.engine import EngineAnalysis, EngineLevel
 from gpusleuth.analysis.gpu_timeline import GpuTimeline, Utilization
+from gpusleuth.analysis.host_ops import HostOps
 from gpusleuth.analysis.load import LoadAnalysis, LoadLevel
 from gpusleuth.analysis.loop import PhaseStats, Threads
 from gpusleuth.analysis.outcomes import Outcomes, StepStats
@@ -23,8 +24,8 @@ from gpusleuth.analysis.telemetry import GpuSummary, HostSummary
 from gpusleuth.analysis.trace import TraceAnalysis
 
 # the analysis types a rule names in its own annotations: rules import them from here, not from analysis/
-__all__ = ["CommSummary", "EngineLevel", "Facts", "GpuTimeline", "LoadLevel", "MissLevel", "PhaseStats", "RankComm",
-           "RequestAnalysis", "Threads", "TraceAnalysis", "Utilization"]
+__all__ = ["CommSummary", "EngineLevel", "Facts", "GpuTimeline", "HostOps", "LoadLevel", "MissLevel", "PhaseStats",
+           "RankComm", "RequestAnalysis", "Threads", "TraceAnalysis", "Utilization"]
 
 
 @dataclass
@@ -43,7 +44,7 @@ class Facts:
     loop_s: float | None = None  # first step start → last step end: the training loop incl. its phases
     threads: Threads = field(default_factory=Threads)
     traces: list[TraceAnalysis] = field(default_factory=list)  # one per --profile-steps trace (or per rank)
-    host_ops: list[dict[str, Any]] = field(default_factory=list)  # analysis.host_ops.host_op_stats per trace
+    host_ops: list[HostOps] = field(default_factory=list)  # analysis.host_ops.host_op_stats per trace
     hook_facts: list[dict[str, Any]] = field(default_factory=list)  # other ``I`` records (torch runtime…)
     # the first step carries one-off costs (DataLoader worker start-up inside iter(loader), lazy init):
     # its duration, data wait and data CPU, so steady-state rules can leave it out
@@ -105,13 +106,13 @@ class Facts:
         """``for_rank`` of every trace, in one pass (a trace set may hold thousands of ranks). Host ops name
         their trace by its place in ``traces`` (the analysis sets ``"trace"``: labels repeat when several
         single-rank jobs' traces are read together); ops built without it are paired by label."""
-        at: dict[int, dict[str, Any]] = {}
-        by_label: dict[str, dict[str, Any]] = {}
+        at: dict[int, HostOps] = {}
+        by_label: dict[str, HostOps] = {}
         for h in self.host_ops:
-            if "trace" in h:
-                at.setdefault(h["trace"], h)
+            if h.trace is not None:
+                at.setdefault(h.trace, h)
             else:
-                by_label.setdefault(h.get("label", ""), h)
+                by_label.setdefault(h.label, h)
         views = []
         for i, t in enumerate(self.traces):
             ops = at.get(i) or by_label.get(t.label)

@@ -15,9 +15,9 @@ instead of quietly judging the first rank.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, TypeVar
 
-from gpusleuth.diagnosis.facts import Facts
+from gpusleuth.diagnosis.facts import Facts, HostOps
 
 if TYPE_CHECKING:  # rules see Facts; these name what Facts holds
     from gpusleuth.analysis.telemetry import GpuSummary
@@ -76,7 +76,7 @@ def rank_trace(facts: Facts) -> TraceAnalysis | None:
     return facts.traces[0] if facts.traces and facts.traces[0].device_span_s > 0 else None
 
 
-def rank_host_ops(facts: Facts) -> dict[str, Any] | None:
+def rank_host_ops(facts: Facts) -> HostOps | None:
     """The host-op statistics of the one rank a ``@per_rank`` rule judges (None: its trace has no steps)."""
     if len(facts.host_ops) > 1:
         raise ValueError(f"a per-rank rule was given {len(facts.host_ops)} ranks' host ops: the engine calls it "

@@ -189,10 +189,10 @@ def python_overhead(facts: Facts) -> list[Finding] | Missing:
         return no_trace("Python / framework overhead", "host.python",
                         "a profiler trace of a few steps (ops per step, time between ops)")
     s = facts.outcomes.steps
-    overhead = h["removable_share"]
-    if h["looped_ops_per_step"] < LOOPED_OPS_PER_STEP or overhead < HOST_OVERHEAD_MODERATE:
+    overhead = h.removable_share
+    if h.looped_ops_per_step < LOOPED_OPS_PER_STEP or overhead < HOST_OVERHEAD_MODERATE:
         return []
-    step = facts.step_mean_s or h["step_time_median_s"]
+    step = facts.step_mean_s or h.step_time_median_s
     removable = min(overhead, 1 - FLOOR)
     # On an accelerator the host runs ahead of the device: Python time costs the step only where the
     # device sat idle waiting for the host (its host-bound and launch-bound idle). Bound the gain by it.
@@ -207,36 +207,36 @@ def python_overhead(facts: Facts) -> list[Finding] | Missing:
     saved = step * removable * s.steps if s.steps else 0.0
     gain = gain_from_seconds(
         facts, saved,
-        f"vectorizing the loop removes the dispatch of its {h['looped_ops_per_step']:.0f} op calls per step "
-        f"({h['loop_op_share']:.0%}: each call up to {h['tiny_op_threshold_us']:.0f} µs, its work stays) and the "
-        f"Python that issues them ({h['loop_python_share']:.0%}), at most {1 - FLOOR:.0%}, from the trace's "
+        f"vectorizing the loop removes the dispatch of its {h.looped_ops_per_step:.0f} op calls per step "
+        f"({h.loop_op_share:.0%}: each call up to {h.tiny_op_threshold_us:.0f} µs, its work stays) and the "
+        f"Python that issues them ({h.loop_python_share:.0%}), at most {1 - FLOOR:.0%}, from the trace's "
         "steps; ops issued a few times a step and the rest of the Python (framework hooks, logging) stay",
     )
     return [Finding(
         cause="host.python",
         severity="high" if overhead >= HOST_OVERHEAD_HIGH else "moderate",
-        title=(f"Steps are Python-loop overhead: {h['looped_ops_per_step']:.0f} op calls per step from "
+        title=(f"Steps are Python-loop overhead: {h.looped_ops_per_step:.0f} op calls per step from "
                "loops"),
-        summary=(f"In the profiled steps the code issued {h['ops_per_step']:.0f} ops per step "
-                 f"(median {h['median_op_us']:.1f} µs each), {h['looped_ops_per_step']:.0f} of them the same ops "
-                 f"again and again (≥ {h['repeat']} calls a step: a Python loop over rows or elements). Their "
-                 f"dispatch and the Python issuing them are {h['removable_share']:.0%} of step time; the "
+        summary=(f"In the profiled steps the code issued {h.ops_per_step:.0f} ops per step "
+                 f"(median {h.median_op_us:.1f} µs each), {h.looped_ops_per_step:.0f} of them the same ops "
+                 f"again and again (≥ {h.repeat} calls a step: a Python loop over rows or elements). Their "
+                 f"dispatch and the Python issuing them are {h.removable_share:.0%} of step time; the "
                  "processor waits on the interpreter, not on math."),
         evidence=[
-            Evidence("top-level ops per step", round(h["ops_per_step"], 1), "", f"profiler trace {h['label']}"),
-            Evidence(f"calls of ops issued ≥ {h['repeat']}× per step", round(h["looped_ops_per_step"], 1), "",
+            Evidence("top-level ops per step", round(h.ops_per_step, 1), "", f"profiler trace {h.label}"),
+            Evidence(f"calls of ops issued ≥ {h.repeat}× per step", round(h.looped_ops_per_step, 1), "",
                      "profiler trace"),
-            Evidence("their dispatch + the Python issuing them", round(h["removable_share"] * 100, 1),
+            Evidence("their dispatch + the Python issuing them", round(h.removable_share * 100, 1),
                      "% of step time", "profiler trace"),
-            Evidence("Python between ops (all)", round(h["python_share"] * 100, 1), "% of step time",
+            Evidence("Python between ops (all)", round(h.python_share * 100, 1), "% of step time",
                      "profiler trace"),
-            Evidence("time in ops < 20 µs (all)", round(h["tiny_op_share"] * 100, 1), "% of step time",
+            Evidence("time in ops < 20 µs (all)", round(h.tiny_op_share * 100, 1), "% of step time",
                      "profiler trace"),
-            Evidence("profiled steps", h["steps"], "", "profiler trace"),
+            Evidence("profiled steps", h.steps, "", "profiler trace"),
         ],
         fix=("Vectorize per-sample / per-element Python loops into batched tensor ops (e.g. one "
              "`F.cross_entropy(out, y)` instead of a loop over rows); then `model = torch.compile(model)` "
              "to fuse the remaining small ops (on a GPU, `mode=\"reduce-overhead\"` adds CUDA graphs)."),
         estimated_gain=gain,
-        confidence="medium" if h["steps"] >= 3 else "low",
+        confidence="medium" if h.steps >= 3 else "low",
     )]
