@@ -104,7 +104,7 @@ class Facts:
 
     def rank_views(self) -> list[Facts]:
         """``for_rank`` of every trace, in one pass (a trace set may hold thousands of ranks). Host ops name
-        their trace by its place in ``traces`` (the analysis sets ``"trace"``: labels repeat when several
+        their trace by its place in ``traces`` (the analysis sets ``HostOps.trace``: labels repeat when several
         single-rank jobs' traces are read together); ops built without it are paired by label."""
         at: dict[int, HostOps] = {}
         by_label: dict[str, HostOps] = {}
