@@ -136,14 +136,17 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(200, {"object": "list", "data": [{"id": MODEL_NAME, "object": "model"}]})
         self._json(200, {"ok": True})
 
-    def do_POST(self):
+    def read_request(self):
+        """(recv wall s, handler start, arrival on the perf_counter clock, chat?, request, prompt text, max_tokens),
+        or None after answering 404/400 (also the engine server's: openai_engine.py)."""
         recv, t0 = time.time(), time.perf_counter()
         # the kernel's arrival on the perf_counter clock (else the handler's start)
         t_in = t0 - (recv - self.arrived) if self.arrived and 0 <= recv - self.arrived < 60 else t0
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         chat = self.path.startswith("/v1/chat/completions")
         if not (chat or self.path.startswith("/v1/completions")):
-            return self._json(404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}})
+            self._json(404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}})
+            return None
         try:
             req = json.loads(body)
             text = prompt_text(req)
@@ -151,7 +154,15 @@ class Handler(BaseHTTPRequestHandler):
                 raise ValueError("neither prompt nor messages")
             max_tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
         except (ValueError, TypeError, AttributeError) as exc:
-            return self._json(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
+            self._json(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
+            return None
+        return recv, t0, t_in, chat, req, text, max_tokens
+
+    def do_POST(self):
+        got = self.read_request()
+        if got is None:
+            return
+        recv, t0, t_in, chat, req, text, max_tokens = got
         ids = tokenize(text)[:ARGS.context // 2] or [0]
         stream = bool(req.get("stream"))
         usage_in_stream = bool((req.get("stream_options") or {}).get("include_usage"))

@@ -19,6 +19,12 @@ queued behind earlier batches, then collected while the batcher's window filled)
 wall time, all of it: the request waits for the whole batch), ``post`` (the rest). Its *share* of the
 forwards (each forward's time divided among the requests it served) is what the request cost the model.
 
+For an engine (a generation loop), what a request waited behind before its own first forward: the other
+sequences' decode-only forwards that started after its request was queued while a slot was free
+(``behind_ns``, ``behind_steps``: a decode-first scheduler holding new prompts back, read by
+``analysis/slo_miss.py``), and ``model_ns``, its first forward's start → its last one's end (the engine
+running it, read by ``analysis/capacity.py``).
+
 Requests that ran no forward of their own while forwards ran outside any request, but could not be joined
 (no hand-off seen: the work went through something other than ``queue.Queue``/``asyncio.Queue``), are
 counted: the report says how many were left unattributed.
@@ -41,7 +47,9 @@ class BatchJoin:
 
     index: np.ndarray
     parts: dict[str, np.ndarray]  # pre_ns, wait_ns, queued_ns, collect_ns, infer_ns, post_ns, own_ns,
-    #                               prefill_ns, decode_ns, forwards, batch (requests in its first forward)
+    #                               prefill_ns, decode_ns, forwards, batch (requests in its first forward),
+    #                               behind_ns, behind_steps (others' decode-only forwards before its first),
+    #                               model_ns (its first forward's start → its last one's end)
     members: np.ndarray  # per row of ``batches``: requests joined to that forward
     unattributed: int  # requests without a forward of their own that overlapped forwards but joined none
     outside: int  # forwards outside any request
@@ -95,11 +103,14 @@ def join_batches(requests: Table, batches: Table) -> BatchJoin | None:
         if len(inside(p, int(start[i]), int(end[i]))):  # the model ran meanwhile, but not joinable to it
             unattributed += 1
     members = np.zeros(len(batches), dtype=np.int64)
+    firsts = np.zeros(len(batches), dtype=np.int64)  # per forward: joined requests it was the first of
     for _, cand in joined:
         members[cand] += 1
+        firsts[cand[0]] += 1
     dur = (b_e - b_s).astype(np.float64)
+    full = _most_together(members)
     names = ("pre_ns", "wait_ns", "queued_ns", "collect_ns", "infer_ns", "post_ns", "own_ns", "prefill_ns",
-             "decode_ns", "forwards", "batch")
+             "decode_ns", "forwards", "batch", "behind_ns", "behind_steps", "model_ns")
     out = {k: np.zeros(len(joined), dtype=np.int64) for k in names}
     for j, (i, cand) in enumerate(joined):
         first = int(b_s[cand[0]])
@@ -117,8 +128,36 @@ def join_batches(requests: Table, batches: Table) -> BatchJoin | None:
         out["decode_ns"][j] = int(dur[cand[1:]].sum())
         out["forwards"][j] = len(cand)
         out["batch"][j] = int(members[cand[0]])
+        out["model_ns"][j] = int(b_e[cand[-1]]) - first  # its first forward's start → its last one's end
+        out["behind_ns"][j], out["behind_steps"][j] = _behind(by_pid.get(int(pid[i])), b_s, dur, members, firsts,
+                                                              full, int(handoff[i]), first)
     index = np.asarray([i for i, _ in joined], dtype=np.int64)
     return BatchJoin(index=index, parts=out, members=members, unattributed=unattributed, outside=len(batches))
+
+
+def _most_together(members: np.ndarray) -> int:
+    """The most requests the forwards served together, counting only sizes at least 1 % of the joined forwards
+    had: one forward a stream's late reads attributed one request too many does not make a new maximum."""
+    m = members[members > 0]
+    if not len(m):
+        return 0
+    vals, counts = np.unique(m, return_counts=True)
+    return int(vals[counts >= max(1.0, 0.01 * len(m))].max())
+
+
+def _behind(forwards: tuple[np.ndarray, np.ndarray] | None, b_s: np.ndarray, dur: np.ndarray, members: np.ndarray,
+            firsts: np.ndarray, full: int, handoff: int, first: int) -> tuple[int, int]:
+    """(ns, steps) of the forwards a request waited behind that were the other requests' decode only, with a
+    slot free: they started after it was queued and before its own first forward, served joined requests,
+    were the first forward of none of them (no prefill in them), and ran fewer requests than ``full``, the
+    most the engine ran together. What a decode-first engine runs while a prompt waits; a step that full is
+    a wait for a slot — the engine's capacity, not its schedule — and is not counted."""
+    if forwards is None or handoff < 0 or first <= handoff:
+        return 0, 0
+    idx, starts = forwards
+    cand = idx[np.searchsorted(starts, handoff, "left"):np.searchsorted(starts, first, "left")]
+    decode = cand[(members[cand] > 0) & (firsts[cand] == 0) & (members[cand] < full)]
+    return int(dur[decode].sum()), len(decode)
 
 
 __all__ = ["BatchJoin", "HANDOFF_COLUMNS", "join_batches"]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from gpusleuth.analysis.capacity import assess_capacity
 from gpusleuth.analysis.comm import CommSummary, job_comm
 from gpusleuth.analysis.comm import price as price_comm
 from gpusleuth.analysis.cost import find_price, price_table
@@ -161,6 +162,7 @@ def analyze(run: Run, options: AnalysisOptions | None = None, *, prices: dict[st
     if requests is not None and load is not None:  # `gpusleuth load` levels: the server's split per level
         requests.levels = split_by_levels(requests, run, load.levels)
         requests.misses = explain_misses(run, load, requests)
+        requests.capacity = assess_capacity(load, requests)
     if requests is not None and requests.note:  # requests the batcher's forwards could not be tied to
         losses.append(requests.note)
     loop = loop_facts(run, view, host, basis.steps.steps if basis else 0,

@@ -28,9 +28,11 @@ import numpy as np
 
 from gpusleuth.analysis import intervals as iv
 from gpusleuth.analysis.batching import BatchJoin, join_batches
+from gpusleuth.analysis.capacity import Capacity
 from gpusleuth.analysis.load import LoadLevel
 from gpusleuth.analysis.slo_miss import MissLevel
 from gpusleuth.run.model import Run, Table
+from gpusleuth.run.request_ids import join_on_ids, request_keys
 
 PARTS = ("pre", "wait", "infer", "post")  # wait: for a batch (batching servers; 0 elsewhere)
 PEGGED_CORES = 0.8  # a server process averaging this much of one core or more is CPU-bound on its GIL
@@ -194,6 +196,7 @@ class RequestAnalysis:
     batching: BatchStats | None = None  # a batching server (forwards outside the requests), else None
     note: str | None = None  # one sentence when requests could not be attributed to the model's forwards
     misses: list[MissLevel] = field(default_factory=list)  # per level with SLO misses
+    capacity: Capacity | None = None  # under `gpusleuth load` with two levels or more
     # the rows behind the numbers, to split by load level without going back to the Run
     _rows: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _batches: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # forwards outside requests
@@ -212,6 +215,7 @@ class RequestAnalysis:
         out["levels"] = [asdict(lv) for lv in self.levels]
         out["batching"] = asdict(self.batching) if self.batching is not None else None
         out["misses"] = [asdict(m) for m in self.misses]
+        out["capacity"] = asdict(self.capacity) if self.capacity is not None else None
         out["cpu_pegged"] = self.cpu_pegged
         return out
 
@@ -285,7 +289,7 @@ def _with_batched(rows: dict[str, np.ndarray], r: Table, join: BatchJoin) -> dic
            "queue_ns": np.asarray(r["queue_ns"], dtype=np.int64)[i], "request_id": _ids(r)[i],
            "stages": np.asarray(r["stages"], dtype=object)[i] if "stages" in r else np.full(len(i), "{}", object)}
     for k in ("pre_ns", "wait_ns", "infer_ns", "post_ns", "forwards", "batch", "queued_ns", "collect_ns", "own_ns",
-              "prefill_ns", "decode_ns"):
+              "prefill_ns", "decode_ns", "behind_ns", "behind_steps", "model_ns"):
         add[k] = p[k]
     n_own = len(rows["start_ns"])
     out = {}
@@ -300,8 +304,8 @@ def _with_batched(rows: dict[str, np.ndarray], r: Table, join: BatchJoin) -> dic
 
 
 def _ids(r: Table) -> np.ndarray:
-    """The client's X-Request-Id per request row (-1 none, and in runs from before it was recorded)."""
-    return np.asarray(r["request_id"], dtype=np.int64) if "request_id" in r else np.full(len(r), -1, np.int64)
+    """The client's X-Request-Id per request row, as text ("" none, and in runs from before it was recorded)."""
+    return request_keys(r["request_id"]) if "request_id" in r else np.full(len(r), "", dtype=object)
 
 
 def _unattributed_note(join: BatchJoin | None, no_forward: int) -> str | None:
@@ -523,15 +527,12 @@ def _outside(level: RequestLevel, run: Run, rows: dict[str, np.ndarray], m: np.n
     level.client_p50_ms = float(np.percentile(client, 50)) / 1e6
     level.server_p50_ms = float(np.percentile(server, 50)) / 1e6
     if "request_id" in load and "request_id" in rows:
-        cid = np.asarray(load["request_id"], dtype=np.int64)[ok]
-        sid = rows["request_id"][m]
-        common, ci, si = np.intersect1d(cid, sid[sid >= 0], return_indices=True, assume_unique=False)
-        if len(common) >= max(10, len(client) // 2):
-            srv = server[sid >= 0][si]
-            gap = np.maximum(client[ci] - srv, 0.0)
+        ci, si = join_on_ids(np.asarray(load["request_id"])[ok], rows["request_id"][m])
+        if len(ci) >= max(10, len(client) // 2):
+            gap = np.maximum(client[ci] - server[si], 0.0)
             level.outside_p50_ms = float(np.percentile(gap, 50)) / 1e6
             level.outside_share = float(gap.sum() / client[ci].sum()) if client[ci].sum() > 0 else 0.0
-            level.outside_joined = len(common)
+            level.outside_joined = len(ci)
             return
     gap_ms = max(level.client_p50_ms - level.server_p50_ms, 0.0)
     level.outside_p50_ms = gap_ms

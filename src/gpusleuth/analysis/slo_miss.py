@@ -16,6 +16,11 @@ p50 over the **lightest level's** answered requests (a request with the server n
 with the largest excess is the reason; when the lightest level misses too, its requests' own cost is over
 the budget. Decode per output token (decode ÷ forwards after the first) says whether decode slowed as more
 sequences shared the model.
+
+On an engine whose forwards were joined to the requests (analysis/batching.py), the missed requests whose
+TTFT grew past the lightest level's p90 are also read for **prefill delayed by others' decode**: the other
+sequences' decode-only forwards each waited behind, with a slot free, between being queued and its own
+first forward — summed, their p50, and their share of those requests' client TTFT.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import numpy as np
 from gpusleuth.analysis.load_tokens import request_verdicts
 from gpusleuth.analysis.load import LoadAnalysis
 from gpusleuth.run.model import Run
+from gpusleuth.run.request_ids import join_on_ids, request_keys
 
 if TYPE_CHECKING:  # requests.py holds a list of MissLevel: importing it here at run time would be a cycle
     from gpusleuth.analysis.requests import RequestAnalysis
@@ -55,12 +61,23 @@ class MissLevel:
     baseline_decode_per_token_ms: float | None = None
     ttft_only: bool = False  # every missed request missed only its TTFT budget
     notes: list[str] = field(default_factory=list)
+    # prefill delayed by others' decode (a continuous-batching engine, its forwards joined to the requests):
+    # over the joined missed requests whose TTFT grew past the lightest level's p90, the others' decode-only
+    # forwards each waited behind before its own first forward (analysis/batching.py)
+    ttft_grew: int = 0  # such requests with their forwards joined (0: not a batching engine, or none grew)
+    behind_decode_share: float | None = None  # Σ time behind others' decode ÷ Σ their TTFT (client)
+    behind_decode_p50_ms: float | None = None
+    behind_steps_p50: float | None = None
+    behind_decode_ms: float | None = None  # summed over those requests
+    ttft_p50_ms: float | None = None  # their TTFT (client), p50
+    baseline_ttft_p90_ms: float | None = None  # the lightest level's TTFT p90: "grew" is past this
 
 
-def _server_parts(rows: dict[str, np.ndarray]) -> dict[int, np.ndarray]:
-    """request id → [latency ns, queue, pre, wait, prefill, decode, post, decode forwards] of the server's rows."""
+def _server_parts(rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """request id → [latency ns, queue, pre, wait, prefill, decode, post, decode forwards, behind others' decode
+    ns, steps] of the server's rows (ids the server saw more than once are left out: run/request_ids.py)."""
     ids = rows.get("request_id")
-    if ids is None or not (ids >= 0).any():
+    if ids is None or not len(ids):
         return {}
     n = len(ids)
 
@@ -74,20 +91,47 @@ def _server_parts(rows: dict[str, np.ndarray]) -> dict[int, np.ndarray]:
         else infer - prefill
     queue = col("queue_ns")
     latency = rows["end_ns"] - rows["start_ns"] + queue
+    behind = rows["behind_ns"] if "behind_ns" in rows else np.full(n, -1, np.int64)  # -1: not joined to forwards
+    steps = rows["behind_steps"] if "behind_steps" in rows else np.full(n, -1, np.int64)
     table = np.stack([latency, queue, col("pre_ns"), col("wait_ns"), prefill, np.maximum(decode, 0),
-                      col("post_ns"), np.maximum(rows["forwards"] - 1, 0)], axis=1)
-    return {int(i): table[k] for k, i in enumerate(ids.tolist()) if i >= 0}
+                      col("post_ns"), np.maximum(rows["forwards"] - 1, 0), behind, steps], axis=1)
+    keys = request_keys(ids)
+    _, once = join_on_ids(keys, keys)
+    return {str(keys[k]): table[k] for k in once.tolist()}
 
 
-def _parts_of(client_ns: np.ndarray, ids: np.ndarray, server: dict[int, np.ndarray]) -> np.ndarray:
-    """Rows [outside, queue, pre, wait, prefill, decode, post, decode forwards] (ns) of the joined requests."""
+FWD, BEHIND, STEPS, TTFT = (len(PARTS) + k for k in range(4))  # the columns after the parts in _parts_of's rows
+
+
+def _parts_of(client_ns: np.ndarray, ttft_ns: np.ndarray, ids: np.ndarray, server: dict[str, np.ndarray]) -> np.ndarray:
+    """Rows [outside, queue, pre, wait, prefill, decode, post, decode forwards, behind others' decode, its steps,
+    the client's TTFT] (ns) of the joined requests."""
     out = []
-    for c, i in zip(client_ns.tolist(), ids.tolist()):
-        s = server.get(int(i))
+    keys = request_keys(ids)
+    _, once = join_on_ids(keys, keys)  # an id the client sent twice joins neither answer
+    for c, t, i in zip(client_ns[once].tolist(), ttft_ns[once].tolist(), keys[once].tolist()):
+        s = server.get(i)
         if s is None:
             continue
-        out.append([max(c - int(s[0]), 0), *s[1:].tolist()])
-    return np.asarray(out, dtype=np.float64).reshape(-1, len(PARTS) + 1)
+        out.append([max(c - int(s[0]), 0), *s[1:].tolist(), t])
+    return np.asarray(out, dtype=np.float64).reshape(-1, TTFT + 1)
+
+
+def _behind_decode(entry: "MissLevel", parts: np.ndarray, base_ttft_ns: np.ndarray) -> None:
+    """Fill ``entry``'s prefill-behind-decode numbers from its joined missed requests whose TTFT grew."""
+    if not len(base_ttft_ns):
+        return
+    p90 = float(np.percentile(base_ttft_ns, 90))
+    grew = parts[(parts[:, TTFT] > p90) & (parts[:, BEHIND] >= 0)]
+    entry.baseline_ttft_p90_ms = p90 / 1e6
+    entry.ttft_grew = len(grew)
+    if not len(grew) or grew[:, TTFT].sum() <= 0:
+        return
+    entry.behind_decode_share = float(grew[:, BEHIND].sum() / grew[:, TTFT].sum())
+    entry.behind_decode_p50_ms = float(np.median(grew[:, BEHIND])) / 1e6
+    entry.behind_steps_p50 = float(np.median(grew[:, STEPS]))
+    entry.behind_decode_ms = float(grew[:, BEHIND].sum()) / 1e6
+    entry.ttft_p50_ms = float(np.median(grew[:, TTFT])) / 1e6
 
 
 def _p50s(parts: np.ndarray) -> dict[str, float]:
@@ -95,10 +139,10 @@ def _p50s(parts: np.ndarray) -> dict[str, float]:
 
 
 def _per_token(parts: np.ndarray) -> float | None:
-    many = parts[:, len(PARTS)] > 0
+    many = parts[:, FWD] > 0
     if not many.any():
         return None
-    return float(np.median(parts[many, PARTS.index("decode")] / parts[many, len(PARTS)])) / 1e6
+    return float(np.median(parts[many, PARTS.index("decode")] / parts[many, FWD])) / 1e6
 
 
 def explain_misses(run: Run, load: LoadAnalysis | None, requests: RequestAnalysis | None) -> list[MissLevel]:
@@ -120,12 +164,15 @@ def explain_misses(run: Run, load: LoadAnalysis | None, requests: RequestAnalysi
     if not levels:
         return []
 
-    def client(ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return (ld["end_ns"][ok].astype(np.int64) - ld["start_ns"][ok].astype(np.int64),
-                ld["request_id"][ok].astype(np.int64))
+    def client(ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        start, end = ld["start_ns"][ok].astype(np.int64), ld["end_ns"][ok].astype(np.int64)
+        first = ld["first_token_ns"][ok].astype(np.int64)
+        return end - start, np.where(first > 0, first - start, end - start), ld["request_id"][ok]
 
     base_lv = levels[0]
-    base_parts = _parts_of(*client(answered & (level == base_lv.level)), server)
+    base_client = client(answered & (level == base_lv.level))
+    base_ttft = base_client[1]
+    base_parts = _parts_of(*base_client, server)
     base = _p50s(base_parts)
     out = []
     for lv in levels:
@@ -136,8 +183,8 @@ def explain_misses(run: Run, load: LoadAnalysis | None, requests: RequestAnalysi
         missed = ~good
         if not missed.any():
             continue
-        c_ns, ids = client(ok)
-        parts = _parts_of(c_ns[missed], ids[missed], server)
+        c_ns, ttft, ids = client(ok)
+        parts = _parts_of(c_ns[missed], ttft[missed], ids[missed], server)
         ttft_only = "ttft_ms" in over_by and all(
             not (v[missed] & ~over_by["ttft_ms"][missed]).any() for k, v in over_by.items() if k != "ttft_ms")
         entry = MissLevel(level=lv.level, concurrency=lv.concurrency, rate=lv.rate, answered=int(ok.sum()),
@@ -156,6 +203,7 @@ def explain_misses(run: Run, load: LoadAnalysis | None, requests: RequestAnalysi
         entry.dominant = top if entry.excess_ms[top] > 0 else None
         entry.decode_per_token_ms = _per_token(parts)
         entry.baseline_decode_per_token_ms = _per_token(base_parts) if len(base_parts) else None
+        _behind_decode(entry, parts, base_ttft)
         out.append(entry)
     return out
 

@@ -26,7 +26,7 @@ from typing import Callable
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules import (busy_idle, copies, distributed, gpu, gpu_log, host, memory, phases, precision,
-                                       serving, sizing, stragglers, sync, throttling)
+                                       serving, serving_capacity, sizing, stragglers, sync, throttling)
 from gpusleuth.diagnosis.rules import input as input_rules
 from gpusleuth.diagnosis.rules._scope import Scope, scope_of
 
@@ -52,6 +52,8 @@ RULES = (
     serving.waiting_for_a_batch,
     serving.outside_the_server,
     serving.slo_misses,
+    serving_capacity.prefill_behind_decode,
+    serving_capacity.too_few_replicas,
     serving.engine_capacity,
     input_rules.input_bound,
     input_rules.h2d_transfer,

@@ -34,6 +34,9 @@ CAUSES: dict[str, str] = {
     "serving.engine_capacity": "an LLM engine's own metrics: its KV cache full, sequences preempted, requests waiting for a slot",
     # added in issue 27
     "not_judged": "too little to judge: what the device did is said, and no bottleneck is ranked (never 'healthy')",
+    # added in issue 26 (why requests missed their SLO)
+    "serving.prefill_behind_decode": "an LLM engine ran other sequences' decode steps while new prompts waited: time to first token lost to the schedule",
+    "serving.too_few_replicas": "one replica is full: throughput flat while requests wait, the model busy; N replicas for the load",
 }
 
 #: The product brief's debugging order. The report walks these stages in this order; each cause belongs to
@@ -75,6 +78,8 @@ STAGE_OF_CAUSE: dict[str, str] = {
     "serving.outside_server": "stages",
     "serving.slo_miss": "stages",
     "serving.engine_capacity": "batch",
+    "serving.prefill_behind_decode": "batch",
+    "serving.too_few_replicas": "sizing",
 }
 
 SEVERITIES = ("none", "moderate", "high")

@@ -247,7 +247,8 @@ class Generator:
     def _next(self, bodies) -> tuple[bytes, int, int]:
         """(request bytes, request id, prompt index) of the next request."""
         body, prompt = next(bodies)
-        rid = next(self.ids)
+        # the row's id is the one sent: none of ours when the user's --header set X-Request-Id
+        rid = next(self.ids) if self.tag_ids else -1
         extra = b"X-Request-Id: %d\r\n" % rid if self.tag_ids else b""
         return self.target.request(body, extra), rid, prompt
 

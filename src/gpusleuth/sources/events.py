@@ -16,6 +16,7 @@ import numpy as np
 
 from gpusleuth.run.layout import RunDir
 from gpusleuth.run.model import ProcessInfo, Table
+from gpusleuth.run.request_ids import clean_request_id
 
 DELIMITERS = ("optimizer", "backward", "explicit")
 _DELIM_CODE = {"o": "optimizer", "b": "backward", "e": "explicit"}
@@ -197,19 +198,22 @@ def request_fields(parts: list[str]) -> tuple:
             raise ValueError("stage time out of range")
         clean["".join(ch if ch.isprintable() else " " for ch in str(name))[:STAGE_NAME_MAX]] = ns
     # the queue hand-off (docs/serving.md, "Batching servers"): -1 when none, or a line from before it existed
-    # the client's X-Request-Id (an integer; -1 none), the first forward's wall ns (a generation's prefill),
-    # the request's last get from a queue (a streaming handler's last token) and how many it made
-    handoff = tuple(int(parts[i]) if len(parts) > i else -1 for i in (12, 13, 14, 15, 16, 17, 18))
-    if not all(-1 <= v < 2**63 for v in handoff):
-        raise ValueError("hand-off times or request id out of range")
+    # the first forward's wall ns (a generation's prefill), the request's last get from a queue (a streaming
+    # handler's last token) and how many it made
+    handoff = tuple(int(parts[i]) if len(parts) > i else -1 for i in (12, 13, 14))
+    later = tuple(int(parts[i]) if len(parts) > i else -1 for i in (16, 17, 18))
+    if not all(-1 <= v < 2**63 for v in handoff + later):
+        raise ValueError("hand-off times out of range")
+    # the client's X-Request-Id as text, whatever it sent (run/request_ids.py: bounded, printable); "" none
+    rid = clean_request_id(parts[15]) if len(parts) > 15 else ""
     return (start, end, queue, pre, infer, post, status, kind, forwards, batch,
-            json.dumps(clean, separators=(",", ":"), ensure_ascii=False), *handoff)
+            json.dumps(clean, separators=(",", ":"), ensure_ascii=False), *handoff, rid, *later)
 
 
 def request_table(rows: list[tuple]) -> Table:
     """``R`` rows (pid first) → the ``requests`` table, in time order; ``stages`` is JSON text per row."""
     cols = list(zip(*rows))
-    kinds = (np.int64,) * 8 + (object, np.int64, np.int64, object) + (np.int64,) * 7
+    kinds = (np.int64,) * 8 + (object, np.int64, np.int64, object) + (np.int64,) * 3 + (object,) + (np.int64,) * 3
     return Table({name: np.asarray(col, dtype=kind) for name, col, kind in zip(REQUEST_COLUMNS, cols, kinds)}
                  ).sort_by("start_ns")
 

@@ -18,6 +18,7 @@ from typing import NamedTuple
 from gpusleuth.diagnosis.facts import EngineLevel, Facts, LoadLevel, MissLevel, RequestAnalysis
 from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
 from gpusleuth.diagnosis.rules._common import no_gpu
+from gpusleuth.diagnosis.rules.serving_capacity import BEHIND_MODERATE, PREFILL_FIX
 
 MIN_REQUESTS = 20  # fewer requests than this say too little about a server
 MIN_ALONE = 10  # requests alone in the server (nothing else in flight) enough to know a request's own split
@@ -522,6 +523,17 @@ def slo_misses(facts: Facts) -> list[Finding] | Missing:
         share = 0.0
     else:
         what, fix = _MISS_FIX[dominant]
+        if dominant in ("queue", "wait") and (m.behind_decode_share or 0.0) >= BEHIND_MODERATE:
+            # an engine that ran the others' decode while the prompt waited (serving.prefill_behind_decode)
+            what = (f"waiting before their first forward, {_pct(m.behind_decode_share or 0.0)} % of their time to "
+                    "first token behind the other sequences' decode steps")
+            fix = PREFILL_FIX
+        cap = ra.capacity
+        if (dominant in ("outside", "queue", "wait") and cap is not None and cap.saturated
+                and cap.offered_level == m.level and cap.replicas):
+            what = f"waiting for a full replica ({_MISS_FIX[dominant][0].split(' (')[0]})"
+            fix = (f"One replica is full at this load (see the too-few-replicas finding): run {cap.replicas} "
+                   "replicas, or send each less traffic.")
         grew = m.excess_ms[dominant]
         share = grew / total if total > 0 else 0.0
         slowed = ""
