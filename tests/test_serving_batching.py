@@ -227,6 +227,41 @@ def test_hand_off_fields_and_forward_lines_parse_and_damage_is_counted(tmp_path)
     assert any("3 unreadable line(s)" in loss for loss in ev.losses), ev.losses
 
 
+def test_a_probe_answered_while_a_full_batch_ran_is_not_an_unattributed_request():
+    """Recorded under load (issue 22 item 8; the asyncio batcher at concurrency 2, load 11): ``gpusleuth load``'s
+    own once-a-second GET /metrics, answered 404 by the FastAPI server in 0.96 ms, spanned a 0.29 ms forward
+    (+0.44 ms → +0.73 ms) whose 2 rows were the 2 requests joined to it through their hand-offs — and was
+    counted as a request the batcher served that could not be tied to its batch. A forward whose rows are all
+    taken has no room for another request; one with room (or of unknown rows) still counts the overlap."""
+    from gpusleuth.analysis.batching import join_batches
+    from gpusleuth.run.model import Table
+
+    def i64(*v: int) -> np.ndarray:
+        return np.asarray(v, dtype=np.int64)
+
+    ms, t0 = 1_000_000, 1_795_675_631_076_225_437  # the probe's start on the wall clock
+    # two clients' requests in the batch (hand-off, take, answer around the forward), then the probe: no
+    # hand-off, no forward of its own, 404
+
+    def at(*v: int) -> np.ndarray:
+        return i64(*(t0 + x for x in v))
+
+    requests = Table({"pid": i64(7, 7, 7), "start_ns": at(-24 * ms, -23 * ms, 0),
+                      "end_ns": at(2 * ms, 2 * ms, 958_371), "forwards": i64(0, 0, 0),
+                      "handoff_ns": i64(*at(-23 * ms, -22 * ms), -1), "claimed_ns": i64(*at(-22 * ms, -21 * ms), -1),
+                      "delivered_ns": i64(*at(ms, ms), -1), "received_ns": i64(-1, -1, -1), "gets": i64(0, 0, 0)})
+
+    def forward(rows: int) -> Table:
+        return Table({"pid": i64(7), "start_ns": at(441_489), "end_ns": at(729_600), "rows": i64(rows)})
+
+    full = join_batches(requests, forward(2))
+    assert full is not None and full.index.tolist() == [0, 1] and full.members.tolist() == [2]
+    assert full.unattributed == 0
+    for rows in (3, -1):  # room for a third request, or nothing known of the forward's rows: the overlap counts
+        room = join_batches(requests, forward(rows))
+        assert room is not None and room.index.tolist() == [0, 1] and room.unattributed == 1, rows
+
+
 # --------------------------------------------------------------------------- why requests missed the SLO
 def _llm_load(tmp_path: Path, concurrency: str, slo: str) -> tuple[dict, list[dict], dict]:
     """``gpusleuth load …/v1/completions --slo … -- python openai_stream.py`` (issue 26's streaming server,

@@ -27,7 +27,10 @@ running it, read by ``analysis/capacity.py``).
 
 Requests that ran no forward of their own while forwards ran outside any request, but could not be joined
 (no hand-off seen: the work went through something other than ``queue.Queue``/``asyncio.Queue``), are
-counted: the report says how many were left unattributed.
+counted: the report says how many were left unattributed. A forward whose rows (its first tensor's first
+dimension: at least one per request it served) are all taken by the requests joined to it had no room for
+another, so a request that overlapped only such forwards is not counted: a health check or a metrics scrape
+answered while a batch ran is no lost request. A forward of unknown rows always has room.
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ def join_batches(requests: Table, batches: Table) -> BatchJoin | None:
         return out
 
     joined: list[tuple[int, np.ndarray]] = []
-    unattributed = 0
+    unjoined: list[int] = []
     for i in np.flatnonzero(~own_forward).tolist():
         p = int(pid[i])
         if handoff[i] >= 0:
@@ -100,13 +103,18 @@ def join_batches(requests: Table, batches: Table) -> BatchJoin | None:
             if len(cand):
                 joined.append((i, cand))
                 continue
-        if len(inside(p, int(start[i]), int(end[i]))):  # the model ran meanwhile, but not joinable to it
-            unattributed += 1
+        unjoined.append(i)
     members = np.zeros(len(batches), dtype=np.int64)
     firsts = np.zeros(len(batches), dtype=np.int64)  # per forward: joined requests it was the first of
     for _, cand in joined:
         members[cand] += 1
         firsts[cand[0]] += 1
+    # the model ran meanwhile, but the request is not joinable to it: unattributed, unless every forward it
+    # overlapped had all its rows taken by the requests joined to it (a 404 for gpusleuth load's own /metrics
+    # scrape that happened to span a batch of two served two others: no room in it for this one)
+    rows = _col(batches, "rows", len(batches))
+    room = (rows <= 0) | (members < rows)
+    unattributed = sum(1 for i in unjoined if room[inside(int(pid[i]), int(start[i]), int(end[i]))].any())
     dur = (b_e - b_s).astype(np.float64)
     full = _most_together(members)
     names = ("pre_ns", "wait_ns", "queued_ns", "collect_ns", "infer_ns", "post_ns", "own_ns", "prefill_ns",
