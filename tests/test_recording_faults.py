@@ -334,7 +334,7 @@ def test_reading_a_finished_run_never_writes_it(tmp_path):
 
 @pytest.mark.slow
 def test_reports_of_a_run_being_recorded_take_nothing_from_it(tmp_path):
-    """Case 1: a report at t = 10 s of a 25 s run finalized it under the recorder (89 host samples over
+    """Reports, compare and fleet of a run being recorded. Case 1: a report at t = 10 s of a 25 s run finalized it under the recorder (89 host samples over
     8.8 s instead of 383 over 38 s), and said the launcher was killed. Case 9: a second concurrent report
     said "nothing is lost: host.arrows is kept" after the first had converted it."""
     out, stop = tmp_path / "run", tmp_path / "stop"
@@ -355,6 +355,12 @@ def test_reports_of_a_run_being_recorded_take_nothing_from_it(tmp_path):
             stdout, stderr = r.communicate(timeout=120)
             assert r.returncode == 0, stderr
             docs.append(json.loads(stdout))
+        cache = tmp_path / "cache"
+        for args in (("compare", out, out, "--json"), ("fleet", out, "--json")):  # the other readers too
+            r = gpusleuth(*args, env={"GPUSLEUTH_CACHE_DIR": str(cache)}, timeout=120)
+            assert r.returncode == 0, (args, r.stderr)
+        assert json.loads(r.stdout)["runs"] == 1
+        assert not list(cache.glob("summaries/*.json")), "a run still being recorded is summarized afresh"
         assert job.poll() is None, "the reports must run while the job is recording"
         assert {p.name: p.stat().st_ino for p in out.glob("*.arrows")} == streams, "streams untouched"
         assert not list(out.glob("*.parquet")) and not (out / "summary.json").exists()
