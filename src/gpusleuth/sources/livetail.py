@@ -21,6 +21,7 @@ from gpusleuth.run.model import pick_main
 from gpusleuth.sources.events import int_or_none, step_fields
 
 WINDOW_STEPS = 20  # step statistics are over the most recent steps: what the job does *now*
+MAX_PHASES = 10_000  # phases kept for carving the windows (a phase every step: 500 windows' worth)
 
 
 class ArrowTail:
@@ -69,9 +70,10 @@ class EventsTail:
         self.steps: dict[int, deque] = {}
         self.counts: dict[int, int] = {}
         self.ranks: dict[int, int | None] = {}
-        # (start_ns, end_ns) of every process's phases that ended, back to the oldest step of any window:
-        # the live window carves them out of its steps as the report does (analysis/window.py)
-        self.phases: list[tuple[int, int]] = []
+        # (start_ns, end_ns) of every process's phases that ended, back to the oldest step of any window
+        # (at most MAX_PHASES: a process that stopped stepping long ago keeps its window): the live window
+        # carves them out of its steps as the report does (analysis/window.py)
+        self.phases: deque[tuple[int, int]] = deque(maxlen=MAX_PHASES)
 
     def poll(self) -> None:
         try:
@@ -100,7 +102,7 @@ class EventsTail:
                 self._line(pid, line.decode("utf-8", "replace"))
         if self.phases and self.steps:
             oldest = min(w[0][0] for w in self.steps.values() if w)
-            self.phases = [p for p in self.phases if p[1] > oldest]
+            self.phases = deque((p for p in self.phases if p[1] > oldest), maxlen=MAX_PHASES)
 
     def _line(self, pid: int, line: str) -> None:
         kind, _, rest = line.partition("\t")
