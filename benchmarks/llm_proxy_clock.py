@@ -33,7 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SERVERS = REPO / "tests" / "servers"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.append(str(Path(__file__).resolve().parent))  # appended: never shadows a caller's modules
 
 from llm_engine import stop_engine as stop, wait_engine  # noqa: E402 (the engine's start and stop, shared)
 

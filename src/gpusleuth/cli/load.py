@@ -323,7 +323,7 @@ def _url_only(args, plan):
     engine = _engine_scraper(args)
     try:
         ready = args.ready_timeout if args.ready_timeout is not None else 5.0
-        result = run_plan(plan, cancel, ready, _say, on_ready=engine.baseline)
+        result = run_plan(plan, cancel, ready, _say, on_ready=_baseline(plan, engine))
     finally:
         signal.signal(signal.SIGINT, old)
         engine.stop()
@@ -339,6 +339,13 @@ def _engine_scraper(args):
     from gpusleuth.recorder.engine_scrape import EngineScraper
 
     return EngineScraper(args.url, insecure=bool(getattr(args, "insecure", False))).start()
+
+
+def _baseline(plan, engine):
+    """The engine's scrape right before the first level, for an LLM endpoint (the engines gpusleuth reads all
+    serve one). A plain HTTP server gets none: a GET /metrics it answers 404 just before the load is a request
+    its own records would hold beside the load's."""
+    return engine.baseline if plan.api != "http" else None
 
 
 def _levels_done(driver, engine) -> str | None:
@@ -389,7 +396,7 @@ def _with_server(args, plan, command):
         raise LaunchError("gpusleuth load: --interval must be between 0 and 60 seconds")
     ready = args.ready_timeout if args.ready_timeout is not None else 60.0
     engine = _engine_scraper(args)
-    driver = LoadThread(plan, ready, _say, on_ready=engine.baseline)
+    driver = LoadThread(plan, ready, _say, on_ready=_baseline(plan, engine))
     started = time.monotonic()
     launched = launch(LaunchOptions(
         command=command, out=args.out or default_run_dir(command, "load"), interval_s=args.interval, grace_s=args.grace, use_gpu=not args.no_gpu,
