@@ -7,7 +7,8 @@ and keeps, with the wall-clock time of each scrape, only the lines of the metric
 the TTFT / queue / prefill / decode histograms of vLLM, SGLang, TGI and llama.cpp's server) — a few KB a
 scrape. A server that answers ``/metrics`` with none of those names (or not at all) is left alone after a
 few tries; nothing is written for it. Two scrapes are taken outside the once-a-second loop: one right
-before the first level (the server answered; with ``-- CMD`` it may have come up between two ticks) and one
+before the first level of an LLM endpoint's load (the server answered; with ``-- CMD`` it may have come up
+between two ticks; a plain HTTP server is not sent it, cli/load.py) and one
 when the levels are done (before a server started with ``-- CMD`` is stopped). An engine's counters grow when
 a request ends (llama.cpp's, vLLM's), so these two bracket every request the load sent: without them the
 first and last second's requests would be missing from the first and last level's tokens. At the end the
