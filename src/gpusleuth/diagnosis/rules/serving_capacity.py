@@ -159,9 +159,11 @@ def too_few_replicas(facts: Facts) -> list[Finding] | Missing:
         cause="serving.too_few_replicas", severity="high" if high else "moderate",
         title=f"Too few replicas: one is full at {hname} ({heavy.rps:.1f} requests/s); {cap.replicas} needed",
         summary=summary, evidence=evidence, fix=fix,
-        estimated_gain=Gain(step_share=0.0, wall_share=0.0, seconds_per_run=0.0, speedup=float(cap.replicas),
-                            method=f"{cap.replicas} replicas serve {cap.replicas}× one replica's capacity {within}; "
-                                   "measure by loading them at the same level"),
+        # not a speedup of this replica: N of them, N times the hardware (and its cost), serve N times its capacity
+        estimated_gain=Gain(step_share=0.0, wall_share=0.0, seconds_per_run=0.0, speedup=1.0,
+                            method=f"no replica gets faster: {cap.replicas} replicas serve {cap.replicas}× one "
+                                   f"replica's capacity {within}, at {cap.replicas}× its cost; measure by loading "
+                                   "them at the same level"),
         confidence="medium" if high else "low",
     )]
 
