@@ -1,5 +1,6 @@
 """The type check: ``python -m mypy`` with the repository's own configuration (pyproject.toml, [tool.mypy]:
-strict on analysis/, diagnosis/ and report/, the typed contracts between the stages), clean.
+strict on analysis/, diagnosis/, report/, render/ and pipeline/: the typed contracts between the stages,
+the renderers that read them and the passes that build them), clean.
 
 A renamed field of a typed contract (``TraceAnalysis``, ``Report``, ``Facts``) then fails here instead of
 becoming a silent ``None`` or zero in a report."""

@@ -16,7 +16,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from gpusleuth.recorder.launcher import default_run_dir
 from gpusleuth.experiments import grid as g
@@ -26,6 +26,9 @@ from gpusleuth.experiments.oom import is_oom_exit
 from gpusleuth.run.layout import RunDir
 from gpusleuth.analysis.noise import repeats_floor
 from gpusleuth.experiments.stats import Band, Knee, Verdict, band, knee, verdict
+
+if TYPE_CHECKING:
+    from gpusleuth.experiments.maxbatch import MaxBatchResult
 
 BATCH_NAMES = ("batch_size", "batch", "bs")
 STDERR_TAIL_LINES = 12
@@ -101,7 +104,7 @@ class SweepResult:
     knees: list[dict] = field(default_factory=list)  # {"group": label, "knee": Knee, "curve": [(x, y)]}
     predictions: list = field(default_factory=list)  # PredictionCheck
     caveats: list[str] = field(default_factory=list)
-    max_batch: object | None = None  # MaxBatchResult when --max-batch ran
+    max_batch: MaxBatchResult | None = None  # when --max-batch ran
     wall_s: float = 0.0
 
     def to_dict(self) -> dict:

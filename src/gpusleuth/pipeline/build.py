@@ -17,11 +17,11 @@ from gpusleuth.report.build import report_from
 from gpusleuth.report.model import Report
 from gpusleuth.run.layout import RunDir
 from gpusleuth.run.model import Run
-from gpusleuth.sources.mllog import read_mllog
+from gpusleuth.sources.mllog import MlLog, read_mllog
 from gpusleuth.sources.prices import read_price_table
 
 
-def _mllog(run: Run, opts: AnalysisOptions):
+def _mllog(run: Run, opts: AnalysisOptions) -> MlLog | None:
     if opts.mllog:
         return read_mllog(opts.mllog)
     output = RunDir(run.path).output_log if run.path is not None and run.path.is_dir() else None

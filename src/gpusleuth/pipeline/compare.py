@@ -6,15 +6,19 @@ imported into a run directory) — then analysed, reported and compared against 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from gpusleuth.analysis.compare import Gate, RunColumn, column_for, compare
+from gpusleuth.analysis.options import AnalysisOptions
 from gpusleuth.pipeline.build import analyze_run
 from gpusleuth.report.build import report_from
 from gpusleuth.report.comparison import ComparisonReport, RunView, run_view
+from gpusleuth.sources.detect import ImportOptions
 from gpusleuth.sources.inputs import read_inputs
 
 
-def build_comparison(paths: list[Path], options, gates: list[Gate], progress=None, import_options=None
+def build_comparison(paths: list[Path], options: AnalysisOptions | None, gates: list[Gate],
+                     progress: Callable[[int, int], None] | None = None, import_options: ImportOptions | None = None
                      ) -> ComparisonReport:
     """Read each input (one side of the comparison each), build its Report, and compare them against the
     first (the baseline). One at a time: only one input's tables are held at once."""

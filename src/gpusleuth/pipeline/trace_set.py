@@ -26,6 +26,7 @@ kills its worker again is a sentence naming the file.
 
 from __future__ import annotations
 
+import logging
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -155,7 +156,7 @@ def _here(files: list[Path], tick: Progress | None) -> list[RankResult | RankFai
     return results
 
 
-def _with_events(paths: Sequence[Path], progress) -> list[Run]:
+def _with_events(paths: Sequence[Path], progress: Callable[[int, str], Progress | None] | None) -> list[Run]:
     from gpusleuth.sources.kineto import load_traces
 
     total = sum(p.stat().st_size for p in paths if p.is_file())
@@ -177,7 +178,7 @@ def _pool_map(files: list[Path], workers: int, tick: Progress | None,
     return [results[i] for i in range(len(files))]
 
 
-def _run_pool(files: list[Path], todo: list[int], workers: int, results: dict, tick: Progress | None,
+def _run_pool(files: list[Path], todo: list[int], workers: int, results: dict[int, RankResult | RankFailure], tick: Progress | None,
               step: Callable[[str], RankResult | RankFailure]) -> list[int]:
     """Run ``todo`` in a fresh pool; returns the ranks left unanswered because a worker died."""
     import multiprocessing
@@ -208,7 +209,7 @@ def _ray_map(files: list[Path], address: str, tick: Progress | None) -> list[Ran
     if started:
         try:
             ray.init(address=address or None, include_dashboard=False, log_to_driver=False,
-                     logging_level="ERROR")
+                     logging_level=logging.ERROR)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise InputError(address or "ray", f"cannot start or reach the Ray cluster: {exc}") from None
     try:

@@ -4,18 +4,23 @@ waiting for the last rank and transfer, and who the others waited for. Formats `
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
 
 from gpusleuth.render.units import dollars
 
+if TYPE_CHECKING:
+    from gpusleuth.report.model import Report
+
 
 def _ms(s: float) -> str:
     return f"{s * 1e3:.1f} ms"
 
 
-def render_comm(report, console: Console) -> None:
+def render_comm(report: Report, console: Console) -> None:
     comm = report.comm
     if comm is None:
         return
@@ -33,7 +38,7 @@ def render_comm(report, console: Console) -> None:
     console.print(t)
     unit = "GPU-h" if comm.hours_unit == "GPU-hours" else "process-h"
     cost = f"{comm.comm_gpu_hours:.4g} {unit} in collectives, {comm.wait_gpu_hours:.4g} {unit} of it waiting"
-    if comm.comm_dollars is not None:
+    if comm.comm_dollars is not None and comm.wait_dollars is not None:
         cost += f" ({dollars(comm.comm_dollars)} and {dollars(comm.wait_dollars)})"
     console.print(f"  {cost}")
     if report.outcomes is None:  # a trace-only report has no findings section: the cross-rank verdict here

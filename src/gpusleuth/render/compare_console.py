@@ -49,8 +49,8 @@ def render_compare(cr: ComparisonReport, console: Console) -> None:
             console.print(f"    {fmt(a)} → {fmt(b)} {unit}; [{style}]{escape(s['verdict'])}[/]")
     for g in c.gates:
         mark = "[bold red]FAIL[/]" if g.failed else "[green]pass[/]"
-        noise = "" if g.beyond_noise is None else (" (beyond noise)" if g.beyond_noise else " (within noise)")
-        console.print(f"  gate {escape(g.gate)} on {escape(g.run)}: {mark} — {escape(g.detail)}{noise}")
+        said = "" if g.beyond_noise is None else (" (beyond noise)" if g.beyond_noise else " (within noise)")
+        console.print(f"  gate {escape(g.gate)} on {escape(g.run)}: {mark} — {escape(g.detail)}{said}")
     _findings(cr, console)
 
 

@@ -5,6 +5,8 @@ GPU telemetry — …"; every rule with ``verbose``). Formats what the Report ho
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from gpusleuth.render.text import SafeConsole
 from rich.markup import escape
@@ -15,6 +17,10 @@ from gpusleuth.render.comm_console import render_comm
 from gpusleuth.render.serving_console import render_serving
 from gpusleuth.report.model import Report
 from gpusleuth.render.units import human_bytes
+
+if TYPE_CHECKING:
+    from gpusleuth.analysis.telemetry import Dist
+    from gpusleuth.diagnosis.finding import Finding, Gain
 
 SEVERITY_STYLE = {"high": "bold red", "moderate": "yellow", "none": "green"}
 SHARE_LABELS = {"startup": "start-up (before first step)", "data_wait": "exposed data wait",
@@ -32,7 +38,7 @@ def _pct(x: float | None, digits: int = 0) -> str:
 
 
 
-def _dist(d: dict | None, unit: str = "%") -> str:
+def _dist(d: Dist | None, unit: str = "%") -> str:
     if not d:
         return "–"
     return f"{d['mean']:.0f}{unit} (p5 {d['p5']:.0f}, p95 {d['p95']:.0f})"
@@ -86,6 +92,8 @@ def render_console(report: Report, console: Console | None = None, verbose: bool
 
 def _outcomes(report: Report, console: Console) -> None:
     o = report.outcomes
+    if o is None:
+        return
     s = o.steps
     console.print()
     console.print("[bold]Outcomes[/]")
@@ -183,7 +191,7 @@ def _host(report: Report, console: Console) -> None:
                       + (" (while the steps ran)" if h.cpu_pct_steps else ""))
 
 
-def _gain(g) -> str:
+def _gain(g: Gain | None) -> str:
     if g is None or g.speedup == float("inf"):
         return ""
     money = f", ${g.dollars_per_run:,.2f}" if g.dollars_per_run is not None and g.dollars_per_run >= 0.005 else ""
@@ -242,7 +250,7 @@ def _not_evaluated(report: Report, console: Console, verbose: bool) -> None:
                       f"{escape(report.not_applicable_why)} ({escape(', '.join(m.rule for m in report.not_applicable))})[/]")
 
 
-def _finding(i: int, f, console: Console) -> None:
+def _finding(i: int, f: Finding, console: Console) -> None:
     """One finding in full, under its debugging-order section: ``#i`` is its place in the ranked list above
     (a bare "1." under "5. Input pipeline" read as the section's first item, issue 27)."""
     style = SEVERITY_STYLE.get(f.severity, "")

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.markup import escape
+
+if TYPE_CHECKING:
+    from gpusleuth.analysis.headline import Headline
 
 BADPUT_LABELS = {"startup": "start-up", "warmup": "warm-up/compile", "data_wait": "data wait",
                  "other_idle": "other idle", "lost_progress": "lost progress",
                  "gpusleuth_profiler": "gpusleuth profiler (trace export)"}
 
 
-def render_headline(h, console: Console) -> None:
+def render_headline(h: Headline | None, console: Console) -> None:
     if h is None:
         return
     console.print()
@@ -21,7 +26,7 @@ def render_headline(h, console: Console) -> None:
         parts.append(f"[bold]{s.samples_per_s:,.1f} samples/s[/]")
     if s.tokens_per_s:
         parts.append(f"[bold]{s.tokens_per_s:,.0f} tokens/s[/]")
-    if s.step_time_p50_s:
+    if s.step_time_p50_s and s.step_time_p95_s is not None:
         parts.append(f"steady step {s.step_time_p50_s * 1e3:.1f} ms p50 / {s.step_time_p95_s * 1e3:.1f} ms p95"
                      + (f", CV {s.step_time_cv:.2f}" if s.step_time_cv is not None else ""))
     if s.warmup_steps:

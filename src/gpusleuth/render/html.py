@@ -17,7 +17,7 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpusleuth._version import __version__
 from gpusleuth.errors import GpusleuthError
@@ -27,6 +27,11 @@ from gpusleuth.render.labels import CATEGORY_LABELS, category_labels, cpu_only_n
 from gpusleuth.render.text import clip, inert
 from gpusleuth.render.units import dollars, human_bytes
 from gpusleuth.report.model import SCHEMA, Report
+
+if TYPE_CHECKING:
+    from gpusleuth.analysis.telemetry import Dist
+    from gpusleuth.analysis.trace import TraceAnalysis
+    from gpusleuth.analysis.trace.gaps import GapHistogram
 
 MISSING_PLOTLY = ("the HTML report needs the plotly package (it inlines plotly.js so the file works "
                   "offline); install it with: pip install 'plotly>=5'")
@@ -81,14 +86,14 @@ def _pct(x: float | None, digits: int = 0) -> str:
 class Page:
     """The page being assembled: HTML fragments (already escaped) and the figures they reference."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.parts: list[str] = []
-        self.figures: dict[str, dict] = {}
+        self.figures: dict[str, dict[str, Any]] = {}
 
     def add(self, s: str) -> None:
         self.parts.append(s)
 
-    def figure(self, fig: dict | None, css: str = "fig") -> None:
+    def figure(self, fig: dict[str, Any] | None, css: str = "fig") -> None:
         if fig is None:
             return
         fid = f"fig-{len(self.figures) + 1}"
@@ -132,6 +137,8 @@ def tile(label: str, value: str, note: str = "") -> str:
 
 def _headline_run(pg: Page, report: Report) -> None:
     o, h = report.outcomes, report.headline
+    if o is None:
+        return
     st = h.steady if h is not None else None
     tiles = [tile("steps", _num(o.steps.steps, "{:,}"))]
     if st is not None and st.step_time_p50_s is not None:  # the steady state: the headline's definition
@@ -228,10 +235,10 @@ def _findings(pg: Page, report: Report) -> None:
     pg.add("</section>")
 
 
-def _timeline(pg: Page, report: Any) -> None:
-    disp = getattr(report, "display", None)
+def _timeline(pg: Page, report: Report) -> None:
+    disp = report.display
     fig = F.timeline(disp)
-    if fig is None:
+    if fig is None or disp is None:
         return
     down = [s for s in disp.series if s.points > len(s.t)]
     note = (f" Series longer than {disp.max_points:,} points are shown as per-bucket minimum and maximum "
@@ -244,7 +251,7 @@ def _timeline(pg: Page, report: Any) -> None:
     pg.add("</section>")
 
 
-def _dist(x: dict | None, unit: str = "%") -> str:
+def _dist(x: Dist | None, unit: str = "%") -> str:
     return "–" if not x else f"{x['mean']:.0f}{unit} (p5 {x['p5']:.0f}, p95 {x['p95']:.0f})"
 
 
@@ -293,7 +300,7 @@ def _communication(pg: Page, report: Report) -> None:
              _pct(r.last_share)] for r in comm.ranks]
     unit = "GPU-h" if comm.hours_unit == "GPU-hours" else "process-h"
     cost = f"{comm.comm_gpu_hours:.4g} {unit} in collectives, {comm.wait_gpu_hours:.4g} {unit} of it waiting"
-    if comm.comm_dollars is not None:
+    if comm.comm_dollars is not None and comm.wait_dollars is not None:
         cost += f" ({dollars(comm.comm_dollars)} and {dollars(comm.wait_dollars)})"
     pg.add(f"<section><h2>Communication across {len(comm.ranks)} ranks</h2>"
            f"<p class=dim>{e(comm.clock)}; per-step medians</p>"
@@ -301,7 +308,7 @@ def _communication(pg: Page, report: Report) -> None:
                     "arrived last"], rows) + f"<p>{cost}</p></section>")
 
 
-def _rank(pg: Page, r, hist: Any) -> None:
+def _rank(pg: Page, r: TraceAnalysis, hist: GapHistogram | None) -> None:
     who = f"rank {r.rank}" if r.rank is not None else "trace"
     pg.add(f"<section class=rank><h2>Profiler trace · {e(who)} <span class=dim>{e(str(r.label or ''))}"
            + (f" · {e(str(r.device))}" if r.device else "") + "</span></h2>")
@@ -429,7 +436,7 @@ def _sha(script: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode() + "'"
 
 
-def write_html(report: Any, path: Path) -> int:
+def write_html(report: Report, path: Path) -> int:
     """Write the page; returns its size in bytes."""
     return write_page(render_html(report), path)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpusleuth.analysis.compare import METRICS
-from gpusleuth.report.comparison import SCHEMA
+from gpusleuth.report.comparison import SCHEMA, ComparisonReport
 from gpusleuth.render import html_figures as F
 from gpusleuth.render.html import Page, document, e, table, tile
 from gpusleuth.render.units import dollars, metric_text
@@ -21,7 +21,7 @@ BETTER, WORSE, NOISE = "#2ca02c", "#d62728", "#b0b0b0"
 SEVERITY_MARK = {"high": "●", "moderate": "◐", "none": "○"}
 
 
-def _names(cr) -> list[str]:
+def _names(cr: ComparisonReport) -> list[str]:
     """Run names for chart categories: labels, numbered when two runs share one (categories must differ)."""
     labels = [v.label or "run" for v in cr.views]
     if len(set(labels)) < len(labels):
@@ -35,7 +35,7 @@ def _color(i: int) -> str:
 
 # --- figures -------------------------------------------------------------------------------------------
 
-def deltas_figure(cr, names: list[str]) -> dict | None:
+def deltas_figure(cr: ComparisonReport, names: list[str]) -> dict[str, Any] | None:
     """Change of each metric against the baseline, green when better, red when worse, grey within noise."""
     c = cr.comparison
     keys = [k for k in METRICS if any(d.get(k) is not None for d in c.deltas[1:])]
@@ -72,7 +72,7 @@ def deltas_figure(cr, names: list[str]) -> dict | None:
         margin={"l": 20, "r": 20, "t": 20, "b": 50})}
 
 
-def throughput_figure(cr, names: list[str]) -> dict | None:
+def throughput_figure(cr: ComparisonReport, names: list[str]) -> dict[str, Any] | None:
     """Steady throughput per run with ±2 standard errors (from the spread of steady step times)."""
     c = cr.comparison
     key = "throughput" if any(col.metrics.get("throughput") for col in c.runs) else None
@@ -91,7 +91,7 @@ def throughput_figure(cr, names: list[str]) -> dict | None:
                                      xaxis={"type": "category"}, margin={"l": 70, "r": 20, "t": 20, "b": 60})}
 
 
-def spread_figure(cr, names: list[str]) -> dict | None:
+def spread_figure(cr: ComparisonReport, names: list[str]) -> dict[str, Any] | None:
     """Steady step times per run as boxes: whiskers p5–p95, box p25–p75, line at the median."""
     data = []
     for i, v in enumerate(cr.views):
@@ -111,7 +111,7 @@ def spread_figure(cr, names: list[str]) -> dict | None:
         margin={"l": 70, "r": 20, "t": 20, "b": 60})}
 
 
-def steps_figure(cr, names: list[str]) -> dict | None:
+def steps_figure(cr: ComparisonReport, names: list[str]) -> dict[str, Any] | None:
     """Step time over the run, one line per run; dotted lines mark where each run's warm-up ends."""
     data, shapes = [], []
     for i, v in enumerate(cr.views):
@@ -133,7 +133,7 @@ def steps_figure(cr, names: list[str]) -> dict | None:
         legend={"orientation": "h", "y": -0.25})}
 
 
-def wall_split_figure(cr, names: list[str]) -> dict | None:
+def wall_split_figure(cr: ComparisonReport, names: list[str]) -> dict[str, Any] | None:
     """Where each run's wall time went, one stacked bar per run (same colours as the single-run page)."""
     keys: list[str] = []
     for v in cr.views:
@@ -162,7 +162,7 @@ def wall_split_figure(cr, names: list[str]) -> dict | None:
         margin={"l": 20, "r": 20, "t": 10, "b": 40})}
 
 
-def findings_figure(cr, names: list[str]) -> dict | None:
+def findings_figure(cr: ComparisonReport, names: list[str]) -> dict[str, Any] | None:
     """Each cause's estimated wall-time gain per run: a fix that worked makes its bar vanish."""
     causes: list[str] = []
     for v in cr.views:
@@ -187,12 +187,12 @@ def findings_figure(cr, names: list[str]) -> dict | None:
         margin={"l": 20, "r": 20, "t": 10, "b": 50})}
 
 
-def _per_1k(s: dict, i: int) -> str:
+def _per_1k(s: dict[str, Any], i: int) -> str:
     x = s["per_1k"][i]
     return dollars(x) if s["per_1k_unit"].startswith("$") else f"{x:,.3g} process-s"
 
 
-def scaling_figure(cr) -> dict | None:
+def scaling_figure(cr: ComparisonReport) -> dict[str, Any] | None:
     sc = cr.comparison.scaling
     if not sc:
         return None
@@ -209,7 +209,7 @@ def scaling_figure(cr) -> dict | None:
 
 # --- page ----------------------------------------------------------------------------------------------
 
-def _verdict(pg: Page, cr) -> None:
+def _verdict(pg: Page, cr: ComparisonReport) -> None:
     c = cr.comparison
     tiles = []
     for i in range(1, len(c.runs)):
@@ -218,7 +218,7 @@ def _verdict(pg: Page, cr) -> None:
         if d is None:
             continue
         noise = c.beyond_noise[i].get(key)
-        word = {True: "beyond the noise", False: "within the noise"}.get(noise, "noise unknown")
+        word = "noise unknown" if noise is None else "beyond the noise" if noise else "within the noise"
         band = c.noise_band[i]
         tiles.append(tile(f"{e(METRICS[key][0])}: {e(c.runs[i].label)}", f"{d:+.1%}",
                           f"{word}" + (f" (band ±{band:.1%})" if band is not None else "")))
@@ -230,7 +230,7 @@ def _verdict(pg: Page, cr) -> None:
         pg.add('<section class=headline><h2>Verdict</h2><div class=tiles>' + "".join(tiles) + "</div></section>")
 
 
-def _metrics_table(cr) -> str:
+def _metrics_table(cr: ComparisonReport) -> str:
     c = cr.comparison
     head = ["metric"] + [e(col.label) + (" <span class=dim>(baseline)</span>" if i == 0 else "")
                          for i, col in enumerate(c.runs)]
@@ -252,7 +252,7 @@ def _metrics_table(cr) -> str:
     return table(head, rows, "num")
 
 
-def _runs_list(cr) -> str:
+def _runs_list(cr: ComparisonReport) -> str:
     items = []
     for i, v in enumerate(cr.views):
         what = f"<code>{e(' '.join(map(str, v.command)))}</code>" if v.command else ""
@@ -261,7 +261,7 @@ def _runs_list(cr) -> str:
     return "<ul>" + "".join(items) + "</ul>"
 
 
-def _findings_table(cr) -> str:
+def _findings_table(cr: ComparisonReport) -> str:
     causes: list[str] = []
     for v in cr.views:
         causes += [f.cause for f in v.findings if f.cause not in causes]
@@ -280,7 +280,7 @@ def _findings_table(cr) -> str:
     return table(["cause"] + [e(v.label) for v in cr.views], rows, "findings")
 
 
-def render_compare_html(cr: Any) -> str:
+def render_compare_html(cr: ComparisonReport) -> str:
     names = _names(cr)
     pg = Page()
     title = " vs ".join(v.label or "run" for v in cr.views)

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 from gpusleuth.render.labels import CATEGORY_LABELS
 
 if TYPE_CHECKING:
+    from gpusleuth.analysis.timeseries import DisplayData
     from gpusleuth.analysis.trace import StepPartition
+    from gpusleuth.analysis.trace.gaps import GapHistogram
     from gpusleuth.analysis.trace.kernels import KernelBreakdown
 
 #: one colour per partition category: device work cool/green, idle causes warm, unknown grey
@@ -48,7 +50,7 @@ def plain(text: Any, limit: int | None = None) -> str:
     return html.escape(s, quote=False)  # no tag can form without "<"; quotes need no escaping in labels
 
 
-def base_layout(height: int, **kw) -> dict:
+def base_layout(height: int, **kw: Any) -> dict[str, Any]:
     layout = {"height": height, "margin": {"l": 70, "r": 30, "t": 30, "b": 40}, "font": FONT,
               "paper_bgcolor": "white", "plot_bgcolor": "white",
               "legend": {"orientation": "h", "y": -0.15}}
@@ -61,7 +63,7 @@ def share_label(key: str) -> str:
     return SHARE_LABELS.get(key) or f"phase: {plain(key)}"
 
 
-def wall_time_bar(share: dict[str, float], secs: dict[str, float]) -> dict | None:
+def wall_time_bar(share: dict[str, float], secs: dict[str, float]) -> dict[str, Any] | None:
     """Where the wall time went: one horizontal stacked bar (start-up, data wait, compute, phases…)."""
     share = share or {}
     secs = secs or {}
@@ -82,11 +84,11 @@ def wall_time_bar(share: dict[str, float], secs: dict[str, float]) -> dict | Non
         legend={"orientation": "h", "y": -0.5})}
 
 
-def timeline(display: Any) -> dict | None:
+def timeline(display: DisplayData | None) -> dict[str, Any] | None:
     """One shared time axis: a stacked subplot per panel, phases shaded across all, throttling marked."""
-    panels = list(display.panels) if display is not None else []
-    if not panels:
+    if display is None or not display.panels:
         return None
+    panels = list(display.panels)
     weights = [1.4 if p.key == "cores" else 1.0 for p in panels]
     gap = 0.045
     usable = 1.0 - gap * (len(panels) - 1)
@@ -113,7 +115,7 @@ def timeline(display: Any) -> dict | None:
         annotations.append({"text": f"<b>{plain(p.title)}</b>", "xref": "paper", "yref": "paper", "x": 0,
                             "y": hi, "xanchor": "left", "yanchor": "bottom", "showarrow": False,
                             "font": {"size": 11}})
-    data = []
+    data: list[dict[str, Any]] = []
     for s in display.series:
         if s.panel not in axis_of:
             continue
@@ -151,7 +153,7 @@ def timeline(display: Any) -> dict | None:
 
 
 def step_partition(steps: list[StepPartition], trace_partition: dict[str, float],
-                   labels: dict[str, str] = CATEGORY_LABELS) -> dict | None:
+                   labels: dict[str, str] = CATEGORY_LABELS) -> dict[str, Any] | None:
     """Exposed time per step, stacked by category (each bar sums to the step time)."""
     if steps:
         xs = [f"#{s.step}" for s in steps]
@@ -191,7 +193,7 @@ def _span(a: float, b: float) -> str:
     return f"{x.split(' ')[0]}–{y}" if ux == uy else f"{x}–{y}"
 
 
-def gap_histogram(h: Any) -> dict | None:
+def gap_histogram(h: GapHistogram | None) -> dict[str, Any] | None:
     """Device idle gaps by size (log bins), stacked by each gap's dominant cause."""
     if h is None:
         return None
@@ -225,7 +227,7 @@ def gap_histogram(h: Any) -> dict | None:
         margin={"l": 60, "r": 20, "t": 40, "b": 50})}
 
 
-def kernel_bars(kernels: KernelBreakdown) -> dict | None:
+def kernel_bars(kernels: KernelBreakdown) -> dict[str, Any] | None:
     """Top kernels by total device time, coloured by family; full names in the hover and the table."""
     top = kernels.top
     if not top:

@@ -6,14 +6,19 @@ comes from users' commands and goes through ``html.escape`` (tables) or ``html_f
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from gpusleuth.render import html_figures as F
 from gpusleuth.render.fleet_console import _pct, _usd, finding_text, when
 from gpusleuth.render.html import Page, document, e, table, tile
 
+if TYPE_CHECKING:
+    from gpusleuth.report.fleet import Fleet
+
 TOP_RUNS = 30  # bars in the per-run chart; the table has every row
 
 
-def _cause_figure(fleet) -> dict | None:
+def _cause_figure(fleet: Fleet) -> dict[str, Any] | None:
     causes = list(fleet.lost_by_cause)
     if not causes:
         return None
@@ -23,7 +28,7 @@ def _cause_figure(fleet) -> dict | None:
             "layout": F.base_layout(60 + 28 * len(causes), xaxis={"title": {"text": "USD lost"}})}
 
 
-def _runs_figure(fleet) -> dict | None:
+def _runs_figure(fleet: Fleet) -> dict[str, Any] | None:
     rows = [r for r in fleet.rows if r["lost_by_cause"]][:TOP_RUNS]
     if not rows:
         return None
@@ -37,7 +42,7 @@ def _runs_figure(fleet) -> dict | None:
     return {"data": data, "layout": layout}
 
 
-def render_fleet_html(fleet) -> str:
+def render_fleet_html(fleet: Fleet) -> str:
     pg = Page()
     tot = fleet.totals
     pg.add(f"<header><h1>gpusleuth fleet <span class=dim>— {fleet.runs:,} run(s)</span></h1></header>")

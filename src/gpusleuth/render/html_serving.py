@@ -11,14 +11,25 @@ The URL and level labels came from a command line: text goes through ``html.esca
 from __future__ import annotations
 
 import html
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from gpusleuth.render.html_figures import base_layout, plain
+
+if TYPE_CHECKING:
+    from gpusleuth.analysis.load import LoadAnalysis
+    from gpusleuth.analysis.load_tokens import Spread
+    from gpusleuth.analysis.requests import BatchSeries, RequestAnalysis
+    from gpusleuth.render.html import Page
+    from gpusleuth.report.model import Report
+    from gpusleuth.report.serving import LlmChart, ServingChart
+
+Cells = Callable[..., str]  # html.py's ``table(head, rows, cls=)`` and ``tile(label, value, note=)``
 
 e = html.escape
 
 
-def latency_vs_throughput(chart: Any) -> dict | None:
+def latency_vs_throughput(chart: ServingChart) -> dict[str, Any] | None:
     pts = [i for i, v in enumerate(chart.p50_ms) if v is not None]
     if not pts:
         return None
@@ -26,14 +37,15 @@ def latency_vs_throughput(chart: Any) -> dict | None:
     x = [round(chart.rps[i], 3) for i in pts]
     hover = f"{plain(chart.x_title)} %{{text}}<br>%{{x:,.1f}} req/s · %{{y:,.1f}} ms<extra>%{{fullData.name}}</extra>"
     data = [{"type": "scatter", "mode": mode, "name": name, "x": x, "text": labels,  # levels named once, on p95
-             "textposition": "top left", "y": [round(ys[i], 3) if ys[i] is not None else None for i in pts],
+             "textposition": "top left", "y": [None if (v := ys[i]) is None else round(v, 3) for i in pts],
              "marker": {"color": color}, "hovertemplate": hover}
             for name, ys, color, mode in (("p50", chart.p50_ms, "#1f77b4", "lines+markers"),
                                           ("p95", chart.p95_ms, "#d62728", "lines+markers+text"))]
-    if chart.knee is not None and chart.p95_ms[chart.knee] is not None:
+    knee = None if chart.knee is None else chart.p95_ms[chart.knee]
+    if chart.knee is not None and knee is not None:
         k = chart.knee
         data.append({"type": "scatter", "mode": "markers", "name": "knee", "x": [round(chart.rps[k], 3)],
-                     "y": [round(chart.p95_ms[k], 3)], "hoverinfo": "skip",
+                     "y": [round(knee, 3)], "hoverinfo": "skip",
                      "marker": {"size": 18, "color": "rgba(0,0,0,0)", "line": {"color": "#2ca02c", "width": 3}}})
     shapes = []
     if chart.budget_ms is not None:
@@ -44,7 +56,7 @@ def latency_vs_throughput(chart: Any) -> dict | None:
         yaxis={"title": {"text": "latency (ms)"}, "gridcolor": "#eee", "rangemode": "tozero"})}
 
 
-def rps_per_level(chart: Any) -> dict | None:
+def rps_per_level(chart: ServingChart) -> dict[str, Any] | None:
     if not chart.rps:
         return None
     labels = [plain(x) for x in chart.labels]
@@ -59,7 +71,7 @@ def _ms(v: float | None) -> str:
     return "–" if v is None else f"{v:,.1f}"
 
 
-def spread_boxes(llm: Any, which: str, title: str) -> dict | None:
+def spread_boxes(llm: LlmChart, which: str, title: str) -> dict[str, Any] | None:
     """One box per level from the analysis's percentiles: p25–p75 box, p50 line, whiskers p10 and p99."""
     spreads = getattr(llm, which)
     pts = [i for i, sp in enumerate(spreads) if sp is not None]
@@ -76,7 +88,7 @@ def spread_boxes(llm: Any, which: str, title: str) -> dict | None:
         yaxis={"title": {"text": f"{title} (ms)"}, "gridcolor": "#eee", "rangemode": "tozero"}, showlegend=False)}
 
 
-def goodput_vs_level(llm: Any) -> dict | None:
+def goodput_vs_level(llm: LlmChart) -> dict[str, Any] | None:
     """Goodput (requests/s meeting every budget) and throughput against the level; the SLO's best ringed."""
     if all(g is None for g in llm.goodput_rps):
         return None
@@ -85,20 +97,19 @@ def goodput_vs_level(llm: Any) -> dict | None:
              "y": [round(v, 3) for v in llm.rps], "marker": {"color": "#9ecae1"}},
             {"type": "scatter", "mode": "lines+markers", "name": "goodput req/s (met the SLO)", "x": x,
              "y": [None if g is None else round(g, 3) for g in llm.goodput_rps], "marker": {"color": "#2ca02c"}}]
-    if llm.slo_best is not None and llm.goodput_rps[llm.slo_best] is not None:
+    best = None if llm.slo_best is None else llm.goodput_rps[llm.slo_best]
+    if llm.slo_best is not None and best is not None:
         k = llm.slo_best
         data.append({"type": "scatter", "mode": "markers", "name": "highest level meeting the SLO", "x": [x[k]],
-                     "y": [round(llm.goodput_rps[k], 3)], "hoverinfo": "skip",
+                     "y": [round(best, 3)], "hoverinfo": "skip",
                      "marker": {"size": 18, "color": "rgba(0,0,0,0)", "line": {"color": "#2ca02c", "width": 3}}})
     return {"data": data, "layout": base_layout(
         320, xaxis={"title": {"text": plain(llm.x_title)}, "gridcolor": "#eee"},
         yaxis={"title": {"text": "requests/s"}, "gridcolor": "#eee", "rangemode": "tozero"})}
 
 
-def _llm_part(pg: Any, s: Any, table) -> None:
-    load, llm = s.load, s.llm
-
-    def pct(sp: Any, key: str) -> str:
+def _llm_part(pg: Page, load: LoadAnalysis, llm: LlmChart, table: Cells) -> None:
+    def pct(sp: Spread | None, key: str) -> str:
         return "–" if sp is None else _ms(getattr(sp, key))
 
     head = ["", "concurrency" if load.mode == "closed" else "rate/s", "requests", "req/s", "output tok/s",
@@ -112,7 +123,7 @@ def _llm_part(pg: Any, s: Any, table) -> None:
         by = ", ".join(f"{e(k)}×{v:,}" for k, v in lv.errors_by.items())
         row = ["SLO →" if slo and i == load.slo_best else "", e(lv.label), f"{lv.requests:,}", f"{lv.rps:,.2f}",
                "–" if tk is None else f"{tk.output_tokens_per_s:,.0f}",
-               *(pct(tk and getattr(tk, part), q) for part, q in (("ttft_ms", "p50"), ("ttft_ms", "p90"),
+               *(pct(None if tk is None else getattr(tk, part), q) for part, q in (("ttft_ms", "p50"), ("ttft_ms", "p90"),
                                                                    ("ttft_ms", "p99"), ("itl_ms", "p50"),
                                                                    ("itl_ms", "p90"), ("itl_ms", "p99"),
                                                                    ("tpot_ms", "p50"), ("e2e_ms", "p50"),
@@ -137,7 +148,7 @@ def _llm_part(pg: Any, s: Any, table) -> None:
         pg.figure(goodput_vs_level(llm), "fig small")
 
 
-def serving_section(pg: Any, report: Any, table, tile) -> None:
+def serving_section(pg: Page, report: Report, table: Cells, tile: Cells) -> None:
     """Append the section to ``pg`` (render/html.Page); ``table``/``tile`` are html.py's cell helpers."""
     s = report.serving
     if s is None:
@@ -158,7 +169,7 @@ def serving_section(pg: Any, report: Any, table, tile) -> None:
     for note in s.notes:
         pg.add(f"<p class=dim>{e(note)}</p>")
     if s.llm is not None:
-        _llm_part(pg, s, table)
+        _llm_part(pg, load, s.llm, table)
     head = ["", "concurrency" if load.mode == "closed" else "rate/s", "requests", "req/s", "p50 ms", "p95 ms",
             "p99 ms", "max ms", "errors", "timeouts", "dropped", "server CPU (cores)", "GPU busy"]
     rows = [["knee →" if i == load.knee else "", e(lv.label), f"{lv.requests:,}", f"{lv.rps:,.1f}", _ms(lv.p50_ms),
@@ -178,7 +189,7 @@ PART_COLORS = (("pre", "before the model (pre)", "#ff7f0e"), ("wait", "waiting f
                ("infer", "model forwards (infer)", "#1f77b4"), ("post", "after the model (post)", "#9467bd"))
 
 
-def stage_shares(requests: Any) -> dict | None:
+def stage_shares(requests: RequestAnalysis) -> dict[str, Any] | None:
     """Stacked bars: each column's pre / infer / post share of request service time (they add to 100 %);
     columns are the load levels, the requests alone in the server, and all requests."""
     cols = [(f"concurrency {lv.concurrency}" if lv.concurrency else f"{lv.rate:g}/s", lv.shares)
@@ -195,7 +206,7 @@ def stage_shares(requests: Any) -> dict | None:
         yaxis={"title": {"text": "% of request time"}, "gridcolor": "#eee", "range": [0, 100]})}
 
 
-def batch_size_over_time(series: Any) -> dict | None:
+def batch_size_over_time(series: BatchSeries | None) -> dict[str, Any] | None:
     """Requests per batch forward against time (``analysis.requests.BatchSeries``): the mean per bin as a
     line, the largest as dots, each load level's start as a dashed line with its label."""
     if series is None or not any(series.forwards):
@@ -219,7 +230,7 @@ def batch_size_over_time(series: Any) -> dict | None:
         yaxis={"title": {"text": "requests per forward"}, "gridcolor": "#eee", "rangemode": "tozero"})}
 
 
-def request_stages_section(pg: Any, report: Any, table) -> None:
+def request_stages_section(pg: Page, report: Report, table: Cells) -> None:
     """Append the per-request stages of a recorded server (nothing for a training job); ``table`` is
     html.py's."""
     r = report.requests

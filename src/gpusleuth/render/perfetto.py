@@ -81,17 +81,20 @@ def annotation_events(analysis: TraceAnalysis, meta: Mapping[str, Any], pids: It
     seg = analysis.segments
     if seg is None:
         raise ValueError("the trace analysis has no segments (built without them)")
+    if analysis.origin_ns is None:
+        raise ValueError("the trace analysis has no clock origin")
     labels = _labels()
     clock = _Clock(meta, analysis.origin_ns)
     pid = _pick_pid(pids)
     out: list[str] = []
-    meta = [("process_name", 0, {"name": TRACK_PROCESS}), ("process_sort_index", 0, {"sort_index": -100})]
-    for tid, name in TRACKS.items():
-        meta += [("thread_name", tid, {"name": name}), ("thread_sort_index", tid, {"sort_index": tid})]
-    for name, tid, args in meta:
-        out.append(json.dumps({"ph": "M", "name": name, "pid": pid, "tid": tid, "ts": 0, "args": args}))
+    named: list[tuple[str, int, dict[str, Any]]] = [("process_name", 0, {"name": TRACK_PROCESS}),
+                                                    ("process_sort_index", 0, {"sort_index": -100})]
+    for tid, track in TRACKS.items():
+        named += [("thread_name", tid, {"name": track}), ("thread_sort_index", tid, {"sort_index": tid})]
+    for what, tid, values in named:
+        out.append(json.dumps({"ph": "M", "name": what, "pid": pid, "tid": tid, "ts": 0, "args": values}))
 
-    def x(tid: int, name: str, cat: str, start: int, end: int, args: dict) -> str:
+    def x(tid: int, name: str, cat: str, start: int, end: int, args: dict[str, Any]) -> str:
         return (f'{{"ph":"X","cat":{json.dumps(cat)},"name":{json.dumps(name)},"pid":{pid},"tid":{tid},'
                 f'"ts":{clock.ts(start)},"dur":{clock.dur(end - start)},"args":{json.dumps(args)}}}')
 

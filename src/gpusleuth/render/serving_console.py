@@ -5,11 +5,18 @@ and is printed through markup escaping (the console itself is a SafeConsole)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
 
 from gpusleuth.report.model import Report
+
+if TYPE_CHECKING:
+    from gpusleuth.analysis.load import LoadAnalysis
+    from gpusleuth.analysis.load_tokens import Spread
+    from gpusleuth.report.serving import ServingSection
 
 
 def _ms(v: float | None) -> str:
@@ -20,11 +27,11 @@ def _count(n: int) -> str:
     return f"{n:,}" if n else "·"
 
 
-def _p(spread, key: str) -> str:
+def _p(spread: Spread | None, key: str) -> str:
     return "–" if spread is None else _ms(getattr(spread, key))
 
 
-def _llm_table(load) -> RichTable:
+def _llm_table(load: LoadAnalysis) -> RichTable:
     """An LLM load's levels in one screen-wide table: throughput in requests and tokens, TTFT, inter-token
     gaps, TPOT and end-to-end percentiles, failures; with an SLO its attainment and goodput."""
     slo = load.slo is not None
@@ -37,14 +44,14 @@ def _llm_table(load) -> RichTable:
         t.add_column(c, justify="right")
     for i, lv in enumerate(load.levels):
         tk = lv.tokens
+        ttft, itl, tpot, e2e = (None,) * 4 if tk is None else (tk.ttft_ms, tk.itl_ms, tk.tpot_ms, tk.e2e_ms)
         mark = "[bold green]knee →[/]" if i == load.knee else ""
         if slo and i == load.slo_best:
             mark = "[bold green]SLO →[/]"
         row = [mark, lv.label, f"{lv.requests:,}", f"{lv.rps:,.1f}",
                "–" if tk is None else f"{tk.output_tokens_per_s:,.0f}",
-               _p(tk and tk.ttft_ms, "p50"), _p(tk and tk.ttft_ms, "p99"), _p(tk and tk.itl_ms, "p50"),
-               _p(tk and tk.itl_ms, "p99"), _p(tk and tk.tpot_ms, "p50"), _p(tk and tk.e2e_ms, "p50"),
-               _p(tk and tk.e2e_ms, "p99"), _count(lv.failed)]
+               _p(ttft, "p50"), _p(ttft, "p99"), _p(itl, "p50"), _p(itl, "p99"), _p(tpot, "p50"), _p(e2e, "p50"),
+               _p(e2e, "p99"), _count(lv.failed)]
         if slo:
             row += ["–" if lv.slo is None else f"{lv.slo.attainment:.0%}",
                     "–" if lv.slo is None else f"{lv.slo.goodput_rps:,.2f}"]
@@ -105,7 +112,7 @@ def render_serving(report: Report, console: Console) -> None:
         console.print(f"  [yellow]![/] {escape(note)}")
 
 
-def _render_llm(s, console: Console) -> None:
+def _render_llm(s: ServingSection, console: Console) -> None:
     load = s.load
     console.print(_llm_table(load))
     console.print("  [dim]ms: TTFT = time to first token, ITL = every gap between tokens, TPOT = per output token "
@@ -120,7 +127,7 @@ def _render_llm(s, console: Console) -> None:
         console.print(f"  [yellow]![/] {escape(note)}")
 
 
-def _failed_by(load, console: Console) -> None:
+def _failed_by(load: LoadAnalysis, console: Console) -> None:
     """Failures per level by HTTP status or cause: a 429 (shed load) is not a 500 (a crash) nor a 302."""
     failed = [f"{lv.label}: " + ", ".join(f"{k}×{v:,}" for k, v in lv.errors_by.items())
               for lv in load.levels if lv.errors_by]

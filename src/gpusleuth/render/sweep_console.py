@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from typing import TYPE_CHECKING
+
+from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 from gpusleuth.render.units import human_bytes
+
+if TYPE_CHECKING:
+    from gpusleuth.experiments.bench import BenchResult
+    from gpusleuth.experiments.maxbatch import MaxBatchResult
+    from gpusleuth.experiments.runner import SweepResult
+    from gpusleuth.experiments.stats import Band
 
 BAR = 28
 
@@ -20,7 +28,7 @@ def _ms(s: float | None) -> str:
 
 
 
-def _band(b) -> str:
+def _band(b: Band | None) -> str:
     if b is None:
         return "–"
     f = ",.0f" if b.median >= 100 else ",.2f"
@@ -34,7 +42,7 @@ def _bar(value: float | None, top: float | None) -> str:
     return "█" * n
 
 
-def render_sweep(res, console: Console) -> None:
+def render_sweep(res: SweepResult, console: Console) -> None:
     console.rule("[bold]gpusleuth sweep[/]")
     console.print(f"command: [cyan]{escape(' '.join(res.command))}[/]")
     bounds = []
@@ -47,10 +55,11 @@ def render_sweep(res, console: Console) -> None:
     unit = res.configs[0].unit if res.configs else "samples/s"
     base = res.configs[0].throughput.median if res.configs and res.configs[0].throughput else None
     t = Table(show_edge=False, pad_edge=False)
-    for col, just in (("configuration", "left"), ("ok", "right"), (f"{unit} median [band]", "right"),
+    columns: tuple[tuple[str, JustifyMethod], ...] = (("configuration", "left"), ("ok", "right"), (f"{unit} median [band]", "right"),
                       ("vs first", "right"), ("step p50", "right"), ("step p95", "right"), ("data wait", "right"),
                       ("GPU util", "right"), ("CPU cores", "right"), ("peak mem", "right"), ("J/1k", "right"),
-                      ("$/1k", "right")):
+                      ("$/1k", "right"))
+    for col, just in columns:
         t.add_column(col, justify=just)
     for c in res.configs:
         ok = f"{len(c.ok_attempts)}/{len(c.attempts)}"
@@ -112,15 +121,15 @@ def render_sweep(res, console: Console) -> None:
     if res.caveats:
         console.print()
         console.print("[bold]before you keep a winner[/]")
-        for c in res.caveats:
-            console.print(f"  • {escape(c)}")
+        for caveat in res.caveats:
+            console.print(f"  • {escape(caveat)}")
 
 
 def _pct(x: float | None, scale: float) -> str:
     return "–" if x is None else f"{x * scale:.0f}%"
 
 
-def render_max_batch(mb, console: Console) -> None:
+def render_max_batch(mb: MaxBatchResult, console: Console) -> None:
     console.print(f"[bold]largest batch that fits:[/] {escape(mb.text)}")
     for t in mb.tries:
         state = "[green]fits[/]" if t.fits else ("[red]out of memory[/]" if t.oom else "[red]failed[/]")
@@ -129,7 +138,11 @@ def render_max_batch(mb, console: Console) -> None:
                       + (f" [dim]{escape(t.detail[:120])}[/]" if t.detail and not t.fits else ""))
 
 
-def render_bench(res, console: Console) -> None:
+def _latency(ms: dict[str, float] | None, q: str) -> str:
+    return "–" if ms is None else f"{ms[q]:.2f}"
+
+
+def render_bench(res: BenchResult, console: Console) -> None:
     console.rule("[bold]gpusleuth bench[/]")
     budget = f"p95 budget {res.p95_budget_ms:g} ms" if res.p95_budget_ms is not None else "no p95 budget"
     limit = f"memory limit {human_bytes(res.mem_limit_bytes)}" if res.mem_limit_bytes else "no memory limit"
@@ -142,11 +155,10 @@ def render_bench(res, console: Console) -> None:
         if r.error:
             t.add_row(str(r.batch), str(r.calls), f"[red]{escape(r.error)}[/]", *[""] * 8)
             continue
-        lat = r.latency_ms
         stages = " · ".join(f"{k[:4]} {v['mean']:.1f}" for k, v in r.stages_ms.items()) if r.stages_ms else ""
         mark = "◀ knee" if res.knee and res.knee.value == r.batch else ("" if r.admissible else escape(r.why_not))
         t.add_row(str(r.batch), str(r.calls), f"{r.items_per_s:,.1f} {_bar(r.items_per_s, top)}",
-                  f"{lat['p50']:.2f}", f"{lat['p95']:.2f}", f"{lat['p99']:.2f}", human_bytes(r.peak_mem_bytes),
+                  _latency(r.latency_ms, "p50"), _latency(r.latency_ms, "p95"), _latency(r.latency_ms, "p99"), human_bytes(r.peak_mem_bytes),
                   "–" if r.device_util_mean is None else f"{r.device_util_mean:.0f}%",
                   _num(r.cpu_ms_per_item, ".3f"), stages, mark)
     console.print(t)

@@ -12,15 +12,17 @@ point and is untouched. (HTML gets the same protection from escaping in render/h
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 # C0 controls except tab and newline, DEL, C1 controls, line/paragraph separators, bidi embeddings and
 # overrides/isolates, and lone surrogates (which no terminal encoding can write).
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
-def _visible(m: re.Match) -> str:
+def _visible(m: re.Match[str]) -> str:
     c = ord(m.group())
     return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
@@ -48,5 +50,5 @@ class SafeConsole(Console):
     """A rich Console that never writes a control character it was given in text (only its own styling),
     nor more than :data:`CONSOLE_TEXT_MAX` characters of one string."""
 
-    def render_str(self, text: str, *args, **kwargs):
+    def render_str(self, text: str, *args: Any, **kwargs: Any) -> Text:
         return super().render_str(clip(inert(text)), *args, **kwargs)

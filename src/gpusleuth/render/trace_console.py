@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 from gpusleuth.render.labels import category_labels, cpu_only_note
@@ -133,8 +133,10 @@ def _kernels(d: TraceAnalysis, console: Console) -> None:
         return
     t = Table(title=f"Top kernels ({k.kernels:,} kernels, {k.distinct_names:,} names, "
                     f"{_ms(k.kernel_time_s)} ms)")
-    for col, j in (("kernel", "left"), ("family", "left"), ("count", "right"), ("total ms", "right"),
-                   ("share", "right"), ("mean µs", "right"), ("median µs", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("kernel", "left"), ("family", "left"), ("count", "right"), ("total ms", "right"), ("share", "right"),
+        ("mean µs", "right"), ("median µs", "right"))
+    for col, j in columns:
         t.add_column(col, justify=j, overflow="ellipsis", no_wrap=True, max_width=60 if col == "kernel" else None)
     for r in k.top:
         t.add_row(escape(r.name), r.family, f"{r.count:,}", _ms(r.total_s), _pct(r.share),

@@ -11,13 +11,19 @@ from __future__ import annotations
 import json
 import math
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpusleuth.report.model import Report
+    from gpusleuth.report.summary import RunSummary
 
 TOP_FINDINGS = 5  # tags for the first N findings; the rest are in the attached report
 
 
-def metrics(summary) -> dict[str, float]:
+def metrics(summary: RunSummary) -> dict[str, float]:
     """Scalar outcomes under stable names (``gpusleuth/…``), absent values left out."""
     s = summary
     out = {
@@ -31,14 +37,14 @@ def metrics(summary) -> dict[str, float]:
             if v is not None and isinstance(v, (int, float)) and math.isfinite(v)}
 
 
-def params(summary) -> dict[str, str]:
+def params(summary: RunSummary) -> dict[str, str]:
     s = summary
     out = {"label": s.label, "command": s.command, "hostname": s.hostname, "gpus": s.gpus, "gpu_model": s.gpu_model,
            "price_per_gpu_hour": s.price_per_gpu_hour, "exit_code": s.exit_code}
     return {f"gpusleuth.{k}": str(v)[:500] for k, v in out.items() if v is not None}
 
 
-def tags(report) -> dict[str, str]:
+def tags(report: Report) -> dict[str, str]:
     """The top findings, by estimated gain as the report ranks them: cause, severity and title each."""
     from gpusleuth._version import __version__
 
@@ -53,7 +59,7 @@ def tags(report) -> dict[str, str]:
 
 
 @contextmanager
-def report_files(report):
+def report_files(report: Report) -> Iterator[list[Path]]:
     """The HTML and JSON reports written to a temporary folder, for uploading as artifacts."""
     from gpusleuth.render.html import render_html, write_page
     from gpusleuth.render.json_report import render_json
@@ -65,5 +71,5 @@ def report_files(report):
         yield [html, js]
 
 
-def as_json(d: dict) -> str:
+def as_json(d: dict[str, Any]) -> str:
     return json.dumps(d, sort_keys=True)

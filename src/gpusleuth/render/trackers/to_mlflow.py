@@ -23,7 +23,15 @@ import os
 import re
 import time
 
+from typing import TYPE_CHECKING, Any
+
 from gpusleuth.render.trackers import metrics, params, report_files, tags
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+    from gpusleuth.report.model import Report
+    from gpusleuth.report.summary import RunSummary
 
 
 _PLAIN = re.compile(r"[A-Za-z0-9_\-. ]")
@@ -38,12 +46,12 @@ def mlflow_key(name: str) -> str:
     return out
 
 
-def _keyed(values: dict, prefix: str) -> dict:
+def _keyed(values: dict[str, Any], prefix: str) -> dict[str, Any]:
     """``prefix/`` (ours, allowed as it is) + the name mapped by :func:`mlflow_key`."""
     return {prefix + mlflow_key(k[len(prefix):]): v for k, v in values.items()}
 
 
-def log_to_mlflow(report, summary, uri: str, experiment: str = "gpusleuth", run_id: str | None = None) -> str:
+def log_to_mlflow(report: Report, summary: RunSummary, uri: str, experiment: str = "gpusleuth", run_id: str | None = None) -> str:
     """Log and return the MLflow run id."""
     try:
         from mlflow.entities import Metric, Param, RunTag
@@ -85,7 +93,7 @@ def log_to_mlflow(report, summary, uri: str, experiment: str = "gpusleuth", run_
     return run_id
 
 
-def _end_failed(client, run_id: str, reason: str) -> str:
+def _end_failed(client: MlflowClient, run_id: str, reason: str) -> str:
     """End the run we created as FAILED, the reason in a tag; returns what to add to the error sentence."""
     from mlflow.exceptions import MlflowException
 

@@ -9,11 +9,17 @@ artifact of type ``gpusleuth-report``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from gpusleuth.render.trackers import metrics, params, report_files, tags
 
+if TYPE_CHECKING:
+    from gpusleuth.report.model import Report
+    from gpusleuth.report.summary import RunSummary
 
-def log_to_wandb(report, summary, project: str, mode: str = "offline", directory: Path | None = None) -> str:
+
+def log_to_wandb(report: Report, summary: RunSummary, project: str, mode: Literal["offline", "online"] = "offline",
+                 directory: Path | None = None) -> str:
     """Log and return the W&B run's local directory (offline) or URL (online)."""
     from gpusleuth.lean_imports import let_pandas_in
 
@@ -32,7 +38,7 @@ def log_to_wandb(report, summary, project: str, mode: str = "offline", directory
         config={**params(summary), **found}, tags=[found["gpusleuth.top_cause"]] if "gpusleuth.top_cause" in found
         else None, job_type="gpusleuth-report", reinit="create_new", settings=wandb.Settings(silent=True),
     )
-    where = run.url if mode == "online" else str(Path(run.dir).parent)
+    where = str(run.url) if mode == "online" else str(Path(run.dir).parent)
     # finish() inside the with: the artifact's files must still exist when W&B stages them
     with report_files(report) as files:
         try:
