@@ -196,7 +196,10 @@ def test_compare_page_renders_and_stays_inert(browser, tmp_path):
     res = gpusleuth("compare", tmp_path / "planted", tmp_path / "fixed", "--html", out, "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
-    assert doc["runs"][0]["findings"][0]["cause"] == "input.preprocessing"
+    # the planted slow loading ranks first: input.preprocessing on a quiet host; on a loaded one (2 cores at
+    # load 10+) its starved loader uses little CPU and reads as input.io with contention (issue 22 item 8)
+    top = doc["runs"][0]["findings"][0]["cause"]
+    assert top in ("input.preprocessing", "input.io"), top
     html = out.read_text()
     assert PAYLOADS[2] not in html
     info = open_page(browser, out, "compare")
