@@ -29,7 +29,7 @@ import pytest
 from conftest import free_port
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.append(str(REPO / "benchmarks"))  # after tests/: benchmarks/fuzz_inputs.py must not shadow tests/fuzz_inputs.py
 
 
 @pytest.mark.slow
