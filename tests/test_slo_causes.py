@@ -171,6 +171,7 @@ def test_open_loop_replicas_are_the_offered_rate_over_one_replicas_goodput():
               levels=[lv(0, 2.0, 2.0, 2.0, True), lv(1, 6.0, 5.9, 5.5, True), lv(2, 20.0, 7.0, 1.0, False)])
     cap = assess_capacity(load, req)
     assert (cap.per_replica_level, cap.offered_rps, cap.replicas) == (1, 20.0, math.ceil(20.0 / 5.5))
+    assert cap.next_level == 2  # the capacity lies between 6/s (met) and 20/s (missed): the count is a bound
     assert cap.per_replica_tokens_per_s == 550.0 and not cap.saturated  # no forward seen: the model's time unknown
     load.levels[1].slo.meets = load.levels[0].slo.meets = False
     none = assess_capacity(load, req)

@@ -8,7 +8,7 @@ server's queue + the wait for a batch or an engine slot, p50, plus the time outs
 p50), and what was served (answers/s, and with an SLO the requests meeting it).
 
 **Saturated** (``_saturation``): at the heaviest level throughput is no more than 1.15× the best of the
-levels with half its load or less, the requests' waiting grew (≥ 5 ms and ≥ 25 % of the client's latency
+levels with half its load or less (open loop: below 90 % of the rate asked), the requests' waiting grew (≥ 5 ms and ≥ 25 % of the client's latency
 p50), the model worked for someone ≥ 80 % of the level's span, and no batch window (≥ 10 % of service time
 held collecting) or preprocessing (≥ 30 % before the model) explains the wait instead.
 
@@ -18,7 +18,8 @@ target), else the p95 budget (the knee), else the knee of throughput alone — a
 heaviest level's. In closed loop a level's load is its concurrency: replicas = ⌈heaviest concurrency ÷
 the concurrency one replica served within the target⌉ (its requests/s and tokens/s at that level said
 beside it). In open loop it is the rate: replicas = ⌈offered rate ÷ the requests/s one replica served
-within the target (goodput with an SLO)⌉. Pure: reads the load and request analyses only.
+within the target (goodput with an SLO)⌉. A level between the one that met the target and the next, which
+did not, would narrow it: the count is an upper bound by that step. Pure: reads the load and request analyses only.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class Capacity:
     per_replica_concurrency: int | None  # closed loop: its concurrency
     per_replica_rps: float | None  # its requests/s (goodput with an SLO)
     per_replica_tokens_per_s: float | None
+    next_level: int | None  # the next heavier level, which missed the target: capacity lies between the two
     offered_level: int  # the heaviest level
     offered_concurrency: int | None  # closed loop
     offered_rps: float | None  # open loop: the rate asked
@@ -163,6 +165,7 @@ def assess_capacity(load: LoadAnalysis | None, requests: RequestAnalysis | None)
                      per_replica_rps=(cap.goodput_rps if cap.goodput_rps is not None else cap.rps) if cap else None,
                      per_replica_tokens_per_s=(cap.goodput_tokens_per_s if cap.goodput_tokens_per_s is not None
                                                else cap.tokens_per_s) if cap else None,
+                     next_level=out[out.index(cap) + 1].level if cap is not None and cap is not heavy else None,
                      offered_level=heavy.level, offered_concurrency=heavy.concurrency if closed else None,
                      offered_rps=heavy.rate if not closed else None, replicas=None)
     _saturation(entry, out, closed)
@@ -176,6 +179,7 @@ def assess_capacity(load: LoadAnalysis | None, requests: RequestAnalysis | None)
 
 
 FLAT = 1.15  # the heaviest level's throughput at most this × the best of the levels with half its load or less
+BEHIND = 0.9  # open loop: answers per second below this share of the rate asked at the heaviest level
 WAIT_GROWTH_MS = 5.0  # waiting grew by at least this much over the lightest level…
 WAIT_SHARE = 0.25  # … and is at least this share of the heaviest level's client latency (p50)
 BUSY = 0.8  # the model worked for someone this share of the heaviest level's span
@@ -184,7 +188,8 @@ HELD_PRE = 0.3  # work before the model this share of service time: preprocessin
 
 
 def _saturation(entry: Capacity, levels: list[CapacityLevel], closed: bool) -> None:
-    """Saturated: throughput stopped growing while the load grew at least 2× (or fell), the requests' waiting
+    """Saturated: throughput stopped growing while the load grew at least 2× (or fell; in open loop: the
+    answers fell below 90 % of the rate asked), the requests' waiting
     grew with the load, and the model was working nearly all the heaviest level's time — not held by a
     batcher's wait window nor by preprocessing in front of it (those are fixed inside the server)."""
     heavy, base = levels[-1], levels[0]
@@ -202,7 +207,8 @@ def _saturation(entry: Capacity, levels: list[CapacityLevel], closed: bool) -> N
         entry.held_by = "a batch window"
     elif (heavy.pre_share or 0.0) >= HELD_PRE:
         entry.held_by = "preprocessing"
-    flat = heavy.rps <= FLAT * ref.rps
+    # closed loop: more clients, no more answers; open loop: the server answered well below the rate asked
+    flat = heavy.rps <= FLAT * ref.rps if closed else heavy.rps < BEHIND * heavy.rate
     grew = entry.waiting_growth_ms >= max(WAIT_GROWTH_MS, WAIT_SHARE * (heavy.latency_p50_ms or 0.0))
     busy = heavy.model_busy is not None and heavy.model_busy >= BUSY
     entry.saturated = flat and grew and busy and entry.held_by is None

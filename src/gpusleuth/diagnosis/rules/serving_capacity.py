@@ -141,11 +141,17 @@ def too_few_replicas(facts: Facts) -> list[Finding] | Missing:
     missed = lv is not None and lv.slo is not None and not lv.slo.meets
     high = missed or cap.target != "throughput"
     batched = heavy.batch_p50 is not None and heavy.batch_p50 > 1
-    summary = (f"At {hname} the server answered {heavy.rps:.1f} requests/s, no more than at {rname} "
-               f"({ref.rps:.1f}), while the requests' wait before any work grew to {heavy.waiting_p50_ms or 0:.1f} ms "
+    nxt = by.get(cap.next_level) if cap.next_level is not None else None
+    bound = (f" One replica's capacity lies between {pname} and {_name(nxt.concurrency, nxt.rate)}, which missed "
+             f"{cap.target}: load between them to narrow the count, which is an upper bound by that step."
+             if nxt is not None else "")
+    served = (f"no more than at {rname} ({ref.rps:.1f})" if cap.offered_concurrency is not None else
+              f"short of the {heavy.rate:g} asked")
+    summary = (f"At {hname} the server answered {heavy.rps:.1f} requests/s, {served}, while the requests' wait "
+               f"before any work grew to {heavy.waiting_p50_ms or 0:.1f} ms "
                f"(p50) and the model worked {_pct(heavy.model_busy or 0.0)} % of the time: one replica is full. "
                f"Nothing inside it holds the requests (no batch window, no preprocessing in front of the model). "
-               f"By the measured capacity, {arithmetic}.")
+               f"By the measured capacity, {arithmetic}.{bound}")
     fix = (f"Run {cap.replicas} replicas behind the load balancer for this load (or a card with about "
            f"{cap.replicas}× the throughput), and route by queue length or in-flight requests so no replica "
            "queues while another idles. "
@@ -157,7 +163,7 @@ def too_few_replicas(facts: Facts) -> list[Finding] | Missing:
               "continuous batching) raises one replica's capacity first."))
     return [Finding(
         cause="serving.too_few_replicas", severity="high" if high else "moderate",
-        title=f"Too few replicas: one is full at {hname} ({heavy.rps:.1f} requests/s); {cap.replicas} needed",
+        title=f"Too few replicas: one is full at {hname} (answered {heavy.rps:.1f} requests/s); {cap.replicas} needed",
         summary=summary, evidence=evidence, fix=fix,
         # not a speedup of this replica: N of them, N times the hardware (and its cost), serve N times its capacity
         estimated_gain=Gain(step_share=0.0, wall_share=0.0, seconds_per_run=0.0, speedup=1.0,
