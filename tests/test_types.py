@@ -1,6 +1,6 @@
 """The type check: ``python -m mypy`` with the repository's own configuration (pyproject.toml, [tool.mypy]:
-strict on analysis/, diagnosis/, report/, render/ and pipeline/: the typed contracts between the stages,
-the renderers that read them and the passes that build them), clean.
+strict on analysis/, diagnosis/, report/, render/, pipeline/ and cli/: the typed contracts between the
+stages, the renderers that read them, and the passes and verbs that build and print them), clean.
 
 A renamed field of a typed contract (``TraceAnalysis``, ``Report``, ``Facts``) then fails here instead of
 becoming a silent ``None`` or zero in a report."""

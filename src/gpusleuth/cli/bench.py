@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpusleuth.cli.options import Subparsers
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "bench",
         help="inference benchmark: throughput and p50/p95/p99 latency per batch size, the knee within a p95 budget",
@@ -35,7 +39,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=bench_command)
 
 
-def bench_command(args) -> int:
+def bench_command(args: argparse.Namespace) -> int:
     from gpusleuth.render.text import SafeConsole
 
     from gpusleuth.cli.sweep import parse_size

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpusleuth.cli.options import Subparsers
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "compare",
         help="compare recorded runs: deltas with noise bands, scaling efficiency, --fail-if gates for CI",
@@ -40,7 +45,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=compare_command)
 
 
-def compare_command(args) -> int:
+def compare_command(args: argparse.Namespace) -> int:
     from gpusleuth.lean_imports import keep_pandas_out
 
     keep_pandas_out()

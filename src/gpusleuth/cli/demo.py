@@ -3,12 +3,17 @@ fixed — print both reports and the measured speedup. Works on CPU; uses a GPU 
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpusleuth.cli.options import Subparsers
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "demo",
         help="record a built-in training job with a planted input stall, then fixed, and compare",
@@ -23,7 +28,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=demo_command)
 
 
-def demo_command(args) -> int:
+def demo_command(args: argparse.Namespace) -> int:
     from gpusleuth.errors import LaunchError
     from gpusleuth.recorder.launcher import LaunchOptions, launch
     from gpusleuth.pipeline.build import build_report
@@ -53,12 +58,14 @@ def demo_command(args) -> int:
         reports[mode] = report
     from gpusleuth.demo.verdict import judge
 
-    a = reports["planted"].outcomes.steps
-    b = reports["fixed"].outcomes.steps
+    planted, fixed = reports["planted"].outcomes, reports["fixed"].outcomes
+    if planted is None or fixed is None:
+        raise LaunchError(f"the demo jobs recorded no outcomes; see {base}")
+    a, b = planted.steps, fixed.steps
     console.rule("[bold]demo: result[/]")
     if a.samples_per_s and b.samples_per_s:
-        console.print(f"planted: {a.samples_per_s:,.0f} samples/s, step p50 {a.step_time_p50_s * 1e3:.1f} ms")
-        console.print(f"fixed:   {b.samples_per_s:,.0f} samples/s, step p50 {b.step_time_p50_s * 1e3:.1f} ms")
+        console.print(f"planted: {a.samples_per_s:,.0f} samples/s, step p50 {(a.step_time_p50_s or 0) * 1e3:.1f} ms")
+        console.print(f"fixed:   {b.samples_per_s:,.0f} samples/s, step p50 {(b.step_time_p50_s or 0) * 1e3:.1f} ms")
     verdict = judge(reports["planted"], reports["fixed"])
     for i, line in enumerate(verdict.lines):
         console.print(f"[bold]{escape(line)}[/]" if i == 0 else escape(line))

@@ -6,11 +6,16 @@ byte-identical), so a run left unfinished by a killed launcher stays as it was u
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpusleuth.cli.options import Subparsers
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "finalize",
         help="make final a run whose launcher was killed (Parquet tables, its end, its losses in meta.json)",
@@ -27,7 +32,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=finalize_command)
 
 
-def finalize_command(args) -> int:
+def finalize_command(args: argparse.Namespace) -> int:
     from gpusleuth.recorder.finalize import finalize_unfinished
     from gpusleuth.render.text import inert
 

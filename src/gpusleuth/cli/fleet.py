@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpusleuth.cli.options import Subparsers
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     from gpusleuth.report.fleet import SORTS
 
     p = sub.add_parser(
@@ -55,7 +60,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=fleet_command)
 
 
-def fleet_command(args) -> int:
+def fleet_command(args: argparse.Namespace) -> int:
     from gpusleuth.cli.output import count_progress, make_console, write_html_file
     from gpusleuth.errors import InputError
     from gpusleuth.lean_imports import keep_pandas_out

@@ -8,13 +8,18 @@ recorded run (docs/run-format.md).
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpusleuth.errors import InputError
 
+if TYPE_CHECKING:
+    from gpusleuth.cli.options import Subparsers
 
-def add_parser(sub) -> None:
+
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "import",
         help="store an nvidia-smi/dmon log, DCGM/Prometheus data or an Nsight Systems export as a run directory",
@@ -39,7 +44,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=import_command)
 
 
-def import_command(args) -> int:
+def import_command(args: argparse.Namespace) -> int:
     from gpusleuth.lean_imports import keep_pandas_out
     from gpusleuth.recorder.store import write_run_dir
     from gpusleuth.cli.options import import_options

@@ -15,13 +15,22 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gpusleuth.errors import InputError, LaunchError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from gpusleuth.cli.options import Subparsers
+    from gpusleuth.recorder.engine_scrape import EngineScraper
+    from gpusleuth.recorder.loadgen import LoadPlan, LoadResult, LoadThread
+
 
 DEFAULT_LEVELS = "1,4,16,64"
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "load",
         usage="gpusleuth load URL [options] [-- CMD ARGS…]",
@@ -128,7 +137,7 @@ def _levels(text: str, flag: str, integer: bool) -> list[float]:
     return values
 
 
-def _read_bodies(args) -> list[bytes]:
+def _read_bodies(args: argparse.Namespace) -> list[bytes]:
     from gpusleuth.run.files import check_regular
 
     files: list[Path] = []
@@ -152,7 +161,7 @@ def _read_bodies(args) -> list[bytes]:
     return out or [b""]
 
 
-def _headers(args, bodies: list[bytes]) -> list[tuple[str, str]]:
+def _headers(args: argparse.Namespace, bodies: list[bytes]) -> list[tuple[str, str]]:
     headers = []
     for h in args.header:
         k, sep, v = h.partition(":")
@@ -166,7 +175,7 @@ def _headers(args, bodies: list[bytes]) -> list[tuple[str, str]]:
     return headers
 
 
-def plan_from_args(args):
+def plan_from_args(args: argparse.Namespace) -> LoadPlan:
     from gpusleuth.recorder.http_client import safe_url
     from gpusleuth.recorder.loadgen import LoadPlan
 
@@ -187,7 +196,7 @@ def plan_from_args(args):
     if api == "http" and args.prompts is not None:
         raise LaunchError("gpusleuth load: --prompts is for LLM endpoints (a URL ending in /v1/chat/completions or "
                           "/v1/completions, or --api chat|completions)")
-    llm: dict = {}
+    llm: dict[str, Any] = {}
     if api == "http":
         bodies = _read_bodies(args)
         method = (args.method or ("POST" if bodies != [b""] else "GET")).upper()
@@ -238,7 +247,7 @@ def _api_of(url: str) -> str:
     return endpoint_kind(path) or "http"
 
 
-def _llm_plan(args) -> dict:
+def _llm_plan(args: argparse.Namespace) -> dict[str, Any]:
     """The LoadPlan fields of an OpenAI-compatible load: prompts, model, stream, extra body fields."""
     import json
 
@@ -261,7 +270,7 @@ def _llm_plan(args) -> dict:
             _say(note)
     else:
         raise InputError(args.prompts, "no such file or folder")
-    extra = {}
+    extra: object = {}
     if args.extra_body:
         try:
             extra = json.loads(args.extra_body)
@@ -277,15 +286,17 @@ def _say(line: str) -> None:
     print(f"gpusleuth load: {line}", file=sys.stderr, flush=True)
 
 
-def load_command(args) -> int:
+def load_command(args: argparse.Namespace) -> int:
     command = list(args.command)
     plan = plan_from_args(args)
+    run_dir: Path | None
+    server: str | None
     if command:
         run_dir, result, server = _with_server(args, plan, command)
     else:
         run_dir, result, server = _url_only(args, plan)
     if result is None or result.not_ready:
-        why = result.not_ready if result is not None else "the load generator did not run"
+        why = (result.not_ready if result is not None else None) or "the load generator did not run"
         if server:
             why = f"{why}; {server}"
         _say(why + (f"; the run is kept in {run_dir}" if run_dir else ""))
@@ -302,7 +313,7 @@ def load_command(args) -> int:
     return 0
 
 
-def _export(path: Path, result) -> None:
+def _export(path: Path, result: LoadResult) -> None:
     from gpusleuth.run.load_jsonl import write_requests_jsonl
     from gpusleuth.run.model import Table
 
@@ -314,7 +325,7 @@ def _export(path: Path, result) -> None:
     _say(f"{n:,} requests written to {path}")
 
 
-def _url_only(args, plan):
+def _url_only(args: argparse.Namespace, plan: LoadPlan) -> tuple[Path | None, LoadResult, None]:
     """No server to start: load the URL; with --out, a run directory with only the load results."""
     from gpusleuth.recorder.loadgen import run_plan
 
@@ -334,21 +345,21 @@ def _url_only(args, plan):
     return run_dir, result, None
 
 
-def _engine_scraper(args):
+def _engine_scraper(args: argparse.Namespace) -> EngineScraper:
     """An LLM engine's own /metrics, read once a second while the levels run (recorder/engine_scrape.py)."""
     from gpusleuth.recorder.engine_scrape import EngineScraper
 
     return EngineScraper(args.url, insecure=bool(getattr(args, "insecure", False))).start()
 
 
-def _baseline(plan, engine):
+def _baseline(plan: LoadPlan, engine: EngineScraper) -> Callable[[], None] | None:
     """The engine's scrape right before the first level, for an LLM endpoint (the engines gpusleuth reads all
     serve one). A plain HTTP server gets none: a GET /metrics it answers 404 just before the load is a request
     its own records would hold beside the load's."""
     return engine.baseline if plan.api != "http" else None
 
 
-def _levels_done(driver, engine) -> str | None:
+def _levels_done(driver: LoadThread, engine: EngineScraper) -> str | None:
     """The launcher's stop condition: the levels are done. The engine's last scrape is taken first, while the
     server still runs (its counters grow as requests end: without it the last second's requests are lost)."""
     if not driver.done():
@@ -357,14 +368,14 @@ def _levels_done(driver, engine) -> str | None:
     return "gpusleuth load (levels done)"
 
 
-def _write_engine(engine, run_dir: Path) -> None:
+def _write_engine(engine: EngineScraper, run_dir: Path) -> None:
     try:
         engine.write(run_dir)
     except OSError as exc:
         _say(f"could not write the engine's metrics into {run_dir} ({exc.strerror or exc})")
 
 
-def _write_load_only(args, plan, result) -> Path:
+def _write_load_only(args: argparse.Namespace, plan: LoadPlan, result: LoadResult) -> Path:
     from gpusleuth._version import __version__
     from gpusleuth.recorder.launcher import prepare_run_dir
     from gpusleuth.recorder.loadgen import write_load
@@ -385,7 +396,8 @@ def _write_load_only(args, plan, result) -> Path:
     return run_dir
 
 
-def _with_server(args, plan, command):
+def _with_server(args: argparse.Namespace, plan: LoadPlan, command: list[str]
+                 ) -> tuple[Path, LoadResult | None, str | None]:
     """Start the server under recording, load it once it answers, stop it; one run directory for all."""
     from gpusleuth.recorder.launcher import LaunchOptions, default_run_dir, launch
     from gpusleuth.recorder.loadgen import LoadThread, write_load
@@ -427,7 +439,7 @@ def _with_server(args, plan, command):
     return run_dir, result, server
 
 
-def _report(args, run_dir, result, plan, full: bool) -> None:
+def _report(args: argparse.Namespace, run_dir: Path | None, result: LoadResult, plan: LoadPlan, full: bool) -> None:
     from gpusleuth.cli.output import make_console, write_html_report
     from gpusleuth.pipeline.build import build_report
     from gpusleuth.cli.options import analysis_options

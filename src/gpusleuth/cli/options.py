@@ -16,8 +16,10 @@ from gpusleuth.errors import InputError
 if TYPE_CHECKING:
     from gpusleuth.sources.detect import ImportOptions
 
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]  # what each command's add_parser gets
 
-def add_analysis_options(parser) -> None:
+
+def add_analysis_options(parser: argparse.ArgumentParser) -> None:
     """The same options on `report`, `run` and `compare`."""
     g = parser.add_argument_group("outcomes (MFU, cost, time to target)")
     g.add_argument("--price-per-gpu-hour", type=float, default=None, metavar="USD",
@@ -39,7 +41,7 @@ def add_analysis_options(parser) -> None:
                    help="a file of MLPerf ':::MLLOG' lines (default: the run's captured output, if any)")
 
 
-def analysis_options(args) -> AnalysisOptions:
+def analysis_options(args: argparse.Namespace) -> AnalysisOptions:
     return AnalysisOptions(
         price_per_gpu_hour=args.price_per_gpu_hour, prices_file=args.prices, peak_tflops=args.peak_tflops,
         peak_dtype=args.peak_dtype, flops_per_step=args.flops_per_step, params=args.params,
@@ -47,7 +49,7 @@ def analysis_options(args) -> AnalysisOptions:
     )
 
 
-def add_import_options(p) -> None:
+def add_import_options(p: argparse.ArgumentParser) -> None:
     """The options of ``report`` and ``import`` that only imported files need."""
     g = p.add_argument_group("imported files (nvidia-smi, dmon, Nsight Systems, DCGM/Prometheus)")
     g.add_argument("--fields", default=None, metavar="LIST",
@@ -64,7 +66,7 @@ def add_import_options(p) -> None:
                    "(default: ranges named like steps, e.g. 'step 12', 'train_step')")
 
 
-def import_options(args) -> ImportOptions:
+def import_options(args: argparse.Namespace) -> ImportOptions:
     from gpusleuth.sources.detect import ImportOptions
 
     start = getattr(args, "start", None)
@@ -83,7 +85,7 @@ def import_options(args) -> ImportOptions:
                          step_range=getattr(args, "step_range", None))
 
 
-def add_parallel_options(p) -> None:
+def add_parallel_options(p: argparse.ArgumentParser) -> None:
     """How a trace set's ranks are analysed: in this process, a local pool, or a Ray cluster."""
     g = p.add_argument_group(
         "many ranks (trace sets)",
@@ -113,7 +115,7 @@ def _positive_int(text: str) -> int:
     return n
 
 
-def add_output_options(p) -> None:
+def add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--html", type=Path, default=None, metavar="OUT",
                    help="also write a self-contained HTML report with charts to OUT (one file, works offline)")
     p.add_argument("--annotate", type=Path, default=None, metavar="OUT",

@@ -4,12 +4,24 @@ printed report (terminal or JSON), transient progress bars on stderr, and HTML p
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from gpusleuth.errors import InputError
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import ProgressColumn
 
-def make_console(to_stderr: bool = False):
+    from gpusleuth.render.text import SafeConsole
+    from gpusleuth.report.model import Report
+
+T = TypeVar("T")
+Tick = Callable[[int, int], None]  # a bar's ``update(done, total)``: the progress a pass reports to
+
+
+def make_console(to_stderr: bool = False) -> SafeConsole:
     """A terminal keeps its width; a file or pipe gets 120 columns so tables stay readable."""
     from gpusleuth.render.text import SafeConsole
 
@@ -17,7 +29,7 @@ def make_console(to_stderr: bool = False):
     return SafeConsole(file=stream, highlight=False, width=None if stream.isatty() else 120)
 
 
-def emit_report(report, as_json: bool, to_stderr: bool = False, verbose: bool = False) -> None:
+def emit_report(report: Report, as_json: bool, to_stderr: bool = False, verbose: bool = False) -> None:
     if as_json:
         from gpusleuth.render.json_report import render_json
 
@@ -29,13 +41,13 @@ def emit_report(report, as_json: bool, to_stderr: bool = False, verbose: bool = 
         render_console(report, make_console(to_stderr), verbose=verbose)
 
 
-def write_html_report(report, out: Path) -> None:
+def write_html_report(report: Report, out: Path) -> None:
     from gpusleuth.render.html import render_html
 
     write_html_file(render_html, report, out, "HTML report")
 
 
-def write_html_file(render, obj, out: Path, what: str) -> None:
+def write_html_file(render: Callable[[T], str], obj: T, out: Path, what: str) -> None:
     """Render ``obj`` to a page and write it; a path that cannot be written is one sentence, not a traceback."""
     from gpusleuth.render.html import write_page
 
@@ -46,7 +58,7 @@ def write_html_file(render, obj, out: Path, what: str) -> None:
     print(f"gpusleuth: {what} written to {out} ({size / 2**20:.1f} MiB)", file=sys.stderr)
 
 
-def set_progress(total: int, unit: str):
+def set_progress(total: int, unit: str) -> Tick | None:
     """A trace set's bar on a terminal: over ranks analysed by workers, or over bytes read here (big sets)."""
     if unit == "ranks":
         return rank_progress(total)
@@ -57,12 +69,12 @@ def set_progress(total: int, unit: str):
     return _transient_bar("loading traces", total, DownloadColumn())
 
 
-def rank_progress(total: int, what: str = "analysing"):
+def rank_progress(total: int, what: str = "analysing") -> Tick | None:
     """A transient rich bar over ranks (only worth showing for several)."""
     return count_progress(total, f"{what} ranks")
 
 
-def count_progress(total: int, label: str):
+def count_progress(total: int, label: str) -> Tick | None:
     """A transient rich bar over ``total`` items (ranks, runs), on stderr; None for fewer than two."""
     if total < 2:
         return None
@@ -71,7 +83,7 @@ def count_progress(total: int, label: str):
     return _transient_bar(label, total, MofNCompleteColumn(), console=make_console(to_stderr=True))
 
 
-def _transient_bar(label: str, total: int, count_column, console=None):
+def _transient_bar(label: str, total: int, count_column: ProgressColumn, console: Console | None = None) -> Tick:
     """Start a bar that disappears when done; returns ``update(done, total=None)``."""
     from rich.progress import BarColumn, Progress, TextColumn
 
@@ -79,7 +91,7 @@ def _transient_bar(label: str, total: int, count_column, console=None):
     task = bar.add_task(label, total=total)
     bar.start()
 
-    def update(done, _total=None):
+    def update(done: int, _total: int | None = None) -> None:
         bar.update(task, completed=done)
         if done >= total:
             bar.stop()

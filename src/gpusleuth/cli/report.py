@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpusleuth.cli.options import (add_analysis_options, add_import_options, add_output_options,
                                    add_parallel_options, analysis_options, import_options)
 from gpusleuth.cli.output import emit_report, rank_progress, set_progress, write_html_report
 from gpusleuth.errors import InputError
 
+if TYPE_CHECKING:
+    from gpusleuth.analysis.options import AnalysisOptions
+    from gpusleuth.analysis.ranks import RankSummary
+    from gpusleuth.cli.options import Subparsers
+    from gpusleuth.cli.output import Tick
+    from gpusleuth.report.model import Report
+    from gpusleuth.run.model import Run
 
-def add_parser(sub) -> None:
+
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "report",
         help="report on a recorded run directory or on PyTorch profiler traces",
@@ -55,7 +65,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=report_command)
 
 
-def report_command(args) -> int:
+def report_command(args: argparse.Namespace) -> int:
     from gpusleuth.lean_imports import keep_pandas_out
     from gpusleuth.sources.inputs import read_inputs
 
@@ -65,7 +75,7 @@ def report_command(args) -> int:
         paths.insert(0, Path(args.ray))                          # an address (argparse took it as --ray's value)
         args.ray = ""
 
-    def read_trace_set(files):
+    def read_trace_set(files: list[Path]) -> tuple[list[Run], list[RankSummary] | None]:
         from gpusleuth.pipeline.trace_set import load_trace_set
 
         return load_trace_set(files, jobs=args.jobs, ray_address=args.ray,
@@ -88,8 +98,9 @@ def report_command(args) -> int:
     return 0
 
 
-def print_report(run, as_json: bool = False, to_stderr: bool = False, options=None, quiet: bool = False,
-                 verbose: bool = False, progress=None, ranks=None, display: bool = True):
+def print_report(run: Run, as_json: bool = False, to_stderr: bool = False, options: AnalysisOptions | None = None,
+                 quiet: bool = False, verbose: bool = False, progress: Tick | None = None,
+                 ranks: list[RankSummary] | None = None, display: bool = True) -> Report:
     """Build the run's Report and print it (unless ``quiet``: then only built, e.g. for --html alone).
     ``ranks``: a trace set's per-rank summaries from worker processes (``pipeline/trace_set.py``);
     ``display``: also the HTML page's chart data."""
@@ -101,7 +112,7 @@ def print_report(run, as_json: bool = False, to_stderr: bool = False, options=No
     return report
 
 
-def write_outputs(report, args, runs) -> None:
+def write_outputs(report: Report, args: argparse.Namespace, runs: list[Run]) -> None:
     """The file outputs besides the printed report: --html and --annotate (docs/html-report.md)."""
     if getattr(args, "html", None):
         write_html_report(report, args.html)
@@ -109,7 +120,7 @@ def write_outputs(report, args, runs) -> None:
         annotate_traces(report, runs, args.annotate)
 
 
-def annotate_traces(report, runs, out: Path) -> None:
+def annotate_traces(report: Report, runs: list[Run], out: Path) -> None:
     """One annotated copy per trace; the analyses are the report's (``report.ranks``, same order)."""
     from gpusleuth.render.perfetto import write_annotated
     from gpusleuth.sources.kineto.decompress import text_blocks
@@ -122,7 +133,10 @@ def annotate_traces(report, runs, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
     progress = rank_progress(len(traced), "annotating") if sys.stderr.isatty() and len(traced) > 1 else None
     for i, (run, analysis) in enumerate(traced):
-        source = Path(run.meta.get("trace_path") or run.path)
+        where = run.meta.get("trace_path") or run.path
+        if where is None:
+            raise InputError(out, "--annotate: a trace whose file is not known cannot be copied")
+        source = Path(where)
         target = out / source.name if len(traced) > 1 else out
         try:
             res = write_annotated(text_blocks(source), analysis, run.trace.meta, run.trace.pids, target)

@@ -6,9 +6,15 @@ import argparse
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpusleuth.cli.options import Subparsers
+    from gpusleuth.recorder.launcher import LaunchResult
+    from gpusleuth.render.live import LiveView
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "run",
         help="record a command (GPU, host, training steps) and report what it waited on",
@@ -59,7 +65,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run_command)
 
 
-def run_command(args) -> int:
+def run_command(args: argparse.Namespace) -> int:
     from gpusleuth.errors import LaunchError
     from gpusleuth.recorder.launcher import LaunchOptions, launch
 
@@ -107,7 +113,7 @@ def run_command(args) -> int:
     return result.exit_code
 
 
-def _report_after_run(args, result) -> None:
+def _report_after_run(args: argparse.Namespace, result: LaunchResult) -> None:
     """The report of the run just recorded (unless --no-report), its HTML page and tracker logging."""
     if not args.no_report or args.html or args.mlflow or args.wandb:  # --no-report --html: the page alone
         from gpusleuth.cli.report import print_report
@@ -135,7 +141,7 @@ def _report_after_run(args, result) -> None:
                   f"the run is saved in {result.run_dir}", file=sys.stderr)
 
 
-def _print_unsaved_notes(result) -> None:
+def _print_unsaved_notes(result: LaunchResult) -> None:
     """With no report to carry them, the launcher's notes that meta.json could not keep go to stderr."""
     from gpusleuth.run.layout import RunDir
 
@@ -181,7 +187,7 @@ def _check_listen(text: str) -> None:
         raise LaunchError(f"gpusleuth run: cannot serve Prometheus metrics on {text}: {exc.strerror or exc}") from None
 
 
-def _live_view(args, command):
+def _live_view(args: argparse.Namespace, command: list[str]) -> tuple[Path | None, LiveView | None]:
     """The run directory (chosen here so the live view can tail it) and the --live view, or None."""
     if not args.live:
         return args.out, None

@@ -6,9 +6,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from gpusleuth.cli.options import Subparsers
+    from gpusleuth.experiments.maxbatch import MaxBatchResult, Try
+    from gpusleuth.experiments.runner import SweepOptions
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "sweep",
         help="run a job once per configuration (workers, batch, precision, your own flags) and say which wins",
@@ -96,7 +104,7 @@ def _range(text: str) -> tuple[int, int]:
     return lo, hi
 
 
-def sweep_command(args) -> int:
+def sweep_command(args: argparse.Namespace) -> int:
     from gpusleuth.render.text import SafeConsole
 
     from gpusleuth.errors import LaunchError
@@ -144,7 +152,7 @@ def sweep_command(args) -> int:
     if args.json:
         from gpusleuth.experiments.runner import _jsonable
 
-        doc = result.to_dict() if result else {"schema": "gpusleuth.sweep/1", "max_batch": mb.to_dict()}
+        doc = result.to_dict() if result else {"schema": "gpusleuth.sweep/1", "max_batch": mb.to_dict() if mb else None}
         sys.stdout.write(json.dumps(clean(doc), indent=1, default=_jsonable) + "\n")
     else:
         from gpusleuth.render.sweep_console import render_max_batch, render_sweep
@@ -152,14 +160,15 @@ def sweep_command(args) -> int:
         console = SafeConsole(highlight=False, width=None if sys.stdout.isatty() else 140)
         if result:
             render_sweep(result, console)
-        else:
+        elif mb is not None:
             render_max_batch(mb, console)
     if result is not None and result.configs and all(c.crashed for c in result.configs):
         return 1
     return 0
 
 
-def _max_batch(args, command, params, opts, out, say):
+def _max_batch(args: argparse.Namespace, command: list[str], params: list[tuple[str, list[str]]], opts: SweepOptions,
+               out: Path, say: Callable[[str], None]) -> MaxBatchResult:
     from gpusleuth.experiments.maxbatch import job_try, search
 
     lo, hi = _range(args.batch_range)
@@ -167,7 +176,7 @@ def _max_batch(args, command, params, opts, out, say):
     out.mkdir(parents=True, exist_ok=True)
     probe = job_try(command, args.batch_param, base, opts, out, args.max_batch_steps)
 
-    def logged(b):
+    def logged(b: int) -> Try:
         t = probe(b)
         say(f"max-batch: {args.batch_param}={b}: " + ("fits" if t.fits else ("out of memory" if t.oom else
                                                                              f"failed ({t.detail})")))

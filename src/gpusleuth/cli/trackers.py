@@ -5,11 +5,17 @@ Kept out of cli/report.py so that verb stays about printing; the loggers are in 
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpusleuth.report.model import Report
+    from gpusleuth.run.model import Run
 
 
-def add_tracker_options(p) -> None:
+def add_tracker_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("experiment trackers")
     g.add_argument("--mlflow", default=None, metavar="URI",
                    help="log headline outcomes, badput split, top findings and the HTML report to this MLflow "
@@ -26,7 +32,7 @@ def add_tracker_options(p) -> None:
                    help="where W&B writes its files (default: W&B's own, ./wandb)")
 
 
-def send_to_trackers(report, run, args) -> None:
+def send_to_trackers(report: Report, run: Run | None, args: argparse.Namespace) -> None:
     if not (getattr(args, "mlflow", None) or getattr(args, "wandb", None)):
         return
     from gpusleuth.report.summary import summarize
@@ -44,12 +50,12 @@ def send_to_trackers(report, run, args) -> None:
         print(f"gpusleuth: logged to W&B project {args.wandb} ({args.wandb_mode}: {where})", file=sys.stderr)
 
 
-def cache_summary(report, run) -> None:
+def cache_summary(report: Report, run: Run | None) -> None:
     """Leave ``summary.json`` in a recorded run's directory for ``gpusleuth fleet`` (best effort)."""
-    path = getattr(run, "path", None)
+    path = run.path if run is not None else None
     from gpusleuth.run.layout import RunDir
 
-    if not path or not RunDir(path).is_run():  # a run directory, never a folder of traces
+    if run is None or not path or not RunDir(path).is_run():  # a run directory, never a folder of traces
         return
     from gpusleuth.recorder.summary import write_summary
     from gpusleuth.report.summary import summarize

@@ -14,7 +14,12 @@ import gc
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from gpusleuth.experiments.runner import SweepOptions
 
 
 @dataclass
@@ -186,7 +191,8 @@ def _free() -> None:
 
 
 # ------------------------------------------------------------------------------- one process per try
-def job_try(command: list[str], param: str, base_config: dict[str, str], opts, out_dir, steps: int):
+def job_try(command: list[str], param: str, base_config: dict[str, str], opts: SweepOptions, out_dir: Path,
+            steps: int) -> Callable[[int], Try]:
     """A ``try_batch`` that runs the job (fresh process: fresh state) with ``param`` = b for a few steps."""
     from pathlib import Path
 

@@ -16,7 +16,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from gpusleuth.recorder.launcher import default_run_dir
 from gpusleuth.experiments import grid as g
@@ -339,7 +339,7 @@ def _save(out: Path, sweep: SweepResult) -> None:
     os.replace(tmp, out / "sweep.json")
 
 
-def clean(o):
+def clean(o: Any) -> Any:
     """NaN and infinity become null: the JSON must load anywhere (docs/experiments.md)."""
     if isinstance(o, float):
         return o if math.isfinite(o) else None
@@ -350,7 +350,7 @@ def clean(o):
     return o
 
 
-def _jsonable(o):
+def _jsonable(o: Any) -> Any:
     if isinstance(o, float):
         return o
     if hasattr(o, "to_dict"):
