@@ -153,8 +153,17 @@ def test_no_import_cycles_between_modules():
     # an edge to a package means its __init__; keep only edges to modules we know
     known = set(graph)
     edges = {m: {t for t in ts if t in known and t != m} for m, ts in graph.items()}
+    cycles = _cycles(edges)
+    # the package root re-exports the API (and lazily the experiments): edges into it are not a layering loop
+    cycles = [c for c in cycles if not c.startswith("gpusleuth →") and " gpusleuth →" not in c
+              and not any(c.startswith(f"{pkg} →") for pkg in _packages())]
+    assert not cycles, "\n".join(cycles)
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[str]:
+    """Every circle a depth-first walk of ``edges`` closes, as "a → b → a"."""
     state: dict[str, int] = {}
-    cycles = []
+    cycles: list[str] = []
 
     def visit(m, path):
         state[m] = 1
@@ -168,10 +177,7 @@ def test_no_import_cycles_between_modules():
     for m in sorted(edges):
         if m not in state:
             visit(m, [m])
-    # the package root re-exports the API (and lazily the experiments): edges into it are not a layering loop
-    cycles = [c for c in cycles if not c.startswith("gpusleuth →") and " gpusleuth →" not in c
-              and not any(c.startswith(f"{pkg} →") for pkg in _packages())]
-    assert not cycles, "\n".join(cycles)
+    return cycles
 
 
 def _packages() -> set[str]:
@@ -239,3 +245,89 @@ def test_analysis_diagnosis_and_report_touch_no_file(stage):
             elif isinstance(f, ast.Attribute) and f.attr == "replace" and ast.unparse(f.value) == "os":
                 bad.append(f"{rel}:{node.lineno}: os.replace()")
     assert not bad, "\n".join(bad)
+
+
+def _hook_graph() -> dict[str, set[str]]:
+    """Hook module → the sibling hook modules it imports, anywhere in the file (a function-level import
+    is an edge too: it runs in the same process, and a circle through it is still a circle)."""
+    siblings = {p.stem for p in HOOK.glob("*.py")}
+    return {path.stem: {m.split(".")[0] for _, m, _ in _hook_imports(ast.parse(path.read_text(), str(path)))
+                        if m.split(".")[0] in siblings and m.split(".")[0] != path.stem}
+            for path in sorted(HOOK.glob("*.py"))}
+
+
+def test_the_hooks_imports_form_no_circle():
+    """The hook by responsibility (issue 22): records and writer at the bottom, the recorder's state above
+    them, the patch modules (torch, dist, serve) above the state, the activation on top. A patch module the
+    state needs is handed in (``Recorder.torch_imported``), never imported back."""
+    cycles = _cycles(_hook_graph())
+    assert not cycles, "\n".join(cycles)
+
+
+# What reaching into a recorder looks like: ``r.x = …``, ``r.x += …``, ``r.x[i] = …``, ``del r.x``,
+# ``setattr(r, …)``, ``r.x.append(…)``. The recorder is a parameter named r/rec/recorder, anything assigned
+# from one, or ``….R`` / ``….rec`` (``_gpusleuth_state.R``, a Device's ``self.rec``).
+_RECORDER_NAMES = {"r", "rec", "recorder"}
+_MUTATORS = {"append", "appendleft", "extend", "insert", "add", "update", "pop", "popleft", "remove", "discard",
+             "clear", "setdefault", "__setitem__"}
+
+
+def _is_recorder(node, names: set[str]) -> bool:
+    return (isinstance(node, ast.Name) and node.id in names) or \
+        (isinstance(node, ast.Attribute) and node.attr in ("R", "rec"))
+
+
+def _recorder_writes(tree) -> list[tuple[int, str]]:
+    out = []
+    for fn in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] + [tree]:
+        names = set(_RECORDER_NAMES)
+        for node in ast.walk(fn):  # locals bound to the recorder: ``r = _state.R``
+            if isinstance(node, ast.Assign) and _is_recorder(node.value, names):
+                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        for node in ast.walk(fn):
+            targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else
+                       [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+            for t in targets:
+                for sub in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                    while isinstance(sub, ast.Subscript):
+                        sub = sub.value
+                    if isinstance(sub, ast.Attribute) and _is_recorder(sub.value, names):
+                        out.append((sub.lineno, ast.unparse(sub)))
+            if isinstance(node, ast.Call):
+                f = node.func
+                if isinstance(f, ast.Name) and f.id in ("setattr", "delattr") and node.args \
+                        and _is_recorder(node.args[0], names):
+                    out.append((node.lineno, ast.unparse(node)))
+                elif isinstance(f, ast.Attribute) and f.attr in _MUTATORS and isinstance(f.value, ast.Attribute) \
+                        and _is_recorder(f.value.value, names):
+                    out.append((node.lineno, ast.unparse(f)))
+    return sorted(set(out))
+
+
+def test_only_the_state_module_changes_the_recorder():
+    """Patch modules (torch, dist, serve, knobs), the device, the API and the activation call the recorder's
+    methods; they never set, delete or mutate its attributes. Its state changes in ``_gpusleuth_state`` alone,
+    where the step and phase rules can be read in one place."""
+    bad = []
+    for path in sorted(HOOK.glob("*.py")):
+        if path.stem == "_gpusleuth_state":
+            continue
+        bad += [f"hook/{path.name}:{line}: {what}" for line, what in _recorder_writes(ast.parse(path.read_text()))]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_hook_times_a_fetch_in_one_place():
+    """Data wait is measured by one function (``Recorder.fetch``): a DataLoader's ``__next__``, a
+    ``gpusleuth.watch``-ed iterable and a loader starting its workers all go through it, so a change to
+    what a fetch counts cannot reach one of them and miss the others (it was written twice)."""
+    where = set()
+    for path in sorted(HOOK.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript) \
+                        and ast.unparse(node.target.slice) == "WAIT":
+                    where.add(f"{path.stem}.{fn.name}")
+    assert where == {"_gpusleuth_state.fetch"}, sorted(where)

@@ -4,11 +4,10 @@ Same rules as every hook module: standard library only (torch is handed in), Pyt
 into the user's program, the user's call runs exactly once with its own arguments and its result passes
 through unchanged.
 
-* :func:`identity` — rank, local rank, world size, node rank and host name, from the variables that
-  ``torchrun``/``torch.distributed.run``, ``mp.spawn`` users, Slurm (``srun``) and Open MPI/PMI
-  (``mpirun``) set. Written into the ``H`` header, so every rank is known with zero code change. Once
-  ``init_process_group`` returns, an ``I`` line ``{"kind": "dist_init", ...}`` states what torch itself says
-  (``mp.spawn`` sets no variable for the rank; torch knows it).
+* Identity — rank, local rank, world size, node rank and host name from the environment
+  (``_gpusleuth_identity``, in every ``H`` header). Once ``init_process_group`` returns, an ``I`` line
+  ``{"kind": "dist_init", ...}`` states what torch itself says (``mp.spawn`` sets no variable for the rank;
+  torch knows it).
 * Collectives: ``torch.distributed.all_reduce``, ``all_gather``, ``reduce_scatter``, ``broadcast``,
   ``barrier``… are wrapped at module level. Each call becomes one ``C`` line (docs/run-format.md): host
   start (this rank's *arrival*), host end (the work completed: at return for a blocking call, in the
@@ -26,19 +25,10 @@ through unchanged.
 """
 import collections
 import os
-import socket
 
-import _gpusleuth_autohook as _core
-
-_now = _core._now
-_tid = _core._tid
-
-# (variable, meaning) in order of preference: the launcher's own names first, then the schedulers'
-_RANK_VARS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
-_LOCAL_VARS = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
-_WORLD_VARS = ("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
-_NODE_VARS = ("GROUP_RANK", "SLURM_NODEID", "OMPI_COMM_WORLD_NODE_RANK")
-_JOB_VARS = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "OMPI_MCA_orte_jobid", "GPUSLEUTH_JOB_ID")
+import _gpusleuth_state as _state
+from _gpusleuth_identity import identity
+from _gpusleuth_records import _clean, _now
 
 # Every public collective, under each name torch has given it: FSDP2 calls ``all_gather_single`` and
 # ``reduce_scatter_single`` (torch ≥ 2.10; ``all_gather_into_tensor``/``reduce_scatter_tensor`` before,
@@ -64,33 +54,6 @@ _FIRST_KW = ("tensor", "output_tensor", "output", "tensor_list", "tensors", "out
 CUDA_PENDING_MAX = 4096
 
 
-def _first_env(names):
-    for name in names:
-        value = os.environ.get(name)
-        if value not in (None, ""):
-            try:
-                return int(value)
-            except ValueError:
-                continue
-    return None
-
-
-def identity():
-    """This process's place in the job, from the environment: what goes into the ``H`` header."""
-    try:
-        host = socket.gethostname()
-    except OSError:
-        host = None
-    job = None
-    for name in _JOB_VARS:
-        if os.environ.get(name):
-            job = os.environ[name]
-            break
-    return {"rank": _first_env(_RANK_VARS), "local_rank": _first_env(_LOCAL_VARS),
-            "world_size": _first_env(_WORLD_VARS), "node_rank": _first_env(_NODE_VARS), "host": host,
-            "job_id": job}
-
-
 class _State:
     __slots__ = ("depth", "seq", "names", "done", "cuda_q", "world")
 
@@ -108,6 +71,7 @@ S = _State()
 
 def install(torch, rec):
     """Patch torch.distributed (collectives, init_process_group) and DDP. Called from _gpusleuth_torch."""
+    rec.before_exit(at_exit)
     try:
         dist = torch.distributed
         if not dist.is_available():
@@ -145,7 +109,7 @@ def _patch_init(dist, c10d, rec):
 
     def init_process_group(*args, **kwargs):
         out = real(*args, **kwargs)
-        r = _core.R
+        r = _state.R
         if r is not None:
             try:
                 fact = {"kind": "dist_init", "rank": dist.get_rank(), "world_size": dist.get_world_size(),
@@ -203,7 +167,7 @@ def _wrap(torch, name, real):
     apos = _ASYNC_POS.get(name)
 
     def collective(*args, **kwargs):
-        r = _core.R
+        r = _state.R
         if r is None or r.worker or S.depth:
             return real(*args, **kwargs)
         try:
@@ -219,7 +183,7 @@ def _wrap(torch, name, real):
             first = args[0] if args and name != "barrier" else next(
                 (kwargs[k] for k in _FIRST_KW if k in kwargs), None)
             nbytes = _nbytes(first)
-            cuda = r.cuda_on and _is_cuda(first)
+            cuda = r.cuda_on() and _is_cuda(first)
             ev0 = _mark(r) if cuda else None
             t0 = _now()
         except Exception as exc:
@@ -242,7 +206,7 @@ def _wrap(torch, name, real):
                         del S.cuda_q[0]
                     _poll_cuda(r)
                 else:  # blocking on the host (gloo), or async NCCL: the host end is the enqueue
-                    r.buf.append(_line(head, _now(), -1))
+                    r.line(_line(head, _now(), -1))
         except Exception as exc:
             r.error("collective_exit", exc)
         return out
@@ -256,12 +220,12 @@ def _wrap(torch, name, real):
 
 def _line(head, end_ns, device_ns):
     t0, name, nbytes, gname, seq = head
-    return "C\t%d\t%d\t%s\t%d\t%s\t%d\t%d\n" % (t0, end_ns, name, nbytes, _core._clean(gname), seq, device_ns)
+    return "C\t%d\t%d\t%s\t%d\t%s\t%d\t%d\n" % (t0, end_ns, name, nbytes, _clean(gname), seq, device_ns)
 
 
 def _on_done(work, head):
     """An async collective (DDP's buckets): its end is when its future completes, in whatever thread
-    completes it; the line waits in a deque for the main thread (``r.buf`` is the main thread's)."""
+    completes it; the line waits in a deque for the main thread (the recorder's buffer is the main thread's)."""
     fut = work.get_future()
 
     def done(_fut):
@@ -275,17 +239,16 @@ def _on_done(work, head):
 
 def _drain(r):
     done = S.done
-    buf = r.buf
     while done:
         try:
-            buf.append(done.popleft())
+            r.line(done.popleft())
         except IndexError:
             break
 
 
 def _mark(r):
     try:
-        return _core._T.cuda_mark(r) if _core._T is not None else None
+        return r.cuda_event()
     except Exception:
         return None
 
@@ -299,7 +262,7 @@ def _poll_cuda(r):
             if not (e.query() and s.query()):
                 break
             del q[0]
-            r.buf.append(_line(head, host_end, int(s.elapsed_time(e) * 1e6)))
+            r.line(_line(head, host_end, int(s.elapsed_time(e) * 1e6)))
     except Exception as exc:
         del q[:]
         r.error("collective_cuda", exc)
@@ -336,7 +299,7 @@ def _patch_ddp(torch, rec):
         d = self.__dict__
         if "_gpusleuth_user_hook" not in d:
             d["_gpusleuth_user_hook"] = False
-            r = _core.R
+            r = _state.R
             if r is not None and not r.worker:
                 try:
                     _timed_default_hook(torch, self, real_register)

@@ -1,8 +1,19 @@
-"""The record formats of gpusleuth's in-process recorder: pure helpers with no state.
+"""The record formats and clocks of gpusleuth's in-process recorder: pure helpers with no state.
 
-Split from ``_gpusleuth_autohook`` (the state machine and writer) so each stays small. Same rules as
-every hook module: standard library only, Python 3.8+ syntax, never raise into the user's program.
+The bottom of the hook's import graph: every other hook module may import it, it imports none of them.
+Same rules as every hook module: standard library only, Python 3.8+ syntax, never raise into the user's
+program.
 """
+import threading
+import time
+
+_now = time.time_ns
+try:
+    _cpu = time.thread_time_ns
+    _cpu()
+except (AttributeError, OSError):  # platforms without a per-thread clock: process CPU is the next best
+    _cpu = time.process_time_ns
+_tid = threading.get_ident
 
 
 def _clean(name):

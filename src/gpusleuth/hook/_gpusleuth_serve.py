@@ -34,7 +34,9 @@ import sys
 import threading
 import time
 
-import _gpusleuth_autohook as _core
+import _gpusleuth_state as _state
+from _gpusleuth_records import _clean, _input_shape
+from _gpusleuth_writer import FLUSH_NS
 
 _now = time.time_ns
 _REQ = contextvars.ContextVar("_gpusleuth_request", default=None)
@@ -90,7 +92,7 @@ class Req(object):
 def begin(kind, queue=-1):
     """Open a request in this thread/task; None when one is open already (a framework inside a server
     we also patch: the outer one counts) or when the hook is not recording."""
-    r = _core.R
+    r = _state.R
     if r is None or r.worker:
         return None
     try:
@@ -121,7 +123,7 @@ def end(req, t=None):
 
 
 def _finish(req, t):
-    r = _core.R
+    r = _state.R
     if r is None:
         return
     total = max(t - req.start, 0)
@@ -133,11 +135,10 @@ def _finish(req, t):
         pre = post = -1
         infer = 0
     stages = json.dumps(req.stages, separators=(",", ":")) if req.stages else "{}"
-    r.buf.append("R\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n" % (
+    r.line("R\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n" % (
         req.start, t, req.queue, pre, infer, post, req.status, req.kind, req.n, req.batch, stages,
         req.handoff, req.claimed, req.delivered, req.rid, req.f1, req.received, req.gets))
-    if t - r.last_flush >= _core.FLUSH_NS or r.role == "python":
-        r.flush()  # a forked child (socketserver.ForkingMixIn) leaves through os._exit: write it now
+    r.flush_if_due(t, now=r.role == "python")  # a forked child (socketserver.ForkingMixIn) leaves through os._exit
     if _FLUSHER[0] is None:
         _start_flusher()
 
@@ -162,17 +163,16 @@ def _start_flusher():
     rather than only at the next request or at exit (a SIGKILL would lose it)."""
     def loop():
         while True:
-            time.sleep(_core.FLUSH_NS / 1e9)
-            r = _core.R
-            if r is None or r.broken:
+            time.sleep(FLUSH_NS / 1e9)
+            r = _state.R
+            if r is None or not r.writing():
                 return
             if _ACTIVE[1] is not None:
                 _unwrap_idle()
-            if r.buf:
-                try:
-                    r.flush()
-                except BaseException:
-                    pass
+            try:
+                r.flush()  # nothing buffered: nothing written
+            except BaseException:
+                pass
 
     try:
         th = threading.Thread(target=loop, name="gpusleuth-flush", daemon=True)
@@ -190,7 +190,7 @@ def after_fork():
 
 
 def _error(where, exc):
-    r = _core.R
+    r = _state.R
     if r is not None:
         r.error(where, exc)
 
@@ -258,7 +258,7 @@ def _outside_forward(real, module, args, kwargs):
     thread); analysis joins it with the requests whose work was taken before it started and answered after
     it ended (docs/serving.md, "Batching servers")."""
     try:
-        rows, tokens = _core._input_shape(args or tuple(kwargs.values()))
+        rows, tokens = _input_shape(args or tuple(kwargs.values()))
         t0 = _now()
         _OUTSIDE.t0 = t0
     except BaseException as exc:
@@ -270,9 +270,9 @@ def _outside_forward(real, module, args, kwargs):
         t = _now()
         _OUTSIDE.t0 = 0
         try:
-            r = _core.R
+            r = _state.R
             if r is not None:
-                r.buf.append("F\t%d\t%d\t%d\t%d\t%d\n" % (t0, t, rows, tokens, _tid()))
+                r.line("F\t%d\t%d\t%d\t%d\t%d\n" % (t0, t, rows, tokens, _tid()))
         except BaseException as exc:
             _error("outside_forward", exc)
 
@@ -281,9 +281,9 @@ def _forward_start(req, module, args):
     try:
         req.fmod = module
         if req.first < 0:
-            req.batch = _core._input_shape(args)[0]
-        r = _core.R
-        if r is not None and r.cuda_on:
+            req.batch = _input_shape(args)[0]
+        r = _state.R
+        if r is not None and r.cuda_on():
             req.ev = _event(r)
         t = _now()
         if req.first < 0:
@@ -304,7 +304,7 @@ def _forward_end(req):
             req.f1 = wall
         req.n += 1
         if req.ev is not None:
-            e = _event(_core.R)
+            e = _event(_state.R)
             if e is not None:
                 if req.evs is None:
                     req.evs = []
@@ -329,7 +329,7 @@ def stage_begin(name):
     req = _REQ.get()
     if req is None:
         return None
-    return (req, _core._clean(name)[:STAGE_NAME_MAX], _now())
+    return (req, _clean(name)[:STAGE_NAME_MAX], _now())
 
 
 def stage_end(tok):
