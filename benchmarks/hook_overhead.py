@@ -16,7 +16,12 @@ Two measurements, CPU time per step (on a shared machine other jobs inflate wall
   but also process-to-process noise of a few microseconds.
 
     python benchmarks/hook_overhead.py [--steps 2000] [--reps 12] [--pairs 5]
+
+``--against DIR`` compares two versions of the hook instead (DIR: a copy of ``src/gpusleuth/hook`` from
+another commit, e.g. ``git archive REV src/gpusleuth/hook | tar -x -C /tmp/old``): children with this hook,
+with DIR's and with none alternate over ``--pairs`` rounds; CPU time per step of each, and this ÷ DIR.
 """
+
 
 from __future__ import annotations
 
@@ -100,11 +105,11 @@ print(json.dumps(out))
 """
 
 
-def run_child(variant: str, hook: bool, how: str, steps: int, reps: int, run_dir: Path):
+def run_child(variant: str, hook: bool, how: str, steps: int, reps: int, run_dir: Path, hook_dir: Path = HOOK_DIR):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSLEUTH_")}
     env["OMP_NUM_THREADS"] = "1"
     if hook:
-        env["PYTHONPATH"] = str(HOOK_DIR)
+        env["PYTHONPATH"] = str(hook_dir)
         env["GPUSLEUTH_RUN_DIR"] = str(run_dir)
     else:
         env.pop("PYTHONPATH", None)
@@ -127,7 +132,11 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=12, help="timed repeats (per setting) inside each process")
     ap.add_argument("--pairs", type=int, default=5, help="hook/no-hook process pairs (separate-process method)")
     ap.add_argument("--variants", default="loader,backward")
+    ap.add_argument("--against", type=Path, help="another hook directory: compare the two instead")
     args = ap.parse_args()
+    if args.against is not None:
+        compare(args, args.against.resolve())
+        return
 
     print(f"# {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
           f"{args.steps} steps per repeat; CPU time per step, medians")
@@ -146,6 +155,27 @@ def main() -> None:
                         run_child(variant, hook, "plain", args.steps, max(3, args.reps // 3), run_dir))
             b, h = statistics.median(base) / 1e3, statistics.median(hooked) / 1e3
             print(f"{variant:<9} {'separate processes':<20} {b:>10.1f} us {h:>8.1f} us {h - b:>7.1f} us")
+
+
+def compare(args, other: Path) -> None:
+    """This hook against ``other`` (and no hook), alternating child processes: median over ``--pairs`` rounds
+    of each child's median CPU µs per step."""
+    print(f"# this hook {HOOK_DIR} vs {other}; {args.steps} steps per repeat; CPU time per step, medians")
+    dirs = {"this": HOOK_DIR, "other": other, "none": None}
+    with tempfile.TemporaryDirectory() as tmp:
+        for variant in args.variants.split(","):
+            times: dict[str, list[float]] = {k: [] for k in dirs}
+            for i in range(args.pairs):
+                for k in (list(dirs) if i % 2 == 0 else list(reversed(dirs))):
+                    got = run_child(variant, dirs[k] is not None, "plain", args.steps, max(3, args.reps // 3),
+                                    Path(tmp) / f"{variant}-{k}-{i}", dirs[k] or HOOK_DIR)
+                    times[k].append(statistics.median(got) / 1e3)
+            m = {k: statistics.median(v) for k, v in times.items()}
+            print(f"{variant:<9} this {m['this']:.1f} us, other {m['other']:.1f} us, no hook {m['none']:.1f} us: "
+                  f"hook cost {m['this'] - m['none']:.1f} vs {m['other'] - m['none']:.1f} us/step, "
+                  f"step time this/other {m['this'] / m['other']:.3f} (rounds this "
+                  f"{' '.join(f'{x:.1f}' for x in times['this'])}; other {' '.join(f'{x:.1f}' for x in times['other'])}); "
+                  f"load {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
