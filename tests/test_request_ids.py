@@ -82,3 +82,46 @@ def test_uuid_request_ids_join_the_client_to_the_server(tmp_path):
     (miss,) = explain_misses(run, load, ra)
     assert (miss.concurrency, miss.missed, miss.joined, miss.dominant) == (8, 40, 40, "outside")
     assert miss.excess_ms["outside"] == pytest.approx(28.0)
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("script", ["http_infer.py", "wsgi_infer.py", "asgi_infer.py"])
+def test_the_hook_records_the_id_each_client_sent_as_text(tmp_path, script):
+    """A real server under ``gpusleuth run`` (the stdlib's http.server, a WSGI app, FastAPI on uvicorn — the
+    header reaches the hook as str, from a WSGI environ, and as ASGI bytes): the ids the clients
+    sent — UUIDs, a vLLM-style ``cmpl-…``, leading zeros, one with a tab that would split the record line, one
+    of 300 characters — are the server's rows' ids, as text, bounded and cleaned the way the reader cleans
+    them; a request without one has none."""
+    import http.client
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import free_port
+    from gpusleuth.sources.rundir import load_run
+    from test_serving import BODY, SERVERS, _env, _wait_ready
+
+    port = free_port()
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "gpusleuth", "run", "--no-report", "--out", str(out), "--",
+                             sys.executable, str(SERVERS / script), str(port), str(tmp_path / "truth.json")],
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sent = [str(uuid.UUID(int=(i + 3) * 104729)) for i in range(12)]
+    sent += ["cmpl-" + "ab12" * 8, "00123", "tab\there", "z" * 300, None]
+    try:
+        _wait_ready(port, proc)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        for rid in sent:
+            conn.request("POST", "/", body=BODY, headers={} if rid is None else {"X-Request-Id": rid})
+            resp = conn.getresponse()
+            resp.read()
+            assert resp.status == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    r = load_run(out).requests
+    model = r.filter(r["forwards"] > 0)  # the readiness probes have no forward
+    got = model["request_id"].tolist()
+    want = [clean_request_id(x) if x is not None else "" for x in sent]
+    assert got == want, got
+    assert want[-3] == "tab\ufffdhere" and len(want[-2]) == REQUEST_ID_MAX  # what the cleaning is for

@@ -82,7 +82,7 @@ class Req(object):
         self.claimed = -1  # a consumer outside any request (the batcher) took that work off the queue
         self.delivered = -1  # a future handed over with the work was resolved (the batch's answer)
         self.closed = False
-        self.rid = -1  # the client's X-Request-Id when it is an integer (gpusleuth load sends one)
+        self.rid = "-1"  # the client's X-Request-Id, as text ("-1": none)
         self.f1 = -1  # wall ns of the first forward (a generation's prefill)
         self.received = -1  # the request's last get from a queue (a streaming handler's last token)
         self.gets = 0  # its gets from queues after the hand-off (a stream: one per token, maybe an end marker)
@@ -135,7 +135,7 @@ def _finish(req, t):
         pre = post = -1
         infer = 0
     stages = json.dumps(req.stages, separators=(",", ":")) if req.stages else "{}"
-    r.line("R\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n" % (
+    r.line("R\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%d\t%d\t%d\n" % (
         req.start, t, req.queue, pre, infer, post, req.status, req.kind, req.n, req.batch, stages,
         req.handoff, req.claimed, req.delivered, req.rid, req.f1, req.received, req.gets))
     r.flush_if_due(t, now=r.role == "python")  # a forked child (socketserver.ForkingMixIn) leaves through os._exit
@@ -456,15 +456,25 @@ def _patch_asyncio_queues(mod):
 
 
 def _request_id(req, value):
-    """The client's ``X-Request-Id`` (bytes or str) on ``req`` when it is a plain non-negative integer — what
-    ``gpusleuth load`` sends, so its rows join the server's one for one; anything else is left alone."""
+    """The client's ``X-Request-Id`` (bytes or str) on ``req``, as text: what the server's rows are joined to
+    the client's on (``gpusleuth load`` sends integers; gateways and replayed traffic send UUIDs, ``cmpl-…``).
+    Untrusted: at most ``_RID_MAX`` characters are kept and anything not printable — a tab or line break
+    would split the record line — is replaced; the reader cleans it again (run/request_ids.py)."""
     try:
-        if value is not None and req is not None and len(value) <= 19 and value.isdigit():
-            rid = int(value)
-            if rid < 9223372036854775807:  # an int64 column
-                req.rid = rid
+        if value is None or req is None:
+            return
+        if value.__class__ is not str:
+            value = bytes(value[:512]).decode("latin-1")
+        text = value[:512].strip()[:_RID_MAX]
+        if not text.isprintable():
+            text = "".join([ch if ch.isprintable() else "\ufffd" for ch in text])
+        if text:
+            req.rid = text
     except BaseException:
         pass
+
+
+_RID_MAX = 128  # run/request_ids.REQUEST_ID_MAX: a UUID is 36 characters, vLLM's "cmpl-" + 32 hex 37
 
 
 def _status(text):
