@@ -8,10 +8,12 @@ lane stays what its name says. ``pytest`` with no ``-m`` runs everything (what C
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -45,6 +47,89 @@ def _unit_lane_starts_no_process(request, monkeypatch):
             monkeypatch.setattr(os, name, _refuse_child)
     monkeypatch.setattr(multiprocessing.util, "spawnv_passfds", _refuse_child)
     yield
+
+
+# --- how busy the host is: tests whose numbers need free cores measure it and say so when they skip -------
+
+QUIET_BUSY_PCT = 15  # CPU busy over all cores that still counts as a quiet host (an idle box reads 0–5 %)
+FOREIGN_CORES = 0.25  # cores that processes outside a test may use while it runs before it is not on a quiet host
+
+
+def host_busy_now(interval: float = 2.0) -> str | None:
+    """None on a quiet host, else what makes it busy: the CPU over ``interval`` seconds now (the load
+    average trails by a minute, so right after another test's jobs it reads busy on an idle host)."""
+    import psutil
+
+    busy = psutil.cpu_percent(interval=interval)
+    if busy > QUIET_BUSY_PCT:
+        return (f"host not quiet: CPU {busy:.0f}% busy on {os.cpu_count() or 1} cores "
+                f"(load average {os.getloadavg()[0]:.2f})")
+    return None
+
+
+def _own_and_host_cpu_s() -> tuple[float, float]:
+    """(CPU seconds of this process, its reaped children and its live descendants; busy CPU seconds of the
+    host) — both clocks only grow, so a difference of two readings is what each used in between."""
+    import psutil
+
+    me = psutil.Process()
+    own = sum(me.cpu_times()[:4])  # user, system, children_user, children_system (reaped descendants)
+    for child in me.children(recursive=True):
+        try:
+            own += sum(child.cpu_times()[:4])
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass  # gone between the listing and the read: its time is in its parent's children_* once reaped
+    t = psutil.cpu_times()
+    host = t.user + t.nice + t.system + getattr(t, "irq", 0) + getattr(t, "softirq", 0) + getattr(t, "steal", 0)
+    return own, host
+
+
+class HostLoad:
+    """What processes outside this test did to the host while it ran: the host's busy CPU less this test's own
+    (pytest, its threads, every job it started). A test whose number needs free cores asserts it; when the
+    number is off and this says other processes took cores, it skips saying so (measured, not assumed);
+    on a quiet host the same miss fails."""
+
+    def __init__(self) -> None:
+        self._t0 = time.monotonic()
+        self._own0, self._host0 = _own_and_host_cpu_s()
+
+    def foreign_cores(self) -> float:
+        own, host = _own_and_host_cpu_s()
+        wall = max(time.monotonic() - self._t0, 1e-3)
+        return max(0.0, (host - self._host0) - (own - self._own0)) / wall
+
+    def crowded(self) -> str | None:
+        """None where the test had the host to itself, else the measured sentence saying it did not."""
+        foreign = self.foreign_cores()
+        if foreign <= FOREIGN_CORES:
+            return None
+        return (f"processes outside this test used {foreign:.2f} of {os.cpu_count() or 1} cores while it ran "
+                f"(load average {os.getloadavg()[0]:.2f})")
+
+    def skip_if_crowded(self, what_was_off: str) -> None:
+        """Skip, saying what was off and the load that explains it, when others took cores; else return (the
+        caller's assert then fails on a quiet host)."""
+        why = self.crowded()
+        if why:
+            pytest.skip(f"{what_was_off}, but {why}: this needs a quiet host")
+
+    @contextlib.contextmanager
+    def quiet_or_skip(self, what: str):
+        """Asserts inside hold, or the test skips where other processes took cores (saying what missed and the
+        load measured); on a quiet host a miss fails as it is. For numbers that only a quiet host makes."""
+        try:
+            yield
+        except AssertionError as exc:
+            first = (str(exc).splitlines() or [""])[0][:300]
+            self.skip_if_crowded(f"{what} missed ({first})")
+            raise
+
+
+@pytest.fixture
+def host_load() -> HostLoad:
+    """Measures, from the test's start, the CPU that processes outside it use (``HostLoad``)."""
+    return HostLoad()
 
 
 def gpusleuth(*args, timeout=180, env=None, **kw) -> subprocess.CompletedProcess:

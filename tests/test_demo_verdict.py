@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import gpusleuth
+from conftest import gpusleuth, host_busy_now
 
 pytest.importorskip("torch")
 
@@ -77,22 +77,9 @@ def test_busy_host_demo_says_why_instead_of_a_failed_prediction(tmp_path):
                                      "prediction held")), result
 
 
-def _quiet() -> str | None:
-    """None on a quiet host, else what makes it busy."""
-    import psutil
-
-    # what the host does now, over 2 s: the load average trails by a minute, so right after another test's
-    # jobs (the suite) it reads busy on an idle host
-    busy = psutil.cpu_percent(interval=2.0)
-    cores = os.cpu_count() or 1
-    if busy > 15:
-        return f"host not quiet: CPU {busy:.0f}% busy on {cores} cores (load average {os.getloadavg()[0]:.2f})"
-    return None
-
-
 @pytest.mark.slow
 def test_quiet_host_demo_prediction_holds_within_25_percent(tmp_path):
-    why = _quiet()
+    why = host_busy_now()
     if why:
         pytest.skip(why + " (the prediction can only be checked where the cores it assumes are free)")
     out, _, _ = _demo(tmp_path, steps=80)

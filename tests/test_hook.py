@@ -250,10 +250,14 @@ TRAIN_DATA_WAIT = """
 import time, torch
 from torch.utils.data import DataLoader, Dataset
 PER_BATCH = 0.030
+SLEPT = []                                       # each sleep as the job's own clock saw it
 class Sleepy(Dataset):                           # waiting on I/O: wall time, no CPU
     def __len__(self): return 6
     def __getitem__(self, i):
-        time.sleep(PER_BATCH); return torch.randn(4, 8)
+        t = time.perf_counter()
+        time.sleep(PER_BATCH)
+        SLEPT.append(time.perf_counter() - t)
+        return torch.randn(4, 8)
 class Busy(Dataset):                             # decoding in the main process: CPU time
     def __len__(self): return 6
     def __getitem__(self, i):
@@ -266,19 +270,29 @@ for ds in (Sleepy(), Busy()):
     for batch in DataLoader(ds, batch_size=None):
         x = batch[0] if isinstance(batch, (tuple, list)) else batch
         model(x).sum().backward(); opt.step(); opt.zero_grad()
+print(" ".join(str(round(s * 1e9)) for s in SLEPT))
 """
 
 
 @pytest.mark.slow
-def test_data_wait_and_data_cpu_match_planted_stalls(tmp_path):
+def test_data_wait_and_data_cpu_match_planted_stalls(tmp_path, host_load):
+    """Each fetch's data wait holds the job's own sleep and little else: bounded by the sleep as the job's
+    clock measured it (on a busy host a 30 ms sleep wakes late, and that lateness is data wait too), not by
+    the planted 30 ms. A hook that counted the step's other work as data wait still fails by more than 3 ms;
+    the CPU-bound fetches are bounded by thread CPU time, which load does not stretch."""
     res, run_dir = run_script(tmp_path, TRAIN_DATA_WAIT)
     assert res.returncode == 0, res.stderr.decode()
     rows = steps(main_events(run_dir))
     assert len(rows) == 12
     planted = 30e6
+    slept = [int(v) for v in res.stdout.split()]
     sleepy, busy = rows[:6], rows[6:]
-    wait = statistics.median(r["data_wait_ns"] for r in sleepy)
-    assert planted <= wait <= 1.10 * planted, wait
+    assert len(slept) == 6 and all(s >= planted for s in slept)
+    assert all(r["data_wait_ns"] >= s for r, s in zip(sleepy, slept)), ([r["data_wait_ns"] for r in sleepy], slept)
+    beyond = statistics.median(r["data_wait_ns"] - s for r, s in zip(sleepy, slept))
+    if beyond > 0.10 * planted:  # the fetch machinery around the sleep, preempted on a crowded host
+        host_load.skip_if_crowded(f"data wait {beyond / 1e6:.1f} ms beyond the job's own sleep (median)")
+    assert beyond <= 0.10 * planted, (beyond, [r["data_wait_ns"] for r in sleepy], slept)
     assert all(r["data_wait_ns"] >= planted for r in rows)
     assert statistics.median(r["data_cpu_ns"] / r["data_wait_ns"] for r in sleepy) < 0.2
     assert all(r["data_cpu_ns"] >= 0.95 * planted for r in busy)

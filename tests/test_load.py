@@ -96,26 +96,33 @@ def _analyze(plan: LoadPlan, result) -> "object":
     return analyze_load(run)
 
 
-def test_closed_loop_matches_the_service_time_and_finds_the_knee(server):
+def test_closed_loop_matches_the_service_time_and_finds_the_knee(server, host_load):
+    """The generator's rates and latencies against the server's planted service time and 4 slots, and the
+    knee at concurrency 4 (the smallest level within 5 % of the best throughput). Generator and server are
+    threads of this process: where other processes took cores they wake late and the numbers miss — then the
+    test skips, saying the load it measured; on a quiet host a miss fails. The latency floor (no request
+    faster than the service time) holds under any load and is asserted always."""
     plan = LoadPlan(url=server + "/work", mode="closed", levels=[1, 4, 16], duration_s=1.5)
     result = run_plan(plan)
     a = _analyze(plan, result)
     one, four, sixteen = a.levels
     assert [lv.concurrency for lv in a.levels] == [1, 4, 16]
-    assert one.rps == pytest.approx(1 / SERVICE_S, rel=0.2)
-    assert four.rps == pytest.approx(CAPACITY, rel=0.15)
-    assert sixteen.rps == pytest.approx(CAPACITY, rel=0.15)
-    assert SERVICE_S * 1e3 <= one.p50_ms <= SERVICE_S * 1e3 * 1.4  # 2 shared cores: some slack
-    assert SERVICE_S * 1e3 <= four.p50_ms <= SERVICE_S * 1e3 * 1.5
-    # 16 workers queue for 4 slots: by Little's law the mean latency is 16 / 80 req/s = 200 ms (the
-    # semaphore is not FIFO, so the median is lower and the tail longer)
-    c = result.columns
-    lat = (c["end_ns"] - c["start_ns"])[c["level"] == 2] / 1e6
-    assert lat.mean() == pytest.approx(16 / sixteen.rps * 1e3, rel=0.15)
-    assert sixteen.p50_ms > 1.5 * four.p50_ms and sixteen.p95_ms > 2 * 16 / SLOTS * SERVICE_S * 1e3 * 0.75
+    assert SERVICE_S * 1e3 <= one.p50_ms and SERVICE_S * 1e3 <= four.p50_ms
     assert one.errors == four.timeouts == 0 and one.ok == one.requests
-    assert a.knee == 1 and a.mode == "closed"
-    assert "no --p95-budget-ms" in a.knee_reason
+    assert a.mode == "closed" and "no --p95-budget-ms" in a.knee_reason
+    with host_load.quiet_or_skip("the closed-loop rates, latencies and knee"):
+        assert one.rps == pytest.approx(1 / SERVICE_S, rel=0.2)
+        assert four.rps == pytest.approx(CAPACITY, rel=0.15)
+        assert sixteen.rps == pytest.approx(CAPACITY, rel=0.15)
+        assert one.p50_ms <= SERVICE_S * 1e3 * 1.4  # 2 shared cores: some slack
+        assert four.p50_ms <= SERVICE_S * 1e3 * 1.5
+        assert sixteen.p50_ms > 1.5 * four.p50_ms and sixteen.p95_ms > 2 * 16 / SLOTS * SERVICE_S * 1e3 * 0.75
+        # 16 workers queue for 4 slots: by Little's law the mean latency is 16 / 80 req/s = 200 ms (the
+        # semaphore is not FIFO, so the median is lower and the tail longer)
+        c = result.columns
+        lat = (c["end_ns"] - c["start_ns"])[c["level"] == 2] / 1e6
+        assert lat.mean() == pytest.approx(16 / sixteen.rps * 1e3, rel=0.15)
+        assert a.knee == 1, f"knee at level {a.knee}, not 1 (concurrency 4)"
 
 
 def test_open_loop_sends_on_schedule_and_drops_over_max_inflight(server):
@@ -205,7 +212,7 @@ def _server_file(tmp_path: Path, body: str = "") -> Path:
 
 
 @pytest.mark.process
-def test_with_a_server_command_one_run_directory_holds_everything(tmp_path):
+def test_with_a_server_command_one_run_directory_holds_everything(tmp_path, host_load):
     port = free_port()
     out = tmp_path / "run"
     res = gpusleuth("load", f"http://user:secret@127.0.0.1:{port}/x?key=hidden", "--concurrency", "1,4",
@@ -224,7 +231,9 @@ def test_with_a_server_command_one_run_directory_holds_everything(tmp_path):
     report = json.loads(res.stdout)
     serving = report["serving"]
     assert [lv["concurrency"] for lv in serving["levels"]] == [1, 4]
-    assert serving["levels"][1]["rps"] == pytest.approx(50, rel=0.2)  # the 20 ms lock caps it at 50/s
+    with host_load.quiet_or_skip("the server's rate at concurrency 4"):  # its threads wake late on a busy host
+        assert serving["levels"][1]["rps"] == pytest.approx(50, rel=0.2)  # the 20 ms lock caps it at 50/s
+    assert serving["levels"][1]["rps"] <= 50 * 1.1  # … and no load makes the lock faster
     assert serving["outcomes"]["price_note"].startswith("unpriced")
     cpu = meta["load"]["generator_cpu_cores"]  # what the generator itself took, per level
     assert len(cpu) == 2 and all(0 < c < 1.5 for c in cpu)
