@@ -113,6 +113,13 @@ def test_a_full_replica_is_named_with_the_replicas_it_needs(tmp_path):
     assert per["meets"] and cap["replicas"] == math.ceil(12 / per["concurrency"]) >= 2
     assert f"{cap['replicas']} needed" in f["title"] and f"= {cap['replicas']} replicas" in f["summary"]
     assert _finding(rep, "serving.prefill_behind_decode") is None  # every step full: a slot, not the schedule
+    # the same wait is not named twice: a batch wait queued behind earlier batches is this finding's, with N
+    assert _finding(rep, "serving.batch_wait") is None, [(x["cause"], x["title"]) for x in rep["findings"]]
+    b = rep["request_stages"]["batching"]
+    if b is not None and b["queued_share"] is not None:
+        ev = {e["name"]: e["value"] for e in f["evidence"]}
+        assert ev["waiting for a batch, queued behind earlier batches"] == pytest.approx(b["queued_share"] * 100,
+                                                                                         abs=0.1)
     heavy = cap["levels"][-1]
     level, ids = np.asarray(load["level"]), np.asarray([str(i) for i in load["request_id"]])
     ok = np.asarray(load["error"]) == ""

@@ -18,7 +18,7 @@ from typing import NamedTuple
 from gpusleuth.diagnosis.facts import EngineLevel, Facts, LoadLevel, MissLevel, RequestAnalysis
 from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
 from gpusleuth.diagnosis.rules._common import no_gpu
-from gpusleuth.diagnosis.rules.serving_capacity import BEHIND_MODERATE, PREFILL_FIX
+from gpusleuth.diagnosis.rules.serving_capacity import BEHIND_MODERATE, PREFILL_FIX, names_a_full_replica
 
 MIN_REQUESTS = 20  # fewer requests than this say too little about a server
 MIN_ALONE = 10  # requests alone in the server (nothing else in flight) enough to know a request's own split
@@ -349,6 +349,8 @@ def waiting_for_a_batch(facts: Facts) -> list[Finding] | Missing:
     # the server's configured max batch is not visible, only the largest batch it ran: whether the window
     # expired or a max batch was reached, the fix for a wait after the take is the same two knobs
     held = collect is not None and (queued is None or collect >= queued)
+    if not held and names_a_full_replica(ra):
+        return []  # queued behind earlier batches on a full replica: serving.too_few_replicas names it, with N
     held_ms = f" below the {b.collect_p50_ms:.1f} ms it held work here (p50)" if b.collect_p50_ms is not None else ""
     if held:
         why = (f"most of it after the batcher took the work, while it collected more: batches of {size_p50:g} "

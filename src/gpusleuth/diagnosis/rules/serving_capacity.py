@@ -13,7 +13,7 @@ they are kept apart from it so that module's rules (one part each) stay short.
 
 from __future__ import annotations
 
-from gpusleuth.diagnosis.facts import Facts
+from gpusleuth.diagnosis.facts import Facts, RequestAnalysis
 from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
 
 BEHIND_MODERATE = 0.2  # share of the missed requests' TTFT spent behind others' decode steps
@@ -96,6 +96,17 @@ def prefill_behind_decode(facts: Facts) -> list[Finding] | Missing:
     )]
 
 
+def names_a_full_replica(ra: RequestAnalysis | None) -> bool:
+    """Whether ``too_few_replicas`` speaks for this server: one replica full and N ≥ 2 needed. The batch-wait
+    rule asks it too, so a batcher's requests queued behind earlier batches on a full replica are named once,
+    with the replica count, not a second time as a batch wait with the same "add replicas" fix."""
+    cap = ra.capacity if ra is not None else None
+    if cap is None or not cap.saturated or cap.replicas is None or cap.replicas < 2:
+        return False
+    levels = {c.level for c in cap.levels}
+    return cap.reference_level in levels and cap.per_replica_level in levels and cap.offered_level in levels
+
+
 def too_few_replicas(facts: Facts) -> list[Finding] | Missing:
     """Under `gpusleuth load -- CMD`: one replica is full (analysis/capacity.py) — throughput flat or falling
     across levels while the requests' wait grew, the model working nearly all the time, nothing inside the
@@ -103,7 +114,7 @@ def too_few_replicas(facts: Facts) -> list[Finding] | Missing:
     measured capacity of one within the SLO (or the p95 budget, or the knee of throughput)."""
     ra = facts.requests
     cap = ra.capacity if ra is not None else None
-    if cap is None or not cap.saturated or cap.replicas is None or cap.replicas < 2:
+    if cap is None or cap.replicas is None or not names_a_full_replica(ra):
         return []
     by = {c.level: c for c in cap.levels}
     heavy = by[cap.offered_level]
@@ -136,6 +147,10 @@ def too_few_replicas(facts: Facts) -> list[Finding] | Missing:
     ]
     if heavy.batch_p50 is not None:
         evidence.append(Evidence(f"requests per forward at {hname}, p50", f"{heavy.batch_p50:g}", "", "hook"))
+    b = ra.batching if ra is not None else None
+    if b is not None and b.queued_share is not None:  # the batch-wait rule leaves this wait to this finding
+        evidence.append(Evidence("waiting for a batch, queued behind earlier batches", _pct(b.queued_share),
+                                 "% of request time (all levels)", "hook: queue hand-off joined with the forwards"))
     load = getattr(facts, "load", None)
     lv = next((x for x in getattr(load, "levels", None) or [] if x.level == heavy.level), None)
     missed = lv is not None and lv.slo is not None and not lv.slo.meets
