@@ -498,3 +498,86 @@ def test_cancel_does_not_wait_out_a_hung_server(server):
     lv = a.levels[0]
     assert lv.cut == 2 and lv.ok == lv.errors == lv.timeouts == 0 and lv.p50_ms is None
     assert any("2 of the 2 requests sent were in flight when the load was stopped" in n for n in a.notes)
+
+
+class _ClosesAfterEachAnswer:
+    """Answers every request (Content-Length, ``Connection: keep-alive``), then closes the connection anyway
+    — as llama.cpp's server does after every streamed answer — but reads for ``linger_s`` first: a request
+    that arrives in that window was written onto a connection the server was closing (a doomed write the
+    client must then notice, reconnect and send again)."""
+
+    def __init__(self, linger_s: float = 0.05):
+        import socket
+
+        self.linger_s, self.doomed, self.accepted = linger_s, 0, 0
+        self.sock = socket.create_server(("127.0.0.1", 0), backlog=64)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn) -> None:
+        with conn:
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                piece = conn.recv(4096)
+                if not piece:
+                    return
+                buf += piece
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n"
+                         b"Keep-Alive: timeout=5, max=100\r\n\r\nok")
+            conn.settimeout(self.linger_s)
+            try:
+                if conn.recv(4096):
+                    self.doomed += 1
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.mark.parametrize("mode,level", [("closed", 3), ("open", 200)])
+def test_a_server_that_closes_after_each_answer_gets_a_fresh_connection_per_request(mode, level):
+    """Learnt once per target (issue 26, llama.cpp's server): after a connection that carried one answer
+    was found closed, every request opens its own connection instead of writing onto the old one first.
+    Only the requests already on their way when it was learnt (at most one a worker) go onto a closing
+    connection; before, every request after a connection's first did (~1 ms of TTFT each)."""
+    srv = _ClosesAfterEachAnswer()
+    try:
+        plan = LoadPlan(url=srv.url, mode=mode, levels=[level], duration_s=0.5, requests=60, timeout_s=5)
+        lv = _analyze(plan, run_plan(plan)).levels[0]
+    finally:
+        srv.close()
+    assert lv.requests == lv.ok == 60, lv
+    assert srv.accepted >= 60
+    assert srv.doomed <= (level if mode == "closed" else 10), (srv.doomed, srv.accepted)  # before: 56 of 60
+
+
+def test_a_server_that_keeps_connections_keeps_them(server):
+    """The other side of the lesson above: a keep-alive server's connections are reused (no fresh connection
+    per request), and one closed after many answers (an idle timeout, a max) teaches nothing."""
+    from gpusleuth.recorder.http_client import Connection, parse_target
+    import asyncio
+
+    target = parse_target(server + "/")
+
+    async def main() -> tuple[int, int]:
+        conn, statuses, writers = Connection(target), [], set()
+        for _ in range(5):
+            statuses.append(await conn.send(target.request(b"")))
+            writers.add(id(conn.writer))
+        conn.writer.transport.abort()  # the server's idle timeout, after five answers
+        statuses.append(await conn.send(target.request(b"")))
+        conn.close()
+        return statuses.count(200), len(writers)
+
+    ok, connections = asyncio.run(main())
+    assert ok == 6 and connections == 1 and not target.memo.closes_after_answer

@@ -6,7 +6,8 @@ is 7 wheels / 4.8 MB installed and 150 ms to import, aiohttp 10 wheels / 15 MB (
 module is stdlib only (asyncio imports in 45 ms) and, doing nothing but write a request and read one
 response per keep-alive connection, sends several thousand requests per second from one core.
 
-It speaks just what a load test needs: one request at a time per connection (no pipelining), keep-alive,
+It speaks just what a load test needs: one request at a time per connection (no pipelining), keep-alive
+(and a fresh connection per request against a server seen to close after every answer: :class:`TargetMemo`),
 bodies by ``Content-Length``, ``chunked`` or read-to-close, ``https`` through the stdlib ``ssl``. A body is
 never held whole: it is read in pieces of at most ``BODY_PIECE`` bytes as they arrive, each handed to the
 request's :class:`BodySink` (an OpenAI stream's parser, which timestamps every token event) or dropped, so
@@ -18,8 +19,9 @@ exception that escapes the level.
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
@@ -40,6 +42,23 @@ class ProtocolError(Exception):
     """The server answered something that is not HTTP/1.x."""
 
 
+@dataclass
+class TargetMemo:
+    """What the connections to one target learnt about its server, shared by all of them (one per
+    :class:`Target`, so per ``gpusleuth load`` run).
+
+    ``closes_after_answer``: a connection that had carried one answer was found closed when the next request
+    went out on it. llama.cpp's server does this after every streamed answer although its header says
+    ``Keep-Alive`` (BENCHMARKS.md, "real engines"); writing onto such a connection, reading the close and
+    reconnecting cost ~1 ms more of each request's TTFT than opening a fresh connection at once. From then
+    on a connection is closed as soon as its answer ended and each request opens its own. A connection that
+    carried two answers or more proves nothing (keep-alive limits and idle timeouts close those).
+    ``address``: the host's address, resolved once (a load test does not look the name up per connect)."""
+
+    closes_after_answer: bool = False
+    address: tuple | None = None
+
+
 @dataclass(frozen=True)
 class Target:
     """Where requests go, parsed once: host, port, TLS, and the request's fixed bytes."""
@@ -51,6 +70,7 @@ class Target:
     head: bytes  # request line and headers, without Content-Length
     method: str
     verify: bool = True  # https: check the server's certificate (--insecure: don't)
+    memo: TargetMemo = field(default_factory=TargetMemo, compare=False, repr=False)
 
     def request(self, body: bytes, extra: bytes = b"") -> bytes:
         """The request's bytes; ``extra``: more header lines, each ending in CRLF (a request id)."""
@@ -115,16 +135,71 @@ class Connection:
     used: int = 0  # responses read on it (a reused connection may have been closed by the server)
     _answered: bool = False  # the current request got a status line (a failure after it is not retried)
 
-    async def open(self) -> None:
+    async def open(self, request: bytes = b"") -> None:
+        """Connect; ``request``'s bytes go out as soon as the connection is up. Plain HTTP connects a
+        non-blocking socket itself (no Nagle from the start) and sends before the stream objects exist:
+        ``asyncio.open_connection`` takes a turn of the loop between connect and write, and on a loop that
+        is reading other streams that turn was most of a reconnect's cost (BENCHMARKS.md)."""
         t = self.target
-        ctx = None
+        self.used = 0
         if t.tls:
             ctx = ssl.create_default_context()
             if not t.verify:
                 ctx.check_hostname = False
                 ctx.verify_mode = ssl.CERT_NONE
-        self.reader, self.writer = await asyncio.open_connection(t.host, t.port, ssl=ctx, limit=MAX_HEADER_BYTES)
-        self.used = 0
+            self.reader, self.writer = await asyncio.open_connection(t.host, t.port, ssl=ctx, limit=MAX_HEADER_BYTES)
+            self.writer.write(request)
+            return
+        loop = asyncio.get_running_loop()
+        sock = await self._connect(loop)
+        try:
+            sent = 0
+            if request:
+                try:
+                    sent = sock.send(request)
+                except BlockingIOError:
+                    pass
+            self.reader = asyncio.StreamReader(limit=MAX_HEADER_BYTES, loop=loop)
+            protocol = asyncio.StreamReaderProtocol(self.reader, loop=loop)
+            transport, _ = await loop.create_connection(lambda: protocol, sock=sock)
+        except BaseException:
+            sock.close()
+            self.reader = None
+            raise
+        self.writer = asyncio.StreamWriter(transport, protocol, self.reader, loop)
+        if sent < len(request):
+            self.writer.write(request[sent:])
+
+    async def _connect(self, loop: asyncio.AbstractEventLoop) -> socket.socket:
+        """A connected non-blocking socket without Nagle. The host's addresses are looked up once: the first
+        connect tries each in turn (``localhost`` may name ::1 first and the server listen on 127.0.0.1
+        only), and the one that answered is used from then on."""
+        memo = self.target.memo
+        if memo.address is not None:
+            candidates = [memo.address]
+        else:
+            infos = await loop.getaddrinfo(self.target.host, self.target.port, type=socket.SOCK_STREAM)
+            candidates = [(family, address) for family, _, _, _, address in infos]
+        failure: OSError | None = None
+        for family, address in candidates:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                try:
+                    sock.connect(address)  # loopback: usually done at once
+                except BlockingIOError:
+                    await loop.sock_connect(sock, address)
+            except OSError as exc:
+                sock.close()
+                failure = exc
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            memo.address = family, address
+            return sock
+        raise failure or OSError(f"{self.target.host} has no address")
 
     def close(self) -> None:
         if self.writer is not None:
@@ -135,19 +210,24 @@ class Connection:
         """Write one request and read its whole response, handing the body to ``sink`` piece by piece
         (``head_only``: only the status line and headers, then the connection is closed — a readiness probe
         must not wait out a body). A connection the server closed while idle is reopened once (nothing of
-        the response was read by then, so nothing is lost or sent twice)."""
-        if self.writer is None:
-            await self.open()
+        the response was read by then, so nothing is lost or sent twice); one it closed right after its
+        first answer teaches the target's :class:`TargetMemo` that every request needs its own."""
         self._answered = False
+        if self.writer is not None and self.used and self.target.memo.closes_after_answer:
+            self.close()  # answered before the server's habit was learnt: it is closing this one too
+        if self.writer is None:
+            await self.open(request)
+            return await self._response(sink, head_only)
         try:
             self.writer.write(request)
             return await self._response(sink, head_only)
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             if self.used == 0 or self._answered or (isinstance(exc, asyncio.IncompleteReadError) and exc.partial):
                 raise  # a fresh connection failing, or an answer cut off half-way: a real error
+            if self.used == 1:
+                self.target.memo.closes_after_answer = True  # closed right after its first answer
             self.close()
-            await self.open()
-            self.writer.write(request)
+            await self.open(request)
             return await self._response(sink, head_only)
 
     async def _response(self, sink: BodySink | None, head_only: bool = False) -> int:
@@ -203,7 +283,7 @@ class Connection:
                     sink.data(piece)
             close = True
         self.used += 1
-        if close:
+        if close or self.target.memo.closes_after_answer:
             self.close()
         return status
 
