@@ -178,7 +178,11 @@ class Connection:
         if memo.address is not None:
             candidates = [memo.address]
         else:
-            infos = await loop.getaddrinfo(self.target.host, self.target.port, type=socket.SOCK_STREAM)
+            try:  # an address written as one (127.0.0.1, ::1) is parsed here, not sent to a resolver thread
+                infos = socket.getaddrinfo(self.target.host, self.target.port, type=socket.SOCK_STREAM,
+                                           flags=socket.AI_NUMERICHOST)
+            except socket.gaierror:
+                infos = await loop.getaddrinfo(self.target.host, self.target.port, type=socket.SOCK_STREAM)
             candidates = [(family, address) for family, _, _, _, address in infos]
         failure: OSError | None = None
         for family, address in candidates:
