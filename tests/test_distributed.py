@@ -40,8 +40,14 @@ def _torchrun(tmp_path, name, slow_rank, extra, base, steps, *, nproc=2, hidden=
 
 
 @pytest.mark.slow
-def test_torchrun_planted_straggler_is_named_and_priced(tmp_path):
-    """The must-show: rank 1's storage takes 20 ms more per batch; rank 0 waits for it in the all-reduce."""
+def test_torchrun_planted_straggler_is_named_and_priced(tmp_path, host_load):
+    """The must-show: rank 1's storage takes 20 ms more per batch; rank 0 waits for it in the all-reduce.
+
+    Named first and HIGH on a host the job has to itself. Where the report finds other processes took cores
+    (and this test measured them too) the product's honest answer is the one asserted: rank 1 still named,
+    held at moderate with low confidence, saying to measure again on a quiet host. The price (rank 0's
+    wait within 25 % of the planted 20 ms) is asserted where it holds; a miss skips with the measured load
+    only where others took cores."""
     extra, steps = 0.02, 40
     run, _ = _torchrun(tmp_path, "straggler", 1, extra, 0.0, steps)
     rep = report_json(run)
@@ -49,18 +55,25 @@ def test_torchrun_planted_straggler_is_named_and_priced(tmp_path):
     ranks = {r["rank"]: r for r in comm["ranks"]}
     assert set(ranks) == {0, 1} and comm["world_size"] == 2
     assert all(r["steps"] >= steps - 2 for r in ranks.values())  # both ranks' steps counted (first left out)
-    top = rep["findings"][0]
-    assert top["cause"] == "straggler" and top["severity"] == "high", rep["findings"][:2]
-    assert "Rank 1" in top["title"]
-    # the time rank 0 loses waiting, within 25 % of the planted extra work
-    assert abs(comm["lost_per_step_s"] - extra) <= 0.25 * extra, comm["lost_per_step_s"]
-    assert abs(comm["lost_s"] - extra * (steps - 1)) <= 0.25 * extra * (steps - 1)
-    assert comm["slow_rank"] == 1 and ranks[0]["wait_s"] > 10 * max(ranks[1]["wait_s"], 1e-4)
+    (top,) = [f for f in rep["findings"] if f["cause"] == "straggler"]
+    assert "Rank 1" in top["title"] and comm["slow_rank"] == 1, rep["findings"][:2]
+    crowded = [f for f in rep["findings"] if f["cause"] == "contention" and f["title"].startswith("Other processes")]
+    if crowded:  # the report saw other load: it must be there (measured here too), and the verdict held back
+        assert host_load.foreign_cores() > 0.1, (crowded[0]["title"], host_load.foreign_cores())
+        assert top["severity"] == "moderate" and top["confidence"] == "low" and "quiet host" in top["summary"], top
+    else:
+        assert rep["findings"][0] is top, rep["findings"][:2]
+        assert top["severity"] == "high", rep["findings"][:2]
     # what the slow rank does with the time: its input pipeline, where its main thread sleeps (not host work)
     assert "input pipeline" in top["summary"] and "waited" in top["summary"]
     busy = next(e["value"] for e in top["evidence"] if e["name"].startswith("its main thread on a CPU"))
     assert busy < 5, busy
-    assert comm["slow_extra"]["data_wait_s"] == pytest.approx(extra, rel=0.25)
+    with host_load.quiet_or_skip("the straggler's price"):
+        # the time rank 0 loses waiting, within 25 % of the planted extra work
+        assert abs(comm["lost_per_step_s"] - extra) <= 0.25 * extra, comm["lost_per_step_s"]
+        assert abs(comm["lost_s"] - extra * (steps - 1)) <= 0.25 * extra * (steps - 1), comm["lost_s"]
+        assert ranks[0]["wait_s"] > 10 * max(ranks[1]["wait_s"], 1e-4), ranks
+        assert comm["slow_extra"]["data_wait_s"] == pytest.approx(extra, rel=0.25), comm["slow_extra"]
     assert comm["comm_gpu_hours"] > comm["wait_gpu_hours"] > 0
     # the HTML report carries the same cross-rank table and what the collectives cost
     page = run.parent / "report.html"
@@ -211,16 +224,27 @@ def _scaling(tmp_path, base_s, hidden):
 
 
 @pytest.mark.slow
-def test_scaling_that_costs_more_than_it_saves_gets_the_verdict(tmp_path):
+def test_scaling_that_costs_more_than_it_saves_gets_the_verdict(tmp_path, host_load):
     """A wide MLP on gloo with no other per-rank work: the second rank adds an all-reduce of 3 MB a step on
     a 2-core host, so the job gets little or no faster while it holds twice the processes — the cost per
-    sample rises faster than the time falls, and compare says so."""
+    sample rises faster than the time falls, and compare says so.
+
+    The cost and the verdict follow from the measured speedup whatever it is — 2 processes' cost per sample
+    (2/speedup − 1) outpaces the time saved (1 − 1/speedup) exactly below ×1.5 — asserted always, and so is
+    compare printing that verdict once. That this job's speedup is under ×1.5 needs both sizes timed on free
+    cores; where other processes took cores (×1.88 seen at load 3) a miss skips saying the load it
+    measured; on a quiet host it fails."""
     s, text = _scaling(tmp_path, 0.0, 8192)
-    assert s["speedup"] < 1.5, s
-    assert s["cost_outpaces_time"] is True
     assert s["cost_change"] == pytest.approx(2 / s["speedup"] - 1, rel=1e-6)  # unpriced: processes ÷ throughput
+    assert s["time_change"] == pytest.approx(1 / s["speedup"] - 1, rel=1e-6)
+    assert s["cost_outpaces_time"] is (s["speedup"] < 1.5), s
     assert s["per_1k_unit"] == "process-seconds per 1k samples"
-    assert "faster" in s["verdict"] and ("cost faster than they cut time" in s["verdict"] or "stay at 1" in s["verdict"])
+    if s["cost_outpaces_time"]:
+        assert "cost faster than they cut time" in s["verdict"] or "stay at 1" in s["verdict"], s["verdict"]
+    else:
+        assert "time falls faster than cost rises" in s["verdict"], s["verdict"]
+    with host_load.quiet_or_skip("the 1-to-2-rank speedup of a communication-bound job"):
+        assert s["speedup"] < 1.5, s
     assert "process-seconds per 1k samples" in " ".join(text.split())
     assert " ".join(text.split()).count(" ".join(s["verdict"].split()[:6])) == 1
     page = tmp_path / "cmp.html"

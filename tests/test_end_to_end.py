@@ -107,17 +107,28 @@ def test_healthy_job_has_no_input_finding(tmp_path):
     assert rep["outcomes"]["data_wait_share_of_steps"] < 0.05
 
 
-def test_demo_finds_and_fixes_the_planted_stall(tmp_path):
+def test_demo_finds_and_fixes_the_planted_stall(tmp_path, host_load):
+    """The demo records both runs and names an input cause first in the planted one (after the other load,
+    when the host had any), always. That the cause is preprocessing (CPU work) and that the fix pays need
+    the cores the demo assumes: a loader starved by other processes uses little CPU and reads as input.io,
+    and the fixed run's worker has no core to run on. Where other processes took the cores and those miss,
+    the test skips saying the load it measured (the busy-host demo is test_demo_verdict's, with real
+    burners); on a quiet host a miss fails."""
     res = gpusleuth("demo", "--steps", "60", "--out", tmp_path, timeout=300)
     assert res.returncode == 0, res.stderr
     out = res.stdout
-    assert "measured speedup" in out and "input.preprocessing" in out
+    assert "measured speedup" in out
     planted = report_json(tmp_path / "planted")
     fixed = report_json(tmp_path / "fixed")
-    assert planted["findings"][0]["cause"] == "input.preprocessing"
-    assert not any(f["severity"] == "high" for f in fixed["findings"])
-    # 1.6× on an idle 2-core machine; the fixed run's worker needs the second core, so keep a margin
-    assert fixed["outcomes"]["samples_per_s"] > 1.05 * planted["outcomes"]["samples_per_s"]
+    own = [f for f in planted["findings"] if f["cause"] != "contention"]  # what the job itself waits on
+    assert own[0]["cause"].startswith("input."), planted["findings"][:2]
+    with host_load.quiet_or_skip("the planted preprocessing stall and its fix"):
+        assert planted["findings"][0]["cause"] == "input.preprocessing", planted["findings"][0]["cause"]
+        assert "input.preprocessing" in out
+        assert not any(f["severity"] == "high" for f in fixed["findings"]), fixed["findings"][:2]
+        # 1.6× on an idle 2-core machine; the fixed run's worker needs the second core, so keep a margin
+        speedup = fixed["outcomes"]["samples_per_s"] / planted["outcomes"]["samples_per_s"]
+        assert speedup > 1.05, f"speedup {speedup:.2f}"
 
 
 WORKERS = textwrap.dedent(

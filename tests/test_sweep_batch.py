@@ -52,7 +52,11 @@ JOB = textwrap.dedent(f"""
 
 
 @pytest.mark.slow
-def test_batch_sweep_shows_the_curve_and_the_knee(tmp_path):
+def test_batch_sweep_shows_the_curve_and_the_knee(tmp_path, host_load):
+    """Every batch size reached the script and ran its steps, and the knee's curve covers them, always. The
+    curve's shape is the planted sleep's only where the job gets a core when it wakes: on a host where other
+    processes took the cores the test skips if the curve or the knee missed, saying the load it measured;
+    on a quiet host a miss fails."""
     job = tmp_path / "train.py"
     job.write_text(JOB)
     res = gpusleuth("sweep", "--param", "batch_size=32,64,128", "--repeat", "1", "--steps", "10", "--warmup", "2",
@@ -63,12 +67,15 @@ def test_batch_sweep_shows_the_curve_and_the_knee(tmp_path):
     # --steps 10 measures 10 steps (issue 27: "--steps 12" reported 13, then 11 with the FLOP-counted step out)
     assert [a["measurement"]["steps"] for c in doc["configs"] for a in c["attempts"]] == [10, 10, 10]
     assert res.stderr.count("over 10 steps") == 3, res.stderr
-    for b, y in tp.items():
-        assert y == pytest.approx(b / planted_step(b), rel=0.3), (b, y)  # loose: CI boxes are noisy
-    assert tp[32] < tp[64] > tp[128]
+    # each step sleeps its planted time: no load makes a batch size faster than that
+    assert all(y <= 1.05 * b / planted_step(b) for b, y in tp.items()), tp
     (k,) = doc["knees"]
-    assert k["param"] == "batch_size" and k["value"] == 64
-    assert [x for x, _ in k["curve"]] == [32, 64, 128]
+    assert k["param"] == "batch_size" and [x for x, _ in k["curve"]] == [32, 64, 128]
+    with host_load.quiet_or_skip("the planted curve and knee"):
+        for b, y in tp.items():
+            assert y == pytest.approx(b / planted_step(b), rel=0.3), (b, y)  # loose: CI boxes are noisy
+        assert tp[32] < tp[64] > tp[128], tp
+        assert k["value"] == 64, k
     assert any("learning rate" in c for c in doc["caveats"])  # a batch change is not only a speed change
 
 

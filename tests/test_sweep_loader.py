@@ -54,7 +54,13 @@ JOB = textwrap.dedent(f"""
 
 
 @pytest.mark.slow
-def test_loader_sweep_finds_the_planted_worker_gain(tmp_path):
+def test_loader_sweep_finds_the_planted_worker_gain(tmp_path, host_load):
+    """The knob reached the unmodified script in every attempt and the prediction sits beside the measured
+    gain, always. The gain itself needs a free core for the worker: where other processes took the cores
+    the worker has none to run on, the sweep rightly finds no winner, and the test skips saying the load it
+    measured; on a quiet host a missing or wrong gain fails. The first run's prediction is the product's
+    answer to the load it saw: a worker count where a core was free, none (said so, beside the contention
+    finding) where none was; and a prediction is judged only where both runs saw the same load."""
     job = tmp_path / "train.py"
     job.write_text(JOB)
     out = tmp_path / "sweep"
@@ -72,19 +78,30 @@ def test_loader_sweep_finds_the_planted_worker_gain(tmp_path):
             assert m["knobs_applied"]["num_workers"] == int(c["config"]["num_workers"])  # reached the job
             assert m["dataloaders"][0]["num_workers"] == int(c["config"]["num_workers"])
     measured = c1["throughput"]["median"] / c0["throughput"]["median"]
-    assert measured == pytest.approx(PLANTED, rel=0.15), (measured, PLANTED)
     v = doc["verdict"]
-    assert v["winner"] == "num_workers=1" and v["significant"]
+    with host_load.quiet_or_skip("the planted worker gain"):
+        assert measured == pytest.approx(PLANTED, rel=0.15), (measured, PLANTED)
+        assert v["winner"] == "num_workers=1" and v["significant"], v
     # the first configuration's report predicted this gain; the sweep puts both side by side
     (pc,) = [p for p in doc["predictions"] if p["cause"].startswith("input.")]
     assert pc["measured_config"] == "num_workers=1"
     assert pc["measured_speedup"] == pytest.approx(measured)
     first_findings = c0["attempts"][0]["measurement"]["findings"]
-    assert pc["predicted_speedup"] == next(f["speedup"] for f in first_findings if f["cause"] == pc["cause"])
-    assert pc["predicted_setting"] == {"num_workers": "1"} and pc["exact"]
+    first = next(f for f in first_findings if f["cause"] == pc["cause"])
+    assert pc["predicted_speedup"] == first["speedup"]
     assert "first configuration" in pc["baseline"]
+    if "No core was free" in first["fix"]:
+        # the product's honest answer where other processes held the cores: no worker count to try, said so
+        # beside its contention finding — and the other load was there, measured by this test too
+        assert any(f["cause"] == "contention" for f in first_findings), first_findings
+        assert host_load.foreign_cores() > 0.1, host_load.foreign_cores()
+        assert pc["predicted_setting"] == {} and not pc["exact"], pc
+    else:
+        assert pc["predicted_setting"] == {"num_workers": "1"} and pc["exact"], pc
     word = "prediction held" if abs(measured / pc["predicted_speedup"] - 1) <= 0.2 else "predicted"
-    assert word in pc["verdict"]
+    if word == "predicted" and pc.get("load_note"):  # the runs saw different host load: a miss is not judged
+        word = "not checkable"
+    assert word in pc["verdict"], pc["verdict"]
     # every run directory is a normal recorded run, and the job's output went to files beside it
     assert (out / "c1-r1" / "meta.json").exists() and (out / "c1-r1.stderr").exists()
     assert (out / "sweep.json").exists()
