@@ -67,7 +67,10 @@ HEALTHY = textwrap.dedent(
 )
 
 
-def test_planted_data_wait_is_measured_within_ten_percent(tmp_path):
+def test_planted_data_wait_is_measured_within_ten_percent(tmp_path, host_load):
+    """The measured data wait against the job's own clock (its loop time and its planted sleeps), within 10 %
+    on any host. The verdict is HIGH where the job had the host to itself; where the report finds other
+    processes took cores (measured here too) it is held at moderate, beside that contention finding."""
     script = tmp_path / "train.py"
     script.write_text(PLANTED)
     truth = tmp_path / "truth.json"
@@ -85,15 +88,21 @@ def test_planted_data_wait_is_measured_within_ten_percent(tmp_path):
     assert abs(o["data_wait_s"] - t["planted_wait_s"]) / t["planted_wait_s"] < 0.10
     assert o["samples"] == 64 * 40
     assert abs(sum(o["time_share"].values()) - 1.0) < 1e-9
-    top = rep["findings"][0]
+    top = next(f for f in rep["findings"] if f["cause"] != "contention")
     assert top["cause"] == "input.io"  # sleeping is latency, not CPU work
-    assert top["severity"] == "high"
+    if any(f["cause"] == "contention" for f in rep["findings"]):  # the product's answer to a crowded host
+        assert host_load.foreign_cores() > 0.1, host_load.foreign_cores()
+        assert top["severity"] == "moderate", top
+    else:
+        assert top["severity"] == "high" and rep["findings"][0] is top, rep["findings"][:2]
     assert "num_workers" in top["fix"]
     # ... and the terminal report says so too
     assert "exposed data wait" in res.stderr and "input.io" in res.stderr
 
 
-def test_healthy_job_has_no_input_finding(tmp_path):
+def test_healthy_job_has_no_input_finding(tmp_path, host_load):
+    """A compute-bound job: no input finding on any host, and 'healthy' where it had the host to itself; where
+    the report finds other processes took cores (measured here too) that is its one finding instead."""
     script = tmp_path / "train.py"
     script.write_text(HEALTHY)
     out = tmp_path / "run"
@@ -103,7 +112,11 @@ def test_healthy_job_has_no_input_finding(tmp_path):
     assert rep["outcomes"]["steps"] == 30
     causes = [f["cause"] for f in rep["findings"]]
     assert not any(c.startswith("input.") for c in causes), rep["findings"]
-    assert causes == ["healthy"]
+    if "contention" in causes:  # not 'healthy' on a crowded host: the other load is the finding
+        assert host_load.foreign_cores() > 0.1, host_load.foreign_cores()
+        assert causes == ["contention"], rep["findings"]
+    else:
+        assert causes == ["healthy"], rep["findings"]
     assert rep["outcomes"]["data_wait_share_of_steps"] < 0.05
 
 
