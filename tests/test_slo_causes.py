@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from conftest import free_port
+from gpusleuth.analysis.capacity import FLAT
 from test_serving import BODY, SERVERS, _env, _load_and_report
 
 
@@ -155,7 +156,13 @@ def test_preprocessing_in_the_request_path_is_not_called_too_few_replicas(tmp_pa
     assert _finding(rep, "serving.too_few_replicas") is None
     cap = rep["request_stages"]["capacity"]
     heavy = cap["levels"][-1]
-    assert not cap["saturated"] and (cap["held_by"] == "preprocessing" or heavy["model_busy"] < 0.8), cap
+    # not saturation; which guard says so depends on the host: under load the model reads 95 % busy with
+    # throughput flat and only the preprocessing guard holds it, on a quiet host the wait need not grow
+    ref = next((c for c in cap["levels"] if c["level"] == cap["reference_level"]), None)
+    flat = ref is not None and heavy["rps"] <= FLAT * ref["rps"]
+    grew = (cap["waiting_growth_ms"] or 0.0) >= 5.0
+    assert not cap["saturated"], cap
+    assert cap["held_by"] == "preprocessing" or heavy["model_busy"] < 0.8 or not flat or not grew, cap
 
 
 def test_open_loop_replicas_are_the_offered_rate_over_one_replicas_goodput():
