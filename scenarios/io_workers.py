@@ -6,8 +6,11 @@ from torch.utils.data import DataLoader
 
 from _common import Loop, mlp, parse, remote_shards
 
-args = parse(__doc__)
+args = parse(__doc__, lambda p: p.add_argument(
+    "--sharing-strategy", help="torch.multiprocessing sharing strategy (file_system: no per-tensor hand-shake)"))
 torch.set_num_threads(1)
+if args.sharing_strategy:
+    torch.multiprocessing.set_sharing_strategy(args.sharing_strategy)
 STEPS, BATCH, LATENCY = int(100 * args.scale), 64, 0.015
 
 

@@ -37,6 +37,8 @@ CAUSES: dict[str, str] = {
     # added in issue 26 (why requests missed their SLO)
     "serving.prefill_behind_decode": "an LLM engine ran other sequences' decode steps while new prompts waited: time to first token lost to the schedule",
     "serving.too_few_replicas": "one replica is full: throughput flat while requests wait, the model busy; N replicas for the load",
+    # added in issue 22 (field truth: a DataLoader with enough workers still waits)
+    "input.handover": "the training thread spends its input wait receiving batches from DataLoader workers (unpickling, shared-memory hand-shakes): more workers cannot shorten it",
 }
 
 #: The product brief's debugging order. The report walks these stages in this order; each cause belongs to
@@ -64,6 +66,7 @@ STAGE_OF_CAUSE: dict[str, str] = {
     "input.preprocessing": "input",
     "input.io": "input",
     "input.transfer": "input",
+    "input.handover": "input",
     "host.launch_bound": "runtime",
     "host.python": "runtime",
     "precision": "runtime",

@@ -4,7 +4,9 @@ Severity follows the exposed data wait's share of step time: ≥ 5 % moderate, �
 thresholds of XProf's input-pipeline analysis and the PyTorch TensorBoard plugin's DataLoader advice).
 The split between preprocessing and I/O comes from CPU evidence: with ``num_workers=0`` the main
 thread's own CPU time inside the waits (busy → it was transforming; idle → it was waiting on storage);
-with workers, how busy the worker processes were.
+with workers, how busy the worker processes were — and the training thread's own CPU inside its waits, which
+with workers is the hand-over of each batch (``input.handover`` when it is most of the wait: more workers
+cannot shorten it, and a latency prediction keeps it in the step it predicts).
 """
 
 from __future__ import annotations
@@ -37,6 +39,13 @@ WORKERS_SATURATED_PCT = 80.0  # a worker this busy (% of one core) is CPU-bound
 WORKERS_IDLE_PCT = 50.0
 HOST_SATURATED_PCT = 95.0  # host CPU (all cores, during the steps) at which an idle-looking loader is starved
 BUSY_STARVED = 0.10  # on a saturated host, a loading thread with this much CPU is computing, not sleeping
+# With workers, the training thread on a CPU for at least half of its wait: it was receiving batches (the
+# hand-over), not waiting for a worker. Measured on scenarios/io_workers.py (2 cores, 15 ms reads): with 1
+# worker the thread is on a CPU for 9-14 % of its wait (it waits for the reads); with 2, 4 or 8 workers the
+# wait stays at 17-19 % of the step whatever the count, and the thread is on a CPU for 53-70 % of it —
+# `pickle.loads` rebuilding each tensor through a socket hand-shake with the worker (~2 ms a batch of two
+# tensors; `torch.multiprocessing.set_sharing_strategy("file_system")` took it to ~0.8 ms).
+HANDOVER = 0.5
 
 
 MIN_FREE_CORES = 0.25  # less than a quarter of a core free: another worker would only take the loop's CPU
@@ -129,6 +138,7 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
     busy_ratio = cpu_s / wait_s if wait_s > 0 else 0.0
     worker_cpu = host.worker_cpu_pct_mean if host else None
     kind = None
+    handover_mean = 0.0  # the training thread's own receiving of batches from workers, per step
     if workers == 0 or (workers is None and worker_cpu is None):
         evidence.append(
             Evidence("main-thread CPU while waiting", round(busy_ratio * 100, 1), "% of the wait", cpu_source)
@@ -141,6 +151,12 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
             evidence.append(Evidence("host CPU (median)", round(host_cpu, 1), "% — loading starved of CPU", "host sampler"))
         prep_cpu_per_step = cpu_s / n_steps
     else:
+        # With workers, the training thread's CPU inside its waits is its share of the loading: receiving each
+        # batch from a worker (unpickling, the shared-memory hand-shake per tensor). More workers cannot hide it.
+        handover_mean = cpu_s / n_steps
+        evidence.append(Evidence("training thread on a CPU while waiting (receiving batches)",
+                                 round(handover_mean * 1e3, 2), f"ms per step, {busy_ratio:.0%} of the wait",
+                                 cpu_source))
         if worker_cpu is not None:
             evidence.append(Evidence("loader worker CPU (mean)", round(worker_cpu, 1), "% of one core",
                                      "process sampler"))
@@ -159,8 +175,10 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
                 kind = "input.preprocessing"
                 evidence.append(Evidence("loader workers runnable (not sleeping)", round(runnable * 100, 1),
                                          "% of samples", "process sampler (/proc state R)"))
-        else:
-            kind = "input.io" if busy_ratio < BUSY else "input.preprocessing"
+        else:  # workers whose CPU was not sampled: the training thread's CPU is all the evidence there is
+            kind = "input.io"
+        if kind != "input.preprocessing" and busy_ratio >= HANDOVER:
+            kind = "input.handover"  # the workers keep up; the training thread's own receiving is the wait
         n = workers or (host.workers if host else 0) or 1
         prep_cpu_per_step = (worker_cpu or 0.0) / 100.0 * n * step_mean
     if host and host.iowait_pct:
@@ -220,6 +238,31 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
             + (f" No core was free for more workers ({free_how}), so no gain is predicted from them."
                if no_free_core else "")
         )
+    elif kind == "input.handover":
+        still_loader_bound = False
+        new_workers = workers or 0
+        # a cheaper hand-over saves its CPU and the time blocked on the worker's side of the hand-shake: at
+        # most the whole wait. Applied to scenarios/io_workers.py --fixed (2 cores, 3 pairs): the file_system
+        # strategy took the wait from 1.5-2.1 to 0.5-1.0 ms a step, ×1.02-1.22 samples/s, where the training
+        # thread's CPU alone (0.8-0.9 ms) would have bounded it at ×1.09-1.11
+        per_step_after = compute_mean
+        method = ("the wait for each batch's hand-over removed entirely (upper bound; a cheaper sharing "
+                  "strategy or fewer, larger tensors per batch shorten it, they do not make it free): step ≈ "
+                  f"compute {compute_mean * 1e3:.1f} ms")
+        title = "Input-bound: the hand-over of each batch from its workers is the wait; the workers keep up"
+        fix_lines = [
+            "Not more workers: they keep up, and the training thread spends the wait receiving each batch "
+            "(unpickling it and fetching every tensor's shared memory from the worker through a socket "
+            "hand-shake).",
+            "Call `torch.multiprocessing.set_sharing_strategy(\"file_system\")` before creating the DataLoader "
+            "(no per-tensor hand-shake; it leaves shared-memory files behind if the job is killed), and return "
+            "fewer, larger tensors per batch (one stacked tensor rather than a list or dict of many).",
+        ]
+        summary = (
+            f"The training loop waited on {what} for {share:.0%} of step time, but its workers keep up: the "
+            f"training thread was on a CPU for {busy_ratio:.0%} of that wait, receiving each batch from a worker "
+            "— more workers would not shorten it."
+        )
     else:
         still_loader_bound = False
         # Each batch keeps a worker busy (waiting) for its latency: with no workers that is the whole wait;
@@ -230,8 +273,11 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
         new_workers = max(4, needed, (workers or 0) + 1)
         evidence.append(Evidence("read latency per batch (estimate)", round(latency * 1e3, 2), "ms",
                                  "data wait (no workers) or workers × step time"))
-        per_step_after = compute_mean
-        method = "prefetching enough batches ahead hides the latency completely (upper bound): step ≈ compute"
+        # the training thread's share of the wait (receiving each batch) stays whatever the worker count
+        per_step_after = compute_mean + handover_mean
+        method = ("prefetching enough batches ahead hides the latency completely (upper bound): step ≈ compute"
+                  + (f" + the {handover_mean * 1e3:.2f} ms the training thread spends receiving a batch"
+                     if handover_mean > 0 else ""))
         title = "Input-bound: the loader waits on storage / latency, not CPU"
         fix_lines = [
             loader_fix(facts, new_workers, loader=loader),
@@ -246,6 +292,13 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
         fix_lines[0] = NO_LOADER_FIX.format(loader=loader_fix(facts, new_workers).split(" in your")[0])
     saved = max(step_mean - per_step_after, 0.0)
     gain = gain_from_seconds(facts, saved * n_steps, method)
+    # With workers the wait has two parts, and each fix reaches one: more workers the part spent waiting for
+    # them (not the training thread's CPU in the hand-over), a cheaper hand-over that CPU and the blocking
+    # around it. High needs the part its fix reaches to be measured at ≥ 20 % of the step: the workers' part
+    # for input.io; for input.handover the training thread's CPU in it, the one part a clock proved.
+    proven = {"input.io": wait_mean - handover_mean, "input.handover": handover_mean}.get(kind or "")
+    if proven is not None and handover_mean > 0 and severity == "high" and proven < HIGH * step_mean:
+        severity = "moderate"
     if foreign is not None:
         # the CPU-or-latency split reads CPU shares, which processes outside the job distort: a CPU-bound
         # worker that gets no core looks like one waiting on storage
@@ -260,8 +313,10 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
             evidence=evidence,
             fix="\n".join(fix_lines),
             estimated_gain=gain,
+            # a hand-over's cost depends on the host's scheduling of the worker's side of it: measured ×1.02-1.22
+            # from the same fix on one host, so the split is sure but not how much of it a fix returns
             confidence="low" if foreign is not None or still_loader_bound else "high" if s.steps >= 10
-            else "medium",
+            and kind != "input.handover" else "medium",
         )
     ]
 
