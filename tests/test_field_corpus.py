@@ -28,13 +28,7 @@ from conftest import run_multirank  # noqa: E402
 
 # Known false HIGH findings, open: the case still runs and reports XPASS once the rule is fixed. Each is a
 # product defect the corpus caught, not a test to loosen — listed here so the suite stays green while it is open.
-KNOWN_FALSE_HIGH = {
-    ("nanogpt_accum2", True): (
-        "host.python (open defect, found 2026-11-26 on a quiet host, same finding on the code before that "
-        "session): with gradient accumulation x2 each transformer block's ops run >= 16 times a step (layers x "
-        "micro-batches), which the rule reads as a Python loop (410 'looped' calls, 28 % of the step, HIGH). "
-        "Layers repeated by the model's own structure are not a loop a rewrite removes"),
-}
+KNOWN_FALSE_HIGH: dict[tuple[str, bool], str] = {}
 
 
 def cases():

@@ -11,14 +11,16 @@ math or interpreter overhead. Three numbers answer it and feed the ``host.python
   on a CPU a 64-element add costs ~5 µs of which the arithmetic is nanoseconds), and in autograd nodes
   shorter than ``TINY_BACKWARD_NS`` (the backward mirror of such ops) — evidence, not the gain;
 - **removable share** (what the ``host.python`` finding prices): what vectorizing a Python loop can take out
-  of the step — the calls of ops issued ≥ ``REPEAT`` times in one step (a loop over rows or elements), each
-  counted whole when the op's median call is dispatch-sized (< ``TINY_OP_NS``, ``TINY_BACKWARD_NS`` for
-  autograd nodes) and only up to that dispatch cost otherwise (a looped call that does real work keeps its
-  work once vectorized), plus the interpreter time right before each such
-  call (the loop body's Python). Ops issued a few times (each layer of a model, the optimizer's, a
-  framework's per-step hooks and logging) are not a loop: vectorizing cannot issue them less often. Counting
-  every op issued 16+ times as overhead whatever its duration made a stock ResNet-18's 20 convolutions
-  (67 ms each) "96 % inside tiny ops", and the gaps around a framework's hooks "removable".
+  of the step — the calls a loop issues (``loop_iterations``: one body of ops run ≥ ``REPEAT`` times back
+  to back in one step, a loop over rows or elements), each counted whole when the op's median call is
+  dispatch-sized (< ``TINY_OP_NS``, ``TINY_BACKWARD_NS`` for autograd nodes) and only up to that dispatch
+  cost otherwise (a looped call that does real work keeps its work once vectorized), plus the interpreter
+  time right before each such call (the loop body's Python). Ops issued a few times (each layer of a model,
+  the optimizer's, a framework's per-step hooks and logging) are not a loop: vectorizing cannot issue them
+  less often. Counting every op issued 16+ times as overhead whatever its duration made a stock ResNet-18's
+  20 convolutions (67 ms each) "96 % inside tiny ops", and the gaps around a framework's hooks "removable";
+  counting every op issued 16+ times as a loop's made nanoGPT's 2 blocks × 2 micro-batches "411 looped
+  calls, 26 % of the step, HIGH", and a 24-layer stack of small Linear+ReLU blocks "80 %, HIGH".
 
 Top-level = not nested inside another op of the same thread (``aten::linear`` counts, its ``aten::addmm``
 child does not), so counts mean "ops the Python code issued".
@@ -45,9 +47,11 @@ TINY_OP_NS = 20_000
 #: autograd nodes run one per forward op; a backward node this short is the mirror of a tiny forward op
 #: (``SelectBackward0`` of a per-row loop), so it counts as overhead too.
 TINY_BACKWARD_NS = 100_000
-#: the same top-level op issued this many times in one step is a Python loop over elements/rows (its
-#: per-call cost is overhead however long each call is on a slow or busy CPU)
+#: the same sequence of top-level ops issued this many times back to back in one step is a Python loop over
+#: elements/rows (its per-call cost is overhead however long each call is on a slow or busy CPU)
 REPEAT = 16
+#: the longest loop body (top-level ops per iteration) looked for: bounds the search to n × this per step
+MAX_BODY = 512
 #: a call this many times longer than its op's median call (at least 1 µs) was descheduled, not working
 DESCHEDULED = 10
 
@@ -83,6 +87,58 @@ FRAMEWORK_SCOPES = ("FSDP::", "Optimizer.step#", "Optimizer.zero_grad#", "Distri
 #: their count is the model's structure, not a loop in the training code. In that FSDP2 example 1,817 of the
 #: 1,975 repeated calls a step (Adam's per-parameter update on DTensors among them) were of this kind.
 SUBCLASS_DISPATCH = ("PythonSubclass", "PythonDispatchMode")
+
+
+def _periodic_runs(codes: np.ndarray, repeat: int, max_body: int) -> list[tuple[int, int, int]]:
+    """(start, stop, body length) of each stretch of ``codes`` where one sequence of ``body`` calls runs
+    ``repeat`` or more times back to back, at its shortest body (a body of 8 repeated 64 times also
+    repeats as 16 × 32: that stretch is reported once)."""
+    n = len(codes)
+    seen = np.zeros(n, bool)
+    runs = []
+    for p in range(1, min(n // repeat, max_body) + 1):
+        same = np.r_[False, codes[p:] == codes[:-p], False]
+        edges = np.flatnonzero(np.diff(same.astype(np.int8)))
+        for a, b in zip(edges[::2], edges[1::2]):  # codes[j] == codes[j + p] for j in [a, b)
+            if b - a >= (repeat - 1) * p and not seen[a:b + p].all():
+                runs.append((int(a), int(b + p), p))
+                seen[a:b + p] = True
+    return runs
+
+
+def loop_iterations(codes: np.ndarray, backward: np.ndarray, accumulate: np.ndarray, repeat: int = REPEAT,
+                    max_body: int = MAX_BODY) -> np.ndarray:
+    """Per call of ``codes`` (one step's top-level op names, in time order): issued by a Python loop that
+    vectorizing removes — inside a stretch where one sequence of ops (the loop body) runs ``repeat`` or more
+    times back to back, the calls a loop issues from the same lines iteration after iteration, unless the
+    iterations are the model's own structure. ``backward``/``accumulate``: per call, an autograd node / a
+    gradient accumulated into a leaf (``AccumulateGrad``).
+
+    Counting each op's calls in the step read a model's structure as a loop: nanoGPT with two blocks and
+    gradient accumulation ×2 issues ``aten::linear`` 18 times a step and ``aten::transpose`` 16, at four
+    places a block, in 2 blocks × 2 micro-batches — never one body 16 times over. Two structures do run
+    back to back, and the trace tells them apart from a loop over rows:
+
+    - a body holding forward ops and backward nodes is a whole training pass per iteration: gradient
+      accumulation's micro-batches, however many;
+    - a backward body that accumulates gradients into leaves owns parameters: each iteration is a distinct
+      layer (a loop over rows sends every row's gradient into the same parameters, which autograd
+      accumulates once a backward). Forward stretches of no more iterations than the deepest such stack
+      (one more: a stack's first or last layer can fall outside the aligned stretch) are its forward."""
+    out = np.zeros(len(codes), bool)
+    runs = _periodic_runs(codes, repeat, max_body)
+    layers = [(b - a) // p for a, b, p in runs if backward[a:a + p].all() and accumulate[a:a + p].any()]
+    deepest = max(layers, default=0)
+    for a, b, p in runs:
+        body = backward[a:a + p]
+        if body.any() and not body.all():  # forward and backward each iteration: a micro-batch
+            continue
+        if accumulate[a:a + p].any():  # each iteration's own parameters: layers
+            continue
+        if not body.any() and (b - a) // p <= deepest + 1:  # the forward of those layers
+            continue
+        out[a:b] = True
+    return out
 
 
 def _framework_name_mask(names: list[str]) -> np.ndarray:
@@ -125,7 +181,7 @@ class HostOps:
     op_share: float  # of step time, inside top-level ops
     python_share: float  # between them
     tiny_op_share: float  # inside ops shorter than tiny_op_threshold_us
-    repeat: int  # an op issued this many times in a step is a loop's
+    repeat: int  # a body of ops issued this many times back to back in a step is a loop's
     looped_ops_per_step: float
     loop_python_share: float
     loop_op_share: float
@@ -178,6 +234,9 @@ def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = 
     excl_ns_total = 0
     is_bwd = np.zeros(len(names) + 1, bool)
     is_bwd[[i for i, n in enumerate(names) if n.startswith("autograd::engine::evaluate_function")]] = True
+    is_acc = np.zeros(len(names) + 1, bool)
+    is_acc[[i for i, n in enumerate(names) if n.startswith("autograd::engine::evaluate_function")
+            and n.endswith("AccumulateGrad")]] = True
     in_s = in_e = np.empty(0, np.int64)
     if input_spans is not None and len(input_spans[0]):
         in_s = np.asarray(input_spans[0], np.int64) - int(tr.origin_ns)
@@ -217,10 +276,9 @@ def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = 
         if len(sub_ts):  # a call with a subclass-dispatch event inside it was dispatched by the framework
             framework |= np.searchsorted(sub_ts, ts_all[sel], side="left") < np.searchsorted(
                 sub_ts, end_all[sel], side="left")
-        # the same op issued again and again by the training code (a framework's own loops not counted): a
-        # Python loop over elements
-        own_cnt = np.bincount(inv[~framework], minlength=len(uniq)) if len(inv) else np.zeros(0, np.int64)
-        looped = (own_cnt[inv] >= REPEAT) & ~framework
+        # the same ops issued again and again, back to back, by the training code (a framework's own loops
+        # not counted): a Python loop over elements
+        looped = loop_iterations(codes, bwd, is_acc[codes]) & ~framework
         # what vectorizing the loop removes from each looped call: its dispatch, not its work. An op whose
         # median call is dispatch-sized is all overhead; an op whose calls do real work (a convolution issued
         # once per layer) keeps it, less the dispatch of each call.

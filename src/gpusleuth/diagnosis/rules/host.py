@@ -9,9 +9,11 @@ torch threads beyond the cores the busy loader workers leave free — never timi
 but not required: libgomp's waiting threads sleep at barriers, so an oversubscribed job can be slow with
 the host well short of 100 %. cgroup throttling comes from ``cpu.stat``.
 
-Python overhead (§6 C2, C8; §7 N8): from a profiler trace, the share of step time outside any ATen op
-(the interpreter) plus the share in top-level ops shorter than 20 µs (dispatch-dominated). Hundreds of
-tiny ops per step is the signature of per-sample Python loops and unfused element-wise code.
+Python overhead (§6 C2, C8; §7 N8): from a profiler trace, the calls a Python loop issues — one body of
+ops run ≥ 16 times back to back in a step — and what vectorizing that loop removes from the step (their
+dispatch and the Python issuing them; ``analysis/host_ops``). A model's own repetition is not such a loop:
+its layers and gradient accumulation's micro-batches issue the same ops many times a step, but no rewrite
+of the step's Python issues them less often.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ OVERSUB_HIGH = 2.0
 OVERSUB_LOSS = 0.45
 CGROUP_MODERATE = 0.10  # share of cgroup CPU periods throttled
 CGROUP_HIGH = 0.30
-#: calls of looped ops (an op issued ≥ ``repeat`` times in a step, host_ops) per step: hundreds is a per-row loop
+#: calls per step from a loop (one body of ops issued ≥ ``repeat`` times back to back, host_ops): hundreds is
+#: a per-row loop
 LOOPED_OPS_PER_STEP = 100
 # Shares of step time a loop rewrite removes (``host_ops`` removable share: the looped calls and the Python
 # issuing them, nothing else), with the input rule's scale (a fifth of the step is high): the share is of
@@ -183,7 +186,14 @@ def python_overhead(facts: Facts) -> list[Finding] | Missing:
     """Steps spent issuing ops from a Python loop (§6 C2, C8): priced by what vectorizing that loop removes —
     the looped calls' dispatch and the interpreter time before each — never by all short ops or all Python
     between ops: a model's layers, its optimizer and a framework's per-step hooks (Lightning's logging and
-    progress bar) are issued once a step, and no rewrite of the user's loops issues them less often."""
+    progress bar) are issued once a step, and no rewrite of the user's loops issues them less often.
+
+    A loop is one body of ops issued ≥ 16 times back to back (``host_ops.loop_iterations``), not an op
+    issued ≥ 16 times anywhere in the step: that count read nanoGPT's 2 blocks × 2 micro-batches (each
+    block's ``linear`` 18 times a step) as "411 looped calls, 26 % of the step, HIGH", and a 24-layer stack
+    of small Linear+ReLU blocks as 80 %, HIGH. Micro-batches (a forward and a backward each iteration) and
+    layers (each iteration's backward accumulates into its own parameters) are the model's structure; a
+    per-row loop over 64 rows keeps its finding."""
     h = rank_host_ops(facts)
     if h is None:
         return no_trace("Python / framework overhead", "host.python",
@@ -219,13 +229,14 @@ def python_overhead(facts: Facts) -> list[Finding] | Missing:
                "loops"),
         summary=(f"In the profiled steps the code issued {h.ops_per_step:.0f} ops per step "
                  f"(median {h.median_op_us:.1f} µs each), {h.looped_ops_per_step:.0f} of them the same ops "
-                 f"again and again (≥ {h.repeat} calls a step: a Python loop over rows or elements). Their "
+                 f"again and again (one body of ops ≥ {h.repeat} times back to back: a Python loop over rows "
+                 "or elements, not the model's layers or micro-batches). Their "
                  f"dispatch and the Python issuing them are {h.removable_share:.0%} of step time; the "
                  "processor waits on the interpreter, not on math."),
         evidence=[
             Evidence("top-level ops per step", round(h.ops_per_step, 1), "", f"profiler trace {h.label}"),
-            Evidence(f"calls of ops issued ≥ {h.repeat}× per step", round(h.looped_ops_per_step, 1), "",
-                     "profiler trace"),
+            Evidence(f"calls per step in ≥ {h.repeat} back-to-back iterations of one body",
+                     round(h.looped_ops_per_step, 1), "", "profiler trace"),
             Evidence("their dispatch + the Python issuing them", round(h.removable_share * 100, 1),
                      "% of step time", "profiler trace"),
             Evidence("Python between ops (all)", round(h.python_share * 100, 1), "% of step time",
