@@ -203,7 +203,7 @@ def _facts(levels):
 
 
 def test_engine_capacity_rule_earns_its_severity():
-    from gpusleuth.diagnosis.rules.serving import engine_capacity as rule
+    from gpusleuth.diagnosis.rules.serving_batching import engine_capacity as rule
 
     calm = dict(running_mean=4.0, running_max=4.0, waiting_mean=0.0, waiting_max=0.0, kv_usage_mean=0.3,
                 kv_usage_max=0.35, preemptions=0.0)

@@ -26,7 +26,8 @@ from typing import Callable
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules import (busy_idle, copies, distributed, gpu, gpu_log, host, memory, phases, precision,
-                                       serving, serving_capacity, sizing, stragglers, sync, throttling)
+                                       serving_batching, serving_capacity, serving_request_path, serving_slo, sizing,
+                                       stragglers, sync, throttling)
 from gpusleuth.diagnosis.rules import input as input_rules
 from gpusleuth.diagnosis.rules._scope import Scope, scope_of
 
@@ -44,17 +45,17 @@ RULES = (
     stragglers.straggler,
     memory.step_overhead,
     gpu.memory_headroom,
-    serving.under_batched,
+    serving_batching.under_batched,
     memory.memory_capacity,
-    serving.preprocessing_in_request_path,
-    serving.queueing,
-    serving.waiting_before_the_model,
-    serving.waiting_for_a_batch,
-    serving.outside_the_server,
-    serving.slo_misses,
+    serving_request_path.preprocessing_in_request_path,
+    serving_request_path.queueing,
+    serving_request_path.waiting_before_the_model,
+    serving_batching.waiting_for_a_batch,
+    serving_request_path.outside_the_server,
+    serving_slo.slo_misses,
     serving_capacity.prefill_behind_decode,
     serving_capacity.too_few_replicas,
-    serving.engine_capacity,
+    serving_batching.engine_capacity,
     input_rules.input_bound,
     input_rules.h2d_transfer,
     sync.sync_stalls,

@@ -7,8 +7,8 @@
   working nearly all the time, nothing inside the server holding the requests (``analysis/capacity.py``),
   with the arithmetic of the replicas needed.
 
-Rules here read ``facts.requests`` (``RequestAnalysis``) and ``facts.load`` only, like ``rules/serving.py``;
-they are kept apart from it so that module's rules (one part each) stay short.
+Rules here read ``facts.requests`` (``RequestAnalysis``) and ``facts.load`` only, like the one-part serving
+rules (``rules/serving_request_path.py``, ``rules/serving_batching.py``); kept apart so those stay short.
 """
 
 from __future__ import annotations
