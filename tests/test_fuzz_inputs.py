@@ -299,6 +299,17 @@ def test_telemetry_table_not_the_recorders(tmp_path, how):
     assert any("procs.parquet does not hold the columns" in loss for loss in losses), losses
 
 
+def test_a_run_recorded_before_a_column_was_added_loses_nothing():
+    """fixtures/rundir/finished was recorded before procs gained nspid (and the schedstat clocks): its process
+    samples were dropped as "not the recorder's columns" — a phantom loss of every process sample. A column
+    added later (recorder.schemas.ADDED_LATER) may be absent; the core columns may not."""
+    from gpusleuth.sources.rundir import load_run
+
+    run = load_run(FIX / "rundir" / "finished")
+    assert "nspid" not in run.procs and len(run.procs) > 0
+    assert not [loss for loss in _report(FIX / "rundir" / "finished")["losses"] if "procs" in loss]
+
+
 def test_host_core_count_as_text(tmp_path):
     """recorder.host.logical_cores = "x" in meta.json (cores × a string: TypeError) is ignored and said."""
     import shutil

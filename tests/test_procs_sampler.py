@@ -198,3 +198,28 @@ def test_rows_build_a_record_batch(tree):
     assert batch.schema == PROCS_SCHEMA and batch.num_rows == 6
     assert sorted(set(batch.column("pid").to_pylist())) == sorted({tree.root.pid, tree.burn, tree.sleep})
     assert all(v is None or v >= 0 for v in batch.column("read_bytes").to_pylist())
+
+
+def test_schedstat_clocks_say_how_much_a_thread_wanted_a_cpu(tree):
+    """The burner wants a CPU all along — it runs, or waits runnable when the host is busy — and the sleeper
+    never does: (run + run delay) over the window tells them apart on any host, where the CPU share alone
+    reads a starved burner like a sleeper. Cross-checked with the kernel's own per-task clocks via psutil."""
+    from gpusleuth.analysis.telemetry import cpu_demand
+    from gpusleuth.run.model import Table
+    import numpy as np
+
+    s = ProcessTreeSampler(tree.root.pid, rescan_ns=0)
+    rows = []
+    for _ in range(6):
+        rows.extend(s.sample(time.time_ns()))
+        time.sleep(0.1)
+    burner_cpu = sum(psutil.Process(tree.burn).cpu_times()[:2])
+    rows.extend(s.sample(time.time_ns()))
+    for pid, lo, hi in ((tree.burn, 0.9, 1.0), (tree.sleep, 0.0, 0.05)):
+        mine = [r for r in rows if r["pid"] == pid]
+        assert all(r["thread_cpu_ns"] is not None and r["run_delay_ns"] is not None for r in mine)
+        table = Table({k: np.array([r[k] for r in mine]) for k in ("t_ns", "thread_cpu_ns", "run_delay_ns")})
+        demand, delay = cpu_demand(table)
+        assert lo <= demand <= hi and 0.0 <= delay <= demand, (pid, demand, delay)
+    last = [r for r in rows if r["pid"] == tree.burn][-1]
+    assert abs(last["thread_cpu_ns"] / 1e9 - burner_cpu) < 0.1  # the same clock as the kernel's utime + stime

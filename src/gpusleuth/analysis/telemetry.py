@@ -259,6 +259,13 @@ class HostSummary:
     # measure of a shared host's toll on *this* job (a job that sleeps by design uses little CPU and is
     # seldom runnable; one starved by other processes is runnable and gets little)
     main_runnable_share: float | None = None
+    # From the main threads' /proc schedstat clocks over the steps (exact, not sampled): the share of the time
+    # the training process's main thread wanted a CPU — ran, or was runnable and waited for one — and the share
+    # it waited; the same demand for loader workers (mean over workers). A thread that sleeps on storage wants
+    # none; one that computes wants one all along, whether it gets one or other processes take it.
+    main_cpu_demand: float | None = None
+    main_run_delay_share: float | None = None
+    worker_cpu_demand: float | None = None
     # host CPU while the training steps ran (the window): what a saturation test should look at, since
     # start-up (imports, one busy thread) and the idle tail would dilute a whole-run percentile
     cpu_pct_steps: Dist | None = None
@@ -337,6 +344,29 @@ def samples_around(t_ns: np.ndarray, window: tuple[int, int]) -> np.ndarray | No
     return (t >= lo) & (t <= hi)
 
 
+MIN_DEMAND_SPAN_NS = 200_000_000  # two schedstat readings closer than this say little about a share of time
+
+
+def cpu_demand(p: Table) -> tuple[float, float] | None:
+    """(share of the time a process's main thread ran or waited runnable for a CPU, share it waited) between its
+    first and last samples in ``p`` (one process's rows, in time order), from the cumulative schedstat clocks;
+    None where they were not recorded (older runs, other systems) or span too little time."""
+    if "run_delay_ns" not in p or "thread_cpu_ns" not in p or len(p) < 2:
+        return None
+    t = np.asarray(p["t_ns"], dtype=np.float64)
+    ran = np.asarray(p["thread_cpu_ns"], dtype=np.float64)
+    delay = np.asarray(p["run_delay_ns"], dtype=np.float64)
+    ok = np.isfinite(ran) & np.isfinite(delay)
+    if ok.sum() < 2:
+        return None
+    t, ran, delay = t[ok], ran[ok], delay[ok]
+    span = t[-1] - t[0]
+    if span < MIN_DEMAND_SPAN_NS:
+        return None
+    d_ran, d_delay = max(ran[-1] - ran[0], 0.0), max(delay[-1] - delay[0], 0.0)
+    return min((d_ran + d_delay) / span, 1.0), min(d_delay / span, 1.0)
+
+
 def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
                    window: tuple[int, int] | None = None) -> HostSummary | None:
     """Host and process summary; ``roles``: each process's role (:func:`assign_roles`, computed once by
@@ -360,6 +390,8 @@ def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
         if in_window is not None:
             procs = procs.filter(in_window)
     worker_means: list[float] = []
+    worker_demands: list[float] = []
+    main_demand: tuple[float, float] | None = None
     main_mean = None
     main_runnable: float | None = None
     runnable: list[bool] = []
@@ -378,6 +410,11 @@ def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
                 rss_max_bytes=float(np.nanmax(rss)) if np.isfinite(rss).any() else None,
             )
             processes.append(summary)
+            demand = cpu_demand(p)
+            if role == "dataloader_worker" and demand is not None:
+                worker_demands.append(demand[0])
+            if role == "main" and demand is not None:
+                main_demand = demand
             if role == "dataloader_worker" and cpu:
                 worker_means.append(cpu["mean"])
                 if "status" in p:
@@ -418,6 +455,9 @@ def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
         main_cpu_pct_mean=main_mean,
         worker_runnable_share=float(np.mean(runnable)) if runnable else None,
         main_runnable_share=main_runnable,
+        main_cpu_demand=main_demand[0] if main_demand else None,
+        main_run_delay_share=main_demand[1] if main_demand else None,
+        worker_cpu_demand=float(np.mean(worker_demands)) if worker_demands else None,
         cpu_pct_steps=cpu_steps,
         job_cores_steps=job_cores,
         foreign_cores_steps=foreign,

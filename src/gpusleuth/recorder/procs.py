@@ -13,6 +13,10 @@ Cost shapes the design:
   is ~170 µs on a small VM). New DataLoader workers therefore show up within ~0.5 s; between scans only the known processes are read.
 - Each known process keeps its ``/proc/<pid>/stat`` and ``/proc/<pid>/io`` open and re-reads them with
   ``pread`` — two syscalls per process per tick, no psutil object overhead.
+- The main thread's ``/proc/<pid>/schedstat`` (kept open too, ~0.6 µs a read) gives the two clocks a state
+  sample cannot: its time on a CPU and its time *runnable but waiting for one* (run delay). Their sum over the
+  time is how much the thread wanted a CPU — a loader starved by other processes' load wants one and waits; a
+  loader waiting on storage wants none. Cumulative counters, kept as read.
 - Identity is (pid, start time): a reused PID is a new process whose CPU delta starts over (NaN on
   first sight). A dead process's open ``/proc`` fd fails with ESRCH, never reads its successor.
 - Processes that leave the tree because their parent died (reparented to init) are still the job's:
@@ -79,7 +83,8 @@ def _inner_pid(pid: int) -> int | None:
 class _Proc:
     """One tracked process: kept-open /proc files and the previous CPU reading."""
 
-    __slots__ = ("pid", "start_ticks", "start_ns", "stat_fd", "io_fd", "prev_cpu", "prev_mono", "ps", "nspid")
+    __slots__ = ("pid", "start_ticks", "start_ns", "stat_fd", "io_fd", "sched_fd", "prev_cpu", "prev_mono", "ps",
+                 "nspid")
 
     def __init__(self, pid: int, boot_ns: int):
         self.pid = pid
@@ -88,6 +93,7 @@ class _Proc:
         if self.stat_fd is None:
             raise _Gone
         self.io_fd = _open(f"/proc/{pid}/io")  # None when not permitted (another user's process)
+        self.sched_fd = _open(f"/proc/{pid}/schedstat")  # None on kernels without CONFIG_SCHED_INFO
         try:
             f = self.read_stat()
             self.start_ticks = int(f[19])
@@ -130,10 +136,25 @@ class _Proc:
                 wr = int(line[12:])
         return rd, wr
 
+    def read_sched(self) -> tuple[int | None, int | None]:
+        """(ns its main thread ran, ns it waited runnable for a CPU), cumulative; (None, None) unreadable."""
+        if self.sched_fd is None:
+            return None, None
+        try:
+            f = os.pread(self.sched_fd, 128, 0).split()
+            return int(f[0]), int(f[1])
+        except ProcessLookupError:
+            raise _Gone from None
+        except (OSError, IndexError, ValueError):
+            _close(self.sched_fd)
+            self.sched_fd = None
+            return None, None
+
     def close(self) -> None:
         _close(self.stat_fd)
         _close(self.io_fd)
-        self.stat_fd = self.io_fd = None
+        _close(self.sched_fd)
+        self.stat_fd = self.io_fd = self.sched_fd = None
 
 
 class ProcessTreeSampler:
@@ -232,6 +253,7 @@ class ProcessTreeSampler:
                 if state in (b"Z", b"X"):
                     raise _Gone
                 rd, wr = p.read_io()
+                ran, delay = p.read_sched()
             except (_Gone, IndexError, ValueError):
                 gone.append(pid)
                 continue
@@ -244,7 +266,8 @@ class ProcessTreeSampler:
             row.update(t_ns=t_ns, pid=pid, ppid=int(f[1]), name=f[-1].decode(errors="replace"),
                        rss_bytes=int(f[21]) * _PAGE, num_threads=int(f[17]),
                        status=_STATUS.get(state, state.decode(errors="replace")),
-                       read_bytes=rd, write_bytes=wr, start_ns=p.start_ns, nspid=p.nspid)
+                       read_bytes=rd, write_bytes=wr, start_ns=p.start_ns, nspid=p.nspid,
+                       thread_cpu_ns=ran, run_delay_ns=delay)
             rows.append(row)
         for pid in gone:
             self._procs.pop(pid).close()

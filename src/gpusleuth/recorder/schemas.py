@@ -101,10 +101,21 @@ PROCS_SCHEMA = pa.schema(
         ("write_bytes", pa.int64()),
         ("start_ns", pa.int64()),
         ("nspid", pa.int64()),  # PID in the process's own (container) namespace, when it differs
+        # its main thread's /proc/PID/schedstat, cumulative ns: time on a CPU, time runnable waiting for one
+        ("thread_cpu_ns", pa.int64()),
+        ("run_delay_ns", pa.int64()),
     ]
 )
 
 SCHEMAS = {"gpu": GPU_SCHEMA, "gpu_procs": GPU_PROCS_SCHEMA, "host": HOST_SCHEMA, "procs": PROCS_SCHEMA}
+
+#: Columns added after runs of format 1 were first recorded: a run without them is an older recording, not a
+#: damaged one — the analysis reads them where present, and their absence is no loss to report.
+ADDED_LATER: dict[str, frozenset[str]] = {
+    "gpu": frozenset({"throttle_thermal_policy_ns"}),  # 2026-11-25
+    "procs": frozenset({"nspid",  # 2026-11-25
+                        "thread_cpu_ns", "run_delay_ns"}),  # 2026-11-26
+}
 
 
 def empty_row(schema: pa.Schema) -> dict:

@@ -18,7 +18,7 @@ from gpusleuth.run.layout import (BATCHES_TABLE, LOAD_TABLE, REQUESTS_TABLE, SUM
 from gpusleuth.run.model import Run, Table
 from gpusleuth.run.recording import RECORDING, UNFINISHED, recording_state
 from gpusleuth.run.streams import read_stream
-from gpusleuth.recorder.schemas import SCHEMAS
+from gpusleuth.recorder.schemas import ADDED_LATER, SCHEMAS
 
 
 def load_run(path: str | Path) -> Run:
@@ -244,10 +244,12 @@ def _off_schema(name: str, table: Table) -> str | None:
     schema = SCHEMAS.get(name)
     if schema is None or not len(table):
         return None
-    missing = [f.name for f in schema if f.name not in table.columns]
+    optional = ADDED_LATER.get(name, frozenset())
+    missing = [f.name for f in schema if f.name not in table.columns and f.name not in optional]
     if missing:
         return "no " + ", ".join(missing[:4]) + (" …" if len(missing) > 4 else "")
-    numeric = [f.name for f in schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)]
+    numeric = [f.name for f in schema if (pa.types.is_integer(f.type) or pa.types.is_floating(f.type))
+               and f.name in table.columns]
     text = [c for c in numeric if table[c].dtype.kind not in "iufb"]
     return ("not numbers: " + ", ".join(text[:4])) if text else None
 

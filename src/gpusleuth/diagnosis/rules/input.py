@@ -46,6 +46,22 @@ BUSY_STARVED = 0.10  # on a saturated host, a loading thread with this much CPU 
 # `pickle.loads` rebuilding each tensor through a socket hand-shake with the worker (~2 ms a batch of two
 # tensors; `torch.multiprocessing.set_sharing_strategy("file_system")` took it to ~0.8 ms).
 HANDOVER = 0.5
+WORKERS_WANT = 0.5  # loader workers running or runnable this share of the time: CPU work, starved or not
+
+
+def _wait_cpu_demand(demand: float | None, share: float) -> float | None:
+    """The least share of its input wait the training thread wanted a CPU (ran, or waited runnable for one).
+
+    The schedstat clocks say how much of the steps' time the main thread wanted a CPU (D), not when; the rest
+    of the step (1 − share) can at most have wanted one all along, so the wait wanted at least
+    (D − (1 − share)) ÷ share. A lower bound: a GPU job's thread blocked in a sync outside the wait lowers it,
+    never raises it. Measured on the demo's planted loader (CPU transform in the training thread, 2 cores,
+    burners on 1.5 of them): its CPU was 16-30 % of the wait (read as storage) while it wanted a CPU ≥ 99 % of
+    it; a loader sleeping on storage beside the same burners, ≥ 12 % (its thread wanted a CPU 51 % of the steps'
+    time, waiting 55 % of it)."""
+    if demand is None or share <= 0:
+        return None
+    return max(min((demand - (1.0 - min(share, 1.0))) / min(share, 1.0), 1.0), 0.0)
 
 
 MIN_FREE_CORES = 0.25  # less than a quarter of a core free: another worker would only take the loop's CPU
@@ -128,8 +144,10 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
         evidence.append(Evidence("DataLoader num_workers", workers, "", "DataLoader seen at run time"))
 
     # --- preprocessing (CPU) or I/O (latency)? ---
-    # On a host crowded by processes outside the job, a starved loader says nothing about the job's own
-    # loading: no "starved, so CPU-bound" inference, and the severity stays moderate (foreign_load says why).
+    # On a host crowded by processes outside the job, the CPU a loader got says little about the work it had:
+    # no "host saturated, so CPU-bound" inference, and the severity stays moderate (foreign_load says why).
+    # What the threads *wanted* does (their schedstat clocks: running, or runnable and waiting for a CPU), on
+    # any host: a loader starved by others' load wants a CPU; one waiting on storage wants none.
     foreign = foreign_cores(facts)
     if foreign is not None:
         severity = "moderate"
@@ -138,6 +156,7 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
     busy_ratio = cpu_s / wait_s if wait_s > 0 else 0.0
     worker_cpu = host.worker_cpu_pct_mean if host else None
     kind = None
+    starved = False  # the split came from what the threads wanted (schedstat), not what they got
     handover_mean = 0.0  # the training thread's own receiving of batches from workers, per step
     if workers == 0 or (workers is None and worker_cpu is None):
         evidence.append(
@@ -149,6 +168,15 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
                 host_cpu >= HOST_SATURATED_PCT and foreign is None:
             kind = "input.preprocessing"  # a CPU-bound loader on a saturated host gets only a slice of a core
             evidence.append(Evidence("host CPU (median)", round(host_cpu, 1), "% — loading starved of CPU", "host sampler"))
+        wanted = _wait_cpu_demand(host.main_cpu_demand if host else None, share)
+        if wanted is not None and host is not None and (kind == "input.preprocessing" or wanted >= BUSY):
+            evidence.append(Evidence(
+                "main thread wanting a CPU during the wait (at least)", round(wanted * 100, 1),
+                f"% of the wait; runnable but waiting for a CPU {100 * (host.main_run_delay_share or 0.0):.0f} % "
+                "of the steps' time", "schedstat: main thread run + run delay"))
+            if kind == "input.io":
+                kind = "input.preprocessing"  # the loading is CPU work that got too little CPU: starved
+                starved = True
         prep_cpu_per_step = cpu_s / n_steps
     else:
         # With workers, the training thread's CPU inside its waits is its share of the loading: receiving each
@@ -169,7 +197,13 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
                 kind = "input.preprocessing"
                 evidence.append(Evidence("host CPU (median)", round(host_cpu, 1), "% — workers starved of CPU",
                                          "host sampler"))
-            runnable = host.worker_runnable_share if host else None
+            demand = host.worker_cpu_demand if host else None
+            if kind == "input.io" and demand is not None and demand >= WORKERS_WANT:
+                kind = "input.preprocessing"  # busy-looking no, but wanting a CPU all along: starved
+                starved = True
+                evidence.append(Evidence("loader workers wanting a CPU (running or runnable)", round(demand * 100, 1),
+                                         "% of the steps' time (mean per worker)", "schedstat: run + run delay"))
+            runnable = host.worker_runnable_share if host and demand is None else None
             if kind == "input.io" and runnable is not None and runnable >= 0.5 and foreign is None:
                 # Busy-looking no, but runnable: the workers want a CPU and don't get one (contention).
                 kind = "input.preprocessing"
@@ -299,7 +333,10 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
     proven = {"input.io": wait_mean - handover_mean, "input.handover": handover_mean}.get(kind or "")
     if proven is not None and handover_mean > 0 and severity == "high" and proven < HIGH * step_mean:
         severity = "moderate"
-    if foreign is not None:
+    if foreign is not None and starved:
+        summary += (f" Other processes used {foreign:.1f} cores meanwhile and the loading waited for a CPU: it is "
+                    "CPU work their load starved, so it is slower here than on a quiet host.")
+    elif foreign is not None:
         # the CPU-or-latency split reads CPU shares, which processes outside the job distort: a CPU-bound
         # worker that gets no core looks like one waiting on storage
         summary += (f" Other processes used {foreign:.1f} cores meanwhile, so whether the loading is CPU work "
