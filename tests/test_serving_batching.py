@@ -366,7 +366,7 @@ def test_a_real_continuous_batching_engine_is_attributed(tmp_path):
 def test_batch_series_bins_forwards_by_start_and_leaves_empty_bins_empty():
     """Nine joined forwards and one that served nobody: three bins of three forwards each on a 0–8 s span,
     the forward that joined none left out, a quiet stretch a gap (None), not a batch of zero."""
-    from gpusleuth.analysis.requests import batch_series
+    from gpusleuth.analysis.batch_stats import batch_series
 
     s = 1_000_000_000
     start = np.asarray([0, 1, 2, 3, 4, 4, 5, 8, 8, 2], dtype=np.int64) * s + 7

@@ -15,7 +15,9 @@ model forward (health checks, static files) are counted apart and left out of th
 
 A batching server's requests run no forward of their own: ``analysis.batching`` joins them with the forwards
 its batcher ran for them, and they count here with a fourth part, ``wait`` (its hand-off to the batcher →
-its batch's forward); ``batching`` says how big the batches were and what was left unattributed.
+its batch's forward); ``batching`` says how big the batches were and what was left unattributed
+(``analysis/batch_stats.py``). Under ``gpusleuth load``, ``split_by_levels`` cuts the same numbers per level and
+adds the client's latency against the server's (``analysis/outside_server.py``).
 """
 
 from __future__ import annotations
@@ -27,12 +29,15 @@ from typing import Any
 import numpy as np
 
 from gpusleuth.analysis import intervals as iv
+from gpusleuth.analysis.batch_stats import (BatchStats, LevelMark, batch_rows, batch_size_stats, batch_stats,
+                                            unattributed_note)
 from gpusleuth.analysis.batching import BatchJoin, join_batches
 from gpusleuth.analysis.capacity import Capacity
 from gpusleuth.analysis.load import LoadLevel
+from gpusleuth.analysis.outside_server import fill_outside
 from gpusleuth.analysis.slo_miss import MissLevel
 from gpusleuth.run.model import Run, Table
-from gpusleuth.run.request_ids import join_on_ids, request_keys
+from gpusleuth.run.request_ids import request_keys
 
 PARTS = ("pre", "wait", "infer", "post")  # wait: for a batch (batching servers; 0 elsewhere)
 PEGGED_CORES = 0.8  # a server process averaging this much of one core or more is CPU-bound on its GIL
@@ -81,86 +86,6 @@ class RequestLevel:
     outside_p50_ms: float | None = None  # per request when the two join on X-Request-Id, else client − server p50
     outside_share: float | None = None  # of the client's latency (summed)
     outside_joined: int = 0  # requests joined on X-Request-Id (0: compared by level)
-
-
-@dataclass
-class LevelMark:
-    """Where a load level began on a series' time axis (``BatchSeries.levels``)."""
-
-    concurrency: int
-    rate: float
-    start_s: float  # seconds after the series' origin
-
-
-@dataclass
-class BatchSeries:
-    """Requests per batch forward over time — how full the batcher's forwards were as the load changed.
-
-    The joined forwards (those that served at least one request) binned on their start time: per bin the
-    mean and the largest number of requests a forward served, and how many forwards started in it. A bin
-    with no forward has ``None`` (a gap in the chart, not a batch of zero). Bins hold at least a few forwards
-    each (``MIN_FORWARDS_PER_BIN``) and there are at most ``MAX_BINS``, so the series is small whatever the
-    run's length."""
-
-    origin_ns: int  # wall-clock ns of t = 0: the first joined forward's start (the clock of the run's tables)
-    bin_s: float
-    t_s: list[float]  # each bin's middle, seconds after the origin
-    mean: list[float | None]
-    max: list[int | None]
-    forwards: list[int]
-    levels: list[LevelMark] = field(default_factory=list)  # filled when load levels exist (split_by_levels)
-
-
-MAX_BINS = 240
-MIN_FORWARDS_PER_BIN = 3
-
-
-def batch_series(start_ns: np.ndarray, members: np.ndarray) -> BatchSeries | None:
-    """``start_ns`` and ``members`` per forward (``members``: requests it served; 0: joined none)."""
-    keep = members > 0
-    start, size = start_ns[keep], members[keep]
-    if not len(start):
-        return None
-    origin = int(start.min())
-    span = int(start.max()) - origin
-    n_bins = int(min(MAX_BINS, max(1, len(start) // MIN_FORWARDS_PER_BIN)))
-    width = max(span / n_bins, 1.0) if span > 0 else 1.0
-    which = np.minimum(((start - origin) / width).astype(np.int64), n_bins - 1)
-    count = np.bincount(which, minlength=n_bins)
-    total = np.bincount(which, weights=size.astype(np.float64), minlength=n_bins)
-    most = np.zeros(n_bins, dtype=np.int64)
-    np.maximum.at(most, which, size)
-    return BatchSeries(origin_ns=origin, bin_s=width / 1e9, t_s=[(i + 0.5) * width / 1e9 for i in range(n_bins)],
-                       mean=[float(t / c) if c else None for t, c in zip(total.tolist(), count.tolist())],
-                       max=[int(m) if c else None for m, c in zip(most.tolist(), count.tolist())],
-                       forwards=[int(c) for c in count.tolist()])
-
-
-@dataclass
-class BatchStats:
-    """Requests whose forwards ran in a batch outside the request (analysis/batching.py)."""
-
-    requests: int  # joined to the forwards that served them
-    unattributed: int  # ran no forward of their own while the model ran outside requests, joined to none
-    forwards: int  # forwards outside any request
-    forwards_joined: int  # of those, forwards that served at least one joined request
-    size_p50: float | None  # requests per joined forward
-    size_p90: float | None
-    size_max: int | None
-    sizes: dict[str, int]  # requests per forward → forwards
-    rows_p50: float | None  # the forward input's batch dimension
-    wait_share: float  # the joined requests' wait for their batch, share of their service time
-    queued_share: float | None  # part of it before the batcher took the work (earlier batches still running)
-    collect_share: float | None  # part of it after: the batcher collecting more work (its wait window)
-    wait_p50_ms: float
-    wait_p95_ms: float
-    collect_p50_ms: float | None  # how long the batcher held a request's work before its forward
-    forward_p50_ms: float | None  # a joined forward's wall time
-    own_p50_ms: float  # a request's share of its forwards (each divided among the requests it served)
-    multi_forward: int  # requests served by several forwards (a generation loop: prefill, then decode)
-    prefill_p50_ms: float | None  # their first forward
-    decode_p50_ms: float | None  # the rest, summed per request
-    over_time: BatchSeries | None = None  # requests per forward over the run (the HTML report's chart)
 
 
 @dataclass
@@ -241,7 +166,7 @@ def analyze_requests(run: Run) -> RequestAnalysis | None:
     join = join_batches(r, run.batches)
     if join is not None and len(join.index):
         rows = _with_batched(rows, r, join)
-    note = _unattributed_note(join, len(r) - int(fwd.sum()))
+    note = unattributed_note(join, len(r) - int(fwd.sum()))
     n = len(rows["start_ns"])
     if not n:
         return RequestAnalysis(count=0, no_forward=len(r), kinds=kinds, pids=[], span_s=0.0, busy_s=0.0,
@@ -274,8 +199,8 @@ def analyze_requests(run: Run) -> RequestAnalysis | None:
         forwards_per_request=float(rows["forwards"].mean()), batch_p50=float(np.median(batch)) if len(batch) else None,
         server_cores=cores, server_cores_p90=cores_p90, logical_cores=_cores(run), gpu_busy=gpu_busy,
         gpu_mem_share=mem, alone_requests=int(alone.sum()), alone_shares=alone_shares, _rows=rows,
-        batching=_batch_stats(join, run) if join is not None and len(join.index) else None, note=note,
-        _batches=_batch_rows(join, run),
+        batching=batch_stats(join, run) if join is not None and len(join.index) else None, note=note,
+        _batches=batch_rows(join, run),
     )
 
 
@@ -306,62 +231,6 @@ def _with_batched(rows: dict[str, np.ndarray], r: Table, join: BatchJoin) -> dic
 def _ids(r: Table) -> np.ndarray:
     """The client's X-Request-Id per request row, as text ("" none, and in runs from before it was recorded)."""
     return request_keys(r["request_id"]) if "request_id" in r else np.full(len(r), "", dtype=object)
-
-
-def _unattributed_note(join: BatchJoin | None, no_forward: int) -> str | None:
-    if join is None or not join.unattributed:
-        return None
-    return (f"{join.unattributed:,} of {no_forward:,} requests without a model forward of their own overlapped "
-            f"the {join.outside:,} forwards that ran outside any request (a batcher's), but no queue hand-off "
-            "ties them to those forwards (the work went through something other than queue.Queue or "
-            "asyncio.Queue): their wait for a batch and their share of it are not attributed")
-
-
-def _batch_rows(join: BatchJoin | None, run: Run) -> dict[str, np.ndarray]:
-    if join is None:
-        return {}
-    b = run.batches
-    return {"start_ns": np.asarray(b["start_ns"], dtype=np.int64), "end_ns": np.asarray(b["end_ns"], dtype=np.int64),
-            "rows": np.asarray(b["rows"], dtype=np.int64), "members": join.members}
-
-
-def _sizes(members: np.ndarray) -> tuple[float | None, float | None, int | None, dict[str, int]]:
-    m = members[members > 0]
-    if not len(m):
-        return None, None, None, {}
-    vals, counts = np.unique(m, return_counts=True)
-    return (float(np.percentile(m, 50)), float(np.percentile(m, 90)), int(m.max()),
-            {str(int(v)): int(c) for v, c in zip(vals, counts)})
-
-
-def _batch_stats(join: BatchJoin, run: Run) -> BatchStats:
-    p = join.parts
-    service = float((p["pre_ns"] + p["wait_ns"] + p["infer_ns"] + p["post_ns"]).sum())
-    took = p["queued_ns"] >= 0
-    b = run.batches
-    dur = (np.asarray(b["end_ns"], dtype=np.int64) - np.asarray(b["start_ns"], dtype=np.int64))[join.members > 0]
-    rows = np.asarray(b["rows"], dtype=np.int64)[join.members > 0]
-    rows = rows[rows >= 0]
-    multi = p["forwards"] > 1
-    p50, p90, mx, sizes = _sizes(join.members)
-
-    def share(v: np.ndarray) -> float:
-        return float(v.sum()) / service if service > 0 else 0.0
-
-    def ms(v: np.ndarray, q: float) -> float | None:
-        return float(np.percentile(v, q)) / 1e6 if len(v) else None
-
-    return BatchStats(
-        requests=len(join.index), unattributed=join.unattributed, forwards=join.outside,
-        forwards_joined=int((join.members > 0).sum()), size_p50=p50, size_p90=p90, size_max=mx, sizes=sizes,
-        rows_p50=float(np.median(rows)) if len(rows) else None, wait_share=share(p["wait_ns"]),
-        queued_share=share(p["queued_ns"][took]) if took.any() else None,
-        collect_share=share(p["collect_ns"][took]) if took.any() else None,
-        wait_p50_ms=ms(p["wait_ns"], 50) or 0.0, wait_p95_ms=ms(p["wait_ns"], 95) or 0.0,
-        collect_p50_ms=ms(p["collect_ns"][took], 50),
-        forward_p50_ms=ms(dur, 50), own_p50_ms=ms(p["own_ns"], 50) or 0.0, multi_forward=int(multi.sum()),
-        prefill_p50_ms=ms(p["prefill_ns"][multi], 50), decode_p50_ms=ms(p["decode_ns"][multi], 50),
-        over_time=batch_series(np.asarray(b["start_ns"], dtype=np.int64), join.members))
 
 
 def _alone(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -493,13 +362,13 @@ def split_by_levels(ra: RequestAnalysis, run: Run, levels: list[LoadLevel]) -> l
         level = RequestLevel(level=lv.level, concurrency=lv.concurrency, rate=lv.rate, requests=n,
                              shares=sm["shares"], p95_ms=sm["p95_ms"], queue_p95_share=sm["queue_p95_share"],
                              rps=n / span if span > 0 else 0.0, server_cores=cores, gpu_busy=busy)
-        _outside(level, run, rows, m, lv)
+        fill_outside(level, run, rows, m, lv)
         b = ra._batches
         if b:
             inside = (b["start_ns"] >= s) & (b["start_ns"] < e) & (b["members"] > 0)
             level.batch_forwards = int(inside.sum())
             (level.batch_size_p50, level.batch_size_p90, level.batch_size_max,
-             level.batch_sizes) = _sizes(b["members"][inside])
+             level.batch_sizes) = batch_size_stats(b["members"][inside])
             took = m & rows["batched"] & (rows["queued_ns"] >= 0)
             service = float((rows["end_ns"][took] - rows["start_ns"][took]).sum())
             if service > 0:
@@ -509,35 +378,5 @@ def split_by_levels(ra: RequestAnalysis, run: Run, levels: list[LoadLevel]) -> l
     return out
 
 
-def _outside(level: RequestLevel, run: Run, rows: dict[str, np.ndarray], m: np.ndarray, lv: LoadLevel) -> None:
-    """Fill ``level``'s client-versus-server numbers from ``run.load``'s answered rows of that level."""
-    load = run.load
-    if not len(load) or not {"level", "start_ns", "end_ns", "error"} <= set(load.columns):
-        return
-    ok = (np.asarray(load["level"], dtype=np.int64) == int(lv.level)) & (np.asarray(load["error"], dtype=object) == "")
-    if not ok.any():
-        return
-    c_start = np.asarray(load["start_ns"], dtype=np.int64)[ok]
-    if "lag_ns" in load:  # open loop: latency counts from the schedule; the send was lag later
-        c_start = c_start + np.maximum(np.asarray(load["lag_ns"], dtype=np.int64)[ok], 0)
-    client = (np.asarray(load["end_ns"], dtype=np.int64)[ok] - c_start).astype(np.float64)
-    server = (rows["end_ns"][m] - rows["start_ns"][m] + np.maximum(rows["queue_ns"][m], 0)).astype(np.float64)
-    if not len(server):
-        return
-    level.client_p50_ms = float(np.percentile(client, 50)) / 1e6
-    level.server_p50_ms = float(np.percentile(server, 50)) / 1e6
-    if "request_id" in load and "request_id" in rows:
-        ci, si = join_on_ids(np.asarray(load["request_id"])[ok], rows["request_id"][m])
-        if len(ci) >= max(10, len(client) // 2):
-            gap = np.maximum(client[ci] - server[si], 0.0)
-            level.outside_p50_ms = float(np.percentile(gap, 50)) / 1e6
-            level.outside_share = float(gap.sum() / client[ci].sum()) if client[ci].sum() > 0 else 0.0
-            level.outside_joined = len(ci)
-            return
-    gap_ms = max(level.client_p50_ms - level.server_p50_ms, 0.0)
-    level.outside_p50_ms = gap_ms
-    level.outside_share = gap_ms / level.client_p50_ms if level.client_p50_ms > 0 else 0.0
 
-
-__all__ = ["BatchSeries", "BatchStats", "LevelMark", "RequestAnalysis", "RequestLevel", "StageStats", "analyze_requests",
-           "batch_series", "split_by_levels"]
+__all__ = ["RequestAnalysis", "RequestLevel", "StageStats", "analyze_requests", "split_by_levels"]

@@ -3,7 +3,8 @@ latency against throughput (p50 and p95 vs req/s, one point per level, the knee 
 line) and requests/s per level. Formatting only: the numbers are ``report.serving`` (report/serving.py).
 ``request_stages_section``: where a recorded server's request time went (queue / pre / infer / post), per
 load level and for the requests that ran alone, from ``report.requests`` (analysis/requests.py); for a batching
-server, the batches per level and requests per forward over time (``BatchStats.over_time``).
+server, the batches per level and requests per forward over time (``BatchStats.over_time``,
+analysis/batch_stats.py).
 
 The URL and level labels came from a command line: text goes through ``html.escape``, chart labels through
 ``html_figures.plain``."""
@@ -19,7 +20,8 @@ from gpusleuth.render.html_figures import base_layout, plain
 if TYPE_CHECKING:
     from gpusleuth.analysis.load import LoadAnalysis
     from gpusleuth.analysis.load_tokens import Spread
-    from gpusleuth.analysis.requests import BatchSeries, RequestAnalysis
+    from gpusleuth.analysis.batch_stats import BatchSeries
+    from gpusleuth.analysis.requests import RequestAnalysis
     from gpusleuth.render.html import Page
     from gpusleuth.report.model import Report
     from gpusleuth.report.serving import LlmChart, ServingChart
@@ -207,7 +209,7 @@ def stage_shares(requests: RequestAnalysis) -> dict[str, Any] | None:
 
 
 def batch_size_over_time(series: BatchSeries | None) -> dict[str, Any] | None:
-    """Requests per batch forward against time (``analysis.requests.BatchSeries``): the mean per bin as a
+    """Requests per batch forward against time (``analysis.batch_stats.BatchSeries``): the mean per bin as a
     line, the largest as dots, each load level's start as a dashed line with its label."""
     if series is None or not any(series.forwards):
         return None
