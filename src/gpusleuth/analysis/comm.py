@@ -84,6 +84,9 @@ class CommSummary:
     # the slow rank's per-step median minus the median of the others, per part of its step
     slow_extra: dict[str, float] = field(default_factory=dict)
     lost_gross_s: float = 0.0  # all the others' waiting for it (before taking out what it waited for them)
+    # how much longer its step is than the others' outside collectives (input wait and everything else it
+    # does), ≥ 0: the lesser of two readings that must agree (see ``owned_per_step_s``)
+    own_extra_s: float = 0.0
     comm_gpu_hours: float = 0.0  # rank-seconds inside collectives / 3600 (one GPU per rank)
     wait_gpu_hours: float = 0.0
     hours_unit: str = "GPU-hours"  # "process-hours" for ranks without a GPU (set by analysis.bundle)
@@ -106,6 +109,27 @@ class CommSummary:
         return float(np.mean(vals)) if vals else 0.0
 
     @property
+    def owned_per_step_s(self) -> float:
+        """The part of ``lost_per_step_s`` the slow rank's own extra time accounts for.
+
+        A rank that arrives last because it does more (slower storage, more host work, a slower device)
+        spends that much longer outside collectives than the others: its own extra time matches their
+        wait. Ranks that take turns on a host's cores (a balanced 2-rank gloo job on 2 shared cores) also
+        arrive in a fixed order for tens of steps, but the one that arrives last is descheduled *inside*
+        its collective while the other runs: its step outside collectives is no longer than theirs, and
+        their wait is the host's, not its work (measured: 0.75 ms lost a step, 35 % of a 2.1 ms step,
+        against −0.02 ms of own extra time). Only this part would go away if it ran at their pace.
+
+        ``own_extra_s`` is the lesser of two readings of that extra time: the difference of the ranks'
+        median step parts (``slow_extra``: data wait + the rest outside collectives) and the median, step by
+        step, of its time outside collectives minus the others' in the same step (the ranks run the same
+        iterations in lockstep). Where ranks take turns their per-step times are bimodal and either reading
+        alone was seen to find a lead the other did not (balanced field script: medians 0.04 ms apart,
+        paired 0.57 ms; another recording 0.21 vs 0.02 ms); for a real straggler they agree (rank 1 sleeping
+        0.5 / 1 / 2 ms a step: 0.70 vs 0.70, 1.03 vs 1.04, 2.18 vs 2.19 ms)."""
+        return min(self.lost_per_step_s, self.own_extra_s)
+
+    @property
     def step_coverage(self) -> float:
         """The least share, over ranks, of steady steps that contain a timed collective (1.0: every step;
         a trace's per-step collective time is per step by construction)."""
@@ -118,7 +142,7 @@ class CommSummary:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.update(comm_share=self.comm_share, wait_share=self.wait_share, transfer_share=self.transfer_share,
-                 step_coverage=self.step_coverage)
+                 step_coverage=self.step_coverage, owned_per_step_s=self.owned_per_step_s)
         return d
 
 
@@ -141,7 +165,38 @@ def comm_summary(run: Run) -> CommSummary | None:
     per_rank = [_rank_comm(run, comm, pid, ranks[pid], arrivals, last) for pid in pids]
     per_rank.sort(key=lambda r: r.rank)
     world = max([p.world_size or 0 for p in run.processes.values()] + [len(per_rank)])
-    return _summarize(per_rank, world, arrivals, last)
+    summary = _summarize(per_rank, world, arrivals, last)
+    slow = summary.rank(summary.slow_rank)
+    if slow is not None:
+        paired = _own_extra(run, comm, slow.pid, [r.pid for r in per_rank if r is not slow])
+        summary.own_extra_s = min(paired, _median_own_extra(summary.slow_extra))
+    return summary
+
+
+def _median_own_extra(extra: dict[str, float]) -> float:
+    """The slow rank's median time outside collectives over the others' (``slow_extra``), seconds, ≥ 0."""
+    return max(sum(extra.get(p, 0.0) for p in OWN_PARTS), 0.0)
+
+
+def _own_steps(run: Run, comm: Table, pid: int) -> np.ndarray:
+    """A rank's time outside collectives in each steady step (input wait and everything else), ns."""
+    m = comm["pid"] == pid
+    start = comm["start_ns"][m].astype(np.int64)
+    end = np.maximum(comm["end_ns"][m].astype(np.int64), start)
+    lo, hi, _ = _steady(*_steps_of(run, pid))
+    own: np.ndarray = (hi - lo) - _per_step_union(start, end, lo, hi)
+    return own
+
+
+def _own_extra(run: Run, comm: Table, slow: int, others: list[int]) -> float:
+    """Median over steps of the slow rank's time outside collectives minus the others' median in the same
+    step (the i-th steady step of every rank: lockstep iterations), seconds, ≥ 0."""
+    own = [_own_steps(run, comm, pid) for pid in [slow, *others]]
+    n = min(len(x) for x in own)
+    if n == 0:
+        return 0.0
+    theirs = np.median(np.stack([x[:n] for x in own[1:]]), axis=0)
+    return max(float(np.median(own[0][:n] - theirs)) / 1e9, 0.0)
 
 
 def _match(comm: Table, pids: list[int]) -> dict[str, np.ndarray]:
@@ -257,6 +312,8 @@ def _cpu_pct(run: Run, pid: int) -> float | None:
 
 
 PARTS = ("data_wait_s", "other_s", "transfer_s")
+# the parts of a rank's step outside its collectives (disjoint: other = step − input wait − collectives)
+OWN_PARTS = ("data_wait_s", "other_s")
 # not a part of the step but what one part is made of: the CPU the slow rank's main thread used while
 # the step waited for its input (sleeping on storage ≈ 0; computing in the loop ≈ the whole wait)
 DETAILS = ("data_cpu_s",)
@@ -342,6 +399,7 @@ def trace_comm_summary(traces: list[TraceAnalysis]) -> CommSummary | None:
         slow_rank=slow.rank if lost > 0 else None, slow_caused_share=1.0 if lost > 0 else 0.0, lost_s=lost,
         lost_gross_s=lost,
         lost_per_step_s=lost / len(others) / steps if steps else 0.0, slow_extra=extra,
+        own_extra_s=_median_own_extra(extra),
         comm_gpu_hours=sum(r.total_comm_s for r in per_rank) / 3600.0,
         wait_gpu_hours=sum(r.total_wait_s for r in per_rank) / 3600.0,
         clock="device (profiler trace: collective kernel time per step)",
