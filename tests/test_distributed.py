@@ -89,13 +89,16 @@ def test_a_one_millisecond_straggler_on_short_steps_is_named(tmp_path, host_load
     tests/test_straggler_turns.py). The rule prices only the slow rank's own extra time outside collectives,
     so it must still name this one: rank 1, for its input pipeline. HIGH on a host the job has to itself;
     beside other load, moderate with low confidence (the crowded-host answer). Its own extra time is the
-    planted millisecond within 30 % where it holds (measured 1.03-1.17 ms at load 3)."""
+    planted millisecond within 30 % where it holds (measured 1.03-1.17 ms at load 3). Where other processes
+    took cores the steps stretch (a 1 ms wait was 7.7 % of one at load 4): a miss then skips saying the load
+    it measured; on a quiet host it fails."""
     extra, steps = 0.001, 60
     run, _ = _torchrun(tmp_path, "short", 1, extra, 0.0, steps)
     rep = report_json(run)
     comm = rep["communication"]
     (top,) = [f for f in rep["findings"] if f["cause"] == "straggler"]
-    assert top["title"].startswith("Rank 1 is a straggler") and comm["slow_rank"] == 1, top
+    with host_load.quiet_or_skip("naming a 1 ms straggler"):
+        assert top["title"].startswith("Rank 1 is a straggler") and comm["slow_rank"] == 1, top
     assert "input pipeline" in top["summary"], top["summary"]
     assert 0 < comm["owned_per_step_s"] <= comm["lost_per_step_s"]
     crowded = [f for f in rep["findings"] if f["cause"] == "contention" and f["title"].startswith("Other processes")]
