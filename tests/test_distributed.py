@@ -198,7 +198,7 @@ def test_a_rank_that_computes_is_told_from_one_that_sleeps(tmp_path):
 
 
 @pytest.mark.slow
-def test_fsdp2_gathers_and_scatters_are_timed_and_the_straggler_named(tmp_path):
+def test_fsdp2_gathers_and_scatters_are_timed_and_the_straggler_named(tmp_path, host_load):
     """FSDP2 on gloo/CPU: its per-layer all-gathers and reduce-scatters go through torch.distributed (under
     the names torch ≥ 2.10 gives them: all_gather_single, reduce_scatter_single), so the straggler sleeping
     20 ms per step is named and the other rank's wait measured within 25 %."""
@@ -219,8 +219,11 @@ def test_fsdp2_gathers_and_scatters_are_timed_and_the_straggler_named(tmp_path):
     rep = report_json(run)
     top = rep["findings"][0]
     assert top["cause"] == "straggler" and top["title"].startswith("Rank 1 "), rep["findings"][:2]
-    assert abs(rep["communication"]["lost_per_step_s"] - extra) <= 0.25 * extra, rep["communication"]
     assert rep["communication"]["step_coverage"] == 1.0
+    # the wait is the planted 20 ms plus whatever the host adds: within 25 % where the ranks had the cores
+    # (failed once at load 4 while other test runs shared the 2 cores)
+    with host_load.quiet_or_skip("the other rank's wait within 25 % of the planted 20 ms"):
+        assert abs(rep["communication"]["lost_per_step_s"] - extra) <= 0.25 * extra, rep["communication"]
 
 
 def test_two_rank_traces_get_a_cross_rank_verdict():
