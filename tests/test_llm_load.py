@@ -22,7 +22,8 @@ from conftest import free_port, gpusleuth
 from test_serving import _wait_ready
 from gpusleuth.analysis.load import analyze_load
 from gpusleuth.analysis.load_tokens import parse_slo
-from gpusleuth.recorder.loadgen import LoadPlan, arrival_offsets, run_plan
+from gpusleuth.recorder.arrivals import arrival_offsets
+from gpusleuth.recorder.loadgen import LoadPlan, run_plan
 from gpusleuth.recorder.prompts import Lengths, synthetic
 from gpusleuth.run.model import Run, Table
 

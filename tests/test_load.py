@@ -471,7 +471,7 @@ def test_https_untrusted_certificate_is_a_sentence_and_insecure_loads_it(tls_ser
 def test_the_python_310_timeout_fallback_times_out():
     import asyncio
 
-    from gpusleuth.recorder.loadgen import _WaitFor
+    from gpusleuth.recorder.time_limit import _WaitFor
 
     async def main():
         with pytest.raises(asyncio.TimeoutError):

@@ -6,7 +6,9 @@ costs a context switch per request on a small machine (measured: BENCHMARKS.md, 
 on one core keeps thousands of requests in flight, and every timestamp is taken where it happened (a
 request's start before its write, a token event when its bytes came off the socket, its end when its body
 ended). Open-loop arrivals are constant, Poisson or gamma (``--arrivals``; gamma's ``cv`` is the spread of
-the gaps: 1 is Poisson, more is burstier), drawn from a seeded generator so a run can be repeated.
+the gaps: 1 is Poisson, more is burstier), drawn from a seeded generator so a run can be repeated: the schedule
+is ``recorder/arrivals.py``; the probe that waits for the server to answer (and asks an LLM server for its
+model) before the first level is ``recorder/server_probe.py``.
 
 Every request is one row (``Run.load``: docs/run-format.md) on the wall clock, so it lines up with the
 recorder's samples and the server's own request records (the ``X-Request-Id`` header carries ``request_id``).
@@ -17,9 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import secrets
-import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,12 +29,14 @@ from typing import Callable
 import numpy as np
 
 from gpusleuth.run.layout import LOAD_TABLE, RunDir
+from gpusleuth.recorder.arrivals import arrival_offsets
+from gpusleuth.recorder.time_limit import time_limit
 from gpusleuth.recorder.http_client import Connection, ProtocolError, Target, parse_target, safe_url, why_failed
 from gpusleuth.recorder.openai_api import OpenAIAnswer, request_body
 from gpusleuth.recorder.prompts import Prompt
+from gpusleuth.recorder.server_probe import discover_model, wait_ready
 
 MODES = ("closed", "open")
-ARRIVALS = ("constant", "poisson", "gamma")
 APIS = ("http", "chat", "completions")
 # error codes of a row: "" answered 2xx (and, for an LLM endpoint, a usable answer); "http" non-2xx;
 # "connect" refused/reset/closed without an answer; "protocol" not HTTP/1.x (a bad status line or framing);
@@ -148,37 +150,12 @@ class _Rows:
         return {k: out[k] for k in COLUMNS}
 
 
-class _WaitFor:
-    """``asyncio.timeout`` for Python 3.10, by cancelling the task at the deadline."""
-
-    def __init__(self, seconds: float):
-        self.seconds, self.handle, self.fired = seconds, None, False
-
-    async def __aenter__(self):
-        task = asyncio.current_task()
-        self.handle = asyncio.get_running_loop().call_later(self.seconds, self._fire, task)
-
-    def _fire(self, task) -> None:
-        self.fired = True
-        task.cancel()
-
-    async def __aexit__(self, kind, exc, tb):
-        self.handle.cancel()
-        if self.fired and kind is asyncio.CancelledError:
-            raise asyncio.TimeoutError from None
-        return False
-
-
-# 3.11+: asyncio.timeout, no extra task per request (wait_for makes one)
-_deadline = getattr(asyncio, "timeout", None) or _WaitFor
-
-
 async def _send(conn: Connection, request: bytes, timeout_s: float,
                 answer: OpenAIAnswer | None = None) -> tuple[int, str, str]:
     """One request: (status, error code, detail). The connection is closed after anything but a clean
     answer. With ``answer`` the body is parsed as an OpenAI answer as it arrives."""
     try:
-        async with _deadline(timeout_s):
+        async with time_limit(timeout_s):
             status = await conn.send(request, answer)
     except (asyncio.TimeoutError, TimeoutError):
         conn.close()
@@ -200,25 +177,6 @@ async def _send(conn: Connection, request: bytes, timeout_s: float,
         if answer.problem:
             return status, answer.problem, answer.detail
     return status, "", ""
-
-
-def arrival_offsets(rate: float, duration_s: float, kind: str, cv: float, rng: np.random.Generator,
-                    cap: int | None = None) -> np.ndarray:
-    """Seconds from the level's start at which its requests are due: every 1/rate (constant), exponential
-    gaps (Poisson), or gamma gaps of mean 1/rate and coefficient of variation ``cv`` (shape 1/cv²)."""
-    n = math.ceil(duration_s * rate)
-    if kind == "constant":
-        out = np.arange(n, dtype=np.float64) / rate
-    else:
-        draw = max(int(n * 1.5 + 10 * math.sqrt(n) + 10), 16)
-        if kind == "poisson":
-            gaps = rng.exponential(1.0 / rate, draw)
-        else:
-            shape = 1.0 / (cv * cv)
-            gaps = rng.gamma(shape, 1.0 / (rate * shape), draw)
-        out = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
-        out = out[out < duration_s]
-    return out[:cap] if cap is not None else out
 
 
 class Generator:
@@ -365,86 +323,6 @@ class Generator:
             await self._until_done(inflight)
         for conn in idle:
             conn.close()
-
-
-async def wait_ready(target: Target, timeout_s: float, cancel: threading.Event | None = None) -> str | None:
-    """Poll the URL until it answers anything (a 404 or 405 is an answer: the server is up; so is a status
-    line that is not HTTP — the requests' rows say that). A 503 is the server saying it is not ready yet
-    (llama.cpp's server answers "Loading model" on every route while it loads): polled on until the time is
-    up, and then taken as an answer (a server that is simply overloaded gets its load; its rows say 503).
-    Only the head is read: a body that never ends does not hold the probe. None when it answered, else a
-    sentence saying why not."""
-    probe = parse_target(target.url, "GET", verify=target.verify)
-    request = probe.request(b"")
-    deadline = time.monotonic() + timeout_s
-    last, unavailable = "no answer", False
-    while time.monotonic() < deadline:
-        if cancel is not None and cancel.is_set():
-            return "the server exited before it answered"
-        conn = Connection(probe)
-        try:
-            async with _deadline(min(5.0, max(deadline - time.monotonic(), 0.1))):
-                status = await conn.send(request, head_only=True)
-            if status != 503:
-                return None
-            last, unavailable = "503 Service Unavailable", True
-        except ProtocolError:
-            return None  # something answered: each request's row will say what was wrong with it
-        except (asyncio.TimeoutError, TimeoutError):
-            last = "no answer within 5 s"
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ProtocolError, ValueError) as exc:
-            last = why_failed(exc)
-            if isinstance(exc, ssl.SSLError):  # a certificate does not become trusted by waiting
-                return f"{safe_url(target.url)} cannot be loaded: {last}"
-        finally:
-            conn.close()
-        await asyncio.sleep(0.1)
-    if unavailable:
-        return None  # it answered, with 503 until the end: the load goes on and its rows say so
-    return f"{safe_url(target.url)} did not answer within {timeout_s:g} s ({last})"
-
-
-class _Collect:
-    """A small JSON answer (``/v1/models``), kept up to 1 MiB."""
-
-    def __init__(self) -> None:
-        self.status, self.body = 0, bytearray()
-
-    def head(self, status: int, headers: dict[str, str]) -> None:
-        self.status = status
-
-    def data(self, piece: bytes) -> None:
-        if len(self.body) < 1 << 20:
-            self.body += piece[: (1 << 20) - len(self.body)]
-
-
-async def discover_model(target: Target) -> tuple[str | None, str]:
-    """The first model ``GET /v1/models`` lists (as vLLM, SGLang, TGI, llama.cpp and ``transformers serve``
-    answer), with a sentence saying what was found; None when nothing usable answered (the requests then
-    go without a ``model`` field, and a server that needs one says so in its 4xx)."""
-    import json
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(target.url)
-    path = parts.path.rstrip("/")
-    base = path[: path.rindex("/v1/")] if "/v1/" in path else ""
-    url = urlunsplit((parts.scheme, parts.netloc, base + "/v1/models", "", ""))
-    probe = parse_target(url, "GET", verify=target.verify)
-    conn, sink = Connection(probe), _Collect()
-    try:
-        async with _deadline(5.0):
-            await conn.send(probe.request(b""), sink)
-        listed = json.loads(bytes(sink.body)) if sink.status == 200 else None
-        data = listed.get("data") if isinstance(listed, dict) else None
-        model = data[0].get("id") if isinstance(data, list) and data and isinstance(data[0], dict) else None
-    except (asyncio.TimeoutError, TimeoutError, OSError, asyncio.IncompleteReadError, ProtocolError, ValueError):
-        model = None
-    finally:
-        conn.close()
-    if isinstance(model, str) and model and len(model) < 512:
-        return model, f"model {model!r} (the first that {safe_url(url)} lists; --model picks another)"
-    return None, (f"{safe_url(url)} listed no model (status {sink.status or 'none'}): requests are sent "
-                  "without a model field (--model names one)")
 
 
 @dataclass
