@@ -20,7 +20,9 @@ math or interpreter overhead. Three numbers answer it and feed the ``host.python
   less often. Counting every op issued 16+ times as overhead whatever its duration made a stock ResNet-18's
   20 convolutions (67 ms each) "96 % inside tiny ops", and the gaps around a framework's hooks "removable";
   counting every op issued 16+ times as a loop's made nanoGPT's 2 blocks × 2 micro-batches "411 looped
-  calls, 26 % of the step, HIGH", and a 24-layer stack of small Linear+ReLU blocks "80 %, HIGH".
+  calls, 26 % of the step, HIGH", and a 24-layer stack of small Linear+ReLU blocks "80 %, HIGH"; a
+  forward-only stack (inference) is told from a loop by the ops' recorded arguments (``_layer_stack``:
+  Qwen1.5-0.5B's 24 decoder layers read 1,352 looped calls, 50 % of the step, before).
 
 Top-level = not nested inside another op of the same thread (``aten::linear`` counts, its ``aten::addmm``
 child does not), so counts mean "ops the Python code issued".
@@ -36,6 +38,8 @@ rules; counted here it made a generator-fed LM's tokenizer "480 tiny ops per ste
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,8 +110,63 @@ def _periodic_runs(codes: np.ndarray, repeat: int, max_body: int) -> list[tuple[
     return runs
 
 
+def _tensor_sizes(call: tuple[str, str] | tuple[()]) -> frozenset[int]:
+    """The sizes of every dimension of every tensor argument in one recorded call signature
+    (``(Input Dims, Concrete Inputs)`` as JSON text; a ``cat``'s tensor list counts too)."""
+    out: set[int] = set()
+
+    def walk(v: object) -> None:
+        if isinstance(v, list):
+            if v and all(type(x) is int for x in v):
+                out.update(v)
+            else:
+                for x in v:
+                    walk(x)
+    if call:
+        try:
+            walk(json.loads(call[0]))
+        except ValueError:  # a damaged signature: no sizes
+            pass
+    return frozenset(out)
+
+
+class _Sizes(dict[int, frozenset[int]]):
+    """Signature code → its tensor sizes, parsed on first use (a step's repeated stretches look at a few
+    of a trace's thousands of distinct signatures)."""
+
+    def __init__(self, calls: list[tuple[str, str] | tuple[()]]) -> None:
+        super().__init__()
+        self.calls = calls
+
+    def __missing__(self, code: int) -> frozenset[int]:
+        v = self[code] = _tensor_sizes(self.calls[code])
+        return v
+
+
+def _layer_stack(a: int, b: int, p: int, calls: np.ndarray | None,
+                 sizes: Mapping[int, frozenset[int]] | None) -> bool:
+    """A forward-only stretch (calls ``a``..``b``, a body of ``p``) whose iterations are a model's layers:
+    every iteration makes the same calls with the same argument shapes and scalar values (each layer runs
+    the whole batch through the same computation with its own weights), and its iteration count is no size
+    of the tensors the iteration before it was handed. A loop over rows or items leaves the loop variable
+    in the trace: an index that walks (``o[i]`` is a ``select`` whose index is ``i``, ``x[i:i + 1]`` a
+    ``slice`` whose bounds are), or — iterating a tensor (``for row in o``, one ``unbind``) — as many
+    iterations as the tensor's rows. Without recorded arguments (``record_shapes`` off) there is no
+    evidence either way: a loop it stays."""
+    if calls is None or sizes is None:
+        return False
+    n = (b - a) // p
+    body = calls[a:a + n * p].reshape(n, p)
+    if not any(sizes[int(c)] for c in body[0]):  # no shapes recorded
+        return False
+    if not (body == body[0]).all():  # the loop variable reaches an op
+        return False
+    return not any(n in sizes[int(c)] for c in calls[max(a - p, 0):a])  # a tensor's rows, one an iteration
+
+
 def loop_iterations(codes: np.ndarray, backward: np.ndarray, accumulate: np.ndarray, repeat: int = REPEAT,
-                    max_body: int = MAX_BODY) -> np.ndarray:
+                    max_body: int = MAX_BODY, calls: np.ndarray | None = None,
+                    sizes: Mapping[int, frozenset[int]] | None = None) -> np.ndarray:
     """Per call of ``codes`` (one step's top-level op names, in time order): issued by a Python loop that
     vectorizing removes — inside a stretch where one sequence of ops (the loop body) runs ``repeat`` or more
     times back to back, the calls a loop issues from the same lines iteration after iteration, unless the
@@ -124,7 +183,15 @@ def loop_iterations(codes: np.ndarray, backward: np.ndarray, accumulate: np.ndar
     - a backward body that accumulates gradients into leaves owns parameters: each iteration is a distinct
       layer (a loop over rows sends every row's gradient into the same parameters, which autograd
       accumulates once a backward). Forward stretches of no more iterations than the deepest such stack
-      (one more: a stack's first or last layer can fall outside the aligned stretch) are its forward."""
+      (one more: a stack's first or last layer can fall outside the aligned stretch) are its forward;
+    - a forward-only stretch (inference, or under ``torch.no_grad``) whose iterations are the same calls with
+      the same arguments, the loop variable nowhere (``_layer_stack``): Qwen1.5-0.5B's inference step on an
+      H100 runs one 56-call body 24 times over activations of [16, 559, 1024] every time (1,352 calls counted
+      as looped before); a per-row loop over 64 rows selects row 0, 1, … 63 (``select``'s index walks) or
+      unbinds a 64-row tensor right before its 64 iterations.
+
+    ``calls``: per call, its code into ``sizes`` — a recorded argument signature's tensor sizes (empty where
+    none was recorded); the codes are equal where the signatures (shapes and scalar values) are."""
     out = np.zeros(len(codes), bool)
     runs = _periodic_runs(codes, repeat, max_body)
     layers = [(b - a) // p for a, b, p in runs if backward[a:a + p].all() and accumulate[a:a + p].any()]
@@ -136,6 +203,8 @@ def loop_iterations(codes: np.ndarray, backward: np.ndarray, accumulate: np.ndar
         if accumulate[a:a + p].any():  # each iteration's own parameters: layers
             continue
         if not body.any() and (b - a) // p <= deepest + 1:  # the forward of those layers
+            continue
+        if not body.any() and _layer_stack(a, b, p, calls, sizes):  # forward-only layers (inference)
             continue
         out[a:b] = True
     return out
@@ -237,6 +306,9 @@ def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = 
     is_acc = np.zeros(len(names) + 1, bool)
     is_acc[[i for i, n in enumerate(names) if n.startswith("autograd::engine::evaluate_function")
             and n.endswith("AccumulateGrad")]] = True
+    # each op's recorded argument shapes (record_shapes): the sizes of its tensors, per distinct signature
+    call_codes = ev["icall"] if "icall" in ev and len(tr.input_calls) > 1 else None
+    call_sizes = _Sizes(tr.input_calls) if call_codes is not None else None
     in_s = in_e = np.empty(0, np.int64)
     if input_spans is not None and len(input_spans[0]):
         in_s = np.asarray(input_spans[0], np.int64) - int(tr.origin_ns)
@@ -278,7 +350,8 @@ def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = 
                 sub_ts, end_all[sel], side="left")
         # the same ops issued again and again, back to back, by the training code (a framework's own loops
         # not counted): a Python loop over elements
-        looped = loop_iterations(codes, bwd, is_acc[codes]) & ~framework
+        looped = loop_iterations(codes, bwd, is_acc[codes], calls=call_codes[sel] if call_codes is not None
+                                 else None, sizes=call_sizes) & ~framework
         # what vectorizing the loop removes from each looped call: its dispatch, not its work. An op whose
         # median call is dispatch-sized is all overhead; an op whose calls do real work (a convolution issued
         # once per layer) keeps it, less the dispatch of each call.

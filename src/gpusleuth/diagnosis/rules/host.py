@@ -193,7 +193,10 @@ def python_overhead(facts: Facts) -> list[Finding] | Missing:
     block's ``linear`` 18 times a step) as "411 looped calls, 26 % of the step, HIGH", and a 24-layer stack
     of small Linear+ReLU blocks as 80 %, HIGH. Micro-batches (a forward and a backward each iteration) and
     layers (each iteration's backward accumulates into its own parameters) are the model's structure; a
-    per-row loop over 64 rows keeps its finding."""
+    per-row loop over 64 rows keeps its finding. Forward only (inference), the ops' recorded arguments tell
+    layers (the same shapes and scalars every iteration) from a loop over rows (an index that walks, or a
+    tensor's rows as the count): Qwen1.5-0.5B's 24 decoder layers on an H100 read 1,352 looped calls, now
+    0. Without recorded shapes a forward-only stack of ≥ 16 layers still reads as a loop."""
     h = rank_host_ops(facts)
     if h is None:
         return no_trace("Python / framework overhead", "host.python",

@@ -45,7 +45,9 @@ class TraceData:
     ``device`` (int64, -1 where absent). Sorted by ``ts``. Only the args the analyses use are kept:
     each extra column costs ~10 % of load time on big traces. ``itype`` (int32) codes into
     ``input_types``: an op's ``Input type`` arg joined with ", " (``"c10::BFloat16, , float"``), ``""``
-    where the event has none (traces recorded without ``record_shapes``, and every non-op row).
+    where the event has none (traces recorded without ``record_shapes``, and every non-op row). ``icall``
+    (int32) codes into ``input_calls``: an op's ``(Input Dims, Concrete Inputs)`` as JSON text (equal codes:
+    equal signatures), ``()`` where the event has none.
     """
 
     events: Table
@@ -60,6 +62,7 @@ class TraceData:
     phase_counts: dict[str, int] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)  # rows not kept, by reason
     input_types: list[str] = field(default_factory=list)
+    input_calls: list[tuple[str, str] | tuple[()]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.events)
