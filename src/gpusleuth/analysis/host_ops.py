@@ -259,6 +259,10 @@ class HostOps:
     removable_share: float
     tiny_op_threshold_us: float
     excluded_s_per_step: float  # DataLoader fetches, input waits, collectives: not the training code's
+    # every step with looped calls is forward-only (no autograd node) and the trace recorded no op arguments
+    # (record_shapes off): its repetition may be the model's layers — nothing in the trace tells (inference
+    # profiled by gpusleuth's own --profile-steps, which records no shapes)
+    forward_only_unproven: bool = False
     trace: int | None = None  # its trace's place in RunAnalysis.traces (labels repeat across single-rank jobs)
 
 
@@ -382,6 +386,7 @@ def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = 
             "tiny_ns": int(d[tiny_m].sum()),
             "tiny_ops": int(tiny_m.sum()),
             "looped_ops": int(looped.sum()),
+            "unproven": call_codes is None and not bwd.any(),
             "loop_ops_ns": loop_ops_ns,
             "loop_python_ns": min(loop_python_ns, dur - covered),
             "stolen_ns": min(stolen, dur // 2),
@@ -411,4 +416,6 @@ def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = 
         / max(total - sum(s["stolen_ns"] for s in steps), 1),
         tiny_op_threshold_us=TINY_OP_NS / 1e3,
         excluded_s_per_step=excl_ns_total / 1e9 / len(steps),
+        forward_only_unproven=any(s["looped_ops"] for s in steps) and all(
+            s["unproven"] for s in steps if s["looped_ops"]),
     )
