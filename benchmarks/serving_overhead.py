@@ -24,7 +24,7 @@ def main(n: int = 20000) -> None:
     _gpusleuth_autohook.activate()
     import torch  # noqa: E402 - after activation, so the hook patches it
 
-    import _gpusleuth_serve as serve
+    import _gpusleuth_request as serve
 
     torch.set_num_threads(1)
     book = 1e9

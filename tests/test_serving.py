@@ -398,7 +398,7 @@ import _gpusleuth_autohook as core
 core.activate()
 import torch
 import gpusleuth
-import _gpusleuth_serve as serve
+import _gpusleuth_request as serve
 
 model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
 real_call = torch.nn.Module.__dict__["__call__"]

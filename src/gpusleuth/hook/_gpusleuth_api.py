@@ -41,8 +41,8 @@ def api_stage_begin(name):
     """``gpusleuth.stage(name)`` entered: a token when a request is open in this thread/task, else None."""
     r = _state.R
     try:
-        if r is not None and "_gpusleuth_serve" in sys.modules:
-            return sys.modules["_gpusleuth_serve"].stage_begin(name)
+        if r is not None and "_gpusleuth_request" in sys.modules:
+            return sys.modules["_gpusleuth_request"].stage_begin(name)
     except BaseException as exc:
         r.error("api_stage", exc)
     return None
@@ -52,7 +52,7 @@ def api_stage_end(tok):
     r = _state.R
     try:
         if r is not None and tok is not None:
-            sys.modules["_gpusleuth_serve"].stage_end(tok)
+            sys.modules["_gpusleuth_request"].stage_end(tok)
     except BaseException as exc:
         r.error("api_stage", exc)
 

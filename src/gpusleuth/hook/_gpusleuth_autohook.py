@@ -4,8 +4,8 @@ Imported by our ``sitecustomize`` when ``GPUSLEUTH_RUN_DIR`` is set. ``activate(
 recorder (``_gpusleuth_state``), keeps the hook's frames out of the job's crash tracebacks, gives a forked
 child its own recorder state, and puts an import watcher on ``sys.meta_path`` that hands torch and the
 server modules to their patches (``_gpusleuth_torch`` with ``_gpusleuth_flops`` and ``_gpusleuth_knobs``,
-``_gpusleuth_serve``) right after they are imported. The top of the hook's import graph: it imports the
-others, none imports it.
+``_gpusleuth_serve`` on ``_gpusleuth_request`` and ``_gpusleuth_handoff``) right after they are imported. The top
+of the hook's import graph: it imports the others, none imports it.
 
 ``gpusleuth.api`` looks this module up in ``sys.modules``: ``R`` (the recorder once active) and the
 ``api_*`` entry points (``_gpusleuth_api``, re-exported here) are its contract with the hook. The output is
@@ -99,8 +99,8 @@ def _after_fork_in_child():
     if R is not None:
         try:
             R.reset_process(role="python", forked=True)
-            if "_gpusleuth_serve" in sys.modules:
-                sys.modules["_gpusleuth_serve"].after_fork()
+            if "_gpusleuth_request" in sys.modules:
+                sys.modules["_gpusleuth_request"].after_fork()
         except BaseException:
             pass
 

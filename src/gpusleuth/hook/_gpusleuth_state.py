@@ -5,8 +5,8 @@ job may run another interpreter or venv); never raise into the user's program an
 failure becomes one ``hook_error`` line in our own file); cost a few microseconds per training step (no
 per-step syscalls except the periodic flush).
 
-The patch modules (``_gpusleuth_torch``, ``_gpusleuth_dist``, ``_gpusleuth_serve``, ``_gpusleuth_knobs``)
-notice what the job does and call this recorder's methods; none of them sets its attributes
+The patch modules (``_gpusleuth_torch``, ``_gpusleuth_dist``, ``_gpusleuth_serve`` with ``_gpusleuth_request`` and
+``_gpusleuth_handoff``, ``_gpusleuth_knobs``) notice what the job does and call this recorder's methods; none of them sets its attributes
 (tests/test_house_rules.py). Lines go out through its ``Writer`` (``_gpusleuth_writer``); what it asks of
 torch — CUDA events, the profiler, the forward pre-hook — through its ``Device`` (``_gpusleuth_device``).
 It imports no patch module: the activation (``_gpusleuth_autohook``) hands the torch patches in with

@@ -1,0 +1,125 @@
+"""The queue hand-off of a batching server, inside the hook (docs/serving.md, "Batching servers").
+
+Same rules as every hook module: standard library only, Python 3.8+ syntax, never raise into the user's
+program. ``queue.Queue`` and ``asyncio.Queue`` are patched as they are imported (``_gpusleuth_serve.patch``):
+a put inside a request, the take of that item outside any request and the resolution of a future handed
+over with it are stamped on the open request (``_gpusleuth_request``), whose ``R`` line carries them.
+"""
+import functools
+import sys
+
+from _gpusleuth_request import _REQ, _error, _now
+
+_HANDOFF = {}  # id(work item put on a queue inside a request) -> the request, until a consumer takes it
+HANDOFF_MAX = 65536  # items put and never taken (a queue nobody drains): forget them past this many
+
+
+# A batching server's handler does not run the model: it puts its input (and usually a future) on a queue
+# and waits; a batcher outside any request takes the inputs off the queue, runs one forward, resolves the
+# futures. The put (inside the request), the take (outside any) and the future's resolution are the three
+# moments that tie the request to the forwards that ran for it, whatever the server.
+def _put(item):
+    req = _REQ.get()
+    if req is None or req.closed:
+        return
+    try:
+        t = _now()
+        if req.handoff < 0:
+            req.handoff = t
+        if len(_HANDOFF) >= HANDOFF_MAX:
+            _HANDOFF.clear()
+        _HANDOFF[id(item)] = req
+        _watch_futures(req, item)
+    except BaseException as exc:
+        _error("queue_put", exc)
+
+
+def _got():
+    """A get from a queue inside a request: a streaming handler taking its next token from the engine."""
+    req = _REQ.get()
+    if req is not None and req.handoff >= 0 and not req.closed:
+        req.received = _now()
+        req.gets += 1
+
+
+def _took(item):
+    try:
+        req = _HANDOFF.pop(id(item), None)
+        if req is not None and req.claimed < 0:
+            cur = _REQ.get()
+            if cur is None or cur.closed:
+                req.claimed = _now()
+    except BaseException as exc:
+        _error("queue_get", exc)
+
+
+def _future_types():
+    out = []
+    for name in ("asyncio.futures", "concurrent.futures._base"):
+        mod = sys.modules.get(name)
+        cls = getattr(mod, "Future", None) if mod is not None else None
+        if isinstance(cls, type):
+            out.append(cls)
+    return tuple(out)
+
+
+def _watch_futures(req, item):
+    """Futures handed over with the work (``(input, future)``, a dict or an object holding one): when one
+    is resolved, the request has its answer — the end of its wait for the batch."""
+    types = _future_types()
+    if not types:
+        return
+    if isinstance(item, (tuple, list)):
+        parts = item[:16]
+    elif isinstance(item, dict):
+        parts = list(item.values())[:16]
+    else:
+        parts = [item] + list(getattr(item, "__dict__", {}).values())[:16]
+    for p in parts:
+        if isinstance(p, types):
+            p.add_done_callback(functools.partial(_resolved, req))
+
+
+def _resolved(req, fut):
+    if req.delivered < 0:
+        req.delivered = _now()
+
+
+def _patch_queue(mod):
+    cls = mod.Queue
+    real_put, real_get = cls.put, cls.get
+
+    @functools.wraps(real_put)
+    def put(self, item, *args, **kwargs):
+        _put(item)
+        return real_put(self, item, *args, **kwargs)
+
+    @functools.wraps(real_get)
+    def get(self, *args, **kwargs):
+        item = real_get(self, *args, **kwargs)
+        if _HANDOFF:
+            _took(item)
+        _got()
+        return item
+
+    cls.put, cls.get = put, get  # put_nowait / get_nowait call these
+
+
+def _patch_asyncio_queues(mod):
+    cls = mod.Queue
+    real_put, real_get = cls.put_nowait, cls.get_nowait
+
+    @functools.wraps(real_put)
+    def put_nowait(self, item):
+        _put(item)
+        return real_put(self, item)
+
+    @functools.wraps(real_get)
+    def get_nowait(self):
+        item = real_get(self)
+        if _HANDOFF:
+            _took(item)
+        _got()
+        return item
+
+    cls.put_nowait, cls.get_nowait = put_nowait, get_nowait  # put / get call these
