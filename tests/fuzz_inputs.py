@@ -15,7 +15,7 @@ console and HTML outputs) did with each:
                 stated (a bug)
 
 Readers plug in through :data:`READERS`: a name, a function giving seed files, and the mutators that apply
-to them. tests/test_fuzz_inputs.py runs a few hundred cases; benchmarks/fuzz_inputs.py runs 10⁵ and more.
+to them. tests/test_fuzz_inputs.py runs a few hundred cases; benchmarks/fuzz_at_scale.py runs 10⁵ and more.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Hostile input, the whole CLI in-process: a few hundred fuzz cases made from real fixtures, plus one test
 per fault family the fuzz found (so a regression names itself). The 10⁵-case run is
-benchmarks/fuzz_inputs.py."""
+benchmarks/fuzz_at_scale.py."""
 
 from __future__ import annotations
 

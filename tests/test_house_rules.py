@@ -331,3 +331,12 @@ def test_the_hook_times_a_fetch_in_one_place():
                         and ast.unparse(node.target.slice) == "WAIT":
                     where.add(f"{path.stem}.{fn.name}")
     assert where == {"_gpusleuth_state.fetch"}, sorted(where)
+
+
+def test_tests_and_benchmarks_share_no_module_name():
+    """Tests put benchmarks/ on sys.path to reuse its workloads; a module of the same name in both folders then
+    imports whichever the path lists first, so one test's import order broke another's (benchmarks/fuzz_inputs.py
+    shadowed tests/fuzz_inputs.py once test_serving_batching had run: "no attribute reference_report")."""
+    root = PKG.parents[1]
+    names = lambda d: {p.stem for p in (root / d).glob("*.py")}  # noqa: E731
+    assert not names("tests") & names("benchmarks"), sorted(names("tests") & names("benchmarks"))

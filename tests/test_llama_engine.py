@@ -29,7 +29,7 @@ import pytest
 
 from conftest import REPO, free_port
 
-sys.path.append(str(REPO / "benchmarks"))  # after tests/: benchmarks/ has modules of the same names (fuzz_inputs)
+sys.path.append(str(REPO / "benchmarks"))
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
 SERVERS = REPO / "tests" / "servers"

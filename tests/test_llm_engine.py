@@ -29,7 +29,7 @@ import pytest
 from conftest import free_port
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.append(str(REPO / "benchmarks"))  # after tests/: benchmarks/fuzz_inputs.py must not shadow tests/fuzz_inputs.py
+sys.path.append(str(REPO / "benchmarks"))
 
 
 @pytest.mark.slow

@@ -6,8 +6,8 @@ positions, cut points, spliced bytes, field choices) across worker processes, in
 CLI's ``main``), until ``--cases`` cases or ``--minutes`` have run. A sample (``--console-every``,
 ``--html-every``) also goes through the console and HTML outputs.
 
-    python benchmarks/fuzz_inputs.py --cases 100000 --workers 2
-    python benchmarks/fuzz_inputs.py --minutes 20 --workers 2 --bugs /tmp/fuzz-bugs.txt
+    python benchmarks/fuzz_at_scale.py --cases 100000 --workers 2
+    python benchmarks/fuzz_at_scale.py --minutes 20 --workers 2 --bugs /tmp/fuzz-bugs.txt
 
 Prints the count per outcome class and per family; exits 1 if any traceback, hang or wrong answer was
 seen (each listed with its reader, seed, rng seed and case name so it can be replayed).
