@@ -125,3 +125,44 @@ def test_the_hook_records_the_id_each_client_sent_as_text(tmp_path, script):
     want = [clean_request_id(x) if x is not None else "" for x in sent]
     assert got == want, got
     assert want[-3] == "tab\ufffdhere" and len(want[-2]) == REQUEST_ID_MAX  # what the cleaning is for
+
+
+@pytest.mark.process
+def test_a_request_answered_just_before_ctrl_c_keeps_its_record(tmp_path):
+    """Ctrl-C right after a server answered: its handler thread had written the response but not returned
+    (here it keeps working 30 s after the answer, the widest form of a race that lost the last request's ``R``
+    line now and then under load), and daemon handler threads stop where they are at exit. The request is
+    still recorded, ended at its last write — the client had its answer."""
+    import http.client
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import free_port
+    from gpusleuth.sources.rundir import load_run
+    from test_serving import BODY, SERVERS, _env, _wait_ready
+
+    port = free_port()
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "gpusleuth", "run", "--no-report", "--out", str(out), "--",
+                             sys.executable, str(SERVERS / "http_infer.py"), str(port), str(tmp_path / "truth.json"),
+                             "plain", "30"],
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_ready(port, proc)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        t0 = time.time_ns()
+        conn.request("POST", "/", body=BODY, headers={"X-Request-Id": "answered-then-ctrl-c"})
+        resp = conn.getresponse()
+        resp.read()
+        t1 = time.time_ns()
+        assert resp.status == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    r = load_run(out).requests
+    mine = r.filter(r["request_id"] == "answered-then-ctrl-c")
+    assert len(mine) == 1, r["request_id"].tolist()
+    assert t0 <= int(mine["start_ns"][0]) <= int(mine["end_ns"][0]) <= t1  # ended at its answer, not at exit
+    assert int(mine["forwards"][0]) == 1 and int(mine["status"][0]) == 200

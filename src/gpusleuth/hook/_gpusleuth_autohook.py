@@ -92,6 +92,8 @@ def _hide_our_frames_in_crashes():
 
 def _at_exit():
     if R is not None:
+        if "_gpusleuth_request" in sys.modules:  # answered requests whose handler the exit interrupts
+            sys.modules["_gpusleuth_request"].at_exit()
         R.at_exit()
 
 

@@ -37,6 +37,7 @@ MAX_STAGES = 32
 STAGE_NAME_MAX = 64
 _FLUSHER = [None]
 _OUTSIDE = threading.local()  # t0 of the outermost forward running outside any request on this thread
+_OPEN = set()  # the open requests, for the ones the process's exit interrupts (at_exit)
 _tid = threading.get_ident
 
 
@@ -86,6 +87,7 @@ def begin(kind, queue=-1):
             return None
         req = Req(kind, _now(), queue)
         req.token = _REQ.set(req)
+        _OPEN.add(req)
         _arm()
         return req
     except BaseException as exc:
@@ -96,7 +98,10 @@ def begin(kind, queue=-1):
 def end(req, t=None):
     """Close ``req`` (``t``: when its response was done, else now) and queue its ``R`` line."""
     try:
+        if req.closed:  # already finished by at_exit
+            return
         req.closed = True  # a task started inside the request (a lazily started batcher) keeps its context
+        _OPEN.discard(req)
         try:
             _REQ.reset(req.token)
         except ValueError:  # closed from another context (an iterable closed elsewhere)
@@ -127,6 +132,24 @@ def _finish(req, t):
     r.flush_if_due(t, now=r.role == "python")  # a forked child (socketserver.ForkingMixIn) leaves through os._exit
     if _FLUSHER[0] is None:
         _start_flusher()
+
+
+def at_exit():
+    """The process is exiting (Ctrl-C on a server): a request whose handler thread had written its response
+    but not yet returned — the client has its answer — still gets its ``R`` line, ended at its last write (its
+    last body message on ASGI). Daemon handler threads stop where they are at exit, so without this the last
+    answered request was lost whenever the signal came right after the answer. A request with nothing written
+    yet was cut off: no line, as before."""
+    for req in list(_OPEN):
+        try:
+            t = req.done if req.done > 0 else req.wrote
+            if req.closed or t <= 0:
+                continue
+            req.closed = True
+            _OPEN.discard(req)
+            _finish(req, t)
+        except BaseException as exc:
+            _error("request_at_exit", exc)
 
 
 def _device_ns(req):
@@ -173,6 +196,7 @@ def after_fork():
     _FLUSHER[0] = None
     _ACTIVE[0] = 0
     _ACCEPTED.clear()
+    _OPEN.clear()
 
 
 def _error(where, exc):
