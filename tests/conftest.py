@@ -11,12 +11,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+# A suite started in the background of a shell without job control (`pytest … &` in a script) inherits SIGINT
+# ignored, and so does every job a test starts: Python then installs no KeyboardInterrupt handler, and each test
+# that stops a job or a server with SIGINT (Ctrl-C, `--duration`, `gpusleuth load`) waits out the grace and
+# sees SIGTERM's 143 — six such failures in one background run. Restore the default here, as an interactive
+# shell would have it: a Python handler is reset to SIG_DFL in the jobs exec'd from this process.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
