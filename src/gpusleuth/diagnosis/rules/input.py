@@ -61,7 +61,8 @@ def _wait_cpu_demand(demand: float | None, share: float) -> float | None:
     time, waiting 55 % of it)."""
     if demand is None or share <= 0:
         return None
-    return max(min((demand - (1.0 - min(share, 1.0))) / min(share, 1.0), 1.0), 0.0)
+    share = min(share, 1.0)
+    return max(min((demand - (1.0 - share)) / share, 1.0), 0.0)
 
 
 MIN_FREE_CORES = 0.25  # less than a quarter of a core free: another worker would only take the loop's CPU
