@@ -130,7 +130,7 @@ def test_demo_finds_and_fixes_the_planted_stall(tmp_path, host_load):
     res = gpusleuth("demo", "--steps", "60", "--out", tmp_path, timeout=300)
     assert res.returncode == 0, res.stderr
     out = res.stdout
-    assert "measured speedup" in out
+    assert "measured speedup" in out and "planted transform sized to this machine" in out
     planted = report_json(tmp_path / "planted")
     fixed = report_json(tmp_path / "fixed")
     own = [f for f in planted["findings"] if f["cause"] != "contention"]  # what the job itself waits on

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gpusleuth.cli.options import Subparsers
+    from gpusleuth.render.text import SafeConsole
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -20,7 +21,11 @@ def add_parser(sub: Subparsers) -> None:
         description=(
             "Runs a small PyTorch training job (needs the 'torch' extra) twice under `gpusleuth run`: first "
             "with num_workers=0 and a costly per-sample transform, then with the fix gpusleuth recommends "
-            "(loader workers, pinned memory, persistent workers). Prints both reports and the measured speedup."
+            "(loader workers, pinned memory, persistent workers). Prints both reports and the measured speedup. "
+            "The transform is first sized to this machine (a few seconds, outside the recordings) so that each "
+            "fixed-run worker needs about 60 % of a training step for its batch: the planted run then waits on "
+            "data for a third of its step or more, and the fixed one has room to spare, on a laptop as on a GPU "
+            "node. GPUSLEUTH_DEMO_ROUNDS=N sets the transform's rounds instead."
         ),
     )
     p.add_argument("--out", type=Path, default=None, help="keep the two run directories here (default: a temp dir)")
@@ -46,10 +51,12 @@ def demo_command(args: argparse.Namespace) -> int:
     console = make_console()
     base = args.out or Path(tempfile.mkdtemp(prefix="gpusleuth-demo-"))
     base.mkdir(parents=True, exist_ok=True)
+    rounds = _transform_rounds(console)
     reports = {}
     for mode in ("planted", "fixed"):
         console.rule(f"[bold]demo: {mode} run[/]")
-        cmd = [sys.executable, "-m", "gpusleuth.demo.job", f"--{mode}", "--steps", str(args.steps)]
+        cmd = [sys.executable, "-m", "gpusleuth.demo.job", f"--{mode}", "--steps", str(args.steps),
+               "--transform-rounds", str(rounds)]
         result = launch(LaunchOptions(command=cmd, out=base / mode, label=f"demo ({mode})"))
         if result.exit_code != 0:
             raise LaunchError(f"the demo job ({mode}) failed with exit code {result.exit_code}; see {base / mode}")
@@ -71,3 +78,26 @@ def demo_command(args: argparse.Namespace) -> int:
         console.print(f"[bold]{escape(line)}[/]" if i == 0 else escape(line))
     console.print(f"run directories: {base}")
     return 0
+
+
+def _transform_rounds(console: SafeConsole) -> int:
+    """The planted transform sized to this machine (``gpusleuth.demo.job --calibrate``, outside any recording):
+    both runs get the same count, so they differ by the fix alone. ``GPUSLEUTH_DEMO_ROUNDS`` sets it instead."""
+    import json
+    import os
+    import subprocess
+
+    from gpusleuth.errors import LaunchError
+
+    if os.environ.get("GPUSLEUTH_DEMO_ROUNDS"):
+        return int(os.environ["GPUSLEUTH_DEMO_ROUNDS"])
+    res = subprocess.run([sys.executable, "-m", "gpusleuth.demo.job", "--calibrate"], capture_output=True, text=True,
+                         timeout=300)
+    if res.returncode != 0:
+        last = (res.stderr.strip().splitlines() or ["no output"])[-1]
+        raise LaunchError(f"the demo job's calibration failed with exit code {res.returncode}: {last}")
+    cal = json.loads(res.stdout.strip().splitlines()[-1])
+    console.print(f"planted transform sized to this machine: {cal['rounds']} blur rounds, about "
+                  f"{cal['base_ms'] + cal['rounds'] * cal['round_ms']:.1f} ms a batch against a {cal['step_ms']:.1f} ms training step; "
+                  f"the fixed run's {cal['workers']} loader worker(s) each need ~{cal['worker_share']:.0%} of a step for theirs")
+    return int(cal["rounds"])
