@@ -54,9 +54,9 @@ def recorded(tmp_path_factory):
             script = corpus.BY_NAME[name]
             tmp = tmp_path_factory.mktemp(f"{name}-{'profiled' if profiled else 'plain'}")
             outs = [tmp / f"run{k}" for k in range(3)]
-            # each attempt in a folder of its own: a retry after torch's exit race must run the same job, and
-            # in the first attempt's folder the FSDP2 example resumes from the checkpoint that attempt saved —
-            # its optimizer-state init then calls optim.step() once before the loop (25 steps for 24)
+            # each attempt in a folder of its own: a retry after torch's exit race must run the same job (in the
+            # first attempt's folder the FSDP2 example would resume from the checkpoint that attempt saved; its
+            # optimizer-state init step is not counted — tests/test_hook.py::…state_init_is_not_a_training_step)
             res = run_multirank(lambda k: corpus.record(script, outs[k], profiled, tmp / f"work{k}"))
             assert res.returncode == 0, res.stderr[-3000:]
             out = next(o for o in reversed(outs) if o.exists())

@@ -216,6 +216,32 @@ def test_gradient_accumulation_is_one_step_per_optimizer_step(tmp_path):
     check_contiguous(rows)
 
 
+TRAIN_RESUMED_FROM_DCP = """
+import torch
+from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+from torch.utils.data import DataLoader, TensorDataset
+dl = DataLoader(TensorDataset(torch.randn(24, 8), torch.randn(24, 1)), batch_size=4)
+model = torch.nn.Linear(8, 1); opt = torch.optim.Adam(model.parameters(), lr=0.01)
+state = get_optimizer_state_dict(model, opt)  # a resume: DCP creates Adam's state with one optim.step()
+assert len(state["state"]) == 2, state
+for x, y in dl:
+    (model(x) - y).pow(2).mean().backward()
+    opt.step(); opt.zero_grad()
+"""
+
+
+@pytest.mark.slow
+def test_checkpoint_state_init_is_not_a_training_step(tmp_path):
+    """torch.distributed.checkpoint's ``get_state_dict`` on a fresh optimizer steps it once (zero gradients, lr 0) to
+    create its state before loading into it — what the FSDP2 example does when it resumes: 25 steps for its 24.
+    That step is not one of the loop's; the loop's six are, each with its batch."""
+    res, run_dir = run_script(tmp_path, TRAIN_RESUMED_FROM_DCP)
+    assert res.returncode == 0, res.stderr.decode()
+    rows = steps(main_events(run_dir))
+    assert [(r["delimiter"], r["fetches"], r["samples"]) for r in rows] == [("optimizer", 1, 4)] * 6
+    check_contiguous(rows)
+
+
 TRAIN_BACKWARD_ONLY = """
 import torch
 w = torch.randn(8, 1, requires_grad=True)
