@@ -278,7 +278,13 @@ class HostSummary:
 
     @property
     def main_cpu_attained(self) -> float | None:
-        """Of the time the training loop's thread was runnable, the share it ran (≤ 1); None unmeasured."""
+        """Of the time the training loop's thread was runnable, the share it ran (≤ 1); None unmeasured. From its
+        schedstat clocks where recorded — ran ÷ (ran + waited for a CPU), exact over the steps — else from the
+        samples: the process's CPU ÷ the share of samples that found its main thread in state R (10 Hz: a loop
+        that runs in bursts between sleeps is seldom caught runnable, and all its threads' CPU counts)."""
+        demand, waited = self.main_cpu_demand, self.main_run_delay_share
+        if demand is not None and waited is not None:
+            return None if demand < 0.05 else min(max((demand - waited) / demand, 0.0), 1.0)
         if self.main_cpu_pct_mean is None or not self.main_runnable_share or self.main_runnable_share < 0.05:
             return None
         return min(self.main_cpu_pct_mean / 100 / self.main_runnable_share, 1.0)
