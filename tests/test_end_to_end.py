@@ -189,3 +189,13 @@ def test_loader_workers_busy_or_waiting_decide_the_cause(tmp_path, mode, cause):
     evidence = {e["name"]: e["value"] for e in top["evidence"]}
     assert evidence["DataLoader num_workers"] == 1
     assert "loader worker CPU (mean)" in evidence
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-3"])
+def test_demo_rounds_that_are_not_a_count_get_a_sentence(tmp_path, value):
+    """``GPUSLEUTH_DEMO_ROUNDS`` replaces the demo's calibration: a value that is not a count of rounds stops the
+    demo with a sentence naming it, before anything is recorded, never a traceback."""
+    res = gpusleuth("demo", "--steps", "2", "--out", tmp_path, env={"GPUSLEUTH_DEMO_ROUNDS": value}, timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert "GPUSLEUTH_DEMO_ROUNDS must be a whole number" in res.stderr and repr(value) in res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "planted").exists()

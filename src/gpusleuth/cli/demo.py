@@ -89,8 +89,11 @@ def _transform_rounds(console: SafeConsole) -> int:
 
     from gpusleuth.errors import LaunchError
 
-    if os.environ.get("GPUSLEUTH_DEMO_ROUNDS"):
-        return int(os.environ["GPUSLEUTH_DEMO_ROUNDS"])
+    given = os.environ.get("GPUSLEUTH_DEMO_ROUNDS")
+    if given:
+        if not given.strip().isdigit() or int(given) < 1:
+            raise LaunchError(f"GPUSLEUTH_DEMO_ROUNDS must be a whole number of transform rounds ≥ 1, not {given!r}")
+        return int(given)
     res = subprocess.run([sys.executable, "-m", "gpusleuth.demo.job", "--calibrate"], capture_output=True, text=True,
                          timeout=300)
     if res.returncode != 0:

@@ -56,6 +56,7 @@ def start(run_dir):
 
 
 _FAILED = object()  # what a fetch that raised returned
+_SEQ_FIRST = {}  # id(module) -> whether its recurrent layers take [seq, batch, …] (asked once per model)
 STATE_INIT_FRAMES = 6  # how far up opt_pre looks for a state-initialising caller
 
 
@@ -83,7 +84,6 @@ def _state_init_call():
             return True
         f = f.f_back
     return False
-_SEQ_FIRST = {}  # id(module) -> whether its recurrent layers take [seq, batch, …] (asked once per model)
 
 
 class Recorder:
