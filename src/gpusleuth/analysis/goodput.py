@@ -77,13 +77,15 @@ def steady_state(run: Run, view: StepView) -> SteadyState:
         # the steady steps where it was seen — the same basis as samples/s
         tps = main.steady_tokens_per_s()
     if len(view.ranks) > 1:
-        # the job's throughput: every rank's steady samples/s, summed (each rank trains on its own shard)
+        # the job's throughput: every rank's (or trainer's) steady samples/s, summed — each trains on its own
+        # shard — and divided by the ranks that share one batch (tensor parallelism: a batch counts once)
         # (tokens from gpusleuth.log records come from every process, so that tokens/s is the job's already)
+        share = view.structure.model_parallel
         rates = [r for p in view.ranks if (r := p.steady_samples_per_s()) is not None]
-        sps = float(sum(rates)) if len(rates) == len(view.ranks) else sps
+        sps = float(sum(rates)) / share if len(rates) == len(view.ranks) else sps
         if from_batches:  # tokens read from each rank's own batches: the job's is their sum, like samples
             trates = [r for p in view.ranks if (r := p.steady_tokens_per_s()) is not None]
-            tps = float(sum(trates)) if len(trates) == len(view.ranks) else tps
+            tps = float(sum(trates)) / share if len(trates) == len(view.ranks) else tps
     return SteadyState(
         warmup_steps=w,
         warmup_excess_s=excess,

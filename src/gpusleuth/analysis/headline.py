@@ -51,7 +51,7 @@ def compute_headline(run: Run, view: StepView, outcomes: Outcomes, gpus: list[Gp
     """``prices``: the user's price table (over the defaults); ``mllog``: parsed ``:::MLLOG`` lines or None;
     ``job_dtype``: the precision most of the job's GEMM time ran in (its profiler traces), for MFU on a
     card without a peak for the default dtype."""
-    notes: list[str] = []
+    notes: list[str] = list(view.structure.notes)  # the structure check's sentences (analysis/structure.py)
     steady = steady_state(run, view)
     goodput = compute_goodput(run, outcomes, steady)
     n_gpus = len(gpus)  # the job's GPUs only (analysis/job_gpus.py decided which)

@@ -61,6 +61,8 @@ class StepStats:
     # The job, when several ranks ran (torchrun, mp.spawn, one run per node): the numbers above are the
     # main rank's; these are every rank's and the job's throughput (sum over ranks' steady samples/s).
     world_size: int = 1
+    workers: str = "single"  # what ``ranks`` holds: "ranks" of a distributed job, or "trainers" without ranks
+    model_parallel: int = 1  # ranks that share one batch (tensor parallelism): the job's numbers count it once
     ranks: list[RankSteps] = field(default_factory=list)
     job_samples_per_s: float | None = None
     job_samples: int | None = None  # every rank's samples (the main rank's alone when one rank)
@@ -102,12 +104,14 @@ def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
     steps = main.table if main else Table()
     stats = StepStats(pid=view.pid, other_processes_with_steps=view.other_pids, world_size=view.world_size,
                       ranks=[_rank_stats(p) for p in view.ranks] if len(view.ranks) > 1 else [])
+    stats.workers = view.structure.workers
+    stats.model_parallel = per_batch = view.structure.model_parallel  # ranks sharing a batch: counted once
     rates = [r.samples_per_s for r in stats.ranks if r.samples_per_s]
     if len(stats.ranks) > 1 and len(rates) == len(stats.ranks):
-        stats.job_samples_per_s = float(sum(rates))
+        stats.job_samples_per_s = float(sum(rates)) / per_batch
     if len(view.ranks) > 1:
         counted = [p.table["samples"][p.table["samples"] >= 0] for p in view.ranks]
-        stats.job_samples = int(sum(k.sum() for k in counted)) if any(len(k) for k in counted) else None
+        stats.job_samples = int(sum(k.sum() for k in counted)) // per_batch if any(len(k) for k in counted) else None
 
     phases = view.phases if (view.phases.lo, view.phases.hi) == (start, end) else phase_time(run.phases, start, end)
     phase_s = phases.ns()
@@ -130,7 +134,9 @@ def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
         after_ns = {k: v for k, v in phases.ns(max(last, start), end).items() if v > 0}
 
         stats.steps = len(steps)
-        stats.delimiter = str(steps["delimiter"][-1])
+        # what ends the job's steps: the last step's delimiter, a skipped update (GradScaler) aside
+        delims = [str(d) for d in steps["delimiter"] if d != "skipped"]
+        stats.delimiter = delims[-1] if delims else "optimizer"
         secs = dur / 1e9
         stats.step_time_p50_s = float(np.percentile(secs, 50))
         stats.step_time_p95_s = float(np.percentile(secs, 95))

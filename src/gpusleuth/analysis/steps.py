@@ -9,8 +9,9 @@ derived here, once, and everything downstream reads :class:`StepView`.
 
 Definitions (documented in docs/outcomes.md):
 
-- **Ranks of one job**: every process with steps whose launcher gave it a rank (``RANK``); a process
-  without a rank is a rank only when it is the sole process with steps.
+- **Ranks of one job**: every process with steps whose launcher gave it a rank (``RANK``). Without ranks,
+  the processes that train side by side (their steps overlapping the main process's: Hogwild trainers) are
+  the job's workers; otherwise the main process alone.
 - **Main process**: the lowest rank; without ranks, the process with the most steps.
 - **Warm-up**: leading steps slower than median + max(3·MAD·1.4826, 5 % of the median), at most half the
   steps; a caller may ask for at least ``min_warmup`` (sweeps exclude a fixed number of steps), always
@@ -31,6 +32,7 @@ import numpy as np
 
 from gpusleuth.analysis import intervals as iv
 from gpusleuth.analysis.phases import PhaseTime, phase_time
+from gpusleuth.analysis.structure import StepStructure, step_structure
 from gpusleuth.run.model import Run, Table, pick_main
 
 MAD_SIGMA = 1.4826  # MAD → σ for normal data; the one robust-spread constant (noise, warm-up, outliers)
@@ -116,6 +118,8 @@ class StepView:
     world_size: int = 1  # declared by the launcher (WORLD_SIZE) when known, else the ranks seen
     # phase time over the run (analysis/phases.py): carved out of the steps here, the partition's phase parts
     phases: PhaseTime = field(default_factory=PhaseTime)
+    # what the step model inferred (trainers, model parallelism, skipped updates…) and its doubts
+    structure: StepStructure = field(default_factory=StepStructure)
 
     @property
     def pid(self) -> int | None:
@@ -170,6 +174,24 @@ def carve(start_ns: np.ndarray, end_ns: np.ndarray, data_wait_ns: np.ndarray, ph
     return dur, np.minimum(np.maximum(data_wait_ns, 0), dur)
 
 
+def concurrent_trainers(processes: list[ProcessSteps], main: ProcessSteps) -> list[ProcessSteps]:
+    """Without ranks, the processes that train side by side (Hogwild through ``torch.multiprocessing``, a
+    launcher of its own): each with two or more steps, its steps' span overlapping the main process's. Any
+    overlap counts — on a busy host two trainers started together can run nearly one after the other — and
+    each trainer's rate is its own steps' (what its own clock reads), so the job's is their sum either way.
+    Strictly one after another (a script that trains, then fine-tunes in a child) they are not one job's
+    workers: the main process alone is the job then."""
+    lo, hi = main.window
+    out = [main]
+    for p in processes:
+        if p is main or p.count < 2:
+            continue
+        a, b = p.window
+        if min(b, hi) > max(a, lo):
+            out.append(p)
+    return sorted(out, key=lambda p: p.pid) if len(out) > 1 else out
+
+
 def step_view(run: Run, min_warmup: int = 0) -> StepView:
     view = StepView()
     st = run.steps
@@ -196,11 +218,13 @@ def step_view(run: Run, min_warmup: int = 0) -> StepView:
                          [p.rank for p in view.processes])
     view.main = next(p for p in view.processes if p.pid == main_pid)
     ranked = [p for p in view.processes if p.rank is not None]
-    view.ranks = ranked if ranked else [view.main]
+    view.ranks = ranked if ranked else concurrent_trainers(view.processes, view.main)
     sizes = [run.processes[p.pid].world_size for p in view.ranks if p.pid in run.processes]
     declared = [int(w) for w in sizes if w]
     view.world_size = max(declared + [len(view.ranks)])
+    view.structure = step_structure(run.infos, view.main.pid, view.main.table, [p.pid for p in view.ranks],
+                                    bool(ranked))
     return view
 
 
-__all__ = ["ProcessSteps", "StepView", "carve", "step_view", "profiled_steps", "flops_step", "instrumented_steps", "warmup_count", "robust_sigma", "pick_main", "MAD_SIGMA"]
+__all__ = ["ProcessSteps", "StepView", "carve", "concurrent_trainers", "step_view", "profiled_steps", "flops_step", "instrumented_steps", "warmup_count", "robust_sigma", "pick_main", "MAD_SIGMA"]

@@ -97,6 +97,28 @@ def _at_exit():
         R.at_exit()
 
 
+def _exit_with_forked_processes():
+    """A ``multiprocessing`` child started by fork (Hogwild trainers, ``mp.Process`` workers of every kind)
+    leaves through ``os._exit``: no ``atexit`` handler runs, and every step it buffered since its last flush
+    was lost (a trainer of 150 steps in 0.2 s wrote 1). Its last act before that is
+    ``multiprocessing.util._exit_function()``, looked up by name at the call: ours runs the hook's exit
+    first. The parent's own ``atexit`` entry holds the original function and is untouched."""
+    util = sys.modules.get("multiprocessing.util")
+    real = getattr(util, "_exit_function", None) if util is not None else None
+    if real is None or getattr(real, "__module__", None) == __name__:
+        return
+
+    def _exit_function(*args, **kwargs):
+        try:
+            _at_exit()
+        except BaseException:
+            pass
+        return real(*args, **kwargs)
+
+    _exit_function.__wrapped__ = real
+    util._exit_function = _exit_function
+
+
 def _after_fork_in_child():
     if R is not None:
         try:
@@ -111,7 +133,9 @@ def _after_fork_in_child():
 SERVER_MODULES = ("socketserver", "http.server", "wsgiref.handlers", "flask.app", "starlette.applications",
                   "uvicorn.protocols.http.h11_impl", "uvicorn.protocols.http.httptools_impl", "queue",
                   "asyncio.queues")
-_WATCHED = set(("torch",) + SERVER_MODULES)
+# Where a job says that ranks share a batch (tensor parallelism): patched right after import (_gpusleuth_dist).
+PARALLEL_MODULES = ("torch.distributed.tensor.parallel",)
+_WATCHED = set(("torch",) + SERVER_MODULES + PARALLEL_MODULES)
 
 
 def _on_import(name, module):
@@ -121,6 +145,14 @@ def _on_import(name, module):
         return
     if name == "torch":
         _torch_imported(module)
+        return
+    if name in PARALLEL_MODULES:
+        try:
+            import _gpusleuth_dist
+
+            _gpusleuth_dist.patch_tensor_parallel(sys.modules)
+        except BaseException as exc:
+            R.error("tensor_parallel", exc)
         return
     try:
         import _gpusleuth_serve
@@ -141,6 +173,10 @@ def _torch_imported(torch):
         atexit.register(_at_exit)  # again, so that we run before torch's own exit handlers (LIFO)
     except BaseException as exc:
         R.error("torch_imported", exc)
+    try:
+        _exit_with_forked_processes()
+    except BaseException as exc:
+        R.error("mp_exit", exc)
     try:
         if os.environ.get("GPUSLEUTH_FLOPS", "1") != "0" and R.role == "main":
             import _gpusleuth_flops

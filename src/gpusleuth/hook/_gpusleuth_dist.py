@@ -19,6 +19,9 @@ through unchanged.
   one torch documents as giving the same results as no hook — which calls ``dist.all_reduce(async_op=True)``
   per gradient bucket, so every bucket is timed by the wrapper above. A user's own hook calls ``dist.*``
   too and is timed the same way.
+* Model parallelism: ``parallelize_module`` (DTensor tensor parallelism) says how many ranks share one batch;
+  an ``I`` line ``{"kind": "model_parallel", "style": "tensor", "size": N}`` (once per size), so that the job's
+  throughput counts each batch once (analysis/structure.py).
 * NCCL (CUDA tensors): the host times are arrival and enqueue; the device time of a blocking collective
   is taken with two CUDA events on the current stream (no synchronize) and written as ``device_ns``
   when both have completed, polled at the next collective.
@@ -100,6 +103,53 @@ def install(torch, rec):
         _patch_ddp(torch, rec)
     except Exception as exc:
         rec.error("ddp_patch", exc)
+
+
+TENSOR_PARALLEL_MODULES = ("torch.distributed.tensor.parallel", "torch.distributed.tensor.parallel.api")
+
+
+def patch_tensor_parallel(sys_modules):
+    """Wrap ``parallelize_module`` where the job will find it (the package and its ``api`` module; the import
+    watcher calls this right after ``torch.distributed.tensor.parallel`` is imported, before the job binds the
+    name). The ranks of the mesh it is given work on the same batch."""
+    wrapped = {}
+    for name in TENSOR_PARALLEL_MODULES:
+        mod = sys_modules.get(name)
+        real = getattr(mod, "parallelize_module", None) if mod is not None else None
+        if real is None or getattr(real, "_gpusleuth", False):
+            continue
+        if id(real) not in wrapped:  # the package re-exports the api's function: one wrapper for both names
+            wrapped[id(real)] = _parallelize_module(real)
+        setattr(mod, "parallelize_module", wrapped[id(real)])
+
+
+def _parallelize_module(real):
+    seen = set()
+
+    def parallelize_module(*args, **kwargs):
+        out = real(*args, **kwargs)
+        r = _state.R
+        if r is not None and not r.worker:
+            try:
+                mesh = kwargs.get("device_mesh", args[1] if len(args) > 1 else None)
+                if mesh is not None:
+                    size = int(mesh.size())
+                    names = [str(n) for n in (getattr(mesh, "mesh_dim_names", None) or ())]
+                else:  # torch takes the current mesh: the whole world
+                    import torch.distributed as dist
+
+                    size, names = int(dist.get_world_size()), []
+                if size not in seen:
+                    seen.add(size)
+                    r.info({"kind": "model_parallel", "style": "tensor", "size": size, "dims": names})
+            except Exception as exc:
+                r.error("parallelize_module", exc)
+        return out
+
+    parallelize_module._gpusleuth = True
+    parallelize_module.__wrapped__ = real
+    parallelize_module.__doc__ = real.__doc__
+    return parallelize_module
 
 
 def _patch_init(dist, c10d, rec):

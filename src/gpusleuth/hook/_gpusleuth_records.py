@@ -75,6 +75,16 @@ def _counters():
     return [0, 0, 0, False, None, 0, 0, -1, -1, -1, -1]
 
 
+def _add_counts(c, old):
+    """Add counters ``old`` of a record into ``c``: the waits, samples, optimizer time and fetches (what
+    accumulates over a step's parts; the first forward's fields are the caller's to choose)."""
+    for i in (WAIT, CPU, SAMPLES, OPT, FETCHES):
+        c[i] += old[i]
+    c[UNKNOWN] = c[UNKNOWN] or old[UNKNOWN]
+    if old[SET] is not None:
+        c[SET] = old[SET] + (c[SET] or 0)
+
+
 def _input_shape(args, seq_first=False):
     """(samples, tokens) of a forward's first tensor argument: its batch dimension — the first, or the
     second for a model whose recurrent layers take ``[seq, batch, …]`` (``seq_first``: PyTorch's RNN/LSTM/GRU

@@ -14,9 +14,13 @@ It imports no patch module: the activation (``_gpusleuth_autohook``) hands the t
 
 Step delimiting, in short (docs/run-format.md gives the contract):
 
-* an outermost ``optimizer.step()`` ends a step. Its record is kept *pending* until the next fetch, phase
-  or other optimizer: a second, different optimizer stepping before the next fetch (GAN generator and
-  discriminator, Muon + AdamW parameter splits) extends the same step instead of doubling the step count;
+* an outermost ``optimizer.step()`` ends a step. Its record is kept *pending* until the next fetch or phase,
+  or until the optimizers' own order decides (docs/step-model.md, "Several optimizers"): the optimizers that
+  step between two fetches form one *cycle* — one iteration (GAN generator and discriminator, Muon + AdamW
+  parameter splits, one optimizer per layer) — which is written as one step when its first optimizer steps
+  again. An optimizer that steps again before those ahead of it in the cycle did, or one that was freed,
+  shows that they were used one after another (a new optimizer per stage, per epoch or per step): each of
+  theirs is a step of its own;
 * without any optimizer, ``backward()`` ends a step. Those steps are *held* until the process has shown
   for a second that it has no optimizer (gradient accumulation calls backward several times per optimizer
   step, and we must not count each one as a step). A process that has constructed an optimizer keeps
@@ -36,8 +40,8 @@ import weakref
 from _gpusleuth_device import Device
 from _gpusleuth_identity import identity
 from _gpusleuth_records import (
-    CPU, FETCHES, FNEW, FSAMPLES, FTOKENS, GAP, OPT, SAMPLES, SET, UNKNOWN, WAIT, _batch_size, _clean, _counters,
-    _cpu, _input_shape, _jsonable, _now, _parse_range, _tid,
+    CPU, FETCHES, FNEW, FSAMPLES, FTOKENS, GAP, OPT, SAMPLES, SET, UNKNOWN, WAIT, _add_counts, _batch_size, _clean,
+    _counters, _cpu, _input_shape, _jsonable, _now, _parse_range, _tid,
 )
 from _gpusleuth_writer import FLUSH_NS, Writer
 
@@ -86,13 +90,23 @@ def _state_init_call():
     return False
 
 
+def _same(ref, opt):
+    """Whether an optimizer reference (``Recorder._opt_key``) is ``opt``."""
+    return ref() is opt if ref.__class__ is weakref.ref else ref == id(opt)
+
+
+def _alive(ref):
+    """Whether the referenced optimizer still exists (an ``id`` cannot tell: taken as alive)."""
+    return ref.__class__ is not weakref.ref or ref() is not None
+
+
 class Recorder:
     """All per-process recording state. One instance, ``R``; reset in a forked child."""
 
     __slots__ = (
         "run_dir", "torch", "torch_ns", "patches", "flops", "exit_calls", "prof_range", "out", "dev", "pid",
         "role", "start_ns", "errors", "worker", "worker_id", "main_tid", "auto", "mode", "emitted", "nb",
-        "cur_start", "c", "in_fetch", "opt_stack", "opt_t0", "bw_depth", "pending", "pending_opts", "held",
+        "cur_start", "c", "in_fetch", "opt_stack", "opt_t0", "bw_depth", "pending", "opt_ref", "shape", "scaler_opt", "ng", "held",
         "opt_made", "closure_ns", "gap_t0", "gap_c0", "prev_in", "framework_done", "open_phases", "auto_eval",
         "eval_mod", "trained", "train_depth", "ckpt_depth", "dl_seen", "prof_ahead", "exited", "opt_init",
     )
@@ -135,8 +149,10 @@ class Recorder:
         self.opt_t0 = 0
         self.opt_init = False  # the outermost optimizer step running now only initialises state (see opt_pre)
         self.bw_depth = 0
-        self.pending = None
-        self.pending_opts = []
+        self.pending = None  # the optimizer steps of the open cycle: [(optimizer reference, record), …] or None
+        self.opt_ref = None  # the last optimizer's reference (one weakref per optimizer, not per step)
+        self.scaler_opt = None  # the optimizer a GradScaler is deciding whether to step (see scaler_begin)
+        self.shape = {}  # what the step model had to decide, for the structure check (the ``step_model`` fact)
         self.held = []
         self.opt_made = False  # an optimizer was constructed in this process (see backward_end)
         self.closure_ns = 0  # time inside optimizer.step(closure)'s closure: forward/backward, not optimizer
@@ -147,6 +163,7 @@ class Recorder:
         self.prev_in = None  # weakref to the previous step's first forward input
         # phases
         self.open_phases = []
+        self.ng = None  # a pass with gradients off after a step: [start, phase token once confirmed, snap, fetch t0]
         self.auto_eval = None
         self.eval_mod = None
         self.trained = None  # WeakSet of modules put in training by an outermost .train(True)
@@ -244,12 +261,7 @@ class Recorder:
         c_seen = c[GAP] >= 0
         fwd = [(x[FSAMPLES], x[FTOKENS]) for x in [rec[2] for rec in recs] + [c] if x[GAP] >= 0]
         for rec in recs:
-            old = rec[2]
-            for i in (WAIT, CPU, SAMPLES, OPT, FETCHES):
-                c[i] += old[i]
-            c[UNKNOWN] = c[UNKNOWN] or old[UNKNOWN]
-            if old[SET] is not None:
-                c[SET] = old[SET] + (c[SET] or 0)
+            _add_counts(c, rec[2])
         for rec in reversed(recs):  # the reopened step's first forward is the earliest one seen
             old = rec[2]
             if old[GAP] >= 0:
@@ -297,11 +309,71 @@ class Recorder:
             self.out.buf.append("P\tgpusleuth_profiler\t%d\t%d\tgpusleuth\n" % (t0, _now()))
 
     def commit(self):
-        """Write the pending optimizer-delimited step: something other than a second optimizer happened."""
-        rec = self.pending
-        if rec is not None:
+        """Write the pending optimizer cycle as one step: a fetch, a phase or the exit ended the iteration."""
+        cycle = self.pending
+        if cycle is not None:
             self.pending = None
-            self._emit(rec)
+            self._emit(self._joined(cycle))
+
+    def _joined(self, cycle):
+        """The records of one cycle's optimizer steps as one step record: counters summed, the earliest
+        forward's input, the last step's end and CUDA event."""
+        if len(cycle) == 1:
+            return cycle[0][1]
+        recs = [rec for _, rec in cycle]
+        c = list(recs[0][2])
+        for rec in recs[1:]:
+            old = rec[2]
+            _add_counts(c, old)
+            if c[GAP] < 0 <= old[GAP]:
+                c[GAP], c[FSAMPLES], c[FTOKENS], c[FNEW] = old[GAP], old[FSAMPLES], old[FTOKENS], old[FNEW]
+        self._count("joined")
+        if not c[FETCHES]:
+            self._count("joined_unfetched")  # no fetch inside: only the optimizers' order says it is one
+        last = recs[-1]
+        return (recs[0][0], last[1], c, last[3], last[4])
+
+    def _count(self, what, n=1):
+        shape = self.shape
+        shape[what] = shape.get(what, 0) + n
+
+    def _opt_key(self, opt):
+        """A reference to ``opt`` that does not keep it alive (its state can be gigabytes) and that a new
+        optimizer reusing a freed one's ``id`` cannot match; ``id`` where the object refuses weak references."""
+        ref = self.opt_ref
+        if ref is not None and _same(ref, opt):
+            return ref
+        try:
+            ref = weakref.ref(opt)
+        except TypeError:
+            ref = id(opt)
+        self.opt_ref = ref
+        return ref
+
+    def _resolve_cycle(self, opt, cycle):
+        """``opt`` begins a step while the cycle's optimizer steps are pending (no fetch or phase since)."""
+        if _same(cycle[0][0], opt):  # the cycle came round: one iteration (also the one-optimizer loop)
+            self.pending = None
+            self._emit(self._joined(cycle))
+            return
+        k = next((i for i, (ref, _) in enumerate(cycle) if _same(ref, opt)), -1)
+        if k > 0:
+            # ``opt`` steps again before the optimizers ahead of it came round: those were used one after
+            # another (a stage, a layer trained in turn), not in one iteration — each of theirs was a step
+            self.pending = None
+            self._count("split")
+            for _, rec in cycle[:k]:
+                self._emit(rec)
+            self._emit(self._joined(cycle[k:]))
+            return
+        dead = max((i for i, (ref, _) in enumerate(cycle) if not _alive(ref)), default=-1)
+        if dead >= 0:  # a freed optimizer never steps again: its steps ended (a new optimizer per step/epoch)
+            self._count("retired")
+            rest = cycle[dead + 1:]
+            self.pending = rest or None
+            for _, rec in cycle[:dead + 1]:
+                self._emit(rec)
+        # otherwise another optimizer of the same iteration, as far as anything says yet: the cycle goes on
 
     def fetch(self, fetch, it, counts=True):
         """``fetch(it)`` timed as data wait: the one timed fetch of the hook — a DataLoader iterator's
@@ -315,16 +387,17 @@ class Recorder:
         if self.in_fetch or self.worker or _tid() != self.main_tid:
             return fetch(it)
         try:
-            rec = self.pending
-            if rec is not None:
-                self.pending = None
-                self._emit(rec)
+            if self.pending is not None:
+                self.commit()
             if self.cur_start is None:
                 self.first_activity()
             self.in_fetch = True
             t0 = _now()
+            if self.ng is not None:
+                self._ng_fetch(t0)
             c0 = _cpu()
         except Exception as exc:
+            self.in_fetch = False
             self.error("fetch_enter", exc)
             return fetch(it)
         batch = _FAILED
@@ -375,6 +448,7 @@ class Recorder:
         if self.worker:
             return None
         try:
+            self.scaler_opt = None  # the scaler's optimizer did step
             stack = self.opt_stack
             if stack:
                 if any(o is opt for o in stack):  # an earlier step raised before its post-hook: start over
@@ -405,9 +479,31 @@ class Recorder:
                 if self.opt_init:
                     self.opt_init = False
                 else:
-                    self.opt_end()
+                    self.opt_end(opt)
         except Exception as exc:
             self.error("optimizer_post", exc)
+
+    def scaler_begin(self, opt):
+        """A GradScaler decides whether ``opt`` steps; returns a token for ``scaler_end``."""
+        if self.worker or not self.here() or self.opt_stack:
+            return None
+        self.scaler_opt = opt
+        return opt
+
+    def scaler_end(self, token):
+        """The scaler returned: if the optimizer's step did not run, the iteration ended with a skipped
+        update (inf/NaN gradients) — a step of its own, written with the delimiter ``skipped``."""
+        if token is None or self.scaler_opt is not token:
+            return
+        self.scaler_opt = None
+        try:
+            if self.cur_start is None:
+                self.first_activity()
+            self.opt_begin(token)
+            self.opt_end(token, "skipped")
+            self._count("skipped")
+        except Exception as exc:
+            self.error("scaler_skip", exc)
 
     def _time_closure(self, args, kwargs):
         """``step(closure)``: hand the optimizer a closure that adds its own duration to ``closure_ns``, so
@@ -434,6 +530,8 @@ class Recorder:
         return args, kwargs
 
     def opt_begin(self, opt):
+        if self.ng is not None:
+            self._ng_close(_now())
         if self.cur_start is None:
             self.first_activity()
         if self.auto:
@@ -445,23 +543,15 @@ class Recorder:
                 self.mode = "optimizer"
                 if self.c[FETCHES] and self.patches is not None:  # without a loader, backward marks micro-batches
                     self.patches.release_backward(self)
-            rec = self.pending
-            if rec is None:
-                self.pending_opts = [id(opt)]
-            elif id(opt) in self.pending_opts:
-                self.pending = None
-                self._emit(rec)
-                self.pending_opts = [id(opt)]
-            else:  # another optimizer of the same iteration: the step goes on
-                self.pending = None
-                self._merge_back([rec])
-                self.pending_opts.append(id(opt))
+            cycle = self.pending
+            if cycle is not None:
+                self._resolve_cycle(opt, cycle)
         if self.auto_eval is not None:
             self.phase_end(self.auto_eval)
         self.closure_ns = 0
         self.opt_t0 = _now()
 
-    def opt_end(self):
+    def opt_end(self, opt, delim="optimizer"):
         """The outermost optimizer step returned. Its own time excludes its closure's (Lightning and
         LBFGS run forward and backward inside ``step(closure)``: that is not the optimizer's work)."""
         t = _now()
@@ -471,8 +561,13 @@ class Recorder:
         if self.auto and self.mode == "optimizer":  # _take(), inlined: this runs every step
             start = self.cur_start
             dev = self.dev
-            self.pending = (start if start is not None else t, t, c, "optimizer",
-                            dev.mark() if dev.on else None)
+            entry = (self._opt_key(opt), (start if start is not None else t, t, c, delim,
+                                          dev.mark() if dev.on else None))
+            cycle = self.pending
+            if cycle is None:
+                self.pending = [entry]
+            else:
+                cycle.append(entry)
             self.c = _counters()
             self.cur_start = t
             self.nb += 1
@@ -487,7 +582,11 @@ class Recorder:
         if self.bw_depth or self.worker or (self.cur_start is not None and not self.auto):
             return real(*args, **kwargs)  # nothing to do: backward does not delimit steps here
         if self.cur_start is not None and self.mode == "optimizer":
-            result = real(*args, **kwargs)  # kept only for loops without a DataLoader:
+            self.bw_depth += 1  # a backward inside it (reentrant checkpointing's) is not the loop's
+            try:
+                result = real(*args, **kwargs)  # kept only for loops without a DataLoader:
+            finally:
+                self.bw_depth -= 1
             try:
                 self.micro_backward()  # the next forward may be another micro-batch of this step
             except Exception as exc:
@@ -543,12 +642,14 @@ class Recorder:
         if self.worker:
             return
         t = _now()
+        if self.ng is not None:
+            self._ng_close(t)
         if self.auto:
             self.auto = False
             if self.patches is not None and self.cur_start is not None:
                 self.patches.release_backward(self)
             if self.pending is not None:
-                self._merge_back([self.pending])
+                self._merge_back([rec for _, rec in self.pending])
                 self.pending = None
             if self.held:
                 self.prof_ahead = max(self.prof_ahead - len(self.held), 0)
@@ -566,15 +667,32 @@ class Recorder:
         since then ends the pre-forward gap. Its first tensor argument gives the batch's samples (and
         tokens, for 2-D integer ids), and whether it is a new tensor (input was fetched) or the previous
         step's own (the gap was other host work)."""
-        if self.worker or _tid() != self.main_tid:
-            return None
+        if self.worker or self.in_fetch or self.bw_depth or _tid() != self.main_tid:
+            return None  # a forward inside backward() is recomputation (activation checkpointing), not the loop's
         try:
+            grad = self.torch.is_grad_enabled()
+            if self.ng is not None:
+                if not grad:
+                    if self.ng[1] is not None:
+                        self.dev.disarm()  # a confirmed evaluation: its next fetch arms again
+                        self.ng[3] = 0  # that fetch was the evaluation's
+                    return None  # not confirmed yet: armed until a fetch, or a forward that trains
+                self._ng_close(_now(), trained=True)
+                if self.c[GAP] >= 0:  # the no-grad forward was this step's own (a teacher's): counted already
+                    self.dev.disarm()
+                    return None
             nb = self.nb
             if any(p[3][0] == nb for p in self.open_phases):
                 return None  # an eval/checkpoint between steps: its forwards are not the next step's
             t = _now()
             self.dev.disarm()
             c = self.c
+            if not grad and nb and self.mode is not None and not self.open_phases and not self.bw_depth:
+                # a forward with gradients off after a training step: an evaluation without model.eval(), or a
+                # teacher's forward inside the step — told apart by what follows (see _ng_fetch, _ng_close)
+                self.ng = [self.cur_start if c[FETCHES] else t, None,
+                           (nb, self.cur_start, _counters() if c[FETCHES] else list(c)), 0]
+                self._arm()
             x = next((a for a in args if getattr(a, "shape", None) is not None), None)
             had = self.prev_in is not None  # a dead reference still says: the previous input is gone, this one is new
             prev = self.prev_in() if had else None
@@ -593,9 +711,46 @@ class Recorder:
             c[FSAMPLES], c[FTOKENS] = _input_shape(args, self._seq_first(module))
             if x is not None and had:
                 c[FNEW] = 0 if prev is x else 1
+            if getattr(x, "grad_fn", None) is not None:
+                # the input already carries autograd history: the model's forward began before this module call
+                # (``self.forward(x)``, functional layers first), so the gap holds the model's own work
+                c[FNEW] = 2
         except Exception as exc:  # Ctrl-C is the user's: let it through
             self.error("first_forward", exc)
         return None
+
+    def _ng_fetch(self, t0):
+        """A fetch while a pass with gradients off is open: the pass reads a loader, so it is an evaluation
+        (the first such fetch confirms it as an ``eval`` phase from the pass's start). The counters start
+        afresh with this fetch: if a forward that trains comes next, the fetch was that step's."""
+        ng = self.ng
+        if ng[1] is None:
+            start = ng[0]
+            tok = ["eval", start, "no_grad", ng[2]]
+            self.open_phases.append(tok)
+            self.out.buf.append("B\teval\t%d\tno_grad\n" % start)
+            ng[1] = tok
+            self._count("eval_no_grad")
+        ng[3] = t0
+        self.c = _counters()
+        self._arm()
+
+    def _ng_close(self, t, trained=False):
+        """The pass with gradients off is over: a forward that trains (``trained``), an optimizer step, a
+        phase, the exit. Not confirmed, it was part of the step and nothing changes; confirmed, its ``eval``
+        phase ends — where the fetch that fed the training forward began, if one did (that fetch's counters
+        are kept as the new step's), else now (the evaluation's counters are rolled back)."""
+        ng, self.ng = self.ng, None
+        tok = ng[1]
+        if tok is None or tok not in self.open_phases:
+            return
+        if trained and ng[3]:
+            keep = self.c
+            self.phase_end(tok, ng[3])
+            self.c = keep
+            self.gap_t0 = ng[3]
+        else:
+            self.phase_end(tok, t)
 
     def _micro_batch(self, c, module, args, x, prev):
         """A loop without a DataLoader takes its samples from the forward's input; under gradient accumulation
@@ -632,6 +787,8 @@ class Recorder:
     def phase_begin(self, name, source):
         if self.worker:
             return None
+        if self.ng is not None:
+            self._ng_close(_now())
         if self.pending is not None:
             self.commit()
         t = _now()
@@ -643,12 +800,14 @@ class Recorder:
         self.flush()
         return tok
 
-    def phase_end(self, tok):
-        """End a phase. If no step boundary fell inside it (an eval loop, a checkpoint between steps),
-        the data it fetched belongs to the phase, not to the surrounding training step: roll it back."""
+    def phase_end(self, tok, t=None):
+        """End a phase (at ``t``, else now). If no step boundary fell inside it (an eval loop, a checkpoint
+        between steps), the data it fetched belongs to the phase, not to the surrounding training step: roll
+        it back."""
         if tok is None:
             return
-        t = _now()
+        if t is None:
+            t = _now()
         try:
             self.open_phases.remove(tok)
         except ValueError:
@@ -690,6 +849,11 @@ class Recorder:
         return result
 
     def _on_train(self, mod, mode, was_training):
+        if self.ng is not None:
+            self._ng_close(_now())
+        self._on_train_mode(mod, mode, was_training)
+
+    def _on_train_mode(self, mod, mode, was_training):
         """Automatic ``eval`` phase: from an outermost ``model.eval()`` to ``model.train()``.
 
         "Model" means a module the program put in training with an outermost ``.train()`` — not a submodule
@@ -832,11 +996,15 @@ class Recorder:
                 self.out.spill()
                 return
             self.exited = True
+            if self.ng is not None:
+                self._ng_close(_now())
             if self.auto_eval is not None:
                 self.phase_end(self.auto_eval)
             self.commit()
             if self.held:
                 self._commit_backward()
+            if self.shape:
+                self.info(dict(self.shape, kind="step_model"))
             if self.flops is not None:
                 self.flops.at_exit(self)
             dev = self.dev

@@ -36,8 +36,8 @@ _ORIG_WORKER_LOOP = None
 
 
 def install(torch, rec):
-    for patch in (_patch_optimizer, _patch_dataloader, _patch_backward, _patch_train, _patch_save,
-                  _patch_worker_loop, _patch_distributed):
+    for patch in (_patch_optimizer, _patch_grad_scaler, _patch_dataloader, _patch_backward, _patch_train,
+                  _patch_save, _patch_worker_loop, _patch_distributed):
         try:
             patch(torch, rec)
         except Exception as exc:
@@ -83,6 +83,36 @@ def _patch_optimizer(torch, rec):
     __init__.__wrapped__ = real_init
     __init__.__doc__ = real_init.__doc__
     cls.__init__ = __init__
+
+
+def _patch_grad_scaler(torch, rec):
+    """``GradScaler.step`` skips ``optimizer.step()`` when the scaled gradients hold inf/NaN (and, with its
+    default growth schedule, does so in the first iterations of every mixed-precision job): the iteration
+    happened, its update did not. ``_maybe_opt_step`` is where the scaler decides; when the optimizer's own
+    step did not run inside it, the recorder ends the step as a skipped update (``Recorder.skipped_step``)
+    instead of merging two iterations into one."""
+    import importlib
+
+    try:
+        cls = importlib.import_module("torch.amp.grad_scaler").GradScaler
+    except (ImportError, AttributeError):
+        return  # a torch before the device-generic scaler: its cuda.amp scaler is not followed
+    real = getattr(cls, "_maybe_opt_step", None)
+    if real is None or getattr(real, "__module__", None) == __name__:
+        return
+
+    def _maybe_opt_step(self, optimizer, *args, **kwargs):
+        r = _state.R
+        if r is None:
+            return real(self, optimizer, *args, **kwargs)
+        token = r.scaler_begin(optimizer)
+        result = real(self, optimizer, *args, **kwargs)  # an exception passes through; the token is dropped
+        r.scaler_end(token)
+        return result
+
+    _maybe_opt_step.__wrapped__ = real
+    _maybe_opt_step.__doc__ = real.__doc__
+    cls._maybe_opt_step = _maybe_opt_step
 
 
 # -------------------------------------------------------------------------------------------- DataLoader

@@ -107,15 +107,21 @@ def _outcomes(report: Report, console: Console) -> None:
         if s.samples_per_s:
             line += f" · {s.samples_per_s:,.0f} samples/s"
         console.print(line)
-        if s.ranks:
-            job = f", job {s.job_samples_per_s:,.0f} samples/s (sum over ranks)" if s.job_samples_per_s else ""
+        if s.ranks and s.workers == "trainers":
+            job = f", job {s.job_samples_per_s:,.0f} samples/s (sum over trainers)" if s.job_samples_per_s else ""
+            console.print(f"  {len(s.ranks)} trainer processes without ranks{job}; the numbers above are "
+                          f"pid {s.pid}'s")
+        elif s.ranks:
+            how = "sum over ranks" if s.model_parallel <= 1 else f"sum over ranks ÷ {s.model_parallel} sharing each batch"
+            job = f", job {s.job_samples_per_s:,.0f} samples/s ({how})" if s.job_samples_per_s else ""
             console.print(f"  {len(s.ranks)} ranks (world size {s.world_size}){job}; the numbers above are "
                           f"rank {s.ranks[0].rank}'s")
+        if s.ranks:
             t = RichTable(box=None, padding=(0, 2))
             for col in ("rank", "pid", "steps", "step p50 (steady)", "data wait", "samples/s"):
                 t.add_column(col, justify="right")
             for r in s.ranks:
-                t.add_row(str(r.rank), str(r.pid), str(r.steps), _ms(r.step_time_p50_s),
+                t.add_row("–" if r.rank is None else str(r.rank), str(r.pid), str(r.steps), _ms(r.step_time_p50_s),
                           "–" if r.data_wait_share is None else f"{r.data_wait_share:.1%}",
                           "–" if r.samples_per_s is None else f"{r.samples_per_s:,.0f}")
             console.print(t)

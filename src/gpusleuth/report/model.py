@@ -96,6 +96,8 @@ class Report:
                 "step_delimiter": s.delimiter,
                 "main_pid": s.pid,
                 "world_size": s.world_size,
+                "workers": s.workers,
+                "model_parallel": s.model_parallel,
                 "job_samples_per_s": s.job_samples_per_s,
                 "ranks": [dataclasses.asdict(r) for r in s.ranks],
             }

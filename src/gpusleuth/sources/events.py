@@ -18,7 +18,7 @@ from gpusleuth.run.layout import RunDir
 from gpusleuth.run.model import ProcessInfo, Table
 from gpusleuth.run.request_ids import clean_request_id
 
-DELIMITERS = ("optimizer", "backward", "explicit")
+DELIMITERS = ("optimizer", "backward", "explicit", "skipped")  # skipped: a GradScaler skipped the update
 _DELIM_CODE = {"o": "optimizer", "b": "backward", "e": "explicit"}
 
 
@@ -143,6 +143,10 @@ def input_wait(fetches, loader_wait, samples, pre_forward, fwd_samples, fwd_new,
     * ``host`` — no fetch, and the forward reused the previous step's tensor, or the step ended at
       ``backward()`` (no optimizer: the hand-written parameter update runs in the gap, as in
       word_language_model): that gap is other host work, not input, so the input wait is 0;
+    * ``in_model`` — no fetch, and the first module call's input already carried autograd history (forward
+      input flag 2): the model's forward began before any module was called (``model.forward(x)`` called
+      directly, functional layers first), so the gap holds the model's own work and the input wait is not
+      known: -1;
     * ``unmeasured`` — no fetch and no forward seen (the first step, a job without nn.Modules): -1, which
       reports show as unmeasured, never as 0.
 
@@ -150,10 +154,11 @@ def input_wait(fetches, loader_wait, samples, pre_forward, fwd_samples, fwd_new,
     """
     none = fetches <= 0
     seen = pre_forward >= 0
-    fresh = (fwd_new != 0) & ~by_backward
-    source = np.where(~none, "loader", np.where(~seen, "unmeasured", np.where(fresh, "pre_forward",
-                                                                                "host"))).astype(object)
-    wait = np.where(~none, loader_wait, np.where(~seen, -1, np.where(fresh, pre_forward, 0)))
+    inside = fwd_new == 2
+    fresh = (fwd_new != 0) & ~inside & ~by_backward
+    source = np.where(~none, "loader", np.where(~seen, "unmeasured", np.where(
+        inside, "in_model", np.where(fresh, "pre_forward", "host")))).astype(object)
+    wait = np.where(~none, loader_wait, np.where(~seen | inside, -1, np.where(fresh, pre_forward, 0)))
     samples = np.where((samples < 0) & (fwd_samples >= 0), fwd_samples, samples)
     return wait.astype(np.int64), samples.astype(np.int64), source
 

@@ -1,0 +1,326 @@
+"""The step model (docs/step-model.md) on minimal loops of each shape a real script has: optimizers used one
+after another, a GAN's optimizers in one iteration, a GradScaler that skips updates, an evaluation with
+gradients off but no ``model.eval()``, a teacher's forward under ``no_grad`` inside the step, a model called
+through ``model.forward``. Real child Pythons with the hook, as ``gpusleuth run`` starts them; each job counts
+its own iterations, and the hook's ``S`` lines must count the same.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from test_hook import check_contiguous, infos, main_events, records, run_script, steps
+
+pytestmark = pytest.mark.slow
+
+
+def step_model(lines) -> dict:
+    facts = infos(lines, "step_model")
+    assert len(facts) <= 1
+    return facts[0] if facts else {}
+
+
+OPTIMIZER_PER_STEP = """
+import torch, torch.nn as nn
+m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+for i in range(30):
+    opt = torch.optim.Adam(m.parameters(), lr=1e-3)  # a new optimizer each step: the old one is freed
+    loss = (m(torch.randn(4, 8)) ** 2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_a_new_optimizer_per_step_is_one_step_each(tmp_path):
+    res, run_dir = run_script(tmp_path, OPTIMIZER_PER_STEP)
+    assert res.returncode == 0, res.stderr.decode()
+    lines = main_events(run_dir)
+    rows = steps(lines)
+    assert len(rows) == 30  # was 4: a freed optimizer's id, reused or not, decided the merging
+    check_contiguous(rows)
+    assert step_model(lines).get("joined", 0) == 0
+
+
+OPTIMIZER_PER_STAGE = """
+import torch, torch.nn as nn
+layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)]); head = nn.Linear(8, 1)
+def model(x):
+    for l in layers:
+        x = torch.relu(l(x))
+    return head(x)
+opts = [torch.optim.Adam(list(l.parameters()) + list(head.parameters()), lr=1e-3) for l in layers]
+for opt in opts:                      # layer-wise training: one optimizer per stage, all kept alive
+    for i in range(10):
+        loss = (model(torch.randn(4, 8)) ** 2).mean()
+        opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_optimizers_used_one_after_another_are_not_merged(tmp_path):
+    res, run_dir = run_script(tmp_path, OPTIMIZER_PER_STAGE)
+    assert res.returncode == 0, res.stderr.decode()
+    lines = main_events(run_dir)
+    rows = steps(lines)
+    assert len(rows) == 30  # was 28: the first step of each new stage merged with the stage before
+    check_contiguous(rows)
+    assert step_model(lines).get("split") == 2
+
+
+GAN_WITHOUT_LOADER = """
+import torch, torch.nn as nn
+G = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 6)); D = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 1))
+oG = torch.optim.Adam(G.parameters()); oD = torch.optim.Adam(D.parameters())
+for i in range(12):
+    fake = G(torch.randn(4, 4))
+    oD.zero_grad(); (D(torch.randn(4, 6)).mean() - D(fake.detach()).mean()).backward(); oD.step()
+    oG.zero_grad(); (-D(fake).mean()).backward(); oG.step()
+"""
+
+
+def test_a_gans_two_optimizers_are_one_iteration_and_the_ambiguity_is_counted(tmp_path):
+    res, run_dir = run_script(tmp_path, GAN_WITHOUT_LOADER)
+    assert res.returncode == 0, res.stderr.decode()
+    lines = main_events(run_dir)
+    rows = steps(lines)
+    assert len(rows) == 12
+    check_contiguous(rows)
+    shape = step_model(lines)
+    # no fetch separates the iterations: only the optimizers' order says D and G are one — the report says so
+    assert shape.get("joined") == 12 and shape.get("joined_unfetched") == 12
+
+
+SCALER_SKIPS = """
+import torch, torch.nn as nn
+m = nn.Linear(8, 1); opt = torch.optim.SGD(m.parameters(), lr=1e-3)
+scaler = torch.amp.GradScaler("cpu", init_scale=256.0)
+for i in range(20):
+    loss = (m(torch.randn(4, 8)) ** 2).mean()
+    if i % 5 == 3:
+        loss = loss * float("inf")    # the scaler finds inf gradients and skips this update
+    opt.zero_grad(); scaler.scale(loss).backward(); scaler.step(opt); scaler.update()
+"""
+
+
+def test_an_update_the_grad_scaler_skips_is_a_step_said_skipped(tmp_path):
+    res, run_dir = run_script(tmp_path, SCALER_SKIPS)
+    assert res.returncode == 0, res.stderr.decode()
+    lines = main_events(run_dir)
+    rows = steps(lines)
+    assert len(rows) == 20  # was 16: each skipped update merged two iterations
+    assert [i for i, r in enumerate(rows) if r["delimiter"] == "skipped"] == [3, 8, 13, 18]
+    check_contiguous(rows)
+    assert step_model(lines).get("skipped") == 4
+
+
+EVAL_GRAD_OFF = """
+import sys, time, torch, torch.nn as nn
+from torch.utils.data import DataLoader, Dataset
+class Slow(Dataset):
+    def __init__(self, n, delay): self.n, self.delay = n, delay
+    def __len__(self): return self.n
+    def __getitem__(self, i):
+        time.sleep(self.delay); return torch.randn(8), torch.randn(1)
+m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)); opt = torch.optim.SGD(m.parameters(), lr=1e-3)
+train, test = DataLoader(Slow(24, 0.0), batch_size=4), DataLoader(Slow(16, 0.01), batch_size=4)
+for epoch in range(3):
+    for x, y in train:
+        loss = ((m(x) - y) ** 2).mean(); opt.zero_grad(); loss.backward(); opt.step()
+    with (torch.no_grad() if sys.argv[1] == "no_grad" else torch.set_grad_enabled(False)):
+        for x, y in test:             # no model.eval(): the evaluation is found by what it is
+            m(x)
+"""
+
+
+@pytest.mark.parametrize("off", ["no_grad", "set_grad_enabled"])
+def test_an_evaluation_with_gradients_off_is_an_eval_phase_without_model_eval(tmp_path, off):
+    res, run_dir = run_script(tmp_path, EVAL_GRAD_OFF, off)
+    assert res.returncode == 0, res.stderr.decode()
+    lines = main_events(run_dir)
+    rows = steps(lines)
+    assert len(rows) == 18
+    # each training step fetched its own batch only: the evaluation's 4 fetches (40 ms of planted wait)
+    # went to the phase, not to the next epoch's first step
+    assert [r["fetches"] for r in rows] == [1] * 18 and [r["samples"] for r in rows] == [4] * 18
+    assert max(r["data_wait_ns"] for r in rows) < 20e6
+    check_contiguous(rows)
+    evals = [f for f in records(lines, "P") if f[1] == "eval"]
+    assert [f[4] for f in evals] == ["no_grad"] * 3
+    for f in evals:  # each phase spans its four 10 ms fetches and ends before the next step's fetch
+        assert int(f[3]) - int(f[2]) >= 40e6
+    ends = sorted(int(f[3]) for f in evals)
+    starts = [r["start_ns"] for r in rows]
+    assert all(any(s <= e for s in starts) for e in ends[:-1])
+    assert step_model(lines).get("eval_no_grad") == 3
+
+
+TEACHER = """
+import sys, torch, torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+loader, accum = sys.argv[1] == "loader", int(sys.argv[2])
+T = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1)); S = nn.Linear(8, 1)
+opt = torch.optim.SGD(S.parameters(), lr=1e-3)
+it = iter(DataLoader(TensorDataset(torch.randn(4 * 10 * accum, 8)), batch_size=4))
+for step in range(10):
+    for k in range(accum):
+        x = next(it)[0] if loader else torch.randn(4, 8)
+        with torch.no_grad():
+            t = T(x)                  # the teacher's forward, gradients off, first in the step
+        ((S(x) - t) ** 2).mean().backward()
+    opt.step(); opt.zero_grad()
+"""
+
+
+@pytest.mark.parametrize("loader, accum", [("loader", 1), ("loader", 3), ("none", 1)])
+def test_a_teachers_no_grad_forward_inside_the_step_is_not_an_evaluation(tmp_path, loader, accum):
+    res, run_dir = run_script(tmp_path, TEACHER, loader, accum)
+    assert res.returncode == 0, res.stderr.decode()
+    lines = main_events(run_dir)
+    rows = steps(lines)
+    assert len(rows) == 10
+    assert records(lines, "P") == []
+    if loader == "loader":
+        assert [r["fetches"] for r in rows] == [accum] * 10 and [r["samples"] for r in rows] == [4 * accum] * 10
+    check_contiguous(rows)
+
+
+DIRECT_FORWARD = """
+import torch, torch.nn as nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8, 32) * 0.1)
+        self.body = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1))
+    def forward(self, x):
+        return self.body(torch.tanh(x @ self.w))   # the model's own work before its first module call
+m = Net(); opt = torch.optim.SGD(m.parameters(), lr=1e-3); x = torch.randn(16, 8)
+for i in range(10):
+    loss = (m.forward(x) ** 2).mean()               # called through forward: no hook on the model itself
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_a_first_module_call_inside_the_model_does_not_make_its_gap_input_wait(tmp_path):
+    res, run_dir = run_script(tmp_path, DIRECT_FORWARD)
+    assert res.returncode == 0, res.stderr.decode()
+    rows = steps(main_events(run_dir))
+    assert len(rows) == 10
+    # the body's input came out of the model's own computation: the gap before it is not input (flag 2),
+    # and the reader turns it into an unmeasured wait rather than pre-forward input wait
+    assert {r["forward_input_new"] for r in rows[1:]} == {2}
+    import numpy as np
+
+    from gpusleuth.sources.events import input_wait
+
+    wait, _, source = input_wait(np.zeros(9, np.int64), np.zeros(9, np.int64), np.full(9, -1),
+                                 np.array([r["pre_forward_ns"] for r in rows[1:]]), np.full(9, 16),
+                                 np.array([r["forward_input_new"] for r in rows[1:]]), np.zeros(9, bool))
+    assert set(source) == {"in_model"} and set(wait) == {-1}
+
+
+REENTRANT_CHECKPOINT = """
+import torch, torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(4)])
+        self.head = nn.Linear(8, 1)
+    def forward(self, x):
+        for b in self.blocks:
+            x = checkpoint(b, x, use_reentrant=True)   # recomputed inside backward(), which calls backward again
+        return self.head(x)
+m = M(); opt = torch.optim.SGD(m.parameters(), lr=1e-3)
+for i in range(10):
+    loss = (m(torch.randn(6, 8, requires_grad=True)) ** 2).mean(); opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_forwards_recomputed_inside_backward_are_not_micro_batches(tmp_path):
+    res, run_dir = run_script(tmp_path, REENTRANT_CHECKPOINT)
+    assert res.returncode == 0, res.stderr.decode()
+    rows = steps(main_events(run_dir))
+    assert len(rows) == 10
+    # was 24: each of the three later segments' recomputation read as one more micro-batch of 6 rows
+    assert [r["forward_samples"] for r in rows[1:]] == [6] * 9
+
+
+HOGWILD = """
+import sys, time, torch, torch.nn as nn, torch.multiprocessing as mp
+from torch.utils.data import DataLoader, TensorDataset
+def train(rank, model, steps, barrier):
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    dl = DataLoader(TensorDataset(torch.randn(8 * steps, 16), torch.randn(8 * steps, 1)), batch_size=8)
+    barrier.wait()  # the trainers start together, as Hogwild's do
+    t0, n = time.perf_counter(), 0
+    for x, y in dl:
+        loss = ((model(x) - y) ** 2).mean(); opt.zero_grad(); loss.backward(); opt.step(); n += 1
+        time.sleep(0.002)
+    print(f"TRAINER {rank} {n}", flush=True)
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1)); model.share_memory()
+    barrier = mp.Barrier(2)
+    ps = [mp.Process(target=train, args=(r, model, 60, barrier)) for r in range(2)]
+    for p in ps: p.start()
+    for p in ps: p.join()
+"""
+
+
+@pytest.mark.process
+def test_hogwild_trainers_are_each_named_and_the_job_counts_both(tmp_path):
+    from conftest import gpusleuth, report_json
+
+    script = tmp_path / "hogwild.py"
+    script.write_text(HOGWILD)
+    out = tmp_path / "run"
+    res = gpusleuth("run", "--out", out, "--no-report", "--", sys.executable, script, timeout=180)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.count("TRAINER") + res.stderr.count("TRAINER") == 2
+    o = report_json(out)["outcomes"]
+    # every trainer's 60 steps written (a fork child leaves through os._exit: they were lost but the first)
+    assert o["workers"] == "trainers" and sorted(r["steps"] for r in o["ranks"]) == [60, 60]
+    rates = [r["samples_per_s"] for r in o["ranks"]]
+    assert o["job_samples_per_s"] == pytest.approx(sum(rates))  # the job is both trainers, not one
+    assert any("2 trainer processes ran side by side" in n for n in o["headline_notes"])
+
+
+TENSOR_PARALLEL = """
+import os, torch, torch.nn as nn, torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor.parallel import parallelize_module, ColwiseParallel, RowwiseParallel
+class Toy(nn.Module):
+    def __init__(self):
+        super().__init__(); self.a = nn.Linear(16, 64); self.b = nn.Linear(64, 4)
+    def forward(self, x): return self.b(torch.relu(self.a(x)))
+torch.set_num_threads(1)
+mesh = init_device_mesh("cpu", (int(os.environ["WORLD_SIZE"]),))
+torch.manual_seed(0)
+m = parallelize_module(Toy(), mesh, {"a": ColwiseParallel(), "b": RowwiseParallel()})
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+for i in range(20):
+    torch.manual_seed(i); x = torch.rand(10, 16)   # every rank the same batch
+    m(x).sum().backward(); opt.step(); opt.zero_grad()
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.process
+def test_tensor_parallel_ranks_share_a_batch_and_the_job_counts_it_once(tmp_path):
+    from conftest import free_port, gpusleuth, report_json, run_multirank
+
+    script = tmp_path / "tp.py"
+    script.write_text(TENSOR_PARALLEL)
+    outs = [tmp_path / f"run{k}" for k in range(3)]
+    res = run_multirank(lambda k: gpusleuth(
+        "run", "--out", outs[k], "--no-report", "--", sys.executable, "-m", "torch.distributed.run",
+        "--nproc_per_node", 2, "--master_addr", "127.0.0.1", "--master_port", free_port(), script, timeout=240))
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = next(o for o in reversed(outs) if o.exists())
+    rep = report_json(out)
+    o = rep["outcomes"]
+    assert o["workers"] == "ranks" and o["model_parallel"] == 2 and len(o["ranks"]) == 2
+    rates = [r["samples_per_s"] for r in o["ranks"]]
+    assert o["job_samples_per_s"] == pytest.approx(sum(rates) / 2)  # was the sum: each batch counted twice
+    assert o["throughput"]["samples_per_s"] == pytest.approx(sum(rates) / 2)
+    assert any("tensor parallel over 2 ranks" in n for n in o["headline_notes"])
