@@ -324,3 +324,45 @@ def test_tensor_parallel_ranks_share_a_batch_and_the_job_counts_it_once(tmp_path
     assert o["job_samples_per_s"] == pytest.approx(sum(rates) / 2)  # was the sum: each batch counted twice
     assert o["throughput"]["samples_per_s"] == pytest.approx(sum(rates) / 2)
     assert any("tensor parallel over 2 ranks" in n for n in o["headline_notes"])
+
+
+FLOP_COUNTED_LOOP = """
+import sys, time, torch, torch.nn as nn
+cell = nn.LSTMCell(4, 16); head = nn.Linear(16, 1)
+opt = torch.optim.SGD(list(cell.parameters()) + list(head.parameters()), lr=1e-3)
+x = torch.randn(30, 8, 4)
+for i in range(6):
+    h = c = torch.zeros(8, 16)
+    for t in range(x.shape[0]):     # many small ops: FlopCounterMode's per-op dispatch dominates
+        h, c = cell(x[t], (h, c))
+    opt.zero_grad(); (head(h) ** 2).mean().backward(); opt.step()
+    time.sleep(float(sys.argv[1]))
+"""
+
+
+def test_the_flop_count_is_billed_to_gpusleuth_not_to_the_job(tmp_path):
+    res, run_dir = run_script(tmp_path, FLOP_COUNTED_LOOP, 0.0)
+    assert res.returncode == 0, res.stderr.decode()
+    lines = main_events(run_dir)
+    rows = steps(lines)
+    (flops,) = infos(lines, "flops")
+    assert flops["step"] == 3 and flops["flops"] > 0
+    phases = [f for f in records(lines, "P") if f[1] == "gpusleuth_flops"]
+    counted, before = rows[3], rows[2]
+    excess = (counted["end_ns"] - counted["start_ns"]) - (before["end_ns"] - before["start_ns"])
+    if excess <= 0:  # the step before was slower still (a busy host preempted it): nothing to bill
+        assert phases == []
+        return
+    # the phase is the counted step's excess over the step before it, at the counted step's end
+    (phase,) = phases
+    assert int(phase[3]) == counted["end_ns"] and int(phase[3]) - int(phase[2]) == excess
+
+
+def test_a_step_too_long_to_count_is_not_counted_and_says_why(tmp_path):
+    res, run_dir = run_script(tmp_path, FLOP_COUNTED_LOOP, 0.6)  # each CPU step > 0.5 s
+    assert res.returncode == 0, res.stderr.decode()
+    lines = main_events(run_dir)
+    assert infos(lines, "flops") == []
+    (skipped,) = infos(lines, "flops_skipped")
+    assert skipped["step_ns"] > 5e8 and "several-fold" in skipped["why"]
+    assert [f for f in records(lines, "P") if f[1] == "gpusleuth_flops"] == []

@@ -68,7 +68,7 @@ def compute_headline(run: Run, view: StepView, outcomes: Outcomes, gpus: list[Gp
     mfu = compute_mfu(run, steady.step_time_p50_s, tokens_per_step, gpu_name, max(n_gpus, 1), clock,
                       MfuOptions(flops_per_step=opts.flops_per_step, params=opts.params,
                                  peak_tflops=opts.peak_tflops, peak_dtype=opts.peak_dtype),
-                      job_dtype=job_dtype, sm_count=gpus[0].sm_count if gpus else None)
+                      job_dtype=job_dtype, sm_count=gpus[0].sm_count if gpus else None, main=view.pid)
 
     energy = compute_energy(run, view, [g.index for g in gpus])
 

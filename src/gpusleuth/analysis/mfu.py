@@ -46,25 +46,29 @@ class Mfu:
     why_not: str | None = None
 
 
-def measured_flops(run: Run) -> tuple[float | None, int | None]:
-    main = None
-    if len(run.steps):
-        import numpy as np
-
-        pids, counts = np.unique(run.steps["pid"], return_counts=True)
-        main = int(pids[np.argmax(counts)])
+def measured_flops(run: Run, main: int | None) -> tuple[float | None, int | None]:
+    """The hook's count of one step of the main process (the step view's: one derivation of "main")."""
     for info in run.infos:
         if info.get("kind") == "flops" and info.get("flops") and (main is None or info.get("pid") == main):
             return float(info["flops"]), info.get("step")
     return None, None
 
 
+def flops_skipped(run: Run, main: int | None) -> str | None:
+    """Why the hook did not count a step's FLOPs (a step too long to slow several-fold), if it said."""
+    for info in run.infos:
+        if info.get("kind") == "flops_skipped" and (main is None or info.get("pid") == main):
+            return str(info.get("why") or "the step was too long to count")
+    return None
+
+
 def compute_mfu(run: Run, step_time_s: float | None, tokens_per_step: float | None, gpu_name: str | None,
                 gpus: int, sm_clock_ratio: float | None, opts: MfuOptions, job_dtype: str | None = None,
-                sm_count: int | None = None) -> Mfu:
+                sm_count: int | None = None, main: int | None = None) -> Mfu:
     """``job_dtype``: the precision most of the job's GEMM time ran in (its trace), used when the card has
-    no peak for the default dtype; ``sm_count``: the SMs of a MIG instance, to scale the parent's peak."""
-    measured, _ = measured_flops(run)
+    no peak for the default dtype; ``sm_count``: the SMs of a MIG instance, to scale the parent's peak;
+    ``main``: the main process (the step view's), whose step was counted."""
+    measured, _ = measured_flops(run, main)
     analytic, source = None, None
     if opts.flops_per_step:
         analytic, source = float(opts.flops_per_step), "given by the user (--flops-per-step)"
@@ -92,7 +96,10 @@ def compute_mfu(run: Run, step_time_s: float | None, tokens_per_step: float | No
                   + (f" ({peak.model}: {peak.tflops:.4g} TFLOP/s, {peak.source})" if peak else "") + dtype_note)
     why = None
     if flops is None:
-        why = ("no FLOP count: the hook measures one step when torch is present; otherwise pass "
+        skipped = flops_skipped(run, main)
+        why = (f"FLOPs not counted: {skipped} — pass --flops-per-step, or --params N for transformers logging "
+               "tokens" if skipped else
+               "no FLOP count: the hook measures one step when torch is present; otherwise pass "
                "--flops-per-step, or --params N for transformers logging tokens")
     elif not step_time_s:
         why = "no steady step time"

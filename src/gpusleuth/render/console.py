@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 SEVERITY_STYLE = {"high": "bold red", "moderate": "yellow", "none": "green"}
 SHARE_LABELS = {"startup": "start-up (before first step)", "data_wait": "exposed data wait",
                 "compute": "compute (rest of steps)", "other": "other (gaps, idle tail)",
-                "gpusleuth_profiler": "gpusleuth profiler (trace export)"}
+                "gpusleuth_profiler": "gpusleuth profiler (trace export)",
+                "gpusleuth_flops": "gpusleuth FLOP count (one step, for MFU)"}
 
 
 def _ms(s: float | None) -> str:
