@@ -259,11 +259,20 @@ class HostOps:
     removable_share: float
     tiny_op_threshold_us: float
     excluded_s_per_step: float  # DataLoader fetches, input waits, collectives: not the training code's
+    # the looped body runs a recurrent cell (LSTMCell, GRUCell, RNNCell: ``aten::lstm_cell``…): a recurrence over
+    # time steps, each iteration taking the state the one before made — no batched op can replace the loop
+    recurrent: bool = False
     # every step with looped calls is forward-only (no autograd node) and the trace recorded no op arguments
     # (record_shapes off): its repetition may be the model's layers — nothing in the trace tells (inference
     # profiled by gpusleuth's own --profile-steps, which records no shapes)
     forward_only_unproven: bool = False
     trace: int | None = None  # its trace's place in RunAnalysis.traces (labels repeat across single-rank jobs)
+
+
+# the ops of torch's recurrent cells (nn.LSTMCell, GRUCell, RNNCell and their fused kernels): a loop that calls
+# one each iteration carries a state from iteration to iteration
+RECURRENT_CELL_OPS = frozenset(("aten::lstm_cell", "aten::gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell",
+                                "aten::_thnn_fused_lstm_cell", "aten::_thnn_fused_gru_cell"))
 
 
 def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = None) -> HostOps | None:
@@ -307,6 +316,8 @@ def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = 
     excl_ns_total = 0
     is_bwd = np.zeros(len(names) + 1, bool)
     is_bwd[[i for i, n in enumerate(names) if n.startswith("autograd::engine::evaluate_function")]] = True
+    is_cell = np.zeros(len(names) + 1, bool)
+    is_cell[[i for i, n in enumerate(names) if n in RECURRENT_CELL_OPS]] = True
     is_acc = np.zeros(len(names) + 1, bool)
     is_acc[[i for i, n in enumerate(names) if n.startswith("autograd::engine::evaluate_function")
             and n.endswith("AccumulateGrad")]] = True
@@ -386,6 +397,7 @@ def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = 
             "tiny_ns": int(d[tiny_m].sum()),
             "tiny_ops": int(tiny_m.sum()),
             "looped_ops": int(looped.sum()),
+            "recurrent": bool((looped & is_cell[codes]).any()),
             "unproven": call_codes is None and not bwd.any(),
             "loop_ops_ns": loop_ops_ns,
             "loop_python_ns": min(loop_python_ns, dur - covered),
@@ -416,6 +428,7 @@ def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = 
         / max(total - sum(s["stolen_ns"] for s in steps), 1),
         tiny_op_threshold_us=TINY_OP_NS / 1e3,
         excluded_s_per_step=excl_ns_total / 1e9 / len(steps),
+        recurrent=any(s["recurrent"] for s in steps),
         forward_only_unproven=any(s["looped_ops"] for s in steps) and all(
             s["unproven"] for s in steps if s["looped_ops"]),
     )

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpusleuth.analysis.phases import phase_time
-from gpusleuth.analysis.steps import ProcessSteps, StepView, step_view
+from gpusleuth.analysis.steps import ProcessSteps, StepView, robust_sigma, step_view
 from gpusleuth.analysis.trace import TraceAnalysis
 from gpusleuth.run.model import Run, Table
 
@@ -57,6 +57,20 @@ class StepStats:
     # steps whose input wait was measured (a fetch, or a forward after the gap; docs/run-format.md
     # wait_source): 0 means "unmeasured", which reports must not show as a 0 % wait; None: not counted
     data_wait_measured_steps: int | None = None
+    # the typical step's wait and the few that wait far longer (a loader's workers started again each epoch,
+    # another loader's fetches): after the first step, the median exposed wait, and the steps whose wait is
+    # above median + max(3 robust σ, 5 % of the median step) with their wait beyond the median (analysis
+    # by robust statistics: a cause rests on what the typical step does, not on a mean two steps carry)
+    # the steps gpusleuth's own instruments slowed (profiled, FLOP-counted), the first step aside: their count,
+    # carved time, exposed wait and the CPU inside it — the input rules leave them out like the first step
+    instrumented_steps: int = 0
+    instrumented_s: float = 0.0
+    instrumented_wait_s: float = 0.0
+    instrumented_cpu_s: float = 0.0
+    fetching_steps: int | None = None  # steps that fetched from a DataLoader (or gpusleuth.watch); None: not counted
+    data_wait_p50_s: float | None = None
+    data_wait_spike_steps: int = 0
+    data_wait_spike_s: float = 0.0
     other_processes_with_steps: list[int] = field(default_factory=list)
     # The job, when several ranks ran (torchrun, mp.spawn, one run per node): the numbers above are the
     # main rank's; these are every rank's and the job's throughput (sum over ranks' steady samples/s).
@@ -91,6 +105,23 @@ def _rank_stats(p: ProcessSteps) -> RankSteps:
         data_wait_share=float(p.wait_ns.sum() / 1e9 / total) if total > 0 else None,
         samples_per_s=p.steady_samples_per_s(),
     )
+
+
+def _wait_spikes(stats: StepStats, dur: np.ndarray, wait: np.ndarray, measured: np.ndarray, steady: np.ndarray
+                 ) -> None:
+    """The typical wait and the spikes above it (see ``StepStats``), over the measured steps after the first,
+    the steps gpusleuth's own instruments slowed (profiled, FLOP-counted) left out: theirs are not the job's."""
+    keep = measured & steady
+    keep[:1] = False
+    if keep.sum() < 5:
+        return
+    w = wait[keep] / 1e9
+    med = float(np.median(w))
+    limit = med + max(3 * robust_sigma(w), 0.05 * float(np.median(dur[keep])) / 1e9)
+    spikes = w > limit
+    stats.data_wait_p50_s = med
+    stats.data_wait_spike_steps = int(spikes.sum())
+    stats.data_wait_spike_s = float((w[spikes] - med).sum())
 
 
 def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
@@ -152,6 +183,14 @@ def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
         stats.optimizer_p50_s = float(np.median(np.maximum(steps["optimizer_ns"][keep], 0))) / 1e9
         stats.body_p50_s = float(np.median(dur[keep] - wait[keep])) / 1e9
         stats.data_wait_measured_steps = int((steps["data_wait_ns"] >= 0).sum())
+        _wait_spikes(stats, dur, wait, steps["data_wait_ns"] >= 0, main.instrumented_mask())
+        stats.fetching_steps = int((steps["fetches"] > 0).sum())
+        slowed = ~main.instrumented_mask()
+        slowed[:1] = False
+        stats.instrumented_steps = int(slowed.sum())
+        stats.instrumented_s = float(dur[slowed].sum() / 1e9)
+        stats.instrumented_wait_s = float(wait[slowed].sum() / 1e9)
+        stats.instrumented_cpu_s = float(cpu[slowed].sum() / 1e9)
         known = steps["samples"] >= 0
         if known.any():
             stats.samples = int(steps["samples"][known].sum())

@@ -81,6 +81,12 @@ class ProcessSteps:
     def seconds(self) -> np.ndarray:
         return self.dur_ns / 1e9
 
+    def instrumented_mask(self) -> np.ndarray:
+        """Boolean mask of the steps gpusleuth's own instruments did not slow (all steps, warm-up included)."""
+        keep = np.ones(self.count, bool)
+        keep[[i for i in self.instrumented if i < self.count]] = False
+        return keep
+
     @property
     def steady(self) -> np.ndarray:
         """Boolean mask of the steps after warm-up."""

@@ -25,6 +25,7 @@ from typing import Callable
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
+from gpusleuth.diagnosis.taxonomy import STAGE_OF_CAUSE
 from gpusleuth.diagnosis.rules import (busy_idle, copies, distributed, gpu, gpu_log, host, memory, phases, precision,
                                        serving_batching, serving_capacity, serving_request_path, serving_slo, sizing,
                                        stragglers, sync, throttling)
@@ -129,6 +130,21 @@ def judge(rule: Rule, facts: Facts, views_of: dict[Scope, list[tuple[str, Facts]
     return merged, missing, sum(len(names) for _, names in groups) < len(views)
 
 
+# findings whose numbers are per step (the input wait's share, a phase's cadence, a rank's extra time): a step
+# count the structure check doubts makes them doubtful too
+PER_STEP_STAGES = ("input", "stages", "batch")
+LOWER = {"high": "medium", "medium": "low", "low": "low"}
+
+
+def doubt_steps(f: Finding, doubt: str) -> Finding:
+    """``f`` with a level less confidence and the structure check's doubt as evidence, if it rests on steps."""
+    if STAGE_OF_CAUSE.get(f.cause) not in PER_STEP_STAGES or f.severity == "none" or f.cause.startswith("serving."):
+        return f
+    return replace(f, confidence=LOWER.get(f.confidence, f.confidence),
+                   evidence=[*f.evidence, Evidence("step structure (doubtful)", doubt, "",
+                                                   "structure check: the run's own counts")])
+
+
 def diagnose(facts: Facts) -> tuple[list[Finding], list[Missing]]:
     findings: list[Finding] = []
     missing: list[Missing] = []
@@ -139,6 +155,8 @@ def diagnose(facts: Facts) -> tuple[list[Finding], list[Missing]]:
         findings.extend(found)
         missing.extend(lacked)
         judged += any_judged
+    if facts.step_doubt:
+        findings = [doubt_steps(f, facts.step_doubt) for f in findings]
     findings.sort(key=lambda f: f.rank_key)
     unjudged = not_judged(facts) if not any(f.severity != "none" for f in findings) else None
     if unjudged is not None:

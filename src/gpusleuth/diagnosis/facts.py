@@ -57,6 +57,9 @@ class Facts:
     # False when nothing was recorded (profiler traces or telemetry read alone): ``outcomes`` is then the
     # traced steps, so gains are seconds of those steps, and step-instrumentation numbers are unmeasured
     recorded: bool = True
+    # the structure check's doubt about the step counts (analysis/structure.py), or None: findings priced per
+    # step lose a level of confidence and say why (diagnosis/engine.py)
+    step_doubt: str | None = None
     # utilization over time per GPU (analysis.gpu_timeline), for telemetry-only runs (imported GPU logs)
     gpu_timeline: list[GpuTimeline] = field(default_factory=list)
     # analysis.comm.CommSummary: collectives matched across ranks (hook records, else per-rank traces)

@@ -39,6 +39,7 @@ def build_facts(a: RunAnalysis) -> Facts:
         hook_facts=list(loop.hook_facts),
         dollars_per_second=a.dollars_per_second,
         recorded=a.recorded,
+        step_doubt=a.view.structure.notes[0] if a.view.structure.doubtful and a.view.structure.notes else None,
         gpu_timeline=list(a.gpu_timeline),
         comm=a.comm,
         load=a.load,

@@ -39,6 +39,8 @@ CAUSES: dict[str, str] = {
     "serving.too_few_replicas": "one replica is full: throughput flat while requests wait, the model busy; N replicas for the load",
     # added in issue 22 (field truth: a DataLoader with enough workers still waits)
     "input.handover": "the training thread spends its input wait receiving batches from DataLoader workers (unpickling, shared-memory hand-shakes): more workers cannot shorten it",
+    # added in issue 31 (robust input statistics)
+    "input.spikes": "a few steps carry the input wait while the typical step barely waits: workers started again each epoch, a second loader or a cold cache inside the steps",
 }
 
 #: The product brief's debugging order. The report walks these stages in this order; each cause belongs to
@@ -67,6 +69,7 @@ STAGE_OF_CAUSE: dict[str, str] = {
     "input.io": "input",
     "input.transfer": "input",
     "input.handover": "input",
+    "input.spikes": "input",
     "host.launch_bound": "runtime",
     "host.python": "runtime",
     "precision": "runtime",
