@@ -185,39 +185,49 @@ def summarize_gpus(run: Run, window: tuple[int, int] | None = None) -> list[GpuS
     return out
 
 
+def throttle_sources(g: Table) -> tuple[dict[str, str], dict[str, int]]:
+    """Where each clock-event reason of this GPU's samples is read from — the one decision the summary's
+    shares and the HTML chart's bands both use: its cumulative counter where the driver has one (exact),
+    else the sampled clock-event bit for that reason alone. On R535–R570 the thermal and power-brake counters
+    (269–271) are always null while the power-cap counter works, and a fallback taken only when no counter
+    moved lost every thermal event there; field 75 (thermal policy) stands in for the per-cause thermal
+    counter. Returns ({label: counter column}, {label: reason bit})."""
+    counters: dict[str, str] = {}
+    counted = set()
+    if len(g) > 1:
+        for label, column in (*THROTTLE_COUNTERS.items(), ("thermal", THERMAL_POLICY_COUNTER)):
+            if label == "thermal" and "sw_thermal" in counted:
+                continue  # field 75 is the fallback for the per-cause thermal counter
+            if column not in g or np.isfinite(np.asarray(g[column], dtype=np.float64)).sum() < 2:
+                continue  # the driver has no such counter: its bit decides
+            counters[label] = column
+            counted.add(label)
+            if label == "thermal":
+                counted.add("sw_thermal")
+    bits: dict[str, int] = {}
+    if "clock_event_reasons" in g:
+        skip = set(counted)
+        if {"hw_thermal", "hw_power_brake"} <= counted:
+            skip.add("hw_slowdown")  # HW slowdown is the union of those two, already counted
+        bits = {label: bit for label, bit in THROTTLE_BITS.items() if label not in skip}
+    return counters, bits
+
+
 def _throttled(g: Table) -> dict[str, float]:
-    """Share of the run each reason held the clocks down: from its cumulative counter where the driver has
-    one (exact), else from the sampled clock-event bit for that reason alone — on R535–R570 the thermal and
-    power-brake counters (269–271) are always null while the power-cap counter works, and a fallback
-    taken only when no counter moved lost every thermal event there."""
+    """Share of the run each reason held the clocks down (``throttle_sources`` says from what)."""
     out: dict[str, float] = {}
     span_ns = float(g["t_ns"].max() - g["t_ns"].min()) if len(g) > 1 else 0.0
-    counted = set()
-    for label, column in (*THROTTLE_COUNTERS.items(), ("thermal", THERMAL_POLICY_COUNTER)):
-        if label == "thermal" and "sw_thermal" in counted:
-            continue  # field 75 is the fallback for the per-cause thermal counter
-        if column not in g or span_ns <= 0:
-            continue
-        v = np.asarray(g[column], dtype=np.float64)
-        if np.isfinite(v).sum() < 2:
-            continue  # the driver has no such counter: its bit decides below
-        counted.add(label)
-        if label == "thermal":
-            counted.add("sw_thermal")
-        delta = _counter_delta(v)
-        if delta:
+    counters, bits = throttle_sources(g)
+    for label, column in counters.items():
+        delta = _counter_delta(np.asarray(g[column], dtype=np.float64))
+        if delta and span_ns > 0:
             out[label] = min(delta / span_ns, 1.0)
-    if "clock_event_reasons" in g:
+    if bits:
         raw = np.asarray(g["clock_event_reasons"], dtype=np.float64)
         ok = np.isfinite(raw)
         if ok.any():
             reasons = raw[ok].astype(np.int64)
-            skip = set(counted)
-            if {"hw_thermal", "hw_power_brake"} <= counted:
-                skip.add("hw_slowdown")  # HW slowdown is the union of those two, already counted
-            for label, bit in THROTTLE_BITS.items():
-                if label in skip:
-                    continue
+            for label, bit in bits.items():
                 share = float(((reasons & bit) != 0).mean())
                 if share > 0:
                     out[label] = share

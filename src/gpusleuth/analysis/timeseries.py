@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpusleuth.analysis.telemetry import THROTTLE_BITS, THROTTLE_COUNTERS
+from gpusleuth.analysis.telemetry import throttle_sources
 from gpusleuth.analysis.steps import StepView
 from gpusleuth.analysis.trace import TraceAnalysis
 from gpusleuth.analysis.trace.gaps import GapHistogram
@@ -233,19 +233,18 @@ def _gpu(b: _Builder, run: Run) -> None:
         if np.isfinite(mem).any():
             b.panel("gpu_mem", "GPU memory used", "GiB")
             b.line("gpu_mem", tag + "memory used", t, mem / 2**30)
-        # throttled: any clock-event counter advanced since the previous sample, else the reason bits
+        # throttled: per reason, its clock-event counter advanced since the previous sample, or its reason bit
+        # set — read from where the summary reads it (telemetry.throttle_sources: one decision for both)
         on = np.zeros(len(g), bool)
         reasons: dict[str, np.ndarray] = {}
-        for label, column in THROTTLE_COUNTERS.items():
-            if column in g:
-                v = _col(g, column)
-                d = np.r_[0.0, np.diff(v)]
-                hit = np.nan_to_num(d) > 0
-                if hit.any():
-                    reasons[label] = hit
-        if not reasons and "clock_event_reasons" in g:
+        counters, reason_bits = throttle_sources(g)
+        for label, column in counters.items():
+            hit = np.nan_to_num(np.r_[0.0, np.diff(_col(g, column))]) > 0
+            if hit.any():
+                reasons[label] = hit
+        if reason_bits:
             bits = np.nan_to_num(_col(g, "clock_event_reasons")).astype(np.int64)
-            for label, bit in THROTTLE_BITS.items():
+            for label, bit in reason_bits.items():
                 hit = (bits & bit) != 0
                 if hit.any():
                     reasons[label] = hit
