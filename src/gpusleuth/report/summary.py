@@ -92,7 +92,9 @@ def summarize(report: Report, meta: dict[str, Any] | None = None) -> RunSummary:
     server = bool(d.get("serving") or d.get("request_stages")) and not o.get("steps")
     badput = {} if server else {k: float(v) for k, v in (_get(o, "goodput", "badput_s", default={}) or {}).items()
                                 if v}
-    ranked = sorted(d.get("findings") or [], key=lambda f: -(_get(f, "estimated_gain", "seconds_per_run") or 0))
+    # the report's own order is the ranking (severity, then gain: diagnosis/engine.py): re-sorting by seconds
+    # here named a moderate finding with a larger gain as the top of a run whose report led with a HIGH one
+    ranked = d.get("findings") or []
     top = ranked[0] if ranked else {}
     command = run.get("command")
     return RunSummary(
