@@ -107,6 +107,11 @@ def _rank_stats(p: ProcessSteps) -> RankSteps:
     )
 
 
+SPIKES_MAX = 0.25  # long waits in more than this share of the steps are the loop's way of waiting, not a few
+# steps (epoch boundaries are 1-2 steps an epoch: 10-20 % of a 10-step epoch; a Hogwild trainer on a busy host waited
+# long in a third of its steps)
+
+
 def _wait_spikes(stats: StepStats, dur: np.ndarray, wait: np.ndarray, measured: np.ndarray, steady: np.ndarray
                  ) -> None:
     """The typical wait and the spikes above it (see ``StepStats``), over the measured steps after the first,
@@ -120,6 +125,8 @@ def _wait_spikes(stats: StepStats, dur: np.ndarray, wait: np.ndarray, measured: 
     limit = med + max(3 * robust_sigma(w), 0.05 * float(np.median(dur[keep])) / 1e9)
     spikes = w > limit
     stats.data_wait_p50_s = med
+    if spikes.sum() > SPIKES_MAX * len(w):
+        return  # not a few steps but a wide spread (a third of the steps wait long): the mean is the wait
     stats.data_wait_spike_steps = int(spikes.sum())
     stats.data_wait_spike_s = float((w[spikes] - med).sum())
 

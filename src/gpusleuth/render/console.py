@@ -105,7 +105,10 @@ def _outcomes(report: Report, console: Console) -> None:
         all_steps = " (all steps, warm-up included; the headline's are steady)" if report.headline else ""
         line = (f"  {s.steps} steps{all_steps} · step time p50 {_ms(s.step_time_p50_s)}, p95 {_ms(s.step_time_p95_s)}"
                 + (f", CV {s.step_time_cv:.2f}" if s.step_time_cv is not None else ""))
-        if s.samples_per_s:
+        steady = report.headline.steady if report.headline else None
+        if s.samples_per_s and not (steady and steady.samples_per_s):
+            # with a headline its steady throughput is the one number: a second, over every step and one
+            # process, read as a contradiction to first-time readers (issue 31)
             line += f" · {s.samples_per_s:,.0f} samples/s"
         console.print(line)
         if s.ranks and s.workers == "trainers":

@@ -88,11 +88,16 @@ def training_loop_cores(facts: Facts, usable_cores: float) -> tuple[float, str]:
     every core they are given, so a loader worker added there takes its CPU from the compute. Measured on the
     field corpus's MNIST CNN (2 cores, torch's 2 threads): one worker removed the 30 ms data wait and the
     step got no faster (×0.88–1.00 where "1 core free" predicted ×1.33)."""
+    s = facts.outcomes.steps
+    # trainer processes side by side (Hogwild) each hold their loop's cores on this one host
+    loops = len(s.ranks) if s.workers == "trainers" and s.ranks else 1
+    each = " each" if loops > 1 else ""
     torch_threads = facts.threads.torch_threads
     if facts.gpus or not torch_threads or torch_threads <= 1:
-        return 1.0, ""
-    loop = float(min(torch_threads, usable_cores))
-    return loop, f" (its {torch_threads} torch intra-op threads: the compute runs on the CPU)"
+        return float(min(loops, usable_cores)), (f" ({loops} trainer processes)" if loops > 1 else "")
+    loop = float(min(torch_threads * loops, usable_cores))
+    return loop, (f" ({loops} trainer processes," if loops > 1 else " (") + (
+        f" its{each} {torch_threads} torch intra-op threads: the compute runs on the CPU)")
 
 
 def training_loader(facts: Facts) -> dict[str, Any] | None:
