@@ -95,7 +95,7 @@ def test_explicit_api_delimits_steps_phases_and_logs(tmp_path):
     assert [r["fetches"] for r in rows] == [1] * 5 + [0, 0]
     assert all(20e6 <= r["data_wait_ns"] <= 30e6 for r in rows[:5])
     assert all(r["optimizer_ns"] > 0 for r in rows[:5])
-    phases = [(p[1], p[4]) for p in records(lines, "P")]
+    phases = [(p[1], p[4]) for p in records(lines, "P") if not p[1].startswith("gpusleuth_")]  # ours apart
     assert phases == [("eval", "api"), ("nested", "api"), ("logging", "api")]
     logs = [json.loads(f[2]) for f in records(lines, "L")]
     assert len(logs) == 7

@@ -178,7 +178,7 @@ def test_a_teachers_no_grad_forward_inside_the_step_is_not_an_evaluation(tmp_pat
     lines = main_events(run_dir)
     rows = steps(lines)
     assert len(rows) == 10
-    assert records(lines, "P") == []
+    assert [f for f in records(lines, "P") if not f[1].startswith("gpusleuth_")] == []  # no eval phase
     if loader == "loader":
         assert [r["fetches"] for r in rows] == [accum] * 10 and [r["samples"] for r in rows] == [4 * accum] * 10
     check_contiguous(rows)

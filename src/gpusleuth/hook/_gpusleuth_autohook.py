@@ -125,6 +125,8 @@ def _after_fork_in_child():
             R.reset_process(role="python", forked=True)
             if "_gpusleuth_request" in sys.modules:
                 sys.modules["_gpusleuth_request"].after_fork()
+            if "_gpusleuth_dist" in sys.modules:
+                sys.modules["_gpusleuth_dist"].after_fork()
         except BaseException:
             pass
 

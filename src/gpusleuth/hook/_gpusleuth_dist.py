@@ -318,6 +318,14 @@ def _poll_cuda(r):
         r.error("collective_cuda", exc)
 
 
+def after_fork():
+    """A forked child (a DataLoader worker, a Hogwild trainer) starts with none of the parent's collectives:
+    the lines its async completions left undrained and its CUDA events are the parent's to write (a child
+    that now leaves through the hook's exit would write them again, and polling CUDA events in a forked
+    child is undefined), and its sequence numbers are its own if it joins a group of its own."""
+    S.__init__()
+
+
 def at_exit(r):
     """Called by the recorder's exit path before its last flush."""
     try:

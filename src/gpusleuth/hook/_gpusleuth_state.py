@@ -1005,7 +1005,7 @@ class Recorder:
                 self._commit_backward()
             if self.shape:
                 self.info(dict(self.shape, kind="step_model"))
-            if self.flops is not None:
+            if self.flops is not None and not self.worker:  # a worker forked mid-count: not its count
                 self.flops.at_exit(self)
             dev = self.dev
             if dev is not None and dev.q:
