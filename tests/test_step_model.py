@@ -468,3 +468,36 @@ def test_a_recurrence_over_time_steps_is_not_priced_as_a_vectorizable_loop(tmp_p
     assert cell["severity"] == "moderate" and cell["confidence"] == "low" and cell["estimated_gain"] is None
     assert "recurrence" in cell["title"] and "nn.LSTM" in cell["fix"]
     assert python_findings("fused") == []
+
+
+PREDICTION_BETWEEN_UPDATES = """
+import torch, torch.nn as nn
+class Seq(nn.Module):
+    def __init__(self):
+        super().__init__(); self.cell = nn.LSTMCell(1, 8); self.lin = nn.Linear(8, 1)
+    def forward(self, x):
+        h = c = torch.zeros(x.size(0), 8); outs = []
+        for t in range(x.size(1)):
+            h, c = self.cell(x[:, t:t + 1], (h, c)); outs.append(self.lin(h))
+        return torch.cat(outs, 1)
+data = torch.randn(20, 6)
+inp, target, test_input = data[3:, :-1], data[3:, 1:], data[:3, :-1]
+seq = Seq(); opt = torch.optim.LBFGS(seq.parameters(), lr=0.5, max_iter=2)
+for i in range(8):
+    def closure():
+        opt.zero_grad(); loss = ((seq(inp) - target) ** 2).mean(); loss.backward(); return loss
+    opt.step(closure)                  # the training forwards run inside the optimizer step
+    with torch.no_grad():
+        seq(test_input)                # a 3-row prediction after the update: it feeds no optimizer step
+"""
+
+
+def test_a_prediction_between_updates_is_not_counted_as_training_samples(tmp_path):
+    res, run_dir = run_script(tmp_path, PREDICTION_BETWEEN_UPDATES)
+    assert res.returncode == 0, res.stderr.decode()
+    lines = main_events(run_dir)
+    rows = steps(lines)
+    assert len(rows) == 8
+    # time_sequence_prediction's shape: 17 rows a step (was 20: the prediction's 3 counted as a micro-batch)
+    assert [r["forward_samples"] for r in rows[1:]] == [17] * 7
+    assert [f for f in records(lines, "P") if f[1] == "eval"] == []

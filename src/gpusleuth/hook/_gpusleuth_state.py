@@ -90,6 +90,18 @@ def _state_init_call():
     return False
 
 
+def _weak(x):
+    """A weak reference to a tensor, or one that answers None (no tensor, or one refusing weak references)."""
+    try:
+        return weakref.ref(x) if x is not None else _NONE
+    except TypeError:
+        return _NONE
+
+
+def _NONE():
+    return None
+
+
 def _same(ref, opt):
     """Whether an optimizer reference (``Recorder._opt_key``) is ``opt``."""
     return ref() is opt if ref.__class__ is weakref.ref else ref == id(opt)
@@ -671,13 +683,16 @@ class Recorder:
             return None  # a forward inside backward() is recomputation (activation checkpointing), not the loop's
         try:
             grad = self.torch.is_grad_enabled()
-            if self.ng is not None:
+            ng = self.ng
+            if ng is not None:
                 if not grad:
-                    if self.ng[1] is not None:
+                    if ng[1] is not None:
                         self.dev.disarm()  # a confirmed evaluation: its next fetch arms again
-                        self.ng[3] = 0  # that fetch was the evaluation's
-                    return None  # not confirmed yet: armed until a fetch, or a forward that trains
-                self._ng_close(_now(), trained=True)
+                        ng[3] = 0  # that fetch was the evaluation's
+                    else:
+                        ng[6] = _now()  # not confirmed yet: armed until a fetch, or a forward that trains
+                    return None
+                self._ng_close(_now(), trained=args)
                 if self.c[GAP] >= 0:  # the no-grad forward was this step's own (a teacher's): counted already
                     self.dev.disarm()
                     return None
@@ -687,15 +702,20 @@ class Recorder:
             t = _now()
             self.dev.disarm()
             c = self.c
-            if not grad and nb and self.mode is not None and not self.open_phases and not self.bw_depth:
-                # a forward with gradients off after a training step: an evaluation without model.eval(), or a
-                # teacher's forward inside the step — told apart by what follows (see _ng_fetch, _ng_close)
-                self.ng = [self.cur_start if c[FETCHES] else t, None,
-                           (nb, self.cur_start, _counters() if c[FETCHES] else list(c)), 0]
-                self._arm()
             x = next((a for a in args if getattr(a, "shape", None) is not None), None)
             had = self.prev_in is not None  # a dead reference still says: the previous input is gone, this one is new
             prev = self.prev_in() if had else None
+            if not grad and nb and self.mode is not None and not self.open_phases and not self.bw_depth \
+                    and c[GAP] < 0 and self.gap_t0 is not None:
+                # a forward with gradients off after a training step: an evaluation without model.eval(), or a
+                # teacher's forward inside the step — told apart by what follows (see _ng_fetch, _ng_close). Its
+                # input is not the step's until that is known: its first-forward record is kept aside
+                book = self._first_input(c, module, args, t, x, had, prev)
+                self.ng = [self.cur_start if c[FETCHES] else t, None,
+                           (nb, self.cur_start, _counters() if c[FETCHES] else list(c)), 0, book,
+                           _weak(x), t]
+                self._arm()
+                return None
             try:
                 self.prev_in = weakref.ref(x) if x is not None else None
             except TypeError:
@@ -705,19 +725,27 @@ class Recorder:
             if c[GAP] >= 0:  # a later forward of the step, armed by its backward: another micro-batch?
                 self._micro_batch(c, module, args, x, prev)
                 return None
-            c[GAP] = max(t - self.gap_t0, 0)
-            if not c[FETCHES] and self.gap_c0 is not None:  # no loader: the gap's thread CPU is the input's evidence
-                c[CPU] += max(_cpu() - self.gap_c0, 0)
-            c[FSAMPLES], c[FTOKENS] = _input_shape(args, self._seq_first(module))
-            if x is not None and had:
-                c[FNEW] = 0 if prev is x else 1
-            if getattr(x, "grad_fn", None) is not None:
-                # the input already carries autograd history: the model's forward began before this module call
-                # (``self.forward(x)``, functional layers first), so the gap holds the model's own work
-                c[FNEW] = 2
+            self._record_first(c, self._first_input(c, module, args, t, x, had, prev))
         except Exception as exc:  # Ctrl-C is the user's: let it through
             self.error("first_forward", exc)
         return None
+
+    def _first_input(self, c, module, args, t, x, had, prev):
+        """The first forward's record (gap ns, the gap's thread CPU ns, samples, tokens, new-input flag)."""
+        cpu = max(_cpu() - self.gap_c0, 0) if not c[FETCHES] and self.gap_c0 is not None else 0
+        samples, tokens = _input_shape(args, self._seq_first(module))
+        new = (0 if prev is x else 1) if x is not None and had else -1
+        if getattr(x, "grad_fn", None) is not None:
+            # the input already carries autograd history: the model's forward began before this module call
+            # (``self.forward(x)``, functional layers first), so the gap holds the model's own work
+            new = 2
+        return (max(t - self.gap_t0, 0), cpu, samples, tokens, new)
+
+    def _record_first(self, c, book):
+        """Write a first forward's record into the step's counters. Without a loader the gap's thread CPU is
+        the input's evidence."""
+        c[GAP], cpu, c[FSAMPLES], c[FTOKENS], c[FNEW] = book
+        c[CPU] += cpu
 
     def _ng_fetch(self, t0):
         """A fetch while a pass with gradients off is open: the pass reads a loader, so it is an evaluation
@@ -735,16 +763,36 @@ class Recorder:
         self.c = _counters()
         self._arm()
 
-    def _ng_close(self, t, trained=False):
-        """The pass with gradients off is over: a forward that trains (``trained``), an optimizer step, a
-        phase, the exit. Not confirmed, it was part of the step and nothing changes; confirmed, its ``eval``
-        phase ends — where the fetch that fed the training forward began, if one did (that fetch's counters
-        are kept as the new step's), else now (the evaluation's counters are rolled back)."""
+    def _ng_close(self, t, trained=None):
+        """The pass with gradients off is over: a forward that trains (``trained``: its arguments), an
+        optimizer step, a phase, the exit.
+
+        Not confirmed by a fetch, it was no evaluation. A training forward on the same input is a teacher's
+        and student's pair: the no-grad forward was the step's first (its record is written). Otherwise the
+        pass fed no optimizer step (a prediction between updates, a monitor): its record is dropped, the gap
+        before the step's first training forward restarts after its last module call, and the hook stays
+        armed for that forward — inside ``optimizer.step(closure)`` for LBFGS (time_sequence_prediction's
+        3-row test prediction was read as 3 more training samples a step).
+
+        Confirmed, its ``eval`` phase ends — where the fetch that fed the training forward began, if one did
+        (that fetch's counters are kept as the new step's), else now (the evaluation's counters are rolled
+        back)."""
         ng, self.ng = self.ng, None
         tok = ng[1]
-        if tok is None or tok not in self.open_phases:
+        if tok is None:
+            x = next((a for a in trained if getattr(a, "shape", None) is not None), None) if trained else None
+            if x is not None and x is ng[5]():
+                self._record_first(self.c, ng[4])
+                try:
+                    self.prev_in = weakref.ref(x)
+                except TypeError:
+                    self.prev_in = None
+            elif self.gap_t0 is not None:
+                self.gap_t0 = max(self.gap_t0, ng[6])
             return
-        if trained and ng[3]:
+        if tok not in self.open_phases:
+            return
+        if trained is not None and ng[3]:
             keep = self.c
             self.phase_end(tok, ng[3])
             self.c = keep
