@@ -10,8 +10,11 @@ Every grid step of every GPU is one of:
   idle nor busy, said as a gap rather than guessed.
 
 Activity is DCGM's SM activity (``DCGM_FI_PROF_SM_ACTIVE``: the share of SM time with a warp resident)
-where the profiling metrics are on, else ``DCGM_FI_DEV_GPU_UTIL`` / 100 (share of time any kernel ran:
-coarser, a tiny kernel reads 100 %). A workload's row carries the reason that cost it most, its idle
+where the profiling metrics are on, else the graphics engine's (``DCGM_FI_PROF_GR_ENGINE_ACTIVE``: a MIG
+instance's own, which has no GPU_UTIL), else ``DCGM_FI_DEV_GPU_UTIL`` / 100 (share of time any kernel ran:
+coarser, a tiny kernel reads 100 %). A time-sliced GPU (several pods holding it at once) is counted once, each
+step's seconds split evenly between the pods sharing it: dcgm-exporter gives each the device's values, so
+nothing tells their shares apart. A workload's row carries the reason that cost it most, its idle
 spans (so an admin can see when), a sizing recommendation (``analysis/sizing.py``) and dollars at its
 card's price. The fold (:func:`gpu_usage`) sees one GPU at a time, so memory stays bounded.
 """
@@ -94,10 +97,12 @@ class Usage:
     mem_max_mib: float
     card_mib: float
     activity_p95: float
-    activity_source: str  # "sm_active" | "util" | "mixed"
+    activity_source: str  # "sm_active" | "gr_active" | "util" | "mixed"
     mig_profile: str  # the GPU instance's profile, "" for a whole GPU
     tensor_mean: float
     idle_spans: list[tuple[int, int]]  # [start, end) epoch seconds, ≥ MIN_SPAN_S
+    shared_s: float = 0.0  # of its seconds, those it held the GPU together with other pods (time-slicing)
+    shared_with: int = 0  # the most pods it shared the GPU with at once, itself included
 
 
 @dataclass
@@ -123,14 +128,14 @@ def gpu_usage(s: GpuSeries) -> tuple[list[Usage], GpuGap | None]:
     # a MIG instance is its slices' share of the card: its seconds are GPU-seconds at that share
     slices = mig_slices(s.model, s.mig_profile) if s.mig_profile else None
     share = slices[0] / 7 if slices else 1.0
-    sm, util = c["sm_active"], c["util"]
+    sm, util, gr = c["sm_active"], c["util"], c["gr_active"]
     have = np.zeros(len(s), bool)
     for v in c.values():
         have |= ~np.isnan(v)
     if not have.any():
         return [], None
     life = slice(int(np.argmax(have)), len(have) - int(np.argmax(have[::-1])))
-    activity = np.where(np.isnan(sm), util / 100.0, sm)
+    activity = np.where(np.isnan(sm), np.where(np.isnan(gr), util / 100.0, gr), sm)
     owner = s.owner.copy()
     gap = ~have
     gap[: life.start] = False
@@ -149,23 +154,38 @@ def gpu_usage(s: GpuSeries) -> tuple[list[Usage], GpuGap | None]:
     card = float(np.nanmedian(total_mib)) if np.isfinite(total_mib).any() else math.nan
     out: list[Usage] = []
     known = have & ~np.isnan(activity)
-    for oid in np.unique(owner[life]):
-        mine = owner == oid
+    # each pod's weight per step: 1 when it held the GPU alone, 1/n when n pods shared it (time-slicing)
+    held = np.unique(owner[life])
+    weights: dict[int, np.ndarray] = {}
+    sharers = np.zeros(len(owner), np.int32)
+    for h in held:
+        if h >= 0:
+            sharers[owner == h] = len(s.holder(int(h)))
+    for h in held:
+        at = owner == h
+        for oid in (s.holder(int(h)) if h >= 0 else (-1,)):
+            w = weights.setdefault(oid, np.zeros(len(owner)))
+            w[at] = 1.0 / sharers[at] if h >= 0 else 1.0
+    for oid, w in weights.items():
+        mine = w > 0
         valid = mine & known
         o = s.owners[oid] if oid >= 0 else None
         secs = dict.fromkeys(CLASSES, 0.0)
-        secs[GAP] = float((mine & gap).sum() * step * share)
+        secs[GAP] = float(w[mine & gap].sum() * step * share)
         a = activity[valid]
+        wa = w[valid] * step * share
         if o is None:
-            secs[UNALLOC] = float(valid.sum() * step * share)
+            secs[UNALLOC] = float(wa.sum())
         else:
-            secs[IDLE] = float((a < IDLE_MAX).sum() * step * share)
-            secs[LOW] = float(((a >= IDLE_MAX) & (a < LOW_MAX)).sum() * step * share)
-            secs[PROD] = float((a >= LOW_MAX).sum() * step * share)
+            secs[IDLE] = float(wa[a < IDLE_MAX].sum())
+            secs[LOW] = float(wa[(a >= IDLE_MAX) & (a < LOW_MAX)].sum())
+            secs[PROD] = float(wa[a >= LOW_MAX].sum())
         mem = c["fb_used_mib"][mine & have]
         mem = mem[~np.isnan(mem)]
-        sm_here = ~np.isnan(sm[valid])
-        source = "sm_active" if sm_here.all() else "util" if not sm_here.any() else "mixed"
+        src = np.where(~np.isnan(sm[valid]), 0, np.where(~np.isnan(gr[valid]), 1, 2))
+        kinds = set(src.tolist())
+        source = ("sm_active", "gr_active", "util")[kinds.pop()] if len(kinds) == 1 else "mixed" if kinds else "sm_active"
+        together = mine & (sharers > 1)
         idle_mask = mine & known & (activity < IDLE_MAX) if o is not None else mine & known
         spans = [sp for sp in _spans(idle_mask, s.start_s, step) if sp[1] - sp[0] >= MIN_SPAN_S]
         tensor = c["tensor_active"][valid]
@@ -177,7 +197,9 @@ def gpu_usage(s: GpuSeries) -> tuple[list[Usage], GpuGap | None]:
             activity_p95=float(np.percentile(a, 95)) if len(a) else math.nan, activity_source=source,
             mig_profile=s.mig_profile,
             tensor_mean=float(tensor.mean()) if len(tensor) else math.nan,
-            idle_spans=sorted(spans, key=lambda ab: ab[0] - ab[1])[:MAX_SPANS]))
+            idle_spans=sorted(spans, key=lambda ab: ab[0] - ab[1])[:MAX_SPANS],
+            shared_s=float(w[together].sum() * step * share) if o is not None else 0.0,
+            shared_with=int(sharers[together].max()) if together.any() and o is not None else 0))
     return out, gpu_gap
 
 
@@ -219,6 +241,8 @@ class Workload:
     requested_hours: float | None = None
     hosts: list[str] = field(default_factory=list)
     uuids: list[str] = field(default_factory=list)
+    shared_h: float = 0.0  # of its hours, those on a time-sliced GPU it shared with other pods (its share)
+    shared_with: int = 0  # the most pods on one of its GPUs at once, itself included (0: never shared)
 
     @property
     def allocated_h(self) -> float:
@@ -250,6 +274,7 @@ class Ledger:
     prices: dict[str, float | None]  # model → USD per GPU-hour used (None: unpriced)
     price_source: str
     notes: list[str]
+    found: list[str]  # what the history was found to be, said once: its cadence, its owner labels, shared GPUs
     gaps: list[GpuGap]
     unmatched_requests: list[str]  # pods that requested GPUs but no GPU series names them
     summary_by_reason: dict[tuple[str, str], tuple[float, float | None]]  # (namespace, class) → GPU-h, USD
@@ -283,18 +308,26 @@ class LedgerBuilder:
         self._sources: set[str] = set()
         self._owned_samples = 0.0
         self._gpus = 0
+        self._shared_gpus = 0
+        self._shared_s = 0.0
+        self._sharing_pods: set[str] = set()
 
     def add(self, series: list[GpuSeries]) -> None:
         for s in series:
             usages, gap = gpu_usage(s)
             if usages:
                 self._gpus += 1
+            if any(u.shared_s > 0 for u in usages):
+                self._shared_gpus += 1
             if gap is not None:
                 self._gaps.append(gap)
             for u in usages:
                 key = u.owner.name if u.owner is not None else f"(no pod) {u.host} {u.uuid}"
                 if u.owner is not None:
                     self._owned_samples += sum(u.seconds.values())
+                    if u.shared_s > 0:
+                        self._shared_s += u.shared_s
+                        self._sharing_pods.add(u.owner.name)
                     if u.owner.group and u.owner.pod and self.window.group_label:
                         key = f"{u.owner.group} · {key}"
                 self._by_key[key].append(u)
@@ -326,7 +359,7 @@ class LedgerBuilder:
                     summary[(wl.namespace or "(none)", c)] = (h0 + h, u0 if u is None else (u0 or 0.0) + u)
         return Ledger(window=w, workloads=workloads, namespaces=namespaces, totals=totals, totals_usd=totals_usd,
                       prices=dict(self.price_for), price_source=self.pricing.source,
-                      notes=w.notes + self._notes(unmatched), gaps=sorted(self._gaps, key=lambda g: -g.seconds),
+                      notes=w.notes + self._notes(unmatched), found=self._found(), gaps=sorted(self._gaps, key=lambda g: -g.seconds),
                       unmatched_requests=unmatched, summary_by_reason=dict(summary))
 
     def _workload(self, key: str, us: list[Usage]) -> Workload:
@@ -352,13 +385,15 @@ class LedgerBuilder:
         spans = sorted((IdleSpan(u.uuid, u.host, a, b) for u in us for a, b in u.idle_spans),
                        key=lambda sp: -(sp.end_s - sp.start_s))[:MAX_SPANS]
         sources = {u.activity_source for u in us}
+        shared = [u for u in us if u.shared_s > 0]
         return Workload(key=key, namespace=o.namespace if o else "", pod=(o.pod or o.group) if o else "",
                         container=o.container if o else "", group=o.group if o else "", model=model, gpus=gpus,
                         hours=hours, price=price, usd=usd, reason=_reason(hours, sizing, o is not None),
                         mem_p99_mib=mem_p99, card_mib=card, activity_p95=act_p95,
                         activity_source=sources.pop() if len(sources) == 1 else "mixed", idle_spans=spans,
                         sizing=sizing, hosts=sorted({u.host for u in us}), card=self.pricing.card(model),
-                        uuids=sorted({u.uuid for u in us}))
+                        uuids=sorted({u.uuid for u in us}), shared_h=sum(u.shared_s for u in shared) / 3600,
+                        shared_with=max((u.shared_with for u in shared), default=0))
 
     def _namespaces(self, workloads: list[Workload]) -> list[NamespaceTotal]:
         by: dict[str, list[Workload]] = defaultdict(list)
@@ -375,6 +410,43 @@ class LedgerBuilder:
         out.sort(key=lambda n: -(n.hours[IDLE] + n.hours[LOW]))
         return out
 
+    def _found(self) -> list[str]:
+        """The history as found, one sentence each: how often it was sampled and the step read at, whose labels
+        name the pods, and the GPUs pods shared."""
+        w, out = self.window, []
+        if w.cadence:
+            seen = ", ".join(f"{sec} s ({n:,} device{'s' if n != 1 else ''})" for sec, n in w.cadence.items())
+            coarsest = max(w.cadence)
+            if w.step_given:
+                how = f"step {w.step_s} s from --step"
+            elif len(w.cadence) > 1:
+                how = f"step {w.step_s} s, the coarsest, so every device has a sample in every step"
+            elif w.step_s > coarsest:
+                how = f"step {w.step_s} s (the last sample of each step)"
+            else:
+                how = f"step {w.step_s} s"
+            out.append(f"cadence: samples every {seen}; {how}")
+        said = []
+        if "exported" in w.conventions:
+            said.append("exported_namespace/exported_pod/exported_container (gpu-operator's ServiceMonitor without "
+                        "honorLabels: there namespace/pod name the exporter's own pod, and a GPU without "
+                        "exported_pod is unallocated)")
+        if "pod" in w.conventions:
+            said.append("namespace/pod/container (dcgm-exporter's Kubernetes mode)")
+        if "hpc_job" in w.conventions:
+            said.append("hpc_job (dcgm-exporter's HPC job mapping, e.g. Slurm)"
+                        + (" — grouped by it" if w.group_label == "hpc_job" else ""))
+        if w.group_label and w.group_label != "hpc_job":
+            said.append(f"{w.group_label} (--group-label)")
+        out.append("owners from " + "; ".join(said) if said else
+                   "owners: no pod or job label on any series (every GPU counts as unallocated)")
+        if self._shared_gpus:
+            out.append(f"time-sliced: {self._shared_gpus} GPU(s) held by several pods at once (dcgm-exporter repeats "
+                       f"a shared GPU's series for each pod) are counted once; their {self._shared_s / 3600:,.1f} "
+                       f"shared GPU-hours are split evenly between the {len(self._sharing_pods)} pods sharing them, "
+                       "as nothing in the series tells their shares apart")
+        return out
+
     def _notes(self, unmatched: list[str]) -> list[str]:
         w, notes = self.window, []
         if self._gpus and self._owned_samples == 0:
@@ -382,6 +454,11 @@ class LedgerBuilder:
                          "off or cannot see the kubelet — run it with --kubernetes (DCGM_EXPORTER_KUBERNETES=true) "
                          "and mount /var/lib/kubelet/pod-resources; until then every GPU is listed as unallocated "
                          "and allocated-but-idle cannot be told from unallocated")
+        if w.cadence and w.step_given and w.step_s < max(w.cadence):
+            slow = sum(n for sec, n in w.cadence.items() if sec > w.step_s)
+            notes.append(f"--step {w.step_s} is shorter than the {max(w.cadence)} s between the samples of {slow} "
+                         "device(s): their steps without a sample count as no data; leave --step out to read the "
+                         "history at its own cadence")
         if "util" in self._sources or "mixed" in self._sources:
             notes.append("activity is DCGM_FI_DEV_GPU_UTIL (any kernel running) where DCGM_FI_PROF_SM_ACTIVE is "
                          "missing: enable the DCGM profiling metrics in dcgm-exporter's counters CSV "

@@ -25,8 +25,9 @@ def add_prometheus_options(p: Any) -> None:
                    help="base URL of the metrics server, e.g. http://prometheus:9090 (no run directories then)")
     g.add_argument("--start", metavar="TIME", default=None, help="window start, RFC 3339 (2026-11-01T00:00:00Z)")
     g.add_argument("--end", metavar="TIME", default=None, help="window end, RFC 3339 (default: now)")
-    g.add_argument("--step", type=int, default=30, metavar="S",
-                   help="seconds per sample, at least the scrape interval (default 30: dcgm-exporter's default)")
+    g.add_argument("--step", type=int, default=None, metavar="S",
+                   help="seconds per sample, at least the scrape interval (default: the history's own cadence, "
+                   "found from its samples per hour; at least 15)")
     g.add_argument("--chunk", type=float, default=6.0, metavar="HOURS",
                    help="hours of history per query (default 6; the cache works in these chunks)")
     g.add_argument("--gpus-per-query", type=int, default=200, metavar="N", help="GPUs per query (default 200)")
@@ -79,8 +80,12 @@ def prometheus_command(args: Any) -> int:
         start = _when(args.since, "--since")
     else:
         raise InputError("--prometheus", "give the window: --since 7d, or --start TIME [--end TIME] (RFC 3339)")
-    step = int(args.step)
-    chunk = max(step, int(round(args.chunk * 3600 / step)) * step)
+    step = None if args.step is None else int(args.step)
+    if step is not None and step <= 0:
+        raise InputError("--step", f"{step} is not a number of seconds between samples (give 15, 30, 60…)")
+    chunk = int(round(args.chunk * 3600))
+    if step is not None:
+        chunk = max(step, int(round(args.chunk * 3600 / step)) * step)
     bars: dict[str, Any] = {}
 
     def bar(done: int, total: int) -> None:  # the number of chunks to fetch is known only once the cache is read

@@ -61,6 +61,8 @@ def render_ledger_html(report: Any) -> str:
         pg.add(table(["workload", "host", "GPU", "from", "to", "hours"],
                      [[e(w), e(s["host"]), e(s["uuid"]), e(s["start"]), e(s["end"]), e(f"{s['hours']:.2f}")]
                       for w, s in spans[:100]]))
+    if d["found"]:
+        pg.add("<h3>Found</h3><ul>" + "".join(f"<li>{e(n)}</li>" for n in d["found"]) + "</ul>")
     if d["notes"]:
         pg.add("<h3>Notes</h3><ul>" + "".join(f"<li>{e(n)}</li>" for n in d["notes"]) + "</ul>")
     pg.add("</section>")

@@ -68,5 +68,7 @@ def render_ledger_console(report: Any, console: Any, limit: int = 20) -> None:
     cache = f" · {d['cache']}" if d["cache"] else ""
     console.print(f"prices: {d['price_source']}{cache} · {d['queries']} queries in {d['elapsed_s']:.1f} s",
                   style="dim", highlight=False)
+    for line in d["found"]:
+        console.print(Text("found: ") + _plain(line))
     for note in d["notes"]:
         console.print(Text("note: ") + _plain(note))

@@ -24,6 +24,7 @@ class LedgerReport:
     ledger: Ledger
     elapsed_s: float
     queries: int
+    survey_queries: int = 0  # of the queries, the survey's (cadence, owner labels): asked even when all is cached
 
     @property
     def window(self) -> Any:  # the ledger's FleetWindow (the run model stays behind the analysis)
@@ -37,6 +38,8 @@ class LedgerReport:
         return {
             "schema": SCHEMA,
             "server": w.server, "start": _iso(w.start_s), "end": _iso(w.end_s), "step_s": w.step_s,
+            "step_from": "--step" if w.step_given else "cadence",
+            "cadence": {str(sec): n for sec, n in w.cadence.items()}, "owner_labels": w.conventions,
             "window_s": w.end_s - w.start_s,
             "gpus": w.gpus, "metrics": w.metrics, "kube_requests": w.has_kube_requests, "cache": w.cache,
             "price_source": lg.price_source, "prices": lg.prices,
@@ -51,7 +54,7 @@ class LedgerReport:
                                   for (ns, c), (h, u) in sorted(lg.summary_by_reason.items())],
             "gaps": [{"uuid": g.uuid, "host": g.host, "hours": round(g.seconds / 3600, 4),
                       "longest": [_iso(g.longest[0]), _iso(g.longest[1])]} for g in lg.gaps],
-            "notes": lg.notes, "elapsed_s": round(self.elapsed_s, 2), "queries": self.queries,
+            "found": lg.found, "notes": lg.notes, "elapsed_s": round(self.elapsed_s, 2), "queries": self.queries,
         }
 
 
@@ -74,6 +77,7 @@ def _row(wl: Workload) -> dict[str, Any]:
         "sizing_floor_gib": None if s is None else round(s.need_mib / 1024, 3),
         "sizing_offer_gib": None if s is None else round(s.target_mib / 1024, 3),
         "sizing_risk": None if s is None else s.risk,
+        "shared_h": round(wl.shared_h, 4), "shared_with": wl.shared_with,
         "hosts": " ".join(wl.hosts),
     }
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 # the per-sample columns of a GpuSeries, in the units dcgm-exporter publishes them
-SAMPLE_COLUMNS = ("util", "sm_active", "tensor_active", "fb_used_mib", "fb_free_mib", "power_w")
+SAMPLE_COLUMNS = ("util", "sm_active", "tensor_active", "fb_used_mib", "fb_free_mib", "power_w", "gr_active")
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,11 @@ class Owner:
 
 @dataclass
 class GpuSeries:
-    """One GPU's samples on the window's grid; ``owner[k]`` indexes ``owners`` (-1: no pod held it)."""
+    """One GPU's samples on the window's grid; ``owner[k]`` indexes ``holders`` (-1: no pod held it).
+
+    A holder is the pods that held the GPU at a step, as indexes into ``owners``: one pod, or several when the
+    GPU is time-sliced (dcgm-exporter repeats the device's series once per pod sharing it). Without
+    ``holders``, holder ``i`` is the one pod ``owners[i]``."""
 
     uuid: str
     host: str
@@ -47,6 +51,11 @@ class GpuSeries:
     owner: np.ndarray  # int32 per sample
     owners: list[Owner] = field(default_factory=list)
     mig_profile: str = ""  # GPU_I_PROFILE when the series is a MIG instance
+    holders: list[tuple[int, ...]] = field(default_factory=list)
+
+    def holder(self, i: int) -> tuple[int, ...]:
+        """The indexes into ``owners`` of the pods behind holder ``i``."""
+        return self.holders[i] if self.holders else (i,)
 
     def __len__(self) -> int:
         return len(self.owner)
@@ -78,6 +87,9 @@ class FleetWindow:
     end_s: int
     step_s: int
     gpus: int = 0  # GPUs seen in the window
+    cadence: dict[int, int] = field(default_factory=dict)  # seconds between a device's samples → devices so sampled
+    step_given: bool = False  # --step was given (else the step was chosen from the cadence)
+    conventions: list[str] = field(default_factory=list)  # owner labels found: "pod", "exported", "hpc_job"
     metrics: list[str] = field(default_factory=list)  # the DCGM metrics the server had
     has_kube_requests: bool = False
     group_label: str | None = None

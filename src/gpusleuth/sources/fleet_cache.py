@@ -4,7 +4,8 @@ Time is cut into chunks aligned to the epoch (``chunk_s``, a multiple of the ste
 longer ``--since``, asks the server only for chunks it has not got; a chunk that ends less than
 ``FRESH_S`` before now is kept but not marked complete (the server may still be receiving it) and is
 fetched again next time. Samples are stored wide (one row per GPU and step, only where the server had a
-sample), GPUs and owners (namespace/pod/container) once each, and a pod's GPU request as the segments of time it existed.
+sample), GPUs and owners (namespace/pod/container) once each — the pods sharing a time-sliced GPU as one more
+owner row listing its members — and a pod's GPU request as the segments of time it existed.
 Everything is keyed by the server URL and the label selector, so two clusters share one cache file safely.
 """
 
@@ -20,6 +21,7 @@ from gpusleuth.errors import InputError
 from gpusleuth.run.fleet_usage import SAMPLE_COLUMNS, GpuSeries, Owner, PodRequest
 
 FRESH_S = 900  # a chunk ending within this many seconds of now may still grow: fetched again next time
+FORMAT = 2  # chunks stored by an older gpusleuth (no GR_ENGINE_ACTIVE, no shared GPUs) are fetched again
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (src TEXT, step INTEGER, chunk_start BIGINT, chunk_end BIGINT,
@@ -29,6 +31,9 @@ CREATE TABLE IF NOT EXISTS owners (src TEXT, id INTEGER, namespace TEXT, pod TEX
 CREATE TABLE IF NOT EXISTS samples (src TEXT, step INTEGER, uuid TEXT, t BIGINT, util REAL, sm_active REAL,
                                     tensor_active REAL, fb_used_mib REAL, fb_free_mib REAL, power_w REAL,
                                     owner INTEGER);
+ALTER TABLE chunks ADD COLUMN IF NOT EXISTS fmt INTEGER;
+ALTER TABLE owners ADD COLUMN IF NOT EXISTS members TEXT;
+ALTER TABLE samples ADD COLUMN IF NOT EXISTS gr_active REAL;
 CREATE TABLE IF NOT EXISTS requests (src TEXT, step INTEGER, chunk_start BIGINT, namespace TEXT, pod TEXT,
                                      container TEXT, node TEXT, gpus DOUBLE, samples BIGINT, first_s BIGINT,
                                      last_s BIGINT);
@@ -58,9 +63,17 @@ class FleetCache:
         self.db.execute(f"SET memory_limit='{memory_limit}'; SET threads=2; SET preserve_insertion_order=false")
         self.db.execute(_SCHEMA)
         self._owners: dict[Owner, int] = {}
-        for oid, ns, pod, cont, grp in self.db.execute(
-                "SELECT id, namespace, pod, container, grp FROM owners WHERE src = ?", [src]).fetchall():
-            self._owners[Owner(ns, pod, cont, grp)] = oid
+        self._sets: dict[frozenset[int], int] = {}  # the pods sharing a time-sliced GPU → their holder id
+        self._members: dict[int, frozenset[int]] = {}
+        self._next = 0
+        for oid, ns, pod, cont, grp, members in self.db.execute(
+                "SELECT id, namespace, pod, container, grp, members FROM owners WHERE src = ?", [src]).fetchall():
+            if members:
+                ids = frozenset(int(x) for x in members.split(","))
+                self._sets[ids], self._members[oid] = oid, ids
+            else:
+                self._owners[Owner(ns, pod, cont, grp)] = oid
+            self._next = max(self._next, oid + 1)
         self._known_gpus = {u for (u,) in self.db.execute("SELECT uuid FROM gpus WHERE src = ?", [src]).fetchall()}
 
     def close(self) -> None:
@@ -73,8 +86,8 @@ class FleetCache:
     # --- chunks ---------------------------------------------------------------------------------------
     def complete_chunks(self) -> dict[int, list[str]]:
         """Chunk start → the metric names it held, for chunks fetched completely at this step."""
-        rows = self.db.execute("SELECT chunk_start, metrics FROM chunks WHERE src = ? AND step = ? AND complete",
-                               [self.src, self.step]).fetchall()
+        rows = self.db.execute("SELECT chunk_start, metrics FROM chunks WHERE src = ? AND step = ? AND complete "
+                               "AND fmt >= ?", [self.src, self.step, FORMAT]).fetchall()
         return {int(s): [m for m in (metrics or "").split(",") if m] for s, metrics in rows}
 
     def begin_chunk(self, start: int, end: int) -> None:
@@ -86,18 +99,37 @@ class FleetCache:
 
     def end_chunk(self, start: int, end: int, metrics: list[str]) -> None:
         complete = end <= time.time() - FRESH_S
-        self.db.execute("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        [self.src, self.step, start, end, complete, time.time(), ",".join(sorted(metrics))])
+        self.db.execute("INSERT INTO chunks (src, step, chunk_start, chunk_end, complete, fetched_at, metrics, fmt) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        [self.src, self.step, start, end, complete, time.time(), ",".join(sorted(metrics)), FORMAT])
 
     # --- writing --------------------------------------------------------------------------------------
     def owner_id(self, owner: Owner) -> int:
         oid = self._owners.get(owner)
         if oid is None:
-            oid = len(self._owners)
+            oid = self._next
+            self._next += 1
             self._owners[owner] = oid
-            self.db.execute("INSERT INTO owners VALUES (?, ?, ?, ?, ?, ?)",
+            self.db.execute("INSERT INTO owners (src, id, namespace, pod, container, grp) VALUES (?, ?, ?, ?, ?, ?)",
                             [self.src, oid, owner.namespace, owner.pod, owner.container, owner.group])
         return oid
+
+    def members(self, holder: int) -> frozenset[int]:
+        """The owner ids behind a holder id: itself, or the pods sharing a time-sliced GPU."""
+        return self._members.get(holder, frozenset((holder,)))
+
+    def holder_id(self, members: frozenset[int]) -> int:
+        """The id of pods holding a GPU together (one pod: its own id)."""
+        if len(members) == 1:
+            return next(iter(members))
+        hid = self._sets.get(members)
+        if hid is None:
+            hid = self._next
+            self._next += 1
+            self._sets[members], self._members[hid] = hid, members
+            self.db.execute("INSERT INTO owners (src, id, namespace, pod, container, grp, members) "
+                            "VALUES (?, ?, '', '', '', '', ?)", [self.src, hid, ",".join(map(str, sorted(members)))])
+        return hid
 
     def add_gpus(self, gpus: dict[str, dict[str, str]]) -> None:
         new = [[self.src, u, g.get("host", ""), g.get("gpu", ""), g.get("model", ""), g.get("mig_profile", "")]
@@ -125,8 +157,8 @@ class FleetCache:
             "owner": owner[gi, si].astype(np.int32),
         })
         self.db.register("_block", table)
-        self.db.execute("INSERT INTO samples SELECT src, step, uuid, t, util, sm_active, tensor_active, "
-                        "fb_used_mib, fb_free_mib, power_w, owner FROM _block")
+        names = ", ".join(("src", "step", "uuid", "t", *SAMPLE_COLUMNS, "owner"))
+        self.db.execute(f"INSERT INTO samples ({names}) SELECT {names} FROM _block")
         self.db.unregister("_block")
         return len(gi)
 
@@ -175,8 +207,8 @@ class FleetCache:
         # the batch's GPUs as a small table joined in, so each row carries an int, not a Python str per row
         self.db.register("_batch", pa.table({"uuid": pa.array(uuids, pa.string()),
                                              "gi": np.arange(len(uuids), dtype=np.int32)}))
-        tbl = self.db.execute("""
-            SELECT b.gi, s.t, s.util, s.sm_active, s.tensor_active, s.fb_used_mib, s.fb_free_mib, s.power_w, s.owner
+        tbl = self.db.execute(f"""
+            SELECT b.gi, s.t, {", ".join(f"s.{c}" for c in SAMPLE_COLUMNS)}, s.owner
             FROM samples s JOIN _batch b ON s.uuid = b.uuid
             WHERE s.src = ? AND s.step = ? AND s.t >= ? AND s.t < ? ORDER BY b.gi, s.t
         """, [self.src, self.step, start, end]).fetchnumpy()
@@ -194,12 +226,15 @@ class FleetCache:
             for c in SAMPLE_COLUMNS:
                 cols[c][k] = values[c][a:b]
             seg = own[a:b]
-            held = np.unique(seg[seg >= 0])  # the cache's owner ids on this GPU → 0, 1, … in GpuSeries.owners
+            held = np.unique(seg[seg >= 0])  # the cache's holder ids on this GPU → 0, 1, … in GpuSeries.holders
             owner = np.full(n, -1, np.int32)
             owner[k] = np.where(seg >= 0, np.searchsorted(held, seg), -1)
+            pods = sorted({m for h in held for m in self.members(int(h))})
+            local = {m: i for i, m in enumerate(pods)}
             host, gpu, model, mig = info.get(uuid, ("", "", "", ""))
             yield GpuSeries(uuid=uuid, host=host, gpu=gpu, model=model, start_s=start, step_s=self.step,
-                            columns=cols, owner=owner, owners=[owners[int(o)] for o in held], mig_profile=mig)
+                            columns=cols, owner=owner, owners=[owners[m] for m in pods], mig_profile=mig,
+                            holders=[tuple(local[m] for m in sorted(self.members(int(h)))) for h in held])
 
     def requests(self, start: int, end: int) -> list[PodRequest]:
         """Each pod's request over [start, end): its stored presence segments clipped to the window."""

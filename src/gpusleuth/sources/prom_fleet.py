@@ -11,10 +11,13 @@ takes the last sample scraped in the step before it, or none. Plain ``M`` would 
 for the server's lookback (5 min by default) after it ends: a pod's series would overlap its successor's
 on the same GPU, and a dead exporter would look alive for 5 minutes. (``M and timestamp(M) > time() - step``
 says the same but cost the server 10× more per query.) The step must therefore be at least the scrape
-interval (dcgm-exporter's default, 30 s, is the default here).
+interval: :func:`survey` finds each device's from its samples per hour, and the default step is the coarsest
+of them (a history scraped every 60 s read at 30 s would have no sample in every other step).
 
 Who holds a GPU comes from dcgm-exporter's Kubernetes labels (``namespace``, ``pod``, ``container``;
-``exported_*`` when Prometheus renamed them because the scrape target had its own); a pod's request from
+``exported_*`` when Prometheus renamed them because the scrape target had its own — then ``namespace``/``pod``
+are the exporter's own pod), or its HPC job label; several pods on one device at one step share a time-sliced
+GPU (the cache stores them as one holder). A pod's request from
 ``kube_pod_container_resource_requests{resource="nvidia_com_gpu"}``. What is missing is said as a
 sentence naming the exporter or flag that provides it.
 """
@@ -42,10 +45,17 @@ DCGM_METRICS = {
     "fb_used_mib": "DCGM_FI_DEV_FB_USED",
     "fb_free_mib": "DCGM_FI_DEV_FB_FREE",
     "power_w": "DCGM_FI_DEV_POWER_USAGE",
+    "gr_active": "DCGM_FI_PROF_GR_ENGINE_ACTIVE",  # a MIG instance's activity (no GPU_UTIL there)
 }
 assert tuple(DCGM_METRICS) == SAMPLE_COLUMNS
 KUBE_REQUESTS = "kube_pod_container_resource_requests"
 ID_LABELS = ("UUID", "uuid")
+HPC_LABEL = "hpc_job"  # dcgm-exporter --hpc-job-mapping-dir: the Slurm (or other HPC) job holding the GPU
+# the series every device has one of (a MIG instance has no GPU_UTIL): their count per hour is the cadence
+CADENCE_METRICS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_FB_USED")
+NICE_S = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1800, 3600)  # scrape intervals people configure
+MIN_STEP_S = 15  # a finer cadence is read at this step (the last sample of each step): the ledger needs no more
+CADENCE_PROBES = 48  # hours of the window counted, spread over it
 READ_SAMPLES = 1_000_000  # grid cells (GPU × step) the ledger holds at once: ~40 MB of columns  # dcgm-exporter; `uuid` with --use-old-namespace
 
 
@@ -60,17 +70,88 @@ class FleetQuery:
     parallel: int = 3  # queries in flight at once
     selector: str = ""  # extra label matchers for every series, e.g. 'cluster="prod"'
     group_label: str | None = None  # a job/user label to group by besides namespace/pod
+    exported_jobs: frozenset[str] = frozenset()  # scrape jobs whose pod labels arrive as exported_*
 
 
-def _owner_of(labels: dict[str, str], group_label: str | None) -> Owner | None:
-    def pick(name: str) -> str:
-        return labels.get(f"exported_{name}") or labels.get(name) or ""
+@dataclass
+class Survey:
+    """What a window's series say before any sample is fetched: how often each device was sampled, and
+    which owner labels they carry."""
 
-    pod = pick("pod")
+    cadence: dict[int, int]  # seconds between a device's samples → devices sampled so
+    exported_jobs: frozenset[str]  # jobs with exported_pod labels (their own namespace/pod are the exporter's)
+    pod_labels: bool  # some series carries a pod label of the workload
+    hpc_jobs: bool  # some series carries dcgm-exporter's HPC job label
+    queries: int
+
+    def step(self, chunk_s: int) -> int:
+        """The step the cadence asks for: the coarsest device's interval (every live device has a sample in every
+        step), at least MIN_STEP_S, rounded up to divide the chunk."""
+        step = max([MIN_STEP_S, *self.cadence])
+        while chunk_s % step:
+            step += 1
+        return step
+
+    @property
+    def conventions(self) -> list[str]:
+        return (["exported"] if self.exported_jobs else []) + (["pod"] if self.pod_labels else []) + (
+            [HPC_LABEL] if self.hpc_jobs else [])
+
+
+def survey(client: PrometheusClient, start_s: int, end_s: int, selector: str = "") -> Survey:
+    """Each device's cadence from its samples per hour, and the label conventions, in four small queries.
+
+    ``count_over_time`` over an hour, at up to CADENCE_PROBES hours spread over the window, the most any of its
+    series had (a time-sliced GPU's repeats are not added up; a pod change inside an hour only lowers that hour):
+    a device present for a whole hour had 3600 / interval samples. Gaps only lower a count, so the largest
+    is the device's cadence, snapped to the intervals people configure when within 10 %."""
+    sel = f",{selector}" if selector else ""
+    span = max(1, end_s - start_s)
+    rng = min(3600, span)
+    every = max(rng, -(-(span - rng) // CADENCE_PROBES)) if span > rng else rng
+    # one metric after another (``or``): count_over_time drops the name, so a regex on names would collide
+    counts = " or ".join(f"count_over_time({m}{{{selector}}}[{rng}s])" for m in CADENCE_METRICS)
+    expr = f"max by (UUID, uuid, GPU_I_ID) ({counts})"
+    most: dict[tuple[str, str, str], float] = {}
+    for series in client.query_range(expr, start_s + rng, end_s, every):
+        _t, v = series.points()
+        if len(v):
+            m = series.metric
+            key = (m.get("UUID", ""), m.get("uuid", ""), m.get("GPU_I_ID", ""))
+            most[key] = max(most.get(key, 0.0), float(v.max()))
+    cadence: dict[int, int] = {}
+    for n in most.values():
+        raw = rng / n if n >= 2 else float(rng)
+        near = min(NICE_S, key=lambda x: abs(x - raw))
+        sec = near if abs(near - raw) <= 0.1 * near else max(1, int(round(raw)))
+        cadence[sec] = cadence.get(sec, 0) + 1
+    dcgm = "|".join(DCGM_METRICS.values())
+    exported = client.label_values("job", f'{{__name__=~"{dcgm}",exported_pod!=""{sel}}}', start_s, end_s)
+    pods = client.label_values("pod", f'{{__name__=~"{dcgm}",exported_pod="",pod!=""{sel}}}', start_s, end_s)
+    hpc = client.label_values(HPC_LABEL, f'{{__name__=~"{dcgm}"{sel}}}', start_s, end_s)
+    exported_jobs = frozenset(exported)
+    if pods and exported_jobs:  # pod labels on series of jobs that rename theirs are the exporter's own pod
+        pods = client.label_values("pod", f'{{__name__=~"{dcgm}",exported_pod="",pod!="",job!~"'
+                                   + "|".join(_regex_escape(j) for j in exported_jobs) + f'"{sel}}}', start_s, end_s)
+        queries = 5
+    else:
+        queries = 4
+    return Survey(cadence=dict(sorted(cadence.items())), exported_jobs=exported_jobs, pod_labels=bool(pods),
+                  hpc_jobs=bool(hpc), queries=queries)
+
+
+def _owner_of(labels: dict[str, str], group_label: str | None, exported_jobs: frozenset[str] = frozenset()) -> Owner | None:
+    """Who held the GPU, from the series' labels. gpu-operator's ServiceMonitor scrapes dcgm-exporter without
+    honorLabels: the pod's labels arrive as ``exported_*`` and ``namespace``/``pod`` name the exporter's own pod,
+    so on such a job's series a GPU without ``exported_pod`` is held by no pod."""
+    if labels.get("exported_pod") or labels.get("job", "") in exported_jobs:
+        ns, pod, cont = (labels.get(f"exported_{k}", "") for k in ("namespace", "pod", "container"))
+    else:
+        ns, pod, cont = (labels.get(k, "") for k in ("namespace", "pod", "container"))
     group = labels.get(group_label, "") if group_label else ""
     if not pod and not group:
         return None
-    return Owner(namespace=pick("namespace"), pod=pod, container=pick("container"), group=group)
+    return Owner(namespace=ns, pod=pod, container=cont, group=group)
 
 
 def _device(labels: dict[str, str], id_label: str | None) -> str:
@@ -195,9 +276,15 @@ class PrometheusFleet:
                     k = np.rint((t - c0) / q.step_s).astype(np.int64)
                     ok = (k >= 0) & (k < n)
                     cols[col][g, k[ok]] = np.where(vals >= 2.0**47, np.nan, vals)[ok]  # DCGM blank sentinels
-                    o = _owner_of(series.metric, q.group_label)
+                    o = _owner_of(series.metric, q.group_label, q.exported_jobs)
                     if o is not None:
-                        owner[g, k[ok]] = cache.owner_id(o)
+                        # a time-sliced GPU has a series per pod sharing it at the same steps: they hold it together
+                        oid, kk = cache.owner_id(o), k[ok]
+                        cur = owner[g, kk]
+                        clash = (cur >= 0) & (cur != oid)
+                        owner[g, kk[~clash]] = oid
+                        for other in np.unique(cur[clash]):
+                            owner[g, kk[clash & (cur == other)]] = cache.holder_id(cache.members(int(other)) | {oid})
             cache.add_samples(batch, c0, cols, owner)
         reqs = self._requests(c0, c1)
         if reqs is not None:
