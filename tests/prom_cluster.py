@@ -266,14 +266,15 @@ def mig_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 2) -> list
 def platform_cluster(t0: int, hours: int = 24, step: int = 60, style: str = "pod", seed: int = 3,
                      host: str = "node-p") -> list[PlantedGpu]:
     """Four H100s sampled every ``step`` s (Prometheus' default scrape interval is 60 s; many scrape at 15 s): an idle
-    notebook (namespace lab), a trainer busy all day whose exporter was down 03–05 (training), a part-time job
+    notebook (namespace lab) handed to another idle notebook at 12:00:30, a trainer busy all day whose exporter was down 03–05 (training), a part-time job
     busy 08–16 (training), and a GPU no pod holds. ``style`` is how the pod labels arrive (PlantedGpu.style)."""
     rng = np.random.default_rng(seed)
     t = t0 + step * np.arange(hours * 3600 // step)
     n, hour = len(t), (t - t0) / 3600
     full = np.zeros(n, np.int32)
     gpus: list[PlantedGpu] = []
-    _gpu(gpus, t, host, 0, [("lab", "notebook", "jupyter")], full, np.zeros(n, bool), np.zeros(n))
+    _gpu(gpus, t, host, 0, [("lab", "notebook", "jupyter"), ("lab", "notebook-2", "jupyter")], np.where(t - t0 < 12 * 3600 + 30, 0, 1),
+         np.zeros(n, bool), np.zeros(n))
     g = _gpu(gpus, t, host, 1, [("training", "trainer", "main")], full, np.ones(n, bool), rng.uniform(0.6, 0.95, n))
     for c in g.cols.values():
         c[(hour >= 3) & (hour < 5)] = np.nan

@@ -380,7 +380,7 @@ def test_the_historys_own_cadence_without_step(server, name, cadence):
     said = [f for f in d["found"] if f.startswith("cadence:")]
     assert len(said) == 1 and f"samples every {cadence} s (4 devices)" in said[0]
     _matches_truth(d, truth)
-    assert truth["idle"]["lab"] == pytest.approx(24.0) and truth["missing"][PLATFORM[name][1].uuid] == 2.0
+    assert truth["idle"]["lab"] == pytest.approx(24.0, abs=1e-6) and truth["missing"][PLATFORM[name][1].uuid] == 2.0
     # the down-exporter sentence names the trainer's real gap; the flaky exporter's lost scrapes are there at 15 s
     gap_note = next(n for n in d["notes"] if "gaps in their samples" in n)
     assert PLATFORM[name][1].uuid in gap_note and "exporter down" in gap_note
@@ -400,6 +400,10 @@ def test_mixed_cadences_read_at_the_coarsest(server):
     assert d["cadence"] == {"15": 2, "60": 2} and d["step_s"] == 60
     _matches_truth(d, _planted_truth(PLATFORM["mixed"]))
     assert sum("cadence:" in f and "the coarsest" in f for f in d["found"]) == 1
+    # the notebook handed its 15 s GPU to another at 12:00:30: both are in the 60 s step of the handover, which is not
+    # time-slicing (that step is split between them, and no GPU is said to be shared)
+    assert not any(f.startswith("time-sliced") for f in d["found"])
+    assert {w["workload"]: w["shared_h"] for w in d["workloads"]}["lab/notebook/jupyter"] == 0
 
 
 @pytest.mark.process
@@ -414,6 +418,7 @@ def test_gpu_operator_exported_labels(server):
     assert sum("owners from exported_namespace/exported_pod/exported_container" in f for f in d["found"]) == 1
     rows = {w["workload"]: w for w in d["workloads"]}
     assert rows["lab/notebook/jupyter"]["reason"] == "IDLE_ALLOCATED"
+    assert rows["lab/notebook-2/jupyter"]["allocated_idle_h"] == pytest.approx(12.0, abs=0.02)
 
 
 @pytest.mark.process

@@ -166,6 +166,12 @@ def gpu_usage(s: GpuSeries) -> tuple[list[Usage], GpuGap | None]:
         for oid in (s.holder(int(h)) if h >= 0 else (-1,)):
             w = weights.setdefault(oid, np.zeros(len(owner)))
             w[at] = 1.0 / sharers[at] if h >= 0 else 1.0
+    # sharing for a single step is a handover (the old pod's last sample and the new one's first in one step, when the
+    # step is coarser than the device's cadence): split like sharing, but not said to be time-slicing
+    sliced = np.zeros(len(owner), bool)
+    for a0, b0 in _spans(sharers > 1, 0, 1):
+        if b0 - a0 >= 2:
+            sliced[a0:b0] = True
     for oid, w in weights.items():
         mine = w > 0
         valid = mine & known
@@ -185,7 +191,7 @@ def gpu_usage(s: GpuSeries) -> tuple[list[Usage], GpuGap | None]:
         src = np.where(~np.isnan(sm[valid]), 0, np.where(~np.isnan(gr[valid]), 1, 2))
         kinds = set(src.tolist())
         source = ("sm_active", "gr_active", "util")[kinds.pop()] if len(kinds) == 1 else "mixed" if kinds else "sm_active"
-        together = mine & (sharers > 1)
+        together = mine & sliced
         idle_mask = mine & known & (activity < IDLE_MAX) if o is not None else mine & known
         spans = [sp for sp in _spans(idle_mask, s.start_s, step) if sp[1] - sp[0] >= MIN_SPAN_S]
         tensor = c["tensor_active"][valid]
