@@ -27,6 +27,8 @@ COLUMNS = ("util", "sm", "tensor", "fb_used", "fb_free", "power")
 DCGM_NAMES = {"util": "DCGM_FI_DEV_GPU_UTIL", "sm": "DCGM_FI_PROF_SM_ACTIVE", "tensor": "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
               "fb_used": "DCGM_FI_DEV_FB_USED", "fb_free": "DCGM_FI_DEV_FB_FREE", "power": "DCGM_FI_DEV_POWER_USAGE"}
 GR_ENGINE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # a MIG instance's activity (it has no DCGM_FI_DEV_GPU_UTIL)
+ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"  # mJ since boot, a counter (written as a gauge: OpenMetrics wants
+# a counter's samples to end in _total; the TSDB keeps no type)
 
 
 def h100_scrape(state: str) -> dict[str, float]:
@@ -69,7 +71,8 @@ def _fmt(x: float) -> str:
 
 
 def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], list[dict]]],
-                      offset_s: float = 0.0, jitter_s: float = 0.0, seed: int = 1) -> int:
+                      offset_s: float = 0.0, jitter_s: float = 0.0, seed: int = 1,
+                      tokens: dict[str, list[dict]] | None = None) -> int:
     """Each cluster's series with a ``cluster`` label, one metric family after another (OpenMetrics forbids
     interleaving them); returns the samples written. ``offset_s`` and ``jitter_s`` scrape each planted
     sample that much after its grid time (± jitter, in ms), as a real scraper off the query grid does."""
@@ -82,7 +85,7 @@ def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], li
         return [f"{x:.3f}" for x in t + offset_s + rng.uniform(-jitter_s, jitter_s, len(t))]
 
     with open(path, "w") as f:
-        for col, name in {**DCGM_NAMES, "gr": GR_ENGINE}.items():
+        for col, name in {**DCGM_NAMES, "gr": GR_ENGINE, "energy": ENERGY}.items():
             f.write(f"# TYPE {name} gauge\n")
             for cluster, g in ((c, g) for c, (gs, _) in clusters.items() for g in gs):
                 if col not in g.cols:
@@ -118,6 +121,15 @@ def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], li
             prefix = f"{name}{{{labels}}} "
             f.write("".join(f"{prefix}{_fmt(r['gpus'])} {t}\n" for t in stamp(r["t"])))
             n += len(r["t"])
+        # vLLM's token counters, scraped from the engine's pod (its namespace/pod are the target's labels)
+        for col, name in (("generated", "vllm:generation_tokens_total"), ("prompt", "vllm:prompt_tokens_total")):
+            f.write(f"# TYPE {name} gauge\n")
+            for cluster, r in ((c, r) for c, rs in (tokens or {}).items() for r in rs):
+                labels = (f'cluster="{cluster}",namespace="{r["namespace"]}",pod="{r["pod"]}",'
+                          f'model_name="{r["model"]}",job="vllm",instance="{r["pod"]}:8000"')
+                prefix = f"{name}{{{labels}}} "
+                f.write("".join(f"{prefix}{_fmt(v)} {t}\n" for v, t in zip(r[col], stamp(r["t"]))))
+                n += len(r["t"])
         f.write("# EOF\n")
     return n
 
@@ -339,3 +351,45 @@ def mig_gr_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 5) -> l
         out.append(PlantedGpu("node-g", 0, "GPU-node-g-0000", t, cols, np.full(n, 0 if owner else -1, np.int32),
                               [owner] if owner else [], mig=(profile, str(gi))))
     return out
+
+
+def _counter(increments: np.ndarray, start: float, restarts: np.ndarray) -> np.ndarray:
+    """A counter from its per-sample increments: from ``start``, restarting from zero where ``restarts`` (the
+    sample after a restart holds only what accrued since)."""
+    out = np.empty(len(increments))
+    total = start
+    for i, (inc, r) in enumerate(zip(increments, restarts)):
+        total = inc if r else total + inc
+        out[i] = total
+    return out
+
+
+def energy_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 6) -> tuple[list[PlantedGpu], list[dict]]:
+    """Three H100s serving with vLLM, with dcgm-exporter's energy counter and vLLM's token counters. GPU 0: pod
+    serve/vllm-llama (model llama-3-8b) generates 00–12 at ~420 W, idles at ~70 W after; its driver reloaded at
+    10:00 (the energy counter restarts from zero). GPU 1: serve/vllm-qwen (qwen-7b) generates all day at ~300 W;
+    its engine restarted at 15:00 (its token counters restart). GPU 2: no pod, ~60 W. Returns (gpus, token series:
+    per pod the counters and their true increments)."""
+    rng = np.random.default_rng(seed)
+    t = t0 + step * np.arange(hours * 3600 // step)
+    n, hour = len(t), (t - t0) / 3600
+    gpus: list[PlantedGpu] = []
+    plan = [("vllm-llama", "llama-3-8b", hour < 12, 420.0, 1500.0, hour == 10),
+            ("vllm-qwen", "qwen-7b", np.ones(n, bool), 300.0, 800.0, np.zeros(n, bool)),
+            (None, None, np.zeros(n, bool), 60.0, 0.0, np.zeros(n, bool))]
+    tokens = []
+    for i, (pod, model, busy, watts, rate, reload) in enumerate(plan):
+        owners = [("serve", pod, "vllm")] if pod else []
+        g = _gpu(gpus, t, "node-e", i, owners, np.zeros(n, np.int32) if pod else np.full(n, -1), busy,
+                 rng.uniform(0.5, 0.9, n))
+        power = np.where(busy, watts + rng.normal(0, 10, n), 70.0 if pod else watts)
+        g.cols["power"] = power
+        g.cols["energy"] = _counter(power * step * 1000, 4.2e11 + i * 1e10, reload)  # mJ
+        if pod:
+            gen = np.where(busy, rng.poisson(rate * step, n), 0).astype(float)
+            prompt = np.where(busy, rng.poisson(2 * rate * step, n), 0).astype(float)
+            restart = (hour == 15) if pod == "vllm-qwen" else np.zeros(n, bool)
+            tokens.append({"namespace": "serve", "pod": pod, "model": model, "t": t,
+                           "generated": _counter(gen, 1e6, restart), "prompt": _counter(prompt, 2e6, restart),
+                           "gen_increments": gen, "prompt_increments": prompt, "power": power})
+    return gpus, tokens

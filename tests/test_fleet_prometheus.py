@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 from conftest import gpusleuth
 from prom_cluster import PROMETHEUS, PROMTOOL, RunningPrometheus, backfill, free_port, legacy_cluster, \
-    mig_cluster, mig_gr_cluster, missed_scrapes, planted_cluster, platform_cluster, sliced_cluster, write_openmetrics
+    energy_cluster, mig_cluster, mig_gr_cluster, missed_scrapes, planted_cluster, platform_cluster, sliced_cluster, \
+    write_openmetrics
 
 pytestmark = [pytest.mark.process,  # a real Prometheus, promtool and the CLI: not in the unit lane
               pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None,
@@ -43,8 +44,8 @@ def cluster(tmp_path_factory):
     om = root / "history.om"
     # scraped 7 s after each grid point, ± 2 s, as a real scrape loop off the query grid is
     write_openmetrics(om, {"main": (gpus, requests), "legacy": (legacy_cluster(T0), []), "mig": (mig_cluster(T0), []),
-                           **{name: (g, []) for name, g in PLATFORM.items()}},
-                      offset_s=7, jitter_s=2)
+                           **{name: (g, []) for name, g in PLATFORM.items()}, "energy": (ENERGY[0], [])},
+                      offset_s=7, jitter_s=2, tokens={"energy": ENERGY[1]})
     backfill(om, root / "data")
     shutil.copytree(root / "data", root / "data-auth")  # the basic-auth server's own copy, made before any server runs
     return root, gpus
@@ -63,6 +64,7 @@ def _platform() -> dict[str, list]:
 
 
 PLATFORM = _platform()
+ENERGY = energy_cluster(T0)
 
 
 @pytest.fixture(scope="module")
@@ -452,3 +454,37 @@ def test_mig_instances_without_gpu_util(server):
     assert idle["allocated_idle_h"] == pytest.approx(24 * 2 / 7, abs=0.01) and low["low_activity_h"] == pytest.approx(24 / 7, abs=0.01)
     assert {half["activity_source"], idle["activity_source"], low["activity_source"]} == {"gr_active"}
     assert not any("DCGM_FI_DEV_GPU_UTIL (any kernel running)" in n for n in d["notes"])
+
+
+@pytest.mark.process
+def test_energy_and_dollars_per_token(server):
+    """dcgm-exporter's energy counter (with a driver reload: a restart from zero) and vLLM's token counters (with an
+    engine restart): per model the energy its GPUs drew while its pod held them ÷ its output tokens, dollars per
+    million output tokens on the GPU-hours used, and the energy at steps it generated nothing shown apart."""
+    d = _platform_ledger(server, "energy")
+    gpus, series = ENERGY
+    step = 30
+    models = {m["model"]: m for m in d["models"]}
+    assert set(models) == {"llama-3-8b", "qwen-7b"}
+    for tok in series:
+        joules = float(tok["power"].sum()) * step  # the truth: the planted power over the day, not the counters
+        idle_j = float(tok["power"][tok["gen_increments"] == 0].sum()) * step
+        out, inp = float(tok["gen_increments"].sum()), float(tok["prompt_increments"].sum())
+        m = models[tok["model"]]
+        assert m["tokens_out"] == pytest.approx(out, rel=0.02) and m["tokens_in"] == pytest.approx(inp, rel=0.02)
+        assert m["energy_j"] == pytest.approx(joules, rel=0.02), tok["model"]
+        assert m["j_per_token_out"] == pytest.approx(joules / out, rel=0.02)
+        assert m["usd_per_mtok_out"] == pytest.approx(24 * PRICE / out * 1e6, rel=0.02)
+        assert m["idle_energy_j"] == pytest.approx(idle_j, rel=0.02, abs=joules * 0.002)
+        row = next(w for w in d["workloads"] if w["pod"] == tok["pod"])
+        assert row["j_per_token_out"] == pytest.approx(m["j_per_token_out"], rel=1e-3)
+    # idle energy is the llama pod's 12 idle hours at ~70 W; qwen generated all day
+    assert models["llama-3-8b"]["idle_energy_j"] == pytest.approx(12 * 3600 * 70, rel=0.02)
+    serve = next(n for n in d["namespaces"] if n["namespace"] == "serve")
+    want = sum(float(t["power"].sum()) * step for t in series) / sum(float(t["gen_increments"].sum()) for t in series)
+    assert serve["j_per_token_out"] == pytest.approx(want, rel=0.02)
+    # the whole cluster's energy includes the GPU no pod held
+    every = sum(float(g.cols["power"].sum()) * step for g in gpus)
+    assert d["totals"]["energy_j"] == pytest.approx(every, rel=0.02)
+    note = next(n for n in d["notes"] if n.startswith("energy from"))
+    assert "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" in note and "1 counter reset(s)" in note

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -103,6 +104,10 @@ class Usage:
     idle_spans: list[tuple[int, int]]  # [start, end) epoch seconds, ≥ MIN_SPAN_S
     shared_s: float = 0.0  # of its seconds, those it held the GPU together with other pods (time-slicing)
     shared_with: int = 0  # the most pods it shared the GPU with at once, itself included
+    energy_j: float = 0.0  # its share of the GPU's energy (a MIG instance: its slices' share of the card's)
+    idle_energy_j: float | None = None  # of it, at steps its pod generated no token (None: no token counters)
+    energy_source: str = ""  # "counter" (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION), "power" (power × time), both, ""
+    energy_resets: int = 0  # the energy counter's resets on this GPU in the window
 
 
 @dataclass
@@ -122,13 +127,40 @@ def _spans(mask: np.ndarray, t0: int, step: int) -> list[tuple[int, int]]:
     return [(t0 + int(a) * step, t0 + int(b) * step) for a, b in zip(starts, ends)]
 
 
-def gpu_usage(s: GpuSeries) -> tuple[list[Usage], GpuGap | None]:
-    """Fold one GPU's samples into per-owner usage, and the gaps in its data."""
+def counter_increase(v: np.ndarray) -> tuple[np.ndarray, int]:
+    """Per-step increase of a counter on the grid (NaN: no sample), and how many resets it had. As Prometheus'
+    ``increase`` reads a counter: a value below the one before is a restart from zero, so that step gained the
+    value itself (what accrued between the last sample and the restart is lost). An increase across a gap of k
+    steps is spread evenly over them; steps before the first sample or after the last are NaN."""
+    out = np.full(len(v), np.nan)
+    k = np.flatnonzero(~np.isnan(v))
+    if len(k) < 2:
+        return out, 0
+    x = v[k].astype(np.float64)
+    d = np.diff(x)
+    reset = d < 0
+    d = np.where(reset, x[1:], d)
+    steps = np.arange(k[0] + 1, k[-1] + 1)
+    seg = np.searchsorted(k, steps, side="left") - 1  # step s in (k[i], k[i+1]] gains d[i] / (k[i+1] - k[i])
+    out[steps] = (d / np.diff(k))[seg]
+    return out, int(reset.sum())
+
+
+def gpu_usage(s: GpuSeries, generating: dict[tuple[str, str], np.ndarray] | None = None
+              ) -> tuple[list[Usage], GpuGap | None]:
+    """Fold one GPU's samples into per-owner usage, and the gaps in its data. ``generating`` is, per (namespace,
+    pod) with inference-engine token counters, whether it generated tokens at each step (idle energy is the
+    rest)."""
     c, step = s.columns, s.step_s
     # a MIG instance is its slices' share of the card: its seconds are GPU-seconds at that share
     slices = mig_slices(s.model, s.mig_profile) if s.mig_profile else None
     share = slices[0] / 7 if slices else 1.0
     sm, util, gr = c["sm_active"], c["util"], c["gr_active"]
+    # energy per step, J: the counter's increase where it has one, else power × step (the power integral)
+    counted, resets = counter_increase(c["energy_mj"])
+    energy = np.where(np.isnan(counted), c["power_w"].astype(np.float64) * step, counted / 1000.0)
+    energy_source = ("counter" if not np.isnan(counted).all() else "") + (
+        "power" if (np.isnan(counted) & ~np.isnan(c["power_w"])).any() else "")
     have = np.zeros(len(s), bool)
     for v in c.values():
         have |= ~np.isnan(v)
@@ -194,6 +226,9 @@ def gpu_usage(s: GpuSeries) -> tuple[list[Usage], GpuGap | None]:
         together = mine & sliced
         idle_mask = mine & known & (activity < IDLE_MAX) if o is not None else mine & known
         spans = [sp for sp in _spans(idle_mask, s.start_s, step) if sp[1] - sp[0] >= MIN_SPAN_S]
+        joules = float(np.nansum(w[mine] * energy[mine]) * share)
+        gen = generating.get((o.namespace, o.pod)) if generating and o is not None else None
+        idle_j = float(np.nansum((w * energy)[mine & (gen == 0)]) * share) if gen is not None else None
         tensor = c["tensor_active"][valid]
         tensor = tensor[~np.isnan(tensor)]
         out.append(Usage(
@@ -205,7 +240,8 @@ def gpu_usage(s: GpuSeries) -> tuple[list[Usage], GpuGap | None]:
             tensor_mean=float(tensor.mean()) if len(tensor) else math.nan,
             idle_spans=sorted(spans, key=lambda ab: ab[0] - ab[1])[:MAX_SPANS],
             shared_s=float(w[together].sum() * step * share) if o is not None else 0.0,
-            shared_with=int(sharers[together].max()) if together.any() and o is not None else 0))
+            shared_with=int(sharers[together].max()) if together.any() and o is not None else 0,
+            energy_j=joules, idle_energy_j=idle_j, energy_source=energy_source, energy_resets=resets))
     return out, gpu_gap
 
 
@@ -249,6 +285,20 @@ class Workload:
     uuids: list[str] = field(default_factory=list)
     shared_h: float = 0.0  # of its hours, those on a time-sliced GPU it shared with other pods (its share)
     shared_with: int = 0  # the most pods on one of its GPUs at once, itself included (0: never shared)
+    energy_j: float = 0.0  # the energy of its GPUs while it held them (its share of each)
+    idle_energy_j: float | None = None  # of it, at steps it generated no token (None: no token counters)
+    tokens_out: float | None = None  # output tokens its inference engine generated in the window (None: no counters)
+    tokens_in: float | None = None  # prompt tokens it took in
+    served: dict[str, float] = field(default_factory=dict)  # served model name → output tokens
+
+    @property
+    def j_per_token_out(self) -> float | None:
+        return self.energy_j / self.tokens_out if self.tokens_out else None
+
+    @property
+    def usd_per_mtok_out(self) -> float | None:
+        """Dollars per million output tokens, on the GPU-hours it used (held), not requested."""
+        return self.allocated_h * self.price / self.tokens_out * 1e6 if self.tokens_out and self.price is not None else None
 
     @property
     def allocated_h(self) -> float:
@@ -261,6 +311,30 @@ class Workload:
 
 
 @dataclass
+class ModelTotal:
+    """One served model (vLLM's ``model_name``) over the pods that served it: energy, tokens, dollars per token.
+    A pod serving several models gives each its share of its GPUs by output tokens."""
+
+    model: str
+    namespaces: list[str]
+    pods: int
+    gpu_h: float  # the GPU-hours its pods held (used, not requested)
+    energy_j: float  # all the energy its GPUs drew while its pods held them: idle time is paid by the tokens
+    idle_energy_j: float  # of it, at steps its pods generated no token
+    tokens_out: float
+    tokens_in: float
+    usd: float | None
+
+    @property
+    def j_per_token_out(self) -> float | None:
+        return self.energy_j / self.tokens_out if self.tokens_out else None
+
+    @property
+    def usd_per_mtok_out(self) -> float | None:
+        return self.usd / self.tokens_out * 1e6 if self.tokens_out and self.usd is not None else None
+
+
+@dataclass
 class NamespaceTotal:
     namespace: str
     pods: int
@@ -268,6 +342,13 @@ class NamespaceTotal:
     hours: dict[str, float]
     usd: dict[str, float | None]
     savings_usd: float | None
+    energy_j: float = 0.0  # its pods' GPUs' energy
+    tokens_out: float | None = None  # output tokens of its pods with token counters (None: none has)
+    served_energy_j: float = 0.0  # the energy of those pods alone (the numerator of J per output token)
+
+    @property
+    def j_per_token_out(self) -> float | None:
+        return self.served_energy_j / self.tokens_out if self.tokens_out else None
 
 
 @dataclass
@@ -284,6 +365,8 @@ class Ledger:
     gaps: list[GpuGap]
     unmatched_requests: list[str]  # pods that requested GPUs but no GPU series names them
     summary_by_reason: dict[tuple[str, str], tuple[float, float | None]]  # (namespace, class) → GPU-h, USD
+    models: list[ModelTotal] = field(default_factory=list)  # served models, most energy first
+    energy_j: float = 0.0  # every GPU's energy in the window, held or not
 
 
 def _reason(hours: dict[str, float], sizing: Sizing | None, owned: bool) -> str:
@@ -317,10 +400,26 @@ class LedgerBuilder:
         self._shared_gpus = 0
         self._shared_s = 0.0
         self._sharing_pods: set[str] = set()
+        self._energy_sources: set[str] = set()
+        self._held_pods: set[tuple[str, str]] = set()
+        self._energy_resets = 0
+        self._energy_j = 0.0
+        # per (namespace, pod): output tokens per step (all its models), prompt tokens, output tokens by model
+        self._gen_steps: dict[tuple[str, str], np.ndarray] = {}
+        self._tokens: dict[tuple[str, str], tuple[float, float, dict[str, float]]] = {}
+        for pt in window.tokens:
+            gen, _ = counter_increase(pt.generated)
+            prompt, _ = counter_increase(pt.prompt)
+            key = (pt.namespace, pt.pod)
+            prev = self._gen_steps.get(key)
+            self._gen_steps[key] = gen if prev is None else np.where(np.isnan(prev), gen, prev + np.nan_to_num(gen))
+            out, inp, by = self._tokens.get(key, (0.0, 0.0, {}))
+            by[pt.model] = by.get(pt.model, 0.0) + float(np.nansum(gen))
+            self._tokens[key] = (out + float(np.nansum(gen)), inp + float(np.nansum(prompt)), by)
 
     def add(self, series: list[GpuSeries]) -> None:
         for s in series:
-            usages, gap = gpu_usage(s)
+            usages, gap = gpu_usage(s, self._gen_steps)
             if usages:
                 self._gpus += 1
             if any(u.shared_s > 0 for u in usages):
@@ -328,9 +427,14 @@ class LedgerBuilder:
             if gap is not None:
                 self._gaps.append(gap)
             for u in usages:
+                self._energy_j += u.energy_j
+                self._energy_resets += u.energy_resets if u is usages[0] else 0
+                if u.energy_source:
+                    self._energy_sources.add(u.energy_source)
                 key = u.owner.name if u.owner is not None else f"(no pod) {u.host} {u.uuid}"
                 if u.owner is not None:
                     self._owned_samples += sum(u.seconds.values())
+                    self._held_pods.add((u.owner.namespace, u.owner.pod))
                     if u.shared_s > 0:
                         self._shared_s += u.shared_s
                         self._sharing_pods.add(u.owner.name)
@@ -366,7 +470,8 @@ class LedgerBuilder:
         return Ledger(window=w, workloads=workloads, namespaces=namespaces, totals=totals, totals_usd=totals_usd,
                       prices=dict(self.price_for), price_source=self.pricing.source,
                       notes=w.notes + self._notes(unmatched), found=self._found(), gaps=sorted(self._gaps, key=lambda g: -g.seconds),
-                      unmatched_requests=unmatched, summary_by_reason=dict(summary))
+                      unmatched_requests=unmatched, summary_by_reason=dict(summary), models=self._models(workloads),
+                      energy_j=self._energy_j)
 
     def _workload(self, key: str, us: list[Usage]) -> Workload:
         o = us[0].owner
@@ -399,7 +504,41 @@ class LedgerBuilder:
                         activity_source=sources.pop() if len(sources) == 1 else "mixed", idle_spans=spans,
                         sizing=sizing, hosts=sorted({u.host for u in us}), card=self.pricing.card(model),
                         uuids=sorted({u.uuid for u in us}), shared_h=sum(u.shared_s for u in shared) / 3600,
-                        shared_with=max((u.shared_with for u in shared), default=0))
+                        shared_with=max((u.shared_with for u in shared), default=0),
+                        energy_j=sum(u.energy_j for u in us),
+                        idle_energy_j=_sum_or_none([u.idle_energy_j for u in us]),
+                        **self._token_fields(o))
+
+    def _token_fields(self, o: Owner | None) -> dict[str, Any]:
+        got = self._tokens.get((o.namespace, o.pod)) if o is not None else None
+        if got is None:
+            return {}
+        out, inp, by = got
+        return {"tokens_out": out, "tokens_in": inp, "served": dict(by)}
+
+    def _models(self, workloads: list[Workload]) -> list[ModelTotal]:
+        """Per served model: its pods' GPU-hours, energy and tokens (a pod serving several split by output tokens)."""
+        acc: dict[str, dict[str, Any]] = {}
+        for wl in workloads:
+            if not wl.served:
+                continue
+            total = sum(wl.served.values())
+            for model, out in wl.served.items():
+                f = out / total if total else 1 / len(wl.served)
+                m = acc.setdefault(model, {"ns": set(), "pods": 0, "h": 0.0, "j": 0.0, "idle": 0.0, "out": 0.0,
+                                           "in": 0.0, "usd": None})
+                m["ns"].add(wl.namespace)
+                m["pods"] += 1
+                m["h"] += wl.allocated_h * f
+                m["j"] += wl.energy_j * f
+                m["idle"] += (wl.idle_energy_j or 0.0) * f
+                m["out"] += out
+                m["in"] += (wl.tokens_in or 0.0) * f
+                if wl.price is not None:
+                    m["usd"] = (m["usd"] or 0.0) + wl.allocated_h * f * wl.price
+        models = [ModelTotal(model, sorted(m["ns"]), m["pods"], m["h"], m["j"], m["idle"], m["out"], m["in"], m["usd"])
+                  for model, m in acc.items()]
+        return sorted(models, key=lambda m: (-m.energy_j, m.model))
 
     def _namespaces(self, workloads: list[Workload]) -> list[NamespaceTotal]:
         by: dict[str, list[Workload]] = defaultdict(list)
@@ -412,7 +551,10 @@ class LedgerBuilder:
             usd = {c: _sum_or_none([x.usd[c] for x in wls]) for c in CLASSES}
             saved = _sum_or_none([x.sizing.usd_saved for x in wls if x.sizing is not None])
             gpus = len({u for x in wls for u in x.uuids})
-            out.append(NamespaceTotal(ns, len(wls), gpus, hours, usd, saved))
+            served = [x for x in wls if x.tokens_out is not None]
+            out.append(NamespaceTotal(ns, len(wls), gpus, hours, usd, saved, energy_j=sum(x.energy_j for x in wls),
+                                      tokens_out=sum(x.tokens_out or 0.0 for x in served) if served else None,
+                                      served_energy_j=sum(x.energy_j for x in served)))
         out.sort(key=lambda n: -(n.hours[IDLE] + n.hours[LOW]))
         return out
 
@@ -484,6 +626,21 @@ class LedgerBuilder:
             more = f" (and {len(unmatched) - 5} more)" if len(unmatched) > 5 else ""
             notes.append(f"{len(unmatched)} pod(s) requested GPUs that no dcgm-exporter series names: "
                          + "; ".join(unmatched[:5]) + more)
+        if self._energy_sources:
+            how = {"counter": "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (the energy counter)",
+                   "power": "DCGM_FI_DEV_POWER_USAGE × time (the power integral: no energy counter)",
+                   "counterpower": "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, and DCGM_FI_DEV_POWER_USAGE × time at steps the "
+                   "counter gives no increase (a device's first step in the window, or a device without the counter)"}
+            src = "counter" if self._energy_sources == {"counter"} else "power" if self._energy_sources == {"power"} \
+                else "counterpower"
+            resets = (f"; {self._energy_resets} counter reset(s) (driver or exporter restarts) read as restarts from "
+                      "zero" if self._energy_resets else "")
+            notes.append(f"energy from {how[src]}{resets}")
+        idle_tok = sorted(f"{ns}/{pod}" for ns, pod in self._tokens if (ns, pod) not in self._held_pods)
+        if idle_tok:
+            notes.append(f"{len(idle_tok)} pod(s) with token counters hold no GPU in dcgm-exporter's series, so their "
+                         "tokens have no energy or GPU-hours: " + ", ".join(idle_tok[:5])
+                         + (f" (and {len(idle_tok) - 5} more)" if len(idle_tok) > 5 else ""))
         if self._gaps:
             total = sum(g.seconds for g in self._gaps) / 3600
             g = self._gaps[0]

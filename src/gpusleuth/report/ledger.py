@@ -43,9 +43,17 @@ class LedgerReport:
             "window_s": w.end_s - w.start_s,
             "gpus": w.gpus, "metrics": w.metrics, "kube_requests": w.has_kube_requests, "cache": w.cache,
             "price_source": lg.price_source, "prices": lg.prices,
-            "totals": {"hours": _r(lg.totals), "usd": _r(lg.totals_usd)},
+            "totals": {"hours": _r(lg.totals), "usd": _r(lg.totals_usd), "energy_j": round(lg.energy_j, 1)},
             "namespaces": [{"namespace": n.namespace, "pods": n.pods, "gpus": n.gpus, "hours": _r(n.hours),
-                            "usd": _r(n.usd), "sizing_savings_usd": _num(n.savings_usd)} for n in lg.namespaces],
+                            "usd": _r(n.usd), "sizing_savings_usd": _num(n.savings_usd), "energy_j": round(n.energy_j, 1),
+                            "tokens_out": _num(n.tokens_out), "j_per_token_out": _num(n.j_per_token_out)}
+                           for n in lg.namespaces],
+            "models": [{"model": m.model, "namespaces": m.namespaces, "pods": m.pods, "gpu_h": round(m.gpu_h, 4),
+                        "energy_j": round(m.energy_j, 1), "idle_energy_j": round(m.idle_energy_j, 1),
+                        "energy_kwh": round(m.energy_j / 3.6e6, 4), "idle_energy_kwh": round(m.idle_energy_j / 3.6e6, 4),
+                        "tokens_out": m.tokens_out, "tokens_in": m.tokens_in, "usd": _num(m.usd),
+                        "j_per_token_out": _num(m.j_per_token_out), "usd_per_mtok_out": _num(m.usd_per_mtok_out)}
+                       for m in lg.models],
             "workloads": [{**_row(wl), "hours": _r(wl.hours), "usd": _r(wl.usd),
                            "idle_spans": [{"uuid": s.uuid, "host": s.host, "start": _iso(s.start_s),
                                            "end": _iso(s.end_s), "hours": round(s.hours, 3)} for s in wl.idle_spans]}
@@ -78,6 +86,10 @@ def _row(wl: Workload) -> dict[str, Any]:
         "sizing_offer_gib": None if s is None else round(s.target_mib / 1024, 3),
         "sizing_risk": None if s is None else s.risk,
         "shared_h": round(wl.shared_h, 4), "shared_with": wl.shared_with,
+        "energy_j": round(wl.energy_j, 1), "idle_energy_j": _num(wl.idle_energy_j),
+        "tokens_out": _num(wl.tokens_out), "tokens_in": _num(wl.tokens_in),
+        "served_models": " ".join(sorted(wl.served)), "j_per_token_out": _num(wl.j_per_token_out),
+        "usd_per_mtok_out": _num(wl.usd_per_mtok_out),
         "hosts": " ".join(wl.hosts),
     }
 

@@ -18,10 +18,10 @@ from typing import Iterator
 import numpy as np
 
 from gpusleuth.errors import InputError
-from gpusleuth.run.fleet_usage import SAMPLE_COLUMNS, GpuSeries, Owner, PodRequest
+from gpusleuth.run.fleet_usage import COLUMN_DTYPE, SAMPLE_COLUMNS, GpuSeries, Owner, PodRequest, PodTokens
 
 FRESH_S = 900  # a chunk ending within this many seconds of now may still grow: fetched again next time
-FORMAT = 2  # chunks stored by an older gpusleuth (no GR_ENGINE_ACTIVE, no shared GPUs) are fetched again
+FORMAT = 3  # chunks stored by an older gpusleuth (no GR_ENGINE_ACTIVE, shared GPUs, energy, tokens) are fetched again
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (src TEXT, step INTEGER, chunk_start BIGINT, chunk_end BIGINT,
@@ -34,6 +34,9 @@ CREATE TABLE IF NOT EXISTS samples (src TEXT, step INTEGER, uuid TEXT, t BIGINT,
 ALTER TABLE chunks ADD COLUMN IF NOT EXISTS fmt INTEGER;
 ALTER TABLE owners ADD COLUMN IF NOT EXISTS members TEXT;
 ALTER TABLE samples ADD COLUMN IF NOT EXISTS gr_active REAL;
+ALTER TABLE samples ADD COLUMN IF NOT EXISTS energy_mj DOUBLE;
+CREATE TABLE IF NOT EXISTS tokens (src TEXT, step INTEGER, t BIGINT, namespace TEXT, pod TEXT, model TEXT,
+                                   generated DOUBLE, prompt DOUBLE);
 CREATE TABLE IF NOT EXISTS requests (src TEXT, step INTEGER, chunk_start BIGINT, namespace TEXT, pod TEXT,
                                      container TEXT, node TEXT, gpus DOUBLE, samples BIGINT, first_s BIGINT,
                                      last_s BIGINT);
@@ -95,6 +98,7 @@ class FleetCache:
         args = [self.src, self.step, start, end]
         self.db.execute("DELETE FROM samples WHERE src = ? AND step = ? AND t >= ? AND t < ?", args)
         self.db.execute("DELETE FROM requests WHERE src = ? AND step = ? AND chunk_start = ?", args[:3])
+        self.db.execute("DELETE FROM tokens WHERE src = ? AND step = ? AND t >= ? AND t < ?", args)
         self.db.execute("DELETE FROM chunks WHERE src = ? AND step = ? AND chunk_start = ?", args[:3])
 
     def end_chunk(self, start: int, end: int, metrics: list[str]) -> None:
@@ -153,7 +157,7 @@ class FleetCache:
             "step": np.full(len(gi), self.step, np.int32),
             "uuid": pa.DictionaryArray.from_arrays(gi.astype(np.int32), pa.array(uuids, pa.string())),
             "t": (t0 + si.astype(np.int64) * self.step),
-            **{c: cols[c][gi, si].astype(np.float32) for c in SAMPLE_COLUMNS},
+            **{c: cols[c][gi, si].astype(COLUMN_DTYPE[c]) for c in SAMPLE_COLUMNS},
             "owner": owner[gi, si].astype(np.int32),
         })
         self.db.register("_block", table)
@@ -176,6 +180,41 @@ class FleetCache:
             "first_s": [r.first_s for r in rows], "last_s": [r.last_s for r in rows]}))
         self.db.execute("INSERT INTO requests SELECT * FROM _reqs")
         self.db.unregister("_reqs")
+
+    def add_tokens(self, t0: int, rows: dict[tuple[str, str, str], dict[str, np.ndarray]]) -> None:
+        """One chunk's token counters: (namespace, pod, model) → {"generated", "prompt"} per step from ``t0``."""
+        import pyarrow as pa
+
+        parts = []
+        for (ns, pod, model), cols in rows.items():
+            k = np.flatnonzero(~np.isnan(cols["generated"]) | ~np.isnan(cols["prompt"]))
+            parts.append((ns, pod, model, t0 + k.astype(np.int64) * self.step, cols["generated"][k], cols["prompt"][k]))
+        n = sum(len(p[3]) for p in parts)
+        if not n:
+            return
+        self.db.register("_tok", pa.table({
+            "src": [self.src] * n, "step": np.full(n, self.step, np.int32),
+            "t": np.concatenate([p[3] for p in parts]),
+            "namespace": [p[0] for p in parts for _ in p[3]], "pod": [p[1] for p in parts for _ in p[3]],
+            "model": [p[2] for p in parts for _ in p[3]],
+            "generated": np.concatenate([p[4] for p in parts]), "prompt": np.concatenate([p[5] for p in parts])}))
+        self.db.execute("INSERT INTO tokens SELECT src, step, t, namespace, pod, model, generated, prompt FROM _tok")
+        self.db.unregister("_tok")
+
+    def tokens(self, start: int, end: int) -> list[PodTokens]:
+        """Each (namespace, pod, model)'s token counters on the grid [start, end), NaN where there was no sample."""
+        n = (end - start) // self.step
+        out: dict[tuple[str, str, str], PodTokens] = {}
+        for ns, pod, model, t, gen, prompt in self.db.execute(
+                "SELECT namespace, pod, model, t, generated, prompt FROM tokens WHERE src = ? AND step = ? AND t >= ? "
+                "AND t < ? ORDER BY namespace, pod, model, t", [self.src, self.step, start, end]).fetchall():
+            pt = out.get((ns, pod, model))
+            if pt is None:
+                pt = out[(ns, pod, model)] = PodTokens(ns, pod, model, np.full(n, np.nan), np.full(n, np.nan))
+            k = (int(t) - start) // self.step
+            pt.generated[k] = np.nan if gen is None else gen
+            pt.prompt[k] = np.nan if prompt is None else prompt
+        return list(out.values())
 
     # --- reading --------------------------------------------------------------------------------------
     def gpu_ids(self, start: int, end: int) -> list[str]:
@@ -215,13 +254,13 @@ class FleetCache:
         self.db.unregister("_batch")
         uu = np.asarray(tbl["gi"], dtype=np.int32)
         idx = ((np.asarray(tbl["t"]) - start) // self.step).astype(np.int64)
-        values = {c: np.ma.filled(np.ma.asarray(tbl[c]).astype(np.float32), np.nan) for c in SAMPLE_COLUMNS}
+        values = {c: np.ma.filled(np.ma.asarray(tbl[c]).astype(COLUMN_DTYPE[c]), np.nan) for c in SAMPLE_COLUMNS}
         own = np.ma.filled(np.ma.asarray(tbl["owner"]), -1).astype(np.int32)
         del tbl
         bounds = np.flatnonzero(np.r_[True, uu[1:] != uu[:-1], True]) if len(uu) else np.array([0])
         for a, b in zip(bounds[:-1], bounds[1:]):
             uuid = uuids[int(uu[a])]
-            cols = {c: np.full(n, np.nan, np.float32) for c in SAMPLE_COLUMNS}
+            cols = {c: np.full(n, np.nan, COLUMN_DTYPE[c]) for c in SAMPLE_COLUMNS}
             k = idx[a:b]
             for c in SAMPLE_COLUMNS:
                 cols[c][k] = values[c][a:b]

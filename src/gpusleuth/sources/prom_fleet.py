@@ -33,7 +33,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from gpusleuth.errors import InputError
-from gpusleuth.run.fleet_usage import SAMPLE_COLUMNS, FleetWindow, GpuSeries, Owner, PodRequest
+from gpusleuth.run.fleet_usage import COLUMN_DTYPE, SAMPLE_COLUMNS, FleetWindow, GpuSeries, Owner, PodRequest
 from gpusleuth.sources.fleet_cache import FleetCache
 from gpusleuth.sources.prom_client import PrometheusClient, Series, TooManySamples
 
@@ -46,7 +46,10 @@ DCGM_METRICS = {
     "fb_free_mib": "DCGM_FI_DEV_FB_FREE",
     "power_w": "DCGM_FI_DEV_POWER_USAGE",
     "gr_active": "DCGM_FI_PROF_GR_ENGINE_ACTIVE",  # a MIG instance's activity (no GPU_UTIL there)
+    "energy_mj": "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",  # a counter since boot; resets when the driver reloads
 }
+# inference engines' token counters (by model_name, on the engine pod's namespace/pod target labels)
+TOKEN_COUNTERS = {"generated": "vllm:generation_tokens_total", "prompt": "vllm:prompt_tokens_total"}
 assert tuple(DCGM_METRICS) == SAMPLE_COLUMNS
 KUBE_REQUESTS = "kube_pod_container_resource_requests"
 ID_LABELS = ("UUID", "uuid")
@@ -223,6 +226,7 @@ class PrometheusFleet:
                              f"{_iso(self.start)} and {_iso(self.end)}: is dcgm-exporter scraped by this server "
                              "(its ServiceMonitor / scrape job), and is the window right?")
         window.requests = self.cache.requests(self.start, self.end)
+        window.tokens = self.cache.tokens(self.start, self.end)
         return window
 
     def batches(self, size: int | None = None) -> Iterator[list[GpuSeries]]:
@@ -258,7 +262,7 @@ class PrometheusFleet:
         for b in range(0, len(uuids), q.gpus_per_query):
             batch = uuids[b:b + q.gpus_per_query]
             where = {u: i for i, u in enumerate(batch)}
-            cols = {c: np.full((len(batch), n), np.nan, np.float32) for c in SAMPLE_COLUMNS}
+            cols = {c: np.full((len(batch), n), np.nan, COLUMN_DTYPE[c]) for c in SAMPLE_COLUMNS}
             owner = np.full((len(batch), n), -1, np.int32)
             wanted = sorted({parent[u] for u in batch})
             matcher = f'{id_label}=~"{"|".join(_regex_escape(u) for u in wanted)}"' + (f",{sel}" if sel else "")
@@ -290,6 +294,8 @@ class PrometheusFleet:
         if reqs is not None:
             present.add(KUBE_REQUESTS)
             cache.add_requests(c0, reqs)
+        if self._tokens(c0, c1):
+            present.add(TOKEN_COUNTERS["generated"])
         cache.end_chunk(c0, c1, sorted(present))
         return id_label
 
@@ -313,6 +319,27 @@ class PrometheusFleet:
                                       container=m.get("container", ""), node=m.get("node", ""), gpus=float(g[a]),
                                       samples=int(b - a), first_s=int(t[a]), last_s=int(t[b - 1])))
         return out if got_any else None
+
+    def _tokens(self, c0: int, c1: int) -> bool:
+        """The engines' token counters in one chunk, one value per step per (namespace, pod, model), into the cache."""
+        sel = f",{self.q.selector}" if self.q.selector else ""
+        n = (c1 - c0) // self.q.step_s
+        rows: dict[tuple[str, str, str], dict[str, np.ndarray]] = {}
+        for col, name in TOKEN_COUNTERS.items():
+            expr = f"sum by (namespace, pod, model_name) ({_fresh(f'{name}{{{sel[1:]}}}', self.q.step_s)})"
+            for series in self._range(expr, c0, c1 - self.q.step_s):
+                t, v = series.points()
+                if not len(t):
+                    continue
+                m = series.metric
+                key = (m.get("namespace", ""), m.get("pod", ""), m.get("model_name", ""))
+                cols = rows.setdefault(key, {c: np.full(n, np.nan) for c in TOKEN_COUNTERS})
+                k = np.rint((t - c0) / self.q.step_s).astype(np.int64)
+                ok = (k >= 0) & (k < n)
+                cols[col][k[ok]] = v[ok]
+        if rows:
+            self.cache.add_tokens(c0, rows)
+        return bool(rows)
 
     # --- queries, split when the server says they are too big -------------------------------------------
     def _range(self, expr: str, start: int, end: int) -> list[Series]:
