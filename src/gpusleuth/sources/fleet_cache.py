@@ -185,36 +185,46 @@ class FleetCache:
         """One chunk's token counters: (namespace, pod, model) → {"generated", "prompt"} per step from ``t0``."""
         import pyarrow as pa
 
-        parts = []
-        for (ns, pod, model), cols in rows.items():
-            k = np.flatnonzero(~np.isnan(cols["generated"]) | ~np.isnan(cols["prompt"]))
-            parts.append((ns, pod, model, t0 + k.astype(np.int64) * self.step, cols["generated"][k], cols["prompt"][k]))
-        n = sum(len(p[3]) for p in parts)
+        keys = list(rows)
+        ks = [np.flatnonzero(~np.isnan(c["generated"]) | ~np.isnan(c["prompt"])) for c in rows.values()]
+        n = sum(len(k) for k in ks)
         if not n:
             return
+        # the key columns as dictionaries (an index per row), not a Python string per row
+        kid = np.repeat(np.arange(len(keys), dtype=np.int32), [len(k) for k in ks])
+
+        def column(i: int) -> pa.DictionaryArray:
+            return pa.DictionaryArray.from_arrays(kid, pa.array([key[i] for key in keys], pa.string()))
+
         self.db.register("_tok", pa.table({
-            "src": [self.src] * n, "step": np.full(n, self.step, np.int32),
-            "t": np.concatenate([p[3] for p in parts]),
-            "namespace": [p[0] for p in parts for _ in p[3]], "pod": [p[1] for p in parts for _ in p[3]],
-            "model": [p[2] for p in parts for _ in p[3]],
-            "generated": np.concatenate([p[4] for p in parts]), "prompt": np.concatenate([p[5] for p in parts])}))
+            "src": pa.array([self.src], pa.string()).dictionary_encode().take(np.zeros(n, np.int32)),
+            "step": np.full(n, self.step, np.int32),
+            "t": np.concatenate([t0 + k.astype(np.int64) * self.step for k in ks]),
+            "namespace": column(0), "pod": column(1), "model": column(2),
+            "generated": np.concatenate([c["generated"][k] for c, k in zip(rows.values(), ks)]),
+            "prompt": np.concatenate([c["prompt"][k] for c, k in zip(rows.values(), ks)])}))
         self.db.execute("INSERT INTO tokens SELECT src, step, t, namespace, pod, model, generated, prompt FROM _tok")
         self.db.unregister("_tok")
 
     def tokens(self, start: int, end: int) -> list[PodTokens]:
         """Each (namespace, pod, model)'s token counters on the grid [start, end), NaN where there was no sample."""
         n = (end - start) // self.step
-        out: dict[tuple[str, str, str], PodTokens] = {}
-        for ns, pod, model, t, gen, prompt in self.db.execute(
-                "SELECT namespace, pod, model, t, generated, prompt FROM tokens WHERE src = ? AND step = ? AND t >= ? "
-                "AND t < ? ORDER BY namespace, pod, model, t", [self.src, self.step, start, end]).fetchall():
-            pt = out.get((ns, pod, model))
-            if pt is None:
-                pt = out[(ns, pod, model)] = PodTokens(ns, pod, model, np.full(n, np.nan), np.full(n, np.nan))
-            k = (int(t) - start) // self.step
-            pt.generated[k] = np.nan if gen is None else gen
-            pt.prompt[k] = np.nan if prompt is None else prompt
-        return list(out.values())
+        args = [self.src, self.step, start, end]
+        where = "src = ? AND step = ? AND t >= ? AND t < ?"
+        keys = self.db.execute(f"SELECT DISTINCT namespace, pod, model FROM tokens WHERE {where} ORDER BY 1, 2, 3",
+                               args).fetchall()
+        if not keys:
+            return []
+        out = []
+        for ns, pod, model in keys:  # a query per engine pod: no sort or window over all their rows at once
+            tbl = self.db.execute(f"SELECT t, generated, prompt FROM tokens WHERE {where} AND namespace = ? AND pod = ? "
+                                  "AND model = ?", [*args, ns, pod, model]).fetchnumpy()
+            k = ((np.asarray(tbl["t"], dtype=np.int64) - start) // self.step).astype(np.int64)
+            pt = PodTokens(ns, pod, model, np.full(n, np.nan), np.full(n, np.nan))
+            pt.generated[k] = np.ma.filled(np.ma.asarray(tbl["generated"]).astype(np.float64), np.nan)
+            pt.prompt[k] = np.ma.filled(np.ma.asarray(tbl["prompt"]).astype(np.float64), np.nan)
+            out.append(pt)
+        return out
 
     # --- reading --------------------------------------------------------------------------------------
     def gpu_ids(self, start: int, end: int) -> list[str]:
