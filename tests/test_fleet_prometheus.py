@@ -311,6 +311,11 @@ def test_a_server_refusing_big_queries_gets_them_split(cluster, server):
     full = json.loads(_fleet(server, "--json").stdout)
     assert limited["namespaces"] == full["namespaces"]
     assert limited["queries"] > full["queries"]
+    # a server that refuses even the cadence survey (an hour of samples per device): a sentence, not a guessed step
+    with RunningPrometheus(root / "data-auth", max_samples=200) as tiny:
+        res = _fleet(tiny, "--json")
+        assert res.returncode == 2 and "Traceback" not in res.stderr
+        assert "refuses even the cadence survey" in res.stderr and "--step" in res.stderr
 
 
 # --- the clusters people run (issue 34) ------------------------------------------------------------------------

@@ -574,6 +574,9 @@ class LedgerBuilder:
             else:
                 how = f"step {w.step_s} s"
             out.append(f"cadence: samples every {seen}; {how}")
+        elif not w.step_given:
+            out.append(f"cadence: no device sampled at the hours counted; step {w.step_s} s, Prometheus' default "
+                       "scrape interval")
         said = []
         if "exported" in w.conventions:
             said.append("exported_namespace/exported_pod/exported_container (gpu-operator's ServiceMonitor without "

@@ -14,7 +14,8 @@ from gpusleuth.analysis.ledger import LedgerBuilder, Pricing
 from gpusleuth.report.ledger import LedgerReport
 from gpusleuth.sources.fleet_cache import FleetCache
 from gpusleuth.sources.prom_client import PrometheusClient, read_auth
-from gpusleuth.sources.prom_fleet import HPC_LABEL, FleetQuery, PrometheusFleet, survey
+from gpusleuth.errors import InputError
+from gpusleuth.sources.prom_fleet import CADENCE_PROBES, HPC_LABEL, FleetQuery, PrometheusFleet, survey
 
 
 def build_ledger_report(url: str, start_s: int, end_s: int, *, step_s: int | None = None, chunk_s: int = 6 * 3600,
@@ -31,6 +32,9 @@ def build_ledger_report(url: str, start_s: int, end_s: int, *, step_s: int | Non
     auth = read_auth(token_file, basic_auth_file)
     with PrometheusClient(url, auth=auth, ca_file=ca_file, verify=verify) as client:
         found = survey(client, start_s, end_s, selector)
+        if found.refused and not step_s:
+            raise InputError(client.url, "the server refuses even the cadence survey (samples per hour, "
+                             f"{CADENCE_PROBES} hours) as too many samples: give the scrape interval as --step S")
         step = step_s if step_s else found.step(chunk_s)
         chunk_s = max(step, chunk_s // step * step)
         if group_label is None and found.hpc_jobs:

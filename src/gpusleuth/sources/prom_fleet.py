@@ -59,6 +59,7 @@ CADENCE_METRICS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCG
 NICE_S = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1800, 3600)  # scrape intervals people configure
 MIN_STEP_S = 15  # a finer cadence is read at this step (the last sample of each step): the ledger needs no more
 CADENCE_PROBES = 48  # hours of the window counted, spread over it
+FALLBACK_STEP_S = 60  # the step when no device was seen at the hours counted
 READ_SAMPLES = 1_000_000  # grid cells (GPU × step) the ledger holds at once: ~40 MB of columns  # dcgm-exporter; `uuid` with --use-old-namespace
 
 
@@ -86,11 +87,13 @@ class Survey:
     pod_labels: bool  # some series carries a pod label of the workload
     hpc_jobs: bool  # some series carries dcgm-exporter's HPC job label
     queries: int
+    refused: bool = False  # the server refused the cadence query as too many samples
 
     def step(self, chunk_s: int) -> int:
         """The step the cadence asks for: the coarsest device's interval (every live device has a sample in every
-        step), at least MIN_STEP_S, rounded up to divide the chunk."""
-        step = max([MIN_STEP_S, *self.cadence])
+        step), at least MIN_STEP_S, rounded up to divide the chunk. No device seen at the hours counted: 60 s,
+        Prometheus' default scrape interval (no cadence up to it reads as missing data)."""
+        step = max([MIN_STEP_S, *self.cadence]) if self.cadence else FALLBACK_STEP_S
         while chunk_s % step:
             step += 1
         return step
@@ -116,7 +119,13 @@ def survey(client: PrometheusClient, start_s: int, end_s: int, selector: str = "
     counts = " or ".join(f"count_over_time({m}{{{selector}}}[{rng}s])" for m in CADENCE_METRICS)
     expr = f"max by (UUID, uuid, GPU_I_ID) ({counts})"
     most: dict[tuple[str, str, str], float] = {}
-    for series in client.query_range(expr, start_s + rng, end_s, every):
+    try:
+        counted = client.query_range(expr, start_s + rng, end_s, every)
+    except TooManySamples:
+        counted, refused = [], True
+    else:
+        refused = False
+    for series in counted:
         _t, v = series.points()
         if len(v):
             m = series.metric
@@ -140,7 +149,7 @@ def survey(client: PrometheusClient, start_s: int, end_s: int, selector: str = "
     else:
         queries = 4
     return Survey(cadence=dict(sorted(cadence.items())), exported_jobs=exported_jobs, pod_labels=bool(pods),
-                  hpc_jobs=bool(hpc), queries=queries)
+                  hpc_jobs=bool(hpc), queries=queries, refused=refused)
 
 
 def _owner_of(labels: dict[str, str], group_label: str | None, exported_jobs: frozenset[str] = frozenset()) -> Owner | None:
