@@ -36,7 +36,8 @@ def add_prometheus_options(p: Any) -> None:
     g.add_argument("--selector", default="", metavar="MATCHERS",
                    help="extra label matchers for every series, e.g. 'cluster=\"prod\"'")
     g.add_argument("--group-label", default=None, metavar="LABEL",
-                   help="also group by this job/user label of the DCGM series (e.g. hpc_job, user)")
+                   help="also group by this job/user label of the DCGM series (e.g. user; dcgm-exporter's "
+                   "hpc_job, its Slurm job mapping, is used without this flag)")
     g.add_argument("--prices", type=Path, default=None, metavar="FILE",
                    help='JSON USD per GPU-hour by card, e.g. {"H100 SXM": 2.5, "A100": 1.2} (over the dated table)')
     g.add_argument("--bearer-token-file", type=Path, default=None, metavar="FILE", help="bearer token in a file")
