@@ -56,7 +56,9 @@ class PlantedGpu:
     mig: tuple[str, str] | None = None  # (GPU_I_PROFILE, GPU_I_ID): a MIG instance; uuid is then its GPU's
     # "pod": dcgm-exporter's own namespace/pod/container labels (honorLabels, or a plain scrape job);
     # "operator": gpu-operator's ServiceMonitor without honorLabels — the pod's labels as exported_*, and
-    # namespace/pod/container naming the exporter's own pod on every series
+    # namespace/pod/container naming the exporter's own pod on every series; "old": dcgm-exporter
+    # --use-old-namespace (pod_name, pod_namespace, container_name and a lower-case uuid), the target's
+    # namespace/pod naming the exporter's pod
     style: str = "pod"
 
 
@@ -100,9 +102,14 @@ def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], li
                                f'service="nvidia-dcgm-exporter",endpoint="gpu-metrics"'
                                + (f',exported_container="{cont}",exported_namespace="{ns}",exported_pod="{pod}"'
                                   if pod else ""))
+                    elif g.style == "old":  # dcgm-exporter --use-old-namespace, scraped by a plain ServiceMonitor
+                        who = (f'container="nvidia-dcgm-exporter",namespace="monitoring",'
+                               f'pod="dcgm-exporter-{g.host}",job="dcgm-exporter-old"'
+                               + (f',container_name="{cont}",pod_namespace="{ns}",pod_name="{pod}"' if pod else ""))
                     else:
                         who = f'container="{cont}",namespace="{ns}",pod="{pod}",job="dcgm-exporter"'
-                    labels = (f'cluster="{cluster}",gpu="{g.gpu}",UUID="{g.uuid}",pci_bus_id="00000000:{g.gpu:02X}:00.0",'
+                    uuid_label = "uuid" if g.style == "old" else "UUID"
+                    labels = (f'cluster="{cluster}",gpu="{g.gpu}",{uuid_label}="{g.uuid}",pci_bus_id="00000000:{g.gpu:02X}:00.0",'
                               f'device="nvidia{g.gpu}",modelName="{MODEL}",Hostname="{g.host}",{who},'
                               f'instance="{g.host}:9400"' + (f',hpc_job="{job[0]}"' if job else "")
                               + (f',GPU_I_PROFILE="{g.mig[0]}",GPU_I_ID="{g.mig[1]}"' if g.mig else ""))

@@ -60,6 +60,7 @@ def _platform() -> dict[str, list]:
             # two GPUs scraped every 15 s, two every 60 s (two scrape jobs)
             "mixed": platform_cluster(T0, step=15, host="node-x")[:2] + platform_cluster(T0, step=60, host="node-y")[2:],
             "operator": platform_cluster(T0, step=30, style="operator", host="node-o"),
+            "old": platform_cluster(T0, step=30, style="old", host="node-d"),
             "sliced": sliced_cluster(T0), "migx": mig_gr_cluster(T0)}
 
 
@@ -414,15 +415,19 @@ def test_mixed_cadences_read_at_the_coarsest(server):
 
 
 @pytest.mark.process
-def test_gpu_operator_exported_labels(server):
-    """gpu-operator's ServiceMonitor (no honorLabels): pods arrive as exported_namespace/exported_pod/exported_container,
-    namespace/pod name the exporter's own pod on every series: the free GPU is unallocated, not the exporter's."""
-    d = _platform_ledger(server, "operator")
-    _matches_truth(d, _planted_truth(PLATFORM["operator"]))
+@pytest.mark.parametrize("name,form,said", [
+    ("operator", "exported", "owners from exported_namespace/exported_pod/exported_container"),
+    ("old", "old", "owners from pod_namespace/pod_name/container_name (dcgm-exporter --use-old-namespace")])
+def test_renamed_owner_labels(server, name, form, said):
+    """gpu-operator's ServiceMonitor (no honorLabels): pods arrive as exported_namespace/exported_pod/exported_container;
+    dcgm-exporter --use-old-namespace: as pod_namespace/pod_name/container_name (and a lower-case uuid). Either
+    way namespace/pod name the exporter's own pod on every series: the free GPU is unallocated, not the exporter's."""
+    d = _platform_ledger(server, name)
+    _matches_truth(d, _planted_truth(PLATFORM[name]))
     assert {n["namespace"] for n in d["namespaces"]} == {"lab", "training"}
     assert not any("dcgm-exporter" in w["pod"] for w in d["workloads"])
-    assert d["owner_labels"] == ["exported"]
-    assert sum("owners from exported_namespace/exported_pod/exported_container" in f for f in d["found"]) == 1
+    assert d["owner_labels"] == [form]
+    assert sum(said in f for f in d["found"]) == 1
     rows = {w["workload"]: w for w in d["workloads"]}
     assert rows["lab/notebook/jupyter"]["reason"] == "IDLE_ALLOCATED"
     assert rows["lab/notebook-2/jupyter"]["allocated_idle_h"] == pytest.approx(12.0, abs=0.02)

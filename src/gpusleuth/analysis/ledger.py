@@ -582,6 +582,9 @@ class LedgerBuilder:
             said.append("exported_namespace/exported_pod/exported_container (gpu-operator's ServiceMonitor without "
                         "honorLabels: there namespace/pod name the exporter's own pod, and a GPU without "
                         "exported_pod is unallocated)")
+        if "old" in w.conventions:
+            said.append("pod_namespace/pod_name/container_name (dcgm-exporter --use-old-namespace; namespace/pod "
+                        "there name the exporter's own pod)")
         if "pod" in w.conventions:
             said.append("namespace/pod/container (dcgm-exporter's Kubernetes mode)")
         if "hpc_job" in w.conventions:

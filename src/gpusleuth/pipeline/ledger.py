@@ -41,7 +41,7 @@ def build_ledger_report(url: str, start_s: int, end_s: int, *, step_s: int | Non
             group_label = HPC_LABEL
         query = FleetQuery(url=url, start_s=start_s, end_s=end_s, step_s=step, chunk_s=chunk_s,
                            gpus_per_query=gpus_per_query, parallel=parallel, selector=selector,
-                           group_label=group_label, exported_jobs=found.exported_jobs)
+                           group_label=group_label, renamed_jobs=found.renamed_jobs)
         cache = FleetCache(cache_path, src=f"{client.url}|{selector}|{group_label or ''}", step_s=step)
         try:
             fleet = PrometheusFleet(client, query, cache, progress=progress)

@@ -53,6 +53,10 @@ TOKEN_COUNTERS = {"generated": "vllm:generation_tokens_total", "prompt": "vllm:p
 assert tuple(DCGM_METRICS) == SAMPLE_COLUMNS
 KUBE_REQUESTS = "kube_pod_container_resource_requests"
 ID_LABELS = ("UUID", "uuid")
+# the owner label forms dcgm-exporter's series come in: (convention, namespace, pod, container labels), plain last
+OWNER_FORMS = (("exported", "exported_namespace", "exported_pod", "exported_container"),  # a target with its own pod
+               ("old", "pod_namespace", "pod_name", "container_name"),  # dcgm-exporter --use-old-namespace
+               ("pod", "namespace", "pod", "container"))
 HPC_LABEL = "hpc_job"  # dcgm-exporter --hpc-job-mapping-dir: the Slurm (or other HPC) job holding the GPU
 # the series every device has one of (a MIG instance has no GPU_UTIL): their count per hour is the cadence
 CADENCE_METRICS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_FB_USED")
@@ -74,7 +78,7 @@ class FleetQuery:
     parallel: int = 3  # queries in flight at once
     selector: str = ""  # extra label matchers for every series, e.g. 'cluster="prod"'
     group_label: str | None = None  # a job/user label to group by besides namespace/pod
-    exported_jobs: frozenset[str] = frozenset()  # scrape jobs whose pod labels arrive as exported_*
+    renamed_jobs: frozenset[str] = frozenset()  # scrape jobs whose pod labels arrive renamed (OWNER_FORMS)
 
 
 @dataclass
@@ -83,7 +87,7 @@ class Survey:
     which owner labels they carry."""
 
     cadence: dict[int, int]  # seconds between a device's samples → devices sampled so
-    exported_jobs: frozenset[str]  # jobs with exported_pod labels (their own namespace/pod are the exporter's)
+    renamed: dict[str, frozenset[str]]  # owner form (OWNER_FORMS) → jobs whose series carry its pod label
     pod_labels: bool  # some series carries a pod label of the workload
     hpc_jobs: bool  # some series carries dcgm-exporter's HPC job label
     queries: int
@@ -100,8 +104,13 @@ class Survey:
 
     @property
     def conventions(self) -> list[str]:
-        return (["exported"] if self.exported_jobs else []) + (["pod"] if self.pod_labels else []) + (
+        return [form for form, jobs in self.renamed.items() if jobs] + (["pod"] if self.pod_labels else []) + (
             [HPC_LABEL] if self.hpc_jobs else [])
+
+    @property
+    def renamed_jobs(self) -> frozenset[str]:
+        """Jobs whose namespace/pod/container labels are the exporter's own pod (the workload's come renamed)."""
+        return frozenset().union(*self.renamed.values())
 
 
 def survey(client: PrometheusClient, start_s: int, end_s: int, selector: str = "") -> Survey:
@@ -138,28 +147,28 @@ def survey(client: PrometheusClient, start_s: int, end_s: int, selector: str = "
         sec = near if abs(near - raw) <= 0.1 * near else max(1, int(round(raw)))
         cadence[sec] = cadence.get(sec, 0) + 1
     dcgm = "|".join(DCGM_METRICS.values())
-    exported = client.label_values("job", f'{{__name__=~"{dcgm}",exported_pod!=""{sel}}}', start_s, end_s)
-    pods = client.label_values("pod", f'{{__name__=~"{dcgm}",exported_pod="",pod!=""{sel}}}', start_s, end_s)
+    renamed = {form: frozenset(client.label_values("job", f'{{__name__=~"{dcgm}",{pod}!=""{sel}}}', start_s, end_s))
+               for form, _ns, pod, _c in OWNER_FORMS[:-1]}
+    unrenamed = "".join(f',{pod}=""' for _f, _ns, pod, _c in OWNER_FORMS[:-1])
+    jobs = frozenset().union(*renamed.values())
+    # pod labels on the series of a job that renames the workload's are the exporter's own pod: not counted
+    not_renamed = f',job!~"{"|".join(_regex_escape(j) for j in sorted(jobs))}"' if jobs else ""
+    pods = client.label_values("pod", f'{{__name__=~"{dcgm}"{unrenamed},pod!=""{not_renamed}{sel}}}', start_s, end_s)
     hpc = client.label_values(HPC_LABEL, f'{{__name__=~"{dcgm}"{sel}}}', start_s, end_s)
-    exported_jobs = frozenset(exported)
-    if pods and exported_jobs:  # pod labels on series of jobs that rename theirs are the exporter's own pod
-        pods = client.label_values("pod", f'{{__name__=~"{dcgm}",exported_pod="",pod!="",job!~"'
-                                   + "|".join(_regex_escape(j) for j in exported_jobs) + f'"{sel}}}', start_s, end_s)
-        queries = 5
-    else:
-        queries = 4
-    return Survey(cadence=dict(sorted(cadence.items())), exported_jobs=exported_jobs, pod_labels=bool(pods),
-                  hpc_jobs=bool(hpc), queries=queries, refused=refused)
+    return Survey(cadence=dict(sorted(cadence.items())), renamed=renamed, pod_labels=bool(pods),
+                  hpc_jobs=bool(hpc), queries=3 + len(renamed), refused=refused)
 
 
-def _owner_of(labels: dict[str, str], group_label: str | None, exported_jobs: frozenset[str] = frozenset()) -> Owner | None:
-    """Who held the GPU, from the series' labels. gpu-operator's ServiceMonitor scrapes dcgm-exporter without
-    honorLabels: the pod's labels arrive as ``exported_*`` and ``namespace``/``pod`` name the exporter's own pod,
-    so on such a job's series a GPU without ``exported_pod`` is held by no pod."""
-    if labels.get("exported_pod") or labels.get("job", "") in exported_jobs:
-        ns, pod, cont = (labels.get(f"exported_{k}", "") for k in ("namespace", "pod", "container"))
+def _owner_of(labels: dict[str, str], group_label: str | None, renamed_jobs: frozenset[str] = frozenset()) -> Owner | None:
+    """Who held the GPU, from the series' labels, in whichever of OWNER_FORMS they come. Where the workload's labels
+    come renamed (gpu-operator's ServiceMonitor without honorLabels: ``exported_*``; dcgm-exporter
+    --use-old-namespace: ``pod_name``…), ``namespace``/``pod`` name the exporter's own pod, so on such a job's
+    series a GPU without the renamed pod label is held by no pod."""
+    form = next((f for f in OWNER_FORMS[:-1] if labels.get(f[2])), None)
+    if form is None and labels.get("job", "") in renamed_jobs:
+        ns = pod = cont = ""
     else:
-        ns, pod, cont = (labels.get(k, "") for k in ("namespace", "pod", "container"))
+        ns, pod, cont = (labels.get(k, "") for k in (form or OWNER_FORMS[-1])[1:])
     group = labels.get(group_label, "") if group_label else ""
     if not pod and not group:
         return None
@@ -289,7 +298,7 @@ class PrometheusFleet:
                     k = np.rint((t - c0) / q.step_s).astype(np.int64)
                     ok = (k >= 0) & (k < n)
                     cols[col][g, k[ok]] = np.where(vals >= 2.0**47, np.nan, vals)[ok]  # DCGM blank sentinels
-                    o = _owner_of(series.metric, q.group_label, q.exported_jobs)
+                    o = _owner_of(series.metric, q.group_label, q.renamed_jobs)
                     if o is not None:
                         # a time-sliced GPU has a series per pod sharing it at the same steps: they hold it together
                         oid, kk = cache.owner_id(o), k[ok]
