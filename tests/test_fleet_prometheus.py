@@ -498,3 +498,21 @@ def test_energy_and_dollars_per_token(server):
     assert d["totals"]["energy_j"] == pytest.approx(every, rel=0.02)
     note = next(n for n in d["notes"] if n.startswith("energy from"))
     assert "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" in note and "1 counter reset(s)" in note
+
+
+@pytest.mark.process
+def test_energy_per_token_in_console_and_html(server, tmp_path):
+    """The per-model table is in the terminal (fits 120 columns) and on the HTML page, as the JSON has it."""
+    html = tmp_path / "ledger.html"
+    res = gpusleuth("fleet", "--prometheus", server.url, *WINDOW, "--selector", 'cluster="energy"', "--no-cache",
+                    "--price-per-gpu-hour", PRICE, "--html", html)
+    assert res.returncode == 0, res.stderr
+    d = _platform_ledger(server, "energy")
+    lines = res.stdout.splitlines()
+    assert max(len(x) for x in lines) <= 120
+    head = next(i for i, x in enumerate(lines) if x.strip().startswith("model"))
+    for m in d["models"]:
+        row = next(x for x in lines[head:] if x.strip().startswith(m["model"]))
+        assert f"{m['j_per_token_out']:,.3f}" in row and f"{m['tokens_out']:,.0f}" in row
+    page = html.read_text()
+    assert "By served model" in page and all(m["model"] in page for m in d["models"])
