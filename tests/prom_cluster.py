@@ -87,7 +87,7 @@ def write_openmetrics(path: Path, clusters: dict[str, tuple[list[PlantedGpu], li
         return [f"{x:.3f}" for x in t + offset_s + rng.uniform(-jitter_s, jitter_s, len(t))]
 
     with open(path, "w") as f:
-        for col, name in {**DCGM_NAMES, "gr": GR_ENGINE, "energy": ENERGY}.items():
+        for col, name in {**DCGM_NAMES, "gr": GR_ENGINE, "energy": ENERGY, "clock": "DCGM_FI_DEV_SM_CLOCK"}.items():
             f.write(f"# TYPE {name} gauge\n")
             for cluster, g in ((c, g) for c, (gs, _) in clusters.items() for g in gs):
                 if col not in g.cols:
@@ -400,3 +400,28 @@ def energy_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 6) -> t
                            "generated": _counter(gen, 1e6, restart), "prompt": _counter(prompt, 2e6, restart),
                            "gen_increments": gen, "prompt_increments": prompt, "power": power})
     return gpus, tokens
+
+
+def cap_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 7) -> tuple[list[PlantedGpu], list[dict], dict]:
+    """The power-cap what-if's two cases. GPU 0: serve/decode (model decode-8b, with vLLM's counters) decodes at
+    150–300 W with its SM clock at 1.98 GHz: a 400 W cap never engages. GPU 1: train/trainer runs all day with its
+    SM clock wandering 1.4–1.98 GHz and its power following P = 120 W + k·f³ (k: 700 W at 1.98 GHz) ± 5 W. Returns
+    (gpus, token series, the trainer's true power law {"a", "k"})."""
+    rng = np.random.default_rng(seed)
+    t = t0 + step * np.arange(hours * 3600 // step)
+    n = len(t)
+    gpus: list[PlantedGpu] = []
+    dec = _gpu(gpus, t, "node-c", 0, [("serve", "decode", "vllm")], np.zeros(n, np.int32), np.ones(n, bool),
+               rng.uniform(0.3, 0.6, n))
+    dec.cols["power"] = rng.uniform(150, 300, n)
+    dec.cols["clock"] = np.full(n, 1980.0)
+    law = {"a": 120.0, "k": 580.0 / 1.98**3}
+    tr = _gpu(gpus, t, "node-c", 1, [("train", "trainer", "main")], np.zeros(n, np.int32), np.ones(n, bool),
+              rng.uniform(0.6, 0.95, n))
+    f = rng.uniform(1.4, 1.98, n)
+    tr.cols["clock"] = f * 1000
+    tr.cols["power"] = law["a"] + law["k"] * f**3 + rng.normal(0, 5, n)
+    gen = rng.poisson(1000 * step, n).astype(float)
+    tokens = [{"namespace": "serve", "pod": "decode", "model": "decode-8b", "t": t, "generated": np.cumsum(gen),
+               "prompt": np.cumsum(gen * 2)}]
+    return gpus, tokens, law

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from conftest import gpusleuth
 from prom_cluster import PROMETHEUS, PROMTOOL, RunningPrometheus, backfill, free_port, legacy_cluster, \
-    energy_cluster, mig_cluster, mig_gr_cluster, missed_scrapes, planted_cluster, platform_cluster, sliced_cluster, \
+    cap_cluster, energy_cluster, mig_cluster, mig_gr_cluster, missed_scrapes, planted_cluster, platform_cluster, sliced_cluster, \
     write_openmetrics
 
 pytestmark = [pytest.mark.process,  # a real Prometheus, promtool and the CLI: not in the unit lane
@@ -44,8 +44,9 @@ def cluster(tmp_path_factory):
     om = root / "history.om"
     # scraped 7 s after each grid point, ± 2 s, as a real scrape loop off the query grid is
     write_openmetrics(om, {"main": (gpus, requests), "legacy": (legacy_cluster(T0), []), "mig": (mig_cluster(T0), []),
-                           **{name: (g, []) for name, g in PLATFORM.items()}, "energy": (ENERGY[0], [])},
-                      offset_s=7, jitter_s=2, tokens={"energy": ENERGY[1]})
+                           **{name: (g, []) for name, g in PLATFORM.items()}, "energy": (ENERGY[0], []),
+                           "cap": (CAP[0], [])},
+                      offset_s=7, jitter_s=2, tokens={"energy": ENERGY[1], "cap": CAP[1]})
     backfill(om, root / "data")
     shutil.copytree(root / "data", root / "data-auth")  # the basic-auth server's own copy, made before any server runs
     return root, gpus
@@ -66,6 +67,7 @@ def _platform() -> dict[str, list]:
 
 PLATFORM = _platform()
 ENERGY = energy_cluster(T0)
+CAP = cap_cluster(T0)
 
 
 @pytest.fixture(scope="module")
@@ -516,3 +518,30 @@ def test_energy_per_token_in_console_and_html(server, tmp_path):
         assert f"{m['j_per_token_out']:,.3f}" in row and f"{m['tokens_out']:,.0f}" in row
     page = html.read_text()
     assert "By served model" in page and all(m["model"] in page for m in d["models"])
+
+
+@pytest.mark.process
+def test_power_cap_what_if(server):
+    """--power-cap: inert where the power never reaches the cap (LLM decode at 150–300 W under 400 W); where it does,
+    the saving and the slowdown predicted from the workload's own power and SM-clock samples, with a range."""
+    d = _platform_ledger(server, "cap", "--power-cap", "400")
+    dec = next(m for m in d["models"] if m["model"] == "decode-8b")["power_cap"]
+    assert dec["state"] == "inert" and dec["saved_j"] is None and dec["max_w"] < 400
+    assert "is inert" in dec["text"]
+    d = _platform_ledger(server, "cap", "--power-cap", "500")
+    tr = next(w for w in d["workloads"] if w["pod"] == "trainer")["power_cap"]
+    gpus, _, law = CAP
+    g = gpus[1]
+    p, f, dt = g.cols["power"], g.cols["clock"] / 1000, 30.0
+    f_cap = ((500 - law["a"]) / law["k"]) ** (1 / 3)  # the truth: the planted law, not the fit
+    up = p > 500
+    saved = float((p[up] * dt).sum() - 500 * (f[up] * dt).sum() / f_cap)
+    added = float((f[up] * dt).sum() / f_cap - dt * up.sum())
+    assert tr["state"] == "engaged" and tr["bound_j"] == pytest.approx(float(((p[up] - 500) * dt).sum()), rel=0.02)
+    assert tr["saved_j"] == pytest.approx(saved, rel=0.02) and tr["added_s"] == pytest.approx(added, rel=0.02)
+    lo, hi = tr["saved_j_range"]
+    assert lo <= saved <= hi and (hi - lo) < 0.1 * saved  # the range holds the truth, and 5 W noise keeps it narrow
+    assert "power and SM-clock samples" in tr["fit"]
+    res = gpusleuth("fleet", "--prometheus", server.url, *WINDOW, "--selector", 'cluster="cap"', "--no-cache",
+                    "--power-cap", "-3")
+    assert res.returncode == 2 and "Traceback" not in res.stderr and "--power-cap" in res.stderr

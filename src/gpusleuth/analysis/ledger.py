@@ -30,6 +30,7 @@ import numpy as np
 
 from gpusleuth.analysis.cost import PRICES_DATE, price_table
 from gpusleuth.analysis.peaks import lookup_peak
+from gpusleuth.analysis.power_cap import CapSums, CapWhatIf, what_if
 from gpusleuth.analysis.sizing import Sizing, mig_slices, recommend
 from gpusleuth.run.fleet_usage import FleetWindow, GpuSeries, Owner
 
@@ -108,6 +109,7 @@ class Usage:
     idle_energy_j: float | None = None  # of it, at steps its pod generated no token (None: no token counters)
     energy_source: str = ""  # "counter" (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION), "power" (power × time), both, ""
     energy_resets: int = 0  # the energy counter's resets on this GPU in the window
+    cap: CapSums | None = None  # the power-cap what-if's sums (with --power-cap)
 
 
 @dataclass
@@ -146,8 +148,8 @@ def counter_increase(v: np.ndarray) -> tuple[np.ndarray, int]:
     return out, int(reset.sum())
 
 
-def gpu_usage(s: GpuSeries, generating: dict[tuple[str, str], np.ndarray] | None = None
-              ) -> tuple[list[Usage], GpuGap | None]:
+def gpu_usage(s: GpuSeries, generating: dict[tuple[str, str], np.ndarray] | None = None,
+              power_cap_w: float | None = None) -> tuple[list[Usage], GpuGap | None]:
     """Fold one GPU's samples into per-owner usage, and the gaps in its data. ``generating`` is, per (namespace,
     pod) with inference-engine token counters, whether it generated tokens at each step (idle energy is the
     rest)."""
@@ -229,6 +231,10 @@ def gpu_usage(s: GpuSeries, generating: dict[tuple[str, str], np.ndarray] | None
         joules = float(np.nansum(w[mine] * energy[mine]) * share)
         gen = generating.get((o.namespace, o.pod)) if generating and o is not None else None
         idle_j = float(np.nansum((w * energy)[mine & (gen == 0)]) * share) if gen is not None else None
+        cap = None
+        if power_cap_w is not None and o is not None:
+            cap = CapSums()
+            cap.add(c["power_w"][mine & have], c["sm_clock_mhz"][mine & have], w[mine & have] * step * share, power_cap_w)
         tensor = c["tensor_active"][valid]
         tensor = tensor[~np.isnan(tensor)]
         out.append(Usage(
@@ -241,7 +247,7 @@ def gpu_usage(s: GpuSeries, generating: dict[tuple[str, str], np.ndarray] | None
             idle_spans=sorted(spans, key=lambda ab: ab[0] - ab[1])[:MAX_SPANS],
             shared_s=float(w[together].sum() * step * share) if o is not None else 0.0,
             shared_with=int(sharers[together].max()) if together.any() and o is not None else 0,
-            energy_j=joules, idle_energy_j=idle_j, energy_source=energy_source, energy_resets=resets))
+            energy_j=joules, idle_energy_j=idle_j, energy_source=energy_source, energy_resets=resets, cap=cap))
     return out, gpu_gap
 
 
@@ -290,6 +296,8 @@ class Workload:
     tokens_out: float | None = None  # output tokens its inference engine generated in the window (None: no counters)
     tokens_in: float | None = None  # prompt tokens it took in
     served: dict[str, float] = field(default_factory=dict)  # served model name → output tokens
+    cap_sums: CapSums | None = None
+    power_cap: CapWhatIf | None = None  # with --power-cap
 
     @property
     def j_per_token_out(self) -> float | None:
@@ -324,6 +332,7 @@ class ModelTotal:
     tokens_out: float
     tokens_in: float
     usd: float | None
+    power_cap: CapWhatIf | None = None  # with --power-cap: over all its pods' GPUs
 
     @property
     def j_per_token_out(self) -> float | None:
@@ -367,6 +376,7 @@ class Ledger:
     summary_by_reason: dict[tuple[str, str], tuple[float, float | None]]  # (namespace, class) → GPU-h, USD
     models: list[ModelTotal] = field(default_factory=list)  # served models, most energy first
     energy_j: float = 0.0  # every GPU's energy in the window, held or not
+    power_cap_w: float | None = None  # the what-if's cap (--power-cap), None without one
 
 
 def _reason(hours: dict[str, float], sizing: Sizing | None, owned: bool) -> str:
@@ -389,8 +399,8 @@ def _reason(hours: dict[str, float], sizing: Sizing | None, owned: bool) -> str:
 class LedgerBuilder:
     """Feed GPUs (``add``) a batch at a time, then ``finish``: per-pod rows, namespaces, totals, notes."""
 
-    def __init__(self, window: FleetWindow, pricing: Pricing):
-        self.window, self.pricing = window, pricing
+    def __init__(self, window: FleetWindow, pricing: Pricing, power_cap_w: float | None = None):
+        self.window, self.pricing, self.power_cap_w = window, pricing, power_cap_w
         self.price_for: dict[str, float | None] = {}
         self._by_key: dict[str, list[Usage]] = defaultdict(list)
         self._gaps: list[GpuGap] = []
@@ -419,7 +429,7 @@ class LedgerBuilder:
 
     def add(self, series: list[GpuSeries]) -> None:
         for s in series:
-            usages, gap = gpu_usage(s, self._gen_steps)
+            usages, gap = gpu_usage(s, self._gen_steps, self.power_cap_w)
             if usages:
                 self._gpus += 1
             if any(u.shared_s > 0 for u in usages):
@@ -471,7 +481,7 @@ class LedgerBuilder:
                       prices=dict(self.price_for), price_source=self.pricing.source,
                       notes=w.notes + self._notes(unmatched), found=self._found(), gaps=sorted(self._gaps, key=lambda g: -g.seconds),
                       unmatched_requests=unmatched, summary_by_reason=dict(summary), models=self._models(workloads),
-                      energy_j=self._energy_j)
+                      energy_j=self._energy_j, power_cap_w=self.power_cap_w)
 
     def _workload(self, key: str, us: list[Usage]) -> Workload:
         o = us[0].owner
@@ -507,7 +517,16 @@ class LedgerBuilder:
                         shared_with=max((u.shared_with for u in shared), default=0),
                         energy_j=sum(u.energy_j for u in us),
                         idle_energy_j=_sum_or_none([u.idle_energy_j for u in us]),
-                        **self._token_fields(o))
+                        **self._token_fields(o), **self._cap_fields(us))
+
+    def _cap_fields(self, us: list[Usage]) -> dict[str, Any]:
+        if self.power_cap_w is None or all(u.cap is None for u in us):
+            return {}
+        sums = CapSums()
+        for u in us:
+            if u.cap is not None:
+                sums.merge(u.cap)
+        return {"cap_sums": sums, "power_cap": what_if(sums, self.power_cap_w)}
 
     def _token_fields(self, o: Owner | None) -> dict[str, Any]:
         got = self._tokens.get((o.namespace, o.pod)) if o is not None else None
@@ -526,7 +545,10 @@ class LedgerBuilder:
             for model, out in wl.served.items():
                 f = out / total if total else 1 / len(wl.served)
                 m = acc.setdefault(model, {"ns": set(), "pods": 0, "h": 0.0, "j": 0.0, "idle": 0.0, "out": 0.0,
-                                           "in": 0.0, "usd": None})
+                                           "in": 0.0, "usd": None, "cap": None})
+                if wl.cap_sums is not None:  # a pod's GPUs whole: the physics is the card's, not a share of it
+                    m["cap"] = m["cap"] or CapSums()
+                    m["cap"].merge(wl.cap_sums)
                 m["ns"].add(wl.namespace)
                 m["pods"] += 1
                 m["h"] += wl.allocated_h * f
@@ -536,7 +558,8 @@ class LedgerBuilder:
                 m["in"] += (wl.tokens_in or 0.0) * f
                 if wl.price is not None:
                     m["usd"] = (m["usd"] or 0.0) + wl.allocated_h * f * wl.price
-        models = [ModelTotal(model, sorted(m["ns"]), m["pods"], m["h"], m["j"], m["idle"], m["out"], m["in"], m["usd"])
+        models = [ModelTotal(model, sorted(m["ns"]), m["pods"], m["h"], m["j"], m["idle"], m["out"], m["in"], m["usd"],
+                             what_if(m["cap"], self.power_cap_w) if m["cap"] is not None and self.power_cap_w else None)
                   for model, m in acc.items()]
         return sorted(models, key=lambda m: (-m.energy_j, m.model))
 

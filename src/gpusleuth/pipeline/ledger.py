@@ -23,7 +23,8 @@ def build_ledger_report(url: str, start_s: int, end_s: int, *, step_s: int | Non
                         pricing: Pricing | None = None, cache_path: Path | None = None,
                         token_file: Path | None = None, basic_auth_file: Path | None = None,
                         ca_file: Path | None = None, verify: bool = True,
-                        progress: Callable[[int, int], None] | None = None) -> LedgerReport:
+                        progress: Callable[[int, int], None] | None = None,
+                        power_cap_w: float | None = None) -> LedgerReport:
     """Survey the window (cadence, owner labels), fetch what the cache lacks, fold every GPU, assemble the report.
 
     Without ``step_s`` the step is the history's own cadence (``Survey.step``); ``chunk_s`` is then rounded to a
@@ -47,7 +48,7 @@ def build_ledger_report(url: str, start_s: int, end_s: int, *, step_s: int | Non
             fleet = PrometheusFleet(client, query, cache, progress=progress)
             window = fleet.open()
             window.cadence, window.step_given, window.conventions = found.cadence, bool(step_s), found.conventions
-            builder = LedgerBuilder(window, pricing or Pricing())
+            builder = LedgerBuilder(window, pricing or Pricing(), power_cap_w)
             for batch in fleet.batches():
                 builder.add(batch)
             ledger = builder.finish()

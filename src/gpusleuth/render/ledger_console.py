@@ -77,6 +77,12 @@ def render_ledger_console(report: Any, console: Any, limit: int = 20) -> None:
                        "–" if m["j_per_token_out"] is None else f"{m['j_per_token_out']:,.3f}",
                        _usd(m["usd_per_mtok_out"]))
         console.print(mt)
+        for m in d["models"][:limit or None]:
+            if m["power_cap"]:
+                console.print(_plain(f"power cap, {m['model']}: {m['power_cap']['text']}"))
+    if d["power_cap_w"] is not None:  # workloads serving no model: their own what-if
+        for r in [r for r in d["workloads"] if r["power_cap"] and not r["served_models"]][:limit or None]:
+            console.print(_plain(f"power cap, {r['workload']}: {r['power_cap']['text']}"))
     cache = f" · {d['cache']}" if d["cache"] else ""
     console.print(f"prices: {d['price_source']}{cache} · {d['queries']} queries in {d['elapsed_s']:.1f} s",
                   style="dim", highlight=False)

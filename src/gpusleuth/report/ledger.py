@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpusleuth.analysis.ledger import CLASSES, REASONS, Ledger, Workload
+from gpusleuth.analysis.power_cap import CapWhatIf
 
 SCHEMA = "gpusleuth.ledger/1"
 __all__ = ["CLASSES", "REASONS", "LedgerReport"]
@@ -52,9 +53,11 @@ class LedgerReport:
                         "energy_j": round(m.energy_j, 1), "idle_energy_j": round(m.idle_energy_j, 1),
                         "energy_kwh": round(m.energy_j / 3.6e6, 4), "idle_energy_kwh": round(m.idle_energy_j / 3.6e6, 4),
                         "tokens_out": m.tokens_out, "tokens_in": m.tokens_in, "usd": _num(m.usd),
-                        "j_per_token_out": _num(m.j_per_token_out), "usd_per_mtok_out": _num(m.usd_per_mtok_out)}
+                        "j_per_token_out": _num(m.j_per_token_out), "usd_per_mtok_out": _num(m.usd_per_mtok_out),
+                        "power_cap": _cap(m.power_cap)}
                        for m in lg.models],
-            "workloads": [{**_row(wl), "hours": _r(wl.hours), "usd": _r(wl.usd),
+            "power_cap_w": lg.power_cap_w,
+            "workloads": [{**_row(wl), "hours": _r(wl.hours), "usd": _r(wl.usd), "power_cap": _cap(wl.power_cap),
                            "idle_spans": [{"uuid": s.uuid, "host": s.host, "start": _iso(s.start_s),
                                            "end": _iso(s.end_s), "hours": round(s.hours, 3)} for s in wl.idle_spans]}
                           for wl in lg.workloads],
@@ -90,8 +93,18 @@ def _row(wl: Workload) -> dict[str, Any]:
         "tokens_out": _num(wl.tokens_out), "tokens_in": _num(wl.tokens_in),
         "served_models": " ".join(sorted(wl.served)), "j_per_token_out": _num(wl.j_per_token_out),
         "usd_per_mtok_out": _num(wl.usd_per_mtok_out),
+        "power_cap_text": wl.power_cap.text if wl.power_cap else None,
         "hosts": " ".join(wl.hosts),
     }
+
+
+def _cap(c: CapWhatIf | None) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    return {"cap_w": c.cap_w, "state": c.state, "max_w": _num(c.max_w), "bound_j": round(c.bound_j, 1),
+            "saved_j": _num(c.saved_j), "saved_j_range": None if c.saved_j_range is None else [round(x, 1) for x in c.saved_j_range],
+            "added_s": _num(c.added_s), "added_s_range": None if c.added_s_range is None else [round(x, 1) for x in c.added_s_range],
+            "fit": c.fit, "text": c.text}
 
 
 def _num(x: float | None) -> float | None:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 # the per-sample columns of a GpuSeries, in the units dcgm-exporter publishes them
-SAMPLE_COLUMNS = ("util", "sm_active", "tensor_active", "fb_used_mib", "fb_free_mib", "power_w", "gr_active", "energy_mj")
+SAMPLE_COLUMNS = ("util", "sm_active", "tensor_active", "fb_used_mib", "fb_free_mib", "power_w", "gr_active", "energy_mj",
+                  "sm_clock_mhz")
 # float32 holds every column but the energy counter (mJ since boot: ~1e12 after weeks, where float32 steps by 1e5)
 COLUMN_DTYPE = {c: np.dtype(np.float64 if c == "energy_mj" else np.float32) for c in SAMPLE_COLUMNS}
 

@@ -21,7 +21,7 @@ from gpusleuth.errors import InputError
 from gpusleuth.run.fleet_usage import COLUMN_DTYPE, SAMPLE_COLUMNS, GpuSeries, Owner, PodRequest, PodTokens
 
 FRESH_S = 900  # a chunk ending within this many seconds of now may still grow: fetched again next time
-FORMAT = 3  # chunks stored by an older gpusleuth (no GR_ENGINE_ACTIVE, shared GPUs, energy, tokens) are fetched again
+FORMAT = 4  # chunks stored by an older gpusleuth (no GR_ENGINE_ACTIVE, shared GPUs, energy, tokens, SM clock) are fetched again
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (src TEXT, step INTEGER, chunk_start BIGINT, chunk_end BIGINT,
@@ -35,6 +35,7 @@ ALTER TABLE chunks ADD COLUMN IF NOT EXISTS fmt INTEGER;
 ALTER TABLE owners ADD COLUMN IF NOT EXISTS members TEXT;
 ALTER TABLE samples ADD COLUMN IF NOT EXISTS gr_active REAL;
 ALTER TABLE samples ADD COLUMN IF NOT EXISTS energy_mj DOUBLE;
+ALTER TABLE samples ADD COLUMN IF NOT EXISTS sm_clock_mhz REAL;
 CREATE TABLE IF NOT EXISTS tokens (src TEXT, step INTEGER, t BIGINT, namespace TEXT, pod TEXT, model TEXT,
                                    generated DOUBLE, prompt DOUBLE);
 CREATE TABLE IF NOT EXISTS requests (src TEXT, step INTEGER, chunk_start BIGINT, namespace TEXT, pod TEXT,

@@ -47,6 +47,7 @@ DCGM_METRICS = {
     "power_w": "DCGM_FI_DEV_POWER_USAGE",
     "gr_active": "DCGM_FI_PROF_GR_ENGINE_ACTIVE",  # a MIG instance's activity (no GPU_UTIL there)
     "energy_mj": "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",  # a counter since boot; resets when the driver reloads
+    "sm_clock_mhz": "DCGM_FI_DEV_SM_CLOCK",  # how power follows the clock: the power-cap what-if
 }
 # inference engines' token counters (by model_name, on the engine pod's namespace/pod target labels)
 TOKEN_COUNTERS = {"generated": "vllm:generation_tokens_total", "prompt": "vllm:prompt_tokens_total"}
