@@ -30,13 +30,15 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from prom_cluster import DCGM_NAMES, MODEL, RunningPrometheus, backfill, h100_scrape  # noqa: E402
+from prom_cluster import DCGM_NAMES, ENERGY, MODEL, RunningPrometheus, backfill, h100_scrape  # noqa: E402
 
 STEP = 30
 
 
-def write_history(path: Path, gpus: int, days: int, t0: int, seed: int = 0) -> int:
-    """The planted mix over ``gpus`` GPUs (8 per node), one metric family at a time; returns samples."""
+def write_history(path: Path, gpus: int, days: int, t0: int, seed: int = 0, energy: bool = False) -> int:
+    """The planted mix over ``gpus`` GPUs (8 per node), one metric family at a time; returns samples. ``energy``
+    adds dcgm-exporter's energy counter on every GPU and vLLM's two token counters on every oversized
+    (inference) pod (issue 34)."""
     rng = np.random.default_rng(seed)
     idle, load = h100_scrape("idle"), h100_scrape("load")
     t = t0 + STEP * np.arange(days * 86400 // STEP)
@@ -64,6 +66,29 @@ def write_history(path: Path, gpus: int, days: int, t0: int, seed: int = 0) -> i
                 strs = np.char.mod("%.4g", vals).tolist()
                 f.write("".join(prefix + v + s for v, s in zip(strs, ts)))
                 n += len(t)
+        if energy:
+            busy_power = {"busy": load["power"], "oversized": load["power"]}
+            f.write(f"# TYPE {ENERGY} gauge\n")
+            for i, kind in enumerate(kinds):
+                busy = (hour >= 9) & (hour < 17) if kind == "parttime" else np.full(len(t), kind in busy_power)
+                mj = np.cumsum(np.where(busy, load["power"], idle["power"]) * STEP * 1000) + 4e11
+                node, gpu = f"node-{i // 8:04d}", i % 8
+                held = kind != "free"
+                ns, pod = (f"team-{i % 23:02d}", f"{kind}-{i:05d}") if held else ("", "")
+                prefix = (f'{ENERGY}{{gpu="{gpu}",UUID="GPU-{i:08d}",modelName="{MODEL}",Hostname="{node}",'
+                          f'container="{"main" if held else ""}",namespace="{ns}",pod="{pod}",job="dcgm-exporter",'
+                          f'instance="{node}:9400"}} ')
+                f.write("".join(prefix + v + s for v, s in zip(np.char.mod("%.17g", mj).tolist(), ts)))
+                n += len(t)
+            for name, rate in (("vllm:generation_tokens_total", 800), ("vllm:prompt_tokens_total", 1600)):
+                f.write(f"# TYPE {name} gauge\n")
+                for i, kind in enumerate(kinds):
+                    if kind != "oversized":
+                        continue
+                    prefix = (f'{name}{{namespace="team-{i % 23:02d}",pod="{kind}-{i:05d}",model_name="model-{i % 5}",'
+                              f'job="vllm",instance="10.0.{i // 250}.{i % 250}:8000"}} ')
+                    f.write("".join(prefix + str(rate * STEP * (k + 1)) + s for k, s in enumerate(ts)))
+                    n += len(t)
         f.write("# TYPE kube_pod_container_resource_requests gauge\n")
         for i, kind in enumerate(kinds):
             if kind == "free":
@@ -97,6 +122,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="50x1,200x1,1000x1", help="GPUSxDAYS,… (default 50x1,200x1,1000x1)")
     ap.add_argument("--keep", type=Path, default=None, help="scratch folder to keep (default: a temporary one)")
     ap.add_argument("--reuse", action="store_true", help="with --keep: time again over data backfilled before")
+    ap.add_argument("--energy", action="store_true",
+                    help="add the energy counter (every GPU) and vLLM's token counters (inference pods)")
     a = ap.parse_args()
     print(f"load average before: {os.getloadavg()}", flush=True)
     root = a.keep or Path(tempfile.mkdtemp(prefix="gpusleuth-ledger-bench-"))
@@ -112,7 +139,7 @@ def main() -> None:
             d.mkdir(parents=True, exist_ok=True)
             (d / "t0").write_text(str(t0))
             t = time.perf_counter()
-            samples = write_history(d / "history.om", gpus, days, t0)
+            samples = write_history(d / "history.om", gpus, days, t0, energy=a.energy)
             t_write = time.perf_counter() - t
             t = time.perf_counter()
             backfill(d / "history.om", d / "data", block_hours=24)

@@ -25,8 +25,9 @@ def add_prometheus_options(p: Any) -> None:
                    help="base URL of the metrics server, e.g. http://prometheus:9090 (no run directories then)")
     g.add_argument("--start", metavar="TIME", default=None, help="window start, RFC 3339 (2026-11-01T00:00:00Z)")
     g.add_argument("--end", metavar="TIME", default=None, help="window end, RFC 3339 (default: now)")
-    g.add_argument("--step", type=int, default=30, metavar="S",
-                   help="seconds per sample, at least the scrape interval (default 30: dcgm-exporter's default)")
+    g.add_argument("--step", type=int, default=None, metavar="S",
+                   help="seconds per sample, at least the scrape interval (default: the history's own cadence, "
+                   "found from its samples per hour; at least 15)")
     g.add_argument("--chunk", type=float, default=6.0, metavar="HOURS",
                    help="hours of history per query (default 6; the cache works in these chunks)")
     g.add_argument("--gpus-per-query", type=int, default=200, metavar="N", help="GPUs per query (default 200)")
@@ -35,7 +36,11 @@ def add_prometheus_options(p: Any) -> None:
     g.add_argument("--selector", default="", metavar="MATCHERS",
                    help="extra label matchers for every series, e.g. 'cluster=\"prod\"'")
     g.add_argument("--group-label", default=None, metavar="LABEL",
-                   help="also group by this job/user label of the DCGM series (e.g. hpc_job, user)")
+                   help="also group by this job/user label of the DCGM series (e.g. user; dcgm-exporter's "
+                   "hpc_job, its Slurm job mapping, is used without this flag)")
+    g.add_argument("--power-cap", type=float, default=None, metavar="W",
+                   help="what-if: per workload and served model, what a power cap of W watts per GPU would save and "
+                   "cost, from its own power and SM-clock samples ('inert' where its power never reaches W)")
     g.add_argument("--prices", type=Path, default=None, metavar="FILE",
                    help='JSON USD per GPU-hour by card, e.g. {"H100 SXM": 2.5, "A100": 1.2} (over the dated table)')
     g.add_argument("--bearer-token-file", type=Path, default=None, metavar="FILE", help="bearer token in a file")
@@ -79,8 +84,14 @@ def prometheus_command(args: Any) -> int:
         start = _when(args.since, "--since")
     else:
         raise InputError("--prometheus", "give the window: --since 7d, or --start TIME [--end TIME] (RFC 3339)")
-    step = int(args.step)
-    chunk = max(step, int(round(args.chunk * 3600 / step)) * step)
+    if args.power_cap is not None and not args.power_cap > 0:
+        raise InputError("--power-cap", f"{args.power_cap:g} is not a power in watts (give e.g. 400)")
+    step = None if args.step is None else int(args.step)
+    if step is not None and step <= 0:
+        raise InputError("--step", f"{step} is not a number of seconds between samples (give 15, 30, 60…)")
+    chunk = int(round(args.chunk * 3600))
+    if step is not None:
+        chunk = max(step, int(round(args.chunk * 3600 / step)) * step)
     bars: dict[str, Any] = {}
 
     def bar(done: int, total: int) -> None:  # the number of chunks to fetch is known only once the cache is read
@@ -95,7 +106,7 @@ def prometheus_command(args: Any) -> int:
         pricing=Pricing(override=args.price_per_gpu_hour, user=read_price_table(args.prices)),
         cache_path=None if args.no_cache else args.cache, token_file=args.bearer_token_file,
         basic_auth_file=args.basic_auth_file, ca_file=args.ca_file, verify=not args.insecure_skip_verify,
-        progress=bar if sys.stderr.isatty() else None)
+        progress=bar if sys.stderr.isatty() else None, power_cap_w=args.power_cap)
     if args.html:
         from gpusleuth.render.html_ledger import render_ledger_html
 

@@ -54,6 +54,15 @@ def render_ledger_html(report: Any) -> str:
              e(f"{r['reason']}: {r['reason_text']}"), e("–" if r["mem_p99_gib"] is None else f"{r['mem_p99_gib']:.1f}"),
              e(sizing_text(r)), e(r["sizing_risk"] or "–")] for r in d["workloads"]]
     pg.add(table(head, rows))
+    if d["models"]:
+        pg.add("<h3>By served model: energy and dollars per output token</h3>")
+        pg.add(table(["model", "namespaces", "pods", "GPU-h", "kWh", "idle kWh", "output tokens", "input tokens",
+                      "J / output token", "$ / M output tokens"],
+                     [[e(m["model"]), e(", ".join(m["namespaces"])), e(str(m["pods"])), e(f"{m['gpu_h']:,.2f}"),
+                       e(f"{m['energy_kwh']:,.2f}"), e(f"{m['idle_energy_kwh']:,.2f}"), e(f"{m['tokens_out']:,.0f}"),
+                       e(f"{m['tokens_in']:,.0f}"),
+                       e("–" if m["j_per_token_out"] is None else f"{m['j_per_token_out']:,.3f}"),
+                       e(_usd(m["usd_per_mtok_out"]))] for m in d["models"]]))
     spans = [(r["workload"], s) for r in d["workloads"] for s in r["idle_spans"]]
     spans.sort(key=lambda x: -x[1]["hours"])
     if spans:
@@ -61,6 +70,8 @@ def render_ledger_html(report: Any) -> str:
         pg.add(table(["workload", "host", "GPU", "from", "to", "hours"],
                      [[e(w), e(s["host"]), e(s["uuid"]), e(s["start"]), e(s["end"]), e(f"{s['hours']:.2f}")]
                       for w, s in spans[:100]]))
+    if d["found"]:
+        pg.add("<h3>Found</h3><ul>" + "".join(f"<li>{e(n)}</li>" for n in d["found"]) + "</ul>")
     if d["notes"]:
         pg.add("<h3>Notes</h3><ul>" + "".join(f"<li>{e(n)}</li>" for n in d["notes"]) + "</ul>")
     pg.add("</section>")

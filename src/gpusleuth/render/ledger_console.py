@@ -65,8 +65,28 @@ def render_ledger_console(report: Any, console: Any, limit: int = 20) -> None:
                        _h(h["allocated_idle"]), _usd(n["usd"]["allocated_idle"]), _h(h["low_activity"]),
                        _usd(n["sizing_savings_usd"]))
         console.print(nt)
+    if d["models"]:
+        mt = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="by served model (energy and dollars per output token)",
+                   title_justify="left", header_style="bold")
+        for name in ("model", "pods", "GPU-h", "kWh", "idle kWh", "output tokens", "J/token", "$/M tokens"):
+            mt.add_column(name, justify="left" if name == "model" else "right", no_wrap=True, overflow="ellipsis",
+                          max_width=36 if name == "model" else None)
+        for m in d["models"][:limit or None]:
+            mt.add_row(_plain(m["model"]), str(m["pods"]), _h(m["gpu_h"]), f"{m['energy_kwh']:,.2f}",
+                       f"{m['idle_energy_kwh']:,.2f}", f"{m['tokens_out']:,.0f}",
+                       "–" if m["j_per_token_out"] is None else f"{m['j_per_token_out']:,.3f}",
+                       _usd(m["usd_per_mtok_out"]))
+        console.print(mt)
+        for m in d["models"][:limit or None]:
+            if m["power_cap"]:
+                console.print(_plain(f"power cap, {m['model']}: {m['power_cap']['text']}"))
+    if d["power_cap_w"] is not None:  # workloads serving no model: their own what-if
+        for r in [r for r in d["workloads"] if r["power_cap"] and not r["served_models"]][:limit or None]:
+            console.print(_plain(f"power cap, {r['workload']}: {r['power_cap']['text']}"))
     cache = f" · {d['cache']}" if d["cache"] else ""
     console.print(f"prices: {d['price_source']}{cache} · {d['queries']} queries in {d['elapsed_s']:.1f} s",
                   style="dim", highlight=False)
+    for line in d["found"]:
+        console.print(Text("found: ") + _plain(line))
     for note in d["notes"]:
         console.print(Text("note: ") + _plain(note))

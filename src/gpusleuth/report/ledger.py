@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpusleuth.analysis.ledger import CLASSES, REASONS, Ledger, Workload
+from gpusleuth.analysis.power_cap import CapWhatIf
 
 SCHEMA = "gpusleuth.ledger/1"
 __all__ = ["CLASSES", "REASONS", "LedgerReport"]
@@ -24,6 +25,7 @@ class LedgerReport:
     ledger: Ledger
     elapsed_s: float
     queries: int
+    survey_queries: int = 0  # of the queries, the survey's (cadence, owner labels): asked even when all is cached
 
     @property
     def window(self) -> Any:  # the ledger's FleetWindow (the run model stays behind the analysis)
@@ -37,13 +39,25 @@ class LedgerReport:
         return {
             "schema": SCHEMA,
             "server": w.server, "start": _iso(w.start_s), "end": _iso(w.end_s), "step_s": w.step_s,
+            "step_from": "--step" if w.step_given else "cadence",
+            "cadence": {str(sec): n for sec, n in w.cadence.items()}, "owner_labels": w.conventions,
             "window_s": w.end_s - w.start_s,
             "gpus": w.gpus, "metrics": w.metrics, "kube_requests": w.has_kube_requests, "cache": w.cache,
             "price_source": lg.price_source, "prices": lg.prices,
-            "totals": {"hours": _r(lg.totals), "usd": _r(lg.totals_usd)},
+            "totals": {"hours": _r(lg.totals), "usd": _r(lg.totals_usd), "energy_j": round(lg.energy_j, 1)},
             "namespaces": [{"namespace": n.namespace, "pods": n.pods, "gpus": n.gpus, "hours": _r(n.hours),
-                            "usd": _r(n.usd), "sizing_savings_usd": _num(n.savings_usd)} for n in lg.namespaces],
-            "workloads": [{**_row(wl), "hours": _r(wl.hours), "usd": _r(wl.usd),
+                            "usd": _r(n.usd), "sizing_savings_usd": _num(n.savings_usd), "energy_j": round(n.energy_j, 1),
+                            "tokens_out": _num(n.tokens_out), "j_per_token_out": _num(n.j_per_token_out)}
+                           for n in lg.namespaces],
+            "models": [{"model": m.model, "namespaces": m.namespaces, "pods": m.pods, "gpu_h": round(m.gpu_h, 4),
+                        "energy_j": round(m.energy_j, 1), "idle_energy_j": round(m.idle_energy_j, 1),
+                        "energy_kwh": round(m.energy_j / 3.6e6, 4), "idle_energy_kwh": round(m.idle_energy_j / 3.6e6, 4),
+                        "tokens_out": m.tokens_out, "tokens_in": m.tokens_in, "usd": _num(m.usd),
+                        "j_per_token_out": _num(m.j_per_token_out), "usd_per_mtok_out": _num(m.usd_per_mtok_out),
+                        "power_cap": _cap(m.power_cap)}
+                       for m in lg.models],
+            "power_cap_w": lg.power_cap_w,
+            "workloads": [{**_row(wl), "hours": _r(wl.hours), "usd": _r(wl.usd), "power_cap": _cap(wl.power_cap),
                            "idle_spans": [{"uuid": s.uuid, "host": s.host, "start": _iso(s.start_s),
                                            "end": _iso(s.end_s), "hours": round(s.hours, 3)} for s in wl.idle_spans]}
                           for wl in lg.workloads],
@@ -51,7 +65,7 @@ class LedgerReport:
                                   for (ns, c), (h, u) in sorted(lg.summary_by_reason.items())],
             "gaps": [{"uuid": g.uuid, "host": g.host, "hours": round(g.seconds / 3600, 4),
                       "longest": [_iso(g.longest[0]), _iso(g.longest[1])]} for g in lg.gaps],
-            "notes": lg.notes, "elapsed_s": round(self.elapsed_s, 2), "queries": self.queries,
+            "found": lg.found, "notes": lg.notes, "elapsed_s": round(self.elapsed_s, 2), "queries": self.queries,
         }
 
 
@@ -74,8 +88,23 @@ def _row(wl: Workload) -> dict[str, Any]:
         "sizing_floor_gib": None if s is None else round(s.need_mib / 1024, 3),
         "sizing_offer_gib": None if s is None else round(s.target_mib / 1024, 3),
         "sizing_risk": None if s is None else s.risk,
+        "shared_h": round(wl.shared_h, 4), "shared_with": wl.shared_with,
+        "energy_j": round(wl.energy_j, 1), "idle_energy_j": _num(wl.idle_energy_j),
+        "tokens_out": _num(wl.tokens_out), "tokens_in": _num(wl.tokens_in),
+        "served_models": " ".join(sorted(wl.served)), "j_per_token_out": _num(wl.j_per_token_out),
+        "usd_per_mtok_out": _num(wl.usd_per_mtok_out),
+        "power_cap_text": wl.power_cap.text if wl.power_cap else None,
         "hosts": " ".join(wl.hosts),
     }
+
+
+def _cap(c: CapWhatIf | None) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    return {"cap_w": c.cap_w, "state": c.state, "max_w": _num(c.max_w), "bound_j": round(c.bound_j, 1),
+            "saved_j": _num(c.saved_j), "saved_j_range": None if c.saved_j_range is None else [round(x, 1) for x in c.saved_j_range],
+            "added_s": _num(c.added_s), "added_s_range": None if c.added_s_range is None else [round(x, 1) for x in c.added_s_range],
+            "fit": c.fit, "text": c.text}
 
 
 def _num(x: float | None) -> float | None:
