@@ -372,6 +372,13 @@ SCRIPTS += [
            prepare="gnn/synthetic_cora.py", profile_steps="20-24"),
 ]
 
+# Loop shapes of issue 31: each a public script whose structure the step model must read by construction.
+SCRIPTS += [
+    Script("mnist_forward_forward", "Forward-Forward (pytorch/examples): one Adam per layer, layers trained in turn, "
+           "self.forward(x), the data read once", "mnist_forward_forward/main.py",
+           ("--epochs", "30", "--train_size", "500", "--test_size", "200"), field_clock, profile_steps="10-12"),
+]
+
 BY_NAME = {s.name: s for s in SCRIPTS}
 
 
