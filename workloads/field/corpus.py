@@ -74,6 +74,8 @@ class Script:
     profiled_too: bool = True  # also checked under --profile-steps (not the compile job: minutes on 2 cores)
     prepare: str | None = None  # a script (relative to workloads/field) run first with the run folder as its
     # argument: it writes the data the example would download (ours, not the example's)
+    batch_shared_by: int = 1  # ranks that work on one batch (tensor parallelism: every rank reads the same
+    # input), by the script's own structure: the job's throughput by its clock counts each batch once
 
     @property
     def file(self) -> Path:
@@ -383,6 +385,9 @@ SCRIPTS += [
     Script("mnist_hogwild", "MNIST Hogwild (pytorch/examples): 2 trainer processes through torch.multiprocessing "
            "(spawn), no torch.distributed; the test after them with model.eval()", "mnist_hogwild/main.py",
            ("--epochs", "1", "--num-processes", "2"), field_clock, profile_steps="8-10"),
+    Script("tensor_parallel", "tensor parallel example (pytorch/examples distributed/tensor_parallelism): DTensor "
+           "parallelize_module over 2 ranks on gloo, the same batch on both", "tensor_parallel/tensor_parallel_example.py",
+           (), field_clock, launcher=TORCHRUN, batch_shared_by=2, profile_steps="20-22"),
     Script("mnist_forward_forward", "Forward-Forward (pytorch/examples): one Adam per layer, layers trained in turn, "
            "self.forward(x), the data read once", "mnist_forward_forward/main.py",
            ("--epochs", "30", "--train_size", "500", "--test_size", "200"), field_clock, profile_steps="10-12"),
@@ -526,7 +531,7 @@ def check(script: Script, clock: Clock, run, report, profiled: bool) -> Verdict:
         name=script.name, profiled=profiled, steps_clock=clock.steps, steps_got=int(out.get("steps") or 0),
         step_s_clock=float(np.median(steady)), step_s_got=got_step,
         tput_unit="tokens/s" if tokens else "samples/s",
-        tput_clock=job_tput(clock, view, per_step) if clock.rank_step_s else
+        tput_clock=job_tput(clock, view, per_step) / script.batch_shared_by if clock.rank_step_s else
         (per_step / float(steady.mean()) if per_step else None),
         tput_got=tput_got,
         data_clock=float(np.median(np.array(clock.data_s)[idx])) if clock.data_s is not None else None,
