@@ -193,3 +193,18 @@ def test_tensor_parallel_ranks_count_their_shared_batch_once(recorded):
     assert clock.rank_step_s is not None and sorted(clock.rank_step_s) == [0, 1]
     v = corpus.check(script, clock, run, report, False)
     assert v.tput_got == pytest.approx(v.tput_clock, rel=corpus.REL)
+
+
+@pytest.mark.slow
+def test_mingpt_ddp_evaluation_without_model_eval_is_an_eval_phase_on_every_rank(recorded):
+    """pytorch/examples' minGPT DDP trainer evaluates after every epoch through the training path itself —
+    ``_run_batch(..., train=False)`` under ``torch.set_grad_enabled(False)``, never ``model.eval()`` — on a
+    loader of its own. Each of those passes is an eval phase (found by its fetches with gradients off), on
+    both ranks, and its batches are no training step's (issue 31, 2)."""
+    script, clock, run, report = recorded("mingpt_ddp", False)
+    ph = run.phases
+    epochs = 2  # gpt2_train_cfg.yaml, trainer_config.max_epochs
+    for pid in np.unique(run.steps["pid"]).tolist():
+        mine = [(n, src) for n, src, p in zip(ph["name"], ph["source"], ph["pid"]) if p == pid and n == "eval"]
+        assert mine == [("eval", "no_grad")] * epochs, (pid, mine)
+    assert report.to_dict()["outcomes"]["steps"] == clock.steps

@@ -388,6 +388,9 @@ SCRIPTS += [
     Script("tensor_parallel", "tensor parallel example (pytorch/examples distributed/tensor_parallelism): DTensor "
            "parallelize_module over 2 ranks on gloo, the same batch on both", "tensor_parallel/tensor_parallel_example.py",
            (), field_clock, launcher=TORCHRUN, batch_shared_by=2, profile_steps="20-22"),
+    Script("mingpt_ddp", "minGPT DDP (pytorch/examples distributed/minGPT-ddp), 2 ranks on gloo: an evaluation "
+           "pass each epoch under set_grad_enabled(False) without model.eval()", "mingpt_ddp/main.py", (),
+           field_clock, launcher=TORCHRUN, needs=("fsspec", "yaml"), profile_steps="10-12"),
     Script("mnist_forward_forward", "Forward-Forward (pytorch/examples): one Adam per layer, layers trained in turn, "
            "self.forward(x), the data read once", "mnist_forward_forward/main.py",
            ("--epochs", "30", "--train_size", "500", "--test_size", "200"), field_clock, profile_steps="10-12"),
