@@ -391,6 +391,10 @@ SCRIPTS += [
     Script("mingpt_ddp", "minGPT DDP (pytorch/examples distributed/minGPT-ddp), 2 ranks on gloo: an evaluation "
            "pass each epoch under set_grad_enabled(False) without model.eval()", "mingpt_ddp/main.py", (),
            field_clock, launcher=TORCHRUN, needs=("fsspec", "yaml"), profile_steps="10-12"),
+    Script("time_sequence_prediction", "time_sequence_prediction (pytorch/examples): two LSTMCells over the time "
+           "steps inside an LBFGS closure, a no_grad prediction after each step, no DataLoader",
+           "time_sequence_prediction/train.py", ("--steps", "10"), field_clock,
+           prepare="time_sequence_prediction/generate_sine_wave.py", profile_steps="4-5"),
     Script("mnist_forward_forward", "Forward-Forward (pytorch/examples): one Adam per layer, layers trained in turn, "
            "self.forward(x), the data read once", "mnist_forward_forward/main.py",
            ("--epochs", "30", "--train_size", "500", "--test_size", "200"), field_clock, profile_steps="10-12"),
