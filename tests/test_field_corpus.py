@@ -179,3 +179,32 @@ def test_a_worker_fix_that_leaves_the_step_loader_bound_is_said_to_be_low_confid
     vae, mnist = found["vae"], found["mnist_cnn"]
     assert "still loader-bound after the fix" in vae.estimated_gain.method and vae.confidence == "low"
     assert "still loader-bound" not in mnist.estimated_gain.method
+
+
+@pytest.mark.slow
+def test_tensor_parallel_ranks_count_their_shared_batch_once(recorded):
+    """pytorch/examples' tensor-parallel example: ``parallelize_module`` over a mesh of 2 ranks, both reading
+    the same ``torch.rand(20, 10)`` each iteration (``torch.manual_seed(i)``: "input needs to be same across
+    all TP ranks"). The job trained one batch of 20 an iteration, not two: its throughput is the ranks' sum
+    halved (issue 31, 5: it read 4,476 samples/s for the clock's 2,238)."""
+    script, clock, run, report = recorded("tensor_parallel", False)
+    out = report.to_dict()["outcomes"]
+    assert out["model_parallel"] == 2 and out["workers"] == "ranks"
+    assert clock.rank_step_s is not None and sorted(clock.rank_step_s) == [0, 1]
+    v = corpus.check(script, clock, run, report, False)
+    assert v.tput_got == pytest.approx(v.tput_clock, rel=corpus.REL)
+
+
+@pytest.mark.slow
+def test_mingpt_ddp_evaluation_without_model_eval_is_an_eval_phase_on_every_rank(recorded):
+    """pytorch/examples' minGPT DDP trainer evaluates after every epoch through the training path itself —
+    ``_run_batch(..., train=False)`` under ``torch.set_grad_enabled(False)``, never ``model.eval()`` — on a
+    loader of its own. Each of those passes is an eval phase (found by its fetches with gradients off), on
+    both ranks, and its batches are no training step's (issue 31, 2)."""
+    script, clock, run, report = recorded("mingpt_ddp", False)
+    ph = run.phases
+    epochs = 2  # gpt2_train_cfg.yaml, trainer_config.max_epochs
+    for pid in np.unique(run.steps["pid"]).tolist():
+        mine = [(n, src) for n, src, p in zip(ph["name"], ph["source"], ph["pid"]) if p == pid and n == "eval"]
+        assert mine == [("eval", "no_grad")] * epochs, (pid, mine)
+    assert report.to_dict()["outcomes"]["steps"] == clock.steps

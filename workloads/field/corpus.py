@@ -45,7 +45,8 @@ class Clock:
     samples_per_step: float | None = None
     tokens_per_step: float | None = None
     first_timed: int = 1  # the 1-based step the first entry of step_s belongs to
-    rank_step_s: dict[int, list[float]] | None = None  # a distributed script's clock, rank by rank
+    rank_step_s: dict[int, list[float]] | None = None  # a distributed script's clock, rank by rank (trainers
+    # without ranks, Hogwild's: by process id)
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ class Script:
     profiled_too: bool = True  # also checked under --profile-steps (not the compile job: minutes on 2 cores)
     prepare: str | None = None  # a script (relative to workloads/field) run first with the run folder as its
     # argument: it writes the data the example would download (ours, not the example's)
+    batch_shared_by: int = 1  # ranks that work on one batch (tensor parallelism: every rank reads the same
+    # input), by the script's own structure: the job's throughput by its clock counts each batch once
 
     @property
     def file(self) -> Path:
@@ -92,7 +95,8 @@ class Script:
 
 
 # not anchored to a line's start: two ranks share one stdout, and a line can follow another's unfinished output
-FIELD_CLOCK = re.compile(r"FIELD_CLOCK step=(\d+) t=([0-9.]+) samples=(\d+)(?: tokens=(\d+))?(?: rank=(\d+))?")
+FIELD_CLOCK = re.compile(
+    r"FIELD_CLOCK step=(\d+) t=([0-9.]+) samples=(\d+)(?: tokens=(\d+))?(?: rank=(\d+))?(?: pid=(\d+))?")
 
 
 def field_clock(text: str, script: Script | None = None) -> Clock:
@@ -101,10 +105,14 @@ def field_clock(text: str, script: Script | None = None) -> Clock:
     rows = FIELD_CLOCK.findall(text)
     if not rows:
         raise ValueError("no FIELD_CLOCK line in the script's output")
-    ranks = sorted({int(r[4] or 0) for r in rows})
     # a distributed script prints its rank: rank 0's lines are the main process's clock, and the job's
-    # throughput is every rank's own (its per-step count over its mean step after the first), summed
-    by_rank = {k: [r for r in rows if int(r[4] or 0) == k] for k in ranks}
+    # throughput is every rank's own (its per-step count over its mean step after the first), summed;
+    # trainers without ranks (Hogwild) print their process id instead, and are keyed by it
+    def key(r) -> int:
+        return int(r[4]) if r[4] else int(r[5]) if r[5] else 0
+
+    ranks = sorted({key(r) for r in rows})
+    by_rank = {k: [r for r in rows if key(r) == k] for k in ranks}
     mine = by_rank[ranks[0]]
     t = np.array([float(r[1]) for r in mine])
     tokens = [int(r[3]) for r in mine if r[3]]
@@ -372,6 +380,26 @@ SCRIPTS += [
            prepare="gnn/synthetic_cora.py", profile_steps="20-24"),
 ]
 
+# Loop shapes of issue 31: each a public script whose structure the step model must read by construction.
+SCRIPTS += [
+    Script("mnist_hogwild", "MNIST Hogwild (pytorch/examples): 2 trainer processes through torch.multiprocessing "
+           "(spawn), no torch.distributed; the test after them with model.eval()", "mnist_hogwild/main.py",
+           ("--epochs", "1", "--num-processes", "2"), field_clock, profile_steps="8-10"),
+    Script("tensor_parallel", "tensor parallel example (pytorch/examples distributed/tensor_parallelism): DTensor "
+           "parallelize_module over 2 ranks on gloo, the same batch on both", "tensor_parallel/tensor_parallel_example.py",
+           (), field_clock, launcher=TORCHRUN, batch_shared_by=2, profile_steps="20-22"),
+    Script("mingpt_ddp", "minGPT DDP (pytorch/examples distributed/minGPT-ddp), 2 ranks on gloo: an evaluation "
+           "pass each epoch under set_grad_enabled(False) without model.eval()", "mingpt_ddp/main.py", (),
+           field_clock, launcher=TORCHRUN, needs=("fsspec", "yaml"), profile_steps="10-12"),
+    Script("time_sequence_prediction", "time_sequence_prediction (pytorch/examples): two LSTMCells over the time "
+           "steps inside an LBFGS closure, a no_grad prediction after each step, no DataLoader",
+           "time_sequence_prediction/train.py", ("--steps", "10"), field_clock,
+           prepare="time_sequence_prediction/generate_sine_wave.py", profile_steps="4-5"),
+    Script("mnist_forward_forward", "Forward-Forward (pytorch/examples): one Adam per layer, layers trained in turn, "
+           "self.forward(x), the data read once", "mnist_forward_forward/main.py",
+           ("--epochs", "30", "--train_size", "500", "--test_size", "200"), field_clock, profile_steps="10-12"),
+]
+
 BY_NAME = {s.name: s for s in SCRIPTS}
 
 
@@ -483,14 +511,19 @@ def check(script: Script, clock: Clock, run, report, profiled: bool) -> Verdict:
     if main.instrumented and set(main.table["delimiter"].tolist()) == {"backward"}:
         before = [i - 1 for i in main.instrumented if 0 < i <= len(keep)]
         keep[before] = False
-    # step k (1-based) is the clock's entry k - first_timed (a clock of timestamps has none for step 1)
+    # step k (1-based) is the clock's entry k - first_timed (a clock of timestamps has none for step 1); the
+    # main process's own lines where the clock has several processes' (Hogwild's trainers are peers: gpusleuth's
+    # main one need not be the first the clock names)
+    own = clock.step_s
+    if clock.rank_step_s and _clock_key(main) in clock.rank_step_s:
+        own = clock.rank_step_s[_clock_key(main)]
     steps = np.flatnonzero(keep)
     idx = steps + 1 - clock.first_timed
-    inside = (idx >= 0) & (idx < len(clock.step_s))
+    inside = (idx >= 0) & (idx < len(own))
     steps, idx = steps[inside], idx[inside]
-    timed = ~np.isnan(np.array(clock.step_s, dtype=float)[idx])
+    timed = ~np.isnan(np.array(own, dtype=float)[idx])
     steps, idx = steps[timed], idx[timed]
-    steady = np.array(clock.step_s)[idx]
+    steady = np.array(own)[idx]
     # step time is compared step for step: gpusleuth's carved durations of the very steps the clock timed (the
     # report's p50 also holds the carved steps the clock cannot time; on 20-step runs on a busy host the
     # medians of two different subsets differ by more than the band)
@@ -505,7 +538,7 @@ def check(script: Script, clock: Clock, run, report, profiled: bool) -> Verdict:
         name=script.name, profiled=profiled, steps_clock=clock.steps, steps_got=int(out.get("steps") or 0),
         step_s_clock=float(np.median(steady)), step_s_got=got_step,
         tput_unit="tokens/s" if tokens else "samples/s",
-        tput_clock=job_tput(clock, view, per_step) if clock.rank_step_s else
+        tput_clock=job_tput(clock, view, per_step) / script.batch_shared_by if clock.rank_step_s else
         (per_step / float(steady.mean()) if per_step else None),
         tput_got=tput_got,
         data_clock=float(np.median(np.array(clock.data_s)[idx])) if clock.data_s is not None else None,
@@ -516,12 +549,17 @@ def check(script: Script, clock: Clock, run, report, profiled: bool) -> Verdict:
     )
 
 
+def _clock_key(p) -> int:
+    """Which of the clock's per-process lines are this process's: its rank, or its pid for a trainer without one."""
+    return p.rank if p.rank is not None else p.pid
+
+
 def job_tput(clock: Clock, view, per_step: float) -> float:
     """A distributed job's throughput by the script's own clock: every rank's per-step count over its own
     mean step, on the steps gpusleuth counts steady for that rank, summed."""
     total = 0.0
     for p in view.ranks:
-        own = np.array(clock.rank_step_s.get(p.rank if p.rank is not None else 0, []))
+        own = np.array(clock.rank_step_s.get(_clock_key(p), []))
         idx = np.flatnonzero(p.steady) + 1 - clock.first_timed
         idx = idx[(idx >= 0) & (idx < len(own))]
         total += per_step / float(own[idx].mean())

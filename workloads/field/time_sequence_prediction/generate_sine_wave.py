@@ -1,0 +1,16 @@
+import os  # CHANGE 1
+import sys  # CHANGE 1
+
+import numpy as np
+import torch
+
+np.random.seed(2)
+
+T = 20
+L = 10  # CHANGE 2: 10 time steps a sequence (was 1000)
+N = 100
+
+x = np.empty((N, L), 'int64')
+x[:] = np.array(range(L)) + np.random.randint(-4 * T, 4 * T, N).reshape(N, 1)
+data = np.sin(x / 1.0 / T).astype('float64')
+torch.save(data, open(os.path.join(sys.argv[1] if len(sys.argv) > 1 else '.', 'traindata.pt'), 'wb'))  # CHANGE 1: into the folder named
