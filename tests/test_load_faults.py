@@ -149,3 +149,28 @@ def test_ctrl_c_with_hung_requests_says_what_was_sent_and_cut(hostile, tmp_path)
     assert "3 of the 3 requests sent were in flight when the load was stopped and were cut unanswered" in out
     rep = json.loads(gpusleuth("report", tmp_path / "r", "--json").stdout)["serving"]
     assert rep["levels"][0]["cut"] == 3 and rep["levels"][0]["errors"] == 0
+
+
+def test_a_report_that_cannot_be_built_still_prints_the_levels_table(tmp_path, monkeypatch, capsys):
+    """Issue 32 item 1: the per-level table needs nothing from the server's side. When the recorded server's report
+    cannot be built (here its run directory cannot be read back), the client's table is printed all the same, with
+    one sentence naming what failed and where the run is kept — no traceback, and the levels' exit code."""
+    import gpusleuth.sources.rundir as rundir
+    from gpusleuth.cli.main import main
+
+    def unreadable(path, *a, **k):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(rundir, "load_run", unreadable)
+    port = free_port()
+    rc = main(["load", f"http://127.0.0.1:{port}/", "--concurrency", "1,2", "--duration", "1", "--out",
+               str(tmp_path / "run"), "--", sys.executable, str(SERVERS / "http_infer.py"), str(port),
+               str(tmp_path / "truth.json"), "plain"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err[-2000:]
+    assert "Traceback" not in out + err
+    rows = [line.split() for line in out.splitlines()]
+    assert {"1", "2"} <= {r[2] if r[1:2] == ["→"] else r[0] for r in rows if len(r) > 3}, out  # "knee → 2 …"
+    said = "the report of the recorded server could not be built (PermissionError"
+    assert said in err and said in out and str(tmp_path / "run") in err
+    assert (tmp_path / "run" / "load.parquet").exists()

@@ -208,6 +208,32 @@ def test_a_hand_off_the_hook_cannot_follow_is_said_with_its_count(tmp_path):
     assert any(loss.startswith("40 of ") and "not attributed" in loss for loss in analyze(run).losses)
 
 
+@pytest.mark.process
+def test_a_deque_batcher_started_by_its_first_request_keeps_the_table_and_says_what_is_unattributed(tmp_path):
+    """Issue 32 item 1: BentoML's adaptive batching — a ``collections.deque`` of (input, future) and a dispatcher
+    task created by the first request, so the first request's forward is its own and the rest are outside any
+    request, with no hand-off the hook can follow. ``gpusleuth load`` then died after every level had run
+    (``KeyError: 'batched'`` in ``split_by_levels``: exit 1, no table) and so did ``gpusleuth report RUN``. Now the
+    per-level table is printed, the server's side split per level, and the unjoinable requests are one sentence."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    text, rep, truth = _load_and_report(tmp_path, "lazy-deque", "batching_infer.py", "1,4", BODY[:2000], "8", "5",
+                                        "256")
+    assert "Traceback" not in text and "KeyError" not in text, text[-3000:]
+    loads = rep["serving"]["levels"]
+    assert [lv["concurrency"] for lv in loads] == [1, 4] and all(lv["ok"] > 50 for lv in loads)
+    table = [line.split() for line in text.splitlines()]
+    assert {"1", "4"} <= {r[2] if r[1:2] == ["→"] else r[0] for r in table if len(r) > 3}, text  # "knee → 4 …"
+    rs = rep["request_stages"]
+    sent = len(truth["requests"])
+    assert rs["count"] >= 1 and rs["batching"] is None  # the first request ran the dispatcher's first forward itself
+    assert [lv["concurrency"] for lv in rs["levels"]] == [1, 4]
+    note = rs["note"]
+    assert note is not None and "not attributed" in note and note in rep["losses"]
+    unattributed = int(note.split(" of ")[0].replace(",", ""))
+    assert 0.9 * sent <= unattributed + rs["count"] <= sent, (note, sent, rs["count"])
+
+
 def test_hand_off_fields_and_forward_lines_parse_and_damage_is_counted(tmp_path):
     from gpusleuth.sources.events import parse_event_files
 

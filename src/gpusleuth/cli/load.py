@@ -445,18 +445,27 @@ def _report(args: argparse.Namespace, run_dir: Path | None, result: LoadResult, 
     from gpusleuth.cli.options import analysis_options
     from gpusleuth.run.model import Run, Table
 
-    if run_dir is not None:
+    client = Run(meta={"source": "load", "label": args.label, "start_ns": result.start_ns, "end_ns": result.end_ns,
+                       "load": result.meta(plan)}, load=Table(result.columns))
+    if run_dir is None:
+        report = build_report(client, analysis_options(args))
+    else:
         from gpusleuth.sources.rundir import load_run
 
-        run = load_run(run_dir)
-    else:
-        run = Run(meta={"source": "load", "label": args.label, "start_ns": result.start_ns,
-                        "end_ns": result.end_ns, "load": result.meta(plan)}, load=Table(result.columns))
-    report = build_report(run, analysis_options(args))
-    if run_dir is not None:
-        from gpusleuth.cli.trackers import cache_summary
+        try:
+            run = load_run(run_dir)
+            report = build_report(run, analysis_options(args))
+            from gpusleuth.cli.trackers import cache_summary
 
-        cache_summary(report, run)
+            cache_summary(report, run)
+        except Exception as exc:  # noqa: BLE001 - the levels' table needs nothing from the server's side
+            # load.parquet is written already; what the client measured is printed whatever the server's side did
+            why = (f"the report of the recorded server could not be built ({exc.__class__.__name__}: "
+                   f"{str(exc)[:160]}); below is the client's per-level table alone; the run is kept in {run_dir}")
+            _say(why)
+            report = build_report(client, analysis_options(args))
+            report.losses.append(why)
+            full = False
     if args.json:
         from gpusleuth.render.json_report import render_json
 
