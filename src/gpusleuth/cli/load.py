@@ -85,12 +85,17 @@ def add_parser(sub: Subparsers) -> None:
                      help="ask for whole answers instead of a token stream (no TTFT or inter-token gaps then)")
     llm.add_argument("--prompts", type=Path, default=None, metavar="DIR|FILE.jsonl",
                      help="a folder of text files (one prompt each) or a JSONL dataset (ShareGPT conversations, "
-                     "{\"prompt\": …} or {\"messages\": […]} lines); default: synthetic prompts")
+                     "{\"prompt\": …} or {\"messages\": […]} lines), sent in order once each over the whole run (resent from the "
+                     "start, and said, when the run asks for more); default: a fresh synthetic prompt for every request")
     llm.add_argument("--input-tokens", default="128", metavar="MEAN[:SD]",
                      help="synthetic prompts: their length in tokens, normal MEAN ± SD (default 128)")
     llm.add_argument("--output-tokens", default=None, metavar="MEAN[:SD]",
                      help="max_tokens of each request, normal MEAN ± SD (default: 128 for synthetic prompts, the "
                      "dataset's reply lengths for ShareGPT, else the server's default)")
+    llm.add_argument("--shared-prefix", type=int, default=0, metavar="TOKENS",
+                     help="start every prompt with the same TOKENS words, on purpose (a shared system prompt: what an "
+                     "engine's prefix cache serves); default 0: every request of the run gets a prompt of its own, "
+                     "never one an earlier level sent")
     llm.add_argument("--extra-body", default=None, metavar="JSON",
                      help="fields merged into every request body, e.g. '{\"ignore_eos\": true, \"temperature\": 0}'")
     r = p.add_argument_group("requests")
@@ -259,8 +264,10 @@ def _llm_plan(args: argparse.Namespace) -> dict[str, Any]:
     except ValueError as exc:
         raise LaunchError(f"gpusleuth load: {exc}") from None
     notes: list[str] = []
+    prompts: list[P.Prompt] = []
+    synthetic = None
     if args.prompts is None:
-        prompts = P.synthetic(1000, inputs, outputs or P.Lengths(128), args.seed)
+        synthetic = (inputs, outputs or P.Lengths(128))  # drawn afresh for every request of the run
     elif args.prompts.is_dir():
         prompts = P.from_folder(args.prompts, outputs, args.seed)
     elif args.prompts.exists():
@@ -278,8 +285,11 @@ def _llm_plan(args: argparse.Namespace) -> dict[str, Any]:
             extra = None
         if not isinstance(extra, dict):
             raise LaunchError(f"gpusleuth load: --extra-body wants a JSON object, got {args.extra_body[:60]!r}")
-    return {"prompts": prompts, "model": args.model, "stream": not args.no_stream, "extra_body": extra,
-            "notes": notes}
+    if not 0 <= args.shared_prefix <= 100_000:
+        raise LaunchError(f"gpusleuth load: --shared-prefix wants a number of tokens from 0 to 100000, got "
+                          f"{args.shared_prefix}")
+    return {"prompts": prompts, "synthetic": synthetic, "shared_prefix": args.shared_prefix, "model": args.model,
+            "stream": not args.no_stream, "extra_body": extra, "notes": notes}
 
 
 def _say(line: str) -> None:

@@ -33,7 +33,7 @@ from gpusleuth.recorder.arrivals import arrival_offsets
 from gpusleuth.recorder.time_limit import time_limit
 from gpusleuth.recorder.http_client import Connection, ProtocolError, Target, parse_target, safe_url, why_failed
 from gpusleuth.recorder.openai_api import OpenAIAnswer, request_body
-from gpusleuth.recorder.prompts import Prompt
+from gpusleuth.recorder.prompts import Lengths, Prompt, PromptSource, shared_prefix
 from gpusleuth.recorder.server_probe import discover_model, wait_ready
 
 MODES = ("closed", "open")
@@ -65,7 +65,10 @@ class LoadPlan:
     cv: float = 1.0  # gamma: the coefficient of variation of the gaps between arrivals
     seed: int = 0
     api: str = "http"  # "http" (bodies as given), "chat" / "completions" (OpenAI-compatible, from prompts)
-    prompts: list[Prompt] = field(default_factory=list)
+    prompts: list[Prompt] = field(default_factory=list)  # a dataset's, sent in order once each across the run
+    # synthetic prompts instead, drawn fresh for every request: (input lengths, output lengths or None)
+    synthetic: tuple[Lengths, Lengths | None] | None = None
+    shared_prefix: int = 0  # words every prompt starts with, shared on purpose (an engine's prefix cache)
     model: str | None = None
     stream: bool = True
     extra_body: dict = field(default_factory=dict)  # merged into every OpenAI request body
@@ -84,14 +87,34 @@ class LoadPlan:
                 "arrivals": self.arrivals if self.mode == "open" else None,
                 "cv": self.cv if self.mode == "open" and self.arrivals == "gamma" else None, "seed": self.seed,
                 "api": self.api, "model": self.model, "stream": self.stream if self.api != "http" else None,
-                "prompts": len(self.prompts) if self.api != "http" else None, "slo": dict(self.slo) or None}
+                "prompts": len(self.prompts) if self.api != "http" and self.synthetic is None else None,
+                "synthetic_prompts": self.synthetic is not None if self.api != "http" else None,
+                "shared_prefix_tokens": self.shared_prefix if self.api != "http" else None, "slo": dict(self.slo) or None}
 
-    def bodies_to_send(self) -> list[tuple[bytes, int]]:
-        """(body, prompt index) per distinct request, sent round robin; prompt index -1 for plain HTTP."""
-        if self.api == "http":
-            return [(b, -1) for b in self.bodies or [b""]]
-        return [(request_body(self.api, pr.payload(), pr.max_tokens, self.model, self.stream, self.extra_body), i)
-                for i, pr in enumerate(self.prompts)]
+
+class RequestBodies:
+    """Each request's (body, prompt index), in order over the whole run: one per run, shared by all its levels.
+    Plain HTTP: the bodies round robin (prompt index -1). An LLM endpoint: the next prompt of the run's
+    ``PromptSource`` — a fresh synthetic prompt per request, or a dataset's next line — built into a request
+    with the plan's model as it is when sent (it may be discovered after the plan was made)."""
+
+    def __init__(self, plan: LoadPlan):
+        self.plan = plan
+        self._http = itertools.cycle(plan.bodies or [b""])
+        self.source: PromptSource | None = None
+        if plan.api != "http":
+            lengths = plan.synthetic if plan.synthetic is not None or plan.prompts else (Lengths(128), Lengths(128))
+            self.source = PromptSource(plan.prompts, lengths, plan.seed, shared_prefix(plan.shared_prefix, plan.seed))
+
+    def __iter__(self) -> "RequestBodies":
+        return self
+
+    def __next__(self) -> tuple[bytes, int]:
+        if self.source is None:
+            return next(self._http), -1
+        p = self.plan
+        pr, i = self.source.next()
+        return request_body(p.api, pr.payload(), pr.max_tokens, p.model, p.stream, p.extra_body), i
 
 
 COLUMNS = ("level", "concurrency", "rate", "start_ns", "end_ns", "status", "error", "lag_ns", "request_id",
@@ -187,7 +210,7 @@ class Generator:
                  progress: Callable[[str], None] | None = None):
         self.plan = plan
         self.target = plan.target()
-        self.bodies = plan.bodies_to_send() or [(b"", -1)]
+        self.bodies = RequestBodies(plan)  # across levels: a level never resends an earlier level's prompts
         # X-Request-Id on every request, unless the user set one: the server's own records can join ours
         self.tag_ids = not any(k.lower() == "x-request-id" for k, _ in plan.headers)
         # engines take X-Request-Id as their own request id (vLLM, transformers serve), so ids must not repeat
@@ -245,6 +268,12 @@ class Generator:
                 what = f"concurrency {int(value)}" if p.mode == "closed" else f"rate {value:g}/s"
                 self.progress(f"level {i + 1}/{len(p.levels)} ({what}): {self.rows.count(i):,} requests "
                               f"in {time.monotonic() - t0:.1f} s")
+        source = self.bodies.source
+        note = source.repeat_note() if source is not None else None
+        if note:
+            self.notes.append(note)
+            if self.progress is not None:
+                self.progress(note)
 
     async def _until_done(self, aws) -> None:
         """Wait for the workers (or requests in flight); on ``cancel`` abandon them at once — Ctrl-C must not
@@ -271,7 +300,7 @@ class Generator:
         p, cancel = self.plan, self.cancel
         deadline = time.monotonic() + p.duration_s
         tickets = self._budget()
-        bodies = itertools.cycle(self.bodies)
+        bodies = self.bodies
 
         async def worker() -> None:
             conn = Connection(self.target)
@@ -291,7 +320,7 @@ class Generator:
         offsets = arrival_offsets(rate, p.duration_s, p.arrivals, p.cv, self.rng, p.requests)
         idle: list[Connection] = []
         inflight: set[asyncio.Task] = set()
-        bodies = itertools.cycle(self.bodies)
+        bodies = self.bodies
         mono0, wall0 = time.monotonic_ns(), time.time_ns()
 
         async def one(due_wall: int, request: bytes, rid: int, prompt: int) -> None:
@@ -358,7 +387,6 @@ def run_plan(plan: LoadPlan, cancel: threading.Event | None = None, ready_timeou
             plan.model, said = await discover_model(gen.target)  # kept in meta["load"]["model"]
             if progress is not None:
                 progress(said)
-            gen.bodies = plan.bodies_to_send()
         if on_ready is not None:
             on_ready()
         await gen.run()
