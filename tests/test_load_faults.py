@@ -174,3 +174,23 @@ def test_a_report_that_cannot_be_built_still_prints_the_levels_table(tmp_path, m
     said = "the report of the recorded server could not be built (PermissionError"
     assert said in err and said in out and str(tmp_path / "run") in err
     assert (tmp_path / "run" / "load.parquet").exists()
+
+
+def test_a_metrics_endpoint_answering_a_broken_status_line_is_one_sentence(tmp_path):
+    """Issue 32 item 8: the engine-metrics reader died with a traceback (``http.client.BadStatusLine``, not an
+    OSError) when ``/metrics`` answered a status line that is not HTTP; the load went on, the user saw a traceback.
+    Now it is one sentence, quoted, and the levels' table as always."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(SERVERS / "hostile_http.py"), str(port), "bad-metrics"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_ready(port, proc)
+        res = gpusleuth("load", f"http://127.0.0.1:{port}/v1/chat/completions", "--model", "m", "--concurrency", "1",
+                        "--duration", "2.5", timeout=120)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert "Traceback" not in res.stderr + res.stdout, res.stderr[-3000:]
+    said = [line for line in res.stderr.splitlines() if "/metrics answered something that is not HTTP" in line]
+    assert len(said) == 1 and "BadStatusLine" in said[0] and "2OO" in said[0], res.stderr[-2000:]
+    assert "Serving under load" in res.stdout

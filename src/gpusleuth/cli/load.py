@@ -348,6 +348,7 @@ def _url_only(args: argparse.Namespace, plan: LoadPlan) -> tuple[Path | None, Lo
     finally:
         signal.signal(signal.SIGINT, old)
         engine.stop()
+        _engine_problem(engine)
     run_dir = None
     if args.out is not None and result.not_ready is None:
         run_dir = _write_load_only(args, plan, result)
@@ -376,6 +377,12 @@ def _levels_done(driver: LoadThread, engine: EngineScraper) -> str | None:
         return None
     engine.stop()
     return "gpusleuth load (levels done)"
+
+
+def _engine_problem(engine: EngineScraper) -> None:
+    """What the engine-metrics reader met and could not read (a status line that is not HTTP), in one sentence."""
+    if engine.problem:
+        _say(engine.problem)
 
 
 def _write_engine(engine: EngineScraper, run_dir: Path) -> None:
@@ -428,6 +435,7 @@ def _with_server(args: argparse.Namespace, plan: LoadPlan, command: list[str]
     ))
     result = driver.finish()
     engine.stop()
+    _engine_problem(engine)
     run_dir = launched.run_dir
     _write_engine(engine, run_dir)
     server = None
