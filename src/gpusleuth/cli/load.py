@@ -109,8 +109,9 @@ def add_parser(sub: Subparsers) -> None:
                         help="send the files of DIR as bodies, in name order, round robin")
     s = p.add_argument_group("the server (with -- CMD)")
     s.add_argument("--ready-timeout", type=float, default=None, metavar="S",
-                   help="wait at most S seconds for URL to answer before the first level (default 60 with -- CMD, "
-                   "5 without)")
+                   help="wait at most S seconds for URL's route to answer before the first level, through 404, 502, "
+                   "503 and 504 (a proxy before its app is deployed, a model loading); default 60 with -- CMD, 5 "
+                   "without")
     s.add_argument("--grace", type=float, default=10.0, metavar="S",
                    help="seconds between SIGINT, SIGTERM and SIGKILL when stopping the server (default 10)")
     s.add_argument("--interval", type=float, default=0.1, metavar="S", help="telemetry sampling interval (default 0.1)")

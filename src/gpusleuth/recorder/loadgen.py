@@ -380,9 +380,13 @@ def run_plan(plan: LoadPlan, cancel: threading.Event | None = None, ready_timeou
     async def main():
         nonlocal not_ready
         if ready_timeout_s is not None:
-            not_ready = await wait_ready(gen.target, ready_timeout_s, gen.cancel)
+            not_ready, waited = await wait_ready(gen.target, ready_timeout_s, gen.cancel)
             if not_ready:
                 return
+            if waited:
+                gen.notes.append(waited)
+                if progress is not None:
+                    progress(waited)
         if plan.api != "http" and not plan.model:
             plan.model, said = await discover_model(gen.target)  # kept in meta["load"]["model"]
             if progress is not None:
