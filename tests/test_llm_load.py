@@ -251,7 +251,7 @@ def test_a_dataset_that_runs_out_is_resent_in_order_and_said(stream_server, tmp_
         (folder / f"{k}.txt").write_text(f"prompt number {k} " + "word " * 10)
     export = tmp_path / "req.jsonl"
     res = gpusleuth("load", url + "/v1/completions", "--concurrency", "1,1", "--requests", "2", "--prompts", folder,
-                    "--output-tokens", "2", "--export-requests", export, timeout=120)
+                    "--output-tokens", "2", "--export-requests", export, "--no-warmup", timeout=120)
     assert res.returncode == 0, res.stderr
     lines = [json.loads(x) for x in export.read_text().splitlines()]
     assert [r["prompt"] for r in lines] == [0, 1, 2, 0]  # the second level goes on where the first stopped

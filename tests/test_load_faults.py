@@ -140,7 +140,8 @@ def test_ctrl_c_with_hung_requests_says_what_was_sent_and_cut(hostile, tmp_path)
     body = tmp_path / "req.json"
     body.write_text('{"x": 1}')
     proc = subprocess.Popen([sys.executable, "-m", "gpusleuth", "load", hostile + "/hang", "--body-file", str(body),
-                             "--concurrency", "3", "--duration", "30", "--timeout", "60", "--out", str(tmp_path / "r")],
+                             "--concurrency", "3", "--duration", "30", "--timeout", "60", "--out", str(tmp_path / "r"),
+                             "--no-warmup"],  # the levels' own requests in flight (a hung warm-up: the next test)
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
     time.sleep(4)  # started, probed, 3 POSTs hanging
     proc.send_signal(signal.SIGINT)
@@ -149,6 +150,20 @@ def test_ctrl_c_with_hung_requests_says_what_was_sent_and_cut(hostile, tmp_path)
     assert "3 of the 3 requests sent were in flight when the load was stopped and were cut unanswered" in out
     rep = json.loads(gpusleuth("report", tmp_path / "r", "--json").stdout)["serving"]
     assert rep["levels"][0]["cut"] == 3 and rep["levels"][0]["errors"] == 0
+
+
+def test_ctrl_c_during_a_hung_warm_up_says_no_level_ran(hostile, tmp_path):
+    body = tmp_path / "req.json"
+    body.write_text('{"x": 1}')
+    proc = subprocess.Popen([sys.executable, "-m", "gpusleuth", "load", hostile + "/hang", "--body-file", str(body),
+                             "--concurrency", "3", "--duration", "30", "--timeout", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    time.sleep(4)  # started, probed, the 4 warm-up POSTs hanging
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert "warm-up: 4 request(s)" in err and "cancelled×4" in err
+    assert "stopped during the warm-up: no level ran" in err, err
 
 
 def test_a_report_that_cannot_be_built_still_prints_the_levels_table(tmp_path, monkeypatch, capsys):

@@ -9,10 +9,12 @@ the load goes on with its rows saying 503.
 from __future__ import annotations
 
 import http.server
+import json
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -126,3 +128,31 @@ def test_a_url_that_only_answers_404_is_loaded_after_the_wait_and_said(tmp_path)
         server.server_close()
     assert rows and {r["status"] for r in rows} == {404}
     assert "answered only 404 ×" in said[0] and "loaded all the same" in said[0], said[0][-2000:]
+
+
+def test_a_cold_server_is_warmed_up_before_the_first_level_and_the_warm_up_said_apart(tmp_path):
+    """Issue 32 item 7: a cold server's start (``transformers serve --continuous-batching``: no token for 10 s for
+    the first four requests) was measured as the first level's latency. By default a few requests go first, together,
+    and are reported apart from every level; ``--no-warmup`` meets the server cold, as before."""
+    from conftest import free_port
+
+    def load(*more: str) -> tuple[list[dict], dict, str]:
+        port = free_port()
+        out = tmp_path / f"run{len(more)}"
+        res = subprocess.run([sys.executable, "-m", "gpusleuth", "load", f"http://127.0.0.1:{port}/", "--method", "POST",
+                              "--concurrency", "2", "--duration", "1", "--out", str(out), "--json", *more, "--",
+                              sys.executable, str(Path(__file__).parent / "servers" / "cold_start.py"), str(port),
+                              "1.5"], env=_env(), capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr[-2000:]
+        return pq.read_table(out / "load.parquet").to_pylist(), json.loads(res.stdout), res.stderr
+
+    rows, rep, said = load()
+    assert max((r["end_ns"] - r["start_ns"]) / 1e6 for r in rows) < 1000  # the start is not in the level
+    warm = json.loads((tmp_path / "run0" / "meta.json").read_text())["load"]["warmup"]
+    assert warm["requests"] == warm["ok"] == 4 and warm["latency_ms"][-1] >= 1500, warm
+    note = next(n for n in rep["serving"]["notes"] if n.startswith("warm-up: 4 request(s)"))
+    assert "counted in no level" in note and note in said
+
+    cold, rep, said = load("--no-warmup")
+    assert max((r["end_ns"] - r["start_ns"]) / 1e6 for r in cold) >= 1500  # the first level paid the start
+    assert not any(n.startswith("warm-up") for n in rep["serving"]["notes"]) and "warm-up" not in said

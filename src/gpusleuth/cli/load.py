@@ -72,6 +72,11 @@ def add_parser(sub: Subparsers) -> None:
                    "gaps, as independent users arrive), or gamma (burstier with --cv above 1)")
     g.add_argument("--cv", type=float, default=None, metavar="X",
                    help="--arrivals gamma: the coefficient of variation of the gaps (1 = Poisson; 2 = bursty)")
+    g.add_argument("--warmup", type=int, default=4, metavar="N",
+                   help="send N requests together once the server answers, before the first level, and report them "
+                   "apart from every level (a cold server's compiling or first batch is not the first level's "
+                   "latency); default 4")
+    g.add_argument("--no-warmup", action="store_true", help="no warm-up: the first level meets the server as it is")
     g.add_argument("--seed", type=int, default=0, help="seed of the arrivals and synthetic prompts (default 0)")
     g.add_argument("--slo", default=None, metavar="ttft=…,itl=…,e2e=…",
                    help="LLM budgets per request, e.g. ttft=500ms,itl=50ms,e2e=5s[,attainment=90%%]: goodput "
@@ -229,11 +234,13 @@ def plan_from_args(args: argparse.Namespace) -> LoadPlan:
             slo = parse_slo(args.slo)
         except ValueError as exc:
             raise LaunchError(f"gpusleuth load: {exc}") from None
+    if not 0 <= args.warmup <= 10_000:
+        raise LaunchError(f"gpusleuth load: --warmup wants a number of requests from 0 to 10000, got {args.warmup}")
     plan = LoadPlan(url=args.url, mode=mode, levels=levels, duration_s=args.duration, requests=args.requests,
                     timeout_s=args.timeout, method=method, headers=headers, bodies=bodies,
                     max_inflight=max(1, args.max_inflight), p95_budget_ms=args.p95_budget_ms,
                     insecure=args.insecure, arrivals=args.arrivals, cv=args.cv or 1.0, seed=args.seed, api=api,
-                    slo=slo, **llm)
+                    slo=slo, warmup=0 if args.no_warmup else args.warmup, **llm)
     try:
         plan.target()
     except ValueError as exc:
@@ -313,7 +320,7 @@ def load_command(args: argparse.Namespace) -> int:
         _say(why + (f"; the run is kept in {run_dir}" if run_dir else ""))
         return 1
     if not len(result.columns["level"]):
-        _say("no request was sent")
+        _say("stopped during the warm-up: no level ran" if result.warmup is not None else "no request was sent")
         return 1
     if args.export_requests is not None:
         _export(args.export_requests, result)

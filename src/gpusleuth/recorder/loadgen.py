@@ -74,6 +74,9 @@ class LoadPlan:
     extra_body: dict = field(default_factory=dict)  # merged into every OpenAI request body
     slo: dict[str, float] = field(default_factory=dict)  # ttft_ms, itl_ms, e2e_ms, attainment (0..1)
     notes: list[str] = field(default_factory=list)  # said before the first level (dataset lines skipped)
+    # requests sent together once the server is ready, before the first level and in no level: a cold engine's
+    # start (compiling, a batch manager's first batch, lazy loading) is not measured as the first level's latency
+    warmup: int = 0
 
     def target(self) -> Target:
         return parse_target(self.url, self.method, self.headers, verify=not self.insecure)
@@ -89,7 +92,8 @@ class LoadPlan:
                 "api": self.api, "model": self.model, "stream": self.stream if self.api != "http" else None,
                 "prompts": len(self.prompts) if self.api != "http" and self.synthetic is None else None,
                 "synthetic_prompts": self.synthetic is not None if self.api != "http" else None,
-                "shared_prefix_tokens": self.shared_prefix if self.api != "http" else None, "slo": dict(self.slo) or None}
+                "shared_prefix_tokens": self.shared_prefix if self.api != "http" else None, "slo": dict(self.slo) or None,
+                "warmup_requests": self.warmup}
 
 
 class RequestBodies:
@@ -224,6 +228,7 @@ class Generator:
         # per level, this process's CPU over the level's wall time, in cores: on the server's machine the
         # generator's CPU is not the server's, so the report says how much it took
         self.cpu_cores: list[float] = []
+        self.warmup: dict | None = None  # what the warm-up requests got (meta["load"]["warmup"])
 
     def _next(self, bodies) -> tuple[bytes, int, int]:
         """(request bytes, request id, prompt index) of the next request."""
@@ -234,19 +239,43 @@ class Generator:
         return self.target.request(body, extra), rid, prompt
 
     async def _one(self, conn: Connection, level: int, conc: int, rate: float, start: int, lag: int,
-                   request: bytes, rid: int, prompt: int) -> str:
+                   request: bytes, rid: int, prompt: int, rows: _Rows | None = None) -> str:
         """Send one request and add its row (its error code is returned); a request abandoned by ``cancel``
-        is a ``cancelled`` row."""
+        is a ``cancelled`` row. ``rows``: where the row goes (the levels' own by default)."""
+        rows = rows if rows is not None else self.rows
         answer = OpenAIAnswer(stream=self.plan.stream) if self.plan.api != "http" else None
         try:
             status, error, detail = await _send(conn, request, self.plan.timeout_s, answer)
         except asyncio.CancelledError:
             conn.close()
-            self.rows.add(level, conc, rate, start, time.time_ns(), 0, "cancelled", lag, rid, answer,
-                          "sent, then abandoned unanswered when the load was stopped", prompt)
+            rows.add(level, conc, rate, start, time.time_ns(), 0, "cancelled", lag, rid, answer,
+                     "sent, then abandoned unanswered when the load was stopped", prompt)
             raise
-        self.rows.add(level, conc, rate, start, time.time_ns(), status, error, lag, rid, answer, detail, prompt)
+        rows.add(level, conc, rate, start, time.time_ns(), status, error, lag, rid, answer, detail, prompt)
         return error
+
+    async def warm_up(self) -> None:
+        """``plan.warmup`` requests sent together (the run's next prompts: fresh ones), each bounded by the
+        timeout, before the first level; their rows are kept apart (``self.warmup``) and said in one sentence."""
+        n = self.plan.warmup
+        if n <= 0 or self.cancel.is_set():
+            return
+        rows = _Rows()
+
+        async def one() -> None:
+            conn = Connection(self.target)
+            try:
+                request, rid, prompt = self._next(self.bodies)
+                await self._one(conn, -1, n, 0.0, time.time_ns(), 0, request, rid, prompt, rows)
+            finally:
+                conn.close()
+
+        await self._until_done(one() for _ in range(n))
+        self.warmup = warmup_summary(rows.arrays())
+        note = warmup_note(self.warmup)
+        self.notes.append(note)
+        if self.progress is not None:
+            self.progress(note)
 
     async def run(self) -> None:
         p = self.plan
@@ -362,10 +391,11 @@ class LoadResult:
     notes: list[str]
     not_ready: str | None = None  # why no level ran: the server never answered
     cpu_cores: list[float] = field(default_factory=list)  # the generator's own CPU per level, in cores
+    warmup: dict | None = None  # the warm-up requests, apart from the levels (warmup_summary)
 
     def meta(self, plan: LoadPlan) -> dict:
         """``meta["load"]``: the plan's parameters and what the generator itself cost."""
-        return {**plan.to_meta(), "generator_cpu_cores": self.cpu_cores, "notes": self.notes}
+        return {**plan.to_meta(), "generator_cpu_cores": self.cpu_cores, "notes": self.notes, "warmup": self.warmup}
 
 
 def run_plan(plan: LoadPlan, cancel: threading.Event | None = None, ready_timeout_s: float | None = None,
@@ -391,12 +421,42 @@ def run_plan(plan: LoadPlan, cancel: threading.Event | None = None, ready_timeou
             plan.model, said = await discover_model(gen.target)  # kept in meta["load"]["model"]
             if progress is not None:
                 progress(said)
+        await gen.warm_up()  # before the engine's baseline scrape: the levels' counters hold no warm-up request
         if on_ready is not None:
             on_ready()
         await gen.run()
 
     asyncio.run(main())
-    return LoadResult(gen.rows.arrays(), start, time.time_ns(), gen.notes, not_ready, gen.cpu_cores)
+    return LoadResult(gen.rows.arrays(), start, time.time_ns(), gen.notes, not_ready, gen.cpu_cores, gen.warmup)
+
+
+def warmup_summary(c: dict[str, np.ndarray]) -> dict:
+    """The warm-up requests: how many, answered, failed by cause, their latencies and first tokens (ms)."""
+    ok = c["error"] == ""
+    lat = (c["end_ns"] - c["start_ns"]) / 1e6
+    ttft = np.where(c["first_token_ns"] >= 0, (c["first_token_ns"] - c["start_ns"]) / 1e6, np.nan)
+    failed: dict[str, int] = {}
+    for e, st in zip(c["error"][~ok].tolist(), c["status"][~ok].tolist()):
+        key = str(st) if e == "http" else str(e)
+        failed[key] = failed.get(key, 0) + 1
+    return {"requests": int(len(ok)), "ok": int(ok.sum()), "failed": failed,
+            "latency_ms": [round(float(v), 3) for v in np.sort(lat[ok])],
+            "ttft_ms": [round(float(v), 3) for v in np.sort(ttft[ok & np.isfinite(ttft)])]}
+
+
+def warmup_note(w: dict) -> str:
+    """One sentence about the warm-up, apart from every level's numbers."""
+    text = (f"warm-up: {w['requests']} request(s) sent together before the first level and counted in no level: "
+            f"{w['ok']} answered")
+    if w["latency_ms"]:
+        lat = w["latency_ms"]
+        text += f" in {lat[0]:,.1f}–{lat[-1]:,.1f} ms" if len(lat) > 1 else f" in {lat[0]:,.1f} ms"
+    if w["ttft_ms"]:
+        t = w["ttft_ms"]
+        text += f" (first token {t[0]:,.1f}–{t[-1]:,.1f} ms)" if len(t) > 1 else f" (first token {t[0]:,.1f} ms)"
+    if w["failed"]:
+        text += "; failed: " + ", ".join(f"{k}×{v}" for k, v in sorted(w["failed"].items()))
+    return text + " (--no-warmup skips it)"
 
 
 class LoadThread:
