@@ -148,6 +148,26 @@ def test_the_engines_cached_prompt_share_per_level():
     assert analyze_engine(SimpleNamespace(engine=tgi), load).levels[0].cached_prompt_share is None
 
 
+def test_a_scrape_after_the_next_level_began_is_not_the_previous_levels():
+    """Levels are 0.2 s apart and a scrape up to 0.3 s after a level's end still counts for it (requests finishing
+    last): one taken after the next level had begun held that level's first answers (on the old prompts' cached
+    requests, level 1 read a cached share of 0.50 that was level 2's). It belongs to the next level only."""
+    from types import SimpleNamespace
+
+    from gpusleuth.analysis.engine import analyze_engine
+
+    ms = 1_000_000
+    text = "llamacpp:prompt_tokens_total %d\nllamacpp:prompt_tokens_cached_total %d\n"
+    # level 0 computed 300 prompt tokens; level 1 (from +1200 ms) answered 300 from cache in its first 50 ms
+    at = [(0, (0, 0)), (1000 * ms, (300, 0)), (1250 * ms, (300, 300)), (2400 * ms, (600, 300))]
+    run = SimpleNamespace(engine=[parse_engine_metrics(text % v, t) for t, v in at])
+    load = SimpleNamespace(levels=[SimpleNamespace(level=0, concurrency=1, rate=0.0, start_ns=1, end_ns=1000 * ms),
+                                   SimpleNamespace(level=1, concurrency=1, rate=0.0, start_ns=1200 * ms,
+                                                   end_ns=2200 * ms)])
+    one, two = analyze_engine(run, load).levels
+    assert one.cached_prompt_share == 0.0 and two.cached_prompt_share == pytest.approx(0.5)
+
+
 def test_damaged_scrapes_are_skipped_and_counted(tmp_path):
     lines = [json.dumps({"t_ns": 2, "text": VLLM}), "not json", json.dumps({"t_ns": 3, "text": "vllm:x{{{ 1\n"}),
              json.dumps({"t_ns": 1, "text": SGLANG})]

@@ -72,8 +72,10 @@ def test_llama_server_metrics_match_what_the_client_measured(tmp_path, gguf):
     # the engine's gauges, against what the load did: one request at a time; six on two slots, four deferred
     assert one["running_max"] == 1 and one["waiting_max"] == 0
     assert six["running_max"] == 2 and six["waiting_max"] >= 1, six
-    assert 0.9 <= one["batch_mean"] <= 1.0 + 1e-6, one
-    assert 1.5 < six["batch_mean"] <= 2.0 + 1e-6, six
+    # llama.cpp prints its running mean with 6 significant digits (1.17153 after 274 steps): the mean between two
+    # scrapes carries that rounding times steps-since-start over steps-between (measured up to 3e-6 over 1.0)
+    assert 0.9 <= one["batch_mean"] <= 1.0 + 1e-4, one
+    assert 1.5 < six["batch_mean"] <= 2.0 + 1e-4, six
     assert one["kv_usage_mean"] is None  # this build has no KV-usage gauge: none is invented
     # and the report says so: requests waiting for a slot, the fix naming llama.cpp's --parallel
     cap = [f for f in rep["findings"] if f["cause"] == "serving.engine_capacity"]

@@ -105,11 +105,14 @@ def analyze_engine(run: Run, load: LoadAnalysis | None) -> EngineAnalysis | None
         return None
     levels = load.levels if load is not None else []
     out = []
-    for lv in levels:
+    for i, lv in enumerate(levels):
         lo, hi = int(lv.start_ns), int(lv.end_ns)
+        # a scrape soon after the level's end still belongs to it, but not once the next level has begun (levels
+        # are 0.2 s apart: a scrape 0.25 s after this level's end holds the next level's first answers)
+        late = min(hi + LATE_NS, int(levels[i + 1].start_ns)) if i + 1 < len(levels) else hi + LATE_NS
         inside = [s for s in samples if lo <= s.t_ns <= hi]
         before = [s for s in samples if s.t_ns <= lo]
-        after = [s for s in samples if s.t_ns <= hi + LATE_NS]
+        after = [s for s in samples if s.t_ns <= max(late, hi)]
         a = before[-1] if before else (inside[0] if inside else None)
         b = after[-1] if after else None
         el = EngineLevel(level=lv.level, concurrency=lv.concurrency, rate=lv.rate, scrapes=len(inside))
