@@ -195,3 +195,20 @@ def test_a_join_that_raises_leaves_the_requests_with_a_sentence(tmp_path, monkey
     assert ra.note is not None and ra.note.startswith("joining the 1 requests without a model forward")
     assert "IndexError" in ra.note and "not attributed" in ra.note
     assert [s.requests for s in R.split_by_levels(ra, run, levels(2, 40 * MS))] == [2 - 1, 0]
+
+
+def test_the_warm_ups_requests_are_left_out_of_the_servers_analysis(tmp_path):
+    """``gpusleuth load``'s warm-up (meta ``load.warmup``: its window) is reported apart from every level; the
+    recorded server's requests inside that window — a cold start's 1.5 s ones — weigh in none of its shares."""
+    from gpusleuth.analysis.requests import analyze_requests
+
+    lines = [r_line(T0 + k * MS, T0 + k * MS + 1500 * MS, own=1, pre=MS, infer=1498 * MS, post=MS) for k in range(4)]
+    lines += [r_line(T0 + 2000 * MS + k * 10 * MS, T0 + 2000 * MS + k * 10 * MS + 6 * MS, own=1, pre=3 * MS,
+                     infer=2 * MS, post=MS) for k in range(20)]
+    run = parse(tmp_path, {7: lines})
+    every = analyze_requests(run)
+    assert every is not None and every.count == 24
+    run.meta["load"] = {"warmup": {"requests": 4, "start_ns": T0 - MS, "end_ns": T0 + 1510 * MS}}
+    ra = analyze_requests(run)
+    assert ra is not None and ra.count == 20 and ra.latency_p95_ms == pytest.approx(6.0)
+    assert ra.shares["pre"] == pytest.approx(0.5) and every.shares["infer"] > 0.9

@@ -146,7 +146,7 @@ class RequestAnalysis:
 
 
 def analyze_requests(run: Run) -> RequestAnalysis | None:
-    r = run.requests
+    r = _without_warmup(run)
     if not len(r) or "forwards" not in r:
         return None
     fwd = np.asarray(r["forwards"], dtype=np.int64) > 0
@@ -216,6 +216,21 @@ def analyze_requests(run: Run) -> RequestAnalysis | None:
 # forwards, so the rows have one set of columns whether or not any request was joined (a batcher whose forwards ran
 # while no request could be tied to them — BentoML's deque — left them out, and the per-level split raised KeyError)
 JOINED_ONLY = ("queued_ns", "collect_ns", "own_ns", "behind_ns", "behind_steps", "model_ns")
+
+
+def _without_warmup(run: Run) -> Table:
+    """The server's requests less those ``gpusleuth load``'s warm-up sent (they started inside its window, before
+    the first level): a cold server's start is reported apart from every level (meta ``load.warmup``), and must
+    not weigh in the server's shares either."""
+    r = run.requests
+    load = run.meta.get("load")
+    w = load.get("warmup") if isinstance(load, dict) else None
+    if not len(r) or not isinstance(w, dict) or not isinstance(w.get("start_ns"), int) or \
+            not isinstance(w.get("end_ns"), int):
+        return r
+    start = np.asarray(r["start_ns"], dtype=np.int64)
+    keep = (start < w["start_ns"]) | (start > w["end_ns"])
+    return r if keep.all() else r.filter(keep)
 
 
 def _with_batched(rows: dict[str, np.ndarray], r: Table, join: BatchJoin | None) -> dict[str, np.ndarray]:

@@ -270,8 +270,10 @@ class Generator:
             finally:
                 conn.close()
 
+        t0 = time.time_ns()
         await self._until_done(one() for _ in range(n))
-        self.warmup = warmup_summary(rows.arrays())
+        # its window on the wall clock: the recorded server's requests in it are the warm-up's (analysis/requests.py)
+        self.warmup = {**warmup_summary(rows.arrays()), "start_ns": t0, "end_ns": time.time_ns()}
         note = warmup_note(self.warmup)
         self.notes.append(note)
         if self.progress is not None:
