@@ -188,6 +188,7 @@ def test_a_report_that_cannot_be_built_still_prints_the_levels_table(tmp_path, m
     assert {"1", "2"} <= {r[2] if r[1:2] == ["→"] else r[0] for r in rows if len(r) > 3}, out  # "knee → 2 …"
     said = "the report of the recorded server could not be built (PermissionError"
     assert said in err and said in out and str(tmp_path / "run") in err
+    assert "the server was not recorded" not in out and "the recorded server's report could not be built" in out
     assert (tmp_path / "run" / "load.parquet").exists()
 
 

@@ -489,6 +489,7 @@ def _report(args: argparse.Namespace, run_dir: Path | None, result: LoadResult, 
             why = (f"the report of the recorded server could not be built ({exc.__class__.__name__}: "
                    f"{str(exc)[:160]}); below is the client's per-level table alone; the run is kept in {run_dir}")
             _say(why)
+            client.meta["server_run"] = str(run_dir)
             report = build_report(client, analysis_options(args))
             report.losses.append(why)
             full = False
