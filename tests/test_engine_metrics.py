@@ -40,7 +40,7 @@ def test_sglang_capture():
     s = parse_engine_metrics(SGLANG, 1)
     assert s.engine == "sglang"
     assert s.values == {"running": 162.0, "waiting": 2826.0, "kv_usage": 0.28, "prompt_tokens": 8128902.0,
-                        "generation_tokens": 7557572.0}
+                        "generation_tokens": 7557572.0, "prefix_hit_rate": 0.007507552643049313}
     tpot = s.hists["tpot"]
     rank = 0.5 * 7.400757e6
     assert histogram_quantile(tpot.bounds, tpot.counts, 0.5) == pytest.approx(
@@ -110,6 +110,62 @@ def test_llamacpp_mean_batch_between_two_scrapes():
     load = SimpleNamespace(levels=[SimpleNamespace(level=0, concurrency=2, rate=0.0, start_ns=1, end_ns=2_000_000_000)])
     lv = analyze_engine(run, load).levels[0]
     assert lv.batch_mean == pytest.approx(2.0) and lv.decode_ms_per_token == pytest.approx(1.0)
+
+
+def test_the_engines_cached_prompt_share_per_level():
+    """Issue 32: what share of a level's prompt tokens the engine answered from its prefix cache — vLLM V1's
+    counters of tokens looked up and found, llama.cpp's computed and cached prompt tokens, SGLang's hit-rate gauge
+    (its mean over the level) — and none from an engine that says nothing about a cache."""
+    from types import SimpleNamespace
+
+    from gpusleuth.analysis.engine import analyze_engine
+
+    def text(hits: int, queries: int) -> str:
+        return ("# TYPE vllm:prefix_cache_queries counter\n"
+                f'vllm:prefix_cache_queries_total{{engine="0",model_name="m"}} {queries}\n'
+                "# TYPE vllm:prefix_cache_hits counter\n"
+                f'vllm:prefix_cache_hits_total{{engine="0",model_name="m"}} {hits}\n'
+                'vllm:num_requests_running{engine="0",model_name="m"} 1\n')
+
+    load = SimpleNamespace(levels=[SimpleNamespace(level=0, concurrency=1, rate=0.0, start_ns=1, end_ns=10**9),
+                                   SimpleNamespace(level=1, concurrency=1, rate=0.0, start_ns=10**9 + 1,
+                                                   end_ns=2 * 10**9)])
+    vllm = [parse_engine_metrics(text(h, q), t) for t, h, q in ((0, 0, 0), (10**9, 64, 1024), (2 * 10**9, 1000, 2048))]
+    one, two = analyze_engine(SimpleNamespace(engine=vllm), load).levels
+    assert one.cached_prompt_share == pytest.approx(64 / 1024) and two.cached_prompt_share == pytest.approx(936 / 1024)
+
+    ll = [parse_engine_metrics("llamacpp:prompt_tokens_total %d\nllamacpp:prompt_tokens_cached_total %d\n" % v, t)
+          for t, v in ((0, (0, 0)), (10**9, (300, 100)), (2 * 10**9, (300, 100)))]
+    one, two = analyze_engine(SimpleNamespace(engine=ll), load).levels
+    assert one.cached_prompt_share == pytest.approx(0.25) and two.cached_prompt_share is None  # no prompt in it
+
+    sg = [parse_engine_metrics(f'sglang:cache_hit_rate{{model_name="m"}} {r}\nsglang:num_running_reqs 1\n', t)
+          for t, r in ((5 * 10**8, 0.2), (9 * 10**8, 0.4), (15 * 10**8, 0.9))]
+    one, two = analyze_engine(SimpleNamespace(engine=sg), load).levels
+    assert one.cached_prompt_share == pytest.approx(0.3) and two.cached_prompt_share == pytest.approx(0.9)
+
+    tgi = [parse_engine_metrics("tgi_queue_size 1\n", t) for t in (0, 10**9)]
+    assert analyze_engine(SimpleNamespace(engine=tgi), load).levels[0].cached_prompt_share is None
+
+
+def test_a_scrape_after_the_next_level_began_is_not_the_previous_levels():
+    """Levels are 0.2 s apart and a scrape up to 0.3 s after a level's end still counts for it (requests finishing
+    last): one taken after the next level had begun held that level's first answers (on the old prompts' cached
+    requests, level 1 read a cached share of 0.50 that was level 2's). It belongs to the next level only."""
+    from types import SimpleNamespace
+
+    from gpusleuth.analysis.engine import analyze_engine
+
+    ms = 1_000_000
+    text = "llamacpp:prompt_tokens_total %d\nllamacpp:prompt_tokens_cached_total %d\n"
+    # level 0 computed 300 prompt tokens; level 1 (from +1200 ms) answered 300 from cache in its first 50 ms
+    at = [(0, (0, 0)), (1000 * ms, (300, 0)), (1250 * ms, (300, 300)), (2400 * ms, (600, 300))]
+    run = SimpleNamespace(engine=[parse_engine_metrics(text % v, t) for t, v in at])
+    load = SimpleNamespace(levels=[SimpleNamespace(level=0, concurrency=1, rate=0.0, start_ns=1, end_ns=1000 * ms),
+                                   SimpleNamespace(level=1, concurrency=1, rate=0.0, start_ns=1200 * ms,
+                                                   end_ns=2200 * ms)])
+    one, two = analyze_engine(run, load).levels
+    assert one.cached_prompt_share == 0.0 and two.cached_prompt_share == pytest.approx(0.5)
 
 
 def test_damaged_scrapes_are_skipped_and_counted(tmp_path):

@@ -72,8 +72,10 @@ def test_llama_server_metrics_match_what_the_client_measured(tmp_path, gguf):
     # the engine's gauges, against what the load did: one request at a time; six on two slots, four deferred
     assert one["running_max"] == 1 and one["waiting_max"] == 0
     assert six["running_max"] == 2 and six["waiting_max"] >= 1, six
-    assert 0.9 <= one["batch_mean"] <= 1.0 + 1e-6, one
-    assert 1.5 < six["batch_mean"] <= 2.0 + 1e-6, six
+    # llama.cpp prints its running mean with 6 significant digits (1.17153 after 274 steps): the mean between two
+    # scrapes carries that rounding times steps-since-start over steps-between (measured up to 3e-6 over 1.0)
+    assert 0.9 <= one["batch_mean"] <= 1.0 + 1e-4, one
+    assert 1.5 < six["batch_mean"] <= 2.0 + 1e-4, six
     assert one["kv_usage_mean"] is None  # this build has no KV-usage gauge: none is invented
     # and the report says so: requests waiting for a slot, the fix naming llama.cpp's --parallel
     cap = [f for f in rep["findings"] if f["cause"] == "serving.engine_capacity"]
@@ -106,6 +108,48 @@ def test_llama_server_metrics_match_what_the_client_measured(tmp_path, gguf):
     for lv, mine in zip(em["levels"], rep["serving"]["levels"]):
         assert lv["generation_tokens_per_s"] == pytest.approx(mine["tokens"]["output_tokens_per_s"], rel=0.25), (
             lv, mine["tokens"])
+
+
+def _same_level(tmp_path, gguf, name: str, *more: str) -> tuple[dict, list[list[float]]]:
+    """Concurrency 1 four times (one slot) against llama.cpp's server with its prompt cache, prompts of 150 synthetic
+    words (≈ 800 of this model's character tokens: a prefill of about 100 ms here): the report and each level's
+    TTFTs (ms)."""
+    import llm_proxy_clock as P
+
+    port = free_port()
+    res = subprocess.run(
+        [sys.executable, "-m", "gpusleuth", "load", f"http://127.0.0.1:{port}/v1/completions", "--concurrency",
+         "1,1,1,1", "--duration", "2", "--input-tokens", "150", "--output-tokens", "2", "--no-gpu", "--out",
+         str(tmp_path / name), "--json", *more, "--", sys.executable, str(SERVERS / "llama_server.py"), str(gguf),
+         "--port", str(port), "--parallel", "1", "--metrics"],
+        env=_env(), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = P.gpusleuth_rows(tmp_path / name)
+    return json.loads(res.stdout), [[(r["token_ns"][0] - r["start_ns"]) / 1e6 for r in rows if r["level"] == k]
+                                    for k in range(4)]
+
+
+def test_the_same_level_twice_reads_the_same_ttft_and_the_engines_cached_prompt_share(tmp_path, gguf):
+    """Issue 32 item 2's must-show. Every level restarted the same list of prompts, so the second of two equal
+    levels was answered from llama.cpp's prompt cache: TTFT p50 361 → 6.5 ms, its cached share 0.45 (measured on
+    the old code, two levels of 4 s). Now every request's prompt is fresh: the same level run again reads the same
+    TTFT within 25 % and the engine's own counters say it served next to nothing from its cache; with
+    ``--shared-prefix`` the shared words are what it serves from cache (100 of the 250 words: ≈ 40 %), per level.
+
+    The same level is run four times and the runs compared in turn (levels 1 and 3 against 2 and 4): on a shared
+    2-core machine someone else's burst of load moved one 4-second level's TTFT by 26-30 % (p10 100 vs 126 ms, p50
+    110 vs 178 ms, measured), where a cached prompt moves it 50-fold."""
+    rep, ttft = _same_level(tmp_path, gguf, "fresh")
+    assert all(len(t) >= 5 for t in ttft), [len(t) for t in ttft]
+    odd, even = statistics.median(ttft[0] + ttft[2]), statistics.median(ttft[1] + ttft[3])
+    assert even == pytest.approx(odd, rel=0.25), (odd, even)
+    assert min(statistics.median(t) for t in ttft) > 0.5 * odd  # no level answered from a cache
+    em = rep["engine_metrics"]["levels"]
+    assert all(lv["cached_prompt_share"] < 0.05 for lv in em), em
+
+    shared, _ = _same_level(tmp_path, gguf, "shared", "--shared-prefix", "100")
+    em = shared["engine_metrics"]["levels"]
+    assert all(0.25 < lv["cached_prompt_share"] < 0.6 for lv in em), em
 
 
 def test_gpusleuth_times_each_request_as_an_independent_proxy_does(tmp_path, gguf):

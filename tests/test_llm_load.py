@@ -203,3 +203,56 @@ def test_poisson_cv_measured_from_the_send_times(tmp_path):
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def _sent_prompts(truth_file: Path, export: Path) -> list[dict]:
+    """The server's own records of the answered requests of a run's export (its prompt digests and heads)."""
+    lines = [json.loads(x) for x in export.read_text().splitlines()]
+    answered = [str(r["request_id"]) for r in lines if r["error"] == ""]
+    truth = _truth(truth_file, answered)
+    return [truth[i] for i in answered]
+
+
+@pytest.mark.process
+def test_every_request_of_a_run_gets_a_fresh_prompt_across_levels(stream_server, tmp_path):
+    """Issue 32 item 2: the prompts restarted at every level (``itertools.cycle`` over one list of 1,000), so each
+    level resent the earlier levels' prompts and an engine with prefix caching answered them from its cache. By
+    the server's own record of what it was asked, no prompt of a run reaches it twice — over two levels of the
+    same concurrency; with ``--shared-prefix`` every prompt starts with the same words and still differs after."""
+    url, truth_file = stream_server
+    export = tmp_path / "req.jsonl"
+    res = gpusleuth("load", url + "/v1/completions", "--concurrency", "2,2", "--duration", "1",
+                    "--input-tokens", "24", "--output-tokens", "2", "--export-requests", export, timeout=120)
+    assert res.returncode == 0, res.stderr
+    rows = _sent_prompts(truth_file, export)
+    shas = [r["prompt_sha"] for r in rows]
+    assert len(rows) >= 20 and len(set(shas)) == len(shas), (len(rows), len(set(shas)))
+    heads = {r["prompt_head"] for r in rows}
+    assert len(heads) == len(rows)  # fresh from the first word: nothing shared by accident
+
+    export2 = tmp_path / "shared.jsonl"
+    res = gpusleuth("load", url + "/v1/completions", "--concurrency", "2", "--duration", "1", "--input-tokens", "24",
+                    "--output-tokens", "2", "--shared-prefix", "16", "--export-requests", export2, timeout=120)
+    assert res.returncode == 0, res.stderr
+    rows = _sent_prompts(truth_file, export2)
+    assert len(rows) >= 10 and len({r["prompt_head"] for r in rows}) == 1  # the same 16 words, on purpose
+    assert len({r["prompt_sha"] for r in rows}) == len(rows)
+    assert all(r["prompt_tokens"] >= 16 + 24 - 2 for r in rows)
+
+
+@pytest.mark.process
+def test_a_dataset_that_runs_out_is_resent_in_order_and_said(stream_server, tmp_path):
+    """A folder of three prompts over two levels: sent in order across the run, never restarted per level; the
+    resends past the third are counted in one sentence that names the prefix-cache risk."""
+    url, truth_file = stream_server
+    folder = tmp_path / "prompts"
+    folder.mkdir()
+    for k in range(3):
+        (folder / f"{k}.txt").write_text(f"prompt number {k} " + "word " * 10)
+    export = tmp_path / "req.jsonl"
+    res = gpusleuth("load", url + "/v1/completions", "--concurrency", "1,1", "--requests", "2", "--prompts", folder,
+                    "--output-tokens", "2", "--export-requests", export, "--no-warmup", timeout=120)
+    assert res.returncode == 0, res.stderr
+    lines = [json.loads(x) for x in export.read_text().splitlines()]
+    assert [r["prompt"] for r in lines] == [0, 1, 2, 0]  # the second level goes on where the first stopped
+    assert "the 3 prompts given ran out: 1 of the 4 requests resent one" in res.stderr, res.stderr[-2000:]

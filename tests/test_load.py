@@ -407,7 +407,8 @@ def test_ctrl_c_keeps_what_was_measured(server, tmp_path):
                              "--duration", "30", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=dict(os.environ))
     before, deadline = _Handler.hits, time.monotonic() + 20
-    while _Handler.hits < before + 5 and time.monotonic() < deadline:  # it is sending: its Ctrl-C handler is set
+    # it is sending the first level (after its 4 warm-up requests): its Ctrl-C handler is set
+    while _Handler.hits < before + 4 + 5 and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=30)
@@ -431,7 +432,7 @@ def test_a_server_that_dies_under_load_keeps_the_rows_and_says_so(tmp_path):
     report = json.loads(res.stdout)
     assert any("the load was cut short" in x for x in report["losses"])
     levels = report["serving"]["levels"]
-    assert levels[0]["ok"] >= 19 and levels[0]["errors"] > 0  # refused after it died
+    assert levels[0]["ok"] >= 15 and levels[0]["errors"] > 0  # refused after it died (4 of its 20 answers: warm-up)
     assert any("stopped early" in n for n in report["serving"]["notes"])
 
 

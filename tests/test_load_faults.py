@@ -140,7 +140,8 @@ def test_ctrl_c_with_hung_requests_says_what_was_sent_and_cut(hostile, tmp_path)
     body = tmp_path / "req.json"
     body.write_text('{"x": 1}')
     proc = subprocess.Popen([sys.executable, "-m", "gpusleuth", "load", hostile + "/hang", "--body-file", str(body),
-                             "--concurrency", "3", "--duration", "30", "--timeout", "60", "--out", str(tmp_path / "r")],
+                             "--concurrency", "3", "--duration", "30", "--timeout", "60", "--out", str(tmp_path / "r"),
+                             "--no-warmup"],  # the levels' own requests in flight (a hung warm-up: the next test)
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
     time.sleep(4)  # started, probed, 3 POSTs hanging
     proc.send_signal(signal.SIGINT)
@@ -149,3 +150,63 @@ def test_ctrl_c_with_hung_requests_says_what_was_sent_and_cut(hostile, tmp_path)
     assert "3 of the 3 requests sent were in flight when the load was stopped and were cut unanswered" in out
     rep = json.loads(gpusleuth("report", tmp_path / "r", "--json").stdout)["serving"]
     assert rep["levels"][0]["cut"] == 3 and rep["levels"][0]["errors"] == 0
+
+
+def test_ctrl_c_during_a_hung_warm_up_says_no_level_ran(hostile, tmp_path):
+    body = tmp_path / "req.json"
+    body.write_text('{"x": 1}')
+    proc = subprocess.Popen([sys.executable, "-m", "gpusleuth", "load", hostile + "/hang", "--body-file", str(body),
+                             "--concurrency", "3", "--duration", "30", "--timeout", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    time.sleep(4)  # started, probed, the 4 warm-up POSTs hanging
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert "warm-up: 4 request(s)" in err and "cancelled×4" in err
+    assert "stopped during the warm-up: no level ran" in err, err
+
+
+def test_a_report_that_cannot_be_built_still_prints_the_levels_table(tmp_path, monkeypatch, capsys):
+    """Issue 32 item 1: the per-level table needs nothing from the server's side. When the recorded server's report
+    cannot be built (here its run directory cannot be read back), the client's table is printed all the same, with
+    one sentence naming what failed and where the run is kept — no traceback, and the levels' exit code."""
+    import gpusleuth.sources.rundir as rundir
+    from gpusleuth.cli.main import main
+
+    def unreadable(path, *a, **k):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(rundir, "load_run", unreadable)
+    port = free_port()
+    rc = main(["load", f"http://127.0.0.1:{port}/", "--concurrency", "1,2", "--duration", "1", "--out",
+               str(tmp_path / "run"), "--", sys.executable, str(SERVERS / "http_infer.py"), str(port),
+               str(tmp_path / "truth.json"), "plain"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err[-2000:]
+    assert "Traceback" not in out + err
+    rows = [line.split() for line in out.splitlines()]
+    assert {"1", "2"} <= {r[2] if r[1:2] == ["→"] else r[0] for r in rows if len(r) > 3}, out  # "knee → 2 …"
+    said = "the report of the recorded server could not be built (PermissionError"
+    assert said in err and said in out and str(tmp_path / "run") in err
+    assert "the server was not recorded" not in out and "the recorded server's report could not be built" in out
+    assert (tmp_path / "run" / "load.parquet").exists()
+
+
+def test_a_metrics_endpoint_answering_a_broken_status_line_is_one_sentence(tmp_path):
+    """Issue 32 item 8: the engine-metrics reader died with a traceback (``http.client.BadStatusLine``, not an
+    OSError) when ``/metrics`` answered a status line that is not HTTP; the load went on, the user saw a traceback.
+    Now it is one sentence, quoted, and the levels' table as always."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(SERVERS / "hostile_http.py"), str(port), "bad-metrics"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_ready(port, proc)
+        res = gpusleuth("load", f"http://127.0.0.1:{port}/v1/chat/completions", "--model", "m", "--concurrency", "1",
+                        "--duration", "2.5", timeout=120)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert "Traceback" not in res.stderr + res.stdout, res.stderr[-3000:]
+    said = [line for line in res.stderr.splitlines() if "/metrics answered something that is not HTTP" in line]
+    assert len(said) == 1 and "BadStatusLine" in said[0] and "2OO" in said[0], res.stderr[-2000:]
+    assert "Serving under load" in res.stdout

@@ -450,7 +450,7 @@ def test_hook_in_a_process_outside_a_server(tmp_path):
 
 
 def _load_and_report(tmp_path: Path, mode: str, script: str = "http_infer.py", concurrency: str = "1,4,16",
-                     body_bytes: bytes = BODY, *more: str):
+                     body_bytes: bytes = BODY, *more: str, flags: tuple[str, ...] = ()):
     """The issue's own command: ``gpusleuth load URL --concurrency 1,4,16 -- python server.py PORT`` (the server
     started under recording by gpusleuth, loaded level by level, stopped), then the report's JSON."""
     port = free_port()
@@ -460,7 +460,7 @@ def _load_and_report(tmp_path: Path, mode: str, script: str = "http_infer.py", c
     body.write_bytes(body_bytes)
     res = subprocess.run([sys.executable, "-m", "gpusleuth", "load", f"http://127.0.0.1:{port}/",
                           "--concurrency", concurrency, "--duration", "3", "--body-file", str(body), "--out", str(out),
-                          "--", sys.executable, str(SERVERS / script), str(port), str(truth), mode, *more],
+                          *flags, "--", sys.executable, str(SERVERS / script), str(port), str(truth), mode, *more],
                          env=_env(), capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
     rep = subprocess.run([sys.executable, "-m", "gpusleuth", "report", str(out), "--json"], env=_env(),

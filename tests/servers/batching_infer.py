@@ -18,6 +18,10 @@ each future with its row.
   it (prefill) and the sum of the others (decode).
 * mode ``deque``: as ``threads``, but the hand-off is a ``collections.deque`` under a
   ``threading.Condition`` and the answer a ``threading.Event`` — nothing a generic hook can follow.
+* mode ``lazy-deque``: BentoML's adaptive batching dispatcher: FastAPI handlers append ``(input, asyncio
+  future)`` to a ``collections.deque``; the dispatcher task is created by the **first request**
+  (``asyncio.create_task`` inside it, so the task starts with that request's context) and runs the forward
+  on the event loop itself, after a ``WAIT_MS`` window, for up to ``MAX_BATCH`` items.
 
 The server times itself with ``time.perf_counter`` and writes TRUTH.json on SIGINT/SIGTERM: per request its
 service time (the handler started → the response was sent) and wall-clock start, its batch wait (enqueued → its batch's forward
@@ -118,6 +122,7 @@ def asgi_main():
 
     async def lifespan(app):
         state["q"] = asyncio.Queue()
+        state["lazy"] = LazyDispatcher()
         if MODE == "stream":
             state["sq"] = queue.Queue()
             threading.Thread(target=stream_engine, args=(state["sq"], asyncio.get_running_loop()), name="engine",
@@ -178,6 +183,10 @@ def asgi_main():
         if MODE == "stream":
             return await stream(request)
         body = await request.body()
+        if MODE == "lazy-deque":
+            y, wait, fwd, size = await state["lazy"](row_of(body))
+            request.scope["batch"] = (wait, fwd, size)
+            return Response(answer(y), media_type="application/json")
         fut = asyncio.get_running_loop().create_future()
         await state["q"].put((row_of(body), fut, time.perf_counter()))
         y, wait, fwd, size = await fut
@@ -188,6 +197,37 @@ def asgi_main():
         uvicorn.run(app, host="127.0.0.1", port=PORT, log_level="warning", http="h11")
     finally:
         TRUTH_LOG.write()
+
+
+class LazyDispatcher:
+    """Mode ``lazy-deque``: BentoML's pattern (its ``CorkDispatcher``): a deque, and the dispatcher task created
+    by the first call, inside that request."""
+
+    def __init__(self):
+        import collections
+
+        self.items, self.task, self.wake = collections.deque(), None, None
+
+    async def __call__(self, row):
+        if self.task is None:
+            self.wake = asyncio.Event()
+            self.task = asyncio.create_task(self.dispatch())
+        fut = asyncio.get_running_loop().create_future()
+        self.items.append((row, fut, time.perf_counter()))
+        self.wake.set()
+        return await fut
+
+    async def dispatch(self):
+        while True:
+            if not self.items:
+                self.wake.clear()
+                await self.wake.wait()
+            await asyncio.sleep(WAIT_S)  # the window: more requests join the batch
+            items = [self.items.popleft() for _ in range(min(MAX_BATCH, len(self.items)))]
+            y, t, fwd = run_batch(items)  # on the event loop, in this task, as BentoML's dispatcher awaits it
+            for i, (_, fut, enq) in enumerate(items):
+                if not fut.done():
+                    fut.set_result((y[i], t - enq, fwd, len(items)))
 
 
 TOKENS = 8
@@ -316,4 +356,4 @@ def threads_main():
 
 
 if __name__ == "__main__":
-    asgi_main() if MODE in ("asgi", "stream") else threads_main()
+    asgi_main() if MODE in ("asgi", "stream", "lazy-deque") else threads_main()

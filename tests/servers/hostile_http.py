@@ -11,6 +11,8 @@ HTTP/1.1 keep-alive where the answer allows it:
 * ``/malformed/v1/chat/completions``: an event stream whose second event is not JSON;
 * ``/forever/v1/chat/completions``: a token event every 50 ms, never ``[DONE]``, never the last chunk;
 * ``/hang``: reads a POST, never answers (a GET, the readiness probe, gets ``ok``);
+* ``/metrics``: with a second argument ``bad-metrics``, a status line that is not HTTP (what the engine-metrics
+  scraper met from a broken proxy); else ``ok`` like
 * anything else: 200 ``ok``.
 """
 import asyncio
@@ -18,6 +20,7 @@ import json
 import sys
 
 PIECE = b"\0" * (1 << 20)
+BAD_METRICS = sys.argv[2:3] == ["bad-metrics"]
 
 
 def _event(text: str) -> bytes:
@@ -47,7 +50,9 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
 
 async def answer(method: str, path: str, w: asyncio.StreamWriter) -> bool:
     """Write the answer for ``path``; False when the connection is to be closed."""
-    if path.startswith("/status30"):
+    if path.startswith("/metrics") and BAD_METRICS:
+        w.write(b"HTTP/1.1 2OO OK-ish\r\nContent-Length: 2\r\n\r\nno")
+    elif path.startswith("/status30"):
         w.write(b"HTTP/1.1 123456789012345678901234567890 Odd\r\nContent-Length: 2\r\n\r\nno")
     elif path.startswith("/big"):
         w.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (100 * len(PIECE)))

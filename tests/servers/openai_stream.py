@@ -27,6 +27,7 @@ first token's, and all the others'), ``forwards``. The tokenizer is the
 pure-Python word-piece hash of ``infer_common.tokenize``; a token's text is one of a fixed list of words.
 """
 import argparse
+import hashlib
 import json
 import socket
 import struct
@@ -204,6 +205,8 @@ class Handler(BaseHTTPRequestHandler):
             times = [time.perf_counter()]  # no stream: the whole answer is the first (and only) token event
         end = time.perf_counter()
         TRUTH.add({"id": rid, "path": self.path, "stream": stream, "prompt_tokens": len(ids),
+                   # what it was asked: the prompt's digest and its first words (a prefix shared on purpose)
+                   "prompt_sha": hashlib.sha1(text.encode()).hexdigest(), "prompt_head": " ".join(text.split()[:16]),
                    "completion_tokens": max_tokens, "recv": recv, "arrived": self.arrived, "ttft_s": times[0] - t_in,
                    "ttft_handler_s": times[0] - t0, "gaps_s": [b - a for a, b in zip(times, times[1:])],
                    "e2e_s": end - t_in,

@@ -160,9 +160,15 @@ def analyze(run: Run, options: AnalysisOptions | None = None, *, prices: dict[st
     _not_foreign(host, load, run)
     requests = analyze_requests(run)
     if requests is not None and load is not None:  # `gpusleuth load` levels: the server's split per level
-        requests.levels = split_by_levels(requests, run, load.levels)
-        requests.misses = explain_misses(run, load, requests)
-        requests.capacity = assess_capacity(load, requests)
+        try:
+            requests.levels = split_by_levels(requests, run, load.levels)
+            requests.misses = explain_misses(run, load, requests)
+            requests.capacity = assess_capacity(load, requests)
+        except Exception as exc:  # noqa: BLE001 - the client's table needs nothing from the server's side
+            requests.levels, requests.misses, requests.capacity = [], [], None
+            losses.append(f"the server's requests could not be split by load level ({exc.__class__.__name__}: "
+                          f"{str(exc)[:120]}): the levels' server-side numbers are not attributed; the client's "
+                          "per-level table stands")
     if requests is not None and requests.note:  # requests the batcher's forwards could not be tied to
         losses.append(requests.note)
     loop = loop_facts(run, view, host, basis.steps.steps if basis else 0,

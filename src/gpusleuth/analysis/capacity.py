@@ -98,10 +98,9 @@ def _model_spans(requests: RequestAnalysis) -> tuple[np.ndarray, np.ndarray]:
         starts.append(np.asarray(b["start_ns"], dtype=np.int64))
         ends.append(np.asarray(b["end_ns"], dtype=np.int64))
     if rows:
-        batched = rows["batched"] if "batched" in rows else np.zeros(len(rows["start_ns"]), dtype=bool)
+        batched = rows["batched"]
         begin = rows["start_ns"] + np.maximum(rows["pre_ns"], 0) + np.where(batched, np.maximum(rows["wait_ns"], 0), 0)
-        span = np.maximum(np.where(batched, rows["model_ns"] if "model_ns" in rows else rows["infer_ns"],
-                                   rows["infer_ns"]), 0)
+        span = np.maximum(np.where(batched, rows["model_ns"], rows["infer_ns"]), 0)
         has = span > 0
         starts.append(begin[has])
         ends.append(begin[has] + span[has])

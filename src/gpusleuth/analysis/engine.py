@@ -7,7 +7,8 @@ processed (its counters' growth over the level), and its own histograms' p50 ove
 in the level (bucket counts at the level's end minus those at its start: TTFT, queue, prefill, decode,
 time per output token). Where the engine counts its decode steps and the seconds it spent generating
 (llama.cpp), also its mean batch — busy slots per decode step over the level — and its own time per output
-token. Joined with the client's own numbers for the same level: the client's TTFT p50
+token; where it counts its prefix cache (llama.cpp, vLLM, SGLang), the share of the level's prompt tokens it
+answered from that cache (a level measured on cached prompts measures the cache, not the prefill). Joined with the client's own numbers for the same level: the client's TTFT p50
 against the engine's — what passed outside the engine (the HTTP front end, tokenization, the network).
 """
 
@@ -42,6 +43,9 @@ class EngineLevel:
     generation_tokens_per_s: float | None = None
     batch_mean: float | None = None  # busy slots per decode step over the level (llama.cpp)
     decode_ms_per_token: float | None = None  # the engine's generating time over the tokens it generated
+    # the share of the level's prompt tokens the engine answered from its prefix cache (llama.cpp: cached ÷
+    # (cached + computed); vLLM V1: hits ÷ queries; a hit-rate gauge's mean over the level otherwise)
+    cached_prompt_share: float | None = None
     p50_ms: dict[str, float] = field(default_factory=dict)  # the engine's histograms over the level
     observations: dict[str, int] = field(default_factory=dict)
     client_ttft_p50_ms: float | None = None  # gpusleuth load's own, for the same level
@@ -81,17 +85,34 @@ def _batch_mean(a: EngineSample | None, b: EngineSample | None) -> float | None:
     return max(busy, 0.0) / steps
 
 
+def _cached_share(a: EngineSample | None, b: EngineSample | None, inside: list[EngineSample]) -> float | None:
+    """The share of a level's prompt tokens the engine's prefix cache served, from its counters' growth where it
+    counts both sides (llama.cpp counts computed and cached prompt tokens apart; vLLM V1 the tokens it looked up
+    and found), else the mean of its hit-rate gauge inside the level; None when it says nothing about a cache or
+    took no prompt in the level."""
+    hits, queries = _growth(a, b, "prefix_cache_hits"), _growth(a, b, "prefix_cache_queries")
+    if hits is not None and queries:
+        return min(hits / queries, 1.0)
+    cached, computed = _growth(a, b, "prompt_tokens_cached"), _growth(a, b, "prompt_tokens")
+    if cached is not None and computed is not None and cached + computed > 0:
+        return cached / (cached + computed)
+    return _stat(inside, "prefix_hit_rate")[0]
+
+
 def analyze_engine(run: Run, load: LoadAnalysis | None) -> EngineAnalysis | None:
     samples: list[EngineSample] = list(run.engine or [])
     if not samples:
         return None
     levels = load.levels if load is not None else []
     out = []
-    for lv in levels:
+    for i, lv in enumerate(levels):
         lo, hi = int(lv.start_ns), int(lv.end_ns)
+        # a scrape soon after the level's end still belongs to it, but not once the next level has begun (levels
+        # are 0.2 s apart: a scrape 0.25 s after this level's end holds the next level's first answers)
+        late = min(hi + LATE_NS, int(levels[i + 1].start_ns)) if i + 1 < len(levels) else hi + LATE_NS
         inside = [s for s in samples if lo <= s.t_ns <= hi]
         before = [s for s in samples if s.t_ns <= lo]
-        after = [s for s in samples if s.t_ns <= hi + LATE_NS]
+        after = [s for s in samples if s.t_ns <= max(late, hi)]
         a = before[-1] if before else (inside[0] if inside else None)
         b = after[-1] if after else None
         el = EngineLevel(level=lv.level, concurrency=lv.concurrency, rate=lv.rate, scrapes=len(inside))
@@ -106,6 +127,7 @@ def analyze_engine(run: Run, load: LoadAnalysis | None) -> EngineAnalysis | None
         el.batch_mean = _batch_mean(a, b)
         gen, secs = _growth(a, b, "generation_tokens"), _growth(a, b, "decode_seconds")
         el.decode_ms_per_token = secs / gen * 1e3 if gen and secs is not None else None
+        el.cached_prompt_share = _cached_share(a, b, inside)
         if a is not None and b is not None and a is not b:
             for name, hb in b.hists.items():
                 ha = a.hists.get(name)

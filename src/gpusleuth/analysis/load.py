@@ -293,6 +293,8 @@ def analyze_load(run: Run, dollars_per_second: float | None = None, gpu_note: st
     notes = [str(n) for n in meta.get("notes") or [] if isinstance(n, str)] if isinstance(meta.get("notes"), list) else []
     if run.meta.get("source") == "load":  # `gpusleuth load URL` without a command: only the client side
         gpu_note = "the server was not recorded (start it under gpusleuth: `gpusleuth load URL … -- CMD`)"
+        if run.meta.get("server_run"):  # it was, but its report could not be built: the client's side alone
+            gpu_note = f"the recorded server's report could not be built (its run: {run.meta['server_run']})"
     if mode == "open" and any(lv.dropped for lv in levels):
         notes.append("some requests were dropped: more than max_inflight were outstanding (the server could not "
                      "keep up with the rate)")

@@ -146,7 +146,7 @@ class RequestAnalysis:
 
 
 def analyze_requests(run: Run) -> RequestAnalysis | None:
-    r = run.requests
+    r = _without_warmup(run)
     if not len(r) or "forwards" not in r:
         return None
     fwd = np.asarray(r["forwards"], dtype=np.int64) > 0
@@ -163,10 +163,19 @@ def analyze_requests(run: Run) -> RequestAnalysis | None:
     rows["decode_ns"] = np.where(first >= 0, np.maximum(rows["infer_ns"] - first, 0), -1)
     rows["stages"] = np.asarray(r["stages"], dtype=object)[fwd] if "stages" in r else np.full(fwd.sum(), "{}",
                                                                                                    object)
-    join = join_batches(r, run.batches)
-    if join is not None and len(join.index):
-        rows = _with_batched(rows, r, join)
-    note = unattributed_note(join, len(r) - int(fwd.sum()))
+    own = rows = _with_batched(rows, r, None)
+    no_forward = len(r) - int(fwd.sum())
+    join, batching, batches, note = None, None, {}, None
+    try:
+        join = join_batches(r, run.batches)
+        if join is not None and len(join.index):
+            rows = _with_batched(rows, r, join)
+            batching = batch_stats(join, run)
+        batches = batch_rows(join, run)
+        note = unattributed_note(join, no_forward)
+    except Exception as exc:  # noqa: BLE001 - one bad join must not cost the requests that ran in-request
+        rows, batching, batches = own, None, {}
+        note = _failed_join_note(no_forward, len(run.batches), exc)
     n = len(rows["start_ns"])
     if not n:
         return RequestAnalysis(count=0, no_forward=len(r), kinds=kinds, pids=[], span_s=0.0, busy_s=0.0,
@@ -199,14 +208,42 @@ def analyze_requests(run: Run) -> RequestAnalysis | None:
         forwards_per_request=float(rows["forwards"].mean()), batch_p50=float(np.median(batch)) if len(batch) else None,
         server_cores=cores, server_cores_p90=cores_p90, logical_cores=_cores(run), gpu_busy=gpu_busy,
         gpu_mem_share=mem, alone_requests=int(alone.sum()), alone_shares=alone_shares, _rows=rows,
-        batching=batch_stats(join, run) if join is not None and len(join.index) else None, note=note,
-        _batches=batch_rows(join, run),
+        batching=batching, note=note, _batches=batches,
     )
 
 
-def _with_batched(rows: dict[str, np.ndarray], r: Table, join: BatchJoin) -> dict[str, np.ndarray]:
+# a joined request's columns besides the ones every request has: -1 (unmeasured) on the requests that ran their own
+# forwards, so the rows have one set of columns whether or not any request was joined (a batcher whose forwards ran
+# while no request could be tied to them — BentoML's deque — left them out, and the per-level split raised KeyError)
+JOINED_ONLY = ("queued_ns", "collect_ns", "own_ns", "behind_ns", "behind_steps", "model_ns")
+
+
+def _without_warmup(run: Run) -> Table:
+    """The server's requests less those ``gpusleuth load``'s warm-up sent (they started inside its window, before
+    the first level): a cold server's start is reported apart from every level (meta ``load.warmup``), and must
+    not weigh in the server's shares either."""
+    r = run.requests
+    load = run.meta.get("load")
+    w = load.get("warmup") if isinstance(load, dict) else None
+    if not len(r) or not isinstance(w, dict) or not isinstance(w.get("start_ns"), int) or \
+            not isinstance(w.get("end_ns"), int):
+        return r
+    start = np.asarray(r["start_ns"], dtype=np.int64)
+    keep = (start < w["start_ns"]) | (start > w["end_ns"])
+    return r if keep.all() else r.filter(keep)
+
+
+def _with_batched(rows: dict[str, np.ndarray], r: Table, join: BatchJoin | None) -> dict[str, np.ndarray]:
     """The requests served by forwards outside them, added to the rows with their joined parts; kept apart
-    in ``batched`` (a mask) for the batching numbers."""
+    in ``batched`` (a mask) for the batching numbers. With no join: the rows of the requests with their own
+    forwards, with every joined-only column at -1 and ``batched`` all False."""
+    if join is None:
+        n = len(rows["start_ns"])
+        out = {k: v for k, v in rows.items() if k != "batched"}
+        for k in JOINED_ONLY:
+            out.setdefault(k, np.full(n, -1, dtype=np.int64))
+        out["batched"] = np.zeros(n, bool)
+        return out
     i = join.index
     p = join.parts
     add = {"pid": np.asarray(r["pid"], dtype=np.int64)[i], "start_ns": np.asarray(r["start_ns"], dtype=np.int64)[i],
@@ -218,6 +255,7 @@ def _with_batched(rows: dict[str, np.ndarray], r: Table, join: BatchJoin) -> dic
         add[k] = p[k]
     n_own = len(rows["start_ns"])
     out = {}
+    rows = {k: v for k, v in rows.items() if k != "batched"}
     for k in set(rows) | set(add):
         old = rows.get(k)
         if old is None:
@@ -226,6 +264,14 @@ def _with_batched(rows: dict[str, np.ndarray], r: Table, join: BatchJoin) -> dic
     out["batched"] = np.concatenate([np.zeros(n_own, bool), np.ones(len(i), bool)])
     order = np.argsort(out["start_ns"], kind="stable")
     return {k: v[order] for k, v in out.items()}
+
+
+def _failed_join_note(no_forward: int, outside: int, exc: Exception) -> str:
+    """The sentence for a join of requests to a batcher's forwards that raised: the requests stay, unattributed."""
+    what = str(exc).replace("\n", " ")[:120]
+    return (f"joining the {no_forward:,} requests without a model forward of their own to the {outside:,} forwards "
+            f"that ran outside any request failed ({exc.__class__.__name__}: {what}); their wait for a batch and "
+            "their share of it are not attributed")
 
 
 def _ids(r: Table) -> np.ndarray:

@@ -72,6 +72,11 @@ def add_parser(sub: Subparsers) -> None:
                    "gaps, as independent users arrive), or gamma (burstier with --cv above 1)")
     g.add_argument("--cv", type=float, default=None, metavar="X",
                    help="--arrivals gamma: the coefficient of variation of the gaps (1 = Poisson; 2 = bursty)")
+    g.add_argument("--warmup", type=int, default=4, metavar="N",
+                   help="send N requests together once the server answers, before the first level, and report them "
+                   "apart from every level (a cold server's compiling or first batch is not the first level's "
+                   "latency); default 4")
+    g.add_argument("--no-warmup", action="store_true", help="no warm-up: the first level meets the server as it is")
     g.add_argument("--seed", type=int, default=0, help="seed of the arrivals and synthetic prompts (default 0)")
     g.add_argument("--slo", default=None, metavar="ttft=…,itl=…,e2e=…",
                    help="LLM budgets per request, e.g. ttft=500ms,itl=50ms,e2e=5s[,attainment=90%%]: goodput "
@@ -85,12 +90,17 @@ def add_parser(sub: Subparsers) -> None:
                      help="ask for whole answers instead of a token stream (no TTFT or inter-token gaps then)")
     llm.add_argument("--prompts", type=Path, default=None, metavar="DIR|FILE.jsonl",
                      help="a folder of text files (one prompt each) or a JSONL dataset (ShareGPT conversations, "
-                     "{\"prompt\": …} or {\"messages\": […]} lines); default: synthetic prompts")
+                     "{\"prompt\": …} or {\"messages\": […]} lines), sent in order once each over the whole run (resent from the "
+                     "start, and said, when the run asks for more); default: a fresh synthetic prompt for every request")
     llm.add_argument("--input-tokens", default="128", metavar="MEAN[:SD]",
                      help="synthetic prompts: their length in tokens, normal MEAN ± SD (default 128)")
     llm.add_argument("--output-tokens", default=None, metavar="MEAN[:SD]",
                      help="max_tokens of each request, normal MEAN ± SD (default: 128 for synthetic prompts, the "
                      "dataset's reply lengths for ShareGPT, else the server's default)")
+    llm.add_argument("--shared-prefix", type=int, default=0, metavar="TOKENS",
+                     help="start every prompt with the same TOKENS words, on purpose (a shared system prompt: what an "
+                     "engine's prefix cache serves); default 0: every request of the run gets a prompt of its own, "
+                     "never one an earlier level sent")
     llm.add_argument("--extra-body", default=None, metavar="JSON",
                      help="fields merged into every request body, e.g. '{\"ignore_eos\": true, \"temperature\": 0}'")
     r = p.add_argument_group("requests")
@@ -104,8 +114,9 @@ def add_parser(sub: Subparsers) -> None:
                         help="send the files of DIR as bodies, in name order, round robin")
     s = p.add_argument_group("the server (with -- CMD)")
     s.add_argument("--ready-timeout", type=float, default=None, metavar="S",
-                   help="wait at most S seconds for URL to answer before the first level (default 60 with -- CMD, "
-                   "5 without)")
+                   help="wait at most S seconds for URL's route to answer before the first level, through 404, 502, "
+                   "503 and 504 (a proxy before its app is deployed, a model loading); default 60 with -- CMD, 5 "
+                   "without")
     s.add_argument("--grace", type=float, default=10.0, metavar="S",
                    help="seconds between SIGINT, SIGTERM and SIGKILL when stopping the server (default 10)")
     s.add_argument("--interval", type=float, default=0.1, metavar="S", help="telemetry sampling interval (default 0.1)")
@@ -223,11 +234,13 @@ def plan_from_args(args: argparse.Namespace) -> LoadPlan:
             slo = parse_slo(args.slo)
         except ValueError as exc:
             raise LaunchError(f"gpusleuth load: {exc}") from None
+    if not 0 <= args.warmup <= 10_000:
+        raise LaunchError(f"gpusleuth load: --warmup wants a number of requests from 0 to 10000, got {args.warmup}")
     plan = LoadPlan(url=args.url, mode=mode, levels=levels, duration_s=args.duration, requests=args.requests,
                     timeout_s=args.timeout, method=method, headers=headers, bodies=bodies,
                     max_inflight=max(1, args.max_inflight), p95_budget_ms=args.p95_budget_ms,
                     insecure=args.insecure, arrivals=args.arrivals, cv=args.cv or 1.0, seed=args.seed, api=api,
-                    slo=slo, **llm)
+                    slo=slo, warmup=0 if args.no_warmup else args.warmup, **llm)
     try:
         plan.target()
     except ValueError as exc:
@@ -259,8 +272,10 @@ def _llm_plan(args: argparse.Namespace) -> dict[str, Any]:
     except ValueError as exc:
         raise LaunchError(f"gpusleuth load: {exc}") from None
     notes: list[str] = []
+    prompts: list[P.Prompt] = []
+    synthetic = None
     if args.prompts is None:
-        prompts = P.synthetic(1000, inputs, outputs or P.Lengths(128), args.seed)
+        synthetic = (inputs, outputs or P.Lengths(128))  # drawn afresh for every request of the run
     elif args.prompts.is_dir():
         prompts = P.from_folder(args.prompts, outputs, args.seed)
     elif args.prompts.exists():
@@ -278,8 +293,11 @@ def _llm_plan(args: argparse.Namespace) -> dict[str, Any]:
             extra = None
         if not isinstance(extra, dict):
             raise LaunchError(f"gpusleuth load: --extra-body wants a JSON object, got {args.extra_body[:60]!r}")
-    return {"prompts": prompts, "model": args.model, "stream": not args.no_stream, "extra_body": extra,
-            "notes": notes}
+    if not 0 <= args.shared_prefix <= 100_000:
+        raise LaunchError(f"gpusleuth load: --shared-prefix wants a number of tokens from 0 to 100000, got "
+                          f"{args.shared_prefix}")
+    return {"prompts": prompts, "synthetic": synthetic, "shared_prefix": args.shared_prefix, "model": args.model,
+            "stream": not args.no_stream, "extra_body": extra, "notes": notes}
 
 
 def _say(line: str) -> None:
@@ -302,7 +320,7 @@ def load_command(args: argparse.Namespace) -> int:
         _say(why + (f"; the run is kept in {run_dir}" if run_dir else ""))
         return 1
     if not len(result.columns["level"]):
-        _say("no request was sent")
+        _say("stopped during the warm-up: no level ran" if result.warmup is not None else "no request was sent")
         return 1
     if args.export_requests is not None:
         _export(args.export_requests, result)
@@ -338,6 +356,7 @@ def _url_only(args: argparse.Namespace, plan: LoadPlan) -> tuple[Path | None, Lo
     finally:
         signal.signal(signal.SIGINT, old)
         engine.stop()
+        _engine_problem(engine)
     run_dir = None
     if args.out is not None and result.not_ready is None:
         run_dir = _write_load_only(args, plan, result)
@@ -366,6 +385,12 @@ def _levels_done(driver: LoadThread, engine: EngineScraper) -> str | None:
         return None
     engine.stop()
     return "gpusleuth load (levels done)"
+
+
+def _engine_problem(engine: EngineScraper) -> None:
+    """What the engine-metrics reader met and could not read (a status line that is not HTTP), in one sentence."""
+    if engine.problem:
+        _say(engine.problem)
 
 
 def _write_engine(engine: EngineScraper, run_dir: Path) -> None:
@@ -418,6 +443,7 @@ def _with_server(args: argparse.Namespace, plan: LoadPlan, command: list[str]
     ))
     result = driver.finish()
     engine.stop()
+    _engine_problem(engine)
     run_dir = launched.run_dir
     _write_engine(engine, run_dir)
     server = None
@@ -445,18 +471,28 @@ def _report(args: argparse.Namespace, run_dir: Path | None, result: LoadResult, 
     from gpusleuth.cli.options import analysis_options
     from gpusleuth.run.model import Run, Table
 
-    if run_dir is not None:
+    client = Run(meta={"source": "load", "label": args.label, "start_ns": result.start_ns, "end_ns": result.end_ns,
+                       "load": result.meta(plan)}, load=Table(result.columns))
+    if run_dir is None:
+        report = build_report(client, analysis_options(args))
+    else:
         from gpusleuth.sources.rundir import load_run
 
-        run = load_run(run_dir)
-    else:
-        run = Run(meta={"source": "load", "label": args.label, "start_ns": result.start_ns,
-                        "end_ns": result.end_ns, "load": result.meta(plan)}, load=Table(result.columns))
-    report = build_report(run, analysis_options(args))
-    if run_dir is not None:
-        from gpusleuth.cli.trackers import cache_summary
+        try:
+            run = load_run(run_dir)
+            report = build_report(run, analysis_options(args))
+            from gpusleuth.cli.trackers import cache_summary
 
-        cache_summary(report, run)
+            cache_summary(report, run)
+        except Exception as exc:  # noqa: BLE001 - the levels' table needs nothing from the server's side
+            # load.parquet is written already; what the client measured is printed whatever the server's side did
+            why = (f"the report of the recorded server could not be built ({exc.__class__.__name__}: "
+                   f"{str(exc)[:160]}); below is the client's per-level table alone; the run is kept in {run_dir}")
+            _say(why)
+            client.meta["server_run"] = str(run_dir)
+            report = build_report(client, analysis_options(args))
+            report.losses.append(why)
+            full = False
     if args.json:
         from gpusleuth.render.json_report import render_json
 

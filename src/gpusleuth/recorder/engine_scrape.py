@@ -17,6 +17,7 @@ scrapes go to ``engine_metrics.jsonl`` in the run directory, one ``{"t_ns": …,
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import time
@@ -67,6 +68,7 @@ class EngineScraper:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.engine_seen = False
+        self.problem: str | None = None  # one sentence about answers that were not HTTP (said once, never raised)
 
     def start(self) -> "EngineScraper":
         if self.url is not None:
@@ -90,7 +92,16 @@ class EngineScraper:
         return self.scrapes
 
     def _scrape(self) -> bool | None:
-        """One scrape: True kept (an engine's names), False answered without them, None no answer."""
+        """One scrape: True kept (an engine's names), False answered without them, None no answer (or an
+        answer it could not read: said once in ``problem``, never raised into the load)."""
+        try:
+            return self._scrape_once()
+        except Exception as exc:  # noqa: BLE001 - a reader beside the load: a sentence, never a traceback
+            self._said(f"reading the engine's metrics at {self.url} failed ({exc.__class__.__name__}: "
+                       f"{str(exc)[:80]!r}); the load went on without them")
+            return None
+
+    def _scrape_once(self) -> bool | None:
         t_ns = time.time_ns()
         text = self._get()
         if text is None:
@@ -113,9 +124,17 @@ class EngineScraper:
                 body = resp.read(MAX_BYTES + 1)
         except (OSError, ValueError, urllib.error.URLError):
             return None
+        except http.client.HTTPException as exc:  # a status line or headers that are not HTTP (not an OSError)
+            self._said(f"{self.url} answered something that is not HTTP ({exc.__class__.__name__}: "
+                       f"{str(exc)[:80]!r}); no engine metrics were read from those answers")
+            return None
         if len(body) > MAX_BYTES:
             return ""
         return body.decode("utf-8", "replace")
+
+    def _said(self, sentence: str) -> None:
+        if self.problem is None:
+            self.problem = sentence
 
     def _loop(self) -> None:
         misses = 0

@@ -33,7 +33,7 @@ from gpusleuth.recorder.arrivals import arrival_offsets
 from gpusleuth.recorder.time_limit import time_limit
 from gpusleuth.recorder.http_client import Connection, ProtocolError, Target, parse_target, safe_url, why_failed
 from gpusleuth.recorder.openai_api import OpenAIAnswer, request_body
-from gpusleuth.recorder.prompts import Prompt
+from gpusleuth.recorder.prompts import Lengths, Prompt, PromptSource, shared_prefix
 from gpusleuth.recorder.server_probe import discover_model, wait_ready
 
 MODES = ("closed", "open")
@@ -65,12 +65,18 @@ class LoadPlan:
     cv: float = 1.0  # gamma: the coefficient of variation of the gaps between arrivals
     seed: int = 0
     api: str = "http"  # "http" (bodies as given), "chat" / "completions" (OpenAI-compatible, from prompts)
-    prompts: list[Prompt] = field(default_factory=list)
+    prompts: list[Prompt] = field(default_factory=list)  # a dataset's, sent in order once each across the run
+    # synthetic prompts instead, drawn fresh for every request: (input lengths, output lengths or None)
+    synthetic: tuple[Lengths, Lengths | None] | None = None
+    shared_prefix: int = 0  # words every prompt starts with, shared on purpose (an engine's prefix cache)
     model: str | None = None
     stream: bool = True
     extra_body: dict = field(default_factory=dict)  # merged into every OpenAI request body
     slo: dict[str, float] = field(default_factory=dict)  # ttft_ms, itl_ms, e2e_ms, attainment (0..1)
     notes: list[str] = field(default_factory=list)  # said before the first level (dataset lines skipped)
+    # requests sent together once the server is ready, before the first level and in no level: a cold engine's
+    # start (compiling, a batch manager's first batch, lazy loading) is not measured as the first level's latency
+    warmup: int = 0
 
     def target(self) -> Target:
         return parse_target(self.url, self.method, self.headers, verify=not self.insecure)
@@ -84,14 +90,35 @@ class LoadPlan:
                 "arrivals": self.arrivals if self.mode == "open" else None,
                 "cv": self.cv if self.mode == "open" and self.arrivals == "gamma" else None, "seed": self.seed,
                 "api": self.api, "model": self.model, "stream": self.stream if self.api != "http" else None,
-                "prompts": len(self.prompts) if self.api != "http" else None, "slo": dict(self.slo) or None}
+                "prompts": len(self.prompts) if self.api != "http" and self.synthetic is None else None,
+                "synthetic_prompts": self.synthetic is not None if self.api != "http" else None,
+                "shared_prefix_tokens": self.shared_prefix if self.api != "http" else None, "slo": dict(self.slo) or None,
+                "warmup_requests": self.warmup}
 
-    def bodies_to_send(self) -> list[tuple[bytes, int]]:
-        """(body, prompt index) per distinct request, sent round robin; prompt index -1 for plain HTTP."""
-        if self.api == "http":
-            return [(b, -1) for b in self.bodies or [b""]]
-        return [(request_body(self.api, pr.payload(), pr.max_tokens, self.model, self.stream, self.extra_body), i)
-                for i, pr in enumerate(self.prompts)]
+
+class RequestBodies:
+    """Each request's (body, prompt index), in order over the whole run: one per run, shared by all its levels.
+    Plain HTTP: the bodies round robin (prompt index -1). An LLM endpoint: the next prompt of the run's
+    ``PromptSource`` — a fresh synthetic prompt per request, or a dataset's next line — built into a request
+    with the plan's model as it is when sent (it may be discovered after the plan was made)."""
+
+    def __init__(self, plan: LoadPlan):
+        self.plan = plan
+        self._http = itertools.cycle(plan.bodies or [b""])
+        self.source: PromptSource | None = None
+        if plan.api != "http":
+            lengths = plan.synthetic if plan.synthetic is not None or plan.prompts else (Lengths(128), Lengths(128))
+            self.source = PromptSource(plan.prompts, lengths, plan.seed, shared_prefix(plan.shared_prefix, plan.seed))
+
+    def __iter__(self) -> "RequestBodies":
+        return self
+
+    def __next__(self) -> tuple[bytes, int]:
+        if self.source is None:
+            return next(self._http), -1
+        p = self.plan
+        pr, i = self.source.next()
+        return request_body(p.api, pr.payload(), pr.max_tokens, p.model, p.stream, p.extra_body), i
 
 
 COLUMNS = ("level", "concurrency", "rate", "start_ns", "end_ns", "status", "error", "lag_ns", "request_id",
@@ -187,7 +214,7 @@ class Generator:
                  progress: Callable[[str], None] | None = None):
         self.plan = plan
         self.target = plan.target()
-        self.bodies = plan.bodies_to_send() or [(b"", -1)]
+        self.bodies = RequestBodies(plan)  # across levels: a level never resends an earlier level's prompts
         # X-Request-Id on every request, unless the user set one: the server's own records can join ours
         self.tag_ids = not any(k.lower() == "x-request-id" for k, _ in plan.headers)
         # engines take X-Request-Id as their own request id (vLLM, transformers serve), so ids must not repeat
@@ -201,6 +228,7 @@ class Generator:
         # per level, this process's CPU over the level's wall time, in cores: on the server's machine the
         # generator's CPU is not the server's, so the report says how much it took
         self.cpu_cores: list[float] = []
+        self.warmup: dict | None = None  # what the warm-up requests got (meta["load"]["warmup"])
 
     def _next(self, bodies) -> tuple[bytes, int, int]:
         """(request bytes, request id, prompt index) of the next request."""
@@ -211,19 +239,45 @@ class Generator:
         return self.target.request(body, extra), rid, prompt
 
     async def _one(self, conn: Connection, level: int, conc: int, rate: float, start: int, lag: int,
-                   request: bytes, rid: int, prompt: int) -> str:
+                   request: bytes, rid: int, prompt: int, rows: _Rows | None = None) -> str:
         """Send one request and add its row (its error code is returned); a request abandoned by ``cancel``
-        is a ``cancelled`` row."""
+        is a ``cancelled`` row. ``rows``: where the row goes (the levels' own by default)."""
+        rows = rows if rows is not None else self.rows
         answer = OpenAIAnswer(stream=self.plan.stream) if self.plan.api != "http" else None
         try:
             status, error, detail = await _send(conn, request, self.plan.timeout_s, answer)
         except asyncio.CancelledError:
             conn.close()
-            self.rows.add(level, conc, rate, start, time.time_ns(), 0, "cancelled", lag, rid, answer,
-                          "sent, then abandoned unanswered when the load was stopped", prompt)
+            rows.add(level, conc, rate, start, time.time_ns(), 0, "cancelled", lag, rid, answer,
+                     "sent, then abandoned unanswered when the load was stopped", prompt)
             raise
-        self.rows.add(level, conc, rate, start, time.time_ns(), status, error, lag, rid, answer, detail, prompt)
+        rows.add(level, conc, rate, start, time.time_ns(), status, error, lag, rid, answer, detail, prompt)
         return error
+
+    async def warm_up(self) -> None:
+        """``plan.warmup`` requests sent together (the run's next prompts: fresh ones), each bounded by the
+        timeout, before the first level; their rows are kept apart (``self.warmup``) and said in one sentence."""
+        n = self.plan.warmup
+        if n <= 0 or self.cancel.is_set():
+            return
+        rows = _Rows()
+
+        async def one() -> None:
+            conn = Connection(self.target)
+            try:
+                request, rid, prompt = self._next(self.bodies)
+                await self._one(conn, -1, n, 0.0, time.time_ns(), 0, request, rid, prompt, rows)
+            finally:
+                conn.close()
+
+        t0 = time.time_ns()
+        await self._until_done(one() for _ in range(n))
+        # its window on the wall clock: the recorded server's requests in it are the warm-up's (analysis/requests.py)
+        self.warmup = {**warmup_summary(rows.arrays()), "start_ns": t0, "end_ns": time.time_ns()}
+        note = warmup_note(self.warmup)
+        self.notes.append(note)
+        if self.progress is not None:
+            self.progress(note)
 
     async def run(self) -> None:
         p = self.plan
@@ -245,6 +299,12 @@ class Generator:
                 what = f"concurrency {int(value)}" if p.mode == "closed" else f"rate {value:g}/s"
                 self.progress(f"level {i + 1}/{len(p.levels)} ({what}): {self.rows.count(i):,} requests "
                               f"in {time.monotonic() - t0:.1f} s")
+        source = self.bodies.source
+        note = source.repeat_note() if source is not None else None
+        if note:
+            self.notes.append(note)
+            if self.progress is not None:
+                self.progress(note)
 
     async def _until_done(self, aws) -> None:
         """Wait for the workers (or requests in flight); on ``cancel`` abandon them at once — Ctrl-C must not
@@ -271,7 +331,7 @@ class Generator:
         p, cancel = self.plan, self.cancel
         deadline = time.monotonic() + p.duration_s
         tickets = self._budget()
-        bodies = itertools.cycle(self.bodies)
+        bodies = self.bodies
 
         async def worker() -> None:
             conn = Connection(self.target)
@@ -291,7 +351,7 @@ class Generator:
         offsets = arrival_offsets(rate, p.duration_s, p.arrivals, p.cv, self.rng, p.requests)
         idle: list[Connection] = []
         inflight: set[asyncio.Task] = set()
-        bodies = itertools.cycle(self.bodies)
+        bodies = self.bodies
         mono0, wall0 = time.monotonic_ns(), time.time_ns()
 
         async def one(due_wall: int, request: bytes, rid: int, prompt: int) -> None:
@@ -333,10 +393,11 @@ class LoadResult:
     notes: list[str]
     not_ready: str | None = None  # why no level ran: the server never answered
     cpu_cores: list[float] = field(default_factory=list)  # the generator's own CPU per level, in cores
+    warmup: dict | None = None  # the warm-up requests, apart from the levels (warmup_summary)
 
     def meta(self, plan: LoadPlan) -> dict:
         """``meta["load"]``: the plan's parameters and what the generator itself cost."""
-        return {**plan.to_meta(), "generator_cpu_cores": self.cpu_cores, "notes": self.notes}
+        return {**plan.to_meta(), "generator_cpu_cores": self.cpu_cores, "notes": self.notes, "warmup": self.warmup}
 
 
 def run_plan(plan: LoadPlan, cancel: threading.Event | None = None, ready_timeout_s: float | None = None,
@@ -351,20 +412,53 @@ def run_plan(plan: LoadPlan, cancel: threading.Event | None = None, ready_timeou
     async def main():
         nonlocal not_ready
         if ready_timeout_s is not None:
-            not_ready = await wait_ready(gen.target, ready_timeout_s, gen.cancel)
+            not_ready, waited = await wait_ready(gen.target, ready_timeout_s, gen.cancel)
             if not_ready:
                 return
+            if waited:
+                gen.notes.append(waited)
+                if progress is not None:
+                    progress(waited)
         if plan.api != "http" and not plan.model:
             plan.model, said = await discover_model(gen.target)  # kept in meta["load"]["model"]
             if progress is not None:
                 progress(said)
-            gen.bodies = plan.bodies_to_send()
+        await gen.warm_up()  # before the engine's baseline scrape: the levels' counters hold no warm-up request
         if on_ready is not None:
             on_ready()
         await gen.run()
 
     asyncio.run(main())
-    return LoadResult(gen.rows.arrays(), start, time.time_ns(), gen.notes, not_ready, gen.cpu_cores)
+    return LoadResult(gen.rows.arrays(), start, time.time_ns(), gen.notes, not_ready, gen.cpu_cores, gen.warmup)
+
+
+def warmup_summary(c: dict[str, np.ndarray]) -> dict:
+    """The warm-up requests: how many, answered, failed by cause, their latencies and first tokens (ms)."""
+    ok = c["error"] == ""
+    lat = (c["end_ns"] - c["start_ns"]) / 1e6
+    ttft = np.where(c["first_token_ns"] >= 0, (c["first_token_ns"] - c["start_ns"]) / 1e6, np.nan)
+    failed: dict[str, int] = {}
+    for e, st in zip(c["error"][~ok].tolist(), c["status"][~ok].tolist()):
+        key = str(st) if e == "http" else str(e)
+        failed[key] = failed.get(key, 0) + 1
+    return {"requests": int(len(ok)), "ok": int(ok.sum()), "failed": failed,
+            "latency_ms": [round(float(v), 3) for v in np.sort(lat[ok])],
+            "ttft_ms": [round(float(v), 3) for v in np.sort(ttft[ok & np.isfinite(ttft)])]}
+
+
+def warmup_note(w: dict) -> str:
+    """One sentence about the warm-up, apart from every level's numbers."""
+    text = (f"warm-up: {w['requests']} request(s) sent together before the first level and counted in no level: "
+            f"{w['ok']} answered")
+    if w["latency_ms"]:
+        lat = w["latency_ms"]
+        text += f" in {lat[0]:,.1f}–{lat[-1]:,.1f} ms" if len(lat) > 1 else f" in {lat[0]:,.1f} ms"
+    if w["ttft_ms"]:
+        t = w["ttft_ms"]
+        text += f" (first token {t[0]:,.1f}–{t[-1]:,.1f} ms)" if len(t) > 1 else f" (first token {t[0]:,.1f} ms)"
+    if w["failed"]:
+        text += "; failed: " + ", ".join(f"{k}×{v}" for k, v in sorted(w["failed"].items()))
+    return text + " (--no-warmup skips it)"
 
 
 class LoadThread:

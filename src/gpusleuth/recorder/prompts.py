@@ -12,7 +12,9 @@ never a traceback, never a silent skip.
   Lines that are not JSON or hold no prompt are skipped and counted (the first named);
 * **synthetic**: ``--input-tokens MEAN[:SD]`` words drawn from a fixed list of common English words (each is
   one token in the BPE vocabularies of GPT-2, Llama and their kin, so the server's ``usage`` tells how close
-  it came), ``--output-tokens MEAN[:SD]`` as ``max_tokens``, both normal and clipped at 1, seeded.
+  it came), ``--output-tokens MEAN[:SD]`` as ``max_tokens``, both normal and clipped at 1, seeded — a fresh
+  prompt for every request of the run (``PromptSource``), so no engine answers one from its prefix cache unless
+  ``--shared-prefix`` asks for a prefix shared on purpose.
 
 A reply's length in tokens is estimated from its characters (4 a token) when no tokenizer is at hand; the
 server's ``usage`` is what the results count.
@@ -75,13 +77,73 @@ class Lengths:
         return np.maximum(np.rint(rng.normal(self.mean, self.sd, n)), 1).astype(np.int64)
 
 
-def synthetic(n: int, inputs: Lengths, outputs: Lengths | None, seed: int = 0) -> list[Prompt]:
-    rng = np.random.default_rng(seed)
+def synthetic(n: int, inputs: Lengths, outputs: Lengths | None, seed: int | np.random.Generator = 0) -> list[Prompt]:
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     ins = inputs.draw(rng, n)
     outs = outputs.draw(rng, n) if outputs else [None] * n
     words = np.asarray(COMMON_WORDS)
     return [Prompt(" ".join(words[rng.integers(0, len(words), int(k))]), None if o is None else int(o))
             for k, o in zip(ins, outs)]
+
+
+def shared_prefix(tokens: int, seed: int = 0) -> str:
+    """``tokens`` common words, the same for every prompt of a run (``--shared-prefix``): a system prompt that
+    many requests share on purpose, what an engine's prefix cache is for. Drawn apart from the prompts
+    (seed + 1), so the prompts after it are the ones the run would send without it."""
+    words = np.asarray(COMMON_WORDS)
+    return " ".join(words[np.random.default_rng(seed + 1).integers(0, len(words), tokens)]) if tokens > 0 else ""
+
+
+class PromptSource:
+    """The prompts of one run, one per request, in order across all its levels — never restarted per level.
+
+    An engine with prefix caching (vLLM's automatic prefix caching, SGLang's radix cache, llama.cpp's slot cache)
+    answers a prompt it has seen from its cache: a level that resent an earlier level's prompts measured the cache,
+    not the prefill (the same level twice read TTFT 222 → 11.8 ms against llama.cpp's server). Synthetic prompts
+    are drawn afresh for every request (``synthetic``: their lengths, the seed); a dataset's are sent once each in
+    order and, when the run asks for more, resent from the start — each resend counted in ``repeats`` for the
+    report to say. ``prefix`` (``shared_prefix``) starts every prompt with the same words, on purpose."""
+
+    CHUNK = 256
+
+    def __init__(self, prompts: list[Prompt] | None = None, synthetic_lengths: tuple[Lengths, Lengths | None] | None
+                 = None, seed: int = 0, prefix: str = ""):
+        self.prompts = list(prompts or [])
+        self.lengths = synthetic_lengths
+        self.rng = np.random.default_rng(seed)
+        self.prefix = prefix
+        self.sent = 0
+        self.repeats = 0  # requests that resent a dataset prompt already sent in this run
+        self._drawn: list[Prompt] = []
+
+    def next(self) -> tuple[Prompt, int]:
+        """The next request's prompt and its index (the n-th synthetic prompt of the run; a dataset's line)."""
+        k = self.sent
+        self.sent += 1
+        if self.lengths is not None:
+            if not self._drawn:
+                self._drawn = synthetic(self.CHUNK, self.lengths[0], self.lengths[1], self.rng)[::-1]
+            return self._with_prefix(self._drawn.pop()), k
+        n = len(self.prompts)
+        if k >= n:
+            self.repeats += 1
+        return self._with_prefix(self.prompts[k % n]), k % n
+
+    def _with_prefix(self, p: Prompt) -> Prompt:
+        if not self.prefix:
+            return p
+        if isinstance(p.content, str):
+            return Prompt(f"{self.prefix} {p.content}", p.max_tokens)
+        msgs = [dict(m) for m in p.content]
+        msgs[0]["content"] = f"{self.prefix} {msgs[0].get('content', '')}"
+        return Prompt(tuple(msgs), p.max_tokens)
+
+    def repeat_note(self) -> str | None:
+        if not self.repeats:
+            return None
+        return (f"the {len(self.prompts):,} prompts given ran out: {self.repeats:,} of the {self.sent:,} requests "
+                "resent one already sent in this run, which an engine with prefix caching may answer from its "
+                "cache (a larger dataset, or synthetic prompts, keeps every prompt fresh)")
 
 
 def from_folder(folder: Path, outputs: Lengths | None, seed: int = 0) -> list[Prompt]:

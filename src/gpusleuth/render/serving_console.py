@@ -72,6 +72,7 @@ def render_serving(report: Report, console: Console) -> None:
     console.print(f"[bold]Serving under load[/]{where} · {mode}")
     if s.llm is not None:
         _render_llm(s, console)
+        _prompt_cache(report, console)
         return
     t = RichTable(box=None, padding=(0, 1), pad_edge=False)
     for col in ("", "concurrency" if load.mode == "closed" else "rate/s", "requests", "req/s", "p50 ms", "p95 ms",
@@ -125,6 +126,20 @@ def _render_llm(s: ServingSection, console: Console) -> None:
     console.print(f"  knee (throughput): {escape(load.knee_reason)}")
     for note in s.notes:
         console.print(f"  [yellow]![/] {escape(note)}")
+
+
+def _prompt_cache(report: Report, console: Console) -> None:
+    """The share of each level's prompt tokens the engine answered from its prefix cache, where its /metrics say."""
+    engine, load = report.engine, report.serving.load if report.serving is not None else None
+    if engine is None or load is None:
+        return
+    kind = "concurrency" if load.mode == "closed" else "rate"
+    labels = {lv.level: f"{kind} {lv.label}" for lv in load.levels}
+    parts = [f"{labels.get(e.level, e.level)}: {e.cached_prompt_share:.0%}" for e in engine.levels
+             if e.cached_prompt_share is not None]
+    if parts:
+        console.print("  prompt tokens the engine answered from its prefix cache (its /metrics) — "
+                      + escape("; ".join(parts)))
 
 
 def _failed_by(load: LoadAnalysis, console: Console) -> None:

@@ -15,13 +15,15 @@ engine's names onto one vocabulary:
 | preemptions (counter) | `vllm:num_preemptions_total` | — | — | — |
 | prompt_tokens, generation_tokens (counters) | `vllm:prompt_tokens_total`, `vllm:generation_tokens_total` | `sglang:prompt_tokens_total`, `sglang:generation_tokens_total` | — | `llamacpp:prompt_tokens_total`, `llamacpp:tokens_predicted_total` |
 | prompt_tokens_cached (counter) | — | — | — | `llamacpp:prompt_tokens_cached_total` |
+| prefix_cache_queries, prefix_cache_hits (counters, prompt tokens) | `vllm:prefix_cache_queries_total`, `vllm:prefix_cache_hits_total` (V1) | — | — | — |
+| prefix_hit_rate (0..1) | older `vllm:gpu_prefix_cache_hit_rate` | `sglang:cache_hit_rate` | — | — |
 | decode_steps (counter), busy_slots_per_decode (its running mean) | — | — | — | `llamacpp:n_decode_total`, `llamacpp:n_busy_slots_per_decode` |
 | prefill_seconds, decode_seconds (counters) | — | — | — | `llamacpp:prompt_seconds_total`, `llamacpp:tokens_predicted_seconds_total` |
 | histograms (s): ttft, e2e, queue, prefill, decode, tpot | `vllm:time_to_first_token_seconds`, `vllm:e2e_request_latency_seconds`, `vllm:request_queue_time_seconds`, `vllm:request_prefill_time_seconds`, `vllm:request_decode_time_seconds`, `vllm:time_per_output_token_seconds` | `sglang:time_to_first_token_seconds`, `sglang:e2e_request_latency_seconds`, —, —, —, `sglang:time_per_output_token_seconds` | —, `tgi_request_duration`, `tgi_request_queue_duration`, —, —, `tgi_request_mean_time_per_token_duration` | — |
 
 Series that differ only in a tensor/pipeline/expert-parallel rank label (SGLang labels every rank) are the
 same requests counted once per rank: the largest is kept; other label sets (vLLM's ``engine``, data-parallel
-replicas) are added up — KV usage is their mean.
+replicas) are added up — KV usage and a prefix-cache hit rate are their mean.
 
 llama.cpp's names are those of its live server (``--metrics`` of the server xllamacpp 2026.10.11549 embeds,
 captured under load in tests/fixtures/engine_metrics/llamacpp_live.metrics), where they differ from its README:
@@ -49,6 +51,7 @@ GAUGES: dict[str, tuple[str, ...]] = {
     "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
                  "llamacpp:kv_cache_usage_ratio"),
     "busy_slots_per_decode": ("llamacpp:n_busy_slots_per_decode",),
+    "prefix_hit_rate": ("vllm:gpu_prefix_cache_hit_rate", "sglang:cache_hit_rate"),  # 0..1, vLLM V0 and SGLang
 }
 COUNTERS: dict[str, tuple[str, ...]] = {
     "preemptions": ("vllm:num_preemptions_total",),
@@ -56,6 +59,9 @@ COUNTERS: dict[str, tuple[str, ...]] = {
     "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total",
                           "llamacpp:tokens_predicted_total"),
     "prompt_tokens_cached": ("llamacpp:prompt_tokens_cached_total",),
+    # vLLM V1's prefix cache, in prompt tokens: asked for, found in the cache
+    "prefix_cache_queries": ("vllm:prefix_cache_queries_total",),
+    "prefix_cache_hits": ("vllm:prefix_cache_hits_total",),
     "decode_steps": ("llamacpp:n_decode_total",),
     "prefill_seconds": ("llamacpp:prompt_seconds_total",),
     "decode_seconds": ("llamacpp:tokens_predicted_seconds_total",),
@@ -121,7 +127,7 @@ def parse_engine_metrics(text: str, t_ns: int) -> EngineSample | None:
             elif name.endswith("_count"):
                 h["count"] = max(h["count"], value)
     out = EngineSample(t_ns=t_ns, engine=engine)
-    for table, mean in ((GAUGES, ("kv_usage",)), (COUNTERS, ())):
+    for table, mean in ((GAUGES, ("kv_usage", "prefix_hit_rate")), (COUNTERS, ())):
         for signal, names in table.items():
             for n in names:
                 if n in flat and flat[n]:
