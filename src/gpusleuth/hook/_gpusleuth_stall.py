@@ -1,0 +1,97 @@
+"""Every process the hook enters can be asked for its Python stacks from outside, without its GIL (stdlib only).
+
+When ``gpusleuth run``'s recorder sees the job stop making progress and py-spy is not installed (or is switched
+off), it sends each of the job's processes one signal; the handler registered here is ``faulthandler``'s, which
+runs in C: it writes every thread's Python stack to ``$GPUSLEUTH_RUN_DIR/raw/stacks-<pid>.txt`` even while the
+main thread sits in a C call (a collective, a lock, a read) — no Python code of the stuck process runs, so it
+cannot deadlock on the GIL or on torch's symbolizer. Registered at activation, and again in a forked child
+(a DataLoader worker) with its own file; a spawned process runs ``sitecustomize`` and registers itself.
+
+The signal is a real-time one by default (``SIGRTMIN+6``, which jobs seldom use; ``GPUSLEUTH_STACK_SIGNAL`` names
+another by number or name, ``0``/``off`` switches this off). The stack file exists only while the handler is
+ours: a job that installs its own handler for that signal with ``signal.signal`` gets it (faulthandler lets go)
+and the file is removed, so the recorder never sends that process the signal. A job that inherited the signal
+ignored or handled is left alone.
+"""
+import faulthandler
+import os
+import signal
+
+ENV = "GPUSLEUTH_STACK_SIGNAL"
+HEADER = "# gpusleuth stacks signal=%d pid=%d\n"
+
+_armed = {"signum": None, "path": None, "fd": None}
+_real_signal = signal.signal
+
+
+def _signum():
+    raw = (os.environ.get(ENV) or "").strip()
+    if raw.lower() in ("0", "off", "no", "false"):
+        return None
+    if raw:
+        if raw.isdigit():
+            return int(raw)
+        sig = getattr(signal, raw.upper() if raw.upper().startswith("SIG") else "SIG" + raw.upper(), None)
+        return int(sig) if sig is not None else None
+    rtmin = getattr(signal, "SIGRTMIN", None)
+    return int(rtmin) + 6 if rtmin is not None else int(signal.SIGUSR2)
+
+
+def _release():
+    """Let go of the signal: the job wants it (or this process is not ours to dump any more)."""
+    signum, path, fd = _armed["signum"], _armed["path"], _armed["fd"]
+    _armed["signum"] = _armed["path"] = _armed["fd"] = None
+    if signum is None:
+        return
+    try:
+        faulthandler.unregister(signum)
+    except BaseException:
+        pass
+    for act in (lambda: os.unlink(path), lambda: os.close(fd)):
+        try:
+            act()
+        except BaseException:
+            pass
+
+
+def _signal(signalnum, handler):
+    """``signal.signal`` as the job knows it; setting our signal's handler takes it back from us first."""
+    try:
+        if _armed["signum"] is not None and int(signalnum) == _armed["signum"]:
+            _release()
+    except BaseException:
+        pass
+    return _real_signal(signalnum, handler)
+
+
+def arm(run_dir, forked=False):
+    """Register the stack dump of this process (at activation; ``forked``: in a fork's child, whose parent's
+    registration and file it inherited). Never raises."""
+    try:
+        if forked and _armed["fd"] is not None:
+            try:
+                os.close(_armed["fd"])  # the parent's file: this child writes its own
+            except OSError:
+                pass
+            _armed["signum"] = _armed["path"] = _armed["fd"] = None
+        signum = _signum()
+        if signum is None:
+            return False
+        if not forked and signal.getsignal(signum) not in (signal.SIG_DFL, None):
+            return False  # the job's environment already does something with it: not ours
+        raw = os.path.join(run_dir, "raw")
+        try:
+            os.makedirs(raw, exist_ok=True)
+        except OSError:
+            return False
+        pid = os.getpid()
+        path = os.path.join(raw, "stacks-%d.txt" % pid)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o644)
+        os.write(fd, (HEADER % (signum, pid)).encode())
+        faulthandler.register(signum, file=fd, all_threads=True, chain=False)
+        _armed["signum"], _armed["path"], _armed["fd"] = signum, path, fd
+        if signal.signal is not _signal:
+            signal.signal = _signal
+        return True
+    except BaseException:
+        return False
