@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
+import numpy as np
+
 from gpusleuth.run.stalls import Frame, ProcessStacks, StallRecord, ThreadStack
+
+if TYPE_CHECKING:
+    from gpusleuth.run.model import Run
 
 # torch.distributed's Python entry points that block until every rank arrives (or a peer answers)
 COLLECTIVES = frozenset({
@@ -61,6 +68,11 @@ class StallVerdict:
     stacks_failed: int = 0
     via: list[str] = field(default_factory=list)
     action: str = "dump"
+    # the GPUs during the stall (NVML samples): a spin in a collective reads utilization high at low power,
+    # a host-side stall utilization ≈ 0; None without GPU samples
+    gpu_util_pct: float | None = None
+    gpu_power_share: float | None = None  # mean power ÷ power limit
+    gpu_signature: str | None = None  # "busy-waiting" / "idle" / None (neither, or unknown)
 
     @property
     def sentence(self) -> str:
@@ -164,5 +176,42 @@ def judge(rec: StallRecord, now_ns: int | None = None) -> StallVerdict:
     return v
 
 
+SPIN_UTIL_PCT = 80.0  # NVML utilization this high …
+SPIN_POWER_SHARE = 0.4  # … at under this share of the power limit: kernels resident, doing nothing (a spin)
+IDLE_UTIL_PCT = 5.0
+
+
 def judge_all(records: list[StallRecord]) -> list[StallVerdict]:
     return [judge(r) for r in records]
+
+
+def judge_run(run: Run) -> list[StallVerdict]:
+    """Every stall of a recorded run, with the GPUs' signature over its span where GPUs were sampled."""
+    verdicts = judge_all(list(run.stalls))
+    gpu = run.gpu
+    if not verdicts or not len(gpu) or "t_ns" not in gpu:
+        return verdicts
+    limits = {int(h["index"]): h.get("power_limit_w") for h in (run.meta.get("recorder") or {}).get("gpu") or []
+              if isinstance(h, dict) and h.get("index") is not None}
+    t = np.asarray(gpu["t_ns"], dtype=np.int64)
+    for v in verdicts:
+        end = v.end_ns if v.end_ns is not None else int(t.max())
+        m = (t >= v.since_ns) & (t <= end)
+        if not m.any():
+            continue
+        if "util_gpu" in gpu:
+            util = np.asarray(gpu["util_gpu"], dtype=float)[m]
+            util = util[np.isfinite(util)]
+            v.gpu_util_pct = float(util.mean()) if len(util) else None
+        if "power_w" in gpu and "gpu" in gpu:
+            power = np.asarray(gpu["power_w"], dtype=float)[m]
+            limit = np.asarray([limits.get(int(i)) or np.nan for i in np.asarray(gpu["gpu"])[m]], dtype=float)
+            share = power / limit
+            share = share[np.isfinite(share)]
+            v.gpu_power_share = float(share.mean()) if len(share) else None
+        if v.gpu_util_pct is not None and v.gpu_util_pct >= SPIN_UTIL_PCT and v.gpu_power_share is not None \
+                and v.gpu_power_share < SPIN_POWER_SHARE:
+            v.gpu_signature = "busy-waiting"
+        elif v.gpu_util_pct is not None and v.gpu_util_pct < IDLE_UTIL_PCT:
+            v.gpu_signature = "idle"
+    return verdicts

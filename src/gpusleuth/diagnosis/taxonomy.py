@@ -39,6 +39,8 @@ CAUSES: dict[str, str] = {
     "serving.too_few_replicas": "one replica is full: throughput flat while requests wait, the model busy; N replicas for the load",
     # added in issue 22 (field truth: a DataLoader with enough workers still waits)
     "input.handover": "the training thread spends its input wait receiving batches from DataLoader workers (unpickling, shared-memory hand-shakes): more workers cannot shorten it",
+    # added in issue 33 (hangs caught live)
+    "hang": "the job stopped making progress (a hang, or a pause it recovered from): which rank, where, how long",
 }
 
 #: The product brief's debugging order. The report walks these stages in this order; each cause belongs to
@@ -83,6 +85,7 @@ STAGE_OF_CAUSE: dict[str, str] = {
     "serving.engine_capacity": "batch",
     "serving.prefill_behind_decode": "batch",
     "serving.too_few_replicas": "sizing",
+    "hang": "utilization",
 }
 
 SEVERITIES = ("none", "moderate", "high")
