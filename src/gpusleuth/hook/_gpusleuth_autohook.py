@@ -37,7 +37,7 @@ def activate():
             return None
         R = _state.start(run_dir)
         _hide_our_frames_in_crashes()
-        _stall.arm(run_dir)  # its stacks on a signal, for the recorder's stall watch
+        _stall.arm()  # its stacks on a signal, for the recorder's stall watch
         atexit.register(_at_exit)
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -103,7 +103,7 @@ def _after_fork_in_child():
     if R is not None:
         try:
             R.reset_process(role="python", forked=True)
-            _stall.arm(R.run_dir, forked=True)
+            _stall.arm(forked=True)
             if "_gpusleuth_request" in sys.modules:
                 sys.modules["_gpusleuth_request"].after_fork()
         except BaseException:

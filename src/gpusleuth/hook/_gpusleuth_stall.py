@@ -2,25 +2,28 @@
 
 When ``gpusleuth run``'s recorder sees the job stop making progress and py-spy is not installed (or is switched
 off), it sends each of the job's processes one signal; the handler registered here is ``faulthandler``'s, which
-runs in C: it writes every thread's Python stack to ``$GPUSLEUTH_RUN_DIR/raw/stacks-<pid>.txt`` even while the
-main thread sits in a C call (a collective, a lock, a read) — no Python code of the stuck process runs, so it
-cannot deadlock on the GIL or on torch's symbolizer. Registered at activation, and again in a forked child
-(a DataLoader worker) with its own file; a spawned process runs ``sitecustomize`` and registers itself.
+runs in C: it writes every thread's Python stack even while the main thread sits in a C call (a collective, a
+lock, a read) — no Python code of the stuck process runs, so it cannot deadlock on the GIL or on torch's
+symbolizer. Registered at activation, and again in a forked child (a DataLoader worker) with its own buffer; a
+spawned process runs ``sitecustomize`` and registers itself.
 
-The signal is a real-time one by default (``SIGRTMIN+6``, which jobs seldom use; ``GPUSLEUTH_STACK_SIGNAL`` names
-another by number or name, ``0``/``off`` switches this off). The stack file exists only while the handler is
-ours: a job that installs its own handler for that signal with ``signal.signal`` gets it (faulthandler lets go)
-and the file is removed, so the recorder never sends that process the signal. A job that inherited the signal
-ignored or handled is left alone.
+It writes into an anonymous in-memory file (``memfd_create``) named ``gpusleuth-stacks-sig<N>``: nothing is
+created in the run directory (a program that records nothing leaves nothing), and the recorder finds the
+buffer and the signal number in ``/proc/<pid>/fd`` and reads what the handler wrote there. The signal is a
+real-time one by default (``SIGRTMIN+6``, which jobs seldom use; ``GPUSLEUTH_STACK_SIGNAL`` names another by
+number or name, ``0``/``off`` switches this off). The buffer exists only while the handler is ours: a job that
+installs its own handler for that signal with ``signal.signal`` gets it (faulthandler lets go, the buffer is
+closed), so the recorder never sends that process the signal. A job that inherited the signal ignored or handled
+is left alone.
 """
 import faulthandler
 import os
 import signal
 
 ENV = "GPUSLEUTH_STACK_SIGNAL"
-HEADER = "# gpusleuth stacks signal=%d pid=%d\n"
+NAME = "gpusleuth-stacks-sig%d"  # the buffer's name, as /proc/<pid>/fd shows it: "/memfd:<NAME> (deleted)"
 
-_armed = {"signum": None, "path": None, "fd": None}
+_armed = {"signum": None, "fd": None}
 _real_signal = signal.signal
 
 
@@ -39,19 +42,18 @@ def _signum():
 
 def _release():
     """Let go of the signal: the job wants it (or this process is not ours to dump any more)."""
-    signum, path, fd = _armed["signum"], _armed["path"], _armed["fd"]
-    _armed["signum"] = _armed["path"] = _armed["fd"] = None
+    signum, fd = _armed["signum"], _armed["fd"]
+    _armed["signum"] = _armed["fd"] = None
     if signum is None:
         return
     try:
         faulthandler.unregister(signum)
     except BaseException:
         pass
-    for act in (lambda: os.unlink(path), lambda: os.close(fd)):
-        try:
-            act()
-        except BaseException:
-            pass
+    try:
+        os.close(fd)
+    except BaseException:
+        pass
 
 
 def _signal(signalnum, handler):
@@ -64,32 +66,24 @@ def _signal(signalnum, handler):
     return _real_signal(signalnum, handler)
 
 
-def arm(run_dir, forked=False):
+def arm(forked=False):
     """Register the stack dump of this process (at activation; ``forked``: in a fork's child, whose parent's
-    registration and file it inherited). Never raises."""
+    registration and buffer it inherited). Never raises."""
     try:
         if forked and _armed["fd"] is not None:
             try:
-                os.close(_armed["fd"])  # the parent's file: this child writes its own
+                os.close(_armed["fd"])  # the parent's buffer: this child writes its own
             except OSError:
                 pass
-            _armed["signum"] = _armed["path"] = _armed["fd"] = None
+            _armed["signum"] = _armed["fd"] = None
         signum = _signum()
-        if signum is None:
+        if signum is None or not hasattr(os, "memfd_create"):
             return False
         if not forked and signal.getsignal(signum) not in (signal.SIG_DFL, None):
             return False  # the job's environment already does something with it: not ours
-        raw = os.path.join(run_dir, "raw")
-        try:
-            os.makedirs(raw, exist_ok=True)
-        except OSError:
-            return False
-        pid = os.getpid()
-        path = os.path.join(raw, "stacks-%d.txt" % pid)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o644)
-        os.write(fd, (HEADER % (signum, pid)).encode())
+        fd = os.memfd_create(NAME % signum, getattr(os, "MFD_CLOEXEC", 1))
         faulthandler.register(signum, file=fd, all_threads=True, chain=False)
-        _armed["signum"], _armed["path"], _armed["fd"] = signum, path, fd
+        _armed["signum"], _armed["fd"] = signum, fd
         if signal.signal is not _signal:
             signal.signal = _signal
         return True

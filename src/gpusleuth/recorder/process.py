@@ -100,6 +100,8 @@ class Recorder:
 
         self.child_pid = pid
         self.procs = ProcessTreeSampler(pid)
+        if self.stalls is not None:
+            self.stalls.root = pid
 
     def _guard(self, what: str, fn, *args):
         """A failing sampler must never stop the recording: count the failure and go on."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -32,7 +33,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from gpusleuth.analysis.stalls import judge
-from gpusleuth.run.layout import STACKS_GLOB, RunDir
+from gpusleuth.run.layout import RunDir
 from gpusleuth.run.stalls import ProcessStacks, StalledProcess, StallRecord
 from gpusleuth.sources.stalls import ProgressTail, parse_stacks
 
@@ -55,6 +56,51 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except (OSError, IndexError):
         return False
+
+
+_BUFFER = re.compile(r"^/memfd:gpusleuth-stacks-sig(\d+)")
+
+
+def stack_buffer(pid: int) -> tuple[Path, int] | None:
+    """The hook's faulthandler buffer in ``pid`` (hook/_gpusleuth_stall.py): its /proc path and signal."""
+    try:
+        entries = list(os.scandir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+    for e in entries:
+        try:
+            m = _BUFFER.match(os.readlink(e.path))
+        except OSError:
+            continue
+        if m:
+            return Path(e.path), int(m.group(1))
+    return None
+
+
+def descendants(root: int) -> set[int]:
+    """Every live process below ``root`` (from /proc's parent links, read once)."""
+    children: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return set()
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out: set[int] = set()
+    todo = [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
 
 
 def pyspy_path() -> str | None:
@@ -81,6 +127,7 @@ class StallWatch:
         self.last_check = 0.0
         self.cpu_s = 0.0  # the watch's own CPU time (thread clock), reported in recorder.json
         self.dumping: threading.Thread | None = None
+        self.root: int | None = None  # the job's first process (the recorder's `pid` line)
         self._lock = threading.Lock()
 
     # -- the check -----------------------------------------------------------------------------------
@@ -111,10 +158,15 @@ class StallWatch:
         pids = self.watched()
         stalled = {pid: self.tail.progress_ns.get(pid, 0) for pid in pids
                    if not self.tail.in_phase(pid) and now - self.tail.progress_ns.get(pid, now) > self.threshold_s(pid) * 1e9}
-        if self.metrics is not None:
-            self.metrics.observe_progress({
-                pid: (self.tail.ranks.get(pid), (now - self.tail.progress_ns.get(pid, now)) / 1e9, pid in stalled)
-                for pid in pids}, self.count, (now - self.open.since_ns) / 1e9 if self.open else 0.0)
+        try:
+            self._judge(now, pids, stalled)
+        finally:
+            if self.metrics is not None:  # after the judging: a stall opened now is in this scrape
+                self.metrics.observe_progress({
+                    pid: (self.tail.ranks.get(pid), (now - self.tail.progress_ns.get(pid, now)) / 1e9, pid in stalled)
+                    for pid in pids}, self.count, (now - self.open.since_ns) / 1e9 if self.open else 0.0)
+
+    def _judge(self, now: int, pids: list[int], stalled: dict[int, int]) -> None:
         rec = self.open
         if rec is None:
             if stalled:
@@ -123,10 +175,10 @@ class StallWatch:
         if self.dumping is not None and self.dumping.is_alive():
             return
         was = [p for p in rec.processes if p.stalled]
-        moved = [p for p in was if self.tail.progress_ns.get(p.pid, 0) > p.last_progress_ns]
+        moved = [p for p in was if p.pid in self.tail.resumed_ns]
         # recovered: every stalled process made progress again (one that exited since counts if it moved first)
         if moved and all(p in moved or p.pid not in pids for p in was):
-            resumed = min(self.tail.progress_ns[p.pid] for p in moved)
+            resumed = min(self.tail.resumed_ns[p.pid] for p in moved)
             self._append({"kind": "resumed", "id": rec.id, "t_ns": resumed})
             self._say(f"gpusleuth: stall {rec.id} recovered: progress again after "
                       f"{(resumed - rec.since_ns) / 1e9:.0f} s stopped")
@@ -146,18 +198,24 @@ class StallWatch:
                           threshold_s=max(self.threshold_s(p) for p in stalled), processes=procs,
                           action=self.on_stall)
         self.open = rec
+        for p in procs:
+            if p.stalled:
+                t.watch_recovery(p.pid, p.last_progress_ns)
         self.dumping = threading.Thread(target=self._dump_and_say, args=(rec,), name="gpusleuth-stall", daemon=True)
         self.dumping.start()
 
     # -- stacks ----------------------------------------------------------------------------------
     def targets(self) -> list[int]:
-        """Every live process the hook entered: those with an events file or a stack-signal file."""
+        """Every live process the hook entered: those with an events file, and the job's processes that hold
+        the hook's stack buffer (one that has written no event yet)."""
         pids = set()
-        for path in list(self.tail.offsets) + (sorted(self.layout.raw.glob(STACKS_GLOB)) if self.layout.raw.is_dir() else []):
+        for path in list(self.tail.offsets):
             try:
                 pids.add(int(path.stem.split("-", 1)[1]))
             except (IndexError, ValueError):
                 continue
+        if self.root is not None:
+            pids |= {p for p in descendants(self.root) | {self.root} if p not in pids and stack_buffer(p)}
         return sorted(p for p in pids if _alive(p) and p not in self.tail.exited and p != os.getpid())
 
     def _dump_and_say(self, rec: StallRecord) -> None:
@@ -200,17 +258,18 @@ class StallWatch:
         sent: dict[int, tuple[Path, int]] = {}
         got: list[ProcessStacks] = []
         for pid in pids:
-            path = self.layout.stack_signal_file(pid)
+            found = stack_buffer(pid)
             try:
-                with open(path, "rb") as f:
-                    head = f.readline().decode("ascii", "replace")
-                signum = int(head.split("signal=", 1)[1].split()[0])
-                size = path.stat().st_size
+                if found is None:
+                    raise LookupError(pid)
+                path, signum = found
+                size = os.stat(path).st_size
                 os.kill(pid, signum)
                 sent[pid] = (path, size)
-            except (OSError, IndexError, ValueError):
+            except (OSError, LookupError):
                 why = "no stack signal registered (the hook did not enter it, or the job took its signal)"
-                got.append(ProcessStacks(pid=pid, via="faulthandler", error="; ".join(x for x in (errors.get(pid), why) if x)))
+                got.append(ProcessStacks(pid=pid, via="faulthandler",
+                                         error="; ".join(x for x in (errors.get(pid), why) if x)))
         deadline = time.monotonic() + SIGNAL_WAIT_S
         pending = dict(sent)
         texts: dict[int, str] = {}
@@ -218,15 +277,15 @@ class StallWatch:
             time.sleep(0.05)
             for pid, (path, size) in list(pending.items()):
                 try:
-                    now = path.stat().st_size
+                    now = os.stat(path).st_size
+                    if now > size:
+                        time.sleep(0.05)  # the handler writes in a few calls: let it finish
+                        with open(path, "rb") as f:
+                            f.seek(size)
+                            texts[pid] = f.read().decode("utf-8", "replace")
+                        del pending[pid]
                 except OSError:
                     continue
-                if now > size:
-                    time.sleep(0.05)  # the handler writes in a few calls: let it finish
-                    with open(path, "rb") as f:
-                        f.seek(size)
-                        texts[pid] = f.read().decode("utf-8", "replace")
-                    del pending[pid]
         for pid in sent:
             if pid in texts:
                 got.append(self._save(pid, "faulthandler", texts[pid], out))

@@ -17,7 +17,6 @@ TELEMETRY_TABLES = ("gpu", "gpu_procs", "host", "procs")
 EVENT_TABLES = ("steps", "phases")
 RAW_DIR = "raw"  # the hook's event lines, one file per process (events-*.tsv)
 EVENT_GLOB = "events-*.tsv"
-STACKS_GLOB = "stacks-*.txt"  # raw/: a process's faulthandler output, present while its stack signal is the hook's
 STALLS_DIR = "stalls"  # the recorder's stall watch: stalls.jsonl, and <id>/stacks-<pid>.txt per stall
 STALLS_FILE = "stalls.jsonl"
 STALL_STOP = "stop"  # stalls/stop: --on-stall kill asks the launcher to end the job
@@ -97,10 +96,6 @@ class RunDir:
     @property
     def stall_stop(self) -> Path:
         return self.path / STALLS_DIR / STALL_STOP
-
-    def stack_signal_file(self, pid: int) -> Path:
-        """``raw/stacks-<pid>.txt``: where the hook's faulthandler writes that process's stacks."""
-        return self.raw / f"stacks-{pid}.txt"
 
     def table(self, name: str) -> Path:
         """A finalized table (``steps``, ``gpu``, ``load``…): ``<name>.parquet``."""

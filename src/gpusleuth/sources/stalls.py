@@ -16,6 +16,7 @@ from gpusleuth.run.layout import RunDir
 from gpusleuth.run.stalls import Frame, ProcessStacks, StalledProcess, StallRecord, ThreadStack
 from gpusleuth.sources.livetail import EventsTail
 
+RECOVERY_AFTER_NS = 1_000_000_000  # the hook's flush period (0.5 s) and a short step's worth of margin
 MAX_STACK_BYTES = 4 << 20  # a stack file larger than this is read up to here (a runaway dump)
 
 _PYSPY_THREAD = re.compile(r'^Thread (\S+)(?: \(([^)]*)\))?:?(?: "(.*)")?\s*$')
@@ -33,6 +34,22 @@ class ProgressTail(EventsTail):
         self.progress_ns: dict[int, int] = {}
         self.open_phases: dict[int, dict[str, int]] = {}  # pid → phase name → open count
         self.exited: set[int] = set()
+        # recovery: pid → the moment it stalled; the first step *started* after it (or a phase begun after it)
+        # is progress again. The step the stall sat in ends late but started before; and a process ended
+        # while stuck writes its unfinished step at exit, which started before too — neither is a recovery.
+        # The hook flushes step lines at most every 0.5 s: steps it held when the job stopped started up to
+        # that much after the last progress seen, so a recovery must start RECOVERY_AFTER_NS past it.
+        self.stalled_at: dict[int, int] = {}
+        self.resumed_ns: dict[int, int] = {}
+
+    def watch_recovery(self, pid: int, since_ns: int) -> None:
+        self.stalled_at[pid] = since_ns
+        self.resumed_ns.pop(pid, None)
+
+    def _resumed(self, pid: int, start_ns: int) -> None:
+        at = self.stalled_at.get(pid)
+        if at is not None and start_ns > at + RECOVERY_AFTER_NS and pid not in self.resumed_ns:
+            self.resumed_ns[pid] = start_ns
 
     def _line(self, pid: int, line: str) -> None:
         super()._line(pid, line)
@@ -40,10 +57,12 @@ class ProgressTail(EventsTail):
         try:
             if f[0] == "S" and pid in self.steps and self.steps[pid]:
                 self._progress(pid, self.steps[pid][-1][1])
+                self._resumed(pid, self.steps[pid][-1][0])
             elif f[0] == "B":
                 opened = self.open_phases.setdefault(pid, {})
                 opened[f[1]] = opened.get(f[1], 0) + 1
                 self._progress(pid, int(f[2]))
+                self._resumed(pid, int(f[2]))
             elif f[0] == "P":
                 opened = self.open_phases.setdefault(pid, {})
                 if opened.get(f[1], 0) > 0:
