@@ -28,6 +28,8 @@ from conftest import FIXTURES, free_port, gpusleuth, report_json
 
 JOB = FIXTURES / "hangs" / "hang_job.py"
 HANG_LINE = next(i for i, line in enumerate(JOB.read_text().splitlines(), 1) if "# HANG:" in line)
+WORKER_LINE = next(i for i, line in enumerate(JOB.read_text().splitlines(), 1) if "# WORKER:" in line)
+LOOP_LINE = next(i for i, line in enumerate(JOB.read_text().splitlines(), 1) if "# LOOP:" in line)
 ALL_REDUCE_LINE = next(i for i, line in enumerate(JOB.read_text().splitlines(), 1) if "dist.all_reduce(" in line)
 THRESHOLD_S = 10.0
 SLACK_S = 3.0  # the watch checks once a second; the hook flushes step lines every 0.5 s; a busy 2-core host
@@ -153,6 +155,29 @@ def test_pause_that_ends_is_recovered_with_faulthandler_stacks(tmp_path):
     assert f["severity"] == "moderate", f
     assert "recovered" in f["title"] and f"hang_job.py:{HANG_LINE}" in f["title"], f["title"]
     assert {e["name"]: e["value"] for e in f["evidence"]}["longest stall"] == pytest.approx(length, abs=0.2)
+
+
+@pytest.mark.process
+@pytest.mark.slow
+def test_dataloader_worker_stuck_on_a_lock_is_found_through_its_rank(tmp_path):
+    """Rank 1's DataLoader worker waits on a lock for 16 s: rank 1 waits for its batch (outside any collective),
+    rank 0 in the all-reduce; the worker's own stack (py-spy reads it like any process) names its line."""
+    if not shutil.which("py-spy"):
+        pytest.skip("py-spy is not installed (pip install 'gpusleuth[stacks]')")
+    run = tmp_path / "loader"
+    res = subprocess.run(_cmd(run, "loader", "30", "16"), capture_output=True, text=True, timeout=150)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rec = _records(run)[0]
+    workers = [s for s in rec["stacks"] if s["role"] == "dataloader_worker"]
+    ranks = {p["rank"]: p["pid"] for p in rec["processes"]}
+    assert {w["ppid"] for w in workers} == set(ranks.values()), (workers, ranks)  # one worker per rank
+    assert all(w["via"] == "py-spy" for w in workers), workers
+    stuck = next(w for w in workers if w["ppid"] == ranks[1])
+    assert f"hang_job.py:{WORKER_LINE}" in (run / stuck["path"]).read_text()
+    f = _hang_finding(run)
+    assert f"rank 1 is in " in f["title"] and f"hang_job.py:{LOOP_LINE}, outside any collective" in f["title"], f
+    assert f"waiting for its DataLoader worker(s) at " in f["title"] and f"hang_job.py:{WORKER_LINE}" in f["title"]
+    assert "recovered" in f["title"]
 
 
 @pytest.mark.process

@@ -46,6 +46,8 @@ class RankAt:
     collective: str | None = None  # the collective its main thread waits in, None: not in one
     via: str | None = None  # how its stack was taken
     stack_error: str | None = None
+    # its main thread waits on its DataLoader: where its workers were (pid, file:line of their own code)
+    workers: list[tuple[int, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -91,6 +93,9 @@ class StallVerdict:
         s = f"{who(c)} {verb} " + (f"in {', '.join(at[:3])}" if at else "stopped")
         if self.how == "stacks":
             s += ", outside any collective"
+        ws = sorted({w for p in c for _, w in p.workers})
+        if ws:
+            s += f", waiting for its DataLoader worker(s) at {', '.join(ws[:3])}"
         elif self.how == "steps":
             s += f", behind at step {min(p.steps for p in c)}"
         if self.waiting:
@@ -135,6 +140,19 @@ def _loc(f: Frame | None) -> str | None:
     return f"{f.file}:{f.line}" if f.line is not None else f.file
 
 
+def _workers_of(pid: int, stacks: list[ProcessStacks]) -> list[tuple[int, str]]:
+    """Where the DataLoader workers of ``pid`` were: their main thread's own innermost frame."""
+    out = []
+    for s in stacks:
+        if s.ppid != pid or s.role not in (None, "dataloader_worker"):
+            continue
+        main = _main_thread(s)
+        where = _loc(own_frame(main.frames)) if main is not None else None
+        if where:
+            out.append((s.pid, where))
+    return sorted(out)
+
+
 def judge(rec: StallRecord, now_ns: int | None = None) -> StallVerdict:
     """The verdict on one stall (``now_ns``: a stall still going, seen live, lasts until now)."""
     stacks = {s.pid: s for s in rec.stacks}
@@ -154,6 +172,8 @@ def judge(rec: StallRecord, now_ns: int | None = None) -> StallVerdict:
                 top = own_frame(main.frames)
                 at.where, at.function = _loc(top), top.function if top else None
                 at.collective = collective_of(main.frames)
+                if at.collective is None and any("torch/utils/data" in f.file.replace("\\", "/") for f in main.frames):
+                    at.workers = _workers_of(p.pid, rec.stacks)
         ats.append(at)
         if p.stalled:
             v.stalled_processes += 1

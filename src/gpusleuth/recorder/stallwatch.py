@@ -50,6 +50,14 @@ def safe(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+def _ppid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -223,8 +231,11 @@ class StallWatch:
             out = self.layout.stalls_dir / str(rec.id)
             out.mkdir(parents=True, exist_ok=True)
             rec.stacks = self.dump(self.targets(), out)
+            for s in rec.stacks:
+                s.ppid, s.role = _ppid(s.pid), self.tail.roles.get(s.pid)
             self._append({"kind": "stall", **asdict(rec), "stacks": [
-                {"pid": s.pid, "via": s.via, "path": s.path, "error": s.error} for s in rec.stacks]})
+                {"pid": s.pid, "via": s.via, "path": s.path, "error": s.error, "ppid": s.ppid, "role": s.role}
+                for s in rec.stacks]})
             self._say(self.line(rec))
             if self.on_stall == "kill":
                 self.layout.stall_stop.write_text(f"stall {rec.id}\n")

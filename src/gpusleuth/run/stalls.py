@@ -32,6 +32,8 @@ class ProcessStacks:
     threads: list[ThreadStack] = field(default_factory=list)
     path: str | None = None  # the stack file, relative to the run directory
     error: str | None = None  # why no stack was taken (py-spy failed and no signal handler, the process gone…)
+    ppid: int | None = None  # its parent when the stack was taken (a DataLoader worker's is its rank)
+    role: str | None = None  # the hook's role for it ("main", "dataloader_worker", "python"…)
 
 
 @dataclass

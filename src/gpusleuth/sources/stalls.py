@@ -162,7 +162,8 @@ def _record(d: dict[str, Any], run_dir: Path, losses: list[str]) -> StallRecord 
         if not isinstance(s, dict) or _int(s.get("pid")) is None:
             continue
         via = str(s.get("via") or "")
-        ps = ProcessStacks(pid=int(s["pid"]), via=via, path=s.get("path"), error=s.get("error"))
+        ps = ProcessStacks(pid=int(s["pid"]), via=via, path=s.get("path"), error=s.get("error"),
+                           ppid=_int(s.get("ppid")), role=str(s["role"]) if s.get("role") else None)
         if ps.path:
             target = (run_dir / str(ps.path)).resolve()
             if run_dir.resolve() not in target.parents:

@@ -1,0 +1,96 @@
+"""The stall verdict on records alone (analysis/stalls.py, sources/stalls.py): in-process, no job.
+
+The stack texts are the two real formats (py-spy 0.4 ``dump --full-filenames``, CPython's faulthandler), cut
+from dumps of tests/fixtures/hangs/hang_job.py."""
+
+from __future__ import annotations
+
+import json
+
+from gpusleuth.analysis.stalls import judge
+from gpusleuth.recorder.stallwatch import safe
+from gpusleuth.run.stalls import ProcessStacks, StalledProcess, StallRecord
+from gpusleuth.sources.stalls import parse_faulthandler, parse_pyspy, read_stalls
+
+PYSPY_R0 = """Process 101: python -u train.py
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 101 (idle): "MainThread"
+    all_reduce (/usr/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py:3252)
+    wrapper (/usr/lib/python3.11/site-packages/torch/distributed/c10d_logger.py:83)
+    <module> (/job/train.py:45)
+Thread 105 (idle): "pin_memory"
+    wait (/usr/lib/python3.11/threading.py:331)
+"""
+PYSPY_R1 = """Process 102: python -u train.py
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 102 (idle): "MainThread"
+    load (/job/data.py:12)
+    <module> (/job/train.py:31)
+"""
+FH_R1 = """Thread 0x00007fc71646c000 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 331 in wait
+
+Current thread 0x00007fc71646bb80 (most recent call first):
+  File "/job/data.py", line 12 in load
+  File "/job/train.py", line 31 in <module>
+"""
+
+
+def _rec(stacks, steps=(5, 5), ranks=(0, 1)):
+    procs = [StalledProcess(pid=101 + i, rank=r, role="main", steps=s, last_progress_ns=1_000_000_000, stalled=True)
+             for i, (r, s) in enumerate(zip(ranks, steps))]
+    return StallRecord(id=1, seen_ns=12_000_000_000, since_ns=1_000_000_000, threshold_s=10.0, processes=procs,
+                       stacks=stacks, resumed_ns=31_000_000_000)
+
+
+def test_the_rank_outside_the_collective_is_the_culprit():
+    r0 = ProcessStacks(101, "py-spy", parse_pyspy(PYSPY_R0))
+    r1 = ProcessStacks(102, "faulthandler", parse_faulthandler(FH_R1))
+    assert r0.threads[0].main and r0.threads[0].frames[0].function == "all_reduce"
+    assert r1.threads[-1].main and r1.threads[-1].frames[0].line == 12
+    v = judge(_rec([r0, r1]))
+    assert v.how == "stacks" and [c.rank for c in v.culprits] == [1] and [w.rank for w in v.waiting] == [0]
+    assert v.culprits[0].where == "/job/data.py:12" and v.waiting[0].collective == "all_reduce"
+    assert v.waiting[0].where == "/job/train.py:45"  # the job's own frame, not torch's
+    assert v.recovered and v.duration_s == 30.0
+    assert abs(v.process_hours - 2 * 30 / 3600) < 1e-9
+    assert v.sentence == ("rank 1 is in /job/data.py:12, outside any collective; rank 0 waits in all_reduce at "
+                          "/job/train.py:45")
+
+
+def test_without_telling_stacks_the_rank_behind_in_steps_is_named():
+    both = [ProcessStacks(101, "py-spy", parse_pyspy(PYSPY_R0)), ProcessStacks(102, "py-spy", parse_pyspy(PYSPY_R0))]
+    v = judge(_rec(both, steps=(7, 6)))
+    assert v.how == "steps" and [c.rank for c in v.culprits] == [1], v
+    v = judge(_rec(both, steps=(7, 7)))
+    assert v.how is None and not v.culprits and v.sentence.startswith("no single culprit")
+    v = judge(_rec([], steps=(7, 7)))  # no stack at all
+    assert v.stacks_taken == 0 and v.sentence == "no single culprit: no stack taken"
+
+
+def test_stall_records_are_read_back_and_stay_inside_the_run(tmp_path):
+    stalls = tmp_path / "stalls"
+    (stalls / "1").mkdir(parents=True)
+    (stalls / "1" / "stacks-102.txt").write_text(PYSPY_R1)
+    (tmp_path / "secret.txt").write_text(PYSPY_R1)
+    rec = {"kind": "stall", "id": 1, "seen_ns": 12, "since_ns": 1, "threshold_s": 10.0, "action": "dump",
+           "processes": [{"pid": 102, "rank": 1, "steps": 3, "last_progress_ns": 1, "stalled": True}],
+           "stacks": [{"pid": 102, "via": "py-spy", "path": "stalls/1/stacks-102.txt"},
+                      {"pid": 103, "via": "py-spy", "path": "../" + tmp_path.name + "/../secret.txt"}]}
+    lines = [json.dumps(rec), "not json", json.dumps({"kind": "ended", "id": 1, "t_ns": 40})]
+    (stalls / "stalls.jsonl").write_text("\n".join(lines) + "\n")
+    losses: list[str] = []
+    (got,) = read_stalls(tmp_path, losses)
+    assert got.ended_ns == 40 and got.resumed_ns is None
+    assert [s.pid for s in got.stacks] == [102]
+    assert got.stacks[0].threads[0].frames[1].file == "/job/train.py"
+    assert any("outside the run directory" in x for x in losses) and any("1 unreadable" in x for x in losses)
+    v = judge(got)
+    assert v.ended_stuck and not v.recovered
+
+
+def test_job_text_is_escaped_for_the_terminal():
+    hostile = "train\x1b[2J\u202e.py:3"
+    assert safe(hostile) == "train\\x1b[2J\\u202e.py:3"
