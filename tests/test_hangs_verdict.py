@@ -6,6 +6,7 @@ from dumps of tests/fixtures/hangs/hang_job.py."""
 from __future__ import annotations
 
 import json
+import re
 
 from gpusleuth.analysis.stalls import judge
 from gpusleuth.recorder.stallwatch import safe
@@ -94,3 +95,32 @@ def test_stall_records_are_read_back_and_stay_inside_the_run(tmp_path):
 def test_job_text_is_escaped_for_the_terminal():
     hostile = "train\x1b[2J\u202e.py:3"
     assert safe(hostile) == "train\\x1b[2J\\u202e.py:3"
+
+
+def test_the_live_view_shows_the_stall_going_on_and_then_its_end(tmp_path):
+    import time
+
+    from gpusleuth.render.live import fields, plain_line
+    from gpusleuth.report.live import LiveTail
+
+    stalls = tmp_path / "stalls"
+    (stalls / "1").mkdir(parents=True)
+    (stalls / "1" / "stacks-102.txt").write_text(PYSPY_R1.replace("/job/data.py", "/job/d\x1b[2Jata.py"))
+    (stalls / "1" / "stacks-101.txt").write_text(PYSPY_R0)
+    since = time.time_ns() - 42_000_000_000
+    rec = {"kind": "stall", "id": 1, "seen_ns": since + 10**10, "since_ns": since, "threshold_s": 10.0,
+           "processes": [{"pid": 101, "rank": 0, "steps": 3, "last_progress_ns": since, "stalled": True},
+                         {"pid": 102, "rank": 1, "steps": 3, "last_progress_ns": since, "stalled": True}],
+           "stacks": [{"pid": 101, "via": "py-spy", "path": "stalls/1/stacks-101.txt"},
+                      {"pid": 102, "via": "py-spy", "path": "stalls/1/stacks-102.txt"}]}
+    (stalls / "stalls.jsonl").write_text(json.dumps(rec) + "\n")
+    tail = LiveTail(tmp_path)
+    s = tail.poll()
+    assert s.stalls == 1 and 41 <= s.stall_s <= 60, s.stall_s
+    line = plain_line(s)
+    assert re.search(r"stall \d+ s: rank 1 is in /job/d\\x1b\[2Jata\.py:12, outside any collective", line), line
+    assert "\x1b" not in line
+    with open(stalls / "stalls.jsonl", "a") as f:
+        f.write(json.dumps({"kind": "resumed", "id": 1, "t_ns": since + 50 * 10**9}) + "\n")
+    s = tail.poll()
+    assert s.stall_s is None and dict(fields(s))["stall"] == "none (1 so far)"

@@ -179,6 +179,26 @@ def _record(d: dict[str, Any], run_dir: Path, losses: list[str]) -> StallRecord 
                        processes=procs, stacks=stacks, action=str(d.get("action") or "dump"))
 
 
+class StallTail:
+    """The stall records of a run being recorded, read again whenever the file grew (a stall writes a few
+    lines; the live view asks twice a second)."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        self.size = -1
+        self.records: list[StallRecord] = []
+
+    def poll(self) -> list[StallRecord]:
+        try:
+            size = RunDir(self.run_dir).stalls_log.stat().st_size
+        except OSError:
+            return self.records
+        if size != self.size:
+            self.size = size
+            self.records = read_stalls(self.run_dir)
+        return self.records
+
+
 def read_stalls(run_dir: Path, losses: list[str] | None = None) -> list[StallRecord]:
     """Every stall the recorder saw, with its end: ``resumed`` lines mark recovery, ``ended`` lines a job that
     ended still stuck. No file: no stall was seen (or the watch was off)."""
