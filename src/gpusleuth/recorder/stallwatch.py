@@ -230,12 +230,14 @@ class StallWatch:
         try:
             out = self.layout.stalls_dir / str(rec.id)
             out.mkdir(parents=True, exist_ok=True)
+            t0 = time.monotonic()
             rec.stacks = self.dump(self.targets(), out)
+            dump_s = time.monotonic() - t0
             for s in rec.stacks:
                 s.ppid, s.role = _ppid(s.pid), self.tail.roles.get(s.pid)
             self._append({"kind": "stall", **asdict(rec), "stacks": [
                 {"pid": s.pid, "via": s.via, "path": s.path, "error": s.error, "ppid": s.ppid, "role": s.role}
-                for s in rec.stacks]})
+                for s in rec.stacks], "dump_s": round(dump_s, 3)})
             self._say(self.line(rec))
             if self.on_stall == "kill":
                 self.layout.stall_stop.write_text(f"stall {rec.id}\n")
