@@ -30,6 +30,7 @@ JOB = FIXTURES / "hangs" / "hang_job.py"
 HANG_LINE = next(i for i, line in enumerate(JOB.read_text().splitlines(), 1) if "# HANG:" in line)
 WORKER_LINE = next(i for i, line in enumerate(JOB.read_text().splitlines(), 1) if "# WORKER:" in line)
 LOOP_LINE = next(i for i, line in enumerate(JOB.read_text().splitlines(), 1) if "# LOOP:" in line)
+MISMATCH_LINE = next(i for i, line in enumerate(JOB.read_text().splitlines(), 1) if "# MISMATCH:" in line)
 ALL_REDUCE_LINE = next(i for i, line in enumerate(JOB.read_text().splitlines(), 1) if "dist.all_reduce(" in line)
 THRESHOLD_S = 10.0
 SLACK_S = 3.0  # the watch checks once a second; the hook flushes step lines every 0.5 s; a busy 2-core host
@@ -178,6 +179,23 @@ def test_dataloader_worker_stuck_on_a_lock_is_found_through_its_rank(tmp_path):
     assert f"rank 1 is in " in f["title"] and f"hang_job.py:{LOOP_LINE}, outside any collective" in f["title"], f
     assert f"waiting for its DataLoader worker(s) at " in f["title"] and f"hang_job.py:{WORKER_LINE}" in f["title"]
     assert "recovered" in f["title"]
+
+
+@pytest.mark.process
+@pytest.mark.slow
+def test_mismatched_collective_is_named_as_one(tmp_path):
+    """At step 10 rank 1 broadcasts where rank 0 all-reduces: gloo hangs both. Each rank waits inside a
+    collective, not the same one: the verdict says so with both lines (faulthandler; --on-stall kill ends it)."""
+    run = tmp_path / "mismatch"
+    env = dict(os.environ, GPUSLEUTH_PYSPY="0")
+    res = subprocess.run(_cmd(run, "mismatch", "30", flags=("--on-stall", "kill", "--grace", "3")),
+                         capture_output=True, text=True, timeout=150, env=env)
+    assert "STALL 1" in res.stderr, res.stderr[-3000:]
+    assert re.search(rf"mismatched collectives: rank 0 in all_reduce at \S*hang_job\.py:{ALL_REDUCE_LINE}; "
+                     rf"rank 1 in broadcast at \S*hang_job\.py:{MISMATCH_LINE}", res.stderr), res.stderr[-3000:]
+    assert [r["kind"] for r in _records(run)] == ["stall", "ended"]
+    f = _hang_finding(run)
+    assert f["severity"] == "high" and "mismatched collectives" in f["title"] and "broadcast" in f["title"], f
 
 
 @pytest.mark.process

@@ -124,3 +124,19 @@ def test_the_live_view_shows_the_stall_going_on_and_then_its_end(tmp_path):
         f.write(json.dumps({"kind": "resumed", "id": 1, "t_ns": since + 50 * 10**9}) + "\n")
     s = tail.poll()
     assert s.stall_s is None and dict(fields(s))["stall"] == "none (1 so far)"
+
+
+def test_ranks_in_different_collectives_are_a_mismatch():
+    bcast = PYSPY_R0.replace("all_reduce (", "broadcast (").replace("/job/train.py:45", "/job/train.py:50")
+    stacks = [ProcessStacks(101, "py-spy", parse_pyspy(PYSPY_R0)), ProcessStacks(102, "py-spy", parse_pyspy(bcast))]
+    v = judge(_rec(stacks))
+    assert v.how == "mismatch" and {c.rank for c in v.culprits} == {0, 1} and not v.waiting
+    assert v.sentence == ("mismatched collectives: rank 0 in all_reduce at /job/train.py:45; rank 1 in broadcast "
+                          "at /job/train.py:50")
+    # three ranks, one odd: it is named, the two others wait
+    stacks.append(ProcessStacks(103, "py-spy", parse_pyspy(PYSPY_R0)))
+    v = judge(_rec(stacks, steps=(5, 5, 5), ranks=(0, 1, 2)))
+    assert v.how == "mismatch" and [c.rank for c in v.culprits] == [1] and [w.rank for w in v.waiting] == [0, 2]
+    # all in the same collective at the same line: no culprit from the stacks
+    same = [ProcessStacks(101, "py-spy", parse_pyspy(PYSPY_R0)), ProcessStacks(102, "py-spy", parse_pyspy(PYSPY_R0))]
+    assert judge(_rec(same)).how is None

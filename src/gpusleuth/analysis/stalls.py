@@ -88,6 +88,14 @@ class StallVerdict:
             where = sorted({p.where for p in self.waiting + self.others if p.where})
             return "no single culprit: " + (f"stopped in {', '.join(where[:3])}" if where else "no stack taken")
         c = self.culprits
+        if self.how == "mismatch":
+            at = "; ".join(f"{who([p])} in {p.collective} at {p.where}" for p in
+                           sorted(c, key=lambda p: (p.rank is None, p.rank or 0, p.pid)))
+            s = f"mismatched collectives: {at}"
+            if self.waiting:
+                s += f"; {who(self.waiting)} wait{'s' if len(self.waiting) == 1 else ''} in " \
+                     f"{'/'.join(sorted({p.collective or '' for p in self.waiting}))}"
+            return s
         verb = "is" if len(c) == 1 else "are"
         at = sorted({p.where for p in c if p.where})
         s = f"{who(c)} {verb} " + (f"in {', '.join(at[:3])}" if at else "stopped")
@@ -183,8 +191,22 @@ def judge(rec: StallRecord, now_ns: int | None = None) -> StallVerdict:
     v.via = sorted({s.via for s in rec.stacks if s.threads})
     in_coll = [a for a in ats if a.collective is not None]
     free = [a for a in ats if a.collective is None and a.where is not None]
+    sites = {(a.collective, a.where) for a in in_coll}
     if in_coll and free:
         v.culprits, v.waiting, v.how = free, in_coll, "stacks"
+    elif len(in_coll) == len(ats) > 1 and len(sites) > 1:
+        # every rank in a collective, not the same one: a mismatched collective; the ranks at the less common
+        # call site are named (with two ranks, both sites are: nothing says which one is wrong)
+        groups: dict[tuple[str | None, str | None], list[RankAt]] = {}
+        for a in in_coll:
+            groups.setdefault((a.collective, a.where), []).append(a)
+        sizes = sorted(len(g) for g in groups.values())
+        if sizes[0] < sizes[-1]:
+            v.culprits = [a for g in groups.values() if len(g) < sizes[-1] for a in g]
+            v.waiting = [a for a in in_coll if a not in v.culprits]
+        else:
+            v.culprits = list(in_coll)
+        v.how = "mismatch"
     elif len(ats) > 1 and min(a.steps for a in ats) < max(a.steps for a in ats):
         low = min(a.steps for a in ats)
         v.culprits = [a for a in ats if a.steps == low]

@@ -40,13 +40,17 @@ def hangs(facts: Facts) -> list[Finding] | Missing:
     hours = sum(v.process_hours for v in facts.stalls)
     n = len(facts.stalls)
     what = "hung" if not worst.recovered else "paused"
-    title = (f"The job {what}: {worst.sentence.split(';')[0]} — {_span(worst)}" if worst.culprits
+    head = worst.sentence if worst.how == "mismatch" else worst.sentence.split(";")[0]
+    title = (f"The job {what}: {head} — {_span(worst)}" if worst.culprits
              else f"The job {what}: {worst.stalled_processes} process(es) {_span(worst)}")
     summary = (f"{n} stall(s) seen live (no step or phase boundary for {worst.threshold_s:.0f} s or more). "
                f"Stall {worst.id}: {worst.sentence}. {worst.stalled_processes} process(es) {_span(worst)}; "
                f"{hours:.4f} process-hours lost in all.")
     if worst.how == "stacks":
         summary += " The culprit's main thread was outside any collective while the others waited inside one."
+    elif worst.how == "mismatch":
+        summary += (" Every rank was inside a collective, but not the same one (or not from the same line): the "
+                    "ranks disagree on the order of their collectives, and each waits for a partner that never comes.")
     elif worst.how == "steps":
         summary += " Told by step count (the stacks did not separate the ranks): the culprit was behind."
     if worst.gpu_signature == "busy-waiting":
