@@ -89,9 +89,9 @@ class StallVerdict:
             return "no single culprit: " + (f"stopped in {', '.join(where[:3])}" if where else "no stack taken")
         c = self.culprits
         if self.how == "mismatch":
-            at = "; ".join(f"{who([p])} in {p.collective} at {p.where}" for p in
-                           sorted(c, key=lambda p: (p.rank is None, p.rank or 0, p.pid)))
-            s = f"mismatched collectives: {at}"
+            sites = "; ".join(f"{who([p])} in {p.collective} at {p.where}" for p in
+                              sorted(c, key=lambda p: (p.rank is None, p.rank or 0, p.pid)))
+            s = f"mismatched collectives: {sites}"
             if self.waiting:
                 s += f"; {who(self.waiting)} wait{'s' if len(self.waiting) == 1 else ''} in " \
                      f"{'/'.join(sorted({p.collective or '' for p in self.waiting}))}"
