@@ -201,17 +201,23 @@ def test_mismatched_collective_is_named_as_one(tmp_path):
 @pytest.mark.process
 @pytest.mark.slow
 def test_long_evaluation_is_not_a_stall(tmp_path):
-    """25 s of evaluation (model.eval() … model.train(): the hook's eval phase), 2.5x the threshold: no alarm."""
+    """16 s of evaluation (model.eval() … model.train(): the hook's eval phase), above the 10 s threshold: no
+    alarm. After the loop the job works 13 s outside any phase and exits 0: that one is seen live (it cannot be
+    told from a hang then), and the report says it was work after the loop, severity none — not a hang."""
     run = tmp_path / "eval"
-    res = subprocess.run(_cmd(run, "eval", "30", "25"), capture_output=True, text=True, timeout=150)
+    res = subprocess.run(_cmd(run, "eval", "30", "16"), capture_output=True, text=True, timeout=150)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert "STALL" not in res.stderr, res.stderr[-2000:]
-    assert _records(run) == []
+    loop_done = int(next(line.split()[1] for line in res.stdout.splitlines() if line.startswith("LOOP_DONE")))
+    recs = _records(run)
+    assert [r["kind"] for r in recs] == ["stall", "ended"], recs
+    assert recs[0]["since_ns"] >= loop_done - 1e9, "a stall seen during the evaluation"  # the tail's, not eval's
+    assert res.stderr.count("STALL") == 1
+    f = _hang_finding(run)
+    assert f["severity"] == "none" and "ended normally" in f["title"], f
     rep = report_json(run)
-    assert not [f for f in rep["findings"] if f["cause"] == "hang"]
-    assert any(f["cause"] == "phase.eval" for f in rep["findings"]) or rep.get("phases"), rep["findings"]
+    assert not [x for x in rep["findings"] if x["severity"] == "high" and x["cause"] == "hang"]
     status = json.loads((run / "recorder.json").read_text())["stall_watch"]
-    assert status["stalls"] == 0 and status["after_s"] is None
+    assert status["stalls"] == 1 and status["after_s"] is None
 
 
 @pytest.mark.process

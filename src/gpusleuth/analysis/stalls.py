@@ -75,6 +75,9 @@ class StallVerdict:
     gpu_util_pct: float | None = None
     gpu_power_share: float | None = None  # mean power ÷ power limit
     gpu_signature: str | None = None  # "busy-waiting" / "idle" / None (neither, or unknown)
+    # it never recovered, but the job then ended by itself with exit code 0: work after the training loop
+    # outside any phase (an export, an upload), not a hang
+    ended_normally: bool = False
 
     @property
     def sentence(self) -> str:
@@ -230,6 +233,8 @@ def judge_all(records: list[StallRecord]) -> list[StallVerdict]:
 def judge_run(run: Run) -> list[StallVerdict]:
     """Every stall of a recorded run, with the GPUs' signature over its span where GPUs were sampled."""
     verdicts = judge_all(list(run.stalls))
+    for v in verdicts:
+        v.ended_normally = v.ended_stuck and run.meta.get("exit_code") == 0 and not run.meta.get("stopped_by")
     gpu = run.gpu
     if not verdicts or not len(gpu) or "t_ns" not in gpu:
         return verdicts

@@ -31,10 +31,28 @@ def _span(v: StallVerdict) -> str:
     return f"stopped for at least {v.duration_s:.0f} s (the recording ends there)"
 
 
+def _tail(v: StallVerdict) -> Finding:
+    """The job's steps stopped and it then ended by itself (exit 0): work after its loop, not a hang."""
+    return Finding(
+        cause="hang", severity="none",
+        title=f"No step for the last {v.duration_s:.0f} s before the job ended normally: work after the loop, "
+              "outside any phase",
+        summary=(f"The stall watch saw no progress for {v.duration_s:.0f} s (threshold {v.threshold_s:.0f} s) and "
+                 f"took every process's stacks (stalls/{v.id}/), then the job ended with exit code 0: "
+                 f"{v.sentence}. Work after the training loop (an export, an upload, a final evaluation without "
+                 "model.eval()) is not a hang."),
+        evidence=[Evidence("time without progress before the end", round(v.duration_s, 1), "s", SOURCE),
+                  Evidence("processes whose stacks were taken", v.stacks_taken, "", ", ".join(v.via) or "none")],
+        fix="Nothing to fix; wrap that work in `gpusleuth.phase(\"name\")` to have it named (and not watched).",
+        confidence="medium")
+
+
 def hangs(facts: Facts) -> list[Finding] | Missing:
     if not facts.stalls:
         return []
-    worst = max(facts.stalls, key=lambda v: (not v.recovered, v.duration_s))
+    worst = max(facts.stalls, key=lambda v: (not v.recovered and not v.ended_normally, v.duration_s))
+    if worst.ended_normally:
+        return [_tail(worst)]
     high = not worst.recovered or worst.duration_s >= LONG_S
     lost_s = sum(v.duration_s for v in facts.stalls)
     hours = sum(v.process_hours for v in facts.stalls)
