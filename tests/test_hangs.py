@@ -250,3 +250,16 @@ def test_the_job_keeps_its_own_handler_for_the_stack_signal(tmp_path):
     for said in ("armed 1", "survived the signal", "after 0", "handled True"):
         assert said in res.stdout, res.stdout
     assert "Current thread" not in res.stdout + res.stderr
+
+
+@pytest.mark.process
+def test_stall_after_is_checked_before_the_job_starts(tmp_path):
+    for bad in ("0", "-3", "soon", "inf", "nan"):
+        res = gpusleuth("run", "--out", tmp_path / f"bad-{bad}", "--stall-after", bad, "--", sys.executable, "-c",
+                        "open('started', 'w')", cwd=tmp_path)
+        assert res.returncode != 0 and "--stall-after wants seconds above 0, auto or off" in res.stderr, res.stderr
+        assert not (tmp_path / "started").exists()
+    res = gpusleuth("run", "--out", tmp_path / "off", "--no-report", "--no-gpu", "--stall-after", "off", "--",
+                    sys.executable, "-c", "pass")
+    assert res.returncode == 0, res.stderr
+    assert "stall_watch" not in json.loads((tmp_path / "off" / "recorder.json").read_text())
