@@ -63,7 +63,7 @@ def hangs(facts: Facts) -> list[Finding] | Missing:
              else f"The job {what}: {worst.stalled_processes} process(es) {_span(worst)}")
     summary = (f"{n} stall(s) seen live (no step or phase boundary for {worst.threshold_s:.0f} s or more). "
                f"Stall {worst.id}: {worst.sentence}. {worst.stalled_processes} process(es) {_span(worst)}; "
-               f"{hours:.4f} process-hours lost in all.")
+               f"{hours:.4f} process-hours lost in all" + (" (a rank per GPU: GPU-hours)." if facts.gpus else "."))
     if worst.how == "stacks":
         summary += " The culprit's main thread was outside any collective while the others waited inside one."
     elif worst.how == "mismatch":
