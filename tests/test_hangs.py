@@ -243,11 +243,17 @@ def test_the_job_keeps_its_own_handler_for_the_stack_signal(tmp_path):
             "signal.signal(sig, lambda s, f: got.append(s))\n"
             "print('after', len(buffers()))\n"
             "os.kill(os.getpid(), sig); time.sleep(0.1)\n"
-            "print('handled', got == [sig])\n")
+            "print('handled', got == [sig])\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"  # a forked child keeps the job's handler, and gets no buffer of ours
+            "    os.kill(os.getpid(), sig); time.sleep(0.1)\n"
+            "    print('child handled', got == [sig, sig], len(buffers()), flush=True)\n"
+            "    os._exit(0)\n"
+            "os.waitpid(pid, 0)\n")
     run = tmp_path / "own"
     res = gpusleuth("run", "--out", run, "--no-report", "--no-gpu", "--", sys.executable, "-c", code)
     assert res.returncode == 0, res.stderr
-    for said in ("armed 1", "survived the signal", "after 0", "handled True"):
+    for said in ("armed 1", "survived the signal", "after 0", "handled True", "child handled True 0"):
         assert said in res.stdout, res.stdout
     assert "Current thread" not in res.stdout + res.stderr
 

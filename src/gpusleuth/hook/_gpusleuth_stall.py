@@ -70,7 +70,9 @@ def arm(forked=False):
     """Register the stack dump of this process (at activation; ``forked``: in a fork's child, whose parent's
     registration and buffer it inherited). Never raises."""
     try:
-        if forked and _armed["fd"] is not None:
+        if forked:
+            if _armed["fd"] is None:
+                return False  # the parent was not armed (or gave the signal to the job, whose handler we keep)
             try:
                 os.close(_armed["fd"])  # the parent's buffer: this child writes its own
             except OSError:
