@@ -200,6 +200,33 @@ def test_mismatched_collective_is_named_as_one(tmp_path):
 
 @pytest.mark.process
 @pytest.mark.slow
+def test_one_run_directory_per_rank_merges_into_one_verdict(tmp_path):
+    """One `gpusleuth run` per rank, as srun/mpirun start a job across nodes: each recorder sees only its own
+    rank — rank 0's only a rank waiting in all_reduce, rank 1's a rank outside any collective — and
+    `gpusleuth report node0 node1` makes the one verdict: rank 1 at the lock, rank 0 in all_reduce."""
+    port = str(free_port())
+    procs, outs = [], []
+    for rank in (0, 1):
+        out = tmp_path / f"node{rank}"
+        env = dict(os.environ, RANK=str(rank), LOCAL_RANK="0", WORLD_SIZE="2", LOCAL_WORLD_SIZE="1",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=port, OMP_NUM_THREADS="1", GPUSLEUTH_PYSPY="0")
+        procs.append(subprocess.Popen([sys.executable, "-m", "gpusleuth", "run", "--out", str(out), "--no-report",
+                                       "--no-gpu", "--", sys.executable, str(JOB), "block", "30", "14"],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        outs.append(out)
+    errs = [p.communicate(timeout=150)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errs
+    assert "rank 0 waits in all_reduce" in errs[0] and "not among the processes recorded here" in errs[0], errs[0]
+    assert re.search(rf"rank 1 is in \S*hang_job\.py:{HANG_LINE}, outside any collective", errs[1]), errs[1]
+    res = gpusleuth("report", *outs, "--json")
+    assert res.returncode == 0, res.stderr
+    (f,) = [x for x in json.loads(res.stdout)["findings"] if x["cause"] == "hang"]
+    assert re.search(rf"rank 1 is in \S*hang_job\.py:{HANG_LINE}, outside any collective", f["title"]), f["title"]
+    assert "rank 0 waits in all_reduce at" in f["summary"] and "recovered" in f["title"], f
+
+
+@pytest.mark.process
+@pytest.mark.slow
 def test_long_evaluation_is_not_a_stall(tmp_path):
     """16 s of evaluation (model.eval() … model.train(): the hook's eval phase), above the 10 s threshold: no
     alarm. After the loop the job works 13 s outside any phase and exits 0: that one is seen live (it cannot be

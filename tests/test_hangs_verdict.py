@@ -66,7 +66,7 @@ def test_without_telling_stacks_the_rank_behind_in_steps_is_named():
     v = judge(_rec(both, steps=(7, 6)))
     assert v.how == "steps" and [c.rank for c in v.culprits] == [1], v
     v = judge(_rec(both, steps=(7, 7)))
-    assert v.how is None and not v.culprits and v.sentence.startswith("no single culprit")
+    assert v.how is None and not v.culprits and "the rank they wait for is not among" in v.sentence
     v = judge(_rec([], steps=(7, 7)))  # no stack at all
     assert v.stacks_taken == 0 and v.sentence == "no single culprit: no stack taken"
 
@@ -140,3 +140,31 @@ def test_ranks_in_different_collectives_are_a_mismatch():
     # all in the same collective at the same line: no culprit from the stacks
     same = [ProcessStacks(101, "py-spy", parse_pyspy(PYSPY_R0)), ProcessStacks(102, "py-spy", parse_pyspy(PYSPY_R0))]
     assert judge(_rec(same)).how is None
+
+
+def test_per_node_stalls_are_merged_into_one_verdict():
+    """Node 0's recorder saw rank 0 waiting in all_reduce (no culprit it could see), node 1's saw rank 1 outside
+    any collective: overlapping in time, they are one stall of the job, and the verdict names rank 1."""
+    from gpusleuth.sources.jobdirs import merge_stalls
+
+    def node(pid, rank, text, since, end):
+        return StallRecord(id=1, seen_ns=since + 10 * 10**9, since_ns=since, threshold_s=10.0,
+                           processes=[StalledProcess(pid, rank, "main", 5, since, True)],
+                           stacks=[ProcessStacks(pid, "py-spy", parse_pyspy(text), path=f"stalls/1/stacks-{pid}.txt")],
+                           resumed_ns=end)
+
+    s = 10**9
+    alone = judge(node(101, 0, PYSPY_R0, 5 * s, 40 * s))
+    assert not alone.culprits and [w.rank for w in alone.waiting] == [0]  # what node 0 saw: a rank waiting
+    assert alone.sentence == ("rank 0 waits in all_reduce at /job/train.py:45, all in the same one: the rank they "
+                              "wait for is not among the processes recorded here (another node's run directory?)")
+    later = node(101, 0, PYSPY_R0, 100 * s, 130 * s)  # a second, separate stall on node 0 only
+    merged = merge_stalls([("node0", node(101, 0, PYSPY_R0, 5 * s, 40 * s)), ("node0", later),
+                           ("node1", node(102, 1, PYSPY_R1, 5 * s + 3 * 10**8, 39 * s))])
+    assert [m.id for m in merged] == [1, 2]
+    first = merged[0]
+    assert {p.rank for p in first.processes} == {0, 1} and first.resumed_ns == 40 * s and first.since_ns == 5 * s
+    assert [x.path for x in first.stacks] == ["node0/stalls/1/stacks-101.txt", "node1/stalls/1/stacks-102.txt"]
+    v = judge(first)
+    assert [c.rank for c in v.culprits] == [1] and [w.rank for w in v.waiting] == [0] and v.how == "stacks"
+    assert {p.rank for p in merged[1].processes} == {0}

@@ -87,6 +87,12 @@ class StallVerdict:
             names = [f"rank {p.rank}" if p.rank is not None else f"pid {p.pid}" for p in ps]
             return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
+        if not self.culprits and self.waiting:
+            colls = sorted({p.collective or "" for p in self.waiting})
+            wat = sorted({p.where for p in self.waiting if p.where})
+            return (f"{who(self.waiting)} wait{'s' if len(self.waiting) == 1 else ''} in {'/'.join(colls)}"
+                    + (f" at {', '.join(wat[:3])}" if wat else "") + ", all in the same one: the rank they wait for "
+                    "is not among the processes recorded here (another node's run directory?)")
         if not self.culprits:
             where = sorted({p.where for p in self.waiting + self.others if p.where})
             return "no single culprit: " + (f"stopped in {', '.join(where[:3])}" if where else "no stack taken")
@@ -215,8 +221,10 @@ def judge(rec: StallRecord, now_ns: int | None = None) -> StallVerdict:
         v.culprits = [a for a in ats if a.steps == low]
         v.waiting = [a for a in ats if a.steps != low]
         v.how = "steps"
-    elif len(ats) == 1 and ats[0].where is not None:
+    elif len(ats) == 1 and ats[0].where is not None and ats[0].collective is None:
         v.culprits, v.how = ats, "stacks"
+    elif in_coll and len(sites) == 1 and len(in_coll) == len(ats):
+        v.waiting = in_coll  # all wait in the same collective: for a rank this recording does not hold
     v.others = [a for a in ats if a not in v.culprits and a not in v.waiting]
     return v
 
