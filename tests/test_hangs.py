@@ -140,6 +140,9 @@ def test_rank_blocked_before_all_reduce_is_named_live_and_killed_on_request(tmp_
     assert ev["rank 0 waits in all_reduce at"].endswith(f"hang_job.py:{ALL_REDUCE_LINE}")
     # both ranks stopped from their last step to the end: process-hours ≈ 2 × the stall's length
     assert ev["process-hours lost"] == pytest.approx(2 * ev["longest stall"] / 3600, rel=0.15)
+    # priced against the run's wall time (the hang lies after the last step: the loop's span would make it ×1000)
+    gain = f["estimated_gain"]
+    assert gain["seconds_per_run"] == pytest.approx(ev["longest stall"], rel=0.05) and gain["speedup"] < 10, gain
 
 
 @pytest.mark.process

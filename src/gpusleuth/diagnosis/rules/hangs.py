@@ -11,8 +11,7 @@ job would not have lost without it (an upper bound for a hang: the fix is the cu
 from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts, RankAt, StallVerdict
-from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import gain_from_seconds
+from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
 
 LONG_S = 60.0
 SOURCE = "stall watch: progress per rank, stacks taken while stuck"
@@ -106,10 +105,19 @@ def hangs(facts: Facts) -> list[Finding] | Missing:
            "is held by its own code (a lock, I/O, a data loader, an uneven branch that skips a collective). "
            "Set a collective timeout that ends a hung job instead of burning hours (`init_process_group("
            "timeout=…)`, TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC), or `gpusleuth run --on-stall kill`.")
-    gain = None
-    if facts.outcomes is not None and facts.loop_s:
-        gain = gain_from_seconds(facts, lost_s, "the job does not stop: the stalls' wall time comes back",
-                                 per_step=False)
     return [Finding(cause="hang", severity="high" if high else "moderate", title=title, summary=summary,
-                    evidence=evidence, fix=fix, estimated_gain=gain,
-                    confidence="high" if worst.how == "stacks" else "medium")]
+                    evidence=evidence, fix=fix, estimated_gain=_gain(facts, lost_s),
+                    confidence="high" if worst.how in ("stacks", "mismatch") else "medium")]
+
+
+def _gain(facts: Facts, lost_s: float) -> Gain | None:
+    """The stalls' wall time, against the run's wall time — not the loop's: a hang that ends the job (or is
+    ended) lies after the last step, where the loop's span would price 15 s stuck as a 1000x speed-up."""
+    wall = facts.outcomes.wall_s if facts.outcomes is not None else None
+    if not wall:
+        return None
+    saved = min(lost_s, wall * 0.999)
+    return Gain(step_share=0.0, wall_share=saved / wall, seconds_per_run=saved, speedup=wall / (wall - saved),
+                method="the job does not stand still: the stalls' wall time comes back (for a hang, an upper "
+                       "bound: the culprit's fix, or a timeout that ends the job sooner)",
+                dollars_per_run=saved * facts.dollars_per_second if facts.dollars_per_second is not None else None)
