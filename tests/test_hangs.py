@@ -163,8 +163,15 @@ def test_pause_that_ends_is_recovered_with_faulthandler_stacks(tmp_path):
     _check_stacks(run, rec, "faulthandler")
     length = (resumed["t_ns"] - rec["since_ns"]) / 1e9
     assert 15 <= length <= 15 + SLACK_S, length
-    f = _hang_finding(run)
+    rep = _report(run)
+    (f,) = [x for x in rep["findings"] if x["cause"] == "hang"]
     assert f["severity"] == "moderate", f
+    # the pause is the hang finding's, not 15 s of straggling averaged into the ranks' waits (it read 1415 %
+    # of a step before the collectives that sat through a stall were left out of the matching)
+    for s in (x for x in rep["findings"] if x["cause"] == "straggler"):
+        waits = [e["value"] for e in s["evidence"] if e["name"] in ("wait for the slowest rank",
+                                                                    "of their step")]
+        assert waits and max(waits) < 50, s
     assert "recovered" in f["title"] and f"hang_job.py:{HANG_LINE}" in f["title"], f["title"]
     assert {e["name"]: e["value"] for e in f["evidence"]}["longest stall"] == pytest.approx(length, abs=0.2)
 
