@@ -168,6 +168,9 @@ def test_pause_that_ends_is_recovered_with_faulthandler_stacks(tmp_path):
     assert f["severity"] == "moderate", f
     # the pause is the hang finding's, not 15 s of straggling averaged into the ranks' waits (it read 1415 %
     # of a step before the collectives that sat through a stall were left out of the matching)
+    # and not a 15 s outlier in the steady step time: it is badput of its own, "stalled"
+    assert rep["outcomes"]["throughput"]["step_time_cv"] < 1, rep["outcomes"]["throughput"]
+    assert rep["outcomes"]["goodput"]["badput_s"]["stalled"] == pytest.approx(length, abs=1.5)
     for s in (x for x in rep["findings"] if x["cause"] == "straggler"):
         waits = [e["value"] for e in s["evidence"] if e["name"] in ("wait for the slowest rank",
                                                                     "of their step")]

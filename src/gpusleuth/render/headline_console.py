@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 BADPUT_LABELS = {"startup": "start-up", "warmup": "warm-up/compile", "data_wait": "data wait",
                  "other_idle": "other idle", "lost_progress": "lost progress",
-                 "gpusleuth_profiler": "gpusleuth profiler (trace export)"}
+                 "gpusleuth_profiler": "gpusleuth profiler (trace export)", "stalled": "stalled (no progress)"}
 
 
 def render_headline(h: Headline | None, console: Console) -> None:
