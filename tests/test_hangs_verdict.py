@@ -168,3 +168,35 @@ def test_per_node_stalls_are_merged_into_one_verdict():
     v = judge(first)
     assert [c.rank for c in v.culprits] == [1] and [w.rank for w in v.waiting] == [0] and v.how == "stacks"
     assert {p.rank for p in merged[1].processes} == {0}
+
+
+def test_the_hang_rule_grades_what_the_verdict_says():
+    """Severity from the stall's end: a short pause that recovered is moderate, a minute or more high, a job that
+    ended stuck high, a stall followed by a normal exit none (work after the loop); the worst is the one named."""
+    from gpusleuth.diagnosis.facts import Facts
+    from gpusleuth.diagnosis.rules.hangs import hangs
+
+    def verdict(resumed=None, ended=None, length=30, ended_normally=False):
+        stacks = [ProcessStacks(101, "py-spy", parse_pyspy(PYSPY_R0)), ProcessStacks(102, "py-spy", parse_pyspy(PYSPY_R1))]
+        rec = _rec(stacks)
+        rec.resumed_ns = rec.since_ns + length * 10**9 if resumed else None
+        rec.ended_ns = rec.since_ns + length * 10**9 if ended else None
+        v = judge(rec)
+        v.ended_normally = ended_normally
+        return v
+
+    def grade(*vs):
+        (f,) = hangs(Facts(outcomes=None, gpus=[], host=None, gpu_note=None, stalls=list(vs)))  # type: ignore[arg-type]
+        return f
+
+    assert hangs(Facts(outcomes=None, gpus=[], host=None, gpu_note=None)) == []  # type: ignore[arg-type]
+    f = grade(verdict(resumed=True, length=20))
+    assert f.severity == "moderate" and "recovered" in f.title and "rank 1 is in /job/data.py:12" in f.title
+    assert grade(verdict(resumed=True, length=75)).severity == "high"
+    f = grade(verdict(ended=True, length=20))
+    assert f.severity == "high" and "still stuck" in f.title and f.confidence == "high"
+    f = grade(verdict(ended=True, length=20, ended_normally=True))
+    assert f.severity == "none" and "ended normally" in f.title
+    # a real hang outranks a tail before a normal exit, and a short pause, in the one finding
+    f = grade(verdict(resumed=True, length=20), verdict(ended=True, length=12))
+    assert f.severity == "high" and "stall 1" in {e.name for e in f.evidence}
