@@ -22,8 +22,9 @@ ALLOWED = {
     "run": {"run"},
     "sources": {"run", "sources", "recorder.schemas"},  # the recorder's on-disk schemas are the contract
     # writes the run directory; finalize turns raw events into tables; the exporter's live window numbers are
-    # the analysis's own (analysis/window.py: the step view's carving), never a second computation
-    "recorder": {"run", "sources", "recorder", "analysis.window"},
+    # the analysis's own (analysis/window.py: the step view's carving), never a second computation; the stall
+    # watch's terminal line is the report's verdict (analysis/stalls.py: judge), on the same record
+    "recorder": {"run", "sources", "recorder", "analysis.window", "analysis.stalls"},
     "analysis": {"run", "analysis", "sources.kineto.model"},
     # the analysis is the last stage that sees a Run: what comes after reads the RunAnalysis
     "diagnosis": {"analysis", "diagnosis"},

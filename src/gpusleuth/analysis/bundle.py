@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from gpusleuth.analysis.stalls import StallVerdict, judge_run
 from gpusleuth.analysis.capacity import assess_capacity
 from gpusleuth.analysis.comm import CommSummary, job_comm
 from gpusleuth.analysis.comm import price as price_comm
@@ -74,6 +75,7 @@ class RunAnalysis:
     losses: list[str] = field(default_factory=list)
     loop: LoopFacts = field(default_factory=LoopFacts)  # phases, loop span, threads, first step (analysis/loop.py)
     display: DisplayData | None = None  # chart data (HTML); None when not asked for
+    stalls: list[StallVerdict] = field(default_factory=list)  # the stall watch's stalls, judged (analysis/stalls.py)
 
     @property
     def recorded(self) -> bool:
@@ -181,7 +183,7 @@ def analyze(run: Run, options: AnalysisOptions | None = None, *, prices: dict[st
                        headline=headline, dollars_per_second=per_second, losses=losses,
                        gpu_timeline=gpu_timelines(run) if gpus and view.main is None and not traces else [],
                        comm=comm, load=load, requests=requests, loop=loop, display=charts,
-                       engine=analyze_engine(run, load))
+                       engine=analyze_engine(run, load), stalls=judge_run(run))
 
 
 def job_gemm_dtype(traces: list[TraceAnalysis]) -> str | None:

@@ -29,6 +29,7 @@ import numpy as np
 from gpusleuth.analysis import intervals as iv
 from gpusleuth.analysis.trace import TraceAnalysis
 from gpusleuth.run.model import Run, Table
+from gpusleuth.run.stalls import StallRecord
 
 
 @dataclass
@@ -153,7 +154,7 @@ def rank_of(run: Run) -> dict[int, int]:
 
 def comm_summary(run: Run) -> CommSummary | None:
     """None unless the run recorded collectives from ≥ 2 ranks."""
-    comm = run.comm
+    comm = _outside_stalls(run.comm, run.stalls)
     if not len(comm):
         return None
     ranks = rank_of(run)
@@ -230,6 +231,20 @@ def _last_arrivals(comm: Table, arrivals: dict[str, np.ndarray]) -> dict[int, in
     for p in pids.tolist():
         out[p] = out.get(p, 0) + 1
     return out
+
+
+def _outside_stalls(comm: Table, stalls: list[StallRecord]) -> Table:
+    """The collectives that did not sit through a stall the recorder's watch saw (run/stalls.py): a rank stuck
+    for 15 s before an all-reduce is a hang, judged as one (analysis/stalls.py), not 15 s of straggling to be
+    averaged into the ranks' per-step waits."""
+    if not len(comm) or not stalls:
+        return comm
+    keep = np.ones(len(comm), dtype=bool)
+    s, e = comm["start_ns"].astype(np.int64), comm["end_ns"].astype(np.int64)
+    for r in stalls:
+        end = r.resumed_ns or r.ended_ns or r.seen_ns
+        keep &= ~((s < end) & (e > r.since_ns))
+    return comm if keep.all() else comm.filter(keep)
 
 
 def _steps_of(run: Run, pid: int, column: str = "data_wait_ns") -> tuple[np.ndarray, np.ndarray, np.ndarray]:

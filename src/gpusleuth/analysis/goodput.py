@@ -2,7 +2,8 @@
 
 The categories follow Google's ml-goodput-measurement (offline and GPU-aware here): start-up before the
 first step, warm-up/compilation (the excess of the first steps over the steady step time), exposed data
-wait, each named phase (evaluation, checkpointing, logging…), other idle time (gaps and the idle tail),
+wait, each named phase (evaluation, checkpointing, logging…), stalls (the excess of the steps that sat
+through a stall the recorder's watch saw, over the steady step time), other idle time (gaps and the idle tail),
 and lost progress after restarts where the run shows them. Productive time is what remains of the steps:
 compute at the steady pace.
 
@@ -33,6 +34,7 @@ class SteadyState:
     step_time_cv: float | None
     samples_per_s: float | None
     tokens_per_s: float | None
+    stalled_excess_s: float = 0.0  # time the steps that sat through a stall took beyond the steady median
 
 
 @dataclass
@@ -66,6 +68,8 @@ def steady_state(run: Run, view: StepView) -> SteadyState:
     steady = secs[keep]
     med = float(np.median(steady))
     excess = float(np.maximum(secs[:w] - med, 0).sum())
+    stalled = [i for i in main.stalled if i >= w]  # a stall inside the warm-up is in its excess already
+    stalled_excess = float(np.maximum(secs[stalled] - med, 0).sum()) if stalled else 0.0
     samples = steps["samples"][keep]
     known = samples >= 0
     sps = float(samples[known].sum() / steady[known].sum()) if known.any() and steady[known].sum() > 0 else None
@@ -95,6 +99,7 @@ def steady_state(run: Run, view: StepView) -> SteadyState:
         step_time_cv=float(steady.std() / steady.mean()) if len(steady) > 1 and steady.mean() > 0 else None,
         samples_per_s=sps,
         tokens_per_s=tps,
+        stalled_excess_s=stalled_excess,
     )
 
 
@@ -108,7 +113,9 @@ def compute_goodput(run: Run, outcomes: Outcomes, steady: SteadyState) -> Goodpu
             badput[name] = secs
     badput["other_idle"] = t.get("other", 0.0)
     badput["lost_progress"] = 0.0
-    productive = max(t.get("compute", 0.0) - steady.warmup_excess_s, 0.0)
+    if steady.stalled_excess_s:
+        badput["stalled"] = steady.stalled_excess_s  # the hang finding's pause (analysis/stalls.py)
+    productive = max(t.get("compute", 0.0) - steady.warmup_excess_s - steady.stalled_excess_s, 0.0)
     notes = []
     if outcomes.steps.steps == 0:
         notes.append("no training steps were seen: goodput is 0 by definition")

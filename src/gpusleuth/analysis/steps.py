@@ -20,6 +20,9 @@ Definitions (documented in docs/outcomes.md):
   steps to measure): under ``--profile-steps A-B`` the profiler's warm-up step (A-1), the traced steps
   A..B and the one that exports the trace (B+1); and the one step the hook runs under FlopCounterMode for
   MFU. Throughput and step time are then the job's own, as its own clock reads them, not our tools'.
+- **Stalled steps**: a step that sat through a stall the recorder's watch saw (it overlaps the stall and lasted
+  at least the stall's threshold) is not steady either (keeping two steps): the pause is the ``hang``
+  finding's, priced there, not a 15 s outlier in the job's step time.
 - **Carved duration**: a step's wall time minus the time named phases (eval, checkpoint…) overlap it;
   **exposed data wait**: the step's data wait, at most its carved duration.
 """
@@ -68,6 +71,7 @@ class ProcessSteps:
     wait_ns: np.ndarray
     warmup: int
     instrumented: tuple[int, ...] = ()  # 0-based steps slowed by gpusleuth's own profiler or FLOP counter
+    stalled: tuple[int, ...] = ()  # 0-based steps that sat through a stall (run/stalls.py)
 
     @property
     def count(self) -> int:
@@ -92,11 +96,12 @@ class ProcessSteps:
         """Boolean mask of the steps after warm-up."""
         keep = np.ones(self.count, bool)
         keep[: self.warmup] = False
-        if self.instrumented:
-            trial = keep.copy()
-            trial[[i for i in self.instrumented if i < self.count]] = False
-            if trial.sum() >= 2:
-                keep = trial
+        for left_out in (self.instrumented, self.stalled):
+            if left_out:
+                trial = keep.copy()
+                trial[[i for i in left_out if i < self.count]] = False
+                if trial.sum() >= 2:
+                    keep = trial
         return keep
 
     def steady_samples_per_s(self) -> float | None:
@@ -172,6 +177,20 @@ def instrumented_steps(run: Run, pid: int) -> tuple[int, ...]:
     return tuple(sorted(set(out)))
 
 
+def stalled_steps(run: Run, table: Table) -> tuple[int, ...]:
+    """Steps (0-based, in ``table``'s order) that sat through one of the run's stalls: overlapping it and at
+    least its threshold long (the steps the hook had not yet written when the job stopped are short)."""
+    if not run.stalls or not len(table):
+        return ()
+    s = np.asarray(table["start_ns"], dtype=np.int64)
+    e = np.asarray(table["end_ns"], dtype=np.int64)
+    hit = np.zeros(len(s), dtype=bool)
+    for r in run.stalls:
+        end = r.resumed_ns or r.ended_ns or r.seen_ns
+        hit |= (s < end) & (e > r.since_ns) & (e - s >= int(r.threshold_s * 1e9))
+    return tuple(int(i) for i in np.flatnonzero(hit))
+
+
 def carve(start_ns: np.ndarray, end_ns: np.ndarray, data_wait_ns: np.ndarray, phases: PhaseTime
           ) -> tuple[np.ndarray, np.ndarray]:
     """Steps' carved durations and exposed data waits (ns; see the module docstring): the one carving, used
@@ -225,7 +244,8 @@ def step_view(run: Run, min_warmup: int = 0) -> StepView:
         dur, wait = carve(s0, e0, table["data_wait_ns"], own)
         view.processes.append(ProcessSteps(pid=int(pid), rank=rank_of.get(int(pid)), table=table, dur_ns=dur,
                                            wait_ns=wait, warmup=warmup_count(dur / 1e9, min_warmup),
-                                           instrumented=instrumented_steps(run, int(pid))))
+                                           instrumented=instrumented_steps(run, int(pid)),
+                                           stalled=stalled_steps(run, table)))
     view.processes.sort(key=lambda p: (p.rank is None, p.rank if p.rank is not None else 0, p.pid))
     main_pid = pick_main([p.pid for p in view.processes], [p.count for p in view.processes],
                          [p.rank for p in view.processes])

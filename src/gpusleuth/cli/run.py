@@ -54,6 +54,15 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--capture-output", action="store_true",
                    help="also copy the job's stdout/stderr into the run directory (output.log), e.g. for "
                    "MLPerf ':::MLLOG' lines; the job then writes to a pipe instead of the terminal")
+    p.add_argument("--stall-after", default="auto", metavar="S|auto|off",
+                   help="watch every rank's progress: no step or phase boundary for S seconds is a stall, and "
+                   "while the job is still stuck gpusleuth prints one line and saves every process's Python "
+                   "stacks (all threads, DataLoader workers too; py-spy when installed, else faulthandler) "
+                   "into RUN/stalls/. auto (default): max(10 s, 5x the recent step time), never inside a "
+                   "phase (eval, checkpoint); off: no watch. See docs/hangs.md")
+    p.add_argument("--on-stall", choices=("dump", "kill"), default="dump",
+                   help="what a stall does after its stacks are saved: dump (default: keep going; a stall "
+                   "that ends is reported as recovered) or kill (end the job as --duration does)")
     p.add_argument("--no-flops", action="store_true",
                    help="do not measure FLOPs per step (the hook counts one step with FlopCounterMode for MFU)")
     from gpusleuth.cli.trackers import add_tracker_options
@@ -63,6 +72,21 @@ def add_parser(sub: Subparsers) -> None:
     add_analysis_options(p)
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
     p.set_defaults(func=run_command)
+
+
+def _stall_after(text: str) -> str:
+    """``--stall-after``: auto, off, or a number of seconds above 0 (said before the job starts)."""
+    from gpusleuth.errors import LaunchError
+
+    if text in ("auto", "off"):
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise LaunchError(f"gpusleuth run: --stall-after wants seconds above 0, auto or off, got {text!r}")
+    return repr(value)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -86,6 +110,7 @@ def run_command(args: argparse.Namespace) -> int:
         Target.parse(args.target)  # a typo should fail before the job runs, not after
     if args.prometheus:
         _check_listen(args.prometheus)
+    stall_after = _stall_after(args.stall_after)
     out, live = _live_view(args, command)
     result = launch(
         LaunchOptions(
@@ -95,7 +120,7 @@ def run_command(args: argparse.Namespace) -> int:
             stdout_to_stderr=args.json,
             report_options=analysis_options(args).to_meta(),
             extra_env={"GPUSLEUTH_FLOPS": "0"} if args.no_flops else {},
-            prometheus=args.prometheus,
+            prometheus=args.prometheus, stall_after=stall_after, on_stall=args.on_stall,
         )
     )
     try:

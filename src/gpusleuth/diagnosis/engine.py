@@ -26,7 +26,8 @@ from typing import Callable
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.taxonomy import STAGE_OF_CAUSE
-from gpusleuth.diagnosis.rules import (busy_idle, copies, distributed, gpu, gpu_log, host, memory, phases, precision,
+from gpusleuth.diagnosis.rules import (busy_idle, copies, distributed, gpu, gpu_log, hangs, host, memory, phases,
+                                       precision,
                                        serving_batching, serving_capacity, serving_request_path, serving_slo, sizing,
                                        stragglers, sync, throttling)
 from gpusleuth.diagnosis.rules import input as input_rules
@@ -37,6 +38,7 @@ NAMED = 8  # ranks or GPUs named where a rule could not judge them; the rest are
 
 # In the product brief's debugging order; the order only matters for ties and for "not evaluated".
 RULES = (
+    hangs.hangs,
     throttling.clock_throttling,
     gpu.low_gpu_low_cpu,
     host.oversubscription,

@@ -20,12 +20,13 @@ from gpusleuth.analysis.loop import PhaseStats, Threads
 from gpusleuth.analysis.outcomes import Outcomes, StepStats
 from gpusleuth.analysis.requests import RequestAnalysis
 from gpusleuth.analysis.slo_miss import MissLevel
+from gpusleuth.analysis.stalls import RankAt, StallVerdict
 from gpusleuth.analysis.telemetry import GpuSummary, HostSummary
 from gpusleuth.analysis.trace import TraceAnalysis
 
 # the analysis types a rule names in its own annotations: rules import them from here, not from analysis/
 __all__ = ["CommSummary", "EngineLevel", "Facts", "GpuTimeline", "HostOps", "LoadLevel", "MissLevel", "PhaseStats",
-           "RankComm", "RequestAnalysis", "Threads", "TraceAnalysis", "Utilization"]
+           "RankAt", "RankComm", "RequestAnalysis", "StallVerdict", "Threads", "TraceAnalysis", "Utilization"]
 
 
 @dataclass
@@ -70,6 +71,7 @@ class Facts:
     requests: RequestAnalysis | None = None
     # an LLM engine's own /metrics per load level; None: none read
     engine: EngineAnalysis | None = None
+    stalls: list[StallVerdict] = field(default_factory=list)  # stalls the recorder's watch saw, judged
 
     # --- small derived helpers every rule family uses ---
     @property

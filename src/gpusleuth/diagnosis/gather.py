@@ -45,4 +45,5 @@ def build_facts(a: RunAnalysis) -> Facts:
         load=a.load,
         requests=a.requests,
         engine=a.engine,
+        stalls=list(a.stalls),
     )

@@ -41,6 +41,8 @@ CAUSES: dict[str, str] = {
     "input.handover": "the training thread spends its input wait receiving batches from DataLoader workers (unpickling, shared-memory hand-shakes): more workers cannot shorten it",
     # added in issue 31 (robust input statistics)
     "input.spikes": "a few steps carry the input wait while the typical step barely waits: workers started again each epoch, a second loader or a cold cache inside the steps",
+    # added in issue 33 (hangs caught live)
+    "hang": "the job stopped making progress (a hang, or a pause it recovered from): which rank, where, how long",
 }
 
 #: The product brief's debugging order. The report walks these stages in this order; each cause belongs to
@@ -86,6 +88,7 @@ STAGE_OF_CAUSE: dict[str, str] = {
     "serving.engine_capacity": "batch",
     "serving.prefill_behind_decode": "batch",
     "serving.too_few_replicas": "sizing",
+    "hang": "utilization",
 }
 
 SEVERITIES = ("none", "moderate", "high")

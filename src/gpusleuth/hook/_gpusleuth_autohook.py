@@ -17,6 +17,7 @@ import os
 import sys
 import types
 
+import _gpusleuth_stall as _stall
 import _gpusleuth_state as _state
 from _gpusleuth_api import (  # noqa: F401 - gpusleuth.api calls them here
     Watched, api_log, api_phase_begin, api_phase_end, api_stage_begin, api_stage_end, api_step, api_watch,
@@ -36,6 +37,7 @@ def activate():
             return None
         R = _state.start(run_dir)
         _hide_our_frames_in_crashes()
+        _stall.arm()  # its stacks on a signal, for the recorder's stall watch
         atexit.register(_at_exit)
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -123,6 +125,7 @@ def _after_fork_in_child():
     if R is not None:
         try:
             R.reset_process(role="python", forked=True)
+            _stall.arm(forked=True)
             if "_gpusleuth_request" in sys.modules:
                 sys.modules["_gpusleuth_request"].after_fork()
             if "_gpusleuth_dist" in sys.modules:

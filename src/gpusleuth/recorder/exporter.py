@@ -73,6 +73,10 @@ class LiveMetrics:
         self._steps = StepTotals(RunDir(self.run_dir).raw)
         self.server = None
         self.address: tuple[str, int] | None = None
+        # the stall watch's view (recorder/stallwatch.py), swapped in once a second
+        self._progress: dict[int, tuple[int | None, float, bool]] = {}
+        self._stalls = 0
+        self._stall_s = 0.0
 
     # -- fed by the recorder loop (cheap: a reference swap) ------------------------------------
     def observe_gpu(self, rows: list[dict], hardware: list[dict]) -> None:
@@ -82,6 +86,11 @@ class LiveMetrics:
 
     def observe_host(self, row: dict) -> None:
         self._host_row = row
+
+    def observe_progress(self, progress: dict[int, tuple[int | None, float, bool]], stalls: int,
+                         stall_s: float) -> None:
+        """pid → (rank, seconds since its last progress, stalled); stalls seen so far; the open one's length."""
+        self._progress, self._stalls, self._stall_s = progress, stalls, stall_s
 
     # -- serving --------------------------------------------------------------------------------
     def serve(self, host: str, port: int) -> tuple[str, int]:
@@ -114,6 +123,25 @@ class LiveMetrics:
         yield from step_families
         yield from self._gpu_families(CounterMetricFamily, GaugeMetricFamily)
         yield from self._host_families(GaugeMetricFamily)
+        yield from self._stall_families(CounterMetricFamily, GaugeMetricFamily)
+
+    def _stall_families(self, Counter, Gauge):
+        labels = ["job", "rank", "Hostname"]
+        since = Gauge("gpusleuth_seconds_since_progress",
+                      "seconds since the rank's last step end or phase boundary (the stall watch's view)",
+                      labels=labels)
+        stalled = Gauge("gpusleuth_stalled", "1 while the rank is stalled: no progress past its threshold, "
+                        "outside any phase", labels=labels)
+        for pid, (rank, seconds, is_stalled) in sorted(self._progress.items()):
+            lv = [self.job, str(rank) if rank is not None else "0", self.hostname]
+            since.add_metric(lv, round(seconds, 3))
+            stalled.add_metric(lv, 1.0 if is_stalled else 0.0)
+        open_s = Gauge("gpusleuth_stall_seconds", "length of the stall going on now (0: none): alert on it",
+                       labels=["job", "Hostname"])
+        open_s.add_metric([self.job, self.hostname], round(self._stall_s, 3))
+        total = Counter("gpusleuth_stalls", "stalls seen since the job started", labels=["job", "Hostname"])
+        total.add_metric([self.job, self.hostname], self._stalls)
+        return [since, stalled, open_s, total]
 
     def _step_families(self, Counter, Gauge):
         t = self._steps

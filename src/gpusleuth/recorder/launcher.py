@@ -61,6 +61,9 @@ class LaunchOptions:
     # polled from the wait loop: once it returns a reason, the job is ended like --duration ends it
     # (SIGINT, SIGTERM, SIGKILL, --grace apart) — `gpusleuth load -- CMD` when its levels are done
     stop_when: Callable[[], str | None] | None = None
+    # the recorder's stall watch (recorder/stallwatch.py): "auto", seconds, or "off"; --on-stall dump|kill
+    stall_after: str = "auto"
+    on_stall: str = "dump"
 
 
 @dataclass
@@ -120,7 +123,7 @@ def launch(opts: LaunchOptions) -> LaunchResult:
     reserve = reserve_space(run_dir)
     spill = spill_dir(run_dir)
     recorder = start_recorder(run_dir, opts.interval_s, opts.use_gpu, opts.prometheus,
-                              opts.label or job_name(opts.command))
+                              opts.label or job_name(opts.command), opts.stall_after, opts.on_stall)
     terminal = Terminal()
     try:
         pipe = subprocess.PIPE if opts.capture_output else None
@@ -141,7 +144,7 @@ def launch(opts: LaunchOptions) -> LaunchResult:
     # Copy threads start after the mask so they inherit it: signals stay with the main thread's wait.
     tee = OutputTee(child, layout.output_log, opts.stdout_to_stderr) if opts.capture_output else None
     try:
-        returncode, stopped_by = _wait(child, recorder, opts, notes)
+        returncode, stopped_by = _wait(child, recorder, opts, notes, layout)
         notes.extend(end_leftovers({recorder.pid} if recorder is not None else set()))
         if tee is not None:
             tee.join()
@@ -182,7 +185,8 @@ def launch(opts: LaunchOptions) -> LaunchResult:
     return LaunchResult(run_dir=run_dir, exit_code=exit_code, notes=notes)
 
 
-def _wait(child: subprocess.Popen, recorder, opts: LaunchOptions, notes: list[str]) -> tuple[int, str | None]:
+def _wait(child: subprocess.Popen, recorder, opts: LaunchOptions, notes: list[str],
+          layout: RunDir | None = None) -> tuple[int, str | None]:
     deadline = time.monotonic() + opts.duration_s if opts.duration_s else None
     escalation = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
     next_escalation = None
@@ -200,6 +204,9 @@ def _wait(child: subprocess.Popen, recorder, opts: LaunchOptions, notes: list[st
                 opts.on_tick = None
         now = time.monotonic()
         asked = opts.stop_when() if opts.stop_when is not None and next_escalation is None else None
+        if (not asked and next_escalation is None and opts.on_stall == "kill" and layout is not None
+                and layout.stall_stop.exists()):
+            asked = "--on-stall kill"  # the recorder saw a stall and saved the stacks: end the job
         if asked:
             deadline, stopped_by = now, stopped_by or asked
         if deadline is not None and now >= deadline and (next_escalation is None or now >= next_escalation):

@@ -29,7 +29,7 @@ STATUS_FILE = RECORDER_STATUS
 
 
 class Recorder:
-    def __init__(self, run_dir: Path, interval_s: float, use_gpu: bool = True, metrics=None):
+    def __init__(self, run_dir: Path, interval_s: float, use_gpu: bool = True, metrics=None, stalls=None):
         from gpusleuth.recorder.host import HostSampler
         from gpusleuth.recorder.schemas import GPU_PROCS_SCHEMA, GPU_SCHEMA, HOST_SCHEMA, PROCS_SCHEMA
         from gpusleuth.run.layout import RunDir
@@ -55,6 +55,7 @@ class Recorder:
         self.w_gpu = writer("gpu", GPU_SCHEMA) if self.gpu else None
         self.w_gpu_procs = writer("gpu_procs", GPU_PROCS_SCHEMA) if self.gpu else None
         self.metrics = metrics  # recorder.exporter.LiveMetrics under --prometheus: fed each sample
+        self.stalls = stalls  # recorder.stallwatch.StallWatch (None: --stall-after off): checked once a second
         self.samples = 0
         self.started_ns = time.time_ns()
         self.errors: dict[str, int] = {}
@@ -84,6 +85,8 @@ class Recorder:
             "max_rss_kb": usage.ru_maxrss,
             "errors": self.errors,
         }
+        if self.stalls is not None:
+            status["stall_watch"] = self.stalls.status()
         if self.metrics is not None and self.metrics.address is not None:
             status["prometheus"] = "http://%s:%d/metrics" % self.metrics.address
         path = self.run_dir / STATUS_FILE
@@ -97,6 +100,8 @@ class Recorder:
 
         self.child_pid = pid
         self.procs = ProcessTreeSampler(pid)
+        if self.stalls is not None:
+            self.stalls.root = pid
 
     def _guard(self, what: str, fn, *args):
         """A failing sampler must never stop the recording: count the failure and go on."""
@@ -127,6 +132,8 @@ class Recorder:
                 rows = self._guard("gpu_procs", self.gpu.sample_processes, t_ns)
                 if rows:
                     self.w_gpu_procs.extend(rows)
+        if self.stalls is not None:
+            self._guard("stall watch", self.stalls.tick, t_ns)
         self.samples += 1
 
     def flush(self) -> None:
@@ -135,6 +142,8 @@ class Recorder:
                 self._guard("write", w.flush)
 
     def close(self) -> None:
+        if self.stalls is not None:
+            self._guard("stall watch", self.stalls.close)
         for w in (self.w_host, self.w_procs, self.w_gpu, self.w_gpu_procs):
             if w is not None:
                 self._guard("write", w.close)
@@ -236,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pid", type=int, default=None, help="watch this process tree from the start")
     parser.add_argument("--prometheus", default=None, metavar="[HOST:]PORT", help="serve live /metrics here")
     parser.add_argument("--job", default=None, help="the job label of the live metrics")
+    parser.add_argument("--stall-after", default="auto", help="seconds without progress that make a stall; "
+                        "auto: max(10 s, 5x the recent step time); off: no stall watch")
+    parser.add_argument("--on-stall", choices=("dump", "kill"), default="dump")
+    parser.add_argument("--say-fd", type=int, default=None, help="the launcher's stderr: the stall line goes here")
     args = parser.parse_args(argv)
     from gpusleuth.lean_imports import keep_pandas_out
 
@@ -248,7 +261,13 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     metrics = _serve_metrics(args) if args.prometheus else None
-    rec = Recorder(args.run_dir, args.interval, use_gpu=not args.no_gpu, metrics=metrics)
+    stalls = None
+    if args.stall_after != "off":
+        from gpusleuth.recorder.stallwatch import StallWatch
+
+        stalls = StallWatch(args.run_dir, after_s=None if args.stall_after == "auto" else float(args.stall_after),
+                            on_stall=args.on_stall, say_fd=args.say_fd, metrics=metrics)
+    rec = Recorder(args.run_dir, args.interval, use_gpu=not args.no_gpu, metrics=metrics, stalls=stalls)
     if args.pid:
         rec.watch(args.pid)
     try:

@@ -3,6 +3,7 @@ and Ctrl-C), told the job's pid, stopped at the end, its death noticed and said,
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,20 +12,32 @@ from gpusleuth.run.layout import RunDir
 
 
 def start_recorder(run_dir: Path, interval_s: float, use_gpu: bool, prometheus: str | None,
-                   job: str) -> subprocess.Popen | None:
+                   job: str, stall_after: str = "auto", on_stall: str = "dump") -> subprocess.Popen | None:
+    """``stall_after``/``on_stall``: the stall watch (recorder/stallwatch.py); its line goes to our stderr,
+    handed to the recorder as an inherited descriptor (the recorder's own output goes to recorder.log)."""
     cmd = [sys.executable, "-m", "gpusleuth.recorder.process", "--run-dir", str(run_dir),
-           "--interval", str(interval_s)]
+           "--interval", str(interval_s), "--stall-after", stall_after, "--on-stall", on_stall]
     if not use_gpu:
         cmd.append("--no-gpu")
     if prometheus:
         cmd += ["--prometheus", prometheus, "--job", job]
+    say = None
+    if stall_after != "off":
+        try:
+            say = os.dup(sys.stderr.fileno())
+            cmd += ["--say-fd", str(say)]
+        except (OSError, ValueError, AttributeError):
+            say = None
     log = open(RunDir(run_dir).recorder_log, "ab")
     try:
-        return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log, start_new_session=True)
+        return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log, start_new_session=True,
+                                pass_fds=(say,) if say is not None else ())
     except OSError:
         return None
     finally:
         log.close()
+        if say is not None:
+            os.close(say)
 
 
 def tell(recorder, line: str, notes: list[str]) -> None:

@@ -12,8 +12,8 @@ if TYPE_CHECKING:
 
 BADPUT_LABELS = {"startup": "start-up", "warmup": "warm-up/compile", "data_wait": "data wait",
                  "other_idle": "other idle", "lost_progress": "lost progress",
-                 "gpusleuth_profiler": "gpusleuth profiler (trace export)",
-                "gpusleuth_flops": "gpusleuth FLOP count (one step, for MFU)"}
+                 "gpusleuth_profiler": "gpusleuth profiler (trace export)", "stalled": "stalled (no progress)",
+                 "gpusleuth_flops": "gpusleuth FLOP count (one step, for MFU)"}
 
 
 def render_headline(h: Headline | None, console: Console) -> None:

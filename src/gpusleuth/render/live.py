@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from gpusleuth.render.text import clip, inert
 from gpusleuth.report.live import LiveSnapshot, LiveTail
 
 TTY_REFRESH_S = 0.5  # ≤ 2 Hz
@@ -43,6 +44,8 @@ def fields(s: LiveSnapshot) -> list[tuple[str, str]]:
         ("CPU", _fmt(s.cpu_pct, "{:.0f}%")),
         ("train proc", _fmt(s.main_cpu_pct, "{:.0f}%")),
         ("workers", _fmt(s.workers_cpu_pct, "{:.0f}%")),
+        ("stall", f"{s.stall_s:,.0f} s: {clip(inert(s.stall or ''), 160)}" if s.stall_s is not None
+         else f"none ({s.stalls} so far)" if s.stalls else "none"),
     ]
 
 
@@ -78,6 +81,7 @@ class LiveView:
 
         t = Table.grid(padding=(0, 2))
         items = fields(s)
+        stall = items.pop()  # its own line under the grid, red while a stall goes on
         half = (len(items) + 1) // 2
         for _ in range(half):
             t.add_column(no_wrap=True)
@@ -85,8 +89,12 @@ class LiveView:
             t.add_row(*[f"[dim]{k}[/] [bold]{v}[/]" for k, v in row])
         buf = io.StringIO()
         con = SafeConsole(file=buf, width=width, force_terminal=True, color_system="standard", highlight=False)
-        con.print(Panel(t, title=f"gpusleuth live · {s.elapsed_s:,.0f} s", title_align="left",
-                        border_style="cyan", padding=(0, 1)))
+        from rich.console import Group
+        from rich.text import Text
+
+        line = Text(f"{stall[0]} {stall[1]}", style="bold red" if s.stall_s is not None else "dim")
+        con.print(Panel(Group(t, line), title=f"gpusleuth live · {s.elapsed_s:,.0f} s", title_align="left",
+                        border_style="red" if s.stall_s is not None else "cyan", padding=(0, 1)))
         return buf.getvalue().rstrip("\n").split("\n")
 
     def _draw(self, s: LiveSnapshot) -> None:

@@ -18,8 +18,10 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
+from gpusleuth.analysis.stalls import judge
 from gpusleuth.analysis.window import window_stats
 from gpusleuth.sources.livetail import RunTails
+from gpusleuth.sources.stalls import StallTail
 
 
 @dataclass
@@ -36,6 +38,9 @@ class LiveSnapshot:
     main_cpu_pct: float | None = None  # training process, % of a core
     workers_cpu_pct: float | None = None  # DataLoader workers together, % of a core
     gpus: int = 0
+    stalls: int = 0  # stalls the recorder's watch saw so far
+    stall_s: float | None = None  # the stall going on now: how long since the job's last progress
+    stall: str | None = None  # its verdict (analysis/stalls.py; job text inside: untrusted)
 
 
 def _last(batch: pa.RecordBatch, name: str) -> list[Any]:
@@ -51,6 +56,7 @@ class LiveTail:
         tails = RunTails(self.run_dir)
         self.events, self.gpu, self.host, self.procs = tails.events, tails.gpu, tails.host, tails.procs
         self.snap = LiveSnapshot(elapsed_s=0.0)
+        self.stalls = StallTail(self.run_dir)
 
     def poll(self) -> LiveSnapshot:
         s = self.snap
@@ -91,4 +97,11 @@ class LiveTail:
                     workers += c
                     nworkers += 1
             s.main_cpu_pct, s.workers_cpu_pct = main, (workers if nworkers else None)
+        records = self.stalls.poll()
+        s.stalls = len(records)
+        going = [r for r in records if r.resumed_ns is None and r.ended_ns is None]
+        s.stall_s = s.stall = None
+        if going:
+            v = judge(going[-1], time.time_ns())
+            s.stall_s, s.stall = v.duration_s, v.sentence
         return s

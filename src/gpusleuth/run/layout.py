@@ -17,6 +17,9 @@ TELEMETRY_TABLES = ("gpu", "gpu_procs", "host", "procs")
 EVENT_TABLES = ("steps", "phases")
 RAW_DIR = "raw"  # the hook's event lines, one file per process (events-*.tsv)
 EVENT_GLOB = "events-*.tsv"
+STALLS_DIR = "stalls"  # the recorder's stall watch: stalls.jsonl, and <id>/stacks-<pid>.txt per stall
+STALLS_FILE = "stalls.jsonl"
+STALL_STOP = "stop"  # stalls/stop: --on-stall kill asks the launcher to end the job
 STREAM_SUFFIX = ".arrows"  # telemetry tables while recording (Arrow IPC streams); Parquet once finalized
 TABLE_SUFFIX = ".parquet"
 LOGS_FILE = "logs.jsonl"
@@ -81,6 +84,18 @@ class RunDir:
     @property
     def recording_lock(self) -> Path:
         return self.path / RECORDING_LOCK
+
+    @property
+    def stalls_dir(self) -> Path:
+        return self.path / STALLS_DIR
+
+    @property
+    def stalls_log(self) -> Path:
+        return self.path / STALLS_DIR / STALLS_FILE
+
+    @property
+    def stall_stop(self) -> Path:
+        return self.path / STALLS_DIR / STALL_STOP
 
     def table(self, name: str) -> Path:
         """A finalized table (``steps``, ``gpu``, ``load``…): ``<name>.parquet``."""

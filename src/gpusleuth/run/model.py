@@ -114,6 +114,8 @@ class Run:
     infos: list[dict[str, Any]] = field(default_factory=list)  # facts the hook saw (DataLoader config…)
     trace: Any = None  # this Run's own profiler trace data, when it came from a trace file
     profiles: list["Run"] = field(default_factory=list)  # traces taken with --profile-steps, one Run per rank
+    # what the recorder's stall watch saw (run/stalls.py): each stall with every process's stacks
+    stalls: list[Any] = field(default_factory=list)
     losses: list[str] = field(default_factory=list)
 
     # --- convenience views -------------------------------------------------------------------

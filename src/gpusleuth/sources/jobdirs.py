@@ -15,6 +15,10 @@ each machine's recording is its own directory. ``gpusleuth report runs/node*`` r
   says so.
 * **identities**: process ids are per machine, so a pid seen in two directories is renumbered in the later
   one (and said); GPU indices are per machine, so each directory's GPUs follow the previous one's.
+* **stalls**: each node's recorder watched its own ranks (recorder/stallwatch.py) and saw only them: one
+  stalled rank 1 outside any collective, the other ranks 0, 2, 3 waiting inside one. Stalls of different
+  directories that overlap in time are one stall of the job, with every node's processes and stacks, so the
+  verdict is made across nodes (analysis/stalls.py).
 * **telemetry**: GPU, per-process and GPU-process samples are merged (each device and process its own
   series). Host samples are per machine and their counters cumulative, so they cannot be interleaved: the
   job's host table is the first directory's, and the report says which node that is.
@@ -29,6 +33,7 @@ import numpy as np
 
 from gpusleuth.errors import InputError
 from gpusleuth.run.model import Run, Table
+from gpusleuth.run.stalls import StallRecord
 
 _TIME_COLUMNS = {
     "steps": ("start_ns", "end_ns"), "phases": ("start_ns", "end_ns"), "comm": ("start_ns", "end_ns"),
@@ -56,6 +61,7 @@ def merge_runs(runs: list[Run]) -> Run:
     gpu_base = 0
     parts: dict[str, list[Table]] = {name: [] for name in _MERGED}
     processes, profiles, logs, infos, devices = {}, [], [], [], []
+    stalls: list[tuple[str, StallRecord]] = []
     diagnostics: dict[str, dict] = {}  # why each GPU's columns are empty, re-keyed by the merged indices
     for i, (run, offset) in enumerate(zip(runs, offsets)):
         pid_map = _pid_map(run, used_pids)
@@ -80,6 +86,7 @@ def merge_runs(runs: list[Run]) -> Run:
         logs.extend(_moved_record(x, -offset, pid_map) for x in run.logs)
         infos.extend(_moved_record(x, -offset, pid_map) for x in run.infos)
         gpu_base += n_gpus
+        stalls.extend((_name(run), _moved_stall(s, -offset, pid_map)) for s in run.stalls)
         notes.extend(f"{_name(run)}: {loss}" for loss in run.losses)
     first = runs[0]
     meta = dict(first.meta)
@@ -102,6 +109,7 @@ def merge_runs(runs: list[Run]) -> Run:
                  logs=logs, infos=infos, losses=notes)
     for name, tables in parts.items():
         setattr(merged, name, _concat(tables))
+    merged.stalls = merge_stalls(stalls)
     if any(len(r.host) for r in runs[1:]):
         merged.losses.append(f"host samples (CPU, memory, disk, network) are {_name(first)}'s; each other "
                              "node's are in its own directory (`gpusleuth report DIR`)")
@@ -207,6 +215,52 @@ def _moved_record(record, shift: int, pid_map: dict[int, int]):
         out["t_ns"] += shift
     if out.get("pid") in pid_map:
         out["pid"] = pid_map[out["pid"]]
+    return out
+
+
+def _moved_stall(rec: StallRecord, shift: int, pid_map: dict[int, int]) -> StallRecord:
+    """A stall record on the job's clock and pids."""
+    def t(v: int | None) -> int | None:
+        return v + shift if v is not None else None
+
+    return replace(
+        rec, seen_ns=rec.seen_ns + shift, since_ns=rec.since_ns + shift, resumed_ns=t(rec.resumed_ns),
+        ended_ns=t(rec.ended_ns),
+        processes=[replace(p, pid=pid_map.get(p.pid, p.pid), last_progress_ns=p.last_progress_ns + shift)
+                   for p in rec.processes],
+        stacks=[replace(s, pid=pid_map.get(s.pid, s.pid),
+                        ppid=pid_map.get(s.ppid, s.ppid) if s.ppid is not None else None) for s in rec.stacks])
+
+
+def merge_stalls(stalls: list[tuple[str, StallRecord]]) -> list[StallRecord]:
+    """Each node's stalls (``(node, record)``, clocks and pids already the job's) → the job's: records of
+    different nodes whose spans overlap are one stall, with every node's processes and stacks. It recovered
+    only if every part did; it ended stuck if any part did. Stack paths are prefixed with their node."""
+    def span(r: StallRecord) -> tuple[int, int]:
+        return r.since_ns, r.resumed_ns or r.ended_ns or r.seen_ns
+
+    groups: list[list[tuple[str, StallRecord]]] = []
+    for node, rec in sorted(stalls, key=lambda x: span(x[1])[0]):
+        start, _ = span(rec)
+        if groups and start <= max(span(r)[1] for _, r in groups[-1]):
+            groups[-1].append((node, rec))
+        else:
+            groups.append([(node, rec)])
+    out = []
+    for i, group in enumerate(groups, 1):
+        recs = [r for _, r in group]
+        if len(group) == 1 and len({n for n, _ in stalls}) == 1:
+            out.append(replace(recs[0], id=i))
+            continue
+        resumed = [r.resumed_ns for r in recs]
+        ended = [r.ended_ns for r in recs if r.ended_ns is not None]
+        out.append(StallRecord(
+            id=i, seen_ns=min(r.seen_ns for r in recs), since_ns=min(r.since_ns for r in recs),
+            threshold_s=max(r.threshold_s for r in recs), processes=[p for r in recs for p in r.processes],
+            stacks=[replace(s, path=f"{node}/{s.path}" if s.path else None) for node, r in group for s in r.stacks],
+            resumed_ns=max(x for x in resumed if x is not None) if all(x is not None for x in resumed) else None,
+            ended_ns=max(ended) if ended else None,
+            action="kill" if any(r.action == "kill" for r in recs) else recs[0].action))
     return out
 
 

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 from gpusleuth.errors import InputError
 from gpusleuth.run.files import check_regular, is_directory
+from gpusleuth.sources.stalls import read_stalls
 from gpusleuth.sources.engine_metrics import read_engine_scrapes
 from gpusleuth.sources.events import parse_event_files
 from gpusleuth.run.layout import (BATCHES_TABLE, LOAD_TABLE, REQUESTS_TABLE, SUMMARY_FILE, TELEMETRY_TABLES, RunDir)
@@ -90,6 +91,7 @@ def load_run(path: str | Path) -> Run:
         run.losses.append(lost)
     _attach_traces(run, run_dir)
     _read_load(run, run_dir)
+    run.stalls = read_stalls(run_dir, run.losses)
     return run
 
 

@@ -1,0 +1,202 @@
+"""The stall verdict on records alone (analysis/stalls.py, sources/stalls.py): in-process, no job.
+
+The stack texts are the two real formats (py-spy 0.4 ``dump --full-filenames``, CPython's faulthandler), cut
+from dumps of tests/fixtures/hangs/hang_job.py."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from gpusleuth.analysis.stalls import judge
+from gpusleuth.recorder.stallwatch import safe
+from gpusleuth.run.stalls import ProcessStacks, StalledProcess, StallRecord
+from gpusleuth.sources.stalls import parse_faulthandler, parse_pyspy, read_stalls
+
+PYSPY_R0 = """Process 101: python -u train.py
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 101 (idle): "MainThread"
+    all_reduce (/usr/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py:3252)
+    wrapper (/usr/lib/python3.11/site-packages/torch/distributed/c10d_logger.py:83)
+    <module> (/job/train.py:45)
+Thread 105 (idle): "pin_memory"
+    wait (/usr/lib/python3.11/threading.py:331)
+"""
+PYSPY_R1 = """Process 102: python -u train.py
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 102 (idle): "MainThread"
+    load (/job/data.py:12)
+    <module> (/job/train.py:31)
+"""
+FH_R1 = """Thread 0x00007fc71646c000 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 331 in wait
+
+Current thread 0x00007fc71646bb80 (most recent call first):
+  File "/job/data.py", line 12 in load
+  File "/job/train.py", line 31 in <module>
+"""
+
+
+def _rec(stacks, steps=(5, 5), ranks=(0, 1)):
+    procs = [StalledProcess(pid=101 + i, rank=r, role="main", steps=s, last_progress_ns=1_000_000_000, stalled=True)
+             for i, (r, s) in enumerate(zip(ranks, steps))]
+    return StallRecord(id=1, seen_ns=12_000_000_000, since_ns=1_000_000_000, threshold_s=10.0, processes=procs,
+                       stacks=stacks, resumed_ns=31_000_000_000)
+
+
+def test_the_rank_outside_the_collective_is_the_culprit():
+    r0 = ProcessStacks(101, "py-spy", parse_pyspy(PYSPY_R0))
+    r1 = ProcessStacks(102, "faulthandler", parse_faulthandler(FH_R1))
+    assert r0.threads[0].main and r0.threads[0].frames[0].function == "all_reduce"
+    assert r1.threads[-1].main and r1.threads[-1].frames[0].line == 12
+    v = judge(_rec([r0, r1]))
+    assert v.how == "stacks" and [c.rank for c in v.culprits] == [1] and [w.rank for w in v.waiting] == [0]
+    assert v.culprits[0].where == "/job/data.py:12" and v.waiting[0].collective == "all_reduce"
+    assert v.waiting[0].where == "/job/train.py:45"  # the job's own frame, not torch's
+    assert v.recovered and v.duration_s == 30.0
+    assert abs(v.process_hours - 2 * 30 / 3600) < 1e-9
+    assert v.sentence == ("rank 1 is in /job/data.py:12, outside any collective; rank 0 waits in all_reduce at "
+                          "/job/train.py:45")
+
+
+def test_without_telling_stacks_the_rank_behind_in_steps_is_named():
+    both = [ProcessStacks(101, "py-spy", parse_pyspy(PYSPY_R0)), ProcessStacks(102, "py-spy", parse_pyspy(PYSPY_R0))]
+    v = judge(_rec(both, steps=(7, 6)))
+    assert v.how == "steps" and [c.rank for c in v.culprits] == [1], v
+    v = judge(_rec(both, steps=(7, 7)))
+    assert v.how is None and not v.culprits and "the rank they wait for is not among" in v.sentence
+    v = judge(_rec([], steps=(7, 7)))  # no stack at all
+    assert v.stacks_taken == 0 and v.sentence == "no single culprit: no stack taken"
+
+
+def test_stall_records_are_read_back_and_stay_inside_the_run(tmp_path):
+    stalls = tmp_path / "stalls"
+    (stalls / "1").mkdir(parents=True)
+    (stalls / "1" / "stacks-102.txt").write_text(PYSPY_R1)
+    (tmp_path / "secret.txt").write_text(PYSPY_R1)
+    rec = {"kind": "stall", "id": 1, "seen_ns": 12, "since_ns": 1, "threshold_s": 10.0, "action": "dump",
+           "processes": [{"pid": 102, "rank": 1, "steps": 3, "last_progress_ns": 1, "stalled": True}],
+           "stacks": [{"pid": 102, "via": "py-spy", "path": "stalls/1/stacks-102.txt"},
+                      {"pid": 103, "via": "py-spy", "path": "../" + tmp_path.name + "/../secret.txt"}]}
+    lines = [json.dumps(rec), "not json", json.dumps({"kind": "ended", "id": 1, "t_ns": 40})]
+    (stalls / "stalls.jsonl").write_text("\n".join(lines) + "\n")
+    losses: list[str] = []
+    (got,) = read_stalls(tmp_path, losses)
+    assert got.ended_ns == 40 and got.resumed_ns is None
+    assert [s.pid for s in got.stacks] == [102]
+    assert got.stacks[0].threads[0].frames[1].file == "/job/train.py"
+    assert any("outside the run directory" in x for x in losses) and any("1 unreadable" in x for x in losses)
+    v = judge(got)
+    assert v.ended_stuck and not v.recovered
+
+
+def test_job_text_is_escaped_for_the_terminal():
+    hostile = "train\x1b[2J\u202e.py:3"
+    assert safe(hostile) == "train\\x1b[2J\\u202e.py:3"
+
+
+def test_the_live_view_shows_the_stall_going_on_and_then_its_end(tmp_path):
+    import time
+
+    from gpusleuth.render.live import fields, plain_line
+    from gpusleuth.report.live import LiveTail
+
+    stalls = tmp_path / "stalls"
+    (stalls / "1").mkdir(parents=True)
+    (stalls / "1" / "stacks-102.txt").write_text(PYSPY_R1.replace("/job/data.py", "/job/d\x1b[2Jata.py"))
+    (stalls / "1" / "stacks-101.txt").write_text(PYSPY_R0)
+    since = time.time_ns() - 42_000_000_000
+    rec = {"kind": "stall", "id": 1, "seen_ns": since + 10**10, "since_ns": since, "threshold_s": 10.0,
+           "processes": [{"pid": 101, "rank": 0, "steps": 3, "last_progress_ns": since, "stalled": True},
+                         {"pid": 102, "rank": 1, "steps": 3, "last_progress_ns": since, "stalled": True}],
+           "stacks": [{"pid": 101, "via": "py-spy", "path": "stalls/1/stacks-101.txt"},
+                      {"pid": 102, "via": "py-spy", "path": "stalls/1/stacks-102.txt"}]}
+    (stalls / "stalls.jsonl").write_text(json.dumps(rec) + "\n")
+    tail = LiveTail(tmp_path)
+    s = tail.poll()
+    assert s.stalls == 1 and 41 <= s.stall_s <= 60, s.stall_s
+    line = plain_line(s)
+    assert re.search(r"stall \d+ s: rank 1 is in /job/d\\x1b\[2Jata\.py:12, outside any collective", line), line
+    assert "\x1b" not in line
+    with open(stalls / "stalls.jsonl", "a") as f:
+        f.write(json.dumps({"kind": "resumed", "id": 1, "t_ns": since + 50 * 10**9}) + "\n")
+    s = tail.poll()
+    assert s.stall_s is None and dict(fields(s))["stall"] == "none (1 so far)"
+
+
+def test_ranks_in_different_collectives_are_a_mismatch():
+    bcast = PYSPY_R0.replace("all_reduce (", "broadcast (").replace("/job/train.py:45", "/job/train.py:50")
+    stacks = [ProcessStacks(101, "py-spy", parse_pyspy(PYSPY_R0)), ProcessStacks(102, "py-spy", parse_pyspy(bcast))]
+    v = judge(_rec(stacks))
+    assert v.how == "mismatch" and {c.rank for c in v.culprits} == {0, 1} and not v.waiting
+    assert v.sentence == ("mismatched collectives: rank 0 in all_reduce at /job/train.py:45; rank 1 in broadcast "
+                          "at /job/train.py:50")
+    # three ranks, one odd: it is named, the two others wait
+    stacks.append(ProcessStacks(103, "py-spy", parse_pyspy(PYSPY_R0)))
+    v = judge(_rec(stacks, steps=(5, 5, 5), ranks=(0, 1, 2)))
+    assert v.how == "mismatch" and [c.rank for c in v.culprits] == [1] and [w.rank for w in v.waiting] == [0, 2]
+    # all in the same collective at the same line: no culprit from the stacks
+    same = [ProcessStacks(101, "py-spy", parse_pyspy(PYSPY_R0)), ProcessStacks(102, "py-spy", parse_pyspy(PYSPY_R0))]
+    assert judge(_rec(same)).how is None
+
+
+def test_per_node_stalls_are_merged_into_one_verdict():
+    """Node 0's recorder saw rank 0 waiting in all_reduce (no culprit it could see), node 1's saw rank 1 outside
+    any collective: overlapping in time, they are one stall of the job, and the verdict names rank 1."""
+    from gpusleuth.sources.jobdirs import merge_stalls
+
+    def node(pid, rank, text, since, end):
+        return StallRecord(id=1, seen_ns=since + 10 * 10**9, since_ns=since, threshold_s=10.0,
+                           processes=[StalledProcess(pid, rank, "main", 5, since, True)],
+                           stacks=[ProcessStacks(pid, "py-spy", parse_pyspy(text), path=f"stalls/1/stacks-{pid}.txt")],
+                           resumed_ns=end)
+
+    s = 10**9
+    alone = judge(node(101, 0, PYSPY_R0, 5 * s, 40 * s))
+    assert not alone.culprits and [w.rank for w in alone.waiting] == [0]  # what node 0 saw: a rank waiting
+    assert alone.sentence == ("rank 0 waits in all_reduce at /job/train.py:45, all in the same one: the rank they "
+                              "wait for is not among the processes recorded here (another node's run directory?)")
+    later = node(101, 0, PYSPY_R0, 100 * s, 130 * s)  # a second, separate stall on node 0 only
+    merged = merge_stalls([("node0", node(101, 0, PYSPY_R0, 5 * s, 40 * s)), ("node0", later),
+                           ("node1", node(102, 1, PYSPY_R1, 5 * s + 3 * 10**8, 39 * s))])
+    assert [m.id for m in merged] == [1, 2]
+    first = merged[0]
+    assert {p.rank for p in first.processes} == {0, 1} and first.resumed_ns == 40 * s and first.since_ns == 5 * s
+    assert [x.path for x in first.stacks] == ["node0/stalls/1/stacks-101.txt", "node1/stalls/1/stacks-102.txt"]
+    v = judge(first)
+    assert [c.rank for c in v.culprits] == [1] and [w.rank for w in v.waiting] == [0] and v.how == "stacks"
+    assert {p.rank for p in merged[1].processes} == {0}
+
+
+def test_the_hang_rule_grades_what_the_verdict_says():
+    """Severity from the stall's end: a short pause that recovered is moderate, a minute or more high, a job that
+    ended stuck high, a stall followed by a normal exit none (work after the loop); the worst is the one named."""
+    from gpusleuth.diagnosis.facts import Facts
+    from gpusleuth.diagnosis.rules.hangs import hangs
+
+    def verdict(resumed=None, ended=None, length=30, ended_normally=False):
+        stacks = [ProcessStacks(101, "py-spy", parse_pyspy(PYSPY_R0)), ProcessStacks(102, "py-spy", parse_pyspy(PYSPY_R1))]
+        rec = _rec(stacks)
+        rec.resumed_ns = rec.since_ns + length * 10**9 if resumed else None
+        rec.ended_ns = rec.since_ns + length * 10**9 if ended else None
+        v = judge(rec)
+        v.ended_normally = ended_normally
+        return v
+
+    def grade(*vs):
+        (f,) = hangs(Facts(outcomes=None, gpus=[], host=None, gpu_note=None, stalls=list(vs)))  # type: ignore[arg-type]
+        return f
+
+    assert hangs(Facts(outcomes=None, gpus=[], host=None, gpu_note=None)) == []  # type: ignore[arg-type]
+    f = grade(verdict(resumed=True, length=20))
+    assert f.severity == "moderate" and "recovered" in f.title and "rank 1 is in /job/data.py:12" in f.title
+    assert grade(verdict(resumed=True, length=75)).severity == "high"
+    f = grade(verdict(ended=True, length=20))
+    assert f.severity == "high" and "still stuck" in f.title and f.confidence == "high"
+    f = grade(verdict(ended=True, length=20, ended_normally=True))
+    assert f.severity == "none" and "ended normally" in f.title
+    # a real hang outranks a tail before a normal exit, and a short pause, in the one finding
+    f = grade(verdict(resumed=True, length=20), verdict(ended=True, length=12))
+    assert f.severity == "high" and "stall 1" in {e.name for e in f.evidence}
