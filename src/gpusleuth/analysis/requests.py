@@ -84,7 +84,7 @@ class RequestLevel:
     client_p50_ms: float | None = None
     server_p50_ms: float | None = None  # queue (when measured) + service
     outside_p50_ms: float | None = None  # per request when the two join on X-Request-Id, else client − server p50
-    outside_share: float | None = None  # of the client's latency (summed)
+    outside_share: float | None = None  # of the client's latency: the median request's share
     outside_joined: int = 0  # requests joined on X-Request-Id (0: compared by level)
 
 
