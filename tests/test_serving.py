@@ -375,6 +375,17 @@ def test_pre_that_only_grows_under_load_is_waiting_not_preprocessing():
     tok = facts_for(alone_then_loaded(alone_pre=6e6, loaded_pre=20e6))
     assert pre_rule(tok)[0].cause == "serving.preprocessing"
     assert wait_rule(tok) == []
+    # the same wait on a server that batches (its forwards outside the requests, Ray's @serve.batch): the batch
+    # rules price its collection; no lock blamed, no "batch them" to a batcher (issue 32 item 5)
+    from gpusleuth.analysis.batch_stats import BatchStats
+
+    batcher = facts_for(alone_then_loaded(alone_pre=0.1e6, loaded_pre=20e6))
+    batcher.requests.batching = BatchStats(requests=60, unattributed=0, forwards=12, forwards_joined=12, size_p50=5.0,
+                                           size_p90=8.0, size_max=8, sizes={"5": 12}, rows_p50=5.0, wait_share=0.6,
+                                           queued_share=0.2, collect_share=0.4, wait_p50_ms=12.0, wait_p95_ms=20.0,
+                                           collect_p50_ms=8.0, forward_p50_ms=4.5, own_p50_ms=1.0, multi_forward=0,
+                                           prefill_p50_ms=None, decode_p50_ms=None)
+    assert wait_rule(batcher) == []
     # no request ever alone: the split alone is unknown, the preprocessing rule reads the loaded shares
     busy = facts_for(synthetic_run(pre=20e6, cores=1.0))
     assert busy.requests.alone_requests == 0

@@ -158,6 +158,11 @@ def waiting_before_the_model(facts: Facts) -> list[Finding] | Missing:
     pre = ra.shares.get("pre", 0.0)
     if pre < PRE_MODERATE or not _waiting_not_work(ra):
         return []
+    if ra.batching is not None or any(lv.batch_forwards for lv in ra.levels):
+        # the server batches (its forwards run outside the requests): the wait before the model is its batch
+        # collection or hand-off, which the batching rules price — not a lock, and "batch them" is what it does
+        # already (Ray's @serve.batch read "a lock around the forward … dynamic batching")
+        return []
     alone = ra.alone_shares.get("pre", 0.0)
     high = pre >= QUEUE_HIGH
     evidence = [
