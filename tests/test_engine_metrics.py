@@ -271,3 +271,14 @@ def test_engine_capacity_rule_earns_its_severity():
     capped = dict(calm, waiting_mean=6.0, waiting_max=9.0)
     (g,) = rule(_facts([(64, capped)]))
     assert g.severity == "moderate" and "wait inside the engine" in g.title
+    assert "Raise the engine's running-sequence cap" in g.fix
+    # compute-bound (issue 32 item 9): llama.cpp's decode per token grew 0.9 -> 6.5 ms from concurrency 1 to 4
+    # while its tokens/s stayed flat: replicas, not a higher cap
+    light = dict(calm, running_mean=1.0, decode_ms_per_token=0.9, generation_tokens_per_s=110.0)
+    shared = dict(capped, running_mean=4.0, decode_ms_per_token=6.5, generation_tokens_per_s=125.0)
+    (h,) = rule(_facts([(1, light), (4, shared)]))
+    assert "compute-bound" in h.summary and h.fix.startswith("Add replicas")
+    # the same wait where more sequences did raise the tokens/s: the cap held them back
+    scaling = dict(shared, decode_ms_per_token=1.2, generation_tokens_per_s=400.0)
+    (k,) = rule(_facts([(1, light), (4, scaling)]))
+    assert "Raise the engine's running-sequence cap" in k.fix

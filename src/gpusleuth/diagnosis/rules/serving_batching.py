@@ -161,6 +161,25 @@ KV_FULL = 0.95  # KV-cache usage, max over a level
 KV_PRESSED = 0.9
 
 
+DECODE_GROWTH = 2.0  # decode time per token at the pressured level ÷ the lightest level's: compute shared
+TOKENS_FLAT = 1.5  # ... while generated tokens/s grew less than this: more sequences, not more tokens
+
+
+def compute_bound(levels: list[EngineLevel], lv: EngineLevel) -> tuple[EngineLevel, float] | None:
+    """(the lightest level, the growth of decode time per token) when the engine is compute-bound at ``lv``:
+    its per-token decode time grew ≥ 2× from the lightest level while its generated tokens/s grew < 1.5× —
+    llama.cpp on CPU went 0.9 → 6.5 ms a token from concurrency 1 to 4, where raising `--parallel` was advised."""
+    timed = [x for x in levels if x.decode_ms_per_token and x.generation_tokens_per_s]
+    if lv not in timed or len(timed) < 2:
+        return None
+    base = min(timed, key=lambda x: (x.concurrency or 0, x.rate))
+    if base is lv or not base.decode_ms_per_token:
+        return None
+    grew = (lv.decode_ms_per_token or 0.0) / base.decode_ms_per_token
+    tokens = (lv.generation_tokens_per_s or 0.0) / (base.generation_tokens_per_s or 1.0)
+    return (base, grew) if grew >= DECODE_GROWTH and tokens < TOKENS_FLAT else None
+
+
 def engine_capacity(facts: Facts) -> list[Finding] | Missing:
     """An LLM engine's own /metrics during `gpusleuth load` (analysis/engine.py): requests waiting inside the
     engine for a slot, a KV cache that fills, sequences preempted to make room. Quiet when the engine ran
@@ -211,11 +230,25 @@ def engine_capacity(facts: Facts) -> list[Finding] | Missing:
         title = f"Requests wait inside the engine at {name}: {lv.waiting_mean:.1f} waiting on average"
         summary = (f"At {name} {ea.engine} ran {lv.running_mean or 0:.1f} requests on average while "
                    f"{lv.waiting_mean:.1f} waited for a slot, with the KV cache "
-                   + (f"at most {pct(lv.kv_usage_max)} % full" if lv.kv_usage_max is not None else "usage unknown")
-                   + ": its cap on running sequences, not memory, held them back.")
-        fix = ("Raise the engine's running-sequence cap where the KV cache has room (vLLM `--max-num-seqs`, SGLang "
-               "`--max-running-requests`, TGI `--max-batch-total-tokens`, llama.cpp `--parallel`), or add replicas "
-               "for this traffic.")
+                   + (f"at most {pct(lv.kv_usage_max)} % full" if lv.kv_usage_max is not None else "usage unknown"))
+        bound = compute_bound(ea.levels, lv)
+        if bound is not None:
+            base, grew = bound
+            summary += (f". It is compute-bound: its decode time per token grew from {base.decode_ms_per_token:.1f} "
+                        f"ms at the lightest level to {lv.decode_ms_per_token:.1f} ms here (×{grew:.1f}) while its "
+                        f"generated tokens/s went from {base.generation_tokens_per_s or 0:.0f} to "
+                        f"{lv.generation_tokens_per_s or 0:.0f}: sequences running together share the same compute.")
+            evidence.append(Evidence(f"decode time per token at {name}", round(lv.decode_ms_per_token or 0.0, 2),
+                                     f"ms (×{grew:.1f} the lightest level's)", src))
+            fix = ("Add replicas (or a faster device, a smaller or quantized model) for this traffic. Raising the "
+                   "running-sequence cap (llama.cpp `--parallel`, vLLM `--max-num-seqs`, SGLang "
+                   "`--max-running-requests`) would let more sequences share the same compute, each slower: "
+                   "the engine generates no more tokens per second.")
+        else:
+            summary += ": its cap on running sequences, not memory, held them back."
+            fix = ("Raise the engine's running-sequence cap where the KV cache has room (vLLM `--max-num-seqs`, "
+                   "SGLang `--max-running-requests`, TGI `--max-batch-total-tokens`, llama.cpp `--parallel`), or "
+                   "add replicas for this traffic.")
     return [Finding(
         cause="serving.engine_capacity", severity="high" if high else "moderate", title=title, summary=summary,
         evidence=evidence, fix=fix,
