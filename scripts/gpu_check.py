@@ -357,6 +357,68 @@ def run_scenarios(out: Path, checks: "Checks") -> dict:
     return results
 
 
+STALL_JOB = r"""
+import sys, time, torch
+mode = sys.argv[1]
+x = torch.randn(8192, 8192, device="cuda")
+w = torch.nn.Parameter(torch.randn(8192, 8192, device="cuda") * 0.01)
+opt = torch.optim.SGD([w], lr=1e-6)
+steps = 6 if mode == "spin" else 8
+for i in range(steps):
+    for _ in range(1 if mode == "spin" else 12):   # "gemm": ~1-3 s steps of real matmuls at high power
+        (x @ w).square().mean().backward()
+    opt.step(); opt.zero_grad(); torch.cuda.synchronize()
+if mode == "spin":
+    print("SPINNING", flush=True)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 40:               # a rank spinning in a collective: kernels resident, no work
+        torch.cuda._sleep(1_000_000_000)             # ~0.5-1 s of GPU cycles per call
+        torch.cuda.synchronize()
+"""
+
+
+def run_stall_checks(out: Path, checks: "Checks") -> dict:
+    """Issue 33's GPU part: under ``gpusleuth run`` a spin kernel after a few steps (utilization ~100 % at low
+    power, no progress) must be named a stall with the busy-waiting signature; a job of long GEMM steps at high
+    power must raise no stall."""
+    job = out / "stall_job.py"
+    job.write_text(STALL_JOB)
+    results: dict[str, Any] = {}
+    for mode in ("spin", "gemm"):
+        run_dir = out / f"stall_{mode}"
+        shutil.rmtree(run_dir, ignore_errors=True)
+        cmd = [sys.executable, "-m", "gpusleuth", "run", "--out", str(run_dir), "--stall-after", "auto",
+               "--on-stall", "kill", "--json", "--", sys.executable, str(job), mode]
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+            rep = json.loads(res.stdout) if res.stdout.strip().startswith("{") else {}
+        except (subprocess.TimeoutExpired, ValueError) as e:
+            checks.add("FAIL", f"stall job ({mode})", f"{type(e).__name__}: {e}")
+            continue
+        hangs = [f for f in rep.get("findings", []) if f.get("cause") == "hang"]
+        from gpusleuth.analysis.stalls import judge_run  # noqa: PLC0415 - only with a GPU
+        from gpusleuth.sources.rundir import load_run  # noqa: PLC0415
+
+        try:
+            verdicts = judge_run(load_run(run_dir))
+        except Exception as e:  # noqa: BLE001
+            verdicts = []
+            checks.add("WARN", f"stall verdicts ({mode})", f"{type(e).__name__}: {e}")
+        sigs = [getattr(v, "gpu_signature", None) for v in verdicts]
+        results[mode] = {"exit": res.returncode, "hang_findings": [f.get("title") for f in hangs],
+                         "signatures": sigs, "util": [getattr(v, "gpu_util_pct", None) for v in verdicts],
+                         "power_share": [getattr(v, "gpu_power_share", None) for v in verdicts],
+                         "stderr_tail": res.stderr.splitlines()[-10:]}
+        print("  " + json.dumps(results[mode], default=str)[:600])
+        if mode == "spin":
+            checks.check(bool(hangs) and "busy-waiting" in sigs, "spin kernel: a stall with the busy-waiting signature",
+                         f"findings {[f.get('title') for f in hangs]}, signatures {sigs}")
+        else:
+            checks.check(not hangs and not verdicts, "long GEMM steps at high power: no stall",
+                         f"findings {[f.get('title') for f in hangs]}")
+    return results
+
+
 # --------------------------------------------------------------------------- recording proxy
 def _suffix(exc: BaseException) -> str:
     """``NVMLError_NotSupported`` → ``NotSupported`` (the stand-in raises ``pynvml.NVMLError_<suffix>``)."""
@@ -740,6 +802,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-run", action="store_true", help="skip the `gpusleuth run` of the demo job")
     ap.add_argument("--skip-probe", action="store_true", help="skip the profiler probe")
     ap.add_argument("--skip-scenarios", action="store_true", help="skip the planted GPU scenarios")
+    ap.add_argument("--skip-stalls", action="store_true", help="skip the stall-watch checks (spin kernel, long GEMMs)")
     args = ap.parse_args(argv)
 
     try:
@@ -956,6 +1019,16 @@ def main(argv: list[str] | None = None) -> int:
         phase("8. planted GPU scenarios under gpusleuth run (top finding, per-step CUDA events, FLOPs, MFU, "
               "energy, GPM)")
         report["scenarios"] = run_scenarios(out, checks)
+
+    # -------------------------------------------------------------------- 9. stalls on the GPU
+    if args.skip_stalls:
+        checks.add("SKIP", "stall signature on the GPU", "--skip-stalls")
+    elif not cuda_ok:
+        checks.add("FAIL", "stall signature on the GPU", "CUDA is not usable")
+    else:
+        phase("9. stall watch on the GPU: a spin kernel (busy at low power, no progress) is a busy-waiting stall; "
+              "long real GEMM steps at high power are never one")
+        report["stalls"] = run_stall_checks(out, checks)
 
     # -------------------------------------------------------------------- 6. gpusleuth run
     if args.skip_run:
