@@ -501,3 +501,13 @@ def test_a_prediction_between_updates_is_not_counted_as_training_samples(tmp_pat
     # time_sequence_prediction's shape: 17 rows a step (was 20: the prediction's 3 counted as a micro-batch)
     assert [r["forward_samples"] for r in rows[1:]] == [17] * 7
     assert [f for f in records(lines, "P") if f[1] == "eval"] == []
+
+
+def test_an_optimizer_that_evaluates_its_closure_several_times_is_counted(tmp_path):
+    """LBFGS' line search calls the closure several times a step: the structure check counts those steps, and
+    the batch rule does not read the algorithm's own work as a per-batch overhead (time_sequence_prediction
+    read "batch.too_small HIGH x4.5-8.2" in 3 of 8 runs)."""
+    res, run_dir = run_script(tmp_path, PREDICTION_BETWEEN_UPDATES)
+    assert res.returncode == 0, res.stderr.decode()
+    lines = main_events(run_dir)
+    assert step_model(lines).get("reevaluated") == 8  # max_iter=2: two evaluations in each of the 8 steps

@@ -24,11 +24,23 @@ WORD = re.compile(r"[a-z]+|[0-9]+|[^\sa-z0-9]")
 torch.set_num_threads(1)
 
 
+TOKENIZE_PASSES = 5  # the word-piece walk runs this many times over the text (normalizing, then splitting)
+
+
 def tokenize(text):
     """Lower-case, split into words, then greedy word pieces of at most 4 characters hashed into the
-    vocabulary: deliberately slow pure Python, like a tokenizer without a fast backend."""
+    vocabulary: deliberately slow pure Python, like a tokenizer without a fast backend. The walk runs
+    ``TOKENIZE_PASSES`` times so that the tokenizer dominates a request on any host: with one pass the
+    tokenizing servers' own clocks read 26 % before the model on this 2-core VM (2026-11-28; 45-58 % on earlier
+    days), under the 30 % the preprocessing rule starts at, and the tests that name it failed on every code."""
+    for _ in range(TOKENIZE_PASSES - 1):
+        _walk(text.lower())
+    return _walk(text.lower())
+
+
+def _walk(text):
     ids = []
-    for word in WORD.findall(text.lower()):
+    for word in WORD.findall(text):
         i = 0
         while i < len(word):
             h = 0

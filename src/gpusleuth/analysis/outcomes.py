@@ -67,10 +67,8 @@ class StepStats:
     instrumented_s: float = 0.0
     instrumented_wait_s: float = 0.0
     instrumented_cpu_s: float = 0.0
-    # steps whose first forward took the previous step's own input tensor (no fetch): the loop trains on one
-    # batch it keeps — the whole data set, full-batch (LBFGS closures, time_sequence_prediction) — so its batch
-    # cannot be raised
-    same_input_steps: int = 0
+    # steps whose optimizer evaluated its closure more than once (LBFGS' line search: analysis/structure.py)
+    reevaluated_steps: int = 0
     fetching_steps: int | None = None  # steps that fetched from a DataLoader (or gpusleuth.watch); None: not counted
     data_wait_p50_s: float | None = None
     data_wait_spike_steps: int = 0
@@ -196,8 +194,7 @@ def compute_outcomes(run: Run, view: StepView | None = None) -> Outcomes:
         stats.data_wait_measured_steps = int((steps["data_wait_ns"] >= 0).sum())
         _wait_spikes(stats, dur, wait, steps["data_wait_ns"] >= 0, main.instrumented_mask())
         stats.fetching_steps = int((steps["fetches"] > 0).sum())
-        if "wait_source" in steps:
-            stats.same_input_steps = int(((steps["wait_source"] == "host") & (steps["delimiter"] != "backward")).sum())
+        stats.reevaluated_steps = view.structure.reevaluated_steps
         slowed = ~main.instrumented_mask()
         slowed[:1] = False
         stats.instrumented_steps = int(slowed.sum())

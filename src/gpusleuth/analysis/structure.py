@@ -38,6 +38,9 @@ class StepStructure:
     split_by_order: int = 0  # times an optimizer's order showed the ones before it were used one after another
     input_inside_model: int = 0  # steps whose first module call came inside the model (input wait unknown)
     crowded_steps: int = 0  # steps that fetched more than twice the usual batches
+    # steps whose optimizer evaluated its closure more than once (LBFGS: a line search over the loss): the
+    # step's own work is the algorithm's, not a per-batch overhead a larger batch would amortize
+    reevaluated_steps: int = 0
     notes: list[str] = field(default_factory=list)  # one sentence per inference worth knowing, doubts first
     doubtful: bool = False  # the step counts may be wrong: findings resting on them lose confidence
 
@@ -64,6 +67,7 @@ def step_structure(infos: list[dict[str, Any]], main_pid: int, table: Table, wor
     out.eval_passes_no_grad = _int(shape, "eval_no_grad")
     out.joined_without_fetch = _int(shape, "joined_unfetched")
     out.split_by_order = _int(shape, "split")
+    out.reevaluated_steps = _int(shape, "reevaluated")
     sizes = [_int(f, "size") for f in _facts(infos, "model_parallel", pids)]
     if ranked and sizes and max(sizes) > 1 and len(workers) >= max(sizes):
         out.model_parallel = max(sizes)

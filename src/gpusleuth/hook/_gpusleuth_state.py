@@ -118,7 +118,7 @@ class Recorder:
     __slots__ = (
         "run_dir", "torch", "torch_ns", "patches", "flops", "exit_calls", "prof_range", "out", "dev", "pid",
         "role", "start_ns", "errors", "worker", "worker_id", "main_tid", "auto", "mode", "emitted", "nb",
-        "cur_start", "c", "in_fetch", "opt_stack", "opt_t0", "bw_depth", "pending", "opt_ref", "shape", "scaler_opt", "ng", "held",
+        "cur_start", "c", "in_fetch", "opt_stack", "opt_t0", "bw_depth", "pending", "opt_ref", "shape", "scaler_opt", "ng", "closure_calls", "held",
         "opt_made", "closure_ns", "gap_t0", "gap_c0", "prev_in", "framework_done", "open_phases", "auto_eval",
         "eval_mod", "trained", "train_depth", "ckpt_depth", "dl_seen", "prof_ahead", "exited", "opt_init",
     )
@@ -168,6 +168,7 @@ class Recorder:
         self.held = []
         self.opt_made = False  # an optimizer was constructed in this process (see backward_end)
         self.closure_ns = 0  # time inside optimizer.step(closure)'s closure: forward/backward, not optimizer
+        self.closure_calls = 0  # how often the running optimizer step called its closure (LBFGS: many times)
         # pre-forward gap: from a step's end to the next step's first forward (zero-code input wait)
         self.gap_t0 = None
         self.gap_c0 = None  # thread CPU clock at gap_t0 (busy gap = preprocessing, idle = I/O); None: not read
@@ -530,6 +531,7 @@ class Recorder:
 
         def timed_closure(*a, **k):
             t0 = _now()
+            self.closure_calls += 1
             try:
                 return closure(*a, **k)
             finally:
@@ -561,6 +563,7 @@ class Recorder:
         if self.auto_eval is not None:
             self.phase_end(self.auto_eval)
         self.closure_ns = 0
+        self.closure_calls = 0
         self.opt_t0 = _now()
 
     def opt_end(self, opt, delim="optimizer"):
@@ -570,6 +573,8 @@ class Recorder:
         c = self.c
         c[OPT] += max(t - self.opt_t0 - self.closure_ns, 0)
         self.closure_ns = 0
+        if self.closure_calls > 1:  # the optimizer evaluated the loss several times (LBFGS' line search)
+            self._count("reevaluated")
         if self.auto and self.mode == "optimizer":  # _take(), inlined: this runs every step
             start = self.cur_start
             dev = self.dev

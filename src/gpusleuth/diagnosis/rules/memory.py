@@ -46,10 +46,10 @@ def step_overhead(facts: Facts) -> list[Finding] | Missing:
         a, body_step = s.optimizer_s / s.steps, (s.step_time_s - s.data_wait_s) / s.steps
     if body_step <= 0 or a <= 0:
         return []
-    if 2 * s.same_input_steps >= s.steps:
-        # the loop trains on the one batch it keeps (its forward takes the same tensor every step: full-batch,
-        # as LBFGS closures do): there is no larger batch to raise it to. time_sequence_prediction's LBFGS
-        # update (line search, history) read "HIGH, x4.5-8.2" here
+    if 2 * s.reevaluated_steps >= s.steps:
+        # the optimizer evaluates its closure several times a step (LBFGS: a line search over the loss, and its
+        # two-loop recursion over the history): its time is the algorithm, run on the full batch it needs, not a
+        # per-batch overhead a larger batch amortizes. time_sequence_prediction's LBFGS read "HIGH, x4.5-8.2" here
         return []
     share = a / body_step
     if share < OVERHEAD_MODERATE:
