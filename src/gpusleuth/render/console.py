@@ -17,6 +17,7 @@ from gpusleuth.render.comm_console import render_comm
 from gpusleuth.render.serving_console import render_serving
 from gpusleuth.report.model import Report
 from gpusleuth.render.units import human_bytes
+from gpusleuth.render.phase_labels import TOOL_PHASES
 
 if TYPE_CHECKING:
     from gpusleuth.analysis.telemetry import Dist
@@ -25,8 +26,7 @@ if TYPE_CHECKING:
 SEVERITY_STYLE = {"high": "bold red", "moderate": "yellow", "none": "green"}
 SHARE_LABELS = {"startup": "start-up (before first step)", "data_wait": "exposed data wait",
                 "compute": "compute (rest of steps)", "other": "other (gaps, idle tail)",
-                "gpusleuth_profiler": "gpusleuth profiler (trace export)",
-                "gpusleuth_flops": "gpusleuth FLOP count (one step, for MFU)"}
+                **TOOL_PHASES}
 
 
 def _ms(s: float | None) -> str:

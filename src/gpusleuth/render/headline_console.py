@@ -6,14 +6,14 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
+from gpusleuth.render.phase_labels import TOOL_PHASES
 
 if TYPE_CHECKING:
     from gpusleuth.analysis.headline import Headline
 
 BADPUT_LABELS = {"startup": "start-up", "warmup": "warm-up/compile", "data_wait": "data wait",
                  "other_idle": "other idle", "lost_progress": "lost progress",
-                 "gpusleuth_profiler": "gpusleuth profiler (trace export)", "stalled": "stalled (no progress)",
-                 "gpusleuth_flops": "gpusleuth FLOP count (one step, for MFU)"}
+                 "stalled": "stalled (no progress)", **TOOL_PHASES}
 
 
 def render_headline(h: Headline | None, console: Console) -> None:

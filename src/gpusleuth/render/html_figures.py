@@ -15,6 +15,7 @@ import html
 from typing import TYPE_CHECKING, Any
 
 from gpusleuth.render.labels import CATEGORY_LABELS
+from gpusleuth.render.phase_labels import TOOL_PHASES
 
 if TYPE_CHECKING:
     from gpusleuth.analysis.timeseries import DisplayData
@@ -34,8 +35,7 @@ CATEGORY_COLORS = {
 }
 SHARE_COLORS = {"startup": "#b0b0b0", "data_wait": "#ff7f0e", "compute": "#2ca02c", "other": "#d9d9d9"}
 SHARE_LABELS = {"startup": "start-up", "data_wait": "exposed data wait", "compute": "compute (rest of steps)",
-                "other": "other (gaps, idle tail)", "gpusleuth_profiler": "gpusleuth profiler (trace export)",
-                "gpusleuth_flops": "gpusleuth FLOP count (one step, for MFU)"}
+                "other": "other (gaps, idle tail)", **TOOL_PHASES}
 PHASE_SOLID = ["#1f77b4", "#9467bd", "#8c564b", "#17becf"]
 PHASE_COLORS = ["rgba(31,119,180,0.13)", "rgba(148,103,189,0.15)", "rgba(140,86,75,0.15)", "rgba(23,190,207,0.15)"]
 FAMILY_COLORS = {"communication": "#1f77b4", "tensor_core": "#2ca02c", "triton": "#9467bd",
