@@ -79,6 +79,7 @@ def step_structure(infos: list[dict[str, Any]], main_pid: int, table: Table, wor
     if len(fetched) >= 5:
         usual = float(np.median(fetched))
         out.crowded_steps = int((fetched > 2 * usual).sum())
+    out.doubtful = bool(out.joined_without_fetch or out.crowded_steps)  # the counts themselves may be wrong
     _sentences(out, len(table), workers, fetched)
     return out
 
@@ -98,7 +99,6 @@ def _sentences(out: StepStructure, n: int, workers: list[int], fetched: np.ndarr
         notes.append(f"in {out.input_inside_model} of {n} steps the model's first module call came after its "
                      "forward had begun (model.forward(x) called directly, or functional layers first): their "
                      "input wait is not measured")
-    out.doubtful = bool(out.joined_without_fetch or out.crowded_steps)
     if out.skipped_updates:
         notes.append(f"{out.skipped_updates} of {n} steps ended with an update the GradScaler skipped (inf/NaN "
                      "gradients): each is counted as a step")

@@ -697,7 +697,7 @@ class Recorder:
                     else:
                         ng[6] = _now()  # not confirmed yet: armed until a fetch, or a forward that trains
                     return None
-                self._ng_close(_now(), trained=args)
+                self._ng_close(_now(), forward_args=args)
                 if self.c[GAP] >= 0:  # the no-grad forward was this step's own (a teacher's): counted already
                     self.dev.disarm()
                     return None
@@ -768,8 +768,8 @@ class Recorder:
         self.c = _counters()
         self._arm()
 
-    def _ng_close(self, t, trained=None):
-        """The pass with gradients off is over: a forward that trains (``trained``: its arguments), an
+    def _ng_close(self, t, forward_args=None):
+        """The pass with gradients off is over: a forward that trains (``forward_args``: its arguments), an
         optimizer step, a phase, the exit.
 
         Not confirmed by a fetch, it was no evaluation. A training forward on the same input is a teacher's
@@ -785,7 +785,8 @@ class Recorder:
         ng, self.ng = self.ng, None
         tok = ng[1]
         if tok is None:
-            x = next((a for a in trained if getattr(a, "shape", None) is not None), None) if trained else None
+            x = next((a for a in forward_args if getattr(a, "shape", None) is not None), None) if forward_args \
+                else None
             if x is not None and x is ng[5]():
                 self._record_first(self.c, ng[4])
                 try:
@@ -797,7 +798,7 @@ class Recorder:
             return
         if tok not in self.open_phases:
             return
-        if trained is not None and ng[3]:
+        if forward_args is not None and ng[3]:
             keep = self.c
             self.phase_end(tok, ng[3])
             self.c = keep
