@@ -134,11 +134,11 @@ def test_whole_script_against_the_stand_in(tmp_path, monkeypatch, capsys):
     status = {c["name"]: c["status"] for c in report["checks"]}
     # the stand-in's counters stand still between ticks, so the update-period probe rightly fails; and
     # this machine's torch has no CUDA: the check FAILS there (never a SKIP that passes), and so do the
-    # load, the profiler probe and the planted scenarios that need it
+    # load, the profiler probe, the planted scenarios and the stall signature (issue 33) that need it
     assert [n for n, st in status.items() if st == "FAIL"] == [
         "CUDA usable from torch", "matmul load", "energy counter moves", "profiler probe",
-        "planted GPU scenarios"], text
-    assert rc == 1 and "gpu_check: FAIL (5 failed" in text
+        "planted GPU scenarios", "stall signature on the GPU"], text
+    assert rc == 1 and "gpu_check: FAIL (6 failed" in text
     assert "has no usable CUDA" in report["cuda"]["why"] or "not installed" in report["cuda"]["why"]
     # NVML's answer per field id, as the driver gave it (the synthetic H100 lacks field 271)
     assert report["field_returns"]["0"]["271"] == "NOT_SUPPORTED"

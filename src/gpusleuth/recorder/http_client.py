@@ -25,8 +25,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
+from gpusleuth.recorder.time_limit import time_limit
+
 MAX_HEADER_BYTES = 64 * 1024
 BODY_PIECE = 64 * 1024  # the most of a response body held at once
+PROBE_DRAIN_MAX = 64 * 1024  # a readiness probe reads a body this short before it closes (see _drain_short)
+PROBE_DRAIN_S = 1.0
 
 
 class BodySink(Protocol):
@@ -273,6 +277,7 @@ class Connection:
         if sink is not None:
             sink.head(status, headers)
         if head_only:
+            await self._drain_short(length, chunked, status)
             self.close()
             return status
         if self.target.method == "HEAD" or status in (204, 304):
@@ -290,6 +295,20 @@ class Connection:
         if close or self.target.memo.closes_after_answer:
             self.close()
         return status
+
+    async def _drain_short(self, length: int | None, chunked: bool, status: int) -> None:
+        """Before a probe closes: read a short body the server announced (Content-Length up to
+        ``PROBE_DRAIN_MAX``, for a second at most). Closing a socket with unread bytes in it sends a reset, and
+        closing before the server wrote its body makes its write draw one: Python's ``http.server`` then prints a
+        ``ConnectionResetError`` traceback into the server's own log on every probe. A body of unknown length
+        (a stream that may never end) is left unread: a probe must not wait it out."""
+        if chunked or length is None or length > PROBE_DRAIN_MAX or self.target.method == "HEAD" or status in (204, 304):
+            return
+        try:
+            async with time_limit(PROBE_DRAIN_S):
+                await self._exactly(length, None)
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+            pass  # the close below ends it either way
 
     async def _exactly(self, n: int, sink: BodySink | None) -> None:
         """``n`` body bytes, read in pieces as they arrive; a close before the last is IncompleteReadError."""
