@@ -171,7 +171,7 @@ for step in range(10):
 """
 
 
-@pytest.mark.parametrize("loader, accum", [("loader", 1), ("loader", 3), ("none", 1)])
+@pytest.mark.parametrize("loader, accum", [("loader", 1), ("loader", 3), ("none", 1), ("none", 3)])
 def test_a_teachers_no_grad_forward_inside_the_step_is_not_an_evaluation(tmp_path, loader, accum):
     res, run_dir = run_script(tmp_path, TEACHER, loader, accum)
     assert res.returncode == 0, res.stderr.decode()
@@ -181,7 +181,55 @@ def test_a_teachers_no_grad_forward_inside_the_step_is_not_an_evaluation(tmp_pat
     assert [f for f in records(lines, "P") if not f[1].startswith("gpusleuth_")] == []  # no eval phase
     if loader == "loader":
         assert [r["fetches"] for r in rows] == [accum] * 10 and [r["samples"] for r in rows] == [4 * accum] * 10
+    else:  # no loader: the forward's input is the samples; every micro-batch's student forward counts (was 4 of 12)
+        assert [r["forward_samples"] for r in rows[1:]] == [4 * accum] * 9  # (the first: the job's first forward)
     check_contiguous(rows)
+
+
+EVAL_IN_MEMORY = """
+import sys, time, torch, torch.nn as nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+    def forward(self, x):
+        if not torch.is_grad_enabled():
+            time.sleep(0.01)          # an evaluation batch costs 10 ms: planted, to be found in the phase
+        return self.body(x)
+m = Net(); opt = torch.optim.SGD(m.parameters(), lr=1e-3)
+train, test = torch.randn(6, 4, 8), torch.randn(int(sys.argv[1]), 4, 8)   # tensors in memory, no DataLoader
+for epoch in range(3):
+    for x in train:
+        loss = (m(x) ** 2).mean(); opt.zero_grad(); loss.backward(); opt.step()
+    with torch.no_grad():
+        for x in test:                # no model.eval(), no loader: the evaluation is found by what it is
+            m(x)
+"""
+
+
+@pytest.mark.parametrize("batches", [1, 2, 5])
+def test_an_evaluation_over_tensors_in_memory_is_an_eval_phase(tmp_path, batches):
+    """Gradients off, no loader, no ``model.eval()``: a pass that calls the model on new inputs, two or more,
+    and feeds no optimizer step is an evaluation (written live from the third call). One call alone is a
+    prediction: kept out of the step's samples, its time left in the step (docs/step-model.md)."""
+    res, run_dir = run_script(tmp_path, EVAL_IN_MEMORY, batches)
+    assert res.returncode == 0, res.stderr.decode()
+    lines = main_events(run_dir)
+    rows = steps(lines)
+    assert len(rows) == 18
+    check_contiguous(rows)
+    assert [r["forward_samples"] for r in rows[1:]] == [4] * 17
+    evals = [f for f in records(lines, "P") if f[1] == "eval"]
+    if batches == 1:
+        assert evals == [] and step_model(lines).get("eval_no_grad", 0) == 0
+        return
+    assert [f[4] for f in evals] == ["no_grad"] * 3 and step_model(lines).get("eval_no_grad") == 3
+    for f in evals:  # each spans its planted 10 ms per batch, up to its last batch's start
+        assert int(f[3]) - int(f[2]) >= (batches - 1) * 10e6
+    # the steps carved around it keep none of it: the epoch's first step is as short as the others
+    durations = sorted(r["end_ns"] - r["start_ns"] - sum(
+        max(0, min(int(f[3]), r["end_ns"]) - max(int(f[2]), r["start_ns"])) for f in evals) for r in rows[1:])
+    assert durations[-1] < 10e6, durations
 
 
 DIRECT_FORWARD = """

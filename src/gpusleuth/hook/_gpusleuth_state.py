@@ -112,6 +112,51 @@ def _alive(ref):
     return ref.__class__ is not weakref.ref or ref() is not None
 
 
+EVAL_ROOT_CALLS = 3  # a pass with gradients off that calls its model this often on new inputs is an evaluation
+PASS_INPUTS_KEPT = 4  # the root calls' inputs remembered (weakly) to tell a teacher's forward by its input
+
+
+class _NoGradPass:
+    """A pass with gradients off after a training step: an evaluation without ``model.eval()``, or a teacher's
+    forward inside the step, told apart by what follows (``Recorder._ng_fetch``, ``Recorder._ng_close``).
+
+    ``root`` is the first module it called (the model: a module's pre-hook fires before its children's);
+    ``calls`` counts the root's calls and ``inputs`` keeps the first few inputs it took. An evaluation is
+    confirmed by a fetch (``by_loader``) or by ``EVAL_ROOT_CALLS`` calls of its model on new inputs with no
+    training forward between (an evaluation over tensors in memory, no DataLoader)."""
+
+    __slots__ = ("start", "tok", "snap", "fetch_t0", "book", "inputs", "last_t", "root", "calls", "by_loader")
+
+    def __init__(self, start, snap, book, module, x, t):
+        self.start = start  # where an evaluation would begin (the step boundary, or its first forward)
+        self.tok = None  # the eval phase's token once confirmed
+        self.snap = snap  # (steps, step start, counters) at the start: rolled back to when the phase ends
+        self.fetch_t0 = 0  # the start of the last fetch inside the pass (0: none since its last forward)
+        self.book = book  # its first forward's record, the step's own if it turns out a teacher's
+        self.inputs = [_weak(x)]
+        self.last_t = t  # the last module call inside it
+        self.root = _weak(module)
+        self.calls = 1
+        self.by_loader = False
+
+    def root_call(self, module, args, t):
+        """Another module call with gradients off: a call of the pass's model on a new input counts (the
+        input kept while there is room)."""
+        self.last_t = t
+        if self.root() is not module:
+            return
+        x = next((a for a in args if getattr(a, "shape", None) is not None), None)
+        if self.fed(x):
+            return  # the same batch again (several heads, a second look): not another one
+        self.calls += 1
+        if len(self.inputs) < PASS_INPUTS_KEPT:
+            self.inputs.append(_weak(x))
+
+    def fed(self, x):
+        """The training forward's input ``x`` was one this pass's model took: a teacher's forward, the step's own."""
+        return x is not None and any(x is r() for r in self.inputs)
+
+
 class Recorder:
     """All per-process recording state. One instance, ``R``; reset in a forked child."""
 
@@ -176,7 +221,7 @@ class Recorder:
         self.prev_in = None  # weakref to the previous step's first forward input
         # phases
         self.open_phases = []
-        self.ng = None  # a pass with gradients off after a step: [start, phase token once confirmed, snap, fetch t0]
+        self.ng = None  # a pass with gradients off after a step (_NoGradPass)
         self.auto_eval = None
         self.eval_mod = None
         self.trained = None  # WeakSet of modules put in training by an outermost .train(True)
@@ -691,11 +736,14 @@ class Recorder:
             ng = self.ng
             if ng is not None:
                 if not grad:
-                    if ng[1] is not None:
-                        self.dev.disarm()  # a confirmed evaluation: its next fetch arms again
-                        ng[3] = 0  # that fetch was the evaluation's
-                    else:
-                        ng[6] = _now()  # not confirmed yet: armed until a fetch, or a forward that trains
+                    if ng.by_loader:
+                        self.dev.disarm()  # an evaluation reading a loader: its next fetch arms again
+                        ng.fetch_t0 = 0  # that fetch was the evaluation's
+                        return None
+                    # armed until a fetch or a forward that trains; enough calls of its model: an evaluation
+                    ng.root_call(module, args, _now())
+                    if ng.tok is None and ng.calls >= EVAL_ROOT_CALLS:
+                        self._ng_confirm()
                     return None
                 self._ng_close(_now(), forward_args=args)
                 if self.c[GAP] >= 0:  # the no-grad forward was this step's own (a teacher's): counted already
@@ -704,9 +752,14 @@ class Recorder:
             nb = self.nb
             if any(p[3][0] == nb for p in self.open_phases):
                 return None  # an eval/checkpoint between steps: its forwards are not the next step's
+            c = self.c
+            if not grad and c[GAP] >= 0 and self.gap_t0 is not None:
+                # a forward with gradients off inside the step (a teacher's, before each micro-batch of a loop
+                # without a DataLoader): not a micro-batch, and its input is not the step's; stay armed for the
+                # forward that trains next (distillation with accumulation counted its first micro-batch only)
+                return None
             t = _now()
             self.dev.disarm()
-            c = self.c
             x = next((a for a in args if getattr(a, "shape", None) is not None), None)
             had = self.prev_in is not None  # a dead reference still says: the previous input is gone, this one is new
             prev = self.prev_in() if had else None
@@ -716,9 +769,8 @@ class Recorder:
                 # teacher's forward inside the step — told apart by what follows (see _ng_fetch, _ng_close). Its
                 # input is not the step's until that is known: its first-forward record is kept aside
                 book = self._first_input(c, module, args, t, x, had, prev)
-                self.ng = [self.cur_start if c[FETCHES] else t, None,
-                           (nb, self.cur_start, _counters() if c[FETCHES] else list(c)), 0, book,
-                           _weak(x), t]
+                self.ng = _NoGradPass(self.cur_start if c[FETCHES] else t,
+                                      (nb, self.cur_start, _counters() if c[FETCHES] else list(c)), book, module, x, t)
                 self._arm()
                 return None
             try:
@@ -757,52 +809,68 @@ class Recorder:
         (the first such fetch confirms it as an ``eval`` phase from the pass's start). The counters start
         afresh with this fetch: if a forward that trains comes next, the fetch was that step's."""
         ng = self.ng
-        if ng[1] is None:
-            start = ng[0]
-            tok = ["eval", start, "no_grad", ng[2]]
-            self.open_phases.append(tok)
-            self.out.buf.append("B\teval\t%d\tno_grad\n" % start)
-            ng[1] = tok
-            self._count("eval_no_grad")
-        ng[3] = t0
+        if ng.tok is None:
+            self._ng_confirm()
+        ng.by_loader = True
+        ng.fetch_t0 = t0
         self.c = _counters()
         self._arm()
+
+    def _ng_confirm(self):
+        """The open pass is an evaluation: its ``eval`` phase begins at the pass's start (written now, so that
+        the live view and the stall watch know the phase while it runs)."""
+        ng = self.ng
+        tok = ["eval", ng.start, "no_grad", ng.snap]
+        self.open_phases.append(tok)
+        self.out.buf.append("B\teval\t%d\tno_grad\n" % ng.start)
+        ng.tok = tok
+        self._count("eval_no_grad")
 
     def _ng_close(self, t, forward_args=None):
         """The pass with gradients off is over: a forward that trains (``forward_args``: its arguments), an
         optimizer step, a phase, the exit.
 
-        Not confirmed by a fetch, it was no evaluation. A training forward on the same input is a teacher's
-        and student's pair: the no-grad forward was the step's first (its record is written). Otherwise the
-        pass fed no optimizer step (a prediction between updates, a monitor): its record is dropped, the gap
-        before the step's first training forward restarts after its last module call, and the hook stays
-        armed for that forward — inside ``optimizer.step(closure)`` for LBFGS (time_sequence_prediction's
-        3-row test prediction was read as 3 more training samples a step).
+        Not confirmed, a training forward on an input the pass's model took makes it a teacher's and student's
+        pair: the no-grad forward was the step's first (its record is written). A pass that called its model
+        on two new inputs and fed no optimizer step is an evaluation after all: its ``eval`` phase ends at its
+        last module call. Otherwise (one call, feeding no optimizer step: a prediction between updates, a
+        monitor) its record is dropped, the gap before the step's first training forward restarts after its
+        last module call, and the hook stays armed for that forward — inside ``optimizer.step(closure)`` for
+        LBFGS (time_sequence_prediction's 3-row test prediction was read as 3 more training samples a step).
 
         Confirmed, its ``eval`` phase ends — where the fetch that fed the training forward began, if one did
-        (that fetch's counters are kept as the new step's), else now (the evaluation's counters are rolled
-        back)."""
+        (that fetch's counters are kept as the new step's), else at its last module call (an evaluation over
+        tensors in memory), else now (the evaluation's counters are rolled back)."""
         ng, self.ng = self.ng, None
-        tok = ng[1]
-        if tok is None:
-            x = next((a for a in forward_args if getattr(a, "shape", None) is not None), None) if forward_args \
-                else None
-            if x is not None and x is ng[5]():
-                self._record_first(self.c, ng[4])
+        x = next((a for a in forward_args if getattr(a, "shape", None) is not None), None) if forward_args \
+            else None
+        if ng.tok is None:
+            if ng.fed(x):
+                self._record_first(self.c, ng.book)
                 try:
                     self.prev_in = weakref.ref(x)
                 except TypeError:
                     self.prev_in = None
+                return
+            if ng.calls >= 2:
+                self.ng = ng
+                self._ng_confirm()
+                self.ng = None
             elif self.gap_t0 is not None:
-                self.gap_t0 = max(self.gap_t0, ng[6])
-            return
+                self.gap_t0 = max(self.gap_t0, ng.last_t)
+                return
+            else:
+                return
+        tok = ng.tok
         if tok not in self.open_phases:
             return
-        if forward_args is not None and ng[3]:
+        if forward_args is not None and ng.fetch_t0:
             keep = self.c
-            self.phase_end(tok, ng[3])
+            self.phase_end(tok, ng.fetch_t0)
             self.c = keep
-            self.gap_t0 = ng[3]
+            self.gap_t0 = ng.fetch_t0
+        elif not ng.by_loader:
+            self.phase_end(tok, ng.last_t)  # over tensors in memory: it ends with its last module call
         else:
             self.phase_end(tok, t)
 
