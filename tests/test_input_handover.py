@@ -62,3 +62,27 @@ def test_latency_prediction_leaves_the_hand_over_in_the_step():
     gain = lambda s: 1 - 1 / s  # noqa: E731
     assert f.estimated_gain is not None
     assert abs(gain(f.estimated_gain.speedup) - gain(measured)) <= 0.05, (f.estimated_gain.speedup, measured)
+
+
+def test_workers_serving_data_in_memory_are_a_hand_over_and_num_workers_0_is_the_fix():
+    """A TensorDataset served by 2 workers (scenarios/in_memory_workers.py): the workers read nothing (0 B from
+    storage, a few hundred bytes of indices a batch), yet the training thread waits for each batch's hand-over —
+    read as "waits on storage / latency" before /proc/PID/io was read. The fix applied (num_workers=0, the
+    script's own clock) gained more than the floor predicted."""
+    f = _input_finding("in_memory_two_workers")
+    assert f.cause == "input.handover", (f.cause, f.title)
+    assert "storage" not in f.title and "in memory" in f.summary
+    assert f.fix.startswith("DataLoader(..., num_workers=0)")
+    ev = {e.name: e.value for e in f.evidence}
+    assert ev["read by the loading workers during the steps"] < 1.0  # KiB a step from storage
+    measured = (_samples_per_s(RUNS / "in_memory_two_workers" / "fixed_truth.json")
+                / _samples_per_s(RUNS / "in_memory_two_workers" / "truth.json"))
+    assert f.estimated_gain is not None and 1.0 < f.estimated_gain.speedup <= measured, (f.estimated_gain, measured)
+
+
+def test_a_loader_that_read_nothing_from_storage_is_not_said_to_wait_on_it():
+    """One worker sleeping 15 ms a read (the planted latency of scenarios/io_workers.py): latency, and the run's
+    /proc/PID/io shows no storage read — the title no longer says storage, nor the fix faster storage."""
+    f = _input_finding("one_worker")
+    assert f.cause == "input.io" and "storage" not in f.title.split(",")[0].replace("not CPU or storage", "")
+    assert "caching/SSD" not in f.fix and "faster storage or a local copy would not help" in f.fix

@@ -285,6 +285,12 @@ class HostSummary:
     # job removes.
     job_cores_steps: float | None = None
     foreign_cores_steps: float | None = None
+    # What the loading processes (the DataLoader workers; the main process when there are none) read during the
+    # steps, from /proc/PID/io: bytes brought from storage (read_bytes: page-cache hits not counted), and bytes
+    # their read calls returned from anything — files, the page cache, sockets, pipes (rchar). A loader that
+    # read almost nothing waited on no storage and no network: its data was in memory.
+    loader_read_bytes: float | None = None
+    loader_read_chars: float | None = None
 
     @property
     def main_cpu_attained(self) -> float | None:
@@ -407,6 +413,7 @@ def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
             procs = procs.filter(in_window)
     worker_means: list[float] = []
     worker_demands: list[float] = []
+    reads: dict[str, dict[str, list[float]]] = {"dataloader_worker": {}, "main": {}}  # role → column → per-pid deltas
     main_demand: tuple[float, float] | None = None
     main_mean = None
     main_runnable: float | None = None
@@ -426,6 +433,12 @@ def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
                 rss_max_bytes=float(np.nanmax(rss)) if np.isfinite(rss).any() else None,
             )
             processes.append(summary)
+            if role in reads:
+                for column in ("read_bytes", "read_chars"):
+                    if column in p:
+                        got = _counter_delta(p[column])
+                        if got is not None:
+                            reads[role].setdefault(column, []).append(got)
             demand = cpu_demand(p)
             if role == "dataloader_worker" and demand is not None:
                 worker_demands.append(demand[0])
@@ -452,6 +465,7 @@ def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
     busy = cpu_steps if window is not None else _dist(col("cpu_pct"))  # a server has no steps: its whole run
     if busy is not None and job_cores is not None and cores:
         foreign = max(busy["mean"] / 100 * cores - job_cores, 0.0)
+    loading = reads["dataloader_worker"] if any(p.role == "dataloader_worker" for p in processes) else reads["main"]
     return HostSummary(
         samples=len(host),
         logical_cores=hw.get("logical_cores"),
@@ -477,4 +491,6 @@ def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
         cpu_pct_steps=cpu_steps,
         job_cores_steps=job_cores,
         foreign_cores_steps=foreign,
+        loader_read_bytes=sum(loading["read_bytes"]) if loading.get("read_bytes") else None,
+        loader_read_chars=sum(loading["read_chars"]) if loading.get("read_chars") else None,
     )

@@ -117,9 +117,10 @@ class _Proc:
         f.append(head.partition(b"(")[2])  # f[-1] = comm
         return f
 
-    def read_io(self) -> tuple[int | None, int | None]:
+    def read_io(self) -> tuple[int | None, int | None, int | None]:
+        """(read_bytes, write_bytes, rchar) from /proc/PID/io, cumulative; None where unreadable."""
         if self.io_fd is None:
-            return None, None
+            return None, None, None
         try:
             data = os.pread(self.io_fd, 4096, 0)
         except ProcessLookupError:
@@ -127,14 +128,16 @@ class _Proc:
         except OSError:  # EACCES after a setuid exec, for instance
             _close(self.io_fd)
             self.io_fd = None
-            return None, None
-        rd = wr = None
+            return None, None, None
+        rd = wr = rc = None
         for line in data.split(b"\n"):
             if line.startswith(b"read_bytes:"):
                 rd = int(line[11:])
             elif line.startswith(b"write_bytes:"):
                 wr = int(line[12:])
-        return rd, wr
+            elif line.startswith(b"rchar:"):
+                rc = int(line[6:])
+        return rd, wr, rc
 
     def read_sched(self) -> tuple[int | None, int | None]:
         """(ns its main thread ran, ns it waited runnable for a CPU), cumulative; (None, None) unreadable."""
@@ -252,7 +255,7 @@ class ProcessTreeSampler:
                 state = f[0]
                 if state in (b"Z", b"X"):
                     raise _Gone
-                rd, wr = p.read_io()
+                rd, wr, rc = p.read_io()
                 ran, delay = p.read_sched()
             except (_Gone, IndexError, ValueError):
                 gone.append(pid)
@@ -266,7 +269,7 @@ class ProcessTreeSampler:
             row.update(t_ns=t_ns, pid=pid, ppid=int(f[1]), name=f[-1].decode(errors="replace"),
                        rss_bytes=int(f[21]) * _PAGE, num_threads=int(f[17]),
                        status=_STATUS.get(state, state.decode(errors="replace")),
-                       read_bytes=rd, write_bytes=wr, start_ns=p.start_ns, nspid=p.nspid,
+                       read_bytes=rd, write_bytes=wr, read_chars=rc, start_ns=p.start_ns, nspid=p.nspid,
                        thread_cpu_ns=ran, run_delay_ns=delay)
             rows.append(row)
         for pid in gone:
@@ -298,6 +301,7 @@ class ProcessTreeSampler:
                     try:
                         io = pr.io_counters()
                         row["read_bytes"], row["write_bytes"] = io.read_bytes, io.write_bytes
+                        row["read_chars"] = getattr(io, "read_chars", None)  # Linux only
                     except (psutil.Error, AttributeError):
                         pass
                 rows.append(row)

@@ -97,13 +97,15 @@ PROCS_SCHEMA = pa.schema(
         ("rss_bytes", pa.int64()),
         ("num_threads", pa.int32()),
         ("status", pa.string()),
-        ("read_bytes", pa.int64()),
+        ("read_bytes", pa.int64()),  # /proc/PID/io: bytes its reads brought from storage (page-cache hits not)
         ("write_bytes", pa.int64()),
         ("start_ns", pa.int64()),
         ("nspid", pa.int64()),  # PID in the process's own (container) namespace, when it differs
         # its main thread's /proc/PID/schedstat, cumulative ns: time on a CPU, time runnable waiting for one
         ("thread_cpu_ns", pa.int64()),
         ("run_delay_ns", pa.int64()),
+        # /proc/PID/io rchar: bytes its read calls returned from anything (files, the page cache, sockets, pipes)
+        ("read_chars", pa.int64()),
     ]
 )
 
@@ -114,7 +116,8 @@ SCHEMAS = {"gpu": GPU_SCHEMA, "gpu_procs": GPU_PROCS_SCHEMA, "host": HOST_SCHEMA
 ADDED_LATER: dict[str, frozenset[str]] = {
     "gpu": frozenset({"throttle_thermal_policy_ns"}),  # 2026-11-25
     "procs": frozenset({"nspid",  # 2026-11-25
-                        "thread_cpu_ns", "run_delay_ns"}),  # 2026-11-26
+                        "thread_cpu_ns", "run_delay_ns",  # 2026-11-26
+                        "read_chars"}),  # 2026-11-28
 }
 
 

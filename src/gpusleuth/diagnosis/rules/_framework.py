@@ -44,6 +44,16 @@ def loader_fix(facts: Facts, workers: int, *, prefetch: bool = True, loader: dic
     return "DataLoader(..., " + ", ".join(f"{n}={v}" for n, v in todo) + ")" + where
 
 
+def inline_loading_fix(facts: Facts) -> str:
+    """``num_workers=0`` where this framework sets it (and nothing else: ``persistent_workers`` or
+    ``prefetch_factor`` with no workers is an error in PyTorch's DataLoader)."""
+    fw = framework(facts)
+    if fw == "transformers":
+        return "TrainingArguments(..., dataloader_num_workers=0)"
+    where = " in your LightningModule/LightningDataModule's train_dataloader()" if fw == "lightning" else ""
+    return "DataLoader(..., num_workers=0)" + where
+
+
 def eval_fix(facts: Facts, every: str, k: int, steps_between: float | None) -> str:
     fw = framework(facts)
     n = f"{steps_between * k:.0f}" if steps_between else f"{k}× your current interval"

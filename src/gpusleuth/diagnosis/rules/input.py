@@ -21,7 +21,7 @@ from gpusleuth.diagnosis.rules._common import (COPY_SHARE, copy_bound_speaks, de
                                                gain_from_seconds, host_cpu_p50, no_device_trace, no_steps,
                                                run_seconds, step_idle)
 from gpusleuth.diagnosis.rules._scope import per_rank, rank_trace
-from gpusleuth.diagnosis.rules._framework import loader_fix
+from gpusleuth.diagnosis.rules._framework import inline_loading_fix, loader_fix
 
 # Without a DataLoader the input wait is the pre-forward gap (docs/run-format.md, steps.wait_source): the
 # fix is to take batch creation off the training thread, which a DataLoader over the same code does.
@@ -47,6 +47,11 @@ BUSY_STARVED = 0.10  # on a saturated host, a loading thread with this much CPU 
 # tensors; `torch.multiprocessing.set_sharing_strategy("file_system")` took it to ~0.8 ms).
 HANDOVER = 0.5
 WORKERS_WANT = 0.5  # loader workers running or runnable this share of the time: CPU work, starved or not
+# The loading processes read less than this from storage a step (/proc/PID/io read_bytes): storage is not
+# what they wait on. And less than this through any read call (rchar: files, page cache, sockets, pipes — the
+# workers' index queue is a few hundred bytes a batch): the data is in memory, nothing is read at all.
+NO_STORAGE_BYTES = 4096
+IN_MEMORY_CHARS = 16 * 1024
 
 
 def _wait_cpu_demand(demand: float | None, share: float) -> float | None:
@@ -231,6 +236,23 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
             kind = "input.handover"  # the workers keep up; the training thread's own receiving is the wait
         n = workers or (host.workers if host else 0) or 1
         prep_cpu_per_step = (worker_cpu or 0.0) / 100.0 * n * step_mean
+    # --- did the loading read anything? (/proc/PID/io of the loading processes over the steps) ---
+    read_bytes = host.loader_read_bytes if host else None
+    read_chars = host.loader_read_chars if host else None
+    no_storage = read_bytes is not None and read_bytes / max(s.steps, 1) < NO_STORAGE_BYTES
+    in_memory = no_storage and read_chars is not None and read_chars / max(s.steps, 1) < IN_MEMORY_CHARS
+    if read_bytes is not None:
+        evidence.append(Evidence(
+            f"read by the loading {'workers' if workers else 'process'} during the steps",
+            round(read_bytes / max(s.steps, 1) / 1024, 1),
+            "KiB a step from storage" + (f", {read_chars / max(s.steps, 1) / 1024:.1f} KiB through any read call"
+                                         if read_chars is not None else ""),
+            "/proc/PID/io (read_bytes, rchar)"))
+    if workers and kind == "input.io" and in_memory:
+        # idle workers that read nothing wait on nothing: the data set is in memory, and what the training
+        # thread waits for is each batch's hand-over from a worker process (field case: a TensorDataset with 2
+        # workers read "waits on storage" at 34-48 % of the wait on a CPU, just under HANDOVER)
+        kind = "input.handover"
     if host and host.iowait_pct:
         evidence.append(Evidence("host iowait (mean)", round(host.iowait_pct["mean"], 1), "%", "host sampler"))
 
@@ -313,6 +335,27 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
             f"training thread was on a CPU for {busy_ratio:.0%} of that wait, receiving each batch from a worker "
             "— more workers would not shorten it."
         )
+        if in_memory:
+            # the data is in memory: a batch costs the training thread its indexing and collation — the workers'
+            # CPU a batch less their side of the hand-over (pickling it into shared memory), taken to be as
+            # large as the training thread's side (receiving it), which its clock measured. A floor on the gain:
+            # on a small host the workers' CPU also slowed the training thread's compute, and that comes back
+            # too (scenarios/in_memory_workers.py, 2 cores: ×1.2-1.4 predicted, ×2-4 measured)
+            n = workers or (host.workers if host else 0) or 1
+            inline = max((worker_cpu or 0.0) / 100.0 * n * step_mean - handover_mean, 0.0)
+            per_step_after = compute_mean + inline
+            method = (f"loading in the training thread (num_workers=0) instead of receiving from workers: step ≈ "
+                      f"compute {compute_mean * 1e3:.1f} ms + the loading {inline * 1e3:.2f} ms (the workers' CPU a "
+                      f"batch, {(worker_cpu or 0.0) / 100.0 * n * step_mean * 1e3:.2f} ms, less their side of the "
+                      "hand-over) — a floor: the compute the workers' CPU slowed is not counted back")
+            fix_lines = [
+                inline_loading_fix(facts) + ": the data set is in memory, so a batch is an index and a "
+                "collate — cheaper in the training thread than received from a worker process.",
+                "Or keep the workers and make each hand-over cheaper: "
+                "`torch.multiprocessing.set_sharing_strategy(\"file_system\")`, fewer, larger tensors per batch.",
+            ]
+            summary += (" Its workers read nothing (the data set is in memory): they add a hand-over per batch "
+                        "and save no work.")
     else:
         still_loader_bound = False
         # Each batch keeps a worker busy (waiting) for its latency: with no workers that is the whole wait;
@@ -338,6 +381,15 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
             f"The training loop waited on {what} for {share:.0%} of step time while the loading "
             "used little CPU: it is waiting on I/O or latency."
         )
+        if no_storage:
+            # nothing came from storage: the page cache or memory served the reads, so faster storage or a
+            # local copy would change nothing; what remains is latency (a remote store, a service, a lock, a sleep)
+            title = "Input-bound: the loader waits on latency, not CPU or storage"
+            fix_lines[1] = ("Workers mostly wait, so more of them (beyond the core count) hide latency. Nothing "
+                            "was read from storage during the steps, so faster storage or a local copy would not "
+                            "help: look for what the loading waits on (a remote store or service, a lock, a sleep).")
+            summary = (f"The training loop waited on {what} for {share:.0%} of step time while the loading used "
+                       "little CPU and read nothing from storage: it is waiting on latency.")
     if loader is None and fix_lines:
         fix_lines[0] = NO_LOADER_FIX.format(loader=loader_fix(facts, new_workers).split(" in your")[0])
     spike_mean = s.data_wait_spike_s / n_steps
