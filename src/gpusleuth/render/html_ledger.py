@@ -11,7 +11,8 @@ from typing import Any
 
 from gpusleuth.render import html_figures as F
 from gpusleuth.render.fleet_console import _usd
-from gpusleuth.render.html import Page, document, e, table, tile
+from gpusleuth.render.html import document, e, table, tile
+from gpusleuth.render.html_page import Page
 from gpusleuth.render.ledger_console import sizing_text
 
 CLASS_COLORS = {"productive": "#2ca02c", "low_activity": "#ff7f0e", "allocated_idle": "#d62728",

@@ -24,7 +24,7 @@ TOKEN_ENV = "GPUSLEUTH_PROMETHEUS_TOKEN"  # a bearer token
 BASIC_ENV = "GPUSLEUTH_PROMETHEUS_BASIC_AUTH"  # "user:password"
 
 
-class Series(msgspec.Struct):
+class PromSeries(msgspec.Struct):
     """One series of a range query: its labels and its points, left as raw JSON until ``points``."""
 
     metric: dict[str, str]
@@ -42,7 +42,7 @@ class Series(msgspec.Struct):
 
 class _Data(msgspec.Struct):
     resultType: str = ""
-    result: list[Series] = []
+    result: list[PromSeries] = []
 
 
 class _Envelope(msgspec.Struct):
@@ -138,7 +138,7 @@ class PrometheusClient:
         self.close()
 
     # --- the API calls we use -------------------------------------------------------------------------
-    def query_range(self, query: str, start_s: float, end_s: float, step_s: float) -> list[Series]:
+    def query_range(self, query: str, start_s: float, end_s: float, step_s: float) -> list[PromSeries]:
         data = self._call("/api/v1/query_range",
                           {"query": query, "start": _num(start_s), "end": _num(end_s), "step": _num(step_s)},
                           shape=_RangeEnvelope)

@@ -35,7 +35,7 @@ import numpy as np
 from gpusleuth.errors import InputError
 from gpusleuth.run.fleet_usage import COLUMN_DTYPE, SAMPLE_COLUMNS, FleetWindow, GpuSeries, Owner, PodRequest
 from gpusleuth.sources.fleet_cache import FleetCache
-from gpusleuth.sources.prom_client import PrometheusClient, Series, TooManySamples
+from gpusleuth.sources.prom_client import PrometheusClient, PromSeries, TooManySamples
 
 # sample column → dcgm-exporter's default counter name (etc/default-counters.csv)
 DCGM_METRICS = {
@@ -361,7 +361,7 @@ class PrometheusFleet:
         return bool(rows)
 
     # --- queries, split when the server says they are too big -------------------------------------------
-    def _range(self, expr: str, start: int, end: int) -> list[Series]:
+    def _range(self, expr: str, start: int, end: int) -> list[PromSeries]:
         try:
             with self._count:
                 self.queries += 1

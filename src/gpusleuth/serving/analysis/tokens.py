@@ -1,6 +1,6 @@
 """Per-level streaming numbers of an LLM load (TTFT, inter-token gaps, TPOT, tokens/s) and SLO goodput.
 
-Why its own module: ``analysis/load.py`` reads what every HTTP load has (answers, latency, the knee); what
+Why its own module: ``serving/analysis/load.py`` reads what every HTTP load has (answers, latency, the knee); what
 only an OpenAI-compatible load has — token event times, token counts, budgets per request — is read here,
 from the same rows, once, into typed objects the report shows as they are.
 
@@ -103,7 +103,7 @@ def level_tokens(ld: dict[str, np.ndarray], m: np.ndarray, ok: np.ndarray, span_
 def request_verdicts(ld: dict[str, np.ndarray], ok: np.ndarray,
                      slo: dict[str, float]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Each answered request (``ok``'s rows, in order) against the SLO: (meets every budget, {budget: over
-    it}) — the one verdict the level's attainment and the explanation of each miss (analysis/slo_miss.py)
+    it}) — the one verdict the level's attainment and the explanation of each miss (serving/analysis/slo_miss.py)
     both read."""
     start, end = ld["start_ns"][ok].astype(np.int64), ld["end_ns"][ok].astype(np.int64)
     first = ld["first_token_ns"][ok].astype(np.int64)

@@ -1,7 +1,7 @@
 """When an open-loop level's requests are due: ``arrival_offsets`` — constant, Poisson or gamma gaps
 (``--arrivals``; gamma's ``cv`` is the spread of the gaps: 1 is Poisson, more is burstier), drawn from the
 generator's seeded ``numpy`` generator so a run can be repeated. The schedule alone, apart from the generator
-that keeps it (``recorder/loadgen.py``), so it can be read and tested as arithmetic.
+that keeps it (``serving/recorder/loadgen.py``), so it can be read and tested as arithmetic.
 """
 
 from __future__ import annotations

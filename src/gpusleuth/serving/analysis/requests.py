@@ -13,138 +13,31 @@ more than a fast one — the share of the server's time, which is what a fix rec
 share of **latency** (queue + service) over the requests whose queue was measured. Requests without a
 model forward (health checks, static files) are counted apart and left out of the shares.
 
-A batching server's requests run no forward of their own: ``analysis.batching`` joins them with the forwards
+A batching server's requests run no forward of their own: ``serving.analysis.batching`` joins them with the forwards
 its batcher ran for them, and they count here with a fourth part, ``wait`` (its hand-off to the batcher →
 its batch's forward); ``batching`` says how big the batches were and what was left unattributed
-(``analysis/batch_stats.py``). Under ``gpusleuth load``, ``split_by_levels`` cuts the same numbers per level and
-adds the client's latency against the server's (``analysis/outside_server.py``).
+(``serving/analysis/batch_stats.py``). Under ``gpusleuth load``, ``split_by_levels`` cuts the same numbers per level and
+adds the client's latency against the server's (``serving/analysis/outside_server.py``).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from gpusleuth.analysis import intervals as iv
-from gpusleuth.analysis.batch_stats import (BatchStats, LevelMark, batch_rows, batch_size_stats, batch_stats,
-                                            unattributed_note)
-from gpusleuth.analysis.batching import BatchJoin, join_batches
-from gpusleuth.analysis.capacity import Capacity
-from gpusleuth.analysis.load import LoadLevel
-from gpusleuth.analysis.outside_server import fill_outside
-from gpusleuth.analysis.slo_miss import MissLevel
+from gpusleuth.serving.analysis.batch_stats import (LevelMark, batch_rows, batch_size_stats, batch_stats,
+                                                    unattributed_note)
+from gpusleuth.serving.analysis.batching import BatchJoin, join_batches
+from gpusleuth.serving.analysis.load import LoadLevel
+from gpusleuth.serving.analysis.outside_server import fill_outside
+from gpusleuth.serving.analysis.request_model import RequestAnalysis, RequestLevel, StageStats
 from gpusleuth.run.model import Run, Table
-from gpusleuth.run.request_ids import request_keys
+from gpusleuth.serving.run.request_ids import request_keys
 
 PARTS = ("pre", "wait", "infer", "post")  # wait: for a batch (batching servers; 0 elsewhere)
-PEGGED_CORES = 0.8  # a server process averaging this much of one core or more is CPU-bound on its GIL
-
-
-@dataclass
-class StageStats:
-    """A named stage (``gpusleuth.stage``) or one of queue/pre/infer/post, over the requests."""
-
-    name: str
-    share: float  # of service time (queue: of latency)
-    total_s: float
-    p50_ms: float
-    p95_ms: float
-    requests: int  # requests that had it
-
-
-@dataclass
-class RequestLevel:
-    """The requests the server finished inside one load level's window (``gpusleuth load``)."""
-
-    level: int
-    concurrency: int
-    rate: float
-    requests: int
-    shares: dict[str, float]  # pre / infer / post of service time, queue of latency
-    p95_ms: float | None  # latency (queue + service) p95 inside the server
-    queue_p95_share: float | None  # queue's share of the slowest 5 % requests' latency
-    rps: float  # requests finished per second of the window
-    server_cores: float | None  # the server process's mean CPU, in cores
-    gpu_busy: float | None  # mean accelerator utilization, 0..1
-    # a batching server: forwards outside any request that started in the level, and the requests each served
-    batch_forwards: int = 0
-    batch_size_p50: float | None = None
-    batch_size_p90: float | None = None
-    batch_size_max: int | None = None
-    batch_sizes: dict[str, int] = field(default_factory=dict)  # requests per forward → forwards
-    # the level's batched requests: their wait before the batcher took the work / after (collecting more)
-    batch_queued_share: float | None = None
-    batch_collect_share: float | None = None
-    # the client's side (`gpusleuth load`'s answers of the level) against the server's: what passed outside the
-    # server's request handling — the network, the listen backlog, connection handling before the server
-    # started the request, the response's trip back
-    client_p50_ms: float | None = None
-    server_p50_ms: float | None = None  # queue (when measured) + service
-    outside_p50_ms: float | None = None  # per request when the two join on X-Request-Id, else client − server p50
-    outside_share: float | None = None  # of the client's latency: the median request's share
-    outside_joined: int = 0  # requests joined on X-Request-Id (0: compared by level)
-
-
-@dataclass
-class RequestAnalysis:
-    count: int  # requests with at least one model forward
-    no_forward: int  # requests without one (left out of the shares)
-    kinds: dict[str, int]  # http.server / wsgi / asgi → requests
-    pids: list[int]  # the server processes
-    span_s: float  # first request's start → last one's end
-    busy_s: float  # time with at least one request in the server
-    service_s: float  # sum of the requests' service times
-    rps: float  # requests per second of the span
-    in_flight: float  # mean requests in the server while busy (service_s / busy_s)
-    shares: dict[str, float]  # pre / infer / post of service time; queue of latency (when measured)
-    parts: dict[str, StageStats]  # queue / pre / infer / post
-    stages: list[StageStats]  # named stages, largest first
-    queue_measured: int  # requests whose queue was measured
-    queue_p95_share: float | None  # queue's share of the latency of the slowest 5 % of requests
-    latency_p50_ms: float
-    latency_p95_ms: float
-    forwards_per_request: float
-    batch_p50: float | None  # rows of a request's first forward input (None: not a tensor)
-    server_cores: float | None  # the server's mean CPU over the span, in cores (None: no samples)
-    server_cores_p90: float | None
-    logical_cores: int | None
-    gpu_busy: float | None  # mean accelerator utilization during the requests, 0..1 (None: no GPU)
-    gpu_mem_share: float | None  # peak device memory used / total during the requests
-    # pre / infer / post of the requests no other request overlapped: what a request costs with nothing to
-    # wait for (no lock, no GIL held by another request's work) — the floor the loaded shares are read against
-    alone_requests: int = 0
-    alone_shares: dict[str, float] = field(default_factory=dict)
-    levels: list[RequestLevel] = field(default_factory=list)  # filled when load levels exist
-    batching: BatchStats | None = None  # a batching server (forwards outside the requests), else None
-    note: str | None = None  # one sentence when requests could not be attributed to the model's forwards
-    misses: list[MissLevel] = field(default_factory=list)  # per level with SLO misses
-    capacity: Capacity | None = None  # under `gpusleuth load` with two levels or more
-    # the rows behind the numbers, to split by load level without going back to the Run
-    _rows: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
-    _batches: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # forwards outside requests
-
-    @property
-    def cpu_pegged(self) -> bool | None:
-        return None if self.server_cores is None else self.server_cores >= PEGGED_CORES
-
-    def to_dict(self) -> dict[str, Any]:
-        """The report's ``request_stages`` block (its rows stay behind: they are in requests.parquet)."""
-        from dataclasses import asdict, fields
-
-        out = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
-        out["parts"] = {k: asdict(v) for k, v in self.parts.items()}
-        out["stages"] = [asdict(s) for s in self.stages]
-        out["levels"] = [asdict(lv) for lv in self.levels]
-        out["batching"] = asdict(self.batching) if self.batching is not None else None
-        out["misses"] = [asdict(m) for m in self.misses]
-        out["capacity"] = asdict(self.capacity) if self.capacity is not None else None
-        out["cpu_pegged"] = self.cpu_pegged
-        return out
-
-
 def analyze_requests(run: Run) -> RequestAnalysis | None:
     r = _without_warmup(run)
     if not len(r) or "forwards" not in r:
@@ -382,7 +275,7 @@ def _gpu(run: Run, lo: int, hi: int) -> tuple[float | None, float | None]:
 
 
 def split_by_levels(ra: RequestAnalysis, run: Run, levels: list[LoadLevel]) -> list[RequestLevel]:
-    """The requests of each load level (``analysis.load.LoadLevel``: ``level``, ``concurrency``, ``rate``,
+    """The requests of each load level (``serving.analysis.load.LoadLevel``: ``level``, ``concurrency``, ``rate``,
     ``start_ns``, ``end_ns``), by the time each request started."""
     rows = ra._rows
     if not rows or not levels:

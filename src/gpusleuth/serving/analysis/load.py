@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from gpusleuth.analysis.load_tokens import SloLevel, TokenStats, level_slo, level_tokens
+from gpusleuth.serving.analysis.tokens import SloLevel, TokenStats, level_slo, level_tokens
 from gpusleuth.run.model import Run, Table
 
 WITHIN_BEST = 0.05  # a level within 5 % of the best throughput counts as reaching it

@@ -3,7 +3,7 @@
 An engine knows what no client or hook outside it can: how many sequences it runs and how many wait for a
 slot, how full its KV cache is, how often it preempted a sequence to make room, and its own histograms of
 time to first token, queueing, prefill and decode. ``gpusleuth load`` reads the endpoint while it loads
-(``recorder/engine_scrape.py`` keeps only the engines' lines, with the time of each scrape, in
+(``serving/recorder/engine_scrape.py`` keeps only the engines' lines, with the time of each scrape, in
 ``engine_metrics.jsonl``); this module parses each scrape with prometheus-client's parser and maps each
 engine's names onto one vocabulary:
 
@@ -31,14 +31,14 @@ captured under load in tests/fixtures/engine_metrics/llamacpp_live.metrics), whe
 prompt tokens it computed — those its prompt cache served are ``llamacpp:prompt_tokens_cached_total`` — and
 its counters grow when a request *ends* (tokens, seconds), its gauges are read between two decode steps.
 ``n_busy_slots_per_decode`` is a mean since start over ``n_decode_total`` steps: their product is the busy
-slots summed over steps, so two scrapes give the mean batch between them (analysis/engine.py).
+slots summed over steps, so two scrapes give the mean batch between them (serving/analysis/engine.py).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-from gpusleuth.run.engine_samples import EngineSample, Histogram
+from gpusleuth.serving.run.engine_samples import EngineSample, Histogram
 from gpusleuth.run.layout import ENGINE_METRICS_FILE
 
 ENGINE_PREFIXES = {"vllm:": "vllm", "sglang:": "sglang", "tgi_": "tgi", "llamacpp:": "llamacpp"}

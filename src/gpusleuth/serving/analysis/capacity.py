@@ -25,55 +25,12 @@ did not, would narrow it: the count is an upper bound by that step. Pure: reads 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpusleuth.analysis import intervals as iv
-from gpusleuth.analysis.load import LoadAnalysis
-
-if TYPE_CHECKING:  # requests.py holds the Capacity: importing it here at run time would be a cycle
-    from gpusleuth.analysis.requests import RequestAnalysis
-
-
-@dataclass
-class CapacityLevel:
-    level: int
-    concurrency: int
-    rate: float
-    rps: float  # answers per second
-    goodput_rps: float | None  # requests meeting the SLO per second (None without --slo)
-    tokens_per_s: float | None  # output tokens per second (an LLM load)
-    goodput_tokens_per_s: float | None
-    meets: bool | None  # met the latency target (SLO, else p95 budget); None: no target given
-    model_busy: float | None  # share of the level's span the model worked for someone (None: no forward seen)
-    waiting_p50_ms: float | None  # queue + batch/engine wait (p50) + time outside the server (p50)
-    latency_p50_ms: float | None  # the client's
-    pre_share: float | None  # of service time: work before the model (tokenization, preprocessing)
-    collect_share: float | None  # of service time: held by a batcher collecting more work (its wait window)
-    batch_p50: float | None  # requests per forward (a batching server or engine)
-
-
-@dataclass
-class Capacity:
-    levels: list[CapacityLevel]
-    target: str  # "the SLO", "the p95 budget", "throughput" (no latency target: the knee of throughput)
-    per_replica_level: int | None  # the level one replica served within the target (None: none did)
-    per_replica_concurrency: int | None  # closed loop: its concurrency
-    per_replica_rps: float | None  # its requests/s (goodput with an SLO)
-    per_replica_tokens_per_s: float | None
-    next_level: int | None  # the next heavier level, which missed the target: capacity lies between the two
-    offered_level: int  # the heaviest level
-    offered_concurrency: int | None  # closed loop
-    offered_rps: float | None  # open loop: the rate asked
-    replicas: int | None  # replicas needed for the heaviest level's load within the target
-    notes: list[str] = field(default_factory=list)
-    # is the heaviest level's one replica simply full? (see ``_saturation``)
-    saturated: bool = False
-    reference_level: int | None = None  # the lighter level (at most half the load) with the most throughput
-    waiting_growth_ms: float | None = None  # the heaviest level's waiting p50 − the lightest level's
-    held_by: str | None = None  # why it is not saturation although requests wait: "a batch window", "preprocessing"
+from gpusleuth.serving.analysis.load import LoadAnalysis
+from gpusleuth.serving.analysis.request_model import Capacity, CapacityLevel, RequestAnalysis
 
 
 def _busy(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> float | None:

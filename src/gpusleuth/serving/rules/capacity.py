@@ -2,13 +2,13 @@
 
 * ``prefill_behind_decode`` — a continuous-batching engine ran the other sequences' decode steps while a new
   prompt waited: the missed requests' time to first token is their wait behind those steps
-  (``analysis/slo_miss.py`` counts them from the forwards ``analysis/batching.py`` joined to each request);
+  (``serving/analysis/slo_miss.py`` counts them from the forwards ``serving/analysis/batching.py`` joined to each request);
 * ``too_few_replicas`` — one replica is full: throughput flat across levels while the wait grows, the model
-  working nearly all the time, nothing inside the server holding the requests (``analysis/capacity.py``),
+  working nearly all the time, nothing inside the server holding the requests (``serving/analysis/capacity.py``),
   with the arithmetic of the replicas needed.
 
 Rules here read ``facts.requests`` (``RequestAnalysis``) and ``facts.load`` only, like the one-part serving
-rules (``rules/serving_request_path.py``, ``rules/serving_batching.py``); kept apart so those stay short.
+rules (``serving/rules/request_path.py``, ``serving/rules/batching.py``); kept apart so those stay short.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def names_a_full_replica(ra: RequestAnalysis | None) -> bool:
 
 
 def too_few_replicas(facts: Facts) -> list[Finding] | Missing:
-    """Under `gpusleuth load -- CMD`: one replica is full (analysis/capacity.py) — throughput flat or falling
+    """Under `gpusleuth load -- CMD`: one replica is full (serving/analysis/capacity.py) — throughput flat or falling
     across levels while the requests' wait grew, the model working nearly all the time, nothing inside the
     server (a batch window, preprocessing) holding them — and the heavier load needs N replicas by the
     measured capacity of one within the SLO (or the p95 budget, or the knee of throughput)."""

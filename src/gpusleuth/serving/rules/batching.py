@@ -3,9 +3,9 @@
 engine whose continuous batch is full — requests waiting inside it for a slot, a KV cache that fills, sequences
 preempted (``engine_capacity``; issue 16, docs/serving.md "Batching servers" and "LLM servers").
 
-They read ``facts.requests`` (``RequestAnalysis`` with its ``BatchStats``: the forwards ``analysis/batching.py``
+They read ``facts.requests`` (``RequestAnalysis`` with its ``BatchStats``: the forwards ``serving/analysis/batching.py``
 joined to each request), ``facts.load`` and ``facts.engine`` (the engine's own /metrics per level). Gains are
-priced like the other serving rules (``rules/_serving_common.py``).
+priced like the other serving rules (``serving/rules/_common.py``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import math
 from gpusleuth.diagnosis.facts import EngineLevel, Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
 from gpusleuth.diagnosis.rules._common import no_gpu
-from gpusleuth.diagnosis.rules._serving_common import (ACCEL_NOT_FULL, FLAT_RPS, MIN_REQUESTS, SOURCE, busy_gain,
+from gpusleuth.serving.rules._common import (ACCEL_NOT_FULL, FLAT_RPS, MIN_REQUESTS, SOURCE, busy_gain,
                                                        enough_requests, load_scaling, pct)
-from gpusleuth.diagnosis.rules.serving_capacity import names_a_full_replica
+from gpusleuth.serving.rules.capacity import names_a_full_replica
 
 INFER_DOMINANT = 0.5
 ACCEL_LOW = 0.4  # mean accelerator utilization during requests below this is low
@@ -80,7 +80,7 @@ def under_batched(facts: Facts) -> list[Finding] | Missing:
 
 def waiting_for_a_batch(facts: Facts) -> list[Finding] | Missing:
     """A batching server's requests (their forward ran in a batch on the batcher's thread or task, joined by
-    analysis/batching.py) that spend a large share of their time between handing their work to the batcher
+    serving/analysis/batching.py) that spend a large share of their time between handing their work to the batcher
     and their batch's forward. Where that wait goes says which knob: work taken off the queue late (earlier
     batches still running: the model is saturated) or taken early and then held while the batcher collects
     more (its wait window, or a max batch the traffic fills slowly)."""
@@ -181,7 +181,7 @@ def compute_bound(levels: list[EngineLevel], lv: EngineLevel) -> tuple[EngineLev
 
 
 def engine_capacity(facts: Facts) -> list[Finding] | Missing:
-    """An LLM engine's own /metrics during `gpusleuth load` (analysis/engine.py): requests waiting inside the
+    """An LLM engine's own /metrics during `gpusleuth load` (serving/analysis/engine.py): requests waiting inside the
     engine for a slot, a KV cache that fills, sequences preempted to make room. Quiet when the engine ran
     every request it was sent, with room left."""
     ea = facts.engine

@@ -1,7 +1,7 @@
 """Before the first level of ``gpusleuth load``: is the server up (``wait_ready``: poll the URL until its route
 answers, a proxy's 404s and a loading LLM server's 503s waited out and said), and which model does an OpenAI-compatible server list
-(``discover_model``: ``GET /v1/models``). Probes on ``recorder/http_client.py``, apart from the generator
-(``recorder/loadgen.py``) that runs the levels once they have answered.
+(``discover_model``: ``GET /v1/models``). Probes on ``serving/recorder/http_client.py``, apart from the generator
+(``serving/recorder/loadgen.py``) that runs the levels once they have answered.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import ssl
 import threading
 import time
 
-from gpusleuth.recorder.time_limit import time_limit
-from gpusleuth.recorder.http_client import Connection, ProtocolError, Target, parse_target, safe_url, why_failed
+from gpusleuth.serving.recorder.time_limit import time_limit
+from gpusleuth.serving.recorder.http_client import Connection, ProtocolError, ServerTarget, parse_target, safe_url, why_failed
 
 
 # answers that say the route is not there yet: a gateway or proxy in front of a replica that is not up (Ray Serve's
@@ -21,7 +21,7 @@ from gpusleuth.recorder.http_client import Connection, ProtocolError, Target, pa
 NOT_YET = (404, 502, 503, 504)
 
 
-async def _probe(probe: Target, deadline: float) -> int:
+async def _probe(probe: ServerTarget, deadline: float) -> int:
     """One probe's status (only the head is read: a body that never ends does not hold it)."""
     conn = Connection(probe)
     try:
@@ -31,7 +31,7 @@ async def _probe(probe: Target, deadline: float) -> int:
         conn.close()
 
 
-async def wait_ready(target: Target, timeout_s: float, cancel: threading.Event | None = None
+async def wait_ready(target: ServerTarget, timeout_s: float, cancel: threading.Event | None = None
                      ) -> tuple[str | None, str | None]:
     """Poll the URL until its route answers: (why it never answered, or None; a sentence about the wait, or None).
 
@@ -72,7 +72,7 @@ async def wait_ready(target: Target, timeout_s: float, cancel: threading.Event |
     return f"{safe_url(target.url)} did not answer within {timeout_s:g} s ({last})", None
 
 
-def _waited(target: Target, seen: dict[int, int], waited_s: float, answered: bool) -> str | None:
+def _waited(target: ServerTarget, seen: dict[int, int], waited_s: float, answered: bool) -> str | None:
     if not seen:
         return None
     statuses = ", ".join(f"{k} ×{v:,}" for k, v in sorted(seen.items()))
@@ -97,7 +97,7 @@ class _Collect:
             self.body += piece[: (1 << 20) - len(self.body)]
 
 
-async def discover_model(target: Target) -> tuple[str | None, str]:
+async def discover_model(target: ServerTarget) -> tuple[str | None, str]:
     """The first model ``GET /v1/models`` lists (as vLLM, SGLang, TGI, llama.cpp and ``transformers serve``
     answer), with a sentence saying what was found; None when nothing usable answered (the requests then
     go without a ``model`` field, and a server that needs one says so in its 4xx)."""

@@ -3,7 +3,7 @@ metrics").
 
 A thread beside the load generator GETs ``<scheme>://<host:port>/metrics`` of the loaded URL once a second
 and keeps, with the wall-clock time of each scrape, only the lines of the metrics gpusleuth reads
-(``sources/engine_metrics.py``: running and waiting requests, KV-cache usage, preemptions, token counters,
+(``serving/sources/engine_metrics.py``: running and waiting requests, KV-cache usage, preemptions, token counters,
 the TTFT / queue / prefill / decode histograms of vLLM, SGLang, TGI and llama.cpp's server) — a few KB a
 scrape. A server that answers ``/metrics`` with none of those names (or not at all) is left alone after a
 few tries; nothing is written for it. Two scrapes are taken outside the once-a-second loop: one right
@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from gpusleuth.run.layout import ENGINE_METRICS_FILE as FILE
-from gpusleuth.sources.engine_metrics import COUNTERS, ENGINE_PREFIXES, GAUGES, HISTOGRAMS
+from gpusleuth.serving.sources.engine_metrics import COUNTERS, ENGINE_PREFIXES, GAUGES, HISTOGRAMS
 
 INTERVAL_S = 1.0
 TIMEOUT_S = 2.0

@@ -1,5 +1,5 @@
-"""An LLM engine's ``/metrics`` scrape as the Run holds it (``Run.engine``): read by sources/engine_metrics.py,
-used by analysis/engine.py."""
+"""An LLM engine's ``/metrics`` scrape as the Run holds it (``Run.engine``): read by serving/sources/engine_metrics.py,
+used by serving/analysis/engine.py."""
 
 from __future__ import annotations
 

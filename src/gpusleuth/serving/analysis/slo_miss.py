@@ -1,7 +1,7 @@
 """Why requests missed their SLO: ``explain_misses(run, load, requests) -> list[MissLevel]``.
 
 ``gpusleuth load --slo … -- CMD`` records both sides: the client's verdict on each answered request
-(``analysis.load_tokens.request_verdicts``, the same one attainment counts) and the server's record of it
+(``serving.analysis.tokens.request_verdicts``, the same one attainment counts) and the server's record of it
 (the hook's ``R`` line, joined on the ``X-Request-Id`` the client sent). Each request's client latency is cut
 into parts that add up to it:
 
@@ -17,7 +17,7 @@ with the largest excess is the reason; when the lightest level misses too, its r
 the budget. Decode per output token (decode ÷ forwards after the first) says whether decode slowed as more
 sequences shared the model.
 
-On an engine whose forwards were joined to the requests (analysis/batching.py), the missed requests whose
+On an engine whose forwards were joined to the requests (serving/analysis/batching.py), the missed requests whose
 TTFT grew past the lightest level's p90 are also read for **prefill delayed by others' decode**: the other
 sequences' decode-only forwards each waited behind, with a slot free, between being queued and its own
 first forward — summed, their p50, and their share of those requests' client TTFT.
@@ -25,57 +25,23 @@ first forward — summed, their p50, and their share of those requests' client T
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpusleuth.analysis.load_tokens import request_verdicts
-from gpusleuth.analysis.load import LoadAnalysis
+from gpusleuth.serving.analysis.tokens import request_verdicts
+from gpusleuth.serving.analysis.load import LoadAnalysis
 from gpusleuth.run.model import Run
-from gpusleuth.run.request_ids import join_on_ids, request_keys
-
-if TYPE_CHECKING:  # requests.py holds a list of MissLevel: importing it here at run time would be a cycle
-    from gpusleuth.analysis.requests import RequestAnalysis
+from gpusleuth.serving.run.request_ids import join_on_ids, request_keys
+from gpusleuth.serving.analysis.request_model import MissLevel, RequestAnalysis
 
 PARTS = ("outside", "queue", "pre", "wait", "prefill", "decode", "post")
 BEFORE_FIRST_TOKEN = ("outside", "queue", "pre", "wait", "prefill")
 MIN_JOINED = 5
 
 
-@dataclass
-class MissLevel:
-    level: int
-    concurrency: int
-    rate: float
-    answered: int
-    missed: int  # answered requests over at least one budget
-    joined: int  # of the missed, joined to the server's record on X-Request-Id
-    missed_by: dict[str, int]  # budget → answered requests over it
-    parts_ms: dict[str, float]  # p50 of each part over the joined missed requests
-    baseline_ms: dict[str, float]  # p50 of each part over the lightest level's answered requests
-    excess_ms: dict[str, float]  # parts_ms − baseline_ms
-    dominant: str | None  # the part that grew most (among those before the first token for TTFT-only misses)
-    baseline_level: int  # the lightest level's index
-    decode_per_token_ms: float | None = None  # over the joined missed requests, p50
-    baseline_decode_per_token_ms: float | None = None
-    ttft_only: bool = False  # every missed request missed only its TTFT budget
-    notes: list[str] = field(default_factory=list)
-    # prefill delayed by others' decode (a continuous-batching engine, its forwards joined to the requests):
-    # over the joined missed requests whose TTFT grew past the lightest level's p90, the others' decode-only
-    # forwards each waited behind before its own first forward (analysis/batching.py)
-    ttft_grew: int = 0  # such requests with their forwards joined (0: not a batching engine, or none grew)
-    behind_decode_share: float | None = None  # Σ time behind others' decode ÷ Σ their TTFT (client)
-    behind_decode_p50_ms: float | None = None
-    behind_steps_p50: float | None = None
-    behind_decode_ms: float | None = None  # summed over those requests
-    ttft_p50_ms: float | None = None  # their TTFT (client), p50
-    baseline_ttft_p90_ms: float | None = None  # the lightest level's TTFT p90: "grew" is past this
-
-
 def _server_parts(rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """request id → [latency ns, queue, pre, wait, prefill, decode, post, decode forwards, behind others' decode
-    ns, steps] of the server's rows (ids the server saw more than once are left out: run/request_ids.py)."""
+    ns, steps] of the server's rows (ids the server saw more than once are left out: serving/run/request_ids.py)."""
     ids = rows.get("request_id")
     if ids is None or not len(ids):
         return {}

@@ -22,8 +22,8 @@ forwards (each forward's time divided among the requests it served) is what the 
 For an engine (a generation loop), what a request waited behind before its own first forward: the other
 sequences' decode-only forwards that started after its request was queued while a slot was free
 (``behind_ns``, ``behind_steps``: a decode-first scheduler holding new prompts back, read by
-``analysis/slo_miss.py``), and ``model_ns``, its first forward's start → its last one's end (the engine
-running it, read by ``analysis/capacity.py``).
+``serving/analysis/slo_miss.py``), and ``model_ns``, its first forward's start → its last one's end (the engine
+running it, read by ``serving/analysis/capacity.py``).
 
 Requests that ran no forward of their own while forwards ran outside any request, but could not be joined
 (no hand-off seen: the work went through something other than ``queue.Queue``/``asyncio.Queue``), are

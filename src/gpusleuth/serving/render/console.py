@@ -1,6 +1,6 @@
 """The serving section in the terminal: one row per load level, the knee marked, then the outcomes at it.
 
-Formats ``report.serving`` (report/serving.py); computes nothing. The URL came from the user's command line
+Formats ``report.serving`` (serving/report.py); computes nothing. The URL came from the user's command line
 and is printed through markup escaping (the console itself is a SafeConsole)."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from rich.table import Table as RichTable
 from gpusleuth.report.model import Report
 
 if TYPE_CHECKING:
-    from gpusleuth.analysis.load import LoadAnalysis
-    from gpusleuth.analysis.load_tokens import Spread
-    from gpusleuth.report.serving import ServingSection
+    from gpusleuth.serving.analysis.load import LoadAnalysis
+    from gpusleuth.serving.analysis.tokens import Spread
+    from gpusleuth.serving.report import ServingSection
 
 
 def _ms(v: float | None) -> str:

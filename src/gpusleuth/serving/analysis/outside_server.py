@@ -2,24 +2,20 @@
 ``run.load``) against the server's own time for the same requests (queue + service, the hook's rows) —
 ``fill_outside`` writes a level's ``client_p50_ms``, ``server_p50_ms``, ``outside_p50_ms`` and ``outside_share``.
 
-Per request where the two sides join on X-Request-Id (``run/request_ids.py``), else the level's client p50 −
+Per request where the two sides join on X-Request-Id (``serving/run/request_ids.py``), else the level's client p50 −
 server p50. What grows here with load waits before the server's handler starts a request or after it ends it
-(the listen backlog, connection handling, the GIL): ``diagnosis/rules/serving_request_path.outside_the_server``
+(the listen backlog, connection handling, the GIL): ``serving/rules/request_path.outside_the_server``
 reads it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from gpusleuth.analysis.load import LoadLevel
+from gpusleuth.serving.analysis.load import LoadLevel
 from gpusleuth.run.model import Run
-from gpusleuth.run.request_ids import join_on_ids
-
-if TYPE_CHECKING:  # requests.py holds the RequestLevel this fills and calls it: importing it here would be a cycle
-    from gpusleuth.analysis.requests import RequestLevel
+from gpusleuth.serving.run.request_ids import join_on_ids
+from gpusleuth.serving.analysis.request_model import RequestLevel
 
 
 def fill_outside(level: RequestLevel, run: Run, rows: dict[str, np.ndarray], m: np.ndarray, lv: LoadLevel) -> None:

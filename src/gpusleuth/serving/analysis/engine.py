@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from gpusleuth.analysis.load import LoadAnalysis
+from gpusleuth.serving.analysis.load import LoadAnalysis
 from gpusleuth.run.model import Run
-from gpusleuth.run.engine_samples import EngineSample, histogram_quantile
+from gpusleuth.serving.run.engine_samples import EngineSample, histogram_quantile
 
 LATE_NS = 300_000_000  # a scrape this soon after a level's end still belongs to it (requests finishing last)
 

@@ -2,7 +2,7 @@
 
 Why its own module: the outcomes a person running a server pays and gets (requests/s, $ per 1M requests
 and p95 at the knee, the accelerator's busy share, energy per request) are picked here once from the
-analysis (``analysis/load.py``), with the chart data the HTML draws (latency against throughput, one
+analysis (``serving/analysis/load.py``), with the chart data the HTML draws (latency against throughput, one
 point per level), so the console, the JSON and the page show the same numbers and renderers compute none.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpusleuth.analysis.load import LoadAnalysis
-from gpusleuth.analysis.load_tokens import Spread
+from gpusleuth.serving.analysis.load import LoadAnalysis
+from gpusleuth.serving.analysis.tokens import Spread
 
 
 @dataclass

@@ -3,7 +3,7 @@
 Why its own module: ``gpusleuth load`` against an LLM server must measure what a user of a streaming
 endpoint sees — the time to the first token, every gap between tokens, the tokens counted — and it must
 say in a sentence when the server is not OpenAI-compatible, a stream is malformed or never ends. This is
-the :class:`~gpusleuth.recorder.http_client.BodySink` the HTTP client hands each piece of the body to as
+the :class:`~gpusleuth.serving.recorder.http_client.BodySink` the HTTP client hands each piece of the body to as
 it comes off the socket, so an event's time is when its bytes arrived, and nothing holds the whole body
 (an SSE line longer than ``MAX_EVENT_BYTES`` or a JSON answer longer than ``MAX_JSON_BYTES`` is an error,
 not a memory leak).

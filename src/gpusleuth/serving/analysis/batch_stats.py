@@ -1,11 +1,11 @@
 """What a batching server's batches were: ``batch_stats(join, run) -> BatchStats`` over the forwards
-``analysis/batching.py`` joined to the requests they served — requests per forward (and per forward over time,
+``serving/analysis/batching.py`` joined to the requests they served — requests per forward (and per forward over time,
 ``BatchSeries``, the HTML report's chart), the requests' wait for their batch split into queued behind earlier
 batches and held while the batcher collected more, a request's share of its forwards, prefill against decode
 for a generation loop — and the sentence for requests that could not be joined.
 
-Kept beside the join rather than in ``analysis/requests.py``: the join says which forward served which request,
-this module what those batches were; ``analysis/requests.py`` only adds the result to a server's requests
+Kept beside the join rather than in ``serving/analysis/requests.py``: the join says which forward served which request,
+this module what those batches were; ``serving/analysis/requests.py`` only adds the result to a server's requests
 (``RequestAnalysis.batching``) and cuts the sizes per load level with ``batch_sizes``.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpusleuth.analysis.batching import BatchJoin
+from gpusleuth.serving.analysis.batching import BatchJoin
 from gpusleuth.run.model import Run
 
 
@@ -74,7 +74,7 @@ def batch_series(start_ns: np.ndarray, members: np.ndarray) -> BatchSeries | Non
 
 @dataclass
 class BatchStats:
-    """Requests whose forwards ran in a batch outside the request (analysis/batching.py)."""
+    """Requests whose forwards ran in a batch outside the request (serving/analysis/batching.py)."""
 
     requests: int  # joined to the forwards that served them
     unattributed: int  # ran no forward of their own while the model ran outside requests, joined to none

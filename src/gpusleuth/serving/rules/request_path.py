@@ -3,18 +3,18 @@ around the model (issue 16; docs/serving.md, "Per-request stages") — preproces
 for a worker, waiting in front of the model (a lock, one shared instance), and time the client waits outside the
 server's handler.
 
-They read ``facts.requests`` (``analysis.requests.RequestAnalysis``: the hook's per-request split into
+They read ``facts.requests`` (``serving.analysis.request_model.RequestAnalysis``: the hook's per-request split into
 queue / pre / infer / post, the server process's CPU, the accelerator's utilization during the requests)
 and, when ``gpusleuth load`` drove the server, ``facts.load`` (its levels: throughput by concurrency). A
 run without requests gets nothing from them — not even a "not evaluated" line: a training job is not a
-server. How a server batches is ``rules/serving_batching.py``; why requests missed an SLO ``rules/serving_slo.py``.
+server. How a server batches is ``serving/rules/batching.py``; why requests missed an SLO ``serving/rules/slo.py``.
 """
 
 from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts, RequestAnalysis
 from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
-from gpusleuth.diagnosis.rules._serving_common import (ACCEL_NOT_FULL, FLAT_RPS, MIN_REQUESTS, SOURCE, busy_gain,
+from gpusleuth.serving.rules._common import (ACCEL_NOT_FULL, FLAT_RPS, MIN_REQUESTS, SOURCE, busy_gain,
                                                        enough_requests, load_scaling, pct)
 
 MIN_ALONE = 10  # requests alone in the server (nothing else in flight) enough to know a request's own split

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from gpusleuth.recorder.time_limit import time_limit
+from gpusleuth.serving.recorder.time_limit import time_limit
 
 MAX_HEADER_BYTES = 64 * 1024
 BODY_PIECE = 64 * 1024  # the most of a response body held at once
@@ -49,7 +49,7 @@ class ProtocolError(Exception):
 @dataclass
 class TargetMemo:
     """What the connections to one target learnt about its server, shared by all of them (one per
-    :class:`Target`, so per ``gpusleuth load`` run).
+    :class:`ServerTarget`, so per ``gpusleuth load`` run).
 
     ``closes_after_answer``: a connection that had carried one answer was found closed when the next request
     went out on it. llama.cpp's server does this after every streamed answer although its header says
@@ -64,7 +64,7 @@ class TargetMemo:
 
 
 @dataclass(frozen=True)
-class Target:
+class ServerTarget:
     """Where requests go, parsed once: host, port, TLS, and the request's fixed bytes."""
 
     url: str
@@ -83,8 +83,8 @@ class Target:
 
 
 def parse_target(url: str, method: str = "GET", headers: list[tuple[str, str]] | None = None,
-                 verify: bool = True) -> Target:
-    """A URL and headers into a :class:`Target`; ``ValueError`` with a sentence when the URL is unusable."""
+                 verify: bool = True) -> ServerTarget:
+    """A URL and headers into a :class:`ServerTarget`; ``ValueError`` with a sentence when the URL is unusable."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -113,7 +113,7 @@ def parse_target(url: str, method: str = "GET", headers: list[tuple[str, str]] |
             raise ValueError(f"header {k.strip()} is set by gpusleuth from the body; leave it out")
         lines.append(f"{k.strip()}: {v.strip()}")
     head = ("\r\n".join(lines) + "\r\n").encode("latin-1", "replace")
-    return Target(url=url, host=parts.hostname, port=port, tls=tls, head=head, method=method, verify=verify)
+    return ServerTarget(url=url, host=parts.hostname, port=port, tls=tls, head=head, method=method, verify=verify)
 
 
 def safe_url(url: str) -> str:
@@ -133,7 +133,7 @@ def safe_url(url: str) -> str:
 class Connection:
     """One keep-alive connection; ``send`` returns the response's status code."""
 
-    target: Target
+    target: ServerTarget
     reader: asyncio.StreamReader | None = None
     writer: asyncio.StreamWriter | None = None
     used: int = 0  # responses read on it (a reused connection may have been closed by the server)

@@ -7,12 +7,12 @@ on one core keeps thousands of requests in flight, and every timestamp is taken 
 request's start before its write, a token event when its bytes came off the socket, its end when its body
 ended). Open-loop arrivals are constant, Poisson or gamma (``--arrivals``; gamma's ``cv`` is the spread of
 the gaps: 1 is Poisson, more is burstier), drawn from a seeded generator so a run can be repeated: the schedule
-is ``recorder/arrivals.py``; the probe that waits for the server to answer (and asks an LLM server for its
-model) before the first level is ``recorder/server_probe.py``.
+is ``serving/recorder/arrivals.py``; the probe that waits for the server to answer (and asks an LLM server for its
+model) before the first level is ``serving/recorder/server_probe.py``.
 
 Every request is one row (``Run.load``: docs/run-format.md) on the wall clock, so it lines up with the
 recorder's samples and the server's own request records (the ``X-Request-Id`` header carries ``request_id``).
-The numbers (percentiles, goodput, the knee) are computed later by ``analysis/load.py``, never here.
+The numbers (percentiles, goodput, the knee) are computed later by ``serving/analysis/load.py``, never here.
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from typing import Callable
 import numpy as np
 
 from gpusleuth.run.layout import LOAD_TABLE, RunDir
-from gpusleuth.recorder.arrivals import arrival_offsets
-from gpusleuth.recorder.time_limit import time_limit
-from gpusleuth.recorder.http_client import Connection, ProtocolError, Target, parse_target, safe_url, why_failed
-from gpusleuth.recorder.openai_api import OpenAIAnswer, request_body
-from gpusleuth.recorder.prompts import Lengths, Prompt, PromptSource, shared_prefix
-from gpusleuth.recorder.server_probe import discover_model, wait_ready
+from gpusleuth.serving.recorder.arrivals import arrival_offsets
+from gpusleuth.serving.recorder.time_limit import time_limit
+from gpusleuth.serving.recorder.http_client import Connection, ProtocolError, ServerTarget, parse_target, safe_url, why_failed
+from gpusleuth.serving.recorder.openai_api import OpenAIAnswer, request_body
+from gpusleuth.serving.recorder.prompts import Lengths, Prompt, PromptSource, shared_prefix
+from gpusleuth.serving.recorder.server_probe import discover_model, wait_ready
 
 MODES = ("closed", "open")
 APIS = ("http", "chat", "completions")
@@ -78,7 +78,7 @@ class LoadPlan:
     # start (compiling, a batch manager's first batch, lazy loading) is not measured as the first level's latency
     warmup: int = 0
 
-    def target(self) -> Target:
+    def target(self) -> ServerTarget:
         return parse_target(self.url, self.method, self.headers, verify=not self.insecure)
 
     def to_meta(self) -> dict:
@@ -127,7 +127,7 @@ _INT = ("level", "concurrency", "start_ns", "end_ns", "status", "lag_ns", "reque
         "input_tokens", "output_tokens", "prompt")
 
 
-class _Rows:
+class _LoadRows:
     """The columns of ``Run.load``, appended per request (plain lists, numpy at the end)."""
 
     def __init__(self) -> None:
@@ -222,7 +222,7 @@ class Generator:
         self.ids = itertools.count(secrets.randbits(40) << 20)
         self.cancel = cancel or threading.Event()
         self.progress = progress
-        self.rows = _Rows()
+        self.rows = _LoadRows()
         self.notes: list[str] = list(plan.notes)
         self.rng = np.random.default_rng(plan.seed)
         # per level, this process's CPU over the level's wall time, in cores: on the server's machine the
@@ -239,7 +239,7 @@ class Generator:
         return self.target.request(body, extra), rid, prompt
 
     async def _one(self, conn: Connection, level: int, conc: int, rate: float, start: int, lag: int,
-                   request: bytes, rid: int, prompt: int, rows: _Rows | None = None) -> str:
+                   request: bytes, rid: int, prompt: int, rows: _LoadRows | None = None) -> str:
         """Send one request and add its row (its error code is returned); a request abandoned by ``cancel``
         is a ``cancelled`` row. ``rows``: where the row goes (the levels' own by default)."""
         rows = rows if rows is not None else self.rows
@@ -260,7 +260,7 @@ class Generator:
         n = self.plan.warmup
         if n <= 0 or self.cancel.is_set():
             return
-        rows = _Rows()
+        rows = _LoadRows()
 
         async def one() -> None:
             conn = Connection(self.target)
@@ -272,7 +272,7 @@ class Generator:
 
         t0 = time.time_ns()
         await self._until_done(one() for _ in range(n))
-        # its window on the wall clock: the recorded server's requests in it are the warm-up's (analysis/requests.py)
+        # its window on the wall clock: the recorded server's requests in it are the warm-up's (serving/analysis/requests.py)
         self.warmup = {**warmup_summary(rows.arrays()), "start_ns": t0, "end_ns": time.time_ns()}
         note = warmup_note(self.warmup)
         self.notes.append(note)

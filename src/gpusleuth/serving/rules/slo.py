@@ -1,5 +1,5 @@
 """Why requests missed their SLO under ``gpusleuth load --slo`` (issue 26; docs/serving.md): the level that
-missed worst, each missed request's client latency cut into parts (``analysis/slo_miss.py``) and held against the
+missed worst, each missed request's client latency cut into parts (``serving/analysis/slo_miss.py``) and held against the
 lightest level's, and the part that grew most named with its fix. It reads every part of a request's time, so
 it sits beside the one-part rules (``serving_request_path``, ``serving_batching``) rather than in them.
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts, MissLevel
 from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
-from gpusleuth.diagnosis.rules._serving_common import MIN_REQUESTS, pct
-from gpusleuth.diagnosis.rules.serving_capacity import BEHIND_MODERATE, PREFILL_FIX
+from gpusleuth.serving.rules._common import MIN_REQUESTS, pct
+from gpusleuth.serving.rules.capacity import BEHIND_MODERATE, PREFILL_FIX
 
 
 _MISS_FIX = {
@@ -40,7 +40,7 @@ _MISS_FIX = {
 
 def slo_misses(facts: Facts) -> list[Finding] | Missing:
     """Under `gpusleuth load --slo … -- CMD`: the level that missed its SLO worst, each missed request's
-    client latency cut into parts (analysis/slo_miss.py) and held against the lightest level's, and the part
+    client latency cut into parts (serving/analysis/slo_miss.py) and held against the lightest level's, and the part
     that grew most named with its fix. Quiet when every level meets the SLO."""
     ra = facts.requests
     load = facts.load

@@ -1,10 +1,10 @@
 """The serving section of the HTML report: the level table, the outcomes at the knee, and two charts —
 latency against throughput (p50 and p95 vs req/s, one point per level, the knee ringed, the budget as a
-line) and requests/s per level. Formatting only: the numbers are ``report.serving`` (report/serving.py).
+line) and requests/s per level. Formatting only: the numbers are ``report.serving`` (serving/report.py).
 ``request_stages_section``: where a recorded server's request time went (queue / pre / infer / post), per
-load level and for the requests that ran alone, from ``report.requests`` (analysis/requests.py); for a batching
+load level and for the requests that ran alone, from ``report.requests`` (serving/analysis/requests.py); for a batching
 server, the batches per level and requests per forward over time (``BatchStats.over_time``,
-analysis/batch_stats.py).
+serving/analysis/batch_stats.py).
 
 The URL and level labels came from a command line: text goes through ``html.escape``, chart labels through
 ``html_figures.plain``."""
@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 from gpusleuth.render.html_figures import base_layout, plain
 
 if TYPE_CHECKING:
-    from gpusleuth.analysis.load import LoadAnalysis
-    from gpusleuth.analysis.load_tokens import Spread
-    from gpusleuth.analysis.batch_stats import BatchSeries
-    from gpusleuth.analysis.requests import RequestAnalysis
-    from gpusleuth.render.html import Page
+    from gpusleuth.serving.analysis.load import LoadAnalysis
+    from gpusleuth.serving.analysis.tokens import Spread
+    from gpusleuth.serving.analysis.batch_stats import BatchSeries
+    from gpusleuth.serving.analysis.request_model import RequestAnalysis
+    from gpusleuth.render.html_page import Page
     from gpusleuth.report.model import Report
-    from gpusleuth.report.serving import LlmChart, ServingChart
+    from gpusleuth.serving.report import LlmChart, ServingChart
 
 Cells = Callable[..., str]  # html.py's ``table(head, rows, cls=)`` and ``tile(label, value, note=)``
 
@@ -151,7 +151,7 @@ def _llm_part(pg: Page, load: LoadAnalysis, llm: LlmChart, table: Cells) -> None
 
 
 def serving_section(pg: Page, report: Report, table: Cells, tile: Cells) -> None:
-    """Append the section to ``pg`` (render/html.Page); ``table``/``tile`` are html.py's cell helpers."""
+    """Append the section to ``pg`` (render/html_page.Page); ``table``/``tile`` are html.py's cell helpers."""
     s = report.serving
     if s is None:
         return
@@ -209,7 +209,7 @@ def stage_shares(requests: RequestAnalysis) -> dict[str, Any] | None:
 
 
 def batch_size_over_time(series: BatchSeries | None) -> dict[str, Any] | None:
-    """Requests per batch forward against time (``analysis.batch_stats.BatchSeries``): the mean per bin as a
+    """Requests per batch forward against time (``serving.analysis.batch_stats.BatchSeries``): the mean per bin as a
     line, the largest as dots, each load level's start as a dashed line with its label."""
     if series is None or not any(series.forwards):
         return None
