@@ -39,7 +39,7 @@ ALLOWED = {
 # A domain's room (docs/architecture.md, "The rooms"): one package with a subpackage (or module) per stage,
 # named after the stage — ``serving/analysis/`` is analysis, ``serving/rules/`` diagnosis rules,
 # ``serving/report.py`` report — and held to that stage's rules, as if it were in the stage's folder.
-ROOMS = {"serving"}
+ROOMS = {"serving", "ledger"}
 ROOM_STAGES = {"rules": "diagnosis.rules"}
 
 

@@ -7,13 +7,17 @@ namespace names come from the cluster: printed as plain text, control characters
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich import box
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from gpusleuth.render.fleet_console import _plain, _usd
+
+if TYPE_CHECKING:
+    from gpusleuth.ledger.report import LedgerReport
 
 
 def _h(x: float | None) -> str:
@@ -28,7 +32,7 @@ def sizing_text(r: dict[str, Any]) -> str:
     return f"{r['sizing_target']}{saved}"
 
 
-def render_ledger_console(report: Any, console: Any, limit: int = 20) -> None:
+def render_ledger_console(report: LedgerReport, console: Console, limit: int = 20) -> None:
     d = report.to_dict()
     rows = d["workloads"]
     shown = rows[:limit] if limit else rows

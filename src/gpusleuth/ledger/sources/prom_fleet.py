@@ -3,7 +3,7 @@
 Bounded memory, however long the window and however many GPUs: time is cut into epoch-aligned chunks
 (``chunk_s``) and GPUs into batches (``gpus_per_query``, a regex on the UUID label, POSTed), so one
 response holds at most ``gpus_per_query × chunk_s / step_s`` points per metric; each block goes straight
-into the DuckDB cache (``sources/fleet_cache.py``) and the ledger reads GPUs back a batch at a time.
+into the DuckDB cache (``ledger/sources/fleet_cache.py``) and the ledger reads GPUs back a batch at a time.
 Chunks already cached are not fetched again (a re-run, or a longer history, is incremental).
 
 Exactly one sample per grid step: every metric is asked as ``last_over_time(M[step - 1ms])``, so a step
@@ -33,9 +33,9 @@ from typing import Callable, Iterator
 import numpy as np
 
 from gpusleuth.errors import InputError
-from gpusleuth.run.fleet_usage import COLUMN_DTYPE, SAMPLE_COLUMNS, FleetWindow, GpuSeries, Owner, PodRequest
-from gpusleuth.sources.fleet_cache import FleetCache
-from gpusleuth.sources.prom_client import PrometheusClient, PromSeries, TooManySamples
+from gpusleuth.ledger.run.fleet_usage import COLUMN_DTYPE, SAMPLE_COLUMNS, FleetWindow, GpuSeries, Owner, PodRequest
+from gpusleuth.ledger.sources.fleet_cache import FleetCache
+from gpusleuth.ledger.sources.prom_client import PrometheusClient, PromSeries, TooManySamples
 
 # sample column → dcgm-exporter's default counter name (etc/default-counters.csv)
 DCGM_METRICS = {

@@ -18,7 +18,7 @@ from typing import Iterator
 import numpy as np
 
 from gpusleuth.errors import InputError
-from gpusleuth.run.fleet_usage import COLUMN_DTYPE, SAMPLE_COLUMNS, GpuSeries, Owner, PodRequest, PodTokens
+from gpusleuth.ledger.run.fleet_usage import COLUMN_DTYPE, SAMPLE_COLUMNS, GpuSeries, Owner, PodRequest, PodTokens
 
 FRESH_S = 900  # a chunk ending within this many seconds of now may still grow: fetched again next time
 FORMAT = 4  # chunks stored by an older gpusleuth (no GR_ENGINE_ACTIVE, shared GPUs, energy, tokens, SM clock) are fetched again

@@ -1,10 +1,10 @@
 """What a cluster's metrics server says about its GPUs: the typed input of the GPU ledger.
 
-``sources/prom_fleet.py`` fills these from any Prometheus HTTP API (dcgm-exporter and kube-state-metrics
-series); ``analysis/ledger.py`` reads nothing else. One :class:`GpuSeries` is one GPU over the whole window
+``ledger/sources/prom_fleet.py`` fills these from any Prometheus HTTP API (dcgm-exporter and kube-state-metrics
+series); ``ledger/analysis/ledger.py`` reads nothing else. One :class:`GpuSeries` is one GPU over the whole window
 on a fixed grid (``start_s + k * step_s``), columnar, NaN where the server had no sample: the ledger is a
 fold over GPUs, so only a batch of them is ever in memory. Every field is plain data (numpy columns,
-strings, numbers): the DuckDB cache (sources/fleet_cache.py) stores its samples and restores it without loss.
+strings, numbers): the DuckDB cache (ledger/sources/fleet_cache.py) stores its samples and restores it without loss.
 """
 
 from __future__ import annotations

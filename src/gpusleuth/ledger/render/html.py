@@ -7,13 +7,16 @@ pod and host name comes from the cluster and goes through ``html.escape`` (table
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpusleuth.render import html_figures as F
 from gpusleuth.render.fleet_console import _usd
 from gpusleuth.render.html import document, e, table, tile
 from gpusleuth.render.html_page import Page
-from gpusleuth.render.ledger_console import sizing_text
+from gpusleuth.ledger.render.console import sizing_text
+
+if TYPE_CHECKING:
+    from gpusleuth.ledger.report import LedgerReport
 
 CLASS_COLORS = {"productive": "#2ca02c", "low_activity": "#ff7f0e", "allocated_idle": "#d62728",
                 "unallocated": "#7f7f7f", "no_data": "#c7c7c7"}
@@ -33,7 +36,7 @@ def _namespace_figure(d: dict[str, Any]) -> dict[str, Any] | None:
                                                   xaxis={"title": {"text": "GPU-hours"}})}
 
 
-def render_ledger_html(report: Any) -> str:
+def render_ledger_html(report: LedgerReport) -> str:
     d = report.to_dict()
     tot, usd = d["totals"]["hours"], d["totals"]["usd"]
     pg = Page()

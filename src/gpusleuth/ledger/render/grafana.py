@@ -7,14 +7,17 @@ server's cardinality). Label values come from the cluster and are escaped as the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpusleuth.ledger.report import LedgerReport
 
 
 def _esc(v: str) -> str:
     return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def render_ledger_grafana(report: Any) -> str:
+def render_ledger_grafana(report: LedgerReport) -> str:
     d = report.to_dict()
     out = ["# HELP gpusleuth_fleet_gpu_hours GPU-hours in the ledger window by namespace and class "
            "(productive, low_activity, allocated_idle, unallocated, no_data).",

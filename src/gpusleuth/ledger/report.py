@@ -1,6 +1,6 @@
 """``fleet --prometheus``: the GPU ledger report and its JSON contract.
 
-pipeline/ledger.py runs the pass: sources/prom_fleet.py fetches (chunked, cached) → analysis/ledger.py
+ledger/pipeline.py runs the pass: ledger/sources/prom_fleet.py fetches (chunked, cached) → ledger/analysis/ledger.py
 folds GPUs a batch at a time → :class:`LedgerReport`, which every renderer (console, JSON, CSV, HTML, the Grafana summary) formats and
 none recomputes. ``to_dict`` is the versioned JSON (schema ``gpusleuth.ledger/1``); ``rows`` is the flat
 per-workload table the CSV writes.
@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from gpusleuth.analysis.ledger import CLASSES, REASONS, Ledger, Workload
-from gpusleuth.analysis.power_cap import CapWhatIf
+from gpusleuth.ledger.analysis.model import CLASSES, REASONS, Ledger, Workload
+from gpusleuth.ledger.analysis.power_cap import CapWhatIf
 
 SCHEMA = "gpusleuth.ledger/1"
 __all__ = ["CLASSES", "REASONS", "LedgerReport"]

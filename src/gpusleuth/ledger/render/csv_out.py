@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpusleuth.ledger.report import LedgerReport
 
 
-def render_ledger_csv(report: Any) -> str:
+def render_ledger_csv(report: LedgerReport) -> str:
     rows = report.rows()
     buf = io.StringIO()
     if rows:

@@ -1,7 +1,7 @@
 """``fleet --prometheus``'s pass: a metrics server's GPUs, fetched into the cache, folded into the ledger report.
 
-sources/prom_fleet.py (chunked over time and GPUs, DuckDB cache) → analysis/ledger.py (one batch of GPUs in
-memory at a time) → report/ledger.py's LedgerReport.
+ledger/sources/prom_fleet.py (chunked over time and GPUs, DuckDB cache) → ledger/analysis/ledger.py (one batch of GPUs in
+memory at a time) → ledger/report.py's LedgerReport.
 """
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from gpusleuth.analysis.ledger import LedgerBuilder, Pricing
-from gpusleuth.report.ledger import LedgerReport
-from gpusleuth.sources.fleet_cache import FleetCache
-from gpusleuth.sources.prom_client import PrometheusClient, read_auth
+from gpusleuth.ledger.analysis.ledger import LedgerBuilder
+from gpusleuth.ledger.analysis.model import Pricing
+from gpusleuth.ledger.report import LedgerReport
+from gpusleuth.ledger.sources.fleet_cache import FleetCache
+from gpusleuth.ledger.sources.prom_client import PrometheusClient, read_auth
 from gpusleuth.errors import InputError
-from gpusleuth.sources.prom_fleet import CADENCE_PROBES, HPC_LABEL, FleetQuery, PrometheusFleet, survey
+from gpusleuth.ledger.sources.prom_fleet import CADENCE_PROBES, HPC_LABEL, FleetQuery, PrometheusFleet, survey
 
 
 def build_ledger_report(url: str, start_s: int, end_s: int, *, step_s: int | None = None, chunk_s: int = 6 * 3600,

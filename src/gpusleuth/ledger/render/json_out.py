@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpusleuth.ledger.report import LedgerReport
 
 
-def render_ledger_json(report: Any) -> str:
+def render_ledger_json(report: LedgerReport) -> str:
     return json.dumps(report.to_dict(), indent=1)
