@@ -27,10 +27,10 @@ sys.path.insert(0, str(REPO / "src"))
 
 
 def main() -> None:
-    from gpusleuth.analysis.load import analyze_load
-    from gpusleuth.analysis.load_tokens import parse_slo
-    from gpusleuth.recorder.loadgen import LoadPlan, run_plan
-    from gpusleuth.recorder.prompts import Lengths, synthetic
+    from gpusleuth.serving.analysis.load import analyze_load
+    from gpusleuth.serving.analysis.tokens import parse_slo
+    from gpusleuth.serving.recorder.loadgen import LoadPlan, run_plan
+    from gpusleuth.serving.recorder.prompts import Lengths, synthetic
     from gpusleuth.run.model import Run, Table
 
     ap = argparse.ArgumentParser()

@@ -33,7 +33,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=32)
     a = ap.parse_args()
     sys.path.insert(0, str(REPO / "src"))
-    from gpusleuth.sources.engine_metrics import read_engine_scrapes
+    from gpusleuth.serving.sources.engine_metrics import read_engine_scrapes
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

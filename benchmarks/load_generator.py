@@ -1,7 +1,7 @@
 """The ceiling of ``gpusleuth load``'s own client: requests/s against a trivial server (issue 16).
 
 A load generator that is the bottleneck reports its own limit as the server's knee. This measures the
-most requests/s the generator (``recorder/loadgen.py`` on ``recorder/http_client.py``, closed loop) gets
+most requests/s the generator (``serving/recorder/loadgen.py`` on ``serving/recorder/http_client.py``, closed loop) gets
 from a server that does nothing — a raw asyncio protocol answering a fixed 2-byte 200 to each request,
 in its own process — per concurrency, interleaved with peers when they are there: Debian's ``wrk`` (one
 thread, the anchor for plain HTTP), a plain httpx
@@ -43,7 +43,7 @@ asyncio.run(main())
 
 
 def gpusleuth_rps(url: str, conc: int, seconds: float) -> float:
-    from gpusleuth.recorder.loadgen import LoadPlan, run_plan
+    from gpusleuth.serving.recorder.loadgen import LoadPlan, run_plan
 
     r = run_plan(LoadPlan(url=url, mode="closed", levels=[conc], duration_s=seconds))
     c = r.columns
@@ -102,7 +102,7 @@ def open_loop(url: str, rate: float, seconds: float) -> tuple[float, float]:
     """gpusleuth's open loop at ``rate``: (2xx answers/s, p95 of how late it started requests, ms)."""
     import numpy as np
 
-    from gpusleuth.recorder.loadgen import LoadPlan, run_plan
+    from gpusleuth.serving.recorder.loadgen import LoadPlan, run_plan
 
     c = run_plan(LoadPlan(url=url, mode="open", levels=[rate], duration_s=seconds)).columns
     ok = (c["status"] == 200).sum()

@@ -1,7 +1,7 @@
 """A day at 10 Hz on 8 GPUs: the recorder's memory and the run directory's growth, measured over minutes and
 extrapolated.
 
-The real :class:`~gpusleuth.recorder.process.Recorder` (host, process-tree and GPU samplers, Arrow stream
+The real :class:`~gpusleuth.recorder.process.TelemetryRecorder` (host, process-tree and GPU samplers, Arrow stream
 writers) samples at the default 10 Hz for ``--minutes``, watching a real child process (a training-like loop
 with 4 worker processes), flushing every second as ``run_loop`` does. NVML is the test suite's stand-in
 (tests/test_nvml_sampler.py ``FakeNvml``) replaying ``tests/fixtures/nvml/h100_synthetic.json`` on 8 devices
@@ -70,7 +70,7 @@ def main() -> None:
     import test_nvml_sampler as T  # FakeNvml: pynvml's surface replaying a fixture
 
     from gpusleuth.recorder import nvml as nvml_mod
-    from gpusleuth.recorder.process import GPU_PROCS_EVERY_S, Recorder
+    from gpusleuth.recorder.process import GPU_PROCS_EVERY_S, TelemetryRecorder
     from gpusleuth.recorder.finalize import finalize_run_dir
 
     fx = T.load("h100_synthetic.json")
@@ -90,7 +90,7 @@ def main() -> None:
         job = subprocess.Popen([sys.executable, "-c", JOB, str(seconds + 5)], start_new_session=True,
                                stderr=subprocess.DEVNULL)
         rss0 = rss_mb()
-        rec = Recorder(run_dir, 0.1, use_gpu=True)
+        rec = TelemetryRecorder(run_dir, 0.1, use_gpu=True)
         rec.watch(job.pid)
         interval_ns = rec.interval_ns
         t0 = time.time_ns()

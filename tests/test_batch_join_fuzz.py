@@ -4,7 +4,7 @@ one bad join").
 Random ``R`` and ``F`` lines — requests with no forward and no hand-off, hand-offs taken before or after they were
 put, answers before the take, forwards no request overlaps, one request spanning many forwards, requests that ran
 their own forwards beside batched ones, several server processes — go through the real event parser, then the
-join (``analysis/batching.py``), the request analysis and its split by load level (``analysis/requests.py``).
+join (``serving/analysis/batching.py``), the request analysis and its split by load level (``serving/analysis/requests.py``).
 None may raise; the numbers they give must add up: each joined request's parts are its service time, a forward's
 batch size is the number of requests joined to it, and a level's requests are the ones that started in it.
 """
@@ -86,8 +86,8 @@ def random_lines(rng: np.random.Generator) -> dict[int, list[str]]:
 
 def check(run) -> None:
     """Join, analyse and split: nothing raises, and the numbers add up."""
-    from gpusleuth.analysis.batching import join_batches
-    from gpusleuth.analysis.requests import analyze_requests, split_by_levels
+    from gpusleuth.serving.analysis.batching import join_batches
+    from gpusleuth.serving.analysis.requests import analyze_requests, split_by_levels
 
     r, b = run.requests, run.batches
     join = join_batches(r, b)
@@ -133,7 +133,7 @@ def test_a_batcher_started_by_its_first_request_through_a_deque(tmp_path):
     """BentoML's shape at unit size: the first request ran the dispatcher's first forward itself (its task was
     created inside the request), the others handed their work over through a deque the hook cannot see, and
     the dispatcher's later forwards ran outside any request. The split by level raised ``KeyError: 'batched'``."""
-    from gpusleuth.analysis.requests import analyze_requests, split_by_levels
+    from gpusleuth.serving.analysis.requests import analyze_requests, split_by_levels
 
     lines = [r_line(T0, T0 + 6 * MS, own=1, pre=MS, infer=4 * MS, post=MS)]
     for k in range(1, 20):
@@ -152,7 +152,7 @@ def test_a_batcher_started_by_its_first_request_through_a_deque(tmp_path):
 def test_requests_with_no_forward_and_forwards_with_no_request(tmp_path):
     """Health checks while a batcher ran for a process with no request at all: nothing joined, nothing lost,
     and nobody counted as a request the batcher served."""
-    from gpusleuth.analysis.batching import join_batches
+    from gpusleuth.serving.analysis.batching import join_batches
 
     lines7 = [r_line(T0 + k * MS, T0 + k * MS + 100_000) for k in range(5)]
     lines9 = [f_line(T0 + k * MS, T0 + k * MS + 500_000, rows=8) for k in range(5)]
@@ -164,7 +164,7 @@ def test_requests_with_no_forward_and_forwards_with_no_request(tmp_path):
 
 def test_one_request_and_many_forwards(tmp_path):
     """A generation: one hand-off, one take, an answer after 50 steps — joined to all 50, prefill the first."""
-    from gpusleuth.analysis.batching import join_batches
+    from gpusleuth.serving.analysis.batching import join_batches
 
     steps = [f_line(T0 + 2 * MS + k * MS, T0 + 2 * MS + k * MS + 800_000, rows=1) for k in range(50)]
     run = parse(tmp_path, {7: [r_line(T0, T0 + 60 * MS, handoff=T0 + MS, claimed=T0 + 1_500_000,
@@ -179,7 +179,7 @@ def test_one_request_and_many_forwards(tmp_path):
 def test_a_join_that_raises_leaves_the_requests_with_a_sentence(tmp_path, monkeypatch):
     """Whatever a join meets that it was not written for, the requests that ran their own forwards are kept, and
     the ones it would have attributed are said in one sentence with their count and the error."""
-    import gpusleuth.analysis.requests as R
+    import gpusleuth.serving.analysis.requests as R
 
     lines = [r_line(T0, T0 + 6 * MS, own=1, pre=MS, infer=4 * MS, post=MS),
              r_line(T0 + 10 * MS, T0 + 16 * MS, handoff=T0 + 11 * MS, claimed=T0 + 11 * MS, delivered=T0 + 15 * MS),
@@ -200,7 +200,7 @@ def test_a_join_that_raises_leaves_the_requests_with_a_sentence(tmp_path, monkey
 def test_the_warm_ups_requests_are_left_out_of_the_servers_analysis(tmp_path):
     """``gpusleuth load``'s warm-up (meta ``load.warmup``: its window) is reported apart from every level; the
     recorded server's requests inside that window — a cold start's 1.5 s ones — weigh in none of its shares."""
-    from gpusleuth.analysis.requests import analyze_requests
+    from gpusleuth.serving.analysis.requests import analyze_requests
 
     lines = [r_line(T0 + k * MS, T0 + k * MS + 1500 * MS, own=1, pre=MS, infer=1498 * MS, post=MS) for k in range(4)]
     lines += [r_line(T0 + 2000 * MS + k * 10 * MS, T0 + 2000 * MS + k * 10 * MS + 6 * MS, own=1, pre=3 * MS,

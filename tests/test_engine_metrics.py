@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from gpusleuth.run.engine_samples import histogram_quantile
-from gpusleuth.sources.engine_metrics import parse_engine_metrics, read_engine_scrapes
+from gpusleuth.serving.run.engine_samples import histogram_quantile
+from gpusleuth.serving.sources.engine_metrics import parse_engine_metrics, read_engine_scrapes
 
 FIX = REPO / "tests" / "fixtures" / "engine_metrics"
 VLLM = (FIX / "vllm_v1_design_doc.metrics").read_text()
@@ -98,8 +98,8 @@ def test_llamacpp_mean_batch_between_two_scrapes():
     """busy slots per decode is a mean since start: two scrapes give the mean over the steps between them."""
     from types import SimpleNamespace
 
-    from gpusleuth.analysis.engine import analyze_engine
-    from gpusleuth.run.engine_samples import EngineSample
+    from gpusleuth.serving.analysis.engine import analyze_engine
+    from gpusleuth.serving.run.engine_samples import EngineSample
 
     def at(t, steps, mean, tokens, secs):
         return EngineSample(t_ns=t, engine="llamacpp", values={"decode_steps": steps, "busy_slots_per_decode": mean,
@@ -118,7 +118,7 @@ def test_the_engines_cached_prompt_share_per_level():
     (its mean over the level) — and none from an engine that says nothing about a cache."""
     from types import SimpleNamespace
 
-    from gpusleuth.analysis.engine import analyze_engine
+    from gpusleuth.serving.analysis.engine import analyze_engine
 
     def text(hits: int, queries: int) -> str:
         return ("# TYPE vllm:prefix_cache_queries counter\n"
@@ -154,7 +154,7 @@ def test_a_scrape_after_the_next_level_began_is_not_the_previous_levels():
     requests, level 1 read a cached share of 0.50 that was level 2's). It belongs to the next level only."""
     from types import SimpleNamespace
 
-    from gpusleuth.analysis.engine import analyze_engine
+    from gpusleuth.serving.analysis.engine import analyze_engine
 
     ms = 1_000_000
     text = "llamacpp:prompt_tokens_total %d\nllamacpp:prompt_tokens_cached_total %d\n"
@@ -252,14 +252,14 @@ def test_a_server_without_engine_metrics_gets_nothing(tmp_path):
 def _facts(levels):
     from types import SimpleNamespace
 
-    from gpusleuth.analysis.engine import EngineAnalysis, EngineLevel
+    from gpusleuth.serving.analysis.engine import EngineAnalysis, EngineLevel
 
     return SimpleNamespace(engine=EngineAnalysis(engine="vllm", scrapes=20, levels=[
         EngineLevel(level=i, concurrency=c, rate=0.0, scrapes=5, **kw) for i, (c, kw) in enumerate(levels)]))
 
 
 def test_engine_capacity_rule_earns_its_severity():
-    from gpusleuth.diagnosis.rules.serving_batching import engine_capacity as rule
+    from gpusleuth.serving.rules.batching import engine_capacity as rule
 
     calm = dict(running_mean=4.0, running_max=4.0, waiting_mean=0.0, waiting_max=0.0, kv_usage_mean=0.3,
                 kv_usage_max=0.35, preemptions=0.0)

@@ -206,8 +206,8 @@ def test_console_csv_html_and_grafana_summary(server, tmp_path):
 
 
 def test_cache_makes_a_rerun_and_a_longer_window_incremental(server, tmp_path):
-    from gpusleuth.analysis.ledger import Pricing
-    from gpusleuth.pipeline.ledger import build_ledger_report
+    from gpusleuth.ledger.analysis.model import Pricing
+    from gpusleuth.ledger.pipeline import build_ledger_report
 
     cache = tmp_path / "cache.duckdb"
 

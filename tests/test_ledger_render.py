@@ -9,13 +9,14 @@ import io
 
 import numpy as np
 
-from gpusleuth.analysis.ledger import LedgerBuilder, Pricing
-from gpusleuth.render.html_ledger import render_ledger_html
-from gpusleuth.render.ledger_console import render_ledger_console
-from gpusleuth.render.ledger_csv import render_ledger_csv
-from gpusleuth.render.ledger_grafana import render_ledger_grafana
-from gpusleuth.report.ledger import LedgerReport
-from gpusleuth.run.fleet_usage import SAMPLE_COLUMNS, FleetWindow, GpuSeries, Owner
+from gpusleuth.ledger.analysis.ledger import LedgerBuilder
+from gpusleuth.ledger.analysis.model import Pricing
+from gpusleuth.ledger.render.html import render_ledger_html
+from gpusleuth.ledger.render.console import render_ledger_console
+from gpusleuth.ledger.render.csv_out import render_ledger_csv
+from gpusleuth.ledger.render.grafana import render_ledger_grafana
+from gpusleuth.ledger.report import LedgerReport
+from gpusleuth.ledger.run.fleet_usage import SAMPLE_COLUMNS, FleetWindow, GpuSeries, Owner
 from gpusleuth.render.text import SafeConsole
 
 HOSTILE = '=HYPERLINK("http://x")\x1b[31m<script>alert(1)</script>"\\\n'

@@ -1,4 +1,4 @@
-"""Right-sizing (analysis/sizing.py): never below the observed p99 memory plus headroom, on every card and shape.
+"""Right-sizing (ledger/analysis/sizing.py): never below the observed p99 memory plus headroom, on every card and shape.
 
 Pure functions, no server: the end-to-end case (a real Prometheus, the oversized pod named with its MIG
 profile) is tests/test_fleet_prometheus.py. MIG instance sizes are checked against what ``nvidia-smi``
@@ -14,7 +14,7 @@ import itertools
 import pytest
 
 from gpusleuth.analysis.cost import DEFAULT_PRICES
-from gpusleuth.analysis.sizing import COMPUTE_HEADROOM, MEM_HEADROOM, mig_family, recommend
+from gpusleuth.ledger.analysis.sizing import COMPUTE_HEADROOM, MEM_HEADROOM, mig_family, recommend
 
 H100 = "NVIDIA H100 80GB HBM3"
 H200 = "NVIDIA H200"

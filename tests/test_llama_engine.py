@@ -51,7 +51,7 @@ def _env() -> dict:
 
 
 def test_llama_server_metrics_match_what_the_client_measured(tmp_path, gguf):
-    from gpusleuth.sources.engine_metrics import read_engine_scrapes
+    from gpusleuth.serving.sources.engine_metrics import read_engine_scrapes
     import llm_proxy_clock as P
 
     port = free_port()

@@ -20,11 +20,11 @@ import pytest
 
 from conftest import free_port, gpusleuth
 from test_serving import _wait_ready
-from gpusleuth.analysis.load import analyze_load
-from gpusleuth.analysis.load_tokens import parse_slo
-from gpusleuth.recorder.arrivals import arrival_offsets
-from gpusleuth.recorder.loadgen import LoadPlan, run_plan
-from gpusleuth.recorder.prompts import Lengths, synthetic
+from gpusleuth.serving.analysis.load import analyze_load
+from gpusleuth.serving.analysis.tokens import parse_slo
+from gpusleuth.serving.recorder.arrivals import arrival_offsets
+from gpusleuth.serving.recorder.loadgen import LoadPlan, run_plan
+from gpusleuth.serving.recorder.prompts import Lengths, synthetic
 from gpusleuth.run.model import Run, Table
 
 SERVERS = Path(__file__).parent / "servers"

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from conftest import free_port, gpusleuth
-from gpusleuth.analysis.load import analyze_load
-from gpusleuth.recorder.loadgen import LoadPlan, run_plan
+from gpusleuth.serving.analysis.load import analyze_load
+from gpusleuth.serving.recorder.loadgen import LoadPlan, run_plan
 from gpusleuth.run.model import Run, Table
 
 SLOTS, SERVICE_S = 4, 0.05
@@ -475,7 +475,7 @@ def test_https_untrusted_certificate_is_a_sentence_and_insecure_loads_it(tls_ser
 def test_the_python_310_timeout_fallback_times_out():
     import asyncio
 
-    from gpusleuth.recorder.time_limit import _WaitFor
+    from gpusleuth.serving.recorder.time_limit import _WaitFor
 
     async def main():
         with pytest.raises(asyncio.TimeoutError):
@@ -568,7 +568,7 @@ def test_a_server_that_closes_after_each_answer_gets_a_fresh_connection_per_requ
 def test_a_server_that_keeps_connections_keeps_them(server):
     """The other side of the lesson above: a keep-alive server's connections are reused (no fresh connection
     per request), and one closed after many answers (an idle timeout, a max) teaches nothing."""
-    from gpusleuth.recorder.http_client import Connection, parse_target
+    from gpusleuth.serving.recorder.http_client import Connection, parse_target
     import asyncio
 
     target = parse_target(server + "/")
@@ -597,8 +597,8 @@ def test_the_readiness_probe_leaves_no_reset_in_the_servers_log():
     import time as _time
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from gpusleuth.recorder.http_client import parse_target
-    from gpusleuth.recorder.server_probe import wait_ready
+    from gpusleuth.serving.recorder.http_client import parse_target
+    from gpusleuth.serving.recorder.server_probe import wait_ready
 
     errors: list[str] = []
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpusleuth.analysis.load import LoadLevel
-from gpusleuth.analysis.outside_server import fill_outside
-from gpusleuth.analysis.requests import RequestLevel
+from gpusleuth.serving.analysis.load import LoadLevel
+from gpusleuth.serving.analysis.outside_server import fill_outside
+from gpusleuth.serving.analysis.request_model import RequestLevel
 from gpusleuth.run.model import Run, Table
 
 

@@ -32,7 +32,7 @@ def test_report_without_a_page_builds_no_chart_data(monkeypatch, capsys, tmp_pat
 
 @pytest.mark.process
 def test_reading_a_run_directory_imports_no_prometheus_client():
-    """sources/engine_metrics.py imported prometheus_client (with http.server, wsgiref, email: 57 modules)
+    """serving/sources/engine_metrics.py imported prometheus_client (with http.server, wsgiref, email: 57 modules)
     for every run directory read; only a `gpusleuth load` run with engine scrapes needs its parser."""
     code = ("import sys; from gpusleuth.sources.inputs import read_inputs; "
             f"read_inputs([{str(RUN)!r}]); print(sorted(m for m in sys.modules if m.startswith('prometheus_client')))")

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from gpusleuth.run.request_ids import REQUEST_ID_MAX, clean_request_id, join_on_ids, request_keys
+from gpusleuth.serving.run.request_ids import REQUEST_ID_MAX, clean_request_id, join_on_ids, request_keys
 
 
 def test_ids_are_text_compared_exactly_bounded_and_cleaned():
@@ -68,8 +68,8 @@ def _uuid_run(tmp_path: Path, n: int = 40):
 def test_uuid_request_ids_join_the_client_to_the_server(tmp_path):
     """The client's time outside the server, per request, and the SLO misses' parts join on UUIDs as they did
     on integers: every request joined, the planted 30 ms outside the server found at concurrency 8."""
-    from gpusleuth.analysis.requests import analyze_requests, split_by_levels
-    from gpusleuth.analysis.slo_miss import explain_misses
+    from gpusleuth.serving.analysis.requests import analyze_requests, split_by_levels
+    from gpusleuth.serving.analysis.slo_miss import explain_misses
 
     run, levels, ids = _uuid_run(tmp_path)
     assert run.requests["request_id"].tolist() == ids  # read as the text the header carried

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpusleuth.analysis.telemetry import GpuSummary
-from gpusleuth.analysis.trace import IDLE_CATS, IdleCauses, StepPartition, StepStats, TraceAnalysis
+from gpusleuth.analysis.trace import IDLE_CATS, IdleCauses, StepPartition, TraceStepStats, TraceAnalysis
 from gpusleuth.analysis.trace.kernels import NO_KERNELS, ShortKernels
 from gpusleuth.analysis.trace.launch import NO_LAUNCHES, LaunchCost
 from gpusleuth.analysis.trace.timeline import CommOverlap, DeviceTime
@@ -33,7 +33,7 @@ def trace(partition, rank=0, dur=0.01, n=5, kernels=NO_KERNELS, launch=NO_LAUNCH
                                non_compute_s=busy - span.get("compute", 0.0), idle_s=sum(idle.values()),
                                copy_between_kernels_s=copies),
         span_partition=span, trace_window_s=dur * n, trace_partition=span, steps=steps,
-        step_stats=StepStats(count=n, mean_s=dur, median_s=dur, std_s=0.0, cv=0.0, min_s=dur, max_s=dur),
+        step_stats=TraceStepStats(count=n, mean_s=dur, median_s=dur, std_s=0.0, cv=0.0, min_s=dur, max_s=dur),
         idle_causes=IdleCauses(total_s=sum(idle.values()), seconds=idle,
                                share={c: v / (sum(idle.values()) or 1.0) for c, v in idle.items()}, over="steps"),
         kernels=kernels, launch=launch, overlap=overlap or CommOverlap(0.0, 0.0, 0.0, None))

@@ -178,7 +178,7 @@ def test_lock_around_the_model_is_waiting_not_preprocessing(tmp_path):
     want = check_against_truth(run, truth, len(statuses), "http.server")
     assert want["pre"] > 0.3  # the server's own clock: the lock wait is most of its requests' time
     facts, found = findings_of(run)
-    from gpusleuth.diagnosis.rules.serving_request_path import MIN_ALONE, PRE_MODERATE
+    from gpusleuth.serving.rules.request_path import MIN_ALONE, PRE_MODERATE
 
     # alone, a request's pre is its body read and nothing else (0.10 measured on a quiet box): under the rule's
     # "waiting, not work" bound
@@ -291,7 +291,7 @@ def facts_for(run, levels=None):
     from types import SimpleNamespace
 
     from gpusleuth.analysis.outcomes import Outcomes, StepStats
-    from gpusleuth.analysis.requests import analyze_requests, split_by_levels
+    from gpusleuth.serving.analysis.requests import analyze_requests, split_by_levels
     from gpusleuth.diagnosis.facts import Facts
 
     ra = analyze_requests(run)
@@ -314,7 +314,7 @@ def levels_of(run, rps):
 
 
 def test_preprocessing_rule_earns_its_severity():
-    from gpusleuth.diagnosis.rules.serving_request_path import preprocessing_in_request_path as rule
+    from gpusleuth.serving.rules.request_path import preprocessing_in_request_path as rule
 
     pegged = synthetic_run(cores=1.0)
     f = rule(facts_for(pegged, levels_of(pegged, (50, 52, 51))))[0]
@@ -334,7 +334,7 @@ def test_preprocessing_rule_earns_its_severity():
 
 def test_under_batched_rule_fires_only_on_an_idle_accelerator_under_load():
     from gpusleuth.diagnosis.finding import Missing
-    from gpusleuth.diagnosis.rules.serving_batching import under_batched as rule
+    from gpusleuth.serving.rules.batching import under_batched as rule
 
     run = synthetic_run(pre=0.5e6, infer=8e6, post=0.5e6, cores=0.3, gpu_util=20.0)
     f = rule(facts_for(run, levels_of(run, (40, 120, 300))))[0]
@@ -363,8 +363,8 @@ def alone_then_loaded(alone_pre: float, loaded_pre: float, n: int = 30, loaded_i
 
 
 def test_pre_that_only_grows_under_load_is_waiting_not_preprocessing():
-    from gpusleuth.diagnosis.rules.serving_request_path import preprocessing_in_request_path as pre_rule
-    from gpusleuth.diagnosis.rules.serving_request_path import waiting_before_the_model as wait_rule
+    from gpusleuth.serving.rules.request_path import preprocessing_in_request_path as pre_rule
+    from gpusleuth.serving.rules.request_path import waiting_before_the_model as wait_rule
 
     lock = facts_for(alone_then_loaded(alone_pre=0.1e6, loaded_pre=20e6))
     assert lock.requests.alone_requests == 30 and lock.requests.alone_shares["pre"] < 0.05
@@ -377,7 +377,7 @@ def test_pre_that_only_grows_under_load_is_waiting_not_preprocessing():
     assert wait_rule(tok) == []
     # the same wait on a server that batches (its forwards outside the requests, Ray's @serve.batch): the batch
     # rules price its collection; no lock blamed, no "batch them" to a batcher (issue 32 item 5)
-    from gpusleuth.analysis.batch_stats import BatchStats
+    from gpusleuth.serving.analysis.batch_stats import BatchStats
 
     batcher = facts_for(alone_then_loaded(alone_pre=0.1e6, loaded_pre=20e6))
     batcher.requests.batching = BatchStats(requests=60, unattributed=0, forwards=12, forwards_joined=12, size_p50=5.0,
@@ -393,7 +393,7 @@ def test_pre_that_only_grows_under_load_is_waiting_not_preprocessing():
 
 
 def test_queueing_rule():
-    from gpusleuth.diagnosis.rules.serving_request_path import queueing as rule
+    from gpusleuth.serving.rules.request_path import queueing as rule
 
     q = rule(facts_for(synthetic_run(pre=0.5e6, infer=4e6, post=0.5e6, queue=12e6)))[0]
     assert q.severity == "high" and q.estimated_gain.wall_share == 0.0
@@ -504,7 +504,7 @@ def test_a_requests_own_preprocessing_is_seen_when_load_spreads_the_gil_wait():
     GIL wait lands after the model too (the stdlib tokenizing server measured 29 % overall, 74 % alone, on a
     quiet box): preprocessing, from the requests that ran alone. Preprocessing that load made a small part
     of the request (under 15 % overall) stays quiet."""
-    from gpusleuth.diagnosis.rules.serving_request_path import preprocessing_in_request_path as pre_rule
+    from gpusleuth.serving.rules.request_path import preprocessing_in_request_path as pre_rule
 
     spread = facts_for(alone_then_loaded(alone_pre=6e6, loaded_pre=3e6, loaded_infer=12e6, loaded_post=10e6))
     ra = spread.requests

@@ -264,7 +264,7 @@ def test_a_probe_answered_while_a_full_batch_ran_is_not_an_unattributed_request(
     (+0.44 ms → +0.73 ms) whose 2 rows were the 2 requests joined to it through their hand-offs — and was
     counted as a request the batcher served that could not be tied to its batch. A forward whose rows are all
     taken has no room for another request; one with room (or of unknown rows) still counts the overlap."""
-    from gpusleuth.analysis.batching import join_batches
+    from gpusleuth.serving.analysis.batching import join_batches
     from gpusleuth.run.model import Table
 
     def i64(*v: int) -> np.ndarray:
@@ -399,7 +399,7 @@ def test_a_real_continuous_batching_engine_is_attributed(tmp_path):
 def test_batch_series_bins_forwards_by_start_and_leaves_empty_bins_empty():
     """Nine joined forwards and one that served nobody: three bins of three forwards each on a 0–8 s span,
     the forward that joined none left out, a quiet stretch a gap (None), not a batch of zero."""
-    from gpusleuth.analysis.batch_stats import batch_series
+    from gpusleuth.serving.analysis.batch_stats import batch_series
 
     s = 1_000_000_000
     start = np.asarray([0, 1, 2, 3, 4, 4, 5, 8, 8, 2], dtype=np.int64) * s + 7

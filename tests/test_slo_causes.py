@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from conftest import free_port
-from gpusleuth.analysis.capacity import FLAT
+from gpusleuth.serving.analysis.capacity import FLAT
 from test_serving import BODY, SERVERS, _env, _load_and_report
 
 
@@ -170,7 +170,7 @@ def test_open_loop_replicas_are_the_offered_rate_over_one_replicas_goodput():
     replicas the offered rate over it; a rate no level met leaves the count unmeasured, said in a note."""
     from types import SimpleNamespace as NS
 
-    from gpusleuth.analysis.capacity import assess_capacity
+    from gpusleuth.serving.analysis.capacity import assess_capacity
 
     t0 = 10**18
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from gpusleuth.analysis.stalls import StallVerdict, judge_run
-from gpusleuth.analysis.capacity import assess_capacity
+from gpusleuth.serving.analysis.capacity import assess_capacity
 from gpusleuth.analysis.comm import CommSummary, job_comm
 from gpusleuth.analysis.comm import price as price_comm
 from gpusleuth.analysis.cost import find_price, price_table
@@ -28,16 +28,16 @@ from gpusleuth.analysis.gpu_timeline import GpuTimeline, gpu_timelines
 from gpusleuth.analysis.host_ops import HostOps
 from gpusleuth.analysis.headline import Headline, compute_headline
 from gpusleuth.analysis.identity import RunInfo, run_info
-from gpusleuth.analysis.load import LoadAnalysis, analyze_load
+from gpusleuth.serving.analysis.load import LoadAnalysis, analyze_load
 from gpusleuth.analysis.loop import LoopFacts, loop_facts
 from gpusleuth.analysis.options import AnalysisOptions
 from gpusleuth.analysis.outcomes import Outcomes, compute_outcomes, traced_outcomes
 from gpusleuth.analysis.job_gpus import JobGpus, job_gpus
 from gpusleuth.analysis.peaks import gpu_model
 from gpusleuth.analysis.ranks import RankSummary, summarize_rank
-from gpusleuth.analysis.requests import RequestAnalysis, analyze_requests, split_by_levels
-from gpusleuth.analysis.engine import EngineAnalysis, analyze_engine
-from gpusleuth.analysis.slo_miss import explain_misses
+from gpusleuth.serving.analysis.requests import RequestAnalysis, analyze_requests, split_by_levels
+from gpusleuth.serving.analysis.engine import EngineAnalysis, analyze_engine
+from gpusleuth.serving.analysis.slo_miss import explain_misses
 from gpusleuth.analysis.steps import StepView, step_view
 from gpusleuth.analysis.telemetry import GpuSummary, HostSummary, assign_roles, summarize_gpus, summarize_host
 from gpusleuth.analysis.timeseries import DisplayData, build_display

@@ -41,7 +41,7 @@ class Panel:
 
 
 @dataclass
-class Series:
+class ChartSeries:
     panel: str
     name: str
     t: list[float | None]  # seconds since DisplayData.t0_ns
@@ -61,7 +61,7 @@ class Heatmap:
 
 
 @dataclass
-class Band:
+class ChartBand:
     kind: str  # "phase" (spans every panel) or "throttle" (marked on the clocks panel)
     label: str
     start_s: float
@@ -73,9 +73,9 @@ class DisplayData:
     t0_ns: int | None = None
     duration_s: float | None = None
     panels: list[Panel] = field(default_factory=list)
-    series: list[Series] = field(default_factory=list)
+    series: list[ChartSeries] = field(default_factory=list)
     heatmaps: list[Heatmap] = field(default_factory=list)
-    bands: list[Band] = field(default_factory=list)
+    bands: list[ChartBand] = field(default_factory=list)
     gap_histograms: list[GapHistogram] = field(default_factory=list)
     max_points: int = MAX_POINTS
 
@@ -168,7 +168,7 @@ class _Builder:
         if not len(y) or not np.isfinite(y).any():
             return
         t, yy = minmax_downsample(self.secs(t_ns), y, self.d.max_points)
-        self.d.series.append(Series(panel, name, _plain(t, 3), _plain(yy), len(y), mode))
+        self.d.series.append(ChartSeries(panel, name, _plain(t, 3), _plain(yy), len(y), mode))
 
 
 def _col(table: Table, name: str) -> np.ndarray:
@@ -252,7 +252,7 @@ def _gpu(b: _Builder, run: Run) -> None:
             on |= hit
         name = f"{tag}throttled ({', '.join(reasons)})".strip()
         for s, e in _merge_close(_intervals(t, on), MAX_BANDS):
-            b.d.bands.append(Band("throttle", name, (s - b.t0) / 1e9, (e - b.t0) / 1e9))
+            b.d.bands.append(ChartBand("throttle", name, (s - b.t0) / 1e9, (e - b.t0) / 1e9))
         _ = hw  # hardware names are in the report's GPU table
 
 
@@ -329,7 +329,7 @@ def _steps(b: _Builder, view: StepView | None) -> None:
 def _phases(b: _Builder, run: Run) -> None:
     ph = run.phases
     for i in np.argsort(ph["start_ns"], kind="stable") if len(ph) else []:
-        b.d.bands.append(Band("phase", str(ph["name"][i]), (int(ph["start_ns"][i]) - b.t0) / 1e9,
+        b.d.bands.append(ChartBand("phase", str(ph["name"][i]), (int(ph["start_ns"][i]) - b.t0) / 1e9,
                               (int(ph["end_ns"][i]) - b.t0) / 1e9))
 
 

@@ -1,7 +1,7 @@
 """``gpusleuth fleet --prometheus URL``: the GPU ledger from a cluster's own Prometheus (the flags and the verb's body).
 
 The ``fleet`` verb (cli/fleet.py) hands over here when ``--prometheus`` is given; the pass itself is
-report/ledger.py, the output one renderer per format.
+ledger/report.py, the output one renderer per format.
 """
 
 from __future__ import annotations
@@ -68,10 +68,10 @@ def _when(text: str, flag: str) -> int:
 
 
 def prometheus_command(args: Any) -> int:
-    from gpusleuth.analysis.ledger import Pricing
+    from gpusleuth.ledger.analysis.model import Pricing
     from gpusleuth.cli.output import count_progress, make_console, write_html_file
     from gpusleuth.errors import InputError
-    from gpusleuth.pipeline.ledger import build_ledger_report
+    from gpusleuth.ledger.pipeline import build_ledger_report
     from gpusleuth.sources.prices import read_price_table
 
     if args.dirs:
@@ -108,26 +108,26 @@ def prometheus_command(args: Any) -> int:
         basic_auth_file=args.basic_auth_file, ca_file=args.ca_file, verify=not args.insecure_skip_verify,
         progress=bar if sys.stderr.isatty() else None, power_cap_w=args.power_cap)
     if args.html:
-        from gpusleuth.render.html_ledger import render_ledger_html
+        from gpusleuth.ledger.render.html import render_ledger_html
 
         write_html_file(render_ledger_html, report, args.html, "fleet page")
     if args.grafana_summary:
-        from gpusleuth.render.ledger_grafana import render_ledger_grafana
+        from gpusleuth.ledger.render.grafana import render_ledger_grafana
 
         try:
             args.grafana_summary.write_text(render_ledger_grafana(report))
         except OSError as exc:
             raise InputError(args.grafana_summary, f"cannot write the Grafana summary: {exc.strerror}") from None
     if args.json:
-        from gpusleuth.render.ledger_json import render_ledger_json
+        from gpusleuth.ledger.render.json_out import render_ledger_json
 
         sys.stdout.write(render_ledger_json(report) + "\n")
     elif args.csv:
-        from gpusleuth.render.ledger_csv import render_ledger_csv
+        from gpusleuth.ledger.render.csv_out import render_ledger_csv
 
         sys.stdout.write(render_ledger_csv(report))
     else:
-        from gpusleuth.render.ledger_console import render_ledger_console
+        from gpusleuth.ledger.render.console import render_ledger_console
 
         render_ledger_console(report, make_console(), limit=args.limit if args.limit is not None else 20)
     return 0

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from gpusleuth.cli.options import Subparsers
-    from gpusleuth.recorder.engine_scrape import EngineScraper
-    from gpusleuth.recorder.loadgen import LoadPlan, LoadResult, LoadThread
+    from gpusleuth.serving.recorder.engine_scrape import EngineScraper
+    from gpusleuth.serving.recorder.loadgen import LoadPlan, LoadResult, LoadThread
 
 
 DEFAULT_LEVELS = "1,4,16,64"
@@ -187,8 +187,8 @@ def _headers(args: argparse.Namespace, bodies: list[bytes]) -> list[tuple[str, s
 
 
 def plan_from_args(args: argparse.Namespace) -> LoadPlan:
-    from gpusleuth.recorder.http_client import safe_url
-    from gpusleuth.recorder.loadgen import LoadPlan
+    from gpusleuth.serving.recorder.http_client import safe_url
+    from gpusleuth.serving.recorder.loadgen import LoadPlan
 
     if args.concurrency and args.rate:
         raise LaunchError("gpusleuth load: give --concurrency (closed loop) or --rate (open loop), not both")
@@ -225,7 +225,7 @@ def plan_from_args(args: argparse.Namespace) -> LoadPlan:
         raise LaunchError("gpusleuth load: --arrivals shapes an open loop; give --rate R[,R…] with it")
     slo = {}
     if args.slo:
-        from gpusleuth.analysis.load_tokens import parse_slo
+        from gpusleuth.serving.analysis.tokens import parse_slo
 
         if api == "http":
             raise LaunchError("gpusleuth load: --slo holds an LLM endpoint's TTFT and inter-token gaps; for plain "
@@ -251,7 +251,7 @@ def plan_from_args(args: argparse.Namespace) -> LoadPlan:
 def _api_of(url: str) -> str:
     from urllib.parse import urlsplit
 
-    from gpusleuth.recorder.openai_api import endpoint_kind
+    from gpusleuth.serving.recorder.openai_api import endpoint_kind
 
     try:
         path = urlsplit(url).path
@@ -264,7 +264,7 @@ def _llm_plan(args: argparse.Namespace) -> dict[str, Any]:
     """The LoadPlan fields of an OpenAI-compatible load: prompts, model, stream, extra body fields."""
     import json
 
-    from gpusleuth.recorder import prompts as P
+    from gpusleuth.serving.recorder import prompts as P
 
     try:
         inputs = P.Lengths.parse(args.input_tokens, "--input-tokens")
@@ -332,7 +332,7 @@ def load_command(args: argparse.Namespace) -> int:
 
 
 def _export(path: Path, result: LoadResult) -> None:
-    from gpusleuth.run.load_jsonl import write_requests_jsonl
+    from gpusleuth.serving.run.load_jsonl import write_requests_jsonl
     from gpusleuth.run.model import Table
 
     try:
@@ -345,7 +345,7 @@ def _export(path: Path, result: LoadResult) -> None:
 
 def _url_only(args: argparse.Namespace, plan: LoadPlan) -> tuple[Path | None, LoadResult, None]:
     """No server to start: load the URL; with --out, a run directory with only the load results."""
-    from gpusleuth.recorder.loadgen import run_plan
+    from gpusleuth.serving.recorder.loadgen import run_plan
 
     cancel = threading.Event()
     old = signal.signal(signal.SIGINT, lambda *_: cancel.set())  # Ctrl-C ends the levels, keeps the rows
@@ -365,8 +365,8 @@ def _url_only(args: argparse.Namespace, plan: LoadPlan) -> tuple[Path | None, Lo
 
 
 def _engine_scraper(args: argparse.Namespace) -> EngineScraper:
-    """An LLM engine's own /metrics, read once a second while the levels run (recorder/engine_scrape.py)."""
-    from gpusleuth.recorder.engine_scrape import EngineScraper
+    """An LLM engine's own /metrics, read once a second while the levels run (serving/recorder/engine_scrape.py)."""
+    from gpusleuth.serving.recorder.engine_scrape import EngineScraper
 
     return EngineScraper(args.url, insecure=bool(getattr(args, "insecure", False))).start()
 
@@ -403,7 +403,7 @@ def _write_engine(engine: EngineScraper, run_dir: Path) -> None:
 def _write_load_only(args: argparse.Namespace, plan: LoadPlan, result: LoadResult) -> Path:
     from gpusleuth._version import __version__
     from gpusleuth.recorder.launcher import prepare_run_dir
-    from gpusleuth.recorder.loadgen import write_load
+    from gpusleuth.serving.recorder.loadgen import write_load
     from gpusleuth.run.layout import RunDir
     from gpusleuth.run.meta import FORMAT_VERSION
 
@@ -425,7 +425,7 @@ def _with_server(args: argparse.Namespace, plan: LoadPlan, command: list[str]
                  ) -> tuple[Path, LoadResult | None, str | None]:
     """Start the server under recording, load it once it answers, stop it; one run directory for all."""
     from gpusleuth.recorder.launcher import LaunchOptions, default_run_dir, launch
-    from gpusleuth.recorder.loadgen import LoadThread, write_load
+    from gpusleuth.serving.recorder.loadgen import LoadThread, write_load
     from gpusleuth.cli.options import analysis_options
     from gpusleuth.run.layout import RunDir
 
@@ -502,7 +502,7 @@ def _report(args: argparse.Namespace, run_dir: Path | None, result: LoadResult, 
 
         render_console(report, make_console())
     else:
-        from gpusleuth.render.serving_console import render_serving
+        from gpusleuth.serving.render.console import render_serving
 
         console = make_console()
         render_serving(report, console)

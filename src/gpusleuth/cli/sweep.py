@@ -169,7 +169,8 @@ def sweep_command(args: argparse.Namespace) -> int:
 
 def _max_batch(args: argparse.Namespace, command: list[str], params: list[tuple[str, list[str]]], opts: SweepOptions,
                out: Path, say: Callable[[str], None]) -> MaxBatchResult:
-    from gpusleuth.experiments.maxbatch import job_try, search
+    from gpusleuth.experiments.maxbatch import search
+    from gpusleuth.experiments.runner import job_try
 
     lo, hi = _range(args.batch_range)
     base = {name: values[0] for name, values in params if name != args.batch_param}

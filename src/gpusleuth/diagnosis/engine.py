@@ -27,11 +27,13 @@ from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.taxonomy import STAGE_OF_CAUSE
 from gpusleuth.diagnosis.rules import (busy_idle, copies, distributed, gpu, gpu_log, hangs, host, memory, phases,
-                                       precision,
-                                       serving_batching, serving_capacity, serving_request_path, serving_slo, sizing,
-                                       stragglers, sync, throttling)
+                                       precision, sizing, stragglers, sync, throttling)
 from gpusleuth.diagnosis.rules import input as input_rules
 from gpusleuth.diagnosis.rules._scope import Scope, scope_of
+from gpusleuth.serving.rules import batching as serving_batching
+from gpusleuth.serving.rules import capacity as serving_capacity
+from gpusleuth.serving.rules import request_path as serving_request_path
+from gpusleuth.serving.rules import slo as serving_slo
 
 Rule = Callable[[Facts], list[Finding] | Missing]
 NAMED = 8  # ranks or GPUs named where a rule could not judge them; the rest are counted

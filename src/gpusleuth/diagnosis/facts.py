@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpusleuth.analysis.comm import CommSummary, RankComm
-from gpusleuth.analysis.engine import EngineAnalysis, EngineLevel
+from gpusleuth.serving.analysis.engine import EngineAnalysis, EngineLevel
 from gpusleuth.analysis.gpu_timeline import GpuTimeline, Utilization
 from gpusleuth.analysis.host_ops import HostOps
-from gpusleuth.analysis.load import LoadAnalysis, LoadLevel
+from gpusleuth.serving.analysis.load import LoadAnalysis, LoadLevel
 from gpusleuth.analysis.loop import PhaseStats, Threads
 from gpusleuth.analysis.outcomes import Outcomes, StepStats
-from gpusleuth.analysis.requests import RequestAnalysis
-from gpusleuth.analysis.slo_miss import MissLevel
+from gpusleuth.serving.analysis.request_model import RequestAnalysis
+from gpusleuth.serving.analysis.request_model import MissLevel
 from gpusleuth.analysis.stalls import RankAt, StallVerdict
 from gpusleuth.analysis.telemetry import GpuSummary, HostSummary
 from gpusleuth.analysis.trace import TraceAnalysis
@@ -65,9 +65,9 @@ class Facts:
     gpu_timeline: list[GpuTimeline] = field(default_factory=list)
     # analysis.comm.CommSummary: collectives matched across ranks (hook records, else per-rank traces)
     comm: CommSummary | None = None
-    # analysis.load.LoadAnalysis of `gpusleuth load`: per-level rps and latencies, the knee; None without load
+    # serving.analysis.load.LoadAnalysis of `gpusleuth load`: per-level rps and latencies, the knee; None without load
     load: LoadAnalysis | None = None
-    # analysis.requests.RequestAnalysis: a server's requests (queue/pre/infer/post, CPU, accelerator); None: none
+    # serving.analysis.request_model.RequestAnalysis: a server's requests (queue/pre/infer/post, CPU, accelerator); None: none
     requests: RequestAnalysis | None = None
     # an LLM engine's own /metrics per load level; None: none read
     engine: EngineAnalysis | None = None

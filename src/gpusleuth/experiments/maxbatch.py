@@ -14,13 +14,7 @@ import gc
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
-
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from gpusleuth.experiments.runner import SweepOptions
-
+from typing import Callable
 
 @dataclass
 class Try:
@@ -188,26 +182,3 @@ def _free() -> None:
     t = _cuda()
     if t is not None:
         t.cuda.empty_cache()
-
-
-# ------------------------------------------------------------------------------- one process per try
-def job_try(command: list[str], param: str, base_config: dict[str, str], opts: SweepOptions, out_dir: Path,
-            steps: int) -> Callable[[int], Try]:
-    """A ``try_batch`` that runs the job (fresh process: fresh state) with ``param`` = b for a few steps."""
-    from pathlib import Path
-
-    from gpusleuth.experiments import grid as g
-    from gpusleuth.experiments.runner import run_job
-
-    def try_batch(b: int) -> Try:
-        config = dict(base_config)
-        config[param] = str(b)
-        spec = g.job_spec(config, command)
-        att = run_job(spec, Path(out_dir) / f"maxbatch-{b}", opts, steps, f"{param}={b}")
-        m = att.measurement
-        detail = att.error or ""
-        if att.stderr_tail and not att.ok:
-            detail += " | " + att.stderr_tail[-1][-200:]
-        return Try(b, att.ok, att.oom, att.wall_s, detail, m.peak_mem_bytes if m else None)
-
-    return try_batch

@@ -16,7 +16,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from gpusleuth.recorder.launcher import default_run_dir
 from gpusleuth.experiments import grid as g
@@ -25,10 +25,8 @@ from gpusleuth.experiments.measure import Measurement, measure_dir
 from gpusleuth.experiments.oom import is_oom_exit
 from gpusleuth.run.layout import RunDir
 from gpusleuth.analysis.noise import repeats_floor
+from gpusleuth.experiments.maxbatch import MaxBatchResult, Try
 from gpusleuth.experiments.stats import Band, Knee, Verdict, band, knee, verdict
-
-if TYPE_CHECKING:
-    from gpusleuth.experiments.maxbatch import MaxBatchResult
 
 BATCH_NAMES = ("batch_size", "batch", "bs")
 STDERR_TAIL_LINES = 12
@@ -356,3 +354,23 @@ def _jsonable(o: Any) -> Any:
     if hasattr(o, "to_dict"):
         return o.to_dict()
     return str(o)
+
+
+# ------------------------------------------------------------------------------- one process per try
+def job_try(command: list[str], param: str, base_config: dict[str, str], opts: SweepOptions, out_dir: Path,
+            steps: int) -> Callable[[int], Try]:
+    """For ``maxbatch.search``: a ``try_batch`` that runs the job (fresh process: fresh state) with ``param`` = b
+    for a few steps. Here, not in maxbatch.py, so that the search stays a leaf the runner imports."""
+
+    def try_batch(b: int) -> Try:
+        config = dict(base_config)
+        config[param] = str(b)
+        spec = g.job_spec(config, command)
+        att = run_job(spec, Path(out_dir) / f"maxbatch-{b}", opts, steps, f"{param}={b}")
+        m = att.measurement
+        detail = att.error or ""
+        if att.stderr_tail and not att.ok:
+            detail += " | " + att.stderr_tail[-1][-200:]
+        return Try(b, att.ok, att.oom, att.wall_s, detail, m.peak_mem_bytes if m else None)
+
+    return try_batch

@@ -28,7 +28,7 @@ GPU_PROCS_EVERY_S = 5.0
 STATUS_FILE = RECORDER_STATUS
 
 
-class Recorder:
+class TelemetryRecorder:
     def __init__(self, run_dir: Path, interval_s: float, use_gpu: bool = True, metrics=None, stalls=None):
         from gpusleuth.recorder.host import HostSampler
         from gpusleuth.recorder.schemas import GPU_PROCS_SCHEMA, GPU_SCHEMA, HOST_SCHEMA, PROCS_SCHEMA
@@ -171,7 +171,7 @@ def _child_alive(pid: int | None) -> bool:
         return False
 
 
-def run_loop(rec: Recorder, control) -> None:
+def run_loop(rec: TelemetryRecorder, control) -> None:
     """Sample on an absolute schedule (no drift), read control lines without blocking the schedule."""
     interval = rec.interval_ns
     next_t = time.time_ns()
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
 
         stalls = StallWatch(args.run_dir, after_s=None if args.stall_after == "auto" else float(args.stall_after),
                             on_stall=args.on_stall, say_fd=args.say_fd, metrics=metrics)
-    rec = Recorder(args.run_dir, args.interval, use_gpu=not args.no_gpu, metrics=metrics, stalls=stalls)
+    rec = TelemetryRecorder(args.run_dir, args.interval, use_gpu=not args.no_gpu, metrics=metrics, stalls=stalls)
     if args.pid:
         rec.watch(args.pid)
     try:

@@ -14,7 +14,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from gpusleuth.render.comm_console import render_comm
-from gpusleuth.render.serving_console import render_serving
+from gpusleuth.serving.render.console import render_serving
 from gpusleuth.report.model import Report
 from gpusleuth.render.units import human_bytes
 from gpusleuth.render.phase_labels import TOOL_PHASES

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from gpusleuth._version import __version__
 from gpusleuth.errors import GpusleuthError
 from gpusleuth.render import html_figures as F
-from gpusleuth.render.html_serving import request_stages_section, serving_section
+from gpusleuth.render.html_page import Page
+from gpusleuth.serving.render.html import request_stages_section, serving_section
 from gpusleuth.render.labels import CATEGORY_LABELS, category_labels, cpu_only_note
 from gpusleuth.render.text import clip, inert
 from gpusleuth.render.units import dollars, human_bytes
@@ -81,24 +82,6 @@ def _pct(x: float | None, digits: int = 0) -> str:
     return "–" if x is None else f"{x * 100:.{digits}f}%"
 
 
-
-
-class Page:
-    """The page being assembled: HTML fragments (already escaped) and the figures they reference."""
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.figures: dict[str, dict[str, Any]] = {}
-
-    def add(self, s: str) -> None:
-        self.parts.append(s)
-
-    def figure(self, fig: dict[str, Any] | None, css: str = "fig") -> None:
-        if fig is None:
-            return
-        fid = f"fig-{len(self.figures) + 1}"
-        self.figures[fid] = fig
-        self.add(f'<div class="{css}" id="{fid}"></div>')
 
 
 def table(head: list[str], rows: list[list[str]], cls: str = "") -> str:

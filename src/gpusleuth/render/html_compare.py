@@ -13,7 +13,8 @@ from typing import Any
 from gpusleuth.analysis.compare import METRICS
 from gpusleuth.report.comparison import SCHEMA, ComparisonReport
 from gpusleuth.render import html_figures as F
-from gpusleuth.render.html import Page, document, e, table, tile
+from gpusleuth.render.html import document, e, table, tile
+from gpusleuth.render.html_page import Page
 from gpusleuth.render.units import dollars, metric_text
 
 RUN_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from gpusleuth.render import html_figures as F
 from gpusleuth.render.fleet_console import _pct, _usd, finding_text, when
-from gpusleuth.render.html import Page, document, e, table, tile
+from gpusleuth.render.html import document, e, table, tile
+from gpusleuth.render.html_page import Page
 
 if TYPE_CHECKING:
     from gpusleuth.report.fleet import Fleet

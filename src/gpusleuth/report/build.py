@@ -10,7 +10,7 @@ from gpusleuth.analysis.bundle import RunAnalysis
 from gpusleuth.diagnosis.engine import diagnose, not_applicable
 from gpusleuth.diagnosis.gather import build_facts
 from gpusleuth.report.model import Report, group_missing
-from gpusleuth.report.serving import serving_section
+from gpusleuth.serving.report import serving_section
 
 
 def report_from(a: RunAnalysis) -> Report:

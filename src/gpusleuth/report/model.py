@@ -12,17 +12,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpusleuth.analysis.comm import CommSummary
-from gpusleuth.analysis.engine import EngineAnalysis
+from gpusleuth.serving.analysis.engine import EngineAnalysis
 from gpusleuth.analysis.headline import Headline
 from gpusleuth.analysis.identity import RunInfo
 from gpusleuth.analysis.job_gpus import JobGpus
 from gpusleuth.analysis.outcomes import Outcomes
-from gpusleuth.analysis.requests import RequestAnalysis
+from gpusleuth.serving.analysis.request_model import RequestAnalysis
 from gpusleuth.analysis.timeseries import DisplayData
 from gpusleuth.analysis.trace import TraceAnalysis
 from gpusleuth.analysis.telemetry import GpuSummary, HostSummary
 from gpusleuth.diagnosis.finding import Finding, Missing
-from gpusleuth.report.serving import ServingSection
+from gpusleuth.serving.report import ServingSection
 
 SCHEMA = "gpusleuth.report/1"
 

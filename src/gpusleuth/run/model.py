@@ -103,9 +103,9 @@ class Run:
     requests: Table = field(default_factory=Table)
     # ``batches``: the forwards the hook saw outside any request while requests were open (a batcher's
     # model thread or task): pid, start_ns, end_ns, rows, tokens, tid — joined with ``requests`` through
-    # their queue hand-off (analysis/batching.py)
+    # their queue hand-off (serving/analysis/batching.py)
     batches: Table = field(default_factory=Table)
-    # ``engine``: an LLM engine's own /metrics read while `gpusleuth load` ran (sources/engine_metrics.py
+    # ``engine``: an LLM engine's own /metrics read while `gpusleuth load` ran (serving/sources/engine_metrics.py
     # EngineSample per scrape: running, waiting, KV usage, preemptions, its TTFT/queue/prefill/decode histograms)
     engine: list[Any] = field(default_factory=list)
     load: Table = field(default_factory=Table)

@@ -16,7 +16,7 @@ import numpy as np
 
 from gpusleuth.run.layout import RunDir
 from gpusleuth.run.model import ProcessInfo, Table
-from gpusleuth.run.request_ids import clean_request_id
+from gpusleuth.serving.run.request_ids import clean_request_id
 
 DELIMITERS = ("optimizer", "backward", "explicit", "skipped")  # skipped: a GradScaler skipped the update
 _DELIM_CODE = {"o": "optimizer", "b": "backward", "e": "explicit"}
@@ -209,7 +209,7 @@ def request_fields(parts: list[str]) -> tuple:
     later = tuple(int(parts[i]) if len(parts) > i else -1 for i in (16, 17, 18))
     if not all(-1 <= v < 2**63 for v in handoff + later):
         raise ValueError("hand-off times out of range")
-    # the client's X-Request-Id as text, whatever it sent (run/request_ids.py: bounded, printable); "" none
+    # the client's X-Request-Id as text, whatever it sent (serving/run/request_ids.py: bounded, printable); "" none
     rid = clean_request_id(parts[15]) if len(parts) > 15 else ""
     return (start, end, queue, pre, infer, post, status, kind, forwards, batch,
             json.dumps(clean, separators=(",", ":"), ensure_ascii=False), *handoff, rid, *later)

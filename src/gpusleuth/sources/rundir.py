@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from gpusleuth.errors import InputError
 from gpusleuth.run.files import check_regular, is_directory
 from gpusleuth.sources.stalls import read_stalls
-from gpusleuth.sources.engine_metrics import read_engine_scrapes
+from gpusleuth.serving.sources.engine_metrics import read_engine_scrapes
 from gpusleuth.sources.events import parse_event_files
 from gpusleuth.run.layout import (BATCHES_TABLE, LOAD_TABLE, REQUESTS_TABLE, SUMMARY_FILE, TELEMETRY_TABLES, RunDir)
 from gpusleuth.run.model import Run, Table

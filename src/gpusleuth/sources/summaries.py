@@ -5,7 +5,7 @@ Why a cache outside the run: reading a run never writes it, yet a fleet of 10,00
 analysis to draw one table. A summary ``fleet`` computes for a run without one (recorded with
 ``--no-report``, or read-only) is kept under ``$GPUSLEUTH_CACHE_DIR`` (default ``$XDG_CACHE_HOME/gpusleuth``,
 i.e. ``~/.cache/gpusleuth``), keyed by the run's real path and a fingerprint of its files, so a run that
-changes is summarized again. Like ``sources/fleet_cache.py``, this module is the cache's one reader and writer;
+changes is summarized again. Like ``ledger/sources/fleet_cache.py``, this module is the cache's one reader and writer;
 the records are ``report/summary.RunSummary.to_dict()``.
 """
 

@@ -22,7 +22,7 @@ from .prep import ALL_CATS, DEVICE_CATS, IDLE_CATS, prepare
 from .segments import Segments
 from .timeline import CommOverlap, DeviceTime
 
-__all__ = ["analyze_trace", "TraceAnalysis", "StepPartition", "StepStats", "StepOutlier", "IdleCauses",
+__all__ = ["analyze_trace", "TraceAnalysis", "StepPartition", "TraceStepStats", "StepOutlier", "IdleCauses",
            "ALL_CATS", "DEVICE_CATS", "IDLE_CATS"]
 
 
@@ -45,7 +45,7 @@ class StepOutlier:
 
 
 @dataclass(frozen=True)
-class StepStats:
+class TraceStepStats:
     """Spread of the traced step times (the floats are None without steps)."""
 
     count: int
@@ -82,7 +82,7 @@ class TraceAnalysis:
     trace_window_s: float
     trace_partition: dict[str, float]
     steps: list[StepPartition]
-    step_stats: StepStats
+    step_stats: TraceStepStats
     idle_causes: IdleCauses
     kernels: KernelBreakdown
     launch: LaunchStats
@@ -126,11 +126,11 @@ def _plain(x: Any) -> Any:
     return x
 
 
-def _step_stats(steps: list[StepPartition]) -> StepStats:
+def _step_stats(steps: list[StepPartition]) -> TraceStepStats:
     """Spread of step times and robust outliers (median ± 3.5 scaled MADs, and ≥10 % off the median)."""
     d = np.array([s.duration_s for s in steps], float)
     if len(d) == 0:
-        return StepStats(count=0)
+        return TraceStepStats(count=0)
     med = float(np.median(d))
     mad = float(np.median(np.abs(d - med))) * 1.4826
     out = []
@@ -139,7 +139,7 @@ def _step_stats(steps: list[StepPartition]) -> StepStats:
         far = np.abs(d - med) > 0.1 * med
         out = [StepOutlier(step=steps[i].step, duration_s=float(d[i]), vs_median=float(d[i] / med) if med else None)
                for i in np.flatnonzero((z > 3.5) & far).tolist()]
-    return StepStats(count=int(len(d)), mean_s=float(d.mean()), median_s=med, std_s=float(d.std()),
+    return TraceStepStats(count=int(len(d)), mean_s=float(d.mean()), median_s=med, std_s=float(d.std()),
                      cv=float(d.std() / d.mean()) if d.mean() > 0 else None, min_s=float(d.min()),
                      max_s=float(d.max()), outliers=out)
 

@@ -1,0 +1,1 @@
+"""Fleet ledger, data model: the typed Prometheus history."""

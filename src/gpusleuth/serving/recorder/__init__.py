@@ -1,0 +1,1 @@
+"""Serving, recorder stage: ``gpusleuth load``'s generator and the engine scrape beside it."""

@@ -1,0 +1,1 @@
+"""Serving, render stage: the serving sections of the terminal and HTML reports; format, never compute."""

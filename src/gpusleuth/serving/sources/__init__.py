@@ -1,0 +1,1 @@
+"""Serving, sources stage: an engine's own /metrics as recorded."""
