@@ -374,6 +374,67 @@ def test_tensor_parallel_ranks_share_a_batch_and_the_job_counts_it_once(tmp_path
     assert any("tensor parallel over 2 ranks" in n for n in o["headline_notes"])
 
 
+PIPELINE_PARALLEL = """
+import sys, time, torch, torch.nn as nn, torch.distributed as dist
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+torch.set_num_threads(1); torch.manual_seed(0)
+full = nn.Sequential(*[nn.Sequential(nn.Linear(32, 32), nn.ReLU()) for _ in range(world * 2)])
+part = nn.Sequential(*list(full.children())[rank * 2:(rank + 1) * 2])     # this rank's stage
+stage = PipelineStage(part, rank, world, torch.device("cpu"))
+schedule = (Schedule1F1B if sys.argv[1] == "1f1b" else ScheduleGPipe)(
+    stage, n_microbatches=4, loss_fn=lambda out, y: ((out - y) ** 2).mean())
+opt = torch.optim.SGD(part.parameters(), lr=1e-3)
+for step in range(20):
+    x, y = torch.randn(24, 32), torch.randn(24, 32)   # a batch of 24, 4 micro-batches of 6
+    opt.zero_grad()
+    if rank == 0:
+        schedule.step(x)
+    else:
+        schedule.step(target=y)
+    opt.step()
+    print(f"CLOCK rank={rank} t={time.perf_counter():.6f}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_pipeline_stages_share_a_batch_and_the_job_counts_it_once(tmp_path, schedule):
+    """Two pipeline stages (torch.distributed.pipelining on gloo): each stage's first module call takes one
+    micro-batch (6 rows, or the activations received for them), so each rank counted 6 of the batch's 24 and
+    the job summed two ranks: half the batches it ran. Each stage now counts the whole batch and the job once."""
+    from conftest import free_port, gpusleuth, report_json, run_multirank
+
+    script = tmp_path / "pp.py"
+    script.write_text(PIPELINE_PARALLEL)
+    outs = [tmp_path / f"run{k}" for k in range(3)]
+    res = run_multirank(lambda k: gpusleuth(
+        "run", "--out", outs[k], "--no-report", "--", sys.executable, "-m", "torch.distributed.run",
+        "--nproc_per_node", 2, "--master_addr", "127.0.0.1", "--master_port", free_port(), script, schedule,
+        timeout=240))
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = next(o for o in reversed(outs) if o.exists())
+    from test_hook import read_events
+
+    ranks = [lines for lines in read_events(out).values() if steps(lines)]
+    assert len(ranks) == 2  # each stage counts the whole batch (was 6: its first micro-batch)
+    for lines in ranks:
+        assert [r["forward_samples"] for r in steps(lines)[1:]] == [24] * 19
+    o = report_json(out)["outcomes"]
+    assert o["workers"] == "ranks" and o["model_parallel"] == 2 and len(o["ranks"]) == 2
+    rates = [r["samples_per_s"] for r in o["ranks"]]
+    assert o["job_samples_per_s"] == pytest.approx(sum(rates) / 2)
+    # against the job's own clock (rank 0's steps after the first): within 10 %
+    ts = [float(ln.split("t=")[1]) for ln in res.stderr.splitlines() + res.stdout.splitlines()
+          if ln.startswith("CLOCK rank=0")]
+    assert len(ts) == 20
+    clock = 24 * (len(ts) - 1) / (ts[-1] - ts[0])
+    assert o["job_samples_per_s"] == pytest.approx(clock, rel=0.10), (o["job_samples_per_s"], clock)
+    assert any("pipeline parallel over 2 stage ranks" in n and "4 micro-batches" in n for n in o["headline_notes"])
+
+
 FLOP_COUNTED_LOOP = """
 import sys, time, torch, torch.nn as nn
 cell = nn.LSTMCell(4, 16); head = nn.Linear(16, 1)

@@ -31,7 +31,10 @@ class StepStructure:
     """What the step model inferred and how sure the run's counts make it."""
 
     workers: Workers = "single"  # one process; ranks of a distributed job; trainer processes without ranks
-    model_parallel: int = 1  # ranks that work on one batch (tensor parallelism); the job counts it once
+    model_parallel: int = 1  # ranks that work on one batch (tensor × pipeline parallelism); the job counts it once
+    tensor_parallel: int = 1  # its tensor-parallel part (parallelize_module's mesh)
+    pipeline_parallel: int = 1  # its pipeline part (the pipeline schedule's stages' ranks)
+    microbatches: int = 0  # the pipeline schedule's micro-batches a step (0: no pipeline)
     skipped_updates: int = 0  # steps whose update a GradScaler skipped (inf/NaN gradients)
     eval_passes_no_grad: int = 0  # evaluations found with gradients off and no model.eval()
     joined_without_fetch: int = 0  # steps of several optimizers that only their order made one iteration
@@ -68,9 +71,15 @@ def step_structure(infos: list[dict[str, Any]], main_pid: int, table: Table, wor
     out.joined_without_fetch = _int(shape, "joined_unfetched")
     out.split_by_order = _int(shape, "split")
     out.reevaluated_steps = _int(shape, "reevaluated")
-    sizes = [_int(f, "size") for f in _facts(infos, "model_parallel", pids)]
-    if ranked and sizes and max(sizes) > 1 and len(workers) >= max(sizes):
-        out.model_parallel = max(sizes)
+    parallel = _facts(infos, "model_parallel", pids)
+    tensor = max([_int(f, "size") for f in parallel if f.get("style", "tensor") == "tensor"], default=1)
+    pipeline = max([_int(f, "size") for f in parallel if f.get("style") == "pipeline"], default=1)
+    share = max(tensor, 1) * max(pipeline, 1)  # a batch is shared by a tensor group in every pipeline stage
+    if ranked and share > 1 and len(workers) >= share:
+        out.model_parallel = share
+        out.tensor_parallel, out.pipeline_parallel = max(tensor, 1), max(pipeline, 1)
+        out.microbatches = max([_int(f, "microbatches") for f in parallel if f.get("style") == "pipeline"],
+                               default=0)
 
     if "wait_source" in table:
         out.input_inside_model = int((table["wait_source"] == "in_model").sum())
@@ -107,15 +116,22 @@ def _sentences(out: StepStructure, n: int, workers: list[int], fetched: np.ndarr
                      "told by their order): each of their steps is counted")
     if out.eval_passes_no_grad:
         notes.append(f"{out.eval_passes_no_grad} evaluation pass(es) ran with gradients off and no model.eval(): "
-                     "found by their fetches and reported as eval phases")
+                     "found by their own fetches, or their model called on new inputs feeding no optimizer step, "
+                     "and reported as eval phases")
     if out.workers == "trainers":
         pids = ", ".join(str(p) for p in workers)
         notes.append(f"{len(workers)} trainer processes ran side by side without torch.distributed (pids {pids}): "
                      "the job's throughput is their sum")
     if out.model_parallel > 1:
         replicas = max(len(workers) // out.model_parallel, 1)
-        notes.append(f"tensor parallel over {out.model_parallel} ranks (parallelize_module): they share each batch, "
-                     f"so the job's throughput counts it once ({replicas} data-parallel replica(s))")
+        parts = []
+        if out.tensor_parallel > 1:
+            parts.append(f"tensor parallel over {out.tensor_parallel} ranks (parallelize_module)")
+        if out.pipeline_parallel > 1:
+            parts.append(f"pipeline parallel over {out.pipeline_parallel} stage ranks (torch.distributed.pipelining, "
+                         f"{out.microbatches} micro-batches a step: each stage counts the whole batch)")
+        notes.append(f"{' and '.join(parts)}: {out.model_parallel} ranks share each batch, so the job's throughput "
+                     f"counts it once ({replicas} data-parallel replica(s))")
     out.notes = notes
 
 

@@ -138,8 +138,9 @@ def _after_fork_in_child():
 SERVER_MODULES = ("socketserver", "http.server", "wsgiref.handlers", "flask.app", "starlette.applications",
                   "uvicorn.protocols.http.h11_impl", "uvicorn.protocols.http.httptools_impl", "queue",
                   "asyncio.queues")
-# Where a job says that ranks share a batch (tensor parallelism): patched right after import (_gpusleuth_dist).
-PARALLEL_MODULES = ("torch.distributed.tensor.parallel",)
+# Where a job says that ranks share a batch (tensor and pipeline parallelism): patched right after import
+# (_gpusleuth_dist).
+PARALLEL_MODULES = ("torch.distributed.tensor.parallel", "torch.distributed.pipelining.schedules")
 _WATCHED = set(("torch",) + SERVER_MODULES + PARALLEL_MODULES)
 
 
@@ -155,9 +156,12 @@ def _on_import(name, module):
         try:
             import _gpusleuth_dist
 
-            _gpusleuth_dist.patch_tensor_parallel(sys.modules)
+            if name == "torch.distributed.pipelining.schedules":
+                _gpusleuth_dist.patch_pipeline_schedules(module)
+            else:
+                _gpusleuth_dist.patch_tensor_parallel(sys.modules)
         except BaseException as exc:
-            R.error("tensor_parallel", exc)
+            R.error("model_parallel", exc)
         return
     try:
         import _gpusleuth_serve

@@ -19,7 +19,8 @@ through unchanged.
   one torch documents as giving the same results as no hook — which calls ``dist.all_reduce(async_op=True)``
   per gradient bucket, so every bucket is timed by the wrapper above. A user's own hook calls ``dist.*``
   too and is timed the same way.
-* Model parallelism: ``parallelize_module`` (DTensor tensor parallelism) says how many ranks share one batch;
+* Model parallelism: ``parallelize_module`` (DTensor tensor parallelism) and the pipeline schedules' ``step``
+  (``torch.distributed.pipelining``) say how many ranks share one batch;
   an ``I`` line ``{"kind": "model_parallel", "style": "tensor", "size": N}`` (once per size), so that the job's
   throughput counts each batch once (analysis/structure.py).
 * NCCL (CUDA tensors): the host times are arrival and enqueue; the device time of a blocking collective
@@ -150,6 +151,54 @@ def _parallelize_module(real):
     parallelize_module.__wrapped__ = real
     parallelize_module.__doc__ = real.__doc__
     return parallelize_module
+
+
+PIPELINE_SCHEDULES = ("_PipelineSchedule", "PipelineScheduleSingle", "PipelineScheduleMulti")
+
+
+def patch_pipeline_schedules(module):
+    """Wrap the pipeline schedules' ``step`` (``torch.distributed.pipelining``): every stage of a pipeline
+    works on the same batch, split into micro-batches. Inside a ``step`` the recorder multiplies the step's
+    first forward's rows by the schedule's micro-batch count (each stage's first module call sees one
+    micro-batch: its first, or the activations received for it), so that every stage counts the whole batch;
+    an ``I`` line ``{"kind": "model_parallel", "style": "pipeline", "size": stages' ranks}`` lets the job count
+    it once."""
+    for name in PIPELINE_SCHEDULES:
+        cls = getattr(module, name, None)
+        real = cls.__dict__.get("step") if cls is not None else None
+        if real is None or getattr(real, "_gpusleuth", False):
+            continue
+        setattr(cls, "step", _schedule_step(real))
+
+
+def _schedule_step(real):
+    seen = set()
+
+    def step(self, *args, **kwargs):
+        r = _state.R
+        n = getattr(self, "_n_microbatches", None)
+        if r is None or r.worker or not isinstance(n, int) or n < 1 or r.pp_microbatches:
+            return real(self, *args, **kwargs)  # a schedule's step calling its parent's: counted once
+        try:
+            stages = [self._stage] if hasattr(self, "_stage") else list(getattr(self, "_stages", ()))
+            size = int(getattr(stages[0], "group_size", 0) or 0) if stages else 0
+            key = (size, n)
+            if size > 1 and key not in seen:
+                seen.add(key)
+                r.info({"kind": "model_parallel", "style": "pipeline", "size": size, "microbatches": n,
+                        "schedule": type(self).__name__})
+        except Exception as exc:
+            r.error("pipeline_schedule", exc)
+        r.pp_microbatches = n
+        try:
+            return real(self, *args, **kwargs)
+        finally:
+            r.pp_microbatches = 0
+
+    step._gpusleuth = True
+    step.__wrapped__ = real
+    step.__doc__ = real.__doc__
+    return step
 
 
 def _patch_init(dist, c10d, rec):

@@ -161,6 +161,7 @@ class Recorder:
     """All per-process recording state. One instance, ``R``; reset in a forked child."""
 
     __slots__ = (
+        "pp_microbatches",
         "run_dir", "torch", "torch_ns", "patches", "flops", "exit_calls", "prof_range", "out", "dev", "pid",
         "role", "start_ns", "errors", "worker", "worker_id", "main_tid", "auto", "mode", "emitted", "nb",
         "cur_start", "c", "in_fetch", "opt_stack", "opt_t0", "bw_depth", "pending", "opt_ref", "shape", "scaler_opt", "ng", "closure_calls", "held",
@@ -222,6 +223,7 @@ class Recorder:
         # phases
         self.open_phases = []
         self.ng = None  # a pass with gradients off after a step (_NoGradPass)
+        self.pp_microbatches = 0  # inside a pipeline schedule's step: its micro-batches (_gpusleuth_dist)
         self.auto_eval = None
         self.eval_mod = None
         self.trained = None  # WeakSet of modules put in training by an outermost .train(True)
@@ -803,6 +805,10 @@ class Recorder:
         the input's evidence."""
         c[GAP], cpu, c[FSAMPLES], c[FTOKENS], c[FNEW] = book
         c[CPU] += cpu
+        k = self.pp_microbatches
+        if k > 1:  # a pipeline stage's first forward took one micro-batch of the schedule's k
+            c[FSAMPLES] = c[FSAMPLES] * k if c[FSAMPLES] >= 0 else -1
+            c[FTOKENS] = c[FTOKENS] * k if c[FTOKENS] >= 0 else -1
 
     def _ng_fetch(self, t0):
         """A fetch while a pass with gradients off is open: the pass reads a loader, so it is an evaluation
@@ -880,8 +886,8 @@ class Recorder:
         only the first halved tokens/s. A forward after the step's backward that trains (grad enabled,
         module in training mode) on a new input tensor is one more micro-batch: its samples and tokens add up."""
         if c[FETCHES] or c[FSAMPLES] < 0 or x is None or x is prev or not module.training \
-                or not self.torch.is_grad_enabled():
-            return
+                or not self.torch.is_grad_enabled() or self.pp_microbatches:
+            return  # (a pipeline schedule's later micro-batches: counted with its first)
         n, tokens = _input_shape(args, self._seq_first(module))
         c[FSAMPLES] = c[FSAMPLES] + n if n >= 0 else -1
         if c[FTOKENS] >= 0:
