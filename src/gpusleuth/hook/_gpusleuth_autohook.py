@@ -137,7 +137,8 @@ def _after_fork_in_child():
 # Server modules whose request handling the hook times (see _gpusleuth_serve): patched right after import.
 SERVER_MODULES = ("socketserver", "http.server", "wsgiref.handlers", "flask.app", "starlette.applications",
                   "uvicorn.protocols.http.h11_impl", "uvicorn.protocols.http.httptools_impl", "queue",
-                  "asyncio.queues")
+                  "asyncio.queues", "multiprocessing.queues", "multiprocessing.connection", "multiprocessing.managers",
+                  "litserve.loops.base", "ray.serve._private.replica", "ray.serve.batching")
 # Where a job says that ranks share a batch (tensor and pipeline parallelism): patched right after import
 # (_gpusleuth_dist).
 PARALLEL_MODULES = ("torch.distributed.tensor.parallel", "torch.distributed.pipelining.schedules")

@@ -44,7 +44,7 @@ _tid = threading.get_ident
 class Req(object):
     __slots__ = ("kind", "start", "queue", "status", "first", "infer", "n", "batch", "fmod", "ft0",
                  "ev", "evs", "stages", "done", "returned", "token", "fend", "wrote", "handoff", "claimed",
-                 "delivered", "closed", "rid", "f1", "received", "gets")
+                 "delivered", "closed", "rid", "f1", "received", "gets", "key")
 
     def __init__(self, kind, start, queue):
         self.kind = kind
@@ -73,6 +73,7 @@ class Req(object):
         self.f1 = -1  # wall ns of the first forward (a generation's prefill)
         self.received = -1  # the request's last get from a queue (a streaming handler's last token)
         self.gets = 0  # its gets from queues after the hand-off (a stream: one per token, maybe an end marker)
+        self.key = ""  # what its work is followed by into another process or a framework's batch (_gpusleuth_follow)
 
 
 # ------------------------------------------------------------------------------------------- requests
@@ -126,9 +127,9 @@ def _finish(req, t):
         pre = post = -1
         infer = 0
     stages = json.dumps(req.stages, separators=(",", ":")) if req.stages else "{}"
-    r.line("R\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%d\t%d\t%d\n" % (
+    r.line("R\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\n" % (
         req.start, t, req.queue, pre, infer, post, req.status, req.kind, req.n, req.batch, stages,
-        req.handoff, req.claimed, req.delivered, req.rid, req.f1, req.received, req.gets))
+        req.handoff, req.claimed, req.delivered, req.rid, req.f1, req.received, req.gets, req.key or "-"))
     r.flush_if_due(t, now=r.role == "python")  # a forked child (socketserver.ForkingMixIn) leaves through os._exit
     if _FLUSHER[0] is None:
         _start_flusher()
@@ -265,10 +266,12 @@ def _timed_call(real):
 def _outside_forward(real, module, args, kwargs):
     """An outermost forward outside any request while requests are open: a batcher's model thread or task
     running one forward for the requests it took off a queue. One ``F`` line (start, end, rows, tokens,
-    thread); analysis joins it with the requests whose work was taken before it started and answered after
+    thread, the keys of the requests it ran for where they are known: ``_gpusleuth_follow``); analysis joins it with the requests whose work was taken before it started and answered after
     it ended (docs/serving.md, "Batching servers")."""
     try:
         rows, tokens = _input_shape(args or tuple(kwargs.values()))
+        follow = sys.modules.get("_gpusleuth_follow")
+        keys = follow.current_keys() if follow is not None else ""
         t0 = _now()
         _OUTSIDE.t0 = t0
     except BaseException as exc:
@@ -282,7 +285,7 @@ def _outside_forward(real, module, args, kwargs):
         try:
             r = _state.R
             if r is not None:
-                r.line("F\t%d\t%d\t%d\t%d\t%d\n" % (t0, t, rows, tokens, _tid()))
+                r.line("F\t%d\t%d\t%d\t%d\t%d\t%s\n" % (t0, t, rows, tokens, _tid(), keys or "-"))
         except BaseException as exc:
             _error("outside_forward", exc)
 

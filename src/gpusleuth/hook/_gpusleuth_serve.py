@@ -18,6 +18,8 @@ close it (``end``) where the response is done:
   to the ``http.response.body`` message without ``more_body``. Under uvicorn the request's cycle is
   stamped when its headers were parsed, so the time before the event loop ran it is its queue.
 * ``queue`` / ``asyncio.queues`` — a batching server's hand-off (``_gpusleuth_handoff``).
+* ``multiprocessing`` channels, LitServe's loop, Ray Serve's replica and ``@serve.batch`` — a request followed
+  into the process or task that runs its model (``_gpusleuth_follow``).
 """
 import contextvars
 import functools
@@ -318,10 +320,17 @@ PATCHES = {
     "queue": _patch_queue,
     "asyncio.queues": _patch_asyncio_queues,
 }
+FOLLOWED = ("multiprocessing.queues", "multiprocessing.connection", "multiprocessing.managers", "litserve.loops.base",
+            "ray.serve._private.replica", "ray.serve.batching")  # _gpusleuth_follow: requests followed elsewhere
 
 
 def patch(name, module):
     try:
+        if name in FOLLOWED:
+            import _gpusleuth_follow
+
+            _gpusleuth_follow.FOLLOW_PATCHES[name](module)
+            return
         PATCHES[name](module)
     except BaseException as exc:
         _error("patch_" + name, exc)

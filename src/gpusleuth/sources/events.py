@@ -177,9 +177,9 @@ def comm_table(rows: list[tuple]) -> Table:
 
 REQUEST_COLUMNS = ("pid", "start_ns", "end_ns", "queue_ns", "pre_ns", "infer_ns", "post_ns", "status", "kind",
                    "forwards", "batch", "stages", "handoff_ns", "claimed_ns", "delivered_ns", "request_id",
-                   "first_forward_ns", "received_ns", "gets")
-BATCH_COLUMNS = ("pid", "start_ns", "end_ns", "rows", "tokens", "tid")
-REQUEST_KINDS = ("http.server", "wsgi", "asgi")
+                   "first_forward_ns", "received_ns", "gets", "follow_key")
+BATCH_COLUMNS = ("pid", "start_ns", "end_ns", "rows", "tokens", "tid", "keys")
+REQUEST_KINDS = ("http.server", "wsgi", "asgi", "ray")
 STAGE_NAME_MAX = 64
 
 
@@ -211,30 +211,43 @@ def request_fields(parts: list[str]) -> tuple:
         raise ValueError("hand-off times out of range")
     # the client's X-Request-Id as text, whatever it sent (serving/run/request_ids.py: bounded, printable); "" none
     rid = clean_request_id(parts[15]) if len(parts) > 15 else ""
+    # what the request's work was followed by into another process or a framework's batch ("": nothing handed
+    # off, or a line from before; "?": handed to another process with no id in it), serving/analysis/follow.py
+    key = follow_key(parts[19]) if len(parts) > 19 else ""
     return (start, end, queue, pre, infer, post, status, kind, forwards, batch,
-            json.dumps(clean, separators=(",", ":"), ensure_ascii=False), *handoff, rid, *later)
+            json.dumps(clean, separators=(",", ":"), ensure_ascii=False), *handoff, rid, *later, key)
 
 
 def request_table(rows: list[tuple]) -> Table:
     """``R`` rows (pid first) → the ``requests`` table, in time order; ``stages`` is JSON text per row."""
     cols = list(zip(*rows))
-    kinds = (np.int64,) * 8 + (object, np.int64, np.int64, object) + (np.int64,) * 3 + (object,) + (np.int64,) * 3
+    kinds = (np.int64,) * 8 + (object, np.int64, np.int64, object) + (np.int64,) * 3 + (object,) + (np.int64,) * 3 + \
+        (object,)
     return Table({name: np.asarray(col, dtype=kind) for name, col, kind in zip(REQUEST_COLUMNS, cols, kinds)}
                  ).sort_by("start_ns")
 
 
-def batch_fields(parts: list[str]) -> tuple[int, int, int, int, int]:
-    """An ``F`` line (a forward outside any request: a batcher's) → (start_ns, end_ns, rows, tokens, tid)."""
+def batch_fields(parts: list[str]) -> tuple[int, int, int, int, int, str]:
+    """An ``F`` line (a forward outside any request: a batcher's) → (start_ns, end_ns, rows, tokens, tid, keys);
+    ``keys``: the requests it ran for where the hook knew them (``key/taken,…``, serving/analysis/follow.py), else ""."""
     start, end, rows, tokens, tid = (int(parts[i]) for i in range(1, 6))
     if not (0 < start <= end < 2**63) or not all(-2 < v < 2**62 for v in (rows, tokens)) or not 0 <= tid < 2**63:
         raise ValueError("forward out of range")
-    return start, end, rows, tokens, tid
+    keys = parts[6].strip() if len(parts) > 6 else ""
+    keys = "" if keys == "-" else "".join(ch if ch.isprintable() else "_" for ch in keys[:65536])
+    return start, end, rows, tokens, tid, keys
+
+
+def follow_key(text: str) -> str:
+    text = text.strip()
+    return "" if text in ("", "-") else "".join(ch if ch.isprintable() else "_" for ch in text[:128])
 
 
 def batch_table(rows: list[tuple]) -> Table:
     """``F`` rows (pid first) → the ``batches`` table, in time order."""
     cols = list(zip(*rows))
-    return Table({name: np.asarray(col, dtype=np.int64) for name, col in zip(BATCH_COLUMNS, cols)}).sort_by("start_ns")
+    return Table({name: np.asarray(col, dtype=object if name == "keys" else np.int64)
+                  for name, col in zip(BATCH_COLUMNS, cols)}).sort_by("start_ns")
 
 
 def _dist_identity(out: ParsedEvents) -> None:

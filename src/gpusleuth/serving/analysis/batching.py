@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpusleuth.serving.analysis.follow import NO_KEY, forward_keys, request_follow_keys
 from gpusleuth.run.model import Table
 
 HANDOFF_COLUMNS = ("handoff_ns", "claimed_ns", "delivered_ns", "received_ns", "gets")
@@ -69,13 +70,17 @@ def join_batches(requests: Table, batches: Table) -> BatchJoin | None:
     n = len(requests)
     pid = np.asarray(requests["pid"], dtype=np.int64)
     start, end = np.asarray(requests["start_ns"], dtype=np.int64), np.asarray(requests["end_ns"], dtype=np.int64)
-    handoff, claimed, delivered, received, gets = (_col(requests, c, n) for c in HANDOFF_COLUMNS)
+    handoff, claimed, delivered, received, gets = (_col(requests, c, n).copy() for c in HANDOFF_COLUMNS)
     own_forward = np.asarray(requests["forwards"], dtype=np.int64) > 0
     b_pid = np.asarray(batches["pid"], dtype=np.int64)
     b_s, b_e = np.asarray(batches["start_ns"], dtype=np.int64), np.asarray(batches["end_ns"], dtype=np.int64)
+    # by identity first (serving/analysis/follow.py): a forward that names the requests it ran for serves those, in
+    # whatever process it ran; the time windows below are for the forwards that name none
+    by_key, taken, keyed = forward_keys(batches)
+    fkeys = request_follow_keys(requests)
     by_pid: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for p in np.unique(b_pid).tolist():
-        idx = np.flatnonzero(b_pid == p)
+        idx = np.flatnonzero((b_pid == p) & ~keyed)
         idx = idx[np.argsort(b_s[idx], kind="stable")]
         by_pid[p] = (idx, b_s[idx])
 
@@ -91,6 +96,15 @@ def join_batches(requests: Table, batches: Table) -> BatchJoin | None:
     unjoined: list[int] = []
     for i in np.flatnonzero(~own_forward).tolist():
         p = int(pid[i])
+        key = fkeys[i]
+        if key and key != NO_KEY and key in by_key:
+            if handoff[i] < 0:
+                handoff[i] = start[i]  # a replica's own request: its work was handed over as it started
+            t = taken.get(key, -1)
+            if t >= handoff[i]:
+                claimed[i] = t  # the consumer's take, in its own process
+            joined.append((i, np.asarray(by_key[key], dtype=np.int64)))
+            continue
         if handoff[i] >= 0:
             lo = int(claimed[i]) if claimed[i] >= handoff[i] else int(handoff[i])
             # answered: its future resolved; else (a stream) its last get of a token; else its response's end

@@ -31,6 +31,7 @@ from gpusleuth.analysis import intervals as iv
 from gpusleuth.serving.analysis.batch_stats import (LevelMark, batch_rows, batch_size_stats, batch_stats,
                                                     unattributed_note)
 from gpusleuth.serving.analysis.batching import BatchJoin, join_batches
+from gpusleuth.serving.analysis.follow import follow_note
 from gpusleuth.serving.analysis.load import LoadLevel
 from gpusleuth.serving.analysis.outside_server import fill_outside
 from gpusleuth.serving.analysis.request_model import RequestAnalysis, RequestLevel, StageStats
@@ -65,7 +66,8 @@ def analyze_requests(run: Run) -> RequestAnalysis | None:
             rows = _with_batched(rows, r, join)
             batching = batch_stats(join, run)
         batches = batch_rows(join, run)
-        note = unattributed_note(join, no_forward)
+        note = _notes(unattributed_note(join, no_forward),
+                      follow_note(r, join.index if join is not None else None, run.batches))
     except Exception as exc:  # noqa: BLE001 - one bad join must not cost the requests that ran in-request
         rows, batching, batches = own, None, {}
         note = _failed_join_note(no_forward, len(run.batches), exc)
@@ -84,7 +86,7 @@ def analyze_requests(run: Run) -> RequestAnalysis | None:
     service = (end - start).astype(np.float64)
     summary = _summary(rows)
     stages = _named_stages(rows["stages"], float(service.sum()))
-    pids = sorted(set(rows["pid"].tolist()))
+    pids = sorted(set(rows["pid"].tolist()) | _model_pids(run, batches))
     cores, cores_p90 = _server_cpu(run, pids, lo, hi)
     gpu_busy, mem = _gpu(run, lo, hi)
     batch = rows["batch"][rows["batch"] >= 0]
@@ -157,6 +159,19 @@ def _with_batched(rows: dict[str, np.ndarray], r: Table, join: BatchJoin | None)
     out["batched"] = np.concatenate([np.zeros(n_own, bool), np.ones(len(i), bool)])
     order = np.argsort(out["start_ns"], kind="stable")
     return {k: v[order] for k, v in out.items()}
+
+
+def _notes(*sentences: str | None) -> str | None:
+    return "; ".join(s for s in sentences if s) or None
+
+
+def _model_pids(run: Run, batches: dict[str, np.ndarray]) -> set[int]:
+    """The processes whose forwards served the requests (LitServe's inference worker, a Ray replica): one server
+    with the processes that opened the requests, for its CPU."""
+    if not batches or "members" not in batches or "pid" not in run.batches:
+        return set()
+    pid = np.asarray(run.batches["pid"], dtype=np.int64)
+    return set(pid[batches["members"] > 0].tolist())
 
 
 def _failed_join_note(no_forward: int, outside: int, exc: Exception) -> str:

@@ -1,0 +1,296 @@
+"""Requests followed into the processes and tasks that run their model, by the framework's own id (issue 32;
+docs/serving.md, "Requests followed across processes").
+
+Same rules as every hook module: standard library only, Python 3.8+ syntax, never raise into the user's
+program. Where a server hands a request's work to another process (LitServe's inference workers over a
+multiprocessing manager's queue, a plain ``multiprocessing`` queue or pipe), the request and the forward that
+ran for it live in two processes; the hook is in both (``sitecustomize`` loads it into every Python child,
+spawned, forked or started by Ray), and the two ends meet on an id carried inside the work item itself:
+
+* **producer** (inside an open request): a put/send on a multiprocessing channel stamps the request's hand-off
+  and its follow key — the first id-like text of the item (LitServe's ``uid``; a UUID, ``req-…``), or ``?``
+  when the item carries none (the report counts those as not followable, with the reason).
+* **consumer** (outside any request): a get/recv of an item with an id puts the id in the taking thread's
+  *pending* set and arms forward timing; every forward that thread runs outside a request lists the pending
+  ids on its ``F`` line (with the time each was taken): the batch **by identity**, not by time windows. The
+  id leaves the set when the consumer sends an item carrying it back (the answer) after a forward included
+  it — a status message sent before the work ran (LitServe's START) does not end it.
+* **Ray Serve**: a replica opens a request per call (``Replica._wrap_request``) with Ray's request id, which is
+  the client's ``X-Request-Id`` when it sent one; ``@serve.batch`` runs each batch in its own task
+  (``_BatchQueue._process_batch_inner``), whose forwards list the batch's request ids: what each forward took,
+  even though Ray takes the next batch's items before the previous forward starts.
+"""
+import contextlib
+import contextvars
+import functools
+import re
+import sys
+import threading
+
+from _gpusleuth_request import _REQ, _arm, _disarm, _error, _now, _start_flusher, _FLUSHER, begin, end
+
+_BATCH = contextvars.ContextVar("_gpusleuth_batch", default=None)  # a framework's batch: its request keys
+_TL = threading.local()  # .pending: {key: [taken ns, forwarded]} of work this thread took from another process
+KEY_MAX = 128
+PENDING_MAX = 4096  # keys taken and never answered (a consumer that answers some other way): forget past this
+_UUIDISH = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_.:-]{7,127}$")
+NO_KEY = "?"  # the work went to another process with nothing in it to follow it by
+
+
+def _key_of(text):
+    if text.__class__ is not str or not 8 <= len(text) <= KEY_MAX or not _UUIDISH.match(text):
+        return None
+    has_digit = has_alpha = False
+    for ch in text:
+        if ch.isdigit():
+            has_digit = True
+        elif ch.isalpha():
+            has_alpha = True
+    return text if has_digit and has_alpha else None
+
+
+def find_key(item):
+    """The id a work item carries: the first id-like text among its top-level parts (a tuple/list's
+    elements, a dict's values, an object's attributes), else None. Not the payload's nested text."""
+    try:
+        if item.__class__ is str:
+            return _key_of(item)
+        if isinstance(item, (tuple, list)):
+            parts = item[:8]
+        elif isinstance(item, dict):
+            parts = list(item.values())[:8]
+        else:
+            parts = list(getattr(item, "__dict__", {}).values())[:8]
+        for p in parts:
+            k = _key_of(p)
+            if k is not None:
+                return k
+    except BaseException:
+        pass
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ producer
+def _sent(item):
+    """A put/send on a multiprocessing channel. Inside a request: the hand-off to another process. Outside
+    any: maybe a consumer's answer."""
+    req = _REQ.get()
+    if req is not None and not req.closed:
+        try:
+            t = _now()
+            if req.handoff < 0:
+                req.handoff = t
+            if not req.key or req.key == NO_KEY:
+                req.key = find_key(item) or NO_KEY
+        except BaseException as exc:
+            _error("follow_put", exc)
+        return
+    pending = getattr(_TL, "pending", None)
+    if pending:
+        k = find_key(item)
+        if k is not None:
+            answered(k)
+
+
+def answered(key):
+    """The consumer sent ``key``'s answer: it leaves this thread's pending set once a forward took it."""
+    pending = getattr(_TL, "pending", None)
+    if pending:
+        v = pending.get(key)
+        if v is not None and v[1]:
+            del pending[key]
+
+
+# ------------------------------------------------------------------------------------------------ consumer
+def _taken(item):
+    """A get/recv from a multiprocessing channel outside any request: work from another process's request."""
+    req = _REQ.get()
+    if req is not None and not req.closed:
+        return
+    try:
+        k = find_key(item)
+        if k is None:
+            return
+        pending = getattr(_TL, "pending", None)
+        if pending is None:
+            pending = _TL.pending = {}
+        if len(pending) >= PENDING_MAX:
+            pending.clear()
+        pending[k] = [_now(), False]
+        _arm()  # forwards of this process are timed from now on (until 2 s without any work)
+        _disarm()
+        if _FLUSHER[0] is None:
+            _start_flusher()
+    except BaseException as exc:
+        _error("follow_get", exc)
+
+
+def current_keys():
+    """The request keys of the forward starting now outside any request, as the ``F`` line's text
+    (``key/taken,key/taken``; ``/-1`` where the take was not seen), or ``""`` when nothing is known."""
+    try:
+        batch = _BATCH.get()
+        if batch:
+            return ",".join([_clean(k) + "/-1" for k in batch if k])
+        pending = getattr(_TL, "pending", None)
+        if not pending:
+            return ""
+        out = []
+        for k, v in pending.items():
+            v[1] = True
+            out.append("%s/%d" % (_clean(k), v[0]))
+        return ",".join(out)
+    except BaseException as exc:
+        _error("follow_keys", exc)
+        return ""
+
+
+def _clean(key):
+    key = str(key)[:KEY_MAX]
+    return "".join([ch if ch.isprintable() and ch not in ",/\t\n " else "_" for ch in key])
+
+
+# ------------------------------------------------------------------------------------------- the patches
+def _patch_mp_queues(mod):
+    for name in ("Queue", "SimpleQueue"):
+        cls = getattr(mod, name, None)
+        if cls is None:
+            continue
+        real_put, real_get = cls.put, cls.get
+
+        def put(self, obj, *args, _real=real_put, **kwargs):
+            _sent(obj)
+            return _real(self, obj, *args, **kwargs)
+
+        def get(self, *args, _real=real_get, **kwargs):
+            item = _real(self, *args, **kwargs)
+            _taken(item)
+            return item
+
+        cls.put, cls.get = functools.wraps(real_put)(put), functools.wraps(real_get)(get)
+
+
+def _patch_mp_connection(mod):
+    cls = mod.Connection
+    real_send, real_recv = cls.send, cls.recv
+
+    @functools.wraps(real_send)
+    def send(self, obj):
+        if not getattr(_TL, "proxy", False):  # a manager proxy's own call message: followed by its method
+            _sent(obj)
+        return real_send(self, obj)
+
+    @functools.wraps(real_recv)
+    def recv(self):
+        item = real_recv(self)
+        if not getattr(_TL, "proxy", False):
+            _taken(item)
+        return item
+
+    cls.send, cls.recv = send, recv
+
+
+def _patch_mp_managers(mod):
+    """A manager's queue (``manager.Queue()``, LitServe's request queue): its proxy's put/get."""
+    cls = mod.BaseProxy
+    real = cls._callmethod
+
+    @functools.wraps(real)
+    def _callmethod(self, methodname, args=(), kwds={}):
+        if methodname in ("put", "put_nowait") and args:
+            _sent(args[0])
+        _TL.proxy = True
+        try:
+            res = real(self, methodname, args, kwds)
+        finally:
+            _TL.proxy = False
+        if methodname in ("get", "get_nowait"):
+            _taken(res)
+        return res
+
+    cls._callmethod = _callmethod
+
+
+def _patch_litserve_loops(mod):
+    """LitServe answers through its transport (a manager queue or ZMQ): ``LitLoop.put_response`` is the one
+    place every answer passes, with the request's uid; a START status is not the answer."""
+    cls = mod.LitLoop
+    real = cls.put_response
+
+    @functools.wraps(real)
+    def put_response(self, transport, response_queue_id, uid, response_data, status, *args, **kwargs):
+        try:
+            if getattr(status, "name", str(status)) != "START":
+                answered(uid)
+        except BaseException as exc:
+            _error("litserve_answer", exc)
+        return real(self, transport, response_queue_id, uid, response_data, status, *args, **kwargs)
+
+    cls.put_response = put_response
+
+
+def _patch_ray_replica(mod):
+    """A Ray Serve replica's call: a request of its own, named by Ray's request id (the client's
+    ``X-Request-Id`` when it sent one), from the replica starting it to its result."""
+    cls = mod.Replica
+    real = cls._wrap_request
+
+    @contextlib.contextmanager
+    def _wrap_request(self, request_metadata, *args, **kwargs):
+        req = begin("ray", -1)
+        if req is not None:
+            try:
+                rid = str(getattr(request_metadata, "request_id", "") or "")[:KEY_MAX]
+                if rid:
+                    req.rid = rid if rid.isprintable() else "-1"
+                    req.key = _clean(rid)
+            except BaseException as exc:
+                _error("ray_request", exc)
+        try:
+            with real(self, request_metadata, *args, **kwargs) as cb:
+                yield cb
+            if req is not None and req.status < 0:
+                req.status = 200
+        except BaseException:
+            if req is not None:
+                req.status = 500
+            raise
+        finally:
+            if req is not None:
+                end(req)
+
+    cls._wrap_request = _wrap_request
+
+
+def _patch_ray_batching(mod):
+    """``@serve.batch``: each batch runs in a task of its own; its forwards are the batch's requests'."""
+    cls = mod._BatchQueue
+    real = cls._process_batch_inner
+
+    @functools.wraps(real)
+    async def _process_batch_inner(self, func, batch, *args, **kwargs):
+        try:
+            _REQ.set(None)  # the batcher task was started inside the first request: its forwards are not that one's
+            keys = []
+            for item in batch:
+                ctx = getattr(item, "request_context", None)
+                rid = getattr(ctx, "request_id", None) if ctx is not None else None
+                keys.append(_clean(rid) if rid else NO_KEY)
+            _BATCH.set(tuple(keys))
+        except BaseException as exc:
+            _error("ray_batch", exc)
+        return await real(self, func, batch, *args, **kwargs)
+
+    cls._process_batch_inner = _process_batch_inner
+
+
+# module → its patch, applied by _gpusleuth_serve.patch as the module is imported
+FOLLOW_PATCHES = {
+    "multiprocessing.queues": _patch_mp_queues,
+    "multiprocessing.connection": _patch_mp_connection,
+    "multiprocessing.managers": _patch_mp_managers,
+    "litserve.loops.base": _patch_litserve_loops,
+    "ray.serve._private.replica": _patch_ray_replica,
+    "ray.serve.batching": _patch_ray_batching,
+}
+

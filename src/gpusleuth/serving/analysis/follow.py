@@ -1,0 +1,91 @@
+"""Requests followed by identity into the forwards that ran for them, wherever those ran (issue 32).
+
+The hook (``hook/_gpusleuth_follow.py``) writes on a request's ``R`` line the key its work was followed by
+(``follow_key``: LitServe's uid found in the item it put on a multiprocessing queue, Ray Serve's request id; ``?``
+when the work went to another process with no id in it), and on each forward that ran outside any request the
+keys of the requests it ran for (``keys``: ``key/taken_ns,…``; ``taken_ns`` -1 where the take was not seen). A
+request's forwards are then the forwards that name it — in any process of the server — not the forwards that
+happened to run inside its time window: a batch's size is what it took.
+
+``follow_note`` is the sentence for the requests that could not be followed, with the count and the reason.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpusleuth.run.model import Table
+
+NO_KEY = "?"
+
+
+def forward_keys(batches: Table) -> tuple[dict[str, list[int]], dict[str, int], np.ndarray]:
+    """(key → its forwards' row indices in start order, key → when the consumer took its work (ns), which
+    forwards name their requests)."""
+    n = len(batches)
+    keyed = np.zeros(n, dtype=bool)
+    by_key: dict[str, list[int]] = {}
+    taken: dict[str, int] = {}
+    if not n or "keys" not in batches:
+        return by_key, taken, keyed
+    starts = np.asarray(batches["start_ns"], dtype=np.int64)
+    for j in np.argsort(starts, kind="stable").tolist():
+        text = batches["keys"][j]
+        if not isinstance(text, str) or not text:
+            continue
+        keyed[j] = True
+        for part in text.split(","):
+            key, _, t = part.partition("/")
+            if not key or key == NO_KEY:
+                continue
+            by_key.setdefault(key, []).append(j)
+            try:
+                tv = int(t)
+            except ValueError:
+                tv = -1
+            if tv > 0 and key not in taken:
+                taken[key] = tv
+    return by_key, taken, keyed
+
+
+def request_follow_keys(requests: Table) -> np.ndarray:
+    n = len(requests)
+    if "follow_key" not in requests:
+        return np.full(n, "", dtype=object)
+    return np.asarray([k if isinstance(k, str) else "" for k in requests["follow_key"]], dtype=object)
+
+
+def follow_note(requests: Table, joined: np.ndarray | None, batches: Table) -> str | None:
+    """One sentence for the requests whose work went to another process or batch and could not be followed
+    to a forward there (count and reason), or None. ``joined``: rows of ``requests`` the join tied to forwards."""
+    if not len(requests) or "follow_key" not in requests or "handoff_ns" not in requests:
+        return None
+    keys = request_follow_keys(requests)
+    handed = np.asarray(requests["handoff_ns"], dtype=np.int64) >= 0
+    own = np.asarray(requests["forwards"], dtype=np.int64) > 0 if "forwards" in requests else np.zeros(len(keys), bool)
+    done = np.zeros(len(keys), dtype=bool)
+    if joined is not None and len(joined):
+        done[joined] = True
+    cand = handed & ~own & ~done & (keys != "")
+    no_id = int((cand & (keys == NO_KEY)).sum())
+    lost = int((cand & (keys != NO_KEY)).sum())
+    if not no_id and not lost:
+        return None
+    total = int((handed & ~own & (keys != "")).sum())
+    parts = []
+    if no_id:
+        parts.append(f"{no_id:,} put their work on a multiprocessing queue or pipe with no id in it that gpusleuth can "
+                     "follow (no text like a UUID or request id among the item's top-level fields)")
+    if lost:
+        recorded = len(batches) if "keys" in batches else 0
+        where = ("no forward recorded in the server's other processes named them (the worker process ran without "
+                 "gpusleuth's hook — started outside this job, or killed before it wrote — or it ran no torch "
+                 "module)") if not recorded else \
+            (f"none of the {recorded:,} forwards recorded outside any request named them (their work was taken by "
+             "something that did not hand it to a torch module gpusleuth times)")
+        parts.append(f"{lost:,} handed their work to another process or batch by an id but {where}")
+    return (f"{sum((no_id, lost)):,} of {total:,} requests whose model ran elsewhere could not be followed to its "
+            f"forward: " + "; ".join(parts) + " — their wait for a batch and their forward are not attributed")
+
+
+__all__ = ["NO_KEY", "follow_note", "forward_keys", "request_follow_keys"]

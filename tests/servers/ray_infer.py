@@ -1,0 +1,108 @@
+"""A Ray Serve deployment with ``@serve.batch(max_batch_size=MAX_BATCH)`` on a tiny CPU torch model, in its own
+replica actor behind Ray's proxy, and its own clock (issue 32):
+``python ray_infer.py PORT TRUTH.json [MAX_BATCH [WAIT_MS]]``.
+
+The truth is the replica's, with Ray's own request ids: per request, its call's start and end and when it was
+enqueued for a batch; per batch, its forward (start, end) and the request ids Ray put in it. The replica appends
+lines to TRUTH.json.replica as they happen; the driver merges them into TRUTH.json at exit.
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+
+import ray
+import torch
+from ray import serve
+from starlette.requests import Request
+
+PORT, TRUTH = int(sys.argv[1]), sys.argv[2]
+MAX_BATCH = int(sys.argv[3]) if len(sys.argv) > 3 else 8
+WAIT_S = float(sys.argv[4]) / 1e3 if len(sys.argv) > 4 else 0.01
+_now = time.time_ns
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
+                                        torch.nn.ReLU(), torch.nn.Linear(256, 10))
+
+    def forward(self, x):
+        for _ in range(4):
+            y = self.body(x)
+        return y
+
+
+@serve.deployment(max_ongoing_requests=64, ray_actor_options={"num_cpus": 0})
+class Infer:
+    def __init__(self, truth):
+        torch.set_num_threads(1)
+        torch.manual_seed(0)
+        self.model = Net().eval()
+        self.truth = truth
+
+    def _line(self, rec):
+        with open(self.truth, "a") as f:
+            f.write(json.dumps(rec) + "\n")
+
+    @serve.batch(max_batch_size=MAX_BATCH, batch_wait_timeout_s=WAIT_S)
+    async def infer(self, items):
+        t0 = _now()
+        x = torch.stack([x for _, x in items])
+        with torch.no_grad():
+            y = self.model(x)
+        self._line({"batch": {"start": t0, "end": _now(), "size": len(items), "rids": [rid for rid, _ in items]}})
+        return [int(v.argmax()) for v in y]
+
+    async def __call__(self, request: Request):
+        t0 = _now()
+        body = await request.body()
+        rid = serve.context._get_serve_request_context().request_id
+        x = torch.full((64,), float(len(body) % 7))
+        t_enq = _now()
+        label = await self.infer((rid, x))
+        self._line({"request": {"start": t0, "end": _now(), "enqueued": t_enq, "rid": rid}})
+        return {"label": label}
+
+
+def _merge():
+    out = {"max_batch": MAX_BATCH, "wait_ms": WAIT_S * 1e3, "requests": [], "batches": []}
+    try:
+        with open(TRUTH + ".replica") as f:
+            for line in f:
+                rec = json.loads(line)
+                if "batch" in rec:
+                    out["batches"].append(rec["batch"])
+                else:
+                    out["requests"].append(rec["request"])
+    except OSError:
+        pass
+    with open(TRUTH, "w") as f:
+        json.dump(out, f)
+
+
+def _stop(*_):
+    raise KeyboardInterrupt
+
+
+if __name__ == "__main__":
+    if os.path.exists(TRUTH + ".replica"):
+        os.remove(TRUTH + ".replica")
+    signal.signal(signal.SIGTERM, _stop)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    serve.start(http_options={"host": "127.0.0.1", "port": PORT})
+    serve.run(Infer.bind(TRUTH + ".replica"), route_prefix="/")
+    try:
+        while True:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        try:
+            serve.shutdown()
+            ray.shutdown()
+        finally:
+            _merge()

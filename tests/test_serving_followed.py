@@ -1,0 +1,142 @@
+"""Requests followed across processes by the framework's own id (issue 32): LitServe's inference worker and
+Ray Serve's replica with ``@serve.batch``, started by ``gpusleuth load … -- server``, against each server's
+own clock (its handler's start/end, when it enqueued the request, which ids each batch's forward took — taken
+with the framework's own ids in tests/servers/litserve_infer.py and ray_infer.py); and the join itself on
+hand-built rows: identity before time windows, and the sentence for what cannot be followed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import free_port
+from test_serving import SERVERS, _env
+
+from gpusleuth.serving.analysis.batching import join_batches
+from gpusleuth.serving.analysis.follow import follow_note
+from gpusleuth.run.model import Table
+
+MAX_BATCH = 8
+
+
+def _load(tmp: Path, script: str, path: str) -> tuple[dict, dict]:
+    port = free_port()
+    body = tmp / "body.json"
+    body.write_text('{"input": [1, 2, 3, 4]}')
+    out, truth = tmp / "run", tmp / "truth.json"
+    res = subprocess.run([sys.executable, "-m", "gpusleuth", "load", f"http://127.0.0.1:{port}{path}",
+                          "--concurrency", "1,4,16", "--duration", "3", "--ready-timeout", "180", "--body-file",
+                          str(body), "--out", str(out), "--", sys.executable, str(SERVERS / script), str(port),
+                          str(truth), str(MAX_BATCH), "10"], env=_env(), capture_output=True, text=True, timeout=400)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rep = subprocess.run([sys.executable, "-m", "gpusleuth", "report", str(out), "--json"], env=_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    return json.loads(rep.stdout), json.loads(truth.read_text())
+
+
+def _check_against_clock(rep: dict, truth: dict, ids: str, enqueued: str) -> None:
+    """Per level: every request attributed, the batch wait share within 10 points of the server's own, each
+    forward's size the server's own batch by batch, never above its max_batch_size."""
+    rs = rep["request_stages"]
+    assert rs["note"] is None, rs["note"]
+    assert rs["batching"]["unattributed"] == 0
+    batch_of = {rid: b for b in truth["batches"] for rid in b[ids]}
+    assert all(b["size"] == len(b[ids]) <= MAX_BATCH for b in truth["batches"])
+    levels = rep["serving"]["levels"]
+    assert [lv["concurrency"] for lv in levels] == [1, 4, 16]
+    for lv, mine in zip(levels, rs["levels"]):
+        s, e = lv["start_ns"], lv["end_ns"]
+        reqs = [r for r in truth["requests"] if s <= r["start"] < e and r[ids[:-1]] in batch_of]
+        assert mine["requests"] == len(reqs) > 0, (lv["concurrency"], mine["requests"], len(reqs))
+        share = sum(batch_of[r[ids[:-1]]]["start"] - r[enqueued] for r in reqs) / sum(r["end"] - r["start"]
+                                                                                      for r in reqs)
+        assert abs(mine["shares"]["wait"] - share) < 0.10, (lv["concurrency"], mine["shares"], share)
+        sizes = [b["size"] for b in truth["batches"] if s <= b["start"] < e]
+        vals, counts = np.unique(sizes, return_counts=True)
+        mine_sizes = {int(k): v for k, v in mine["batch_sizes"].items()}
+        assert mine["batch_size_max"] <= MAX_BATCH
+        # forwards named by identity: the server's own batches (a level's edge may move one forward across it)
+        assert sum(abs(mine_sizes.get(int(v), 0) - int(c)) for v, c in zip(vals, counts)) <= 2, \
+            (lv["concurrency"], mine_sizes, dict(zip(vals.tolist(), counts.tolist())))
+
+
+@pytest.fixture(scope="module")
+def litserve_run(tmp_path_factory):
+    pytest.importorskip("litserve")
+    return _load(tmp_path_factory.mktemp("litserve"), "litserve_infer.py", "/predict")
+
+
+@pytest.fixture(scope="module")
+def ray_run(tmp_path_factory):
+    pytest.importorskip("ray.serve")
+    return _load(tmp_path_factory.mktemp("ray"), "ray_infer.py", "/")
+
+
+@pytest.mark.process
+def test_litserve_worker_requests_followed_against_its_clock(litserve_run):
+    """LitServe: the handler in its uvicorn process, the model in its spawned inference worker, batches of up to
+    8 collected within 10 ms. Each request is followed by LitServe's uid into the worker's forwards."""
+    rep, truth = litserve_run
+    _check_against_clock(rep, truth, "uids", "submit")
+    rs = rep["request_stages"]
+    # the server is its processes: the worker's forwards count in its CPU, not only the idle-ish handler
+    assert len(rs["pids"]) >= 1 and rs["levels"][-1]["server_cores"] > 0.3
+
+
+@pytest.mark.process
+def test_ray_serve_batch_requests_followed_against_its_clock(ray_run):
+    """Ray Serve: a replica actor behind Ray's proxy, ``@serve.batch(max_batch_size=8)``. Each replica call is a
+    request named by Ray's request id (the client's X-Request-Id); each batch's forward names its requests."""
+    rep, truth = ray_run
+    _check_against_clock(rep, truth, "rids", "enqueued")
+    # Ray's request id is the client's: the server's rows join the client's one to one
+    assert all(lv["outside_joined"] > 0 for lv in rep["request_stages"]["levels"])
+
+
+# ------------------------------------------------------------------------------------- the join on rows
+def _requests(keys: list[str], handoff: list[int], pid: int = 10) -> Table:
+    n = len(keys)
+    start = np.arange(n, dtype=np.int64) * 1000 + 1000
+    return Table({"pid": np.full(n, pid, np.int64), "start_ns": start, "end_ns": start + 900,
+                  "queue_ns": np.full(n, -1, np.int64), "forwards": np.zeros(n, np.int64),
+                  "handoff_ns": np.asarray(handoff, np.int64), "claimed_ns": np.full(n, -1, np.int64),
+                  "delivered_ns": np.full(n, -1, np.int64), "received_ns": np.full(n, -1, np.int64),
+                  "gets": np.zeros(n, np.int64), "follow_key": np.asarray(keys, dtype=object)})
+
+
+def _forwards(rows: list[tuple[int, int, int, str]]) -> Table:
+    return Table({"pid": np.asarray([r[0] for r in rows], np.int64), "start_ns": np.asarray([r[1] for r in rows], np.int64),
+                  "end_ns": np.asarray([r[2] for r in rows], np.int64), "rows": np.full(len(rows), -1, np.int64),
+                  "tokens": np.full(len(rows), -1, np.int64), "tid": np.ones(len(rows), np.int64),
+                  "keys": np.asarray([r[3] for r in rows], dtype=object)})
+
+
+def test_identity_join_ties_requests_to_the_forwards_that_name_them_in_another_process():
+    """Two requests in process 10, two forwards in process 20 that overlap both requests' windows: each request
+    gets only the forward that named it, and its take time (the consumer's) splits queued from collected."""
+    req = _requests(["aaaa-1111-x", "bbbb-2222-y"], [1100, 2100])
+    fwd = _forwards([(20, 1500, 1700, "aaaa-1111-x/1200"), (20, 2500, 2700, "bbbb-2222-y/2300")])
+    j = join_batches(req, fwd)
+    assert j is not None and j.index.tolist() == [0, 1]
+    assert j.members.tolist() == [1, 1]
+    assert j.parts["wait_ns"].tolist() == [400, 400] and j.parts["queued_ns"].tolist() == [100, 200]
+    assert follow_note(req, j.index, fwd) is None
+
+
+def test_requests_that_cannot_be_followed_are_one_sentence_with_count_and_reason():
+    """A request whose work carried no id (``?``), one whose id no forward named, and the case with no forward
+    recorded anywhere (a worker without the hook): one sentence each time, never silence."""
+    req = _requests(["?", "cccc-3333-z", "aaaa-1111-x", ""], [1100, 2100, 3100, -1])
+    fwd = _forwards([(20, 3500, 3700, "aaaa-1111-x/3200")])
+    j = join_batches(req, fwd)
+    note = follow_note(req, j.index, fwd)
+    assert note is not None and note.startswith("2 of 3 requests"), note
+    assert "no id in it" in note and "1 handed their work" in note
+    nothing = follow_note(req, None, Table())
+    assert nothing is not None and nothing.startswith("3 of 3 requests") and "without gpusleuth's hook" in nothing
