@@ -189,11 +189,11 @@ def _schedule_step(real):
                         "schedule": type(self).__name__})
         except Exception as exc:
             r.error("pipeline_schedule", exc)
-        r.pp_microbatches = n
+        r.pipeline_step(n)
         try:
             return real(self, *args, **kwargs)
         finally:
-            r.pp_microbatches = 0
+            r.pipeline_step(0)
 
     step._gpusleuth = True
     step.__wrapped__ = real

@@ -893,6 +893,10 @@ class Recorder:
         if c[FTOKENS] >= 0:
             c[FTOKENS] = c[FTOKENS] + tokens if tokens >= 0 else -1
 
+    def pipeline_step(self, microbatches):
+        """Inside a pipeline schedule's ``step`` (its micro-batch count), or out of it (0): see ``_record_first``."""
+        self.pp_microbatches = microbatches
+
     def _seq_first(self, module):
         """A model whose RNN/LSTM/GRU layers all run with ``batch_first=False`` is fed ``[seq, batch]``: its
         batch is the input's second dimension. Walked once per model, not per step."""
