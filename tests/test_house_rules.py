@@ -412,3 +412,20 @@ def test_tests_and_benchmarks_share_no_module_name():
     root = PKG.parents[1]
     names = lambda d: {p.stem for p in (root / d).glob("*.py")}  # noqa: E731
     assert not names("tests") & names("benchmarks"), sorted(names("tests") & names("benchmarks"))
+
+
+def test_one_hook_module_owns_every_event_line_format():
+    """Every event line (``S``, ``B``, ``P``, ``G``, ``C``, ``R``, ``F``, ``L``, ``I``, ``H``, ``X``) is formatted
+    in ``_gpusleuth_records`` (issue 35: the formats were spread over five modules, so a new column had to be
+    found in each): no other hook module holds a string that starts a line with a kind letter and a tab."""
+    import re
+
+    starts = re.compile(r"^[A-Z]\t")
+    bad = []
+    for path in sorted(HOOK.glob("*.py")):
+        if path.stem == "_gpusleuth_records":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and starts.match(node.value):
+                bad.append(f"hook/{path.name}:{node.lineno}: {node.value[:30]!r}")
+    assert not bad, "\n".join(bad)

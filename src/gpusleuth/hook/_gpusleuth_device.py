@@ -15,6 +15,7 @@ only through the recorder's methods (``line``, ``info``, ``error``, ``trace_path
 """
 import os
 import warnings
+from _gpusleuth_records import device_time_line  # the event-line formats
 
 GPU_PENDING_MAX = 4096
 
@@ -148,7 +149,7 @@ class Device:
                 if not (e.query() and s.query()):
                     break
                 del q[0]
-                self.rec.line("G\t%d\t%d\n" % (idx, int(s.elapsed_time(e) * 1e6)))
+                self.rec.line(device_time_line(idx, int(s.elapsed_time(e) * 1e6)))
                 if len(self.pool) < 64:  # s ended step idx-1, whose entry is gone: nobody refers to it now
                     self.pool.append(s)
         except Exception as exc:

@@ -33,6 +33,7 @@ import os
 import _gpusleuth_state as _state
 from _gpusleuth_identity import identity
 from _gpusleuth_records import _clean, _now
+from _gpusleuth_records import collective_line  # the event-line formats
 
 # Every public collective, under each name torch has given it: FSDP2 calls ``all_gather_single`` and
 # ``reduce_scatter_single`` (torch ≥ 2.10; ``all_gather_into_tensor``/``reduce_scatter_tensor`` before,
@@ -319,7 +320,7 @@ def _wrap(torch, name, real):
 
 def _line(head, end_ns, device_ns):
     t0, name, nbytes, gname, seq = head
-    return "C\t%d\t%d\t%s\t%d\t%s\t%d\t%d\n" % (t0, end_ns, name, nbytes, _clean(gname), seq, device_ns)
+    return collective_line(t0, end_ns, name, nbytes, gname, seq, device_ns)
 
 
 def _on_done(work, head):

@@ -21,6 +21,7 @@ many and small); on a GPU a long step is a large model's, whose ops amortize it.
 """
 
 import threading
+from _gpusleuth_records import phase_line  # the event-line formats
 
 COUNT_STEP = 3  # which step to measure (0-based): late enough to be past warm-up and lazy init
 SKIP_AFTER_NS = {False: 5 * 10**8, True: 10 * 10**9}  # by CUDA in use: a step this long is not counted
@@ -71,7 +72,7 @@ def on_emit(rec, idx):
                 # the counter's own cost: the counted step's excess over the one before, at the step's end
                 excess = max(span[1] - span[0] - _state["before_ns"], 0)
                 if excess:
-                    rec.line("P\tgpusleuth_flops\t%d\t%d\tgpusleuth\n" % (span[1] - excess, span[1]))
+                    rec.line(phase_line("gpusleuth_flops", span[1] - excess, span[1], "gpusleuth"))
     except Exception as exc:  # never let the measurement disturb the job; the error is recorded
         _state["mode"], _state["done"] = None, True
         rec.error("flops", exc)

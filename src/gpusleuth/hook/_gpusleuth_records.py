@@ -1,5 +1,10 @@
 """The record formats and clocks of gpusleuth's in-process recorder: pure helpers with no state.
 
+Every event line the hook writes is formatted here, one function per kind (``S`` steps, ``B``/``P`` phases,
+``G`` device time, ``C`` collectives, ``R`` requests, ``F`` forwards outside a request, ``L`` logs, ``I``
+facts, ``H`` the header, ``X`` the exit mark): the reader (``sources/events.py``, docs/run-format.md) has one
+place to match, and a test keeps line literals out of every other hook module.
+
 The bottom of the hook's import graph: every other hook module may import it, it imports none of them.
 Same rules as every hook module: standard library only, Python 3.8+ syntax, never raise into the user's
 program.
@@ -119,6 +124,49 @@ def _step_line(rec):
     return "S\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\n" % (
         start, end, c[WAIT], c[CPU], samples, c[OPT], c[FETCHES], rec[3], c[GAP], c[FSAMPLES], c[FTOKENS],
         c[FNEW])
+
+
+def phase_begin_line(name, t, source):
+    return "B\t%s\t%d\t%s\n" % (name, t, source)
+
+
+def phase_line(name, start, end, source):
+    return "P\t%s\t%d\t%d\t%s\n" % (name, start, end, source)
+
+
+def device_time_line(step, ns):
+    return "G\t%d\t%d\n" % (step, ns)
+
+
+def collective_line(t0, end_ns, name, nbytes, group, seq, device_ns):
+    return "C\t%d\t%d\t%s\t%d\t%s\t%d\t%d\n" % (t0, end_ns, name, nbytes, _clean(group), seq, device_ns)
+
+
+def request_line(start, end, queue, pre, infer, post, status, kind, n, batch, stages, handoff, claimed,
+                 delivered, rid, f1, received, gets, key):
+    return "R\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\n" % (
+        start, end, queue, pre, infer, post, status, kind, n, batch, stages, handoff, claimed, delivered, rid, f1,
+        received, gets, key)
+
+
+def forward_line(t0, t, rows, tokens, tid, keys):
+    return "F\t%d\t%d\t%d\t%d\t%d\t%s\n" % (t0, t, rows, tokens, tid, keys)
+
+
+def log_line(t, text):
+    return "L\t%d\t%s\n" % (t, text)
+
+
+def fact_line(t, text):
+    return "I\t%d\t%s\n" % (t, text)
+
+
+def header_line(text):
+    return "H\t%s\n" % text
+
+
+def exit_line(t):
+    return "X\t%d\n" % t
 
 
 def _parse_range(text):

@@ -26,6 +26,7 @@ import time
 import _gpusleuth_state as _state
 from _gpusleuth_records import _clean, _input_shape
 from _gpusleuth_writer import FLUSH_NS
+from _gpusleuth_records import forward_line, request_line  # the event-line formats
 
 _now = time.time_ns
 _REQ = contextvars.ContextVar("_gpusleuth_request", default=None)
@@ -127,9 +128,9 @@ def _finish(req, t):
         pre = post = -1
         infer = 0
     stages = json.dumps(req.stages, separators=(",", ":")) if req.stages else "{}"
-    r.line("R\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\n" % (
-        req.start, t, req.queue, pre, infer, post, req.status, req.kind, req.n, req.batch, stages,
-        req.handoff, req.claimed, req.delivered, req.rid, req.f1, req.received, req.gets, req.key or "-"))
+    r.line(request_line(req.start, t, req.queue, pre, infer, post, req.status, req.kind, req.n, req.batch, stages,
+                        req.handoff, req.claimed, req.delivered, req.rid, req.f1, req.received, req.gets,
+                        req.key or "-"))
     r.flush_if_due(t, now=r.role == "python")  # a forked child (socketserver.ForkingMixIn) leaves through os._exit
     if _FLUSHER[0] is None:
         _start_flusher()
@@ -285,7 +286,7 @@ def _outside_forward(real, module, args, kwargs):
         try:
             r = _state.R
             if r is not None:
-                r.line("F\t%d\t%d\t%d\t%d\t%d\t%s\n" % (t0, t, rows, tokens, _tid(), keys or "-"))
+                r.line(forward_line(t0, t, rows, tokens, _tid(), keys or "-"))
         except BaseException as exc:
             _error("outside_forward", exc)
 

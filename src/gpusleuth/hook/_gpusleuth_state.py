@@ -44,6 +44,8 @@ from _gpusleuth_records import (
     _counters, _cpu, _input_shape, _jsonable, _now, _parse_range, _tid,
 )
 from _gpusleuth_writer import FLUSH_NS, Writer
+from _gpusleuth_records import (  # the event-line formats
+    exit_line, fact_line, header_line, log_line, phase_begin_line, phase_line)
 
 COMMIT_BACKWARD_NS = 1000000000  # hold backward-delimited steps this long before trusting there is no optimizer
 HELD_MAX = 512  # ... or, once an optimizer exists, this many (more micro-batches than any accumulation runs)
@@ -366,7 +368,7 @@ class Recorder:
         if self.dev.prof_step():
             # the window just ended and the trace was written: our own cost, not the job's — a phase,
             # so it is carved out of the next step instead of inflating it (can take seconds)
-            self.out.buf.append("P\tgpusleuth_profiler\t%d\t%d\tgpusleuth\n" % (t0, _now()))
+            self.out.buf.append(phase_line("gpusleuth_profiler", t0, _now(), "gpusleuth"))
 
     def commit(self):
         """Write the pending optimizer cycle as one step: a fetch, a phase or the exit ended the iteration."""
@@ -828,7 +830,7 @@ class Recorder:
         ng = self.ng
         tok = ["eval", ng.start, "no_grad", ng.snap]
         self.open_phases.append(tok)
-        self.out.buf.append("B\teval\t%d\tno_grad\n" % ng.start)
+        self.out.buf.append(phase_begin_line("eval", ng.start, "no_grad"))
         ng.tok = tok
         self._count("eval_no_grad")
 
@@ -928,7 +930,7 @@ class Recorder:
         snap = (self.nb, self.cur_start, list(self.c))
         tok = [name, t, source, snap]
         self.open_phases.append(tok)
-        self.out.buf.append("B\t%s\t%d\t%s\n" % (name, t, source))
+        self.out.buf.append(phase_begin_line(name, t, source))
         self.flush()
         return tok
 
@@ -955,7 +957,7 @@ class Recorder:
             self.c = c
             if c[GAP] < 0 and self.gap_t0 is not None:
                 self.gap_t0 += t - start  # the phase is not the wait before the next forward
-        self.out.buf.append("P\t%s\t%d\t%d\t%s\n" % (name, start, t, source))
+        self.out.buf.append(phase_line(name, start, t, source))
         self.flush()
 
     def in_phase(self, name):
@@ -1045,7 +1047,7 @@ class Recorder:
         if tokens is not None:
             rec["tokens"] = tokens
         rec.update(metrics)
-        self.out.buf.append("L\t%d\t%s\n" % (t, json.dumps(rec, default=_jsonable)))
+        self.out.buf.append(log_line(t, json.dumps(rec, default=_jsonable)))
         if t - self.out.last_flush >= FLUSH_NS:
             self.flush()
 
@@ -1063,7 +1065,7 @@ class Recorder:
                 return
 
     def info(self, fact):
-        self.out.buf.append("I\t%d\t%s\n" % (_now(), json.dumps(fact, default=str)))
+        self.out.buf.append(fact_line(_now(), json.dumps(fact, default=str)))
 
     def line(self, text):
         """A finished event line from a patch module (``C``, ``R``, ``F``, ``G``), written at the next flush."""
@@ -1103,7 +1105,7 @@ class Recorder:
             self.error("identity", exc)
         if self.worker_id is not None:
             head["worker_id"] = self.worker_id
-        return "H\t%s\n" % json.dumps(head, default=str)
+        return header_line(json.dumps(head, default=str))
 
     def flush(self, force=False):
         """Write the buffered lines now (``Writer.flush``); once written, ask whether the job has started
@@ -1148,7 +1150,7 @@ class Recorder:
                 dev.prof_stop()  # exports the steps captured so far through on_trace_ready
             out = self.out
             if out.header_done or out.buf:
-                out.buf.append("X\t%d\n" % _now())  # the exit mark: everything this process saw is written
+                out.buf.append(exit_line(_now()))  # the exit mark: everything this process saw is written
             self.flush(force=self.torch is not None)
             out.spill()
         except BaseException:
