@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpusleuth.errors import InputError
+from gpusleuth.run.meta import RunMeta
 from gpusleuth.run.model import Run
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -138,7 +139,7 @@ def as_job(runs: list[Run]) -> Run:
     first = runs[0]
     starts = [r.start_ns for r in runs if r.start_ns is not None]
     ends = [r.end_ns for r in runs if r.end_ns is not None]
-    meta = {"source": first.meta.get("source"), "label": first.path.name if first.path else "trace",
+    meta: RunMeta = {"source": first.meta.get("source"), "label": first.path.name if first.path else "trace",
             "trace_path": first.meta.get("trace_path"), "device": first.meta.get("device"),
             "world_size": len(runs), "start_ns": min(starts) if starts else None,
             "end_ns": max(ends) if ends else None,
