@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpusleuth.run.meta import NodeMeta
 from gpusleuth.run.model import Run
 
 
@@ -24,7 +25,7 @@ class RunInfo:
     hardware: dict[str, Any]
     # Several run directories of one job (sources/jobdirs.py): per directory its path, ranks, clock offset
     # onto the first directory's clock and how it was found. Empty for one directory.
-    nodes: list[dict[str, Any]] = field(default_factory=list)
+    nodes: list[NodeMeta] = field(default_factory=list)
 
 
 def run_info(run: Run, recorded: bool) -> RunInfo:

@@ -8,7 +8,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from gpusleuth.errors import LaunchError
-from gpusleuth.run.layout import META_FILE, RunDir
+from gpusleuth.run.layout import RunDir
+from gpusleuth.run.meta import META_FILE
 
 WRITE_TEST = ".write-test"  # a probe an older launcher left on a full disk: not a run
 

@@ -28,11 +28,15 @@ import os
 import socket
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from gpusleuth.run.layout import RunDir
 from gpusleuth.analysis.window import window_stats
 from gpusleuth.sources.livetail import WINDOW_STEPS, StepTotals
+
+if TYPE_CHECKING:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 DEFAULT_HOST = "127.0.0.1"
 LISTEN_BACKLOG = 512  # connections the kernel holds for us while every handler is busy
@@ -55,7 +59,7 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, number
 
 
-def _finite(value) -> bool:
+def _finite(value: object) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
@@ -66,12 +70,12 @@ class LiveMetrics:
         self.run_dir = Path(run_dir)
         self.job = job
         self.hostname = hostname or os.uname().nodename
-        self.gpu_info: dict[int, dict] = {}
-        self._gpu_rows: list[dict] = []
-        self._host_row: dict | None = None
+        self.gpu_info: dict[int, dict[str, Any]] = {}
+        self._gpu_rows: list[dict[str, Any]] = []
+        self._host_row: dict[str, Any] | None = None
         self._lock = threading.Lock()  # scrapes may overlap; the tail keeps file offsets
         self._steps = StepTotals(RunDir(self.run_dir).raw)
-        self.server = None
+        self.server: BoundedWSGIServer | None = None
         self.address: tuple[str, int] | None = None
         # the stall watch's view (recorder/stallwatch.py), swapped in once a second
         self._progress: dict[int, tuple[int | None, float, bool]] = {}
@@ -79,12 +83,12 @@ class LiveMetrics:
         self._stall_s = 0.0
 
     # -- fed by the recorder loop (cheap: a reference swap) ------------------------------------
-    def observe_gpu(self, rows: list[dict], hardware: list[dict]) -> None:
+    def observe_gpu(self, rows: list[dict[str, Any]], hardware: list[dict[str, Any]]) -> None:
         if not self.gpu_info and hardware:
             self.gpu_info = {int(h["index"]): h for h in hardware if h.get("index") is not None}
         self._gpu_rows = rows
 
-    def observe_host(self, row: dict) -> None:
+    def observe_host(self, row: dict[str, Any]) -> None:
         self._host_row = row
 
     def observe_progress(self, progress: dict[int, tuple[int | None, float, bool]], stalls: int,
@@ -110,7 +114,7 @@ class LiveMetrics:
             self.server.close()
             self.server = None
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 
         from gpusleuth._version import __version__
@@ -125,7 +129,7 @@ class LiveMetrics:
         yield from self._host_families(GaugeMetricFamily)
         yield from self._stall_families(CounterMetricFamily, GaugeMetricFamily)
 
-    def _stall_families(self, Counter, Gauge):
+    def _stall_families(self, Counter: type[CounterMetricFamily], Gauge: type[GaugeMetricFamily]) -> list[Metric]:
         labels = ["job", "rank", "Hostname"]
         since = Gauge("gpusleuth_seconds_since_progress",
                       "seconds since the rank's last step end or phase boundary (the stall watch's view)",
@@ -143,10 +147,10 @@ class LiveMetrics:
         total.add_metric([self.job, self.hostname], self._stalls)
         return [since, stalled, open_s, total]
 
-    def _step_families(self, Counter, Gauge):
+    def _step_families(self, Counter: type[CounterMetricFamily], Gauge: type[GaugeMetricFamily]) -> list[Metric]:
         t = self._steps
         labels = ["job", "rank", "Hostname"]
-        fam = {
+        fam: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
             "steps": Counter("gpusleuth_steps", "training steps completed", labels=labels),
             "step_s": Counter("gpusleuth_step_seconds", "wall time inside steps (rate / rate(steps) = mean step time)",
                               labels=labels),
@@ -179,7 +183,7 @@ class LiveMetrics:
             fam["phase"].add_metric([self.job, t.rank_labels.get(pid, "0"), self.hostname, phase], ns / 1e9)
         return list(fam.values())
 
-    def _gpu_families(self, Counter, Gauge):
+    def _gpu_families(self, Counter: type[CounterMetricFamily], Gauge: type[GaugeMetricFamily]) -> list[Metric]:
         labels = ["gpu", "UUID", "Hostname", "job"]
         # (family, column, scale): NVML percentages become ratios, MiB-free bytes stay bytes
         gauges = [
@@ -206,13 +210,13 @@ class LiveMetrics:
             lv = [str(index), uuid, self.hostname, self.job]
             for fam, column, scale in gauges:
                 value = row.get(column)
-                if _finite(value):
+                if value is not None and _finite(value):
                     fam.add_metric(lv, float(value) * scale)
             if _finite(row.get("energy_j")):
                 energy.add_metric(lv, float(row["energy_j"]))
         return [fam for fam, _, _ in gauges] + [energy]
 
-    def _host_families(self, Gauge):
+    def _host_families(self, Gauge: type[GaugeMetricFamily]) -> list[Metric]:
         cpu = Gauge("gpusleuth_host_cpu_ratio", "host CPU busy share, all cores", labels=["Hostname", "job"])
         mem = Gauge("gpusleuth_host_memory_used_bytes", "host memory used", labels=["Hostname", "job"])
         row = self._host_row or {}
@@ -226,7 +230,7 @@ class LiveMetrics:
 class QuietHandler(WSGIRequestHandler):
     timeout = IDLE_TIMEOUT_S  # StreamRequestHandler sets it on the socket: a silent client is dropped
 
-    def log_message(self, format, *args):  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass  # one line per scrape into recorder.log is noise
 
 
@@ -238,14 +242,14 @@ class BoundedWSGIServer(WSGIServer):
     request_queue_size = LISTEN_BACKLOG
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], app) -> None:
+    def __init__(self, address: tuple[str, int], app: Any) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self._slots = threading.BoundedSemaphore(MAX_HANDLERS)
         self._closing = False
         super().__init__(address, QuietHandler)
         self.set_app(app)
 
-    def get_request(self):
+    def get_request(self) -> tuple[socket.socket, Any]:
         while not self._slots.acquire(timeout=0.25):  # every handler busy: leave it in the kernel's queue
             if self._closing:
                 raise OSError("closing")
@@ -255,7 +259,7 @@ class BoundedWSGIServer(WSGIServer):
             self._slots.release()
             raise
 
-    def process_request(self, request, client_address) -> None:
+    def process_request(self, request: Any, client_address: Any) -> None:
         try:
             threading.Thread(target=self._handle, args=(request, client_address), daemon=True).start()
         except BaseException:
@@ -263,7 +267,7 @@ class BoundedWSGIServer(WSGIServer):
             self._slots.release()
             raise
 
-    def _handle(self, request, client_address) -> None:
+    def _handle(self, request: Any, client_address: Any) -> None:
         try:
             self.finish_request(request, client_address)
         except Exception:  # noqa: BLE001 - a client that hung up or went silent: nothing to say about it

@@ -110,7 +110,8 @@ def finalize_unfinished(run_dir: Path) -> list[str]:
     losses = list(dict.fromkeys([*(meta.get("losses") or []), *said, *notes]))
     if meta.get("end_ns") is None:
         meta["end_ns"] = run.end_ns
-    meta["losses"] = [m for m in losses if not m.startswith("meta.json: ")]
+    kept: list[str] = [m for m in losses if not m.startswith("meta.json: ")]
+    meta["losses"] = kept
     try:
         layout.write_meta(meta)
     except OSError as exc:
@@ -120,4 +121,4 @@ def finalize_unfinished(run_dir: Path) -> list[str]:
             leftover.unlink(missing_ok=True)
         except OSError:
             pass
-    return meta["losses"]
+    return kept

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import platform
+from typing import Any
 
 from gpusleuth.recorder.schemas import HOST_SCHEMA, empty_row
 
@@ -162,10 +163,10 @@ class CgroupInfo:
                 self.version = 1
             if cpu_mount:
                 for d in _ancestors(cpu_mount, own.get("cpu", "/")):
-                    q = _read_text(os.path.join(d, "cpu.cfs_quota_us"))
+                    quota = _read_text(os.path.join(d, "cpu.cfs_quota_us"))
                     per = _read_text(os.path.join(d, "cpu.cfs_period_us"))
-                    if q and per and int(q) > 0:
-                        self.cpu_dir, self.cpu_limit_cores = d, int(q) / int(per)
+                    if quota and per and int(quota) > 0:
+                        self.cpu_dir, self.cpu_limit_cores = d, int(quota) / int(per)
                         break
             if os.path.isdir(mem_mount):
                 for d in _ancestors(mem_mount, own.get("memory", "/")):
@@ -198,7 +199,7 @@ class HostSampler:
         self._prev_total: list[int] | None = None
         self._prev_cores: dict[bytes, tuple[int, int]] = {}
         self._prev_psutil = None
-        self._hardware: dict | None = None
+        self._hardware: dict[str, Any] | None = None
         self._cpu(update_only=True)  # baseline, so the first sample already has a delta
 
     @staticmethod
@@ -212,13 +213,13 @@ class HostSampler:
         return {n.encode() for n in names if os.path.exists(f"{sys_root}/block/{n}/device")}
 
     # ------------------------------------------------------------------ facts
-    def hardware(self) -> dict:
+    def hardware(self) -> dict[str, Any]:
         """Static facts for ``meta.json`` (computed once: callers may ask every second)."""
         if self._hardware is None:
             self._hardware = self._read_hardware()
         return dict(self._hardware)
 
-    def _read_hardware(self) -> dict:
+    def _read_hardware(self) -> dict[str, Any]:
         import psutil
 
         model = None
@@ -250,7 +251,7 @@ class HostSampler:
         }
 
     # ------------------------------------------------------------------ sampling
-    def sample(self, t_ns: int) -> dict:
+    def sample(self, t_ns: int) -> dict[str, Any]:
         """One host row; a source that can't be read leaves its columns NaN/null."""
         row = dict(_ROW_TEMPLATE)
         row["t_ns"] = t_ns
@@ -265,7 +266,7 @@ class HostSampler:
         self._cgroup(row)
         return row
 
-    def _cpu(self, row: dict | None = None, update_only: bool = False) -> None:
+    def _cpu(self, row: dict[str, Any] | None = None, update_only: bool = False) -> None:
         data = self._stat.read()
         if not data:
             return
@@ -302,7 +303,7 @@ class HostSampler:
         if row is not None and not update_only:
             row["cpu_per_core"] = per_core
 
-    def _mem(self, row: dict) -> None:
+    def _mem(self, row: dict[str, Any]) -> None:
         data = self._meminfo.read()
         if not data:
             return
@@ -316,7 +317,7 @@ class HostSampler:
         row["mem_total"] = total
         row["mem_used"] = total - avail if total is not None and avail is not None else None
 
-    def _disk(self, row: dict) -> None:
+    def _disk(self, row: dict[str, Any]) -> None:
         data = self._diskstats.read()
         if not data or self._disks is None:
             return
@@ -330,7 +331,7 @@ class HostSampler:
         row["disk_read_bytes"] = rd * 512  # /proc/diskstats counts 512-byte sectors whatever the disk
         row["disk_write_bytes"] = wr * 512
 
-    def _net(self, row: dict) -> None:
+    def _net(self, row: dict[str, Any]) -> None:
         data = self._netdev.read()
         if not data:
             return
@@ -345,12 +346,12 @@ class HostSampler:
         row["net_rx_bytes"] = rx
         row["net_tx_bytes"] = tx
 
-    def _pressure(self, row: dict) -> None:
+    def _pressure(self, row: dict[str, Any]) -> None:
         row["psi_cpu_some_us"] = _psi_totals(self._psi["cpu"].read())[0]
         row["psi_io_some_us"], row["psi_io_full_us"] = _psi_totals(self._psi["io"].read())
         row["psi_mem_some_us"] = _psi_totals(self._psi["memory"].read())[0]
 
-    def _cgroup(self, row: dict) -> None:
+    def _cgroup(self, row: dict[str, Any]) -> None:
         if self._cg_cpu is not None:
             st = _kv_ints(self._cg_cpu.read())
             row["cg_nr_periods"] = st.get(b"nr_periods")
@@ -365,7 +366,7 @@ class HostSampler:
             row["cg_mem_used"] = int(data) if data else None
             row["cg_mem_limit"] = self.cgroup.mem_limit
 
-    def _psutil_fallback(self, row: dict) -> None:
+    def _psutil_fallback(self, row: dict[str, Any]) -> None:
         """Non-Linux: the same columns from psutil (slower, fine for a fallback)."""
         import psutil
 

@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from gpusleuth.errors import LaunchError
 from gpusleuth.recorder.claim import claim_default_run_dir, default_run_dir, prepare_run_dir
@@ -56,7 +56,7 @@ class LaunchOptions:
     # the job's stdout goes to our stderr: `gpusleuth run --json > out.json` keeps stdout for the JSON alone
     stdout_to_stderr: bool = False
     on_tick: Callable[[], None] | None = None  # called from the wait loop (~20 Hz): the --live view
-    report_options: dict = field(default_factory=dict)  # remembered in meta.json for later reports
+    report_options: dict[str, object] = field(default_factory=dict)  # remembered in meta.json for later reports
     prometheus: str | None = None  # [HOST:]PORT: the recorder serves live /metrics there (recorder/exporter.py)
     # polled from the wait loop: once it returns a reason, the job is ended like --duration ends it
     # (SIGINT, SIGTERM, SIGKILL, --grace apart) — `gpusleuth load -- CMD` when its levels are done
@@ -185,7 +185,7 @@ def launch(opts: LaunchOptions) -> LaunchResult:
     return LaunchResult(run_dir=run_dir, exit_code=exit_code, notes=notes)
 
 
-def _wait(child: subprocess.Popen, recorder, opts: LaunchOptions, notes: list[str],
+def _wait(child: subprocess.Popen[bytes], recorder: subprocess.Popen[bytes] | None, opts: LaunchOptions, notes: list[str],
           layout: RunDir | None = None) -> tuple[int, str | None]:
     deadline = time.monotonic() + opts.duration_s if opts.duration_s else None
     escalation = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]

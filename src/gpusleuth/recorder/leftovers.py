@@ -23,7 +23,7 @@ def become_subreaper() -> bool:
     """Adopt the job's orphans (Linux ≥ 3.4); False where the call is unavailable."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
 

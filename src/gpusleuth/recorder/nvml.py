@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 from gpusleuth.recorder.schemas import GPU_SCHEMA, empty_row
 
@@ -110,7 +110,8 @@ class NvmlSampler:
     power, energy, temperature and clocks exist only for the whole GPU (NVML answers NotSupported on an
     instance), so they stay on the parent's rows and the instance's columns are empty, with the reason."""
 
-    def __init__(self, nvml: Any, devices: list[_Device], gpm_min_interval_ns: int, clock=time.monotonic_ns):
+    def __init__(self, nvml: Any, devices: list[_Device], gpm_min_interval_ns: int,
+                 clock: Callable[[], int] = time.monotonic_ns):
         self._nvml = nvml
         self._devices = devices
         self._gpm_min_interval_ns = gpm_min_interval_ns
@@ -119,7 +120,7 @@ class NvmlSampler:
         #: (gpu index, call or ``field:<id>``) → number of failures seen (a disabled call counts once)
         self.failures: Counter[tuple[int, str]] = Counter()
         self._closed = False
-        self._hardware: list[dict] | None = None
+        self._hardware: list[dict[str, Any]] | None = None
         for d in list(devices):
             if d.parent is None:
                 self._setup_gpm(d)
@@ -129,14 +130,16 @@ class NvmlSampler:
     # ---------------------------------------------------------------- opening
     @classmethod
     def open(cls, nvml: Any = None, *, gpm_min_interval_ns: int = 100_000_000,
-             indices: list[int] | None = None, clock=time.monotonic_ns) -> tuple["NvmlSampler | None", str | None]:
+             indices: list[int] | None = None, clock: Callable[[], int] = time.monotonic_ns) -> tuple["NvmlSampler | None", str | None]:
         """(sampler, None), or (None, reason) when there is no driver, no GPU, or NVML fails to start.
 
         ``indices`` restricts sampling to those NVML device indices (default: all).
         """
         if nvml is None:
             try:
-                import pynvml as nvml  # nvidia-ml-py
+                import pynvml  # nvidia-ml-py
+
+                nvml = pynvml
             except ImportError:
                 return None, "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
         error_cls = getattr(nvml, "NVMLError", Exception)
@@ -227,7 +230,7 @@ class NvmlSampler:
         return None
 
     # ---------------------------------------------------------------- static facts
-    def hardware(self) -> list[dict]:
+    def hardware(self) -> list[dict[str, Any]]:
         """Static facts per device, for ``meta.json``: what the card is and what it can do.
 
         Read once and cached: the recorder may ask every second, and each NVML call takes the RM lock.
@@ -236,7 +239,7 @@ class NvmlSampler:
             self._hardware = self._read_hardware()
         return [dict(h) for h in self._hardware]
 
-    def _read_hardware(self) -> list[dict]:
+    def _read_hardware(self) -> list[dict[str, Any]]:
         nv = self._nvml
         sys_dev = self._devices[0]
         driver = self._call(sys_dev, "nvmlSystemGetDriverVersion")
@@ -271,7 +274,7 @@ class NvmlSampler:
             })
         return out
 
-    def _mig_hardware(self, d: _Device, driver: Any, cuda: Any) -> dict:
+    def _mig_hardware(self, d: _Device, driver: Any, cuda: Any) -> dict[str, Any]:
         h = d.handle
         name = self._call(d, "nvmlDeviceGetName", h)
         uuid = self._call(d, "nvmlDeviceGetUUID", h)
@@ -298,17 +301,17 @@ class NvmlSampler:
         """Per GPU index: calls (and ``field:<id>``) switched off after a permanent failure, with why."""
         return {d.index: dict(d.disabled) for d in self._devices}
 
-    def diagnostics(self) -> dict:
+    def diagnostics(self) -> dict[str, Any]:
         """Why columns are empty, for the run's metadata: per GPU, what was switched off and why, and how
         often each call failed (``{"0": {"disabled": {...}, "failures": {...}}}``)."""
-        out: dict[str, dict] = {}
+        out: dict[str, dict[str, Any]] = {}
         for d in self._devices:
             fails = {name: n for (i, name), n in self.failures.items() if i == d.index}
             out[str(d.index)] = {"disabled": dict(d.disabled), "failures": fails}
         return out
 
     # ---------------------------------------------------------------- sampling
-    def sample(self, t_ns: int) -> list[dict]:
+    def sample(self, t_ns: int) -> list[dict[str, Any]]:
         """One ``gpu`` row per device. Anything the device can't answer is NaN/None in that row."""
         rows = []
         for d in self._devices:
@@ -322,7 +325,7 @@ class NvmlSampler:
             rows.append(row)
         return rows
 
-    def _sample_device(self, d: _Device, row: dict, t_ns: int) -> None:
+    def _sample_device(self, d: _Device, row: dict[str, Any], t_ns: int) -> None:
         nv, h, call = self._nvml, d.handle, self._call
         if d.parent is not None:  # a MIG instance: only its memory is its own
             m = call(d, "nvmlDeviceGetMemoryInfo", h)
@@ -368,7 +371,7 @@ class NvmlSampler:
             d.reasons_fn = None
         return int(v) if v is not None else None
 
-    def _fields(self, d: _Device, row: dict) -> None:
+    def _fields(self, d: _Device, row: dict[str, Any]) -> None:
         """The one field-values batch: counters into the row; per-field errors stay NaN/None."""
         if not d.fields:
             return
@@ -401,7 +404,7 @@ class NvmlSampler:
             d.fields = [(c, f) for c, f in d.fields if f"field:{f}" not in d.disabled]
             d.field_ids = [f for _, f in d.fields]
 
-    def _gpm(self, d: _Device, row: dict, t_ns: int) -> None:
+    def _gpm(self, d: _Device, row: dict[str, Any], t_ns: int) -> None:
         """Take a GPM sample when the last one is more than the minimum interval old (NVML needs more than
         100 ms between the two samples of a pair, timed when each is taken), and the metrics between them.
 
@@ -453,7 +456,7 @@ class NvmlSampler:
             except Exception:
                 pass
 
-    def sample_processes(self, t_ns: int) -> list[dict]:
+    def sample_processes(self, t_ns: int) -> list[dict[str, Any]]:
         """``gpu_procs`` rows: compute processes and their GPU memory (host PIDs), per device.
 
         Slow (ms, takes the RM lock): the recorder calls this every few seconds, never at the fast rate.

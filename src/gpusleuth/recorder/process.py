@@ -20,8 +20,19 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Callable, NoReturn, TypeVar
 
 from gpusleuth.run.layout import RECORDER_STATUS
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from gpusleuth.recorder.exporter import LiveMetrics
+    from gpusleuth.recorder.nvml import NvmlSampler
+    from gpusleuth.recorder.procs import ProcessTreeSampler
+    from gpusleuth.recorder.stallwatch import StallWatch
+
+_T = TypeVar("_T")
 
 FLUSH_EVERY_S = 0.5  # SIGKILL of the recorder loses at most this much (plus one tick)
 GPU_PROCS_EVERY_S = 5.0
@@ -29,7 +40,8 @@ STATUS_FILE = RECORDER_STATUS
 
 
 class TelemetryRecorder:
-    def __init__(self, run_dir: Path, interval_s: float, use_gpu: bool = True, metrics=None, stalls=None):
+    def __init__(self, run_dir: Path, interval_s: float, use_gpu: bool = True, metrics: LiveMetrics | None = None,
+                 stalls: StallWatch | None = None):
         from gpusleuth.recorder.host import HostSampler
         from gpusleuth.recorder.schemas import GPU_PROCS_SCHEMA, GPU_SCHEMA, HOST_SCHEMA, PROCS_SCHEMA
         from gpusleuth.run.layout import RunDir
@@ -38,16 +50,16 @@ class TelemetryRecorder:
         self.run_dir = run_dir
         self.interval_ns = int(interval_s * 1e9)
         self.host = HostSampler()
-        self.procs = None
+        self.procs: ProcessTreeSampler | None = None
         self.child_pid: int | None = None
-        self.gpu = None
+        self.gpu: NvmlSampler | None = None
         self.gpu_note: str | None = "GPU sampling disabled (--no-gpu)"
         if use_gpu:
             from gpusleuth.recorder.nvml import NvmlSampler
 
             self.gpu, self.gpu_note = NvmlSampler.open()
 
-        def writer(name, schema):
+        def writer(name: str, schema: pa.Schema) -> TableStreamWriter:
             return TableStreamWriter(RunDir(run_dir).stream(name), schema)
 
         self.w_host = writer("host", HOST_SCHEMA)
@@ -103,7 +115,7 @@ class TelemetryRecorder:
         if self.stalls is not None:
             self.stalls.root = pid
 
-    def _guard(self, what: str, fn, *args):
+    def _guard(self, what: str, fn: Callable[..., _T], *args: Any) -> _T | None:
         """A failing sampler must never stop the recording: count the failure and go on."""
         try:
             return fn(*args)
@@ -124,13 +136,13 @@ class TelemetryRecorder:
                 self.w_procs.extend(rows)
         if self.gpu is not None:
             rows = self._guard("gpu", self.gpu.sample, t_ns)
-            if rows:
+            if rows and self.w_gpu is not None:
                 self.w_gpu.extend(rows)
                 if self.metrics is not None:
                     self.metrics.observe_gpu(rows, self.gpu.hardware())
             if with_gpu_procs:
                 rows = self._guard("gpu_procs", self.gpu.sample_processes, t_ns)
-                if rows:
+                if rows and self.w_gpu_procs is not None:
                     self.w_gpu_procs.extend(rows)
         if self.stalls is not None:
             self._guard("stall watch", self.stalls.tick, t_ns)
@@ -171,7 +183,7 @@ def _child_alive(pid: int | None) -> bool:
         return False
 
 
-def run_loop(rec: TelemetryRecorder, control) -> None:
+def run_loop(rec: TelemetryRecorder, control: IO[bytes] | None) -> None:
     """Sample on an absolute schedule (no drift), read control lines without blocking the schedule."""
     interval = rec.interval_ns
     next_t = time.time_ns()
@@ -221,7 +233,7 @@ def run_loop(rec: TelemetryRecorder, control) -> None:
             return
 
 
-def _serve_metrics(args):
+def _serve_metrics(args: argparse.Namespace) -> LiveMetrics | None:
     """Start the /metrics listener before the first sample; a port already taken ends the recorder with
     a sentence in recorder.log (the launcher checked the port just before, so this is a lost race)."""
     from gpusleuth.recorder.exporter import LiveMetrics, parse_listen
@@ -256,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     # Terminal Ctrl-C is for the job; we stop on the launcher's word. SIGTERM ends us cleanly.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    def on_term(signum, frame):
+    def on_term(signum: int, frame: object) -> NoReturn:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, on_term)

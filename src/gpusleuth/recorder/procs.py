@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from typing import Any
 
 import psutil
 
@@ -89,9 +90,10 @@ class _Proc:
     def __init__(self, pid: int, boot_ns: int):
         self.pid = pid
         self.ps = None
-        self.stat_fd = _open(f"/proc/{pid}/stat")
-        if self.stat_fd is None:
+        stat_fd = _open(f"/proc/{pid}/stat")
+        if stat_fd is None:
             raise _Gone
+        self.stat_fd: int | None = stat_fd
         self.io_fd = _open(f"/proc/{pid}/io")  # None when not permitted (another user's process)
         self.sched_fd = _open(f"/proc/{pid}/schedstat")  # None on kernels without CONFIG_SCHED_INFO
         try:
@@ -106,6 +108,8 @@ class _Proc:
         self.prev_mono = 0
 
     def read_stat(self) -> list[bytes]:
+        if self.stat_fd is None:  # closed
+            raise _Gone
         try:
             data = os.pread(self.stat_fd, 4096, 0)
         except OSError:
@@ -236,7 +240,7 @@ class ProcessTreeSampler:
         self._last_scan = now
 
     # ------------------------------------------------------------------ sampling
-    def sample(self, t_ns: int) -> list[dict]:
+    def sample(self, t_ns: int) -> list[dict[str, Any]]:
         """One row per live process of the tree; cpu_pct is NaN the first time a process is seen."""
         if not self._linux:
             return self._sample_psutil(t_ns)
@@ -276,7 +280,7 @@ class ProcessTreeSampler:
             self._procs.pop(pid).close()
         return rows
 
-    def _sample_psutil(self, t_ns: int) -> list[dict]:
+    def _sample_psutil(self, t_ns: int) -> list[dict[str, Any]]:
         """Portable path: psutil.Process objects cached by (pid, create_time) so cpu deltas work."""
         try:
             root = psutil.Process(self.root_pid)

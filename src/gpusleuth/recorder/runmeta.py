@@ -46,7 +46,7 @@ def start_meta(command: list[str], label: str | None, interval_s: float, duratio
     }
 
 
-def save_meta(run_dir: Path, meta: dict, notes: list[str]) -> bool:
+def save_meta(run_dir: Path, meta: dict[str, Any], notes: list[str]) -> bool:
     try:
         RunDir(run_dir).write_meta(meta)
         return True

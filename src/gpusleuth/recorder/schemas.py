@@ -18,6 +18,8 @@ Type choices, and why:
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 
 _T = ("t_ns", pa.int64())
@@ -121,7 +123,7 @@ ADDED_LATER: dict[str, frozenset[str]] = {
 }
 
 
-def empty_row(schema: pa.Schema) -> dict:
+def empty_row(schema: pa.Schema) -> dict[str, Any]:
     """A row with every column missing: NaN for floats, None for the rest.
 
     Samplers start from this so a row always has every column, whatever the hardware could answer.
@@ -129,7 +131,7 @@ def empty_row(schema: pa.Schema) -> dict:
     return {f.name: (float("nan") if pa.types.is_floating(f.type) else None) for f in schema}
 
 
-def to_batch(rows: list[dict], schema: pa.Schema) -> pa.RecordBatch:
+def to_batch(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.RecordBatch:
     """Rows (dicts keyed by column name) → one RecordBatch of ``schema``; unknown keys are an error.
 
     Used by the recorder and the tests alike, so that "the rows fit the schema" is checked the same way.

@@ -31,11 +31,15 @@ import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gpusleuth.analysis.stalls import judge
 from gpusleuth.run.layout import RunDir
 from gpusleuth.run.stalls import ProcessStacks, StalledProcess, StallRecord
 from gpusleuth.sources.stalls import ProgressTail, parse_stacks
+
+if TYPE_CHECKING:
+    from gpusleuth.recorder.exporter import LiveMetrics
 
 CHECK_EVERY_S = 1.0
 FLOOR_S = 10.0
@@ -119,7 +123,7 @@ def pyspy_path() -> str | None:
 
 class StallWatch:
     def __init__(self, run_dir: Path, after_s: float | None = None, on_stall: str = "dump",
-                 say_fd: int | None = None, metrics=None, floor_s: float = FLOOR_S, factor: float = FACTOR):
+                 say_fd: int | None = None, metrics: LiveMetrics | None = None, floor_s: float = FLOOR_S, factor: float = FACTOR):
         self.run_dir = Path(run_dir)
         self.layout = RunDir(self.run_dir)
         self.after_s = after_s
@@ -334,7 +338,7 @@ class StallWatch:
         except OSError:
             pass
 
-    def _append(self, obj: dict) -> None:
+    def _append(self, obj: dict[str, Any]) -> None:
         with self._lock:
             self.layout.stalls_dir.mkdir(parents=True, exist_ok=True)
             with open(self.layout.stalls_log, "a") as f:
@@ -350,6 +354,6 @@ class StallWatch:
             self._append({"kind": "ended", "id": self.open.id, "t_ns": time.time_ns()})
             self.open = None
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         return {"after_s": self.after_s, "on_stall": self.on_stall, "stalls": self.count,
                 "py_spy": self.pyspy is not None, "cpu_s": round(self.cpu_s, 4)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -78,6 +79,6 @@ def write_chrome_trace(run: Run, path: Path, rank: int, world: int) -> None:
     tmp.replace(path)
 
 
-def _id(table: list, code) -> int:
+def _id(table: list[Any], code: Any) -> int:
     v = table[int(code)] if 0 <= int(code) < len(table) else -1
     return int(v) if isinstance(v, (int, np.integer)) else abs(hash(v)) % 2**31

@@ -7,12 +7,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from gpusleuth.run.layout import RunDir
 
 
 def start_recorder(run_dir: Path, interval_s: float, use_gpu: bool, prometheus: str | None,
-                   job: str, stall_after: str = "auto", on_stall: str = "dump") -> subprocess.Popen | None:
+                   job: str, stall_after: str = "auto", on_stall: str = "dump") -> subprocess.Popen[bytes] | None:
     """``stall_after``/``on_stall``: the stall watch (recorder/stallwatch.py); its line goes to our stderr,
     handed to the recorder as an inherited descriptor (the recorder's own output goes to recorder.log)."""
     cmd = [sys.executable, "-m", "gpusleuth.recorder.process", "--run-dir", str(run_dir),
@@ -40,7 +41,7 @@ def start_recorder(run_dir: Path, interval_s: float, use_gpu: bool, prometheus: 
             os.close(say)
 
 
-def tell(recorder, line: str, notes: list[str]) -> None:
+def tell(recorder: subprocess.Popen[bytes] | None, line: str, notes: list[str]) -> None:
     if recorder is None or recorder.stdin is None:
         return
     try:
@@ -50,14 +51,14 @@ def tell(recorder, line: str, notes: list[str]) -> None:
         pass
 
 
-def recorder_died(recorder, notes: list[str]) -> None:
+def recorder_died(recorder: subprocess.Popen[bytes], notes: list[str]) -> None:
     msg = (f"the recorder process exited early (code {recorder.returncode}); telemetry after that moment "
            f"is missing (see recorder.log)")
     if msg not in notes:
         notes.append(msg)
 
 
-def stop_recorder(recorder, notes: list[str]) -> None:
+def stop_recorder(recorder: subprocess.Popen[bytes] | None, notes: list[str]) -> None:
     if recorder is None:
         notes.append("the recorder could not be started: no telemetry was recorded")
         return
@@ -66,7 +67,8 @@ def stop_recorder(recorder, notes: list[str]) -> None:
         return
     tell(recorder, "stop\n", notes)
     try:
-        recorder.stdin.close()
+        if recorder.stdin is not None:
+            recorder.stdin.close()
     except OSError:
         pass
     try:
@@ -77,11 +79,12 @@ def stop_recorder(recorder, notes: list[str]) -> None:
         notes.append("the recorder did not stop within 10 s and was killed; its last second may be missing")
 
 
-def read_recorder_status(run_dir: Path) -> dict | None:
+def read_recorder_status(run_dir: Path) -> dict[str, Any] | None:
     import json
 
     path = RunDir(run_dir).recorder_status
     try:
-        return json.loads(path.read_text())
+        status = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    return status if isinstance(status, dict) else None

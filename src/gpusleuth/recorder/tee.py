@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO
 
 
 class OutputTee:
@@ -15,7 +16,7 @@ class OutputTee:
     log, not the draining — a copy thread that died there left the job blocked writing to a pipe nobody
     read, forever. What the log missed is said in :attr:`notes`."""
 
-    def __init__(self, child: subprocess.Popen, path: Path, stdout_to_stderr: bool = False):
+    def __init__(self, child: subprocess.Popen[bytes], path: Path, stdout_to_stderr: bool = False):
         import threading
 
         self.path = path
@@ -33,7 +34,7 @@ class OutputTee:
         for t in self._threads:
             t.start()
 
-    def _pump(self, src, dst) -> None:
+    def _pump(self, src: IO[bytes], dst: IO[bytes]) -> None:
         fd = src.fileno()
         while True:
             try:

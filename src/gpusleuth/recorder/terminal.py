@@ -13,8 +13,8 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signa
 class Terminal:
     """Hands the terminal's foreground to the job's process group and takes it back afterwards."""
 
-    def __init__(self):
-        self.fd = None
+    def __init__(self) -> None:
+        self.fd: int | None = None
         try:
             fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
         except OSError:
@@ -60,7 +60,7 @@ def ignores(pid: int, sig: int) -> bool:
     return False
 
 
-def signal_job(child: subprocess.Popen, sig: int, group: bool) -> None:
+def signal_job(child: subprocess.Popen[bytes], sig: int, group: bool) -> None:
     try:
         if group:
             os.killpg(child.pid, sig)

@@ -16,7 +16,7 @@ wall time (``cost.per_recoverable_second``, all GPUs); without a price they are 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from gpusleuth.report.model import Report
 
@@ -80,7 +80,7 @@ def _gpus(d: dict[str, Any], o: dict[str, Any]) -> tuple[int, str | None]:
     return len(telemetry), (names[0] if names and len(set(names)) == 1 else None)
 
 
-def summarize(report: Report, meta: dict[str, Any] | None = None) -> RunSummary:
+def summarize(report: Report, meta: Mapping[str, Any] | None = None) -> RunSummary:
     """The summary of a built Report (``meta``: the run's meta.json, for the host name)."""
     d = report.to_dict()
     run, o = d["run"], d.get("outcomes") or {}

@@ -11,6 +11,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import IO, Any
 
 from gpusleuth.errors import InputError
 
@@ -49,7 +50,7 @@ def is_directory(path: str | Path) -> bool:
         return False
 
 
-def open_regular(path: str | Path, what: str = "a file", mode: str = "rb", **kw):
+def open_regular(path: str | Path, what: str = "a file", mode: str = "rb", **kw: Any) -> IO[Any]:
     """Open ``path`` for reading once :func:`check_regular` passes; unreadable is one sentence too."""
     check_regular(path, what)
     try:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from gpusleuth.run.meta import META_FILE, read_meta, write_meta
+from gpusleuth.run.meta import META_FILE, RunMeta, read_meta, write_meta
 
 TELEMETRY_TABLES = ("gpu", "gpu_procs", "host", "procs")
 EVENT_TABLES = ("steps", "phases")
@@ -116,10 +116,10 @@ class RunDir:
         """A run directory is a directory holding meta.json."""
         return self.meta_file.is_file()
 
-    def read_meta(self, notes: list[str] | None = None) -> dict[str, Any]:
+    def read_meta(self, notes: list[str] | None = None) -> RunMeta:
         """meta.json, its known fields checked (``run/meta.py``: the schema); dropped fields in ``notes``."""
         return read_meta(self.path, notes)
 
-    def write_meta(self, meta: dict[str, Any]) -> None:
+    def write_meta(self, meta: Mapping[str, Any]) -> None:
         """meta.json, atomically (only the recorder, the launcher and the importers write a run)."""
         write_meta(self.path, meta)

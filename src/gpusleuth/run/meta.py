@@ -5,13 +5,89 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, TypedDict, cast
 
 META_FILE = "meta.json"
 FORMAT_VERSION = 1
 
+# One JSON object as a file held it (a hook record, a hardware description): untrusted input, read with .get
+# and checked where used. The only Any a Run holds besides the trace (tests/test_any_fields.py counts them).
+JsonObject = dict[str, Any]
 
-def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
+
+class NodeMeta(TypedDict):
+    """One run directory of a job read from several (sources/jobdirs.py)."""
+
+    path: str | None
+    clock_offset_ns: int  # subtracted from its times to put them on the first directory's clock
+    clock: str  # how the offset was found ("reference clock", "aligned on …")
+    ranks: list[int]
+
+
+class RecorderMeta(TypedDict, total=False):
+    """``meta.json``'s ``recorder`` part: the hardware it saw and what it could not sample."""
+
+    # the hardware as the machine described it: plain scalars only (check_meta), names vary by driver
+    gpu: list[JsonObject]  # one description per device (index, name, uuid, memory, MIG parent…)
+    host: JsonObject  # cores, memory, cgroup limits
+    gpu_note: str | None
+    gpu_diagnostics: dict[str, JsonObject]
+    errors: dict[str, int]
+    interval_s: float
+
+
+class RunMeta(TypedDict, total=False):
+    """``meta.json`` (docs/run-format.md), and the same description of a Run read from any other source. Every
+    field may be absent; :func:`check_meta` drops (sets to None) a recorded one of the wrong type."""
+
+    format: int
+    gpusleuth_version: str
+    source: str | None  # "recorder", "kineto", "nsys", "nvidia-smi", "dcgm", "prometheus", "load", …
+    label: str | None
+    command: list[str] | None
+    cwd: str
+    env: dict[str, str]
+    python: str
+    hostname: str
+    interval_s: float | None
+    duration_limit_s: float | None
+    profile_steps: str | None
+    start_ns: int | None
+    end_ns: int | None
+    exit_code: int | None
+    signal: str | None
+    stopped_by: str | None
+    losses: list[str]
+    notes: list[str]
+    report_options: dict[str, object]
+    recorder: RecorderMeta
+    load: dict[str, object]  # `gpusleuth load`'s parameters (url without secrets, mode, levels…)
+    # a Run read from a file: where it came from and which rank/device it is
+    trace_path: str | None
+    device: str | None  # the GPU's name
+    rank: int | None
+    world_size: int | None
+    gpu_index: int | None
+    imported_from: dict[str, object]  # `gpusleuth import`: the paths and their format
+    ts_scaled_from_ns: bool
+    server_run: str
+    step_range: str | None
+    # an Nsight Systems export: its events, kernels, process, clock and versions
+    events: int
+    kernels: int
+    pid: int
+    clock: str
+    nsys_version: str | None
+    nsys_schema: str | None
+    # a GPU log read by `gpusleuth report`/`import`: its files, fields and rows
+    import_files: list[str]
+    import_fields: list[str]
+    import_rows: int
+    import_metric_fields: int  # how many of the fields are metrics gpusleuth reads
+    nodes: list[NodeMeta]  # a job read from several run directories: each one's path, clock, ranks
+
+
+def write_meta(run_dir: Path, meta: Mapping[str, Any]) -> None:
     """Write atomically so a crash never leaves a half-written meta.json."""
     path = Path(run_dir) / META_FILE
     tmp = path.with_suffix(".json.tmp")
@@ -23,7 +99,7 @@ def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
             tmp.unlink()
 
 
-def read_meta(run_dir: Path, notes: list[str] | None = None) -> dict[str, Any]:
+def read_meta(run_dir: Path, notes: list[str] | None = None) -> RunMeta:
     """meta.json as a dict whose known fields have their documented types (docs/run-format.md). A field of
     the wrong type (hand-edited, damaged) is dropped and said in ``notes`` rather than failing later."""
     from gpusleuth.errors import InputError
@@ -50,7 +126,7 @@ def read_meta(run_dir: Path, notes: list[str] | None = None) -> dict[str, Any]:
     problems = check_meta(meta)
     if notes is not None:
         notes.extend(f"meta.json: {p}" for p in problems)
-    return meta
+    return cast(RunMeta, meta)  # its known fields checked just above
 
 
 # Time stamps are epoch nanoseconds: anything outside (0, 2**62) — year 2116 — is damage.

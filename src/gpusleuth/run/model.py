@@ -12,9 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
+
+from gpusleuth.run.meta import JsonObject, RunMeta
+
+if TYPE_CHECKING:
+    from gpusleuth.run.stalls import StallRecord
+    from gpusleuth.serving.run.engine_samples import EngineSample
 
 
 class Table:
@@ -87,7 +93,7 @@ class Run:
     or was salvaged from a damaged file — reports print it, never hide it.
     """
 
-    meta: dict[str, Any]
+    meta: RunMeta
     path: Path | None = None
     gpu: Table = field(default_factory=Table)  # NVML samples, one row per (time, device)
     gpu_procs: Table = field(default_factory=Table)  # per-process GPU memory, every few seconds
@@ -107,15 +113,18 @@ class Run:
     batches: Table = field(default_factory=Table)
     # ``engine``: an LLM engine's own /metrics read while `gpusleuth load` ran (serving/sources/engine_metrics.py
     # EngineSample per scrape: running, waiting, KV usage, preemptions, its TTFT/queue/prefill/decode histograms)
-    engine: list[Any] = field(default_factory=list)
+    engine: list[EngineSample] = field(default_factory=list)
     load: Table = field(default_factory=Table)
-    logs: list[dict[str, Any]] = field(default_factory=list)  # gpusleuth.log(...) records
+    logs: list[JsonObject] = field(default_factory=list)  # gpusleuth.log(...) records
     processes: dict[int, ProcessInfo] = field(default_factory=dict)
-    infos: list[dict[str, Any]] = field(default_factory=list)  # facts the hook saw (DataLoader config…)
-    trace: Any = None  # this Run's own profiler trace data, when it came from a trace file
+    infos: list[JsonObject] = field(default_factory=list)  # facts the hook saw (DataLoader config…)
+    # this Run's own profiler trace data (sources/kineto/model.py TraceData), when it came from a trace file.
+    # Untyped here for now: that model imports this module (its Table), and the trace reader is being
+    # rewritten; the model moves into run/ with that rewrite and this becomes ``TraceData | None``.
+    trace: Any = None
     profiles: list["Run"] = field(default_factory=list)  # traces taken with --profile-steps, one Run per rank
     # what the recorder's stall watch saw (run/stalls.py): each stall with every process's stacks
-    stalls: list[Any] = field(default_factory=list)
+    stalls: list[StallRecord] = field(default_factory=list)
     losses: list[str] = field(default_factory=list)
 
     # --- convenience views -------------------------------------------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+from pathlib import Path
 
 from gpusleuth.run.layout import RECORDING_LOCK, RunDir
 
@@ -25,7 +26,7 @@ FINISHED = "finished"
 def hold_recording_lock(run_dir: "os.PathLike[str] | str") -> int | None:
     """Take the lock for the launcher's lifetime; the fd to pass to :func:`release_recording_lock`.
     Made under another name and renamed, so no reader ever sees the file unlocked while we live."""
-    lock = RunDir(run_dir).recording_lock
+    lock = RunDir(Path(run_dir)).recording_lock
     tmp = lock.with_name(RECORDING_LOCK + ".tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
@@ -46,7 +47,7 @@ def release_recording_lock(run_dir: "os.PathLike[str] | str", fd: int | None) ->
     if fd is None:
         return
     try:
-        RunDir(run_dir).recording_lock.unlink(missing_ok=True)
+        RunDir(Path(run_dir)).recording_lock.unlink(missing_ok=True)
     except OSError:
         pass
     os.close(fd)
@@ -55,7 +56,7 @@ def release_recording_lock(run_dir: "os.PathLike[str] | str", fd: int | None) ->
 def recording_state(run_dir: "os.PathLike[str] | str", end_ns: int | None) -> str:
     """``RECORDING``, ``UNFINISHED`` or ``FINISHED`` (``end_ns``: meta.json's end, None when unwritten)."""
     try:
-        fd = os.open(RunDir(run_dir).recording_lock, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = os.open(RunDir(Path(run_dir)).recording_lock, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return FINISHED if end_ns is not None else UNFINISHED
     try:

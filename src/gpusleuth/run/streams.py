@@ -23,7 +23,7 @@ class _Pending:
         self.data = bytearray()
         self.closed = False
 
-    def write(self, b) -> int:
+    def write(self, b: bytes) -> int:
         self.data += b
         return len(b)
 

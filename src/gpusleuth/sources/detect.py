@@ -12,12 +12,13 @@ import gzip
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Literal
 
 from gpusleuth.errors import InputError
+from gpusleuth.run.meta import RunMeta
 from gpusleuth.run.model import Run
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-TRACE_FORMATS = ("kineto", "nsys")
 _SNIFF = 4 << 20
 
 
@@ -76,38 +77,77 @@ def sniff(path: Path) -> str:
                            "DCGM/Prometheus scrape or query_range JSON")
 
 
-def load_file(path: Path, options: ImportOptions | None = None) -> tuple[str, list[Run]]:
-    """(format, Runs) for one file."""
-    options = options or ImportOptions()
-    fmt = sniff(path)
-    if fmt == "kineto":
-        from gpusleuth.sources.kineto import load_trace
+def _read_kineto(path: Path, options: ImportOptions) -> list[Run]:
+    from gpusleuth.sources.kineto import load_trace
 
-        return fmt, [load_trace(path)]
-    if fmt == "nsys":
-        from gpusleuth.sources.nsys import read_nsys
+    return [load_trace(path)]
 
-        return fmt, read_nsys(path, step_range=options.step_range)
-    if fmt == "nvidia-smi":
-        from gpusleuth.sources.nvsmi import read_nvsmi_csv
 
-        return fmt, [read_nvsmi_csv(path, options.fields, options.tz)]
-    if fmt == "dmon":
-        from gpusleuth.sources.dmon import read_dmon
+def _read_nsys(path: Path, options: ImportOptions) -> list[Run]:
+    from gpusleuth.sources.nsys import read_nsys
 
-        return fmt, [read_dmon(path, options.start_ns, options.interval_s)]
-    if fmt == "pmon":
-        raise InputError(path, "an nvidia-smi pmon log (per process): gpusleuth reads the per-device logs — "
-                               "record `nvidia-smi dmon -o DT` or `nvidia-smi --query-gpu=timestamp,index,"
-                               "utilization.gpu,utilization.memory,memory.used,memory.total,power.draw "
-                               "--format=csv -l 1` instead")
-    if fmt == "prometheus-text":
-        from gpusleuth.sources.prometheus import read_text_scrapes
+    return read_nsys(path, step_range=options.step_range)
 
-        return fmt, [read_text_scrapes([path])]
+
+def _read_nvsmi(path: Path, options: ImportOptions) -> list[Run]:
+    from gpusleuth.sources.nvsmi import read_nvsmi_csv
+
+    return [read_nvsmi_csv(path, options.fields, options.tz)]
+
+
+def _read_dmon(path: Path, options: ImportOptions) -> list[Run]:
+    from gpusleuth.sources.dmon import read_dmon
+
+    return [read_dmon(path, options.start_ns, options.interval_s)]
+
+
+def _refuse_pmon(path: Path, options: ImportOptions) -> list[Run]:
+    raise InputError(path, "an nvidia-smi pmon log (per process): gpusleuth reads the per-device logs — "
+                           "record `nvidia-smi dmon -o DT` or `nvidia-smi --query-gpu=timestamp,index,"
+                           "utilization.gpu,utilization.memory,memory.used,memory.total,power.draw "
+                           "--format=csv -l 1` instead")
+
+
+def _read_prometheus_text(path: Path, options: ImportOptions) -> list[Run]:
+    from gpusleuth.sources.prometheus import read_text_scrapes
+
+    return [read_text_scrapes([path])]
+
+
+def _read_prometheus_json(path: Path, options: ImportOptions) -> list[Run]:
     from gpusleuth.sources.prometheus import read_query_range
 
-    return fmt, [read_query_range(path)]
+    return [read_query_range(path)]
+
+
+@dataclass(frozen=True)
+class InputFormat:
+    """One file format gpusleuth reads: its name (what :func:`sniff` says), whether it holds profiler traces
+    (one Run per rank) or GPU telemetry, and its reader. A new format is one record here, its recogniser in
+    :func:`sniff`, and its reader module."""
+
+    name: str
+    kind: Literal["trace", "telemetry"]
+    read: Callable[[Path, ImportOptions], list[Run]]
+
+
+FORMATS: tuple[InputFormat, ...] = (
+    InputFormat("kineto", "trace", _read_kineto),
+    InputFormat("nsys", "trace", _read_nsys),
+    InputFormat("nvidia-smi", "telemetry", _read_nvsmi),
+    InputFormat("dmon", "telemetry", _read_dmon),
+    InputFormat("pmon", "telemetry", _refuse_pmon),
+    InputFormat("prometheus-text", "telemetry", _read_prometheus_text),
+    InputFormat("prometheus-json", "telemetry", _read_prometheus_json),
+)
+FORMAT_BY_NAME: dict[str, InputFormat] = {f.name: f for f in FORMATS}
+TRACE_FORMATS = tuple(f.name for f in FORMATS if f.kind == "trace")
+
+
+def load_file(path: Path, options: ImportOptions | None = None) -> tuple[str, list[Run]]:
+    """(format, Runs) for one file."""
+    fmt = sniff(path)
+    return fmt, FORMAT_BY_NAME[fmt].read(path, options or ImportOptions())
 
 
 def load_files(paths: list[Path], options: ImportOptions | None = None) -> tuple[str, list[Run]]:
@@ -122,7 +162,7 @@ def load_files(paths: list[Path], options: ImportOptions | None = None) -> tuple
     kinds = set()
     for p in paths:
         fmt, got = load_file(p, options)
-        kinds.add("trace" if fmt in TRACE_FORMATS else "telemetry")
+        kinds.add(FORMAT_BY_NAME[fmt].kind)
         runs.extend(got)
     if len(kinds) > 1 or (kinds == {"telemetry"} and len(runs) > 1):
         raise InputError(paths[1], "give one GPU telemetry log at a time (or only trace files): "
@@ -138,7 +178,7 @@ def as_job(runs: list[Run]) -> Run:
     first = runs[0]
     starts = [r.start_ns for r in runs if r.start_ns is not None]
     ends = [r.end_ns for r in runs if r.end_ns is not None]
-    meta = {"source": first.meta.get("source"), "label": first.path.name if first.path else "trace",
+    meta: RunMeta = {"source": first.meta.get("source"), "label": first.path.name if first.path else "trace",
             "trace_path": first.meta.get("trace_path"), "device": first.meta.get("device"),
             "world_size": len(runs), "start_ns": min(starts) if starts else None,
             "end_ns": max(ends) if ends else None,

@@ -59,7 +59,7 @@ def read_dmon(path: Path, start_ns: int | None = None, interval_s: float = 1.0) 
     body = re.sub(rb"(?m)^ | $", b"", body)
     bad: list[int] = []
 
-    def invalid(row) -> str:
+    def invalid(row: object) -> str:
         bad.append(1)
         return "skip"
 
@@ -128,7 +128,7 @@ def read_dmon(path: Path, start_ns: int | None = None, interval_s: float = 1.0) 
                          meta={"import_fields": header})
 
 
-def _num(arr) -> np.ndarray:
+def _num(arr: pa.Array) -> np.ndarray:
     """Cells → float64; ``-`` and anything else not a number → NaN."""
     s = pc.if_else(pc.match_substring_regex(arr, r"^-?\d+(\.\d+)?$"), arr, pa.scalar(None, pa.string()))
     return np.asarray(pc.cast(s, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)

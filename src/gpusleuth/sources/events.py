@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from gpusleuth.run.layout import RunDir
+from gpusleuth.run.meta import JsonObject
 from gpusleuth.run.model import ProcessInfo, Table
 from gpusleuth.serving.run.request_ids import clean_request_id
 
@@ -29,8 +30,8 @@ class ParsedEvents:
     comm: Table = field(default_factory=Table)
     requests: Table = field(default_factory=Table)
     batches: Table = field(default_factory=Table)
-    logs: list[dict[str, Any]] = field(default_factory=list)
-    infos: list[dict[str, Any]] = field(default_factory=list)
+    logs: list[JsonObject] = field(default_factory=list)
+    infos: list[JsonObject] = field(default_factory=list)
     processes: dict[int, ProcessInfo] = field(default_factory=dict)
     # pid → when its hook made its last write at exit (an ``X`` line): nothing of that process is missing
     exited: dict[int, int] = field(default_factory=dict)
@@ -41,11 +42,11 @@ def parse_event_files(run_dir: Path, end_ns: int | None, live: bool = False) -> 
     """Read every ``raw/events-*.tsv`` of a run. ``end_ns`` closes phases the job never ended. ``live``:
     the job is still writing, so a last line without its newline is one being written, not damage."""
     out = ParsedEvents()
-    step_rows: list[tuple] = []
-    phase_rows: list[tuple] = []
-    comm_rows: list[tuple] = []
-    request_rows: list[tuple] = []
-    batch_rows: list[tuple] = []
+    step_rows: list[tuple[Any, ...]] = []
+    phase_rows: list[tuple[Any, ...]] = []
+    comm_rows: list[tuple[Any, ...]] = []
+    request_rows: list[tuple[Any, ...]] = []
+    batch_rows: list[tuple[Any, ...]] = []
     gpu_times: dict[tuple[int, int], int] = {}
     files = RunDir(run_dir).event_files()
     for path in files:
@@ -75,9 +76,10 @@ def parse_event_files(run_dir: Path, end_ns: int | None, live: bool = False) -> 
         )
         fetches = np.asarray(cols[7], dtype=np.int64)
         delims = np.asarray(cols[8], dtype=object)
+        pre_forward, fwd_samples, fwd_new = (np.asarray(cols[i], dtype=np.int64) for i in (9, 10, 12))
         wait, samples, source = input_wait(
             fetches, np.asarray(cols[3], dtype=np.int64), np.asarray(cols[5], dtype=np.int64),
-            *(np.asarray(cols[i], dtype=np.int64) for i in (9, 10, 12)), delims == "backward")
+            pre_forward, fwd_samples, fwd_new, delims == "backward")
         table = Table(
             {
                 "step": per_pid_index,
@@ -130,10 +132,14 @@ def step_fields(parts: list[str]) -> tuple[int, int, int, int, int, int, int, st
 def forward_fields(parts: list[str]) -> tuple[int, int, int, int]:
     """The optional tail of an ``S`` line (hooks since issue 12): (pre_forward_ns, forward samples, forward
     tokens, forward input new: 1/0); all -1 when an older hook wrote the line."""
-    return tuple(int(x) for x in parts[9:13]) if len(parts) >= 13 else (-1, -1, -1, -1)
+    if len(parts) < 13:
+        return -1, -1, -1, -1
+    return int(parts[9]), int(parts[10]), int(parts[11]), int(parts[12])
 
 
-def input_wait(fetches, loader_wait, samples, pre_forward, fwd_samples, fwd_new, by_backward):
+def input_wait(fetches: np.ndarray, loader_wait: np.ndarray, samples: np.ndarray, pre_forward: np.ndarray,
+               fwd_samples: np.ndarray, fwd_new: np.ndarray, by_backward: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each step's input wait, samples and where the wait was measured (docs/run-format.md):
 
     * ``loader`` — the step fetched from a DataLoader (or ``gpusleuth.watch``): the fetch time;
@@ -167,7 +173,7 @@ def input_wait(fetches, loader_wait, samples, pre_forward, fwd_samples, fwd_new,
 COMM_COLUMNS = ("pid", "start_ns", "end_ns", "op", "bytes", "group", "seq", "device_ns")
 
 
-def comm_table(rows: list[tuple]) -> Table:
+def comm_table(rows: list[tuple[Any, ...]]) -> Table:
     """``C`` rows (pid first) → the ``comm`` table, in time order."""
     cols = list(zip(*rows))
     kinds = (np.int64, np.int64, np.int64, object, np.int64, object, np.int64, np.int64)
@@ -183,7 +189,7 @@ REQUEST_KINDS = ("http.server", "wsgi", "asgi", "ray")
 STAGE_NAME_MAX = 64
 
 
-def request_fields(parts: list[str]) -> tuple:
+def request_fields(parts: list[str]) -> tuple[Any, ...]:
     """An ``R`` line split on tabs → its row (without the pid); raises IndexError/ValueError on a damaged
     line. ``stages`` comes back as compact JSON text of {clean name: ns}, names cut to 64 characters."""
     nums = tuple(int(parts[i]) for i in range(1, 8))
@@ -218,7 +224,7 @@ def request_fields(parts: list[str]) -> tuple:
             json.dumps(clean, separators=(",", ":"), ensure_ascii=False), *handoff, rid, *later, key)
 
 
-def request_table(rows: list[tuple]) -> Table:
+def request_table(rows: list[tuple[Any, ...]]) -> Table:
     """``R`` rows (pid first) → the ``requests`` table, in time order; ``stages`` is JSON text per row."""
     cols = list(zip(*rows))
     kinds = (np.int64,) * 8 + (object, np.int64, np.int64, object) + (np.int64,) * 3 + (object,) + (np.int64,) * 3 + \
@@ -243,7 +249,7 @@ def follow_key(text: str) -> str:
     return "" if text in ("", "-") else "".join(ch if ch.isprintable() else "_" for ch in text[:128])
 
 
-def batch_table(rows: list[tuple]) -> Table:
+def batch_table(rows: list[tuple[Any, ...]]) -> Table:
     """``F`` rows (pid first) → the ``batches`` table, in time order."""
     cols = list(zip(*rows))
     return Table({name: np.asarray(col, dtype=object if name == "keys" else np.int64)
@@ -253,7 +259,8 @@ def batch_table(rows: list[tuple]) -> Table:
 def _dist_identity(out: ParsedEvents) -> None:
     """What ``init_process_group`` said beats the environment (``mp.spawn`` sets no RANK variable)."""
     for info in out.infos:
-        proc = out.processes.get(info.get("pid"))
+        pid = info.get("pid")
+        proc = out.processes.get(pid) if isinstance(pid, int) else None
         if info.get("kind") != "dist_init" or proc is None:
             continue
         for name in ("rank", "world_size", "local_rank", "node_rank", "host"):
@@ -261,8 +268,10 @@ def _dist_identity(out: ParsedEvents) -> None:
                 setattr(proc, name, info[name])
 
 
-def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, live, comm_rows, request_rows,
-               batch_rows) -> int:
+def _parse_one(path: Path, pid: int, out: ParsedEvents, step_rows: list[tuple[Any, ...]],
+               phase_rows: list[tuple[Any, ...]], gpu_times: dict[tuple[int, int], int], end_ns: int | None,
+               live: bool, comm_rows: list[tuple[Any, ...]], request_rows: list[tuple[Any, ...]],
+               batch_rows: list[tuple[Any, ...]]) -> int:
     bad = 0
     open_phases: dict[tuple[str, int], str] = {}
     from gpusleuth.errors import InputError
@@ -272,7 +281,7 @@ def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, live, c
         with open_regular(path, "an event file", "r", encoding="utf-8", errors="replace") as f:
             data = f.read()
     except (OSError, InputError) as exc:
-        out.losses.append(f"{path.name}: unreadable ({getattr(exc, 'problem', None) or exc.strerror or exc}); "
+        out.losses.append(f"{path.name}: unreadable ({getattr(exc, 'problem', None) or getattr(exc, 'strerror', None) or exc}); "
                           "its steps are missing")
         return 0
     lines = data.split("\n")
@@ -344,7 +353,7 @@ def _parse_one(path, pid, out, step_rows, phase_rows, gpu_times, end_ns, live, c
     return bad
 
 
-def int_or_none(v) -> int | None:
+def int_or_none(v: Any) -> int | None:
     """A rank field from the header: the environment's text, or anything a damaged file holds."""
     try:
         return int(v) if v is not None and str(v).strip() != "" else None

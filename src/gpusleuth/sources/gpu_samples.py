@@ -9,13 +9,17 @@ and the GPU rules apply to imported logs unchanged.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gpusleuth.recorder.schemas import GPU_SCHEMA
 from gpusleuth.run.gaps import fmt_seconds, sampler_gaps
+from gpusleuth.run.meta import RunMeta
 from gpusleuth.run.model import Run, Table
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 def gap_losses(table: Table, what: str) -> list[str]:
     """One sentence per device with sampler gaps: how many, how long, the share of the capture lost."""
@@ -35,8 +39,8 @@ def gap_losses(table: Table, what: str) -> list[str]:
     return out
 
 
-def build_gpu_run(path: Path, columns: dict[str, np.ndarray], *, source: str, devices: dict[int, dict],
-                  losses: list[str], meta: dict[str, Any] | None = None) -> Run:
+def build_gpu_run(path: Path, columns: dict[str, np.ndarray], *, source: str, devices: dict[int, dict[str, Any]],
+                  losses: list[str], meta: RunMeta | None = None) -> Run:
     """A Run whose ``gpu`` table holds ``columns`` (``t_ns`` and ``gpu`` required; any schema column)."""
     known = set(GPU_SCHEMA.names)
     unknown = set(columns) - known
@@ -49,7 +53,7 @@ def build_gpu_run(path: Path, columns: dict[str, np.ndarray], *, source: str, de
     start = int(table["t_ns"][0]) if len(table) else None
     end = int(table["t_ns"][-1]) if len(table) else None
     gpus = [{"index": int(i), **devices.get(int(i), {})} for i in np.unique(table["gpu"])] if len(table) else []
-    run_meta = {
+    run_meta: RunMeta = {
         "source": source,
         "label": path.name,
         "trace_path": str(path),
@@ -64,7 +68,7 @@ def build_gpu_run(path: Path, columns: dict[str, np.ndarray], *, source: str, de
     return Run(meta=run_meta, path=path, gpu=table, losses=losses)
 
 
-def gpu_arrow_table(table: Table):
+def gpu_arrow_table(table: Table) -> pa.Table:
     """The ``gpu`` table as Arrow with the recorder's exact schema (missing columns null), for Parquet."""
     import pyarrow as pa
 

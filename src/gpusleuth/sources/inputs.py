@@ -12,14 +12,17 @@ import errno
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from gpusleuth.errors import InputError
 from gpusleuth.run.files import is_directory
 from gpusleuth.run.model import Run
 
+if TYPE_CHECKING:
+    from gpusleuth.analysis.ranks import RankSummary  # the trace-set workers' result: a type only
+
 # paths → (one Run per trace, their per-rank summaries or None when the ranks are to be analysed here)
-TraceSetReader = Callable[[list[Path]], tuple[list[Run], Any]]
+TraceSetReader = Callable[[list[Path]], tuple[list[Run], "list[RankSummary] | None"]]
 
 
 @dataclass
@@ -30,7 +33,7 @@ class Inputs:
     kind: str  # "rundirs", "kineto", or the detected format of a log / export (sources/detect.py)
     # the Runs holding a profiler trace each, in the report's rank order (what --annotate copies)
     traces: list[Run] = field(default_factory=list)
-    ranks: Any = None  # per-rank summaries computed by worker processes (a trace set), else None
+    ranks: list[RankSummary] | None = None  # per-rank summaries computed by worker processes (a trace set)
 
     @property
     def run_dirs(self) -> bool:

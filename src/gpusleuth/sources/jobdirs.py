@@ -28,11 +28,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from gpusleuth.errors import InputError
-from gpusleuth.run.model import Run, Table
+from gpusleuth.run.meta import RecorderMeta, RunMeta
+from gpusleuth.run.model import ProcessInfo, Run, Table
 from gpusleuth.run.stalls import StallRecord
 
 _TIME_COLUMNS = {
@@ -60,9 +62,13 @@ def merge_runs(runs: list[Run]) -> Run:
     used_pids: set[int] = set()
     gpu_base = 0
     parts: dict[str, list[Table]] = {name: [] for name in _MERGED}
-    processes, profiles, logs, infos, devices = {}, [], [], [], []
+    processes: dict[int, ProcessInfo] = {}
+    profiles: list[Run] = []
+    logs: list[dict[str, Any]] = []
+    infos: list[dict[str, Any]] = []
+    devices: list[dict[str, Any]] = []
     stalls: list[tuple[str, StallRecord]] = []
-    diagnostics: dict[str, dict] = {}  # why each GPU's columns are empty, re-keyed by the merged indices
+    diagnostics: dict[str, dict[str, Any]] = {}  # why each GPU's columns are empty, re-keyed by the merged indices
     for i, (run, offset) in enumerate(zip(runs, offsets)):
         pid_map = _pid_map(run, used_pids)
         if any(a != b for a, b in pid_map.items()):
@@ -89,22 +95,23 @@ def merge_runs(runs: list[Run]) -> Run:
         stalls.extend((_name(run), _moved_stall(s, -offset, pid_map)) for s in run.stalls)
         notes.extend(f"{_name(run)}: {loss}" for loss in run.losses)
     first = runs[0]
-    meta = dict(first.meta)
+    meta: RunMeta = {**first.meta}
     starts = [r.meta.get("start_ns") - o for r, o in zip(runs, offsets) if r.meta.get("start_ns") is not None]
     ends = [r.meta.get("end_ns") - o for r, o in zip(runs, offsets) if r.meta.get("end_ns") is not None]
     codes = [r.meta.get("exit_code") for r in runs if r.meta.get("exit_code")]
-    meta.update(
-        label=f"{len(runs)} run directories of one job",
-        start_ns=min(starts) if starts else None, end_ns=max(ends) if ends else None,
-        exit_code=codes[0] if codes else first.meta.get("exit_code"),
-        nodes=[{"path": str(r.path) if r.path else None, "clock_offset_ns": int(o), "clock": h,
-                "ranks": sorted({p.rank for p in r.processes.values() if p.rank is not None})}
-               for r, o, h in zip(runs, offsets, how)],
-    )
+    meta.update({
+        "label": f"{len(runs)} run directories of one job",
+        "start_ns": min(starts) if starts else None, "end_ns": max(ends) if ends else None,
+        "exit_code": codes[0] if codes else first.meta.get("exit_code"),
+        "nodes": [{"path": str(r.path) if r.path else None, "clock_offset_ns": int(o), "clock": h,
+                   "ranks": sorted({p.rank for p in r.processes.values() if p.rank is not None})}
+                  for r, o, h in zip(runs, offsets, how)],
+    })
     if devices:
-        meta["recorder"] = {**(first.meta.get("recorder") or {}), "gpu": devices}
+        recorder: RecorderMeta = {**(first.meta.get("recorder") or {}), "gpu": devices}
         if diagnostics:
-            meta["recorder"]["gpu_diagnostics"] = diagnostics
+            recorder["gpu_diagnostics"] = diagnostics
+        meta["recorder"] = recorder
     merged = Run(meta=meta, path=first.path, host=first.host, processes=processes, profiles=profiles,
                  logs=logs, infos=infos, losses=notes)
     for name, tables in parts.items():
@@ -206,7 +213,7 @@ def _moved(table: Table, name: str, shift: int, pid_map: dict[int, int], gpu_bas
     return Table(cols)
 
 
-def _moved_record(record, shift: int, pid_map: dict[int, int]):
+def _moved_record(record: Any, shift: int, pid_map: dict[int, int]) -> Any:
     """A log or info record (a dict with ``t_ns`` and ``pid``) on the job's clock and pids."""
     if not isinstance(record, dict):
         return record

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -67,7 +68,7 @@ class EventsTail:
         self.offsets: dict[Path, int] = {}
         self.partial: dict[Path, bytes] = {}
         self.roles: dict[int, str] = {}
-        self.steps: dict[int, deque] = {}
+        self.steps: dict[int, deque[Any]] = {}
         self.counts: dict[int, int] = {}
         self.ranks: dict[int, int | None] = {}
         # (start_ns, end_ns) of every process's phases that ended, back to the oldest step of any window

@@ -11,19 +11,21 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterable
 
 from gpusleuth.errors import InputError
+from gpusleuth.run.meta import JsonObject
 
 MARKER = ":::MLLOG"
 
 
 @dataclass
 class MlLog:
-    events: list[dict] = field(default_factory=list)  # each with t_ns, key, value, event_type, metadata
+    events: list[JsonObject] = field(default_factory=list)  # each with t_ns, key, value, event_type, metadata
     bad_lines: int = 0
 
 
-def parse_mllog_lines(lines) -> MlLog:
+def parse_mllog_lines(lines: Iterable[str]) -> MlLog:
     out = MlLog()
     for line in lines:
         i = line.find(MARKER)

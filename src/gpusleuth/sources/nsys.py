@@ -18,10 +18,12 @@ from __future__ import annotations
 import re
 import sqlite3
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
 from gpusleuth.errors import InputError
+from gpusleuth.run.meta import RunMeta
 from gpusleuth.run.model import Run, Table
 from gpusleuth.sources.kineto.model import KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, USER_ANN, TraceData
 
@@ -100,7 +102,7 @@ class _Db:
             out = [c[ok] for c in out]
         return out if len(out[0]) else []
 
-    def fetch_labelled(self, sql: str, strings: dict[int, str]) -> list | None:
+    def fetch_labelled(self, sql: str, strings: dict[int, str]) -> list[Any] | None:
         """Rows of (numeric columns…, text, text id) as the numeric arrays, the distinct labels, and each
         row's index into them — a label is the text, else the string its id names. The text never becomes
         a column: NVTX exports repeat a few names hundreds of thousands of times (a fixed-width text column
@@ -158,7 +160,7 @@ class _Rows:
                                                    ("ts", "dur", "kind", "name", "gpid", "tid", "corr", "stream",
                                                     "device")}
 
-    def add(self, n: int, **cols) -> None:
+    def add(self, n: int, **cols: Any) -> None:
         for k in self.parts:
             v = cols.get(k, -1)
             self.parts[k].append(np.broadcast_to(np.asarray(v), (n,)).astype(np.int64) if np.ndim(v) == 0 else
@@ -205,7 +207,7 @@ def _read_nsys(path: Path, step_range: str | None) -> list[Run]:
     def code(s: str) -> int:
         return names.setdefault(str(s), len(names))
 
-    def codes_for_ids(ids: np.ndarray, transform=None) -> np.ndarray:
+    def codes_for_ids(ids: np.ndarray, transform: Callable[[str], str] | None = None) -> np.ndarray:
         uniq, inv = np.unique(ids, return_inverse=True)
         table = np.array([code(transform(strings.get(int(i), f"<string {i}>")) if transform else
                                strings.get(int(i), f"<string {i}>")) for i in uniq], np.int64)
@@ -276,10 +278,10 @@ def _read_nsys(path: Path, step_range: str | None) -> list[Run]:
     if nc:
         text = "text" if "text" in nc else "NULL"
         tid = "textId" if "textId" in nc else "NULL"
-        got = db.fetch_labelled(f"select start, end, globalTid, coalesce({text}, ''), coalesce({tid}, -1) "
-                                f"from {nt} where eventType in (59, 60) and end is not null", strings)
-        if got:
-            s, e, gtid, uniq, inv = got
+        labelled = db.fetch_labelled(f"select start, end, globalTid, coalesce({text}, ''), coalesce({tid}, -1) "
+                                     f"from {nt} where eventType in (59, 60) and end is not null", strings)
+        if labelled:
+            s, e, gtid, uniq, inv = labelled
             nm, steps = _nvtx_codes(uniq, inv, s, code, step_range)
             rows.add(len(s), ts=s, dur=e - s, kind=USER_ANN, name=nm, gpid=gtid & ~0xFFFFFF, tid=gtid & 0xFFFFFF)
             counts["nvtx"] = len(s)
@@ -310,7 +312,7 @@ def _memcpy_name(copy_kind: int, src: int, dst: int) -> str:
     return f"Memcpy {direction} ({a} -> {b})" if a and b else f"Memcpy {direction}"
 
 
-def _nvtx_codes(uniq: list[str], inv: np.ndarray, start: np.ndarray, code,
+def _nvtx_codes(uniq: Any, inv: np.ndarray, start: np.ndarray, code: Callable[[str], int],
                 step_range: str | None) -> tuple[np.ndarray, int]:
     """NVTX names (``uniq[inv]``) → codes; ranges that mark steps are renamed ``ProfilerStep#k`` (k in time
     order) so the trace analysis finds them as it finds PyTorch's."""
@@ -353,7 +355,8 @@ def _device_names(db: _Db) -> dict[int, str]:
     return {}
 
 
-def _split_ranks(path, cols, names, origin, meta, counts, uvm, steps, step_range) -> list[Run]:
+def _split_ranks(path: Path, cols: dict[str, np.ndarray], names: list[str], origin: int, meta: dict[str, Any],
+                 counts: dict[str, int], uvm: int, steps: int, step_range: str | None) -> list[Run]:
     """One Run per process with device work (and per device, when a process drove several)."""
     kind = cols["kind"]
     device_rows = np.isin(kind, (KERNEL, MEMCPY, MEMSET))
@@ -381,8 +384,9 @@ def _split_ranks(path, cols, names, origin, meta, counts, uvm, steps, step_range
     return runs
 
 
-def _make_run(path, cols, sel, names, origin, pid, device, rank, world, meta, dev_name, counts, uvm, steps,
-              step_range) -> Run:
+def _make_run(path: Path, cols: dict[str, np.ndarray], sel: np.ndarray, names: list[str], origin: int, pid: int,
+              device: int, rank: int, world: int, meta: dict[str, Any], dev_name: str | None,
+              counts: dict[str, int], uvm: int, steps: int, step_range: str | None) -> Run:
     ts = cols["ts"][sel]
     order = np.argsort(ts, kind="stable")
     sel = sel[order]
@@ -427,7 +431,7 @@ def _make_run(path, cols, sel, names, origin, pid, device, rank, world, meta, de
                       f"were captured (fewer than {WINDOW_MIN_OPS}): too little to judge the workload, so the "
                       "per-step rules are not evaluated")
     label = f"{path.name} (pid {pid}, GPU {device})" if world > 1 else path.name
-    run_meta = {
+    run_meta: RunMeta = {
         "source": "nsys", "label": label, "rank": rank, "world_size": world, "trace_path": str(path),
         "device": dev_name, "start_ns": origin + t0, "end_ns": origin + t0 + end, "events": len(events),
         "kernels": n_k, "pid": pid, "gpu_index": device, "clock": "epoch" if origin else "trace",
@@ -438,7 +442,7 @@ def _make_run(path, cols, sel, names, origin, pid, device, rank, world, meta, de
     return Run(meta=run_meta, path=path, trace=trace, losses=losses)
 
 
-def _codes(values: np.ndarray) -> tuple[np.ndarray, list]:
+def _codes(values: np.ndarray) -> tuple[np.ndarray, list[Any]]:
     uniq, inv = np.unique(values, return_inverse=True)
     return inv.astype(np.int32), [int(u) for u in uniq]
 
@@ -464,7 +468,7 @@ def _gpu_metrics(db: _Db) -> Table | None:
     t, dev, mid, val = got
     origin = _session_start(db)
     keys = np.unique(np.stack([t, dev], 1), axis=0)
-    out = {"t_ns": keys[:, 0].astype(np.int64) + origin, "gpu": keys[:, 1].astype(np.int32)}
+    out: dict[str, np.ndarray] = {"t_ns": keys[:, 0].astype(np.int64) + origin, "gpu": keys[:, 1].astype(np.int32)}
     pos = np.searchsorted(keys[:, 0] * 256 + keys[:, 1], t * 256 + dev)
     for m, column in ids.items():
         col = out.setdefault(column, np.full(len(keys), np.nan))

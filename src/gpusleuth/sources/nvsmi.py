@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -121,7 +122,7 @@ def read_nvsmi_csv(path: Path, fields: list[str] | None = None, tz: str | None =
     head = data[:_MAX_HEADER_SCAN].decode("utf-8", errors="replace")
     found = find_header(head)
     if fields:
-        hdr = [(f.strip().lower(), None) for f in fields]
+        hdr: list[tuple[str, str | None]] = [(f.strip().lower(), None) for f in fields]
         body_at, header_line = (found[1], found[0]) if found else (_first_data_offset(head), None)
         skip_first = found is not None
     elif found:
@@ -135,7 +136,7 @@ def read_nvsmi_csv(path: Path, fields: list[str] | None = None, tz: str | None =
     names = [f"c{i}" for i in range(len(hdr))]
     bad: list[int] = []
 
-    def invalid(row) -> str:
+    def invalid(row: object) -> str:
         bad.append(getattr(row, "number", None) or -1)
         return "skip"
 
@@ -168,9 +169,9 @@ def read_nvsmi_csv(path: Path, fields: list[str] | None = None, tz: str | None =
             losses.append(f"{path.name}: {other:,} line(s) that are not samples were skipped "
                           f"(first at line {first}: no valid timestamp)")
     if bad:
-        first = (header_line or 0) + bad[0] if bad[0] > 0 else None
+        first_bad = (header_line or 0) + bad[0] if bad[0] > 0 else None
         losses.append(f"{path.name}: {len(bad):,} line(s) with a different number of fields than the header "
-                      f"({len(hdr)}) were skipped" + (f" (first at line {first})" if first else ""))
+                      f"({len(hdr)}) were skipped" + (f" (first at line {first_bad})" if first_bad else ""))
     if not ok_np.any():
         raise InputError(path, "an nvidia-smi CSV header but no sample rows with a valid timestamp")
     keep = ok
@@ -312,11 +313,11 @@ def _gpu_ids(t_ns: np.ndarray, raw: dict[str, np.ndarray], losses: list[str], pa
                   f"sampling burst ({n_gpus} GPUs)"
                   + (f"; {split} burst(s) were split or short (a sampler stall), their rows counted on in "
                      "nvidia-smi's GPU order" if split else ""))
-    return pos.astype(np.int32)
+    return np.asarray(pos, dtype=np.int32)
 
 
-def _devices(gpu: np.ndarray, raw: dict[str, np.ndarray]) -> dict[int, dict]:
-    out: dict[int, dict] = {}
+def _devices(gpu: np.ndarray, raw: dict[str, np.ndarray]) -> dict[int, dict[str, Any]]:
+    out: dict[int, dict[str, Any]] = {}
     for field, key in DEVICE_FIELDS.items():
         if field not in raw:
             continue
@@ -337,7 +338,14 @@ def _devices(gpu: np.ndarray, raw: dict[str, np.ndarray]) -> dict[int, dict]:
 
 # --- noheader: infer the fields from value shapes ------------------------------------------------
 
-def infer_fields(path: Path, head: str) -> list[tuple[str, None]]:
+def _matched(m: re.Match[str] | None) -> re.Match[str]:
+    """A match the caller knows happened (every cell of a unit column matched); AttributeError as before."""
+    if m is None:
+        raise AttributeError("'NoneType' object has no attribute 'group'")
+    return m
+
+
+def infer_fields(path: Path, head: str) -> list[tuple[str, str | None]]:
     """Name the columns of a ``noheader`` log from its values where that is unambiguous.
 
     ``YYYY/MM/DD …`` is the timestamp; ``0000:3B:00.0`` the PCI bus id (the GPU's identity); ``NVIDIA …`` the
@@ -368,7 +376,7 @@ def infer_fields(path: Path, head: str) -> list[tuple[str, None]]:
         if col and all(x.startswith(_GPU_NAME_PREFIXES) for x in col):
             fields[i] = "name"
             continue
-        units = {(_NUM.match(x).group(2) if _NUM.match(x) else "?") for x in col if not x.startswith("[")}
+        units = {(m.group(2) if (m := _NUM.match(x)) else "?") for x in col if not x.startswith("[")}
         if len(units) == 1:
             unit_cols.setdefault(units.pop(), []).append(i)
     for unit, name in (("W", "power.draw"), ("MHz", "clocks.sm")):
@@ -381,7 +389,7 @@ def infer_fields(path: Path, head: str) -> list[tuple[str, None]]:
     mib = unit_cols.get("MiB", [])
     if len(mib) == 2:
         const = [len({c[i] for c in cells}) == 1 for i in mib]
-        vals = [max(float(_NUM.match(c[i]).group(1)) for c in cells) for i in mib]
+        vals = [max(float(_matched(_NUM.match(c[i])).group(1)) for c in cells) for i in mib]
         total = mib[0] if const[0] and not const[1] else mib[1] if const[1] and not const[0] else \
             mib[int(np.argmax(vals))]
         fields[total] = "memory.total"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -82,10 +83,10 @@ class _Series:
     def __init__(self) -> None:
         self.values: dict[tuple[str, str], dict[str, list[tuple[np.ndarray, np.ndarray]]]] = defaultdict(
             lambda: defaultdict(list))
-        self.devices: dict[tuple[str, str], dict] = {}
+        self.devices: dict[tuple[str, str], dict[str, Any]] = {}
         self.counter_types: dict[str, str] = {}
 
-    def add(self, name: str, labels: dict, t_ns: np.ndarray, v: np.ndarray) -> None:
+    def add(self, name: str, labels: dict[str, Any], t_ns: np.ndarray, v: np.ndarray) -> None:
         key = _device_key(labels)
         if key is None:
             return
@@ -103,11 +104,11 @@ class _Series:
         if name in METRICS or name in FB_PARTS or name == GR_ENGINE or name in PCIE_RATES:
             self.values[key][name].append((t_ns, _blank(v)))
 
-    def columns(self, path: Path, losses: list[str]) -> tuple[dict[str, np.ndarray], dict[int, dict]]:
+    def columns(self, path: Path, losses: list[str]) -> tuple[dict[str, np.ndarray], dict[int, dict[str, Any]]]:
         keys = sorted(self.values, key=lambda k: (k[0], _int_or(k[1])))
         hosts = {k[0] for k in keys}
         parts: dict[str, list[np.ndarray]] = defaultdict(list)
-        devices: dict[int, dict] = {}
+        devices: dict[int, dict[str, Any]] = {}
         for i, key in enumerate(keys):
             index = _int_or(key[1]) if len(hosts) == 1 and isinstance(_int_or(key[1]), int) else i
             devices[index] = {**self.devices.get(key, {}), **({"host": key[0]} if key[0] else {})}
@@ -117,7 +118,7 @@ class _Series:
             n = len(times)
             cols: dict[str, np.ndarray] = {}
 
-            def aligned(name):
+            def aligned(name: str) -> np.ndarray:
                 t, v = series[name]
                 out = np.full(n, np.nan)
                 out[np.searchsorted(times, t)] = v
@@ -149,9 +150,9 @@ class _Series:
                 if k not in cols:
                     parts[k].append(np.full(n, np.nan))
         width = sum(len(p) for p in parts["t_ns"])
-        out = {}
-        for k, v in parts.items():
-            col = np.concatenate(v)
+        out: dict[str, np.ndarray] = {}
+        for k, pieces in parts.items():
+            col = np.concatenate(pieces)
             if len(col) < width:  # a column first seen on a later GPU: pad the earlier ones
                 col = np.concatenate([np.full(width - len(col), np.nan), col])
             out[k] = col
@@ -160,14 +161,14 @@ class _Series:
         return out, devices
 
 
-def _int_or(s: str):
+def _int_or(s: str) -> Any:
     try:
         return int(s)
     except (TypeError, ValueError):
         return s
 
 
-def _device_key(labels: dict) -> tuple[str, str] | None:
+def _device_key(labels: dict[str, Any]) -> tuple[str, str] | None:
     host = labels.get("hostname") or labels.get("Hostname") or labels.get("instance") or ""
     gpu = labels.get("gpu")
     if gpu is None or gpu == "":
@@ -202,7 +203,7 @@ def read_text_scrapes(paths: list[Path]) -> Run:
                 series.counter_types[fam.name] = fam.type
             for s in fam.samples:
                 try:  # a value or time beyond float / int64 range (a 400-digit number) is one bad sample
-                    ts = np.array([int(s.timestamp * 1e9) if s.timestamp else t_ns], np.int64)
+                    ts = np.array([int(float(s.timestamp) * 1e9) if s.timestamp else t_ns], np.int64)
                     value = np.array([s.value], float)
                 except (OverflowError, ValueError, TypeError):
                     unusable += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -16,6 +17,7 @@ from gpusleuth.sources.stalls import read_stalls
 from gpusleuth.serving.sources.engine_metrics import read_engine_scrapes
 from gpusleuth.sources.events import parse_event_files
 from gpusleuth.run.layout import (BATCHES_TABLE, LOAD_TABLE, REQUESTS_TABLE, SUMMARY_FILE, TELEMETRY_TABLES, RunDir)
+from gpusleuth.run.meta import RunMeta
 from gpusleuth.run.model import Run, Table
 from gpusleuth.run.recording import RECORDING, UNFINISHED, recording_state
 from gpusleuth.run.streams import read_stream
@@ -153,21 +155,22 @@ def _read_load(run: Run, run_dir: Path) -> None:
     run.load = table
 
 
-def _steps_lost_at_kill(meta: dict, steps: Table, exited: dict[int, int]) -> str | None:
+def _steps_lost_at_kill(meta: RunMeta, steps: Table, exited: dict[int, int]) -> str | None:
     """A job killed by a signal (or ending through ``os._exit`` with an error) never runs the hook's last
     flush: the steps after it (≤ ~0.5 s, the hook's flush period) are not in the run. Estimate them from the
     gap between the last recorded step and the job's end, in median step times — unless every process
     with steps wrote its exit mark (``exited``): its last flush ran, nothing is missing (a job ended by
     Ctrl-C unwinds through it, and its shutdown after the last step is no lost step)."""
     ended_badly = meta.get("signal") or (meta.get("exit_code") or 0) != 0
-    if not ended_badly or len(steps) < 3 or "end_ns" not in steps.columns or meta.get("end_ns") is None:
+    end_ns = meta.get("end_ns")
+    if not ended_badly or len(steps) < 3 or "end_ns" not in steps.columns or end_ns is None:
         return None
     if "pid" in steps.columns and all(int(p) in exited for p in np.unique(steps["pid"])):
         return None
     ends = np.asarray(steps["end_ns"], dtype=np.float64)
     durs = ends - np.asarray(steps["start_ns"], dtype=np.float64)
     med = float(np.median(durs[durs > 0])) if (durs > 0).any() else 0.0
-    gap = float(meta["end_ns"]) - float(np.nanmax(ends))
+    gap = float(end_ns) - float(np.nanmax(ends))
     if med <= 0 or gap < med:
         return None
     n = int(gap // med)
@@ -186,7 +189,8 @@ def _recover_start(run: Run, run_dir: Path, steps: Table) -> None:
         raise InputError(RunDir(run_dir).meta_file, "has no valid start_ns and the run holds no samples or steps")
     run.meta["start_ns"] = min(firsts)
     run.losses.append("the run's start time was missing or damaged in meta.json: taken as its first sample")
-    if run.meta.get("end_ns") is not None and run.meta["end_ns"] < run.meta["start_ns"]:
+    start_ns, end_ns = run.meta.get("start_ns"), run.meta.get("end_ns")
+    if end_ns is not None and start_ns is not None and end_ns < start_ns:
         run.meta["end_ns"] = None
 
 
@@ -230,8 +234,8 @@ def _read_table_once(run_dir: Path, name: str, live: bool) -> tuple[Table, str |
             return Table(), f"{parquet.name} is unreadable ({exc}); its samples are missing from this report"
     stream = RunDir(run_dir).stream(name)
     if stream.exists():
-        table, loss = read_stream(stream, live=live)
-        table = _arrow_to_table(table) if table is not None else Table()
+        arrow, loss = read_stream(stream, live=live)
+        table = _arrow_to_table(arrow) if arrow is not None else Table()
         wrong = _off_schema(name, table)
         if wrong:
             return Table(), (f"{stream.name} does not hold the columns a recording writes ({wrong}); its "
@@ -284,7 +288,7 @@ def _arrow_to_table(table: pa.Table) -> Table:
 
 
 def _floats(t: pa.DataType) -> bool:
-    return pa.types.is_floating(t.value_type)
+    return bool(pa.types.is_floating(t.value_type))
 
 
 def _attach_traces(run: Run, run_dir: Path) -> None:

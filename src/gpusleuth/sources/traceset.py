@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpusleuth.run.meta import RunMeta
 from gpusleuth.run.model import Run
 
 
@@ -12,8 +13,9 @@ def trace_job(runs: list[Run]) -> Run:
     if len(runs) == 1:
         return runs[0]
     first = runs[0]
-    meta = {"source": first.meta.get("source", "kineto"), "label": f"{len(runs)} traces",
+    meta: RunMeta = {"source": first.meta.get("source", "kineto"), "label": f"{len(runs)} traces",
             "trace_path": first.meta.get("trace_path"), "device": first.meta.get("device"),
             "world_size": first.meta.get("world_size")}
-    path = Path(first.meta["trace_path"]).parent if first.meta.get("trace_path") else None
+    trace_path = first.meta.get("trace_path")
+    path = Path(trace_path).parent if trace_path else None
     return Run(meta=meta, path=path, profiles=list(runs))

@@ -1,0 +1,58 @@
+"""``Any`` in the data model, counted (issue 35): a class field typed ``Any`` (or a container of ``Any``) is a
+contract mypy cannot check, so each one is listed here and the list may only shrink.
+
+Not counted: the msgspec schema of trace JSON (``sources/kineto/schema.py``: untrusted input, decoded lazily
+on purpose), fields typed ``JsonObject`` (``run/meta.py``: one JSON object as a file held it — a hook record, a
+hardware description — untrusted input read with ``.get``), and the hook (stdlib-only code inside the user's
+process). The trace reader's model (``sources/kineto/model.py``) is being rewritten by another hand; its
+fields are listed apart and move into ``run/`` with that rewrite."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / "src" / "gpusleuth"
+
+UNTRUSTED = {"sources/kineto/schema.py"}
+# the Prometheus HTTP API's JSON envelope: whatever the server sent
+UNTRUSTED_FIELDS = {"ledger/sources/prom_client.py:_Envelope.data"}
+
+# Left to type (issue 35 item 1): derived records still carried as dicts. Take one off by typing it.
+KNOWN = {
+    "analysis/compare.py:Comparison.scaling",
+    "analysis/identity.py:RunInfo.hardware",
+    "analysis/loop.py:LoopFacts.dataloaders", "analysis/loop.py:LoopFacts.hook_facts",
+    "analysis/loop.py:LoopFacts.gpu_hw",
+    "diagnosis/facts.py:Facts.dataloaders", "diagnosis/facts.py:Facts.gpu_hw", "diagnosis/facts.py:Facts.hook_facts",
+    "report/fleet.py:Fleet.rows",
+    "run/model.py:Run.trace",  # TraceData lives in the trace reader being rewritten (and imports run.model)
+}
+TRACE_MODEL = {f"sources/kineto/model.py:TraceData.{n}" for n in ("pids", "tids", "meta", "process_names",
+                                                                    "thread_names")}
+
+
+def any_fields() -> set[str]:
+    found = set()
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG).as_posix()
+        if rel.startswith("hook/") or rel in UNTRUSTED:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for st in node.body:
+                if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
+                    text = ast.unparse(st.annotation)
+                    if "Any" in text.replace("JsonObject", ""):
+                        found.add(f"{rel}:{node.name}.{st.target.id}")
+    return found - UNTRUSTED_FIELDS
+
+
+def test_any_fields_only_shrink():
+    found = any_fields()
+    new = found - KNOWN - TRACE_MODEL
+    assert not new, f"a field typed Any outside untrusted input: {sorted(new)} (give it a type)"
+    gone = (KNOWN | TRACE_MODEL) - found
+    assert not gone, f"typed now: take {sorted(gone)} off the list in {Path(__file__).name}"
+    assert len(found - TRACE_MODEL) <= len(KNOWN) == 10
