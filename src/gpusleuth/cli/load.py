@@ -10,24 +10,16 @@ launcher's supervision, and when they are done the launcher ends the server the 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from gpusleuth.errors import InputError, LaunchError
+from gpusleuth.cli.load_plan import DEFAULT_LEVELS, plan_from_args
+from gpusleuth.pipeline.load import build_load_report, export_requests, load_url, load_with_server, say
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from gpusleuth.cli.options import Subparsers
-    from gpusleuth.serving.recorder.engine_scrape import EngineScraper
-    from gpusleuth.serving.recorder.loadgen import LoadPlan, LoadResult, LoadThread
-
-
-DEFAULT_LEVELS = "1,4,16,64"
+    from gpusleuth.serving.recorder.loadgen import LoadPlan, LoadResult
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -137,362 +129,44 @@ def add_parser(sub: Subparsers) -> None:
     p.set_defaults(func=load_command, command=[])  # `-- CMD ARGS…` is split off by cli/main.py
 
 
-def _levels(text: str, flag: str, integer: bool) -> list[float]:
-    try:
-        values = [int(x) if integer else float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        values = []
-    if not values or any(v <= 0 for v in values) or (integer and any(v > 100_000 for v in values)):
-        kind = "positive whole numbers up to 100000" if integer else "positive numbers (requests per second)"
-        raise LaunchError(f"gpusleuth load: {flag} wants {kind}, comma-separated; got {text!r}")
-    return values
-
-
-def _read_bodies(args: argparse.Namespace) -> list[bytes]:
-    from gpusleuth.run.files import check_regular
-
-    files: list[Path] = []
-    if args.body_file is not None:
-        files = [args.body_file]
-    elif args.bodies is not None:
-        if not args.bodies.is_dir():
-            raise InputError(args.bodies, "--bodies wants a directory of request bodies")
-        files = sorted(f for f in args.bodies.iterdir() if f.is_file())
-        if not files:
-            raise InputError(args.bodies, "holds no files to send as bodies")
-    out = []
-    for f in files:
-        if not f.exists():
-            raise InputError(f, "no such file")
-        try:
-            check_regular(f, "a request body")
-            out.append(f.read_bytes())
-        except OSError as exc:
-            raise InputError(f, f"cannot be read ({exc.strerror or exc})") from None
-    return out or [b""]
-
-
-def _headers(args: argparse.Namespace, bodies: list[bytes]) -> list[tuple[str, str]]:
-    headers = []
-    for h in args.header:
-        k, sep, v = h.partition(":")
-        if not sep or not k.strip():
-            raise LaunchError(f"gpusleuth load: --header wants NAME:VALUE, got {h!r}")
-        headers.append((k.strip(), v.strip()))
-    named = args.body_file.name if args.body_file else ""
-    if bodies != [b""] and not any(k.lower() == "content-type" for k, _ in headers):
-        json_body = named.endswith(".json") or (args.bodies and all(b.lstrip()[:1] in (b"{", b"[") for b in bodies))
-        headers.append(("Content-Type", "application/json" if json_body else "application/octet-stream"))
-    return headers
-
-
-def plan_from_args(args: argparse.Namespace) -> LoadPlan:
-    from gpusleuth.serving.recorder.http_client import safe_url
-    from gpusleuth.serving.recorder.loadgen import LoadPlan
-
-    if args.concurrency and args.rate:
-        raise LaunchError("gpusleuth load: give --concurrency (closed loop) or --rate (open loop), not both")
-    if args.rate:
-        mode, levels = "open", _levels(args.rate, "--rate", integer=False)
-    else:
-        mode, levels = "closed", _levels(args.concurrency or DEFAULT_LEVELS, "--concurrency", integer=True)
-    for flag, v in (("--duration", args.duration), ("--timeout", args.timeout)):
-        if not v > 0:
-            raise LaunchError(f"gpusleuth load: {flag} must be a positive number of seconds")
-    if args.p95_budget_ms is not None and not 0 < args.p95_budget_ms < 1e6:
-        raise LaunchError("gpusleuth load: --p95-budget-ms must be a positive number of milliseconds")
-    if args.requests is not None and args.requests <= 0:
-        raise LaunchError("gpusleuth load: --requests must be a positive number")
-    api = args.api or _api_of(args.url)
-    if api == "http" and args.prompts is not None:
-        raise LaunchError("gpusleuth load: --prompts is for LLM endpoints (a URL ending in /v1/chat/completions or "
-                          "/v1/completions, or --api chat|completions)")
-    llm: dict[str, Any] = {}
-    if api == "http":
-        bodies = _read_bodies(args)
-        method = (args.method or ("POST" if bodies != [b""] else "GET")).upper()
-        headers = _headers(args, bodies)
-    else:
-        if args.body_file is not None or args.bodies is not None:
-            raise LaunchError("gpusleuth load: an LLM endpoint's bodies are built from --prompts (or synthetic "
-                              "prompts); --body-file/--bodies are for plain HTTP (--api http)")
-        bodies, method = [b""], "POST"
-        headers = _headers(args, bodies) + [("Content-Type", "application/json")]
-        llm = _llm_plan(args)
-    if args.cv is not None and (args.arrivals != "gamma" or not 0 < args.cv <= 20):
-        raise LaunchError("gpusleuth load: --cv goes with --arrivals gamma, a number in (0, 20]")
-    if args.arrivals != "constant" and not args.rate:
-        raise LaunchError("gpusleuth load: --arrivals shapes an open loop; give --rate R[,R…] with it")
-    slo = {}
-    if args.slo:
-        from gpusleuth.serving.analysis.tokens import parse_slo
-
-        if api == "http":
-            raise LaunchError("gpusleuth load: --slo holds an LLM endpoint's TTFT and inter-token gaps; for plain "
-                              "HTTP give --p95-budget-ms")
-        try:
-            slo = parse_slo(args.slo)
-        except ValueError as exc:
-            raise LaunchError(f"gpusleuth load: {exc}") from None
-    if not 0 <= args.warmup <= 10_000:
-        raise LaunchError(f"gpusleuth load: --warmup wants a number of requests from 0 to 10000, got {args.warmup}")
-    plan = LoadPlan(url=args.url, mode=mode, levels=levels, duration_s=args.duration, requests=args.requests,
-                    timeout_s=args.timeout, method=method, headers=headers, bodies=bodies,
-                    max_inflight=max(1, args.max_inflight), p95_budget_ms=args.p95_budget_ms,
-                    insecure=args.insecure, arrivals=args.arrivals, cv=args.cv or 1.0, seed=args.seed, api=api,
-                    slo=slo, warmup=0 if args.no_warmup else args.warmup, **llm)
-    try:
-        plan.target()
-    except ValueError as exc:
-        raise InputError(safe_url(args.url) if "://" in args.url else args.url, str(exc)) from None
-    return plan
-
-
-def _api_of(url: str) -> str:
-    from urllib.parse import urlsplit
-
-    from gpusleuth.serving.recorder.openai_api import endpoint_kind
-
-    try:
-        path = urlsplit(url).path
-    except ValueError:
-        return "http"
-    return endpoint_kind(path) or "http"
-
-
-def _llm_plan(args: argparse.Namespace) -> dict[str, Any]:
-    """The LoadPlan fields of an OpenAI-compatible load: prompts, model, stream, extra body fields."""
-    import json
-
-    from gpusleuth.serving.recorder import prompts as P
-
-    try:
-        inputs = P.Lengths.parse(args.input_tokens, "--input-tokens")
-        outputs = P.Lengths.parse(args.output_tokens, "--output-tokens") if args.output_tokens else None
-    except ValueError as exc:
-        raise LaunchError(f"gpusleuth load: {exc}") from None
-    notes: list[str] = []
-    prompts: list[P.Prompt] = []
-    synthetic = None
-    if args.prompts is None:
-        synthetic = (inputs, outputs or P.Lengths(128))  # drawn afresh for every request of the run
-    elif args.prompts.is_dir():
-        prompts = P.from_folder(args.prompts, outputs, args.seed)
-    elif args.prompts.exists():
-        prompts, note = P.from_jsonl(args.prompts, outputs, args.seed)
-        if note:
-            notes.append(note)
-            _say(note)
-    else:
-        raise InputError(args.prompts, "no such file or folder")
-    extra: object = {}
-    if args.extra_body:
-        try:
-            extra = json.loads(args.extra_body)
-        except ValueError:
-            extra = None
-        if not isinstance(extra, dict):
-            raise LaunchError(f"gpusleuth load: --extra-body wants a JSON object, got {args.extra_body[:60]!r}")
-    if not 0 <= args.shared_prefix <= 100_000:
-        raise LaunchError(f"gpusleuth load: --shared-prefix wants a number of tokens from 0 to 100000, got "
-                          f"{args.shared_prefix}")
-    return {"prompts": prompts, "synthetic": synthetic, "shared_prefix": args.shared_prefix, "model": args.model,
-            "stream": not args.no_stream, "extra_body": extra, "notes": notes}
-
-
-def _say(line: str) -> None:
-    print(f"gpusleuth load: {line}", file=sys.stderr, flush=True)
-
-
 def load_command(args: argparse.Namespace) -> int:
     command = list(args.command)
     plan = plan_from_args(args)
     run_dir: Path | None
     server: str | None
     if command:
-        run_dir, result, server = _with_server(args, plan, command)
+        from gpusleuth.cli.options import analysis_options
+
+        run_dir, result, server = load_with_server(args, plan, command, analysis_options(args))
     else:
-        run_dir, result, server = _url_only(args, plan)
+        run_dir, result, server = load_url(args, plan)
     if result is None or result.not_ready:
         why = (result.not_ready if result is not None else None) or "the load generator did not run"
         if server:
             why = f"{why}; {server}"
-        _say(why + (f"; the run is kept in {run_dir}" if run_dir else ""))
+        say(why + (f"; the run is kept in {run_dir}" if run_dir else ""))
         return 1
     if not len(result.columns["level"]):
-        _say("stopped during the warm-up: no level ran" if result.warmup is not None else "no request was sent")
+        say("stopped during the warm-up: no level ran" if result.warmup is not None else "no request was sent")
         return 1
     if args.export_requests is not None:
-        _export(args.export_requests, result)
+        export_requests(args.export_requests, result)
     _report(args, run_dir, result, plan, full=bool(command))
     if server:  # it ended on its own before the levels were done: the measurement is incomplete
-        _say(server)
+        say(server)
         return 1
     return 0
 
 
-def _export(path: Path, result: LoadResult) -> None:
-    from gpusleuth.serving.run.load_jsonl import write_requests_jsonl
-    from gpusleuth.run.model import Table
-
-    try:
-        n = write_requests_jsonl(Table(result.columns), path)
-    except OSError as exc:
-        _say(f"could not write {path} ({exc.strerror or exc}); the results are in the report below")
-        return
-    _say(f"{n:,} requests written to {path}")
-
-
-def _url_only(args: argparse.Namespace, plan: LoadPlan) -> tuple[Path | None, LoadResult, None]:
-    """No server to start: load the URL; with --out, a run directory with only the load results."""
-    from gpusleuth.serving.recorder.loadgen import run_plan
-
-    cancel = threading.Event()
-    old = signal.signal(signal.SIGINT, lambda *_: cancel.set())  # Ctrl-C ends the levels, keeps the rows
-    engine = _engine_scraper(args)
-    try:
-        ready = args.ready_timeout if args.ready_timeout is not None else 5.0
-        result = run_plan(plan, cancel, ready, _say, on_ready=_baseline(plan, engine))
-    finally:
-        signal.signal(signal.SIGINT, old)
-        engine.stop()
-        _engine_problem(engine)
-    run_dir = None
-    if args.out is not None and result.not_ready is None:
-        run_dir = _write_load_only(args, plan, result)
-        _write_engine(engine, run_dir)
-    return run_dir, result, None
-
-
-def _engine_scraper(args: argparse.Namespace) -> EngineScraper:
-    """An LLM engine's own /metrics, read once a second while the levels run (serving/recorder/engine_scrape.py)."""
-    from gpusleuth.serving.recorder.engine_scrape import EngineScraper
-
-    return EngineScraper(args.url, insecure=bool(getattr(args, "insecure", False))).start()
-
-
-def _baseline(plan: LoadPlan, engine: EngineScraper) -> Callable[[], None] | None:
-    """The engine's scrape right before the first level, for an LLM endpoint (the engines gpusleuth reads all
-    serve one). A plain HTTP server gets none: a GET /metrics it answers 404 just before the load is a request
-    its own records would hold beside the load's."""
-    return engine.baseline if plan.api != "http" else None
-
-
-def _levels_done(driver: LoadThread, engine: EngineScraper) -> str | None:
-    """The launcher's stop condition: the levels are done. The engine's last scrape is taken first, while the
-    server still runs (its counters grow as requests end: without it the last second's requests are lost)."""
-    if not driver.done():
-        return None
-    engine.stop()
-    return "gpusleuth load (levels done)"
-
-
-def _engine_problem(engine: EngineScraper) -> None:
-    """What the engine-metrics reader met and could not read (a status line that is not HTTP), in one sentence."""
-    if engine.problem:
-        _say(engine.problem)
-
-
-def _write_engine(engine: EngineScraper, run_dir: Path) -> None:
-    try:
-        engine.write(run_dir)
-    except OSError as exc:
-        _say(f"could not write the engine's metrics into {run_dir} ({exc.strerror or exc})")
-
-
-def _write_load_only(args: argparse.Namespace, plan: LoadPlan, result: LoadResult) -> Path:
-    from gpusleuth._version import __version__
-    from gpusleuth.recorder.launcher import prepare_run_dir
-    from gpusleuth.serving.recorder.loadgen import write_load
-    from gpusleuth.run.layout import RunDir
-    from gpusleuth.run.meta import FORMAT_VERSION
-
-    run_dir = prepare_run_dir(args.out)
-    layout = RunDir(run_dir)
-    layout.raw.rmdir()  # nothing records steps here
-    meta = {"format": FORMAT_VERSION, "gpusleuth_version": __version__, "source": "load", "label": args.label,
-            "command": None, "hostname": __import__("os").uname().nodename, "start_ns": result.start_ns,
-            "end_ns": result.end_ns, "load": result.meta(plan)}
-    try:
-        write_load(run_dir, result)
-        layout.write_meta(meta)
-    except OSError as exc:
-        raise LaunchError(f"gpusleuth load: cannot write the run directory {run_dir}: {exc.strerror or exc}") from None
-    return run_dir
-
-
-def _with_server(args: argparse.Namespace, plan: LoadPlan, command: list[str]
-                 ) -> tuple[Path, LoadResult | None, str | None]:
-    """Start the server under recording, load it once it answers, stop it; one run directory for all."""
-    from gpusleuth.recorder.launcher import LaunchOptions, default_run_dir, launch
-    from gpusleuth.serving.recorder.loadgen import LoadThread, write_load
-    from gpusleuth.cli.options import analysis_options
-    from gpusleuth.run.layout import RunDir
-
-    if not 0 < args.interval <= 60:
-        raise LaunchError("gpusleuth load: --interval must be between 0 and 60 seconds")
-    ready = args.ready_timeout if args.ready_timeout is not None else 60.0
-    engine = _engine_scraper(args)
-    driver = LoadThread(plan, ready, _say, on_ready=_baseline(plan, engine))
-    started = time.monotonic()
-    launched = launch(LaunchOptions(
-        command=command, out=args.out or default_run_dir(command, "load"), interval_s=args.interval, grace_s=args.grace, use_gpu=not args.no_gpu,
-        label=args.label, capture_output=True, stdout_to_stderr=True, on_tick=driver.tick,
-        stop_when=lambda: _levels_done(driver, engine),
-        report_options=analysis_options(args).to_meta(),
-    ))
-    result = driver.finish()
-    engine.stop()
-    _engine_problem(engine)
-    run_dir = launched.run_dir
-    _write_engine(engine, run_dir)
-    server = None
-    layout = RunDir(run_dir)
-    meta = layout.read_meta([])
-    if meta.get("stopped_by") is None:  # it ended on its own, before the levels were done
-        server = (f"the server ({' '.join(command)[:80]}) exited with code {launched.exit_code} after "
-                  f"{time.monotonic() - started:.1f} s; its output is in {layout.output_log}")
-    if result is not None:
-        meta["load"] = result.meta(plan)
-        if server:
-            meta.setdefault("losses", []).append(f"the load was cut short: {server}")
-        try:
-            write_load(run_dir, result)
-            layout.write_meta(meta)
-        except OSError as exc:
-            _say(f"could not write the load results into {run_dir} ({exc.strerror or exc})")
-    _say(f"run recorded in {run_dir}")
-    return run_dir, result, server
-
-
 def _report(args: argparse.Namespace, run_dir: Path | None, result: LoadResult, plan: LoadPlan, full: bool) -> None:
-    from gpusleuth.cli.output import make_console, write_html_report
-    from gpusleuth.pipeline.build import build_report
     from gpusleuth.cli.options import analysis_options
-    from gpusleuth.run.model import Run, Table
+    from gpusleuth.cli.output import make_console, write_html_report
 
-    client = Run(meta={"source": "load", "label": args.label, "start_ns": result.start_ns, "end_ns": result.end_ns,
-                       "load": result.meta(plan)}, load=Table(result.columns))
-    if run_dir is None:
-        report = build_report(client, analysis_options(args))
-    else:
-        from gpusleuth.sources.rundir import load_run
+    report, run, full = build_load_report(analysis_options(args), args.label, run_dir, result, plan, full)
+    if run is not None:
+        from gpusleuth.cli.trackers import cache_summary
 
-        try:
-            run = load_run(run_dir)
-            report = build_report(run, analysis_options(args))
-            from gpusleuth.cli.trackers import cache_summary
-
-            cache_summary(report, run)
-        except Exception as exc:  # noqa: BLE001 - the levels' table needs nothing from the server's side
-            # load.parquet is written already; what the client measured is printed whatever the server's side did
-            why = (f"the report of the recorded server could not be built ({exc.__class__.__name__}: "
-                   f"{str(exc)[:160]}); below is the client's per-level table alone; the run is kept in {run_dir}")
-            _say(why)
-            client.meta["server_run"] = str(run_dir)
-            report = build_report(client, analysis_options(args))
-            report.losses.append(why)
-            full = False
+        cache_summary(report, run)
     if args.json:
         from gpusleuth.render.json_report import render_json
 
