@@ -6,7 +6,8 @@ the terminal while the job is stuck, within the threshold (+ the 1 s check and t
 last progress; the culprit is rank 1 at the lock's file:line and rank 0 waits in all_reduce; every process's
 stacks (both ranks and torchrun's agent) are in the run directory — through py-spy, and through the hook's
 faulthandler signal with py-spy switched off; the Prometheus gauges read the stall while it lasts; a pause that
-ends is reported as recovered with its length; a healthy job with a 25 s evaluation raises nothing.
+ends is reported as recovered with its length; a healthy job with a 13 s evaluation raises nothing, nor one
+with a 13 s evaluation and a 13 s checkpoint on a host loaded on every core.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, free_port, gpusleuth
+from conftest import FIXTURES, free_port, gpusleuth, run_multirank
 
 JOB = FIXTURES / "hangs" / "hang_job.py"
 HANG_LINE = next(i for i, line in enumerate(JOB.read_text().splitlines(), 1) if "# HANG:" in line)
@@ -268,6 +269,49 @@ def test_long_evaluation_is_not_a_stall(tmp_path):
     assert not [x for x in rep["findings"] if x["severity"] == "high" and x["cause"] == "hang"]
     status = json.loads((run / "recorder.json").read_text())["stall_watch"]
     assert status["stalls"] == 1 and status["after_s"] is None
+
+
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        utime, stime = f.read().rsplit(")", 1)[1].split()[11:13]
+    return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.process
+@pytest.mark.slow
+def test_healthy_job_on_a_loaded_host_raises_no_stall(tmp_path):
+    """The host deliberately loaded — one busy-looping process per core, started here at normal priority, for
+    the whole run — and a healthy 2-rank job with a 13 s evaluation at step 10 and a 13 s checkpoint to a slow
+    store (``torch.save``) at step 20, both above the 10 s threshold: the watch raises nothing, the job's exit
+    is untouched and the report has no ``hang`` finding. The burners are checked to have taken CPU (the load was
+    real), and the job's phases to have been recorded (they are why nothing was raised)."""
+    cores = os.cpu_count() or 2
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+    try:
+        t0 = time.monotonic()
+        run = run_multirank(lambda k: subprocess.run(_cmd(tmp_path / f"busy{k}", "healthy", "30", "13"),
+                                                     capture_output=True, text=True, timeout=300))
+        wall = time.monotonic() - t0
+        burned = sum(_cpu_s(b.pid) for b in burners)
+    finally:
+        for b in burners:
+            b.kill()
+        for b in burners:
+            b.wait()
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = next(o for o in sorted(tmp_path.iterdir(), reverse=True) if o.name.startswith("busy"))
+    # the burners had a real share of the host: together at least a third of a core for the run's length
+    assert burned >= wall / 3, (burned, wall)
+    assert "STALL" not in run.stderr, run.stderr[-3000:]
+    assert _records(out) == []
+    status = json.loads((out / "recorder.json").read_text())["stall_watch"]
+    assert status["stalls"] == 0 and status["after_s"] is None, status
+    from gpusleuth.sources.rundir import load_run
+
+    names = set(load_run(out).phases["name"].tolist())
+    assert {"eval", "checkpoint"} <= names, names
+    rep = _report(out)
+    assert not [f for f in rep["findings"] if f["cause"] == "hang"], [f["title"] for f in rep["findings"]]
 
 
 @pytest.mark.process
