@@ -117,7 +117,9 @@ def test_rank_blocked_before_all_reduce_is_named_live_and_killed_on_request(tmp_
     stall = next(line for line in lines if "STALL 1" in line)
     assert re.search(rf"rank 1 is in \S*hang_job\.py:{HANG_LINE}, outside any collective", stall), stall
     assert f"rank 0 waits in all_reduce at " in stall and f"hang_job.py:{ALL_REDUCE_LINE}" in stall, stall
+    assert "Flight Recorder" not in stall, stall  # the job kept no ring
     (rec,) = [r for r in _records(run) if r["kind"] == "stall"]
+    assert rec["flight"] == [], rec["flight"]
     latency = (rec["seen_ns"] - rec["since_ns"]) / 1e9
     assert THRESHOLD_S <= latency <= THRESHOLD_S + SLACK_S, latency
     assert rec["threshold_s"] == THRESHOLD_S
@@ -152,16 +154,22 @@ def test_pause_that_ends_is_recovered_with_faulthandler_stacks(tmp_path):
     """py-spy switched off: the hook's faulthandler signal gives the stacks; rank 1's 15 s hold ends, the
     stall is reported as recovered with its length, and the job's exit is untouched."""
     run = tmp_path / "paused"
-    env = dict(os.environ, GPUSLEUTH_PYSPY="0")
+    # the job keeps torch's Flight Recorder (its own environment): the watch reads every rank's ring at the stall
+    env = dict(os.environ, GPUSLEUTH_PYSPY="0", TORCH_FR_BUFFER_SIZE="64")
     res = subprocess.run(_cmd(run, "block", "30", "15"), capture_output=True, text=True, timeout=150, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     assert re.search(rf"STALL 1: .*rank 1 is in \S*hang_job\.py:{HANG_LINE}, outside any collective",
                      res.stderr), res.stderr[-3000:]
+    # 10 steps of 2 parameters' all-reduces: rank 0 is in #21, rank 1 stopped after #20
+    assert ("Flight Recorder: rank 1 never entered all_reduce #21 (rank 1's last: all_reduce #20); rank 0 "
+            "entered it and wait") in res.stderr, res.stderr[-3000:]
     assert "stall 1 recovered" in res.stderr
     recs = _records(run)
     assert [r["kind"] for r in recs] == ["stall", "resumed"]
     rec, resumed = recs
     _check_stacks(run, rec, "faulthandler")
+    assert len(rec["flight"]) == 2 and all(f["path"] and not f["error"] for f in rec["flight"]), rec["flight"]
+    assert rec["flight_s"] < 3, rec["flight_s"]
     length = (resumed["t_ns"] - rec["since_ns"]) / 1e9
     assert 15 <= length <= 15 + SLACK_S, length
     rep = _report(run)
@@ -178,6 +186,8 @@ def test_pause_that_ends_is_recovered_with_faulthandler_stacks(tmp_path):
         assert waits and max(waits) < 50, s
     assert "recovered" in f["title"] and f"hang_job.py:{HANG_LINE}" in f["title"], f["title"]
     assert {e["name"]: e["value"] for e in f["evidence"]}["longest stall"] == pytest.approx(length, abs=0.2)
+    assert {e["name"]: e["value"] for e in f["evidence"]}["flight recorder"].startswith(
+        "rank 1 never entered all_reduce #21"), f["evidence"]
 
 
 @pytest.mark.process
@@ -363,3 +373,30 @@ def test_stall_after_is_checked_before_the_job_starts(tmp_path):
                     sys.executable, "-c", "pass")
     assert res.returncode == 0, res.stderr
     assert "stall_watch" not in json.loads((tmp_path / "off" / "recorder.json").read_text())
+
+
+@pytest.mark.process
+def test_a_dump_torch_wrote_is_read(tmp_path):
+    """A real Flight Recorder dump (torch's own pickle, stack traces included, as its watchdog writes one): a
+    1-rank gloo group with TORCH_FR_BUFFER_SIZE set runs 3 all-reduces and a barrier and dumps its ring; the
+    reader takes the ops and sequence numbers from it with its plain-values unpickler."""
+    from gpusleuth.sources.flight_recorder import read_dump_file
+
+    dump = tmp_path / "fr_trace_rank_0"
+    code = ("import sys, torch, torch.distributed as dist\n"
+            "import torch._C._distributed_c10d as c10d\n"
+            f"dist.init_process_group('gloo', init_method='tcp://127.0.0.1:{free_port()}', rank=0, world_size=1)\n"
+            "t = torch.ones(4)\n"
+            "for _ in range(3):\n"
+            "    dist.all_reduce(t)\n"
+            "dist.barrier()\n"
+            "open(sys.argv[1], 'wb').write(c10d._dump_fr_trace())\n"
+            "dist.destroy_process_group()\n")
+    env = dict(os.environ, TORCH_FR_BUFFER_SIZE="16")
+    res = subprocess.run([sys.executable, "-c", code, str(dump)], capture_output=True, text=True, timeout=120,
+                         env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    ring = read_dump_file(dump)
+    ops = [(e.seq, e.op) for e in ring.entries if e.group == "0"]
+    assert ops[-4:] == [(1, "all_reduce"), (2, "all_reduce"), (3, "all_reduce"), (4, "barrier")], ops
+    assert ring.groups["0"][0] == 4, ring.groups
