@@ -400,3 +400,37 @@ def test_a_dump_torch_wrote_is_read(tmp_path):
     ops = [(e.seq, e.op) for e in ring.entries if e.group == "0"]
     assert ops[-4:] == [(1, "all_reduce"), (2, "all_reduce"), (3, "all_reduce"), (4, "barrier")], ops
     assert ring.groups["0"][0] == 4, ring.groups
+
+
+SERVER = FIXTURES / "hangs" / "stuck_server.py"
+STUCK_LINE = next(i for i, line in enumerate(SERVER.read_text().splitlines(), 1) if "# STUCK:" in line)
+
+
+@pytest.mark.process
+@pytest.mark.slow
+def test_a_server_that_stops_answering_under_load_is_a_stall(tmp_path):
+    """`gpusleuth load -- server`: the server's model lock is held 14 s at its 40th request; the requests
+    outstanding get nothing back. The stall is said while it lasts, the server's stacks (the hook's
+    faulthandler signal) name the stuck line, its end is a recovery, and the report's hang finding has it."""
+    port = free_port()
+    out = tmp_path / "load"
+    env = dict(os.environ, GPUSLEUTH_PYSPY="0")
+    res = subprocess.run([sys.executable, "-m", "gpusleuth", "load", f"http://127.0.0.1:{port}/", "--concurrency",
+                          "2", "--duration", "22", "--timeout", "30", "--out", str(out), "--no-gpu", "--",
+                          sys.executable, str(SERVER), str(port), "14"],
+                         capture_output=True, text=True, timeout=180, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    said = next((line for line in res.stderr.splitlines() if "STALL 1" in line), None)
+    assert said is not None, res.stderr[-3000:]
+    assert "the server made no progress on 2 outstanding request(s)" in said, said
+    assert re.search(rf"Server threads in its own code: .*stuck_server\.py:{STUCK_LINE} \(1 thread\)", said), said
+    assert "stall 1 recovered" in res.stderr
+    recs = _records(out)
+    assert [r["kind"] for r in recs] == ["stall", "resumed"], recs
+    rec, resumed = recs
+    assert THRESHOLD_S <= (rec["seen_ns"] - rec["since_ns"]) / 1e9 <= THRESHOLD_S + SLACK_S, rec
+    assert 14 - 1 <= (resumed["t_ns"] - rec["since_ns"]) / 1e9 <= 14 + SLACK_S, (rec, resumed)
+    assert rec["stacks"] and all(s["via"] == "faulthandler" and not s["error"] for s in rec["stacks"]), rec["stacks"]
+    assert any(f'stuck_server.py", line {STUCK_LINE}' in (out / st["path"]).read_text() for st in rec["stacks"])
+    f = _hang_finding(out)
+    assert "recovered" in f["title"] and f["severity"] == "moderate", f["title"]
