@@ -6,7 +6,8 @@ the terminal while the job is stuck, within the threshold (+ the 1 s check and t
 last progress; the culprit is rank 1 at the lock's file:line and rank 0 waits in all_reduce; every process's
 stacks (both ranks and torchrun's agent) are in the run directory — through py-spy, and through the hook's
 faulthandler signal with py-spy switched off; the Prometheus gauges read the stall while it lasts; a pause that
-ends is reported as recovered with its length; a healthy job with a 25 s evaluation raises nothing.
+ends is reported as recovered with its length; a healthy job with a 13 s evaluation raises nothing, nor one
+with a 13 s evaluation and a 13 s checkpoint on a host loaded on every core.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, free_port, gpusleuth
+from conftest import FIXTURES, free_port, gpusleuth, run_multirank
 
 JOB = FIXTURES / "hangs" / "hang_job.py"
 HANG_LINE = next(i for i, line in enumerate(JOB.read_text().splitlines(), 1) if "# HANG:" in line)
@@ -116,7 +117,9 @@ def test_rank_blocked_before_all_reduce_is_named_live_and_killed_on_request(tmp_
     stall = next(line for line in lines if "STALL 1" in line)
     assert re.search(rf"rank 1 is in \S*hang_job\.py:{HANG_LINE}, outside any collective", stall), stall
     assert f"rank 0 waits in all_reduce at " in stall and f"hang_job.py:{ALL_REDUCE_LINE}" in stall, stall
+    assert "Flight Recorder" not in stall, stall  # the job kept no ring
     (rec,) = [r for r in _records(run) if r["kind"] == "stall"]
+    assert rec["flight"] == [], rec["flight"]
     latency = (rec["seen_ns"] - rec["since_ns"]) / 1e9
     assert THRESHOLD_S <= latency <= THRESHOLD_S + SLACK_S, latency
     assert rec["threshold_s"] == THRESHOLD_S
@@ -151,16 +154,22 @@ def test_pause_that_ends_is_recovered_with_faulthandler_stacks(tmp_path):
     """py-spy switched off: the hook's faulthandler signal gives the stacks; rank 1's 15 s hold ends, the
     stall is reported as recovered with its length, and the job's exit is untouched."""
     run = tmp_path / "paused"
-    env = dict(os.environ, GPUSLEUTH_PYSPY="0")
+    # the job keeps torch's Flight Recorder (its own environment): the watch reads every rank's ring at the stall
+    env = dict(os.environ, GPUSLEUTH_PYSPY="0", TORCH_FR_BUFFER_SIZE="64")
     res = subprocess.run(_cmd(run, "block", "30", "15"), capture_output=True, text=True, timeout=150, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     assert re.search(rf"STALL 1: .*rank 1 is in \S*hang_job\.py:{HANG_LINE}, outside any collective",
                      res.stderr), res.stderr[-3000:]
+    # 10 steps of 2 parameters' all-reduces: rank 0 is in #21, rank 1 stopped after #20
+    assert ("Flight Recorder: rank 1 never entered all_reduce #21 (rank 1's last: all_reduce #20); rank 0 "
+            "entered it and wait") in res.stderr, res.stderr[-3000:]
     assert "stall 1 recovered" in res.stderr
     recs = _records(run)
     assert [r["kind"] for r in recs] == ["stall", "resumed"]
     rec, resumed = recs
     _check_stacks(run, rec, "faulthandler")
+    assert len(rec["flight"]) == 2 and all(f["path"] and not f["error"] for f in rec["flight"]), rec["flight"]
+    assert rec["flight_s"] < 3, rec["flight_s"]
     length = (resumed["t_ns"] - rec["since_ns"]) / 1e9
     assert 15 <= length <= 15 + SLACK_S, length
     rep = _report(run)
@@ -177,6 +186,8 @@ def test_pause_that_ends_is_recovered_with_faulthandler_stacks(tmp_path):
         assert waits and max(waits) < 50, s
     assert "recovered" in f["title"] and f"hang_job.py:{HANG_LINE}" in f["title"], f["title"]
     assert {e["name"]: e["value"] for e in f["evidence"]}["longest stall"] == pytest.approx(length, abs=0.2)
+    assert {e["name"]: e["value"] for e in f["evidence"]}["flight recorder"].startswith(
+        "rank 1 never entered all_reduce #21"), f["evidence"]
 
 
 @pytest.mark.process
@@ -270,6 +281,49 @@ def test_long_evaluation_is_not_a_stall(tmp_path):
     assert status["stalls"] == 1 and status["after_s"] is None
 
 
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        utime, stime = f.read().rsplit(")", 1)[1].split()[11:13]
+    return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.process
+@pytest.mark.slow
+def test_healthy_job_on_a_loaded_host_raises_no_stall(tmp_path):
+    """The host deliberately loaded — one busy-looping process per core, started here at normal priority, for
+    the whole run — and a healthy 2-rank job with a 13 s evaluation at step 10 and a 13 s checkpoint to a slow
+    store (``torch.save``) at step 20, both above the 10 s threshold: the watch raises nothing, the job's exit
+    is untouched and the report has no ``hang`` finding. The burners are checked to have taken CPU (the load was
+    real), and the job's phases to have been recorded (they are why nothing was raised)."""
+    cores = os.cpu_count() or 2
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+    try:
+        t0 = time.monotonic()
+        run = run_multirank(lambda k: subprocess.run(_cmd(tmp_path / f"busy{k}", "healthy", "30", "13"),
+                                                     capture_output=True, text=True, timeout=300))
+        wall = time.monotonic() - t0
+        burned = sum(_cpu_s(b.pid) for b in burners)
+    finally:
+        for b in burners:
+            b.kill()
+        for b in burners:
+            b.wait()
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = next(o for o in sorted(tmp_path.iterdir(), reverse=True) if o.name.startswith("busy"))
+    # the burners had a real share of the host: together at least a third of a core for the run's length
+    assert burned >= wall / 3, (burned, wall)
+    assert "STALL" not in run.stderr, run.stderr[-3000:]
+    assert _records(out) == []
+    status = json.loads((out / "recorder.json").read_text())["stall_watch"]
+    assert status["stalls"] == 0 and status["after_s"] is None, status
+    from gpusleuth.sources.rundir import load_run
+
+    names = set(load_run(out).phases["name"].tolist())
+    assert {"eval", "checkpoint"} <= names, names
+    rep = _report(out)
+    assert not [f for f in rep["findings"] if f["cause"] == "hang"], [f["title"] for f in rep["findings"]]
+
+
 @pytest.mark.process
 def test_the_job_keeps_its_own_handler_for_the_stack_signal(tmp_path):
     """The hook's stack buffer is an in-memory file the recorder finds in /proc (nothing in the run directory);
@@ -319,3 +373,64 @@ def test_stall_after_is_checked_before_the_job_starts(tmp_path):
                     sys.executable, "-c", "pass")
     assert res.returncode == 0, res.stderr
     assert "stall_watch" not in json.loads((tmp_path / "off" / "recorder.json").read_text())
+
+
+@pytest.mark.process
+def test_a_dump_torch_wrote_is_read(tmp_path):
+    """A real Flight Recorder dump (torch's own pickle, stack traces included, as its watchdog writes one): a
+    1-rank gloo group with TORCH_FR_BUFFER_SIZE set runs 3 all-reduces and a barrier and dumps its ring; the
+    reader takes the ops and sequence numbers from it with its plain-values unpickler."""
+    from gpusleuth.sources.flight_recorder import read_dump_file
+
+    dump = tmp_path / "fr_trace_rank_0"
+    code = ("import sys, torch, torch.distributed as dist\n"
+            "import torch._C._distributed_c10d as c10d\n"
+            f"dist.init_process_group('gloo', init_method='tcp://127.0.0.1:{free_port()}', rank=0, world_size=1)\n"
+            "t = torch.ones(4)\n"
+            "for _ in range(3):\n"
+            "    dist.all_reduce(t)\n"
+            "dist.barrier()\n"
+            "open(sys.argv[1], 'wb').write(c10d._dump_fr_trace())\n"
+            "dist.destroy_process_group()\n")
+    env = dict(os.environ, TORCH_FR_BUFFER_SIZE="16")
+    res = subprocess.run([sys.executable, "-c", code, str(dump)], capture_output=True, text=True, timeout=120,
+                         env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    ring = read_dump_file(dump)
+    ops = [(e.seq, e.op) for e in ring.entries if e.group == "0"]
+    assert ops[-4:] == [(1, "all_reduce"), (2, "all_reduce"), (3, "all_reduce"), (4, "barrier")], ops
+    assert ring.groups["0"][0] == 4, ring.groups
+
+
+SERVER = FIXTURES / "hangs" / "stuck_server.py"
+STUCK_LINE = next(i for i, line in enumerate(SERVER.read_text().splitlines(), 1) if "# STUCK:" in line)
+
+
+@pytest.mark.process
+@pytest.mark.slow
+def test_a_server_that_stops_answering_under_load_is_a_stall(tmp_path):
+    """`gpusleuth load -- server`: the server's model lock is held 14 s at its 40th request; the requests
+    outstanding get nothing back. The stall is said while it lasts, the server's stacks (the hook's
+    faulthandler signal) name the stuck line, its end is a recovery, and the report's hang finding has it."""
+    port = free_port()
+    out = tmp_path / "load"
+    env = dict(os.environ, GPUSLEUTH_PYSPY="0")
+    res = subprocess.run([sys.executable, "-m", "gpusleuth", "load", f"http://127.0.0.1:{port}/", "--concurrency",
+                          "2", "--duration", "22", "--timeout", "30", "--out", str(out), "--no-gpu", "--",
+                          sys.executable, str(SERVER), str(port), "14"],
+                         capture_output=True, text=True, timeout=180, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    said = next((line for line in res.stderr.splitlines() if "STALL 1" in line), None)
+    assert said is not None, res.stderr[-3000:]
+    assert "the server made no progress on 2 outstanding request(s)" in said, said
+    assert re.search(rf"Server threads in its own code: .*stuck_server\.py:{STUCK_LINE} \(1 thread\)", said), said
+    assert "stall 1 recovered" in res.stderr
+    recs = _records(out)
+    assert [r["kind"] for r in recs] == ["stall", "resumed"], recs
+    rec, resumed = recs
+    assert THRESHOLD_S <= (rec["seen_ns"] - rec["since_ns"]) / 1e9 <= THRESHOLD_S + SLACK_S, rec
+    assert 14 - 1 <= (resumed["t_ns"] - rec["since_ns"]) / 1e9 <= 14 + SLACK_S, (rec, resumed)
+    assert rec["stacks"] and all(s["via"] == "faulthandler" and not s["error"] for s in rec["stacks"]), rec["stacks"]
+    assert any(f'stuck_server.py", line {STUCK_LINE}' in (out / st["path"]).read_text() for st in rec["stacks"])
+    f = _hang_finding(out)
+    assert "recovered" in f["title"] and f["severity"] == "moderate", f["title"]

@@ -200,3 +200,68 @@ def test_the_hang_rule_grades_what_the_verdict_says():
     # a real hang outranks a tail before a normal exit, and a short pause, in the one finding
     f = grade(verdict(resumed=True, length=20), verdict(ended=True, length=12))
     assert f.severity == "high" and "stall 1" in {e.name for e in f.evidence}
+
+
+# torch's Flight Recorder: dumps shaped as torch 2.13 writes them on gloo (`_dump_fr_trace`: version 2.10, gloo
+# leaves entries "scheduled" and keeps its progress in pg_status), cut to the fields read
+def _dump(seqs: list[tuple[int, str]], enqueued: int, completed: int, pg: str = "0") -> dict:
+    return {"version": "2.10", "pg_config": {"": {"name": "", "desc": "", "ranks": "[0, 1]"}},
+            "pg_status": {pg: {"last_enqueued_collective": str(enqueued), "last_started_collective": "-1",
+                               "last_completed_collective": str(completed)}},
+            "entries": [{"record_id": i, "pg_id": int(pg), "process_group": (pg, "default_pg"),
+                         "collective_seq_id": seq, "p2p_seq_id": 0, "op_id": seq, "profiling_name": f"gloo:{op}",
+                         "state": "scheduled", "is_p2p": False, "retired": False} for i, (seq, op) in enumerate(seqs)]}
+
+
+def test_the_flight_recorder_names_the_rank_that_never_entered_the_collective():
+    from gpusleuth.sources.flight_recorder import ring_from_dump, ring_from_snapshot
+
+    r0 = ring_from_dump(101, _dump([(20, "all_reduce"), (21, "all_reduce")], 21, 20))
+    r1 = ring_from_snapshot(102, json.dumps({"fr": _dump([(19, "all_reduce"), (20, "all_reduce")], 20, 20)}))
+    both = [ProcessStacks(101, "py-spy", parse_pyspy(PYSPY_R0)), ProcessStacks(102, "py-spy", parse_pyspy(PYSPY_R0))]
+    rec = _rec(both, steps=(7, 7))
+    rec.flight = [r0, r1]
+    v = judge(rec)
+    # the stacks alone could not tell (both in all_reduce, same line, same steps): the rings do
+    assert v.how == "flight" and [c.rank for c in v.culprits] == [1] and [w.rank for w in v.waiting] == [0]
+    assert v.flight == ("Flight Recorder: rank 1 never entered all_reduce #21 (rank 1's last: all_reduce #20); "
+                        "rank 0 entered it and wait"), v.flight
+    # with stacks that tell, the stacks' verdict stands and the rings are said beside it
+    rec = _rec([ProcessStacks(101, "py-spy", parse_pyspy(PYSPY_R0)), ProcessStacks(102, "py-spy", parse_pyspy(PYSPY_R1))])
+    rec.flight = [r0, r1]
+    v = judge(rec)
+    assert v.how == "stacks" and v.flight and v.flight_behind == [102]
+
+
+def test_the_flight_recorder_says_a_mismatch_and_a_stall_outside_collectives():
+    from gpusleuth.sources.flight_recorder import ring_from_dump
+
+    rec = _rec([])
+    rec.flight = [ring_from_dump(101, _dump([(21, "all_reduce")], 21, 20)),
+                  ring_from_dump(102, _dump([(21, "broadcast")], 21, 20))]
+    assert judge(rec).flight == "Flight Recorder: collective #21 is all_reduce on rank 0, broadcast on rank 1: mismatched"
+    rec.flight = [ring_from_dump(101, _dump([(21, "all_reduce")], 21, 21)),
+                  ring_from_dump(102, _dump([(21, "all_reduce")], 21, 21))]
+    v = judge(rec)
+    assert v.flight is not None and "completed its last collective (all_reduce #21)" in v.flight and not v.flight_behind
+    rec.flight = []  # the job kept no ring
+    assert judge(rec).flight is None
+
+
+def test_a_dump_file_is_read_with_plain_values_only(tmp_path):
+    """torch's dump files are pickles: one that names any class or function is refused, never run."""
+    import collections
+    import pickle
+
+    import pytest
+
+    from gpusleuth.sources.flight_recorder import read_dump_file
+
+    good = tmp_path / "nccl_trace_rank_1"
+    good.write_bytes(pickle.dumps(_dump([(4, "all_reduce"), (5, "barrier")], 5, 4)))
+    ring = read_dump_file(good, pid=7)
+    assert ring.groups == {"0": (5, 4)} and [(e.seq, e.op) for e in ring.entries] == [(4, "all_reduce"), (5, "barrier")]
+    bad = tmp_path / "evil"
+    bad.write_bytes(pickle.dumps({"entries": collections.OrderedDict()}))
+    with pytest.raises(pickle.UnpicklingError, match="plain values only"):
+        read_dump_file(bad)

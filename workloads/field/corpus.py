@@ -456,6 +456,8 @@ class Verdict:
     findings: list[tuple[str, str, float | None]]  # (severity, cause, predicted speed-up)
     false_high: list[str]
     load: float | None = None
+    # the stall watch (issue 33) on a healthy script: every stall it raised while recording is a false alarm
+    stalls: list[str] = field(default_factory=list)
 
     def errors(self) -> dict[str, float | None]:
         def rel(got, want):
@@ -480,6 +482,8 @@ class Verdict:
                 out.append(f"data wait {self.data_got} for the script's {self.data_clock}")
         if self.false_high:
             out.append("false HIGH: " + ", ".join(self.false_high))
+        if self.stalls:
+            out.append("stall watch raised: " + "; ".join(self.stalls))
         return out
 
 
@@ -549,6 +553,8 @@ def check(script: Script, clock: Clock, run, report, profiled: bool) -> Verdict:
         findings=[(f.severity, f.cause, f.estimated_gain.speedup if f.estimated_gain else None)
                   for f in report.findings if f.cause != "healthy"],
         false_high=[c for c in highs if c not in script.true_high],
+        stalls=[f"stall {r.id} ({(r.seen_ns - r.since_ns) / 1e9:.0f} s without progress, threshold "
+                f"{r.threshold_s:.0f} s)" for r in run.stalls],
     )
 
 

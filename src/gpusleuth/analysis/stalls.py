@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpusleuth.run.stalls import Frame, ProcessStacks, StallRecord, ThreadStack
+from gpusleuth.run.stalls import FlightRing, Frame, ProcessStacks, StallRecord, ThreadStack
 
 if TYPE_CHECKING:
     from gpusleuth.run.model import Run
@@ -78,6 +78,10 @@ class StallVerdict:
     # it never recovered, but the job then ended by itself with exit code 0: work after the training loop
     # outside any phase (an export, an upload), not a hang
     ended_normally: bool = False
+    # torch's Flight Recorder at the stall, where the job kept one: one sentence ("rank 1 never entered
+    # all_reduce #12 …"), and the ranks it finds behind (by pid)
+    flight: str | None = None
+    flight_behind: list[int] = field(default_factory=list)
 
     @property
     def sentence(self) -> str:
@@ -170,6 +174,65 @@ def _workers_of(pid: int, stacks: list[ProcessStacks]) -> list[tuple[int, str]]:
     return sorted(out)
 
 
+def _names(ps: list[int], rank_of: dict[int, int | None]) -> str:
+    names = [f"rank {rank_of[p]}" if rank_of.get(p) is not None else f"pid {p}"
+             for p in sorted(ps, key=lambda p: (rank_of.get(p) is None, rank_of.get(p) or 0, p))]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def flight_reading(rings: list[FlightRing], rank_of: dict[int, int | None]) -> tuple[str | None, list[int]]:
+    """What torch's Flight Recorder rings say at a stall, per process group: the last collective each process
+    entered (its group's ``last_enqueued_collective``). A process whose last is below the others' never entered
+    the collective they are in; equal numbers with different ops are a mismatch. Returns (sentence, pids behind)."""
+    rings = [r for r in rings if r.groups]
+    if not rings:
+        return None, []
+    said: list[str] = []
+    behind_all: list[int] = []
+    for group in sorted({g for r in rings for g in r.groups}, key=lambda g: (g != "0", g)):
+        enq: dict[int, int] = {}
+        done: dict[int, int] = {}
+        for r in rings:
+            entered, completed = r.groups.get(group, (None, None))
+            if entered is not None:
+                enq[r.pid] = entered
+            if completed is not None:
+                done[r.pid] = completed
+        if not enq:
+            continue
+        top = max(enq.values())
+        ahead = [p for p, n in enq.items() if n == top]
+        behind = [p for p, n in enq.items() if n < top]
+
+        def op_at(pid: int, seq: int) -> str | None:
+            ring = next(r for r in rings if r.pid == pid)
+            return next((e.op for e in reversed(ring.entries) if e.group == group and e.seq == seq and not e.p2p), None)
+
+        ops = {p: op_at(p, top) for p in ahead}
+        name = "/".join(sorted({o for o in ops.values() if o})) or "collective"
+        where = "" if group == "0" else f" (process group {group})"
+        if behind:
+            lasts = "; ".join(f"{_names([p], rank_of)}'s last: {op_at(p, enq[p]) or 'collective'} #{enq[p]}"
+                              for p in sorted(behind, key=lambda p: (rank_of.get(p) is None, rank_of.get(p) or 0)))
+            waiting = [p for p in ahead if done.get(p, -1) < top]
+            said.append(f"{_names(behind, rank_of)} never entered {name} #{top}{where} ({lasts}); "
+                        f"{_names(ahead, rank_of)} entered it" + (" and wait" if waiting else ""))
+            behind_all += behind
+        elif len({o for o in ops.values() if o}) > 1:
+            said.append(f"collective #{top}{where} is " + ", ".join(
+                f"{o} on {_names([p for p in ahead if ops[p] == o], rank_of)}" for o in sorted({o for o in ops.values() if o}))
+                + ": mismatched")
+        elif all(done.get(p, -1) >= top for p in ahead):
+            if group == "0":
+                said.append(f"every rank recorded here completed its last collective ({name} #{top}): the stall is "
+                            "outside collectives")
+        else:
+            said.append(f"{_names(ahead, rank_of)} entered {name} #{top}{where}, none completed it")
+    if not said:
+        return None, []
+    return "Flight Recorder: " + "; ".join(said), behind_all
+
+
 def judge(rec: StallRecord, now_ns: int | None = None) -> StallVerdict:
     """The verdict on one stall (``now_ns``: a stall still going, seen live, lasts until now)."""
     stacks = {s.pid: s for s in rec.stacks}
@@ -225,6 +288,12 @@ def judge(rec: StallRecord, now_ns: int | None = None) -> StallVerdict:
         v.culprits, v.how = ats, "stacks"
     elif in_coll and len(sites) == 1 and len(in_coll) == len(ats):
         v.waiting = in_coll  # all wait in the same collective: for a rank this recording does not hold
+    v.flight, v.flight_behind = flight_reading(rec.flight, {p.pid: p.rank for p in rec.processes})
+    if v.flight_behind and v.how in (None, "steps"):
+        # the stacks did not separate the ranks: the ring says who never entered the collective the others are in
+        v.culprits = [a for a in ats if a.pid in v.flight_behind]
+        v.waiting = [a for a in ats if a.pid not in v.flight_behind]
+        v.how = "flight"
     v.others = [a for a in ats if a not in v.culprits and a not in v.waiting]
     return v
 

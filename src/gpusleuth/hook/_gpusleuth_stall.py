@@ -15,15 +15,33 @@ number or name, ``0``/``off`` switches this off). The buffer exists only while t
 installs its own handler for that signal with ``signal.signal`` gets it (faulthandler lets go, the buffer is
 closed), so the recorder never sends that process the signal. A job that inherited the signal ignored or handled
 is left alone.
+
+**Flight Recorder.** When the job runs with torch's Flight Recorder on (``TORCH_FR_BUFFER_SIZE`` or
+``TORCH_NCCL_TRACE_BUFFER_SIZE`` above 0 in its environment: torch keeps a ring of its last collectives per
+process, on gloo as on NCCL), ``arm`` also starts one daemon thread that waits on an abstract Unix socket
+``gpusleuth-fr-<pid>`` (nothing on disk). The recorder connects when it sees a stall; the thread (same user only,
+checked by ``SO_PEERCRED``) asks torch for the ring *without stack traces* (torch's symbolizer is what can
+deadlock a stuck process) and sends back the entries as JSON: collective sequence numbers, op names, states, and
+each group's last enqueued/completed collective. It needs the GIL, which a rank waiting in a collective, a lock or
+a read has released; a rank spinning in Python answers late or not at all, and the recorder waits 2 s, no more.
+The thread costs nothing per step: it sleeps in ``accept``.
 """
 import faulthandler
 import os
 import signal
+import sys
 
 ENV = "GPUSLEUTH_STACK_SIGNAL"
 NAME = "gpusleuth-stacks-sig%d"  # the buffer's name, as /proc/<pid>/fd shows it: "/memfd:<NAME> (deleted)"
 
+FR_ENVS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")  # torch's order: the first one set wins
+FR_SOCKET = "gpusleuth-fr-%d"  # abstract socket name (pid)
+FR_KEYS = ("pg_id", "process_group", "collective_seq_id", "p2p_seq_id", "op_id", "profiling_name", "state",
+           "time_created_ns", "time_discovered_started_ns", "time_discovered_completed_ns", "is_p2p", "retired",
+           "input_sizes", "timeout_ms", "thread_name")
+
 _armed = {"signum": None, "fd": None}
+_fr = {"sock": None}
 _real_signal = signal.signal
 
 
@@ -66,9 +84,99 @@ def _signal(signalnum, handler):
     return _real_signal(signalnum, handler)
 
 
+def flight_recorder_size(environ=None):
+    """The Flight Recorder ring size the job's torch will use (0: off), as torch reads its environment."""
+    env = os.environ if environ is None else environ
+    for key in FR_ENVS:
+        raw = (env.get(key) or "").strip()
+        if raw:
+            try:
+                return max(int(raw), 0)
+            except ValueError:
+                return 0
+    return 0
+
+
+def _fr_snapshot():
+    """This process's Flight Recorder ring(s), stack traces left out, as JSON-ready dicts."""
+    import pickle
+
+    out = {}
+    c10d = sys.modules.get("torch._C._distributed_c10d")
+    if c10d is None:
+        return {"error": "torch.distributed not imported"}
+    for name, fn in (("fr", "_dump_fr_trace"), ("nccl", "_dump_nccl_trace")):
+        dump = getattr(c10d, fn, None)
+        if dump is None:
+            continue
+        try:
+            raw = pickle.loads(dump(includeCollectives=True, includeStackTraces=False, onlyActive=False))
+        except BaseException as exc:  # noqa: BLE001 - a ring torch could not give is said, never raised
+            out[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            continue
+        if not isinstance(raw, dict):
+            continue
+        entries = [{k: e.get(k) for k in FR_KEYS} for e in raw.get("entries") or [] if isinstance(e, dict)]
+        out[name] = {"version": raw.get("version"), "pg_status": raw.get("pg_status"),
+                     "pg_config": raw.get("pg_config"), "entries": entries}
+    return out
+
+
+def _fr_serve(sock):
+    import json
+    import socket
+    import struct
+
+    creds = struct.calcsize("3i")
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except BaseException:
+            return
+        try:
+            with conn:
+                _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, creds))
+                if uid != os.getuid() and os.getuid() != 0:
+                    continue
+                conn.sendall(json.dumps(_fr_snapshot(), default=str).encode())
+        except BaseException:
+            continue
+
+
+def _fr_arm():
+    """The Flight Recorder socket and its thread, when the job's torch keeps a ring."""
+    if _fr["sock"] is not None or flight_recorder_size() <= 0:
+        return False
+    import socket
+    import threading
+
+    if not hasattr(socket, "SO_PEERCRED"):
+        return False
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind("\0" + FR_SOCKET % os.getpid())
+        sock.listen(4)
+    except OSError:
+        return False
+    _fr["sock"] = sock
+    threading.Thread(target=_fr_serve, args=(sock,), name="gpusleuth-flight-recorder", daemon=True).start()
+    return True
+
+
 def arm(forked=False):
     """Register the stack dump of this process (at activation; ``forked``: in a fork's child, whose parent's
     registration and buffer it inherited). Never raises."""
+    if forked and _fr["sock"] is not None:  # the parent's socket (its thread did not come along): not ours
+        try:
+            _fr["sock"].close()
+        except BaseException:
+            pass
+        _fr["sock"] = None
+    elif not forked:
+        try:
+            _fr_arm()
+        except BaseException:
+            pass
     try:
         if forked:
             if _armed["fd"] is None:

@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import threading
@@ -35,7 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from gpusleuth.analysis.stalls import judge
 from gpusleuth.run.layout import RunDir
-from gpusleuth.run.stalls import ProcessStacks, StalledProcess, StallRecord
+from gpusleuth.run.stalls import FlightRing, ProcessStacks, StalledProcess, StallRecord
+from gpusleuth.sources.flight_recorder import ring_from_snapshot
 from gpusleuth.sources.stalls import ProgressTail, parse_stacks
 
 if TYPE_CHECKING:
@@ -47,6 +49,36 @@ FACTOR = 5.0
 PYSPY_TIMEOUT_S = 20.0
 SIGNAL_WAIT_S = 2.0  # faulthandler writes within milliseconds; a process that never answers is said so
 ENV_PYSPY = "GPUSLEUTH_PYSPY"  # 0: never use py-spy (the faulthandler path)
+FLIGHT_WAIT_S = 2.0  # the hook's Flight Recorder thread needs the GIL: a process that holds it is not waited for
+FLIGHT_SOCKET = "gpusleuth-fr-%d"  # hook/_gpusleuth_stall.py's abstract socket
+
+
+def flight_snapshot(pid: int, timeout_s: float = FLIGHT_WAIT_S) -> tuple[str | None, str | None]:
+    """Ask ``pid``'s hook for its Flight Recorder ring: (JSON text, None), (None, why), or (None, None) when the
+    process keeps no ring (no socket: the job did not turn the Flight Recorder on)."""
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    except OSError as exc:
+        return None, str(exc)
+    with sock:
+        sock.settimeout(timeout_s)
+        try:
+            sock.connect("\0" + FLIGHT_SOCKET % pid)
+        except (ConnectionRefusedError, FileNotFoundError):
+            return None, None
+        except OSError as exc:
+            return None, f"flight recorder: {exc}"
+        chunks: list[bytes] = []
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                b = sock.recv(1 << 16)
+                if not b:
+                    return b"".join(chunks).decode("utf-8", "replace"), None
+                chunks.append(b)
+        except OSError as exc:
+            return None, f"flight recorder: no answer within {timeout_s:g} s ({exc})"
+        return None, f"flight recorder: no answer within {timeout_s:g} s"
 
 
 def safe(text: str) -> str:
@@ -239,9 +271,13 @@ class StallWatch:
             dump_s = time.monotonic() - t0
             for s in rec.stacks:
                 s.ppid, s.role = _ppid(s.pid), self.tail.roles.get(s.pid)
+            t1 = time.monotonic()
+            rec.flight = self.flight([p.pid for p in rec.processes], out)
+            flight_s = time.monotonic() - t1
             self._append({"kind": "stall", **asdict(rec), "stacks": [
                 {"pid": s.pid, "via": s.via, "path": s.path, "error": s.error, "ppid": s.ppid, "role": s.role}
-                for s in rec.stacks], "dump_s": round(dump_s, 3)})
+                for s in rec.stacks], "flight": [{"pid": f.pid, "path": f.path, "error": f.error} for f in rec.flight],
+                "dump_s": round(dump_s, 3), "flight_s": round(flight_s, 3)})
             self._say(self.line(rec))
             if self.on_stall == "kill":
                 self.layout.stall_stop.write_text(f"stall {rec.id}\n")
@@ -260,6 +296,35 @@ class StallWatch:
                 todo[pid] = err
         got += self._faulthandler(list(todo), out, todo)
         return sorted(got, key=lambda s: s.pid)
+
+    def flight(self, pids: list[int], out: Path) -> list[FlightRing]:
+        """torch's Flight Recorder ring of each watched process that keeps one, asked for all at once."""
+        got: dict[int, tuple[str | None, str | None]] = {}
+
+        def ask(pid: int) -> None:
+            got[pid] = flight_snapshot(pid)
+
+        threads = [threading.Thread(target=ask, args=(pid,), daemon=True) for pid in pids if _alive(pid)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(FLIGHT_WAIT_S + 1)
+        rings = []
+        for pid, (text, err) in sorted(got.items()):
+            if text is None and err is None:
+                continue  # no ring kept there
+            if text is None:
+                rings.append(FlightRing(pid=pid, error=err))
+                continue
+            path = out / f"flight-{pid}.json"
+            path.write_text(text)
+            try:
+                ring = ring_from_snapshot(pid, text)
+            except ValueError as exc:
+                ring = FlightRing(pid=pid, error=f"flight recorder: unreadable answer ({exc})")
+            ring.path = str(path.relative_to(self.run_dir))
+            rings.append(ring)
+        return rings
 
     def _pyspy(self, pid: int) -> tuple[str | None, str | None]:
         try:
@@ -327,7 +392,8 @@ class StallWatch:
         tail = " — ending the job (--on-stall kill)" if rec.action == "kill" else ""
         return safe(f"gpusleuth: STALL {rec.id}: {names} made no progress since {since} "
                     f"({(rec.seen_ns - rec.since_ns) / 1e9:.0f} s, threshold {rec.threshold_s:.0f} s). "
-                    f"{v.sentence}. Stacks of {v.stacks_taken} process(es) ({how}): "
+                    f"{v.sentence}. " + (f"{v.flight}. " if v.flight else "") +
+                    f"Stacks of {v.stacks_taken} process(es) ({how}): "
                     f"{self.layout.stalls_dir / str(rec.id)}{tail}")
 
     def _say(self, text: str) -> None:

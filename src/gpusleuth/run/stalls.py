@@ -47,6 +47,29 @@ class StalledProcess:
     step_s: float | None = None  # its recent median step time
 
 
+@dataclass(frozen=True)
+class FlightEntry:
+    """One collective in torch's Flight Recorder ring (``collective_seq_id``: the group's running count)."""
+
+    group: str  # the process group's id ("0": the default group)
+    seq: int  # its collective sequence number (p2p ops: their own count, ``p2p`` True)
+    op: str  # "all_reduce", "broadcast"… (torch's profiling name without the backend prefix)
+    state: str | None  # "scheduled" / "started" / "completed" (gloo leaves its entries "scheduled")
+    p2p: bool = False
+
+
+@dataclass
+class FlightRing:
+    """One process's Flight Recorder ring as it was at the stall (``gpusleuth run`` asked the hook for it)."""
+
+    pid: int
+    path: str | None = None  # the saved snapshot, relative to the run directory
+    error: str | None = None
+    entries: list[FlightEntry] = field(default_factory=list)
+    # per process group: (last collective enqueued — entered — by this process, last completed); None: unknown
+    groups: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
+
+
 @dataclass
 class StallRecord:
     """One stall: seen at ``seen_ns``; ``resumed_ns`` when progress came back (recovered), else None (the job
@@ -61,3 +84,4 @@ class StallRecord:
     resumed_ns: int | None = None
     ended_ns: int | None = None
     action: str = "dump"  # what --on-stall did: "dump" (kept going) or "kill"
+    flight: list[FlightRing] = field(default_factory=list)  # torch's Flight Recorder, where the job kept one

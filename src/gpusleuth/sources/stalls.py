@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from gpusleuth.run.layout import RunDir
-from gpusleuth.run.stalls import Frame, ProcessStacks, StalledProcess, StallRecord, ThreadStack
+from gpusleuth.run.stalls import FlightRing, Frame, ProcessStacks, StalledProcess, StallRecord, ThreadStack
+from gpusleuth.sources.flight_recorder import ring_from_snapshot
 from gpusleuth.sources.livetail import EventsTail
 
 RECOVERY_AFTER_NS = 1_000_000_000  # the hook's flush period (0.5 s) and a short step's worth of margin
@@ -175,8 +176,25 @@ def _record(d: dict[str, Any], run_dir: Path, losses: list[str]) -> StallRecord 
             else:
                 ps.threads = parse_stacks(text, via)
         stacks.append(ps)
+    flight = []
+    for f in d.get("flight") or []:
+        if not isinstance(f, dict) or _int(f.get("pid")) is None:
+            continue
+        ring = FlightRing(pid=int(f["pid"]), path=f.get("path"), error=f.get("error"))
+        if ring.path:
+            target = (run_dir / str(ring.path)).resolve()
+            text = _read_text(target) if run_dir.resolve() in target.parents else None
+            if text is None:
+                losses.append(f"stall {sid}: flight recorder file {ring.path!r} could not be read; skipped")
+            else:
+                try:
+                    read = ring_from_snapshot(ring.pid, text)
+                    ring.entries, ring.groups, ring.error = read.entries, read.groups, ring.error or read.error
+                except ValueError:
+                    losses.append(f"stall {sid}: flight recorder file {ring.path!r} is not JSON; skipped")
+        flight.append(ring)
     return StallRecord(id=sid, seen_ns=seen, since_ns=since, threshold_s=_float(d.get("threshold_s")) or 0.0,
-                       processes=procs, stacks=stacks, action=str(d.get("action") or "dump"))
+                       processes=procs, stacks=stacks, action=str(d.get("action") or "dump"), flight=flight)
 
 
 class StallTail:

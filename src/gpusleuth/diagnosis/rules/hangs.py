@@ -70,6 +70,11 @@ def hangs(facts: Facts) -> list[Finding] | Missing:
                     "ranks disagree on the order of their collectives, and each waits for a partner that never comes.")
     elif worst.how == "steps":
         summary += " Told by step count (the stacks did not separate the ranks): the culprit was behind."
+    elif worst.how == "flight":
+        summary += (" Told by torch's Flight Recorder (the stacks did not separate the ranks): the culprit's last "
+                    "collective is behind the others'.")
+    if worst.flight:
+        summary += f" {worst.flight}."
     if worst.gpu_signature == "busy-waiting":
         summary += (f" The GPUs read {worst.gpu_util_pct:.0f} % utilization at {worst.gpu_power_share:.0%} of their "
                     "power limit meanwhile: kernels spinning in a collective, busy doing nothing.")
@@ -90,6 +95,9 @@ def hangs(facts: Facts) -> list[Finding] | Missing:
     for w in worst.waiting:
         evidence.append(Evidence(f"{_name(w)} waits in {w.collective or 'its step'} at", w.where or "unknown", "",
                                  w.via or SOURCE))
+    if worst.flight:
+        evidence.append(Evidence("flight recorder", worst.flight.removeprefix("Flight Recorder: "), "",
+                                 "torch Flight Recorder"))
     if worst.gpu_util_pct is not None:
         evidence.append(Evidence("GPU utilization during the stall", round(worst.gpu_util_pct, 1), "%", "NVML"))
     if worst.gpu_power_share is not None:
@@ -107,7 +115,7 @@ def hangs(facts: Facts) -> list[Finding] | Missing:
            "timeout=…)`, TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC), or `gpusleuth run --on-stall kill`.")
     return [Finding(cause="hang", severity="high" if high else "moderate", title=title, summary=summary,
                     evidence=evidence, fix=fix, estimated_gain=_gain(facts, lost_s),
-                    confidence="high" if worst.how in ("stacks", "mismatch") else "medium")]
+                    confidence="high" if worst.how in ("stacks", "mismatch", "flight") else "medium")]
 
 
 def _gain(facts: Facts, lost_s: float) -> Gain | None:

@@ -32,6 +32,7 @@ from gpusleuth.run.layout import LOAD_TABLE, RunDir
 from gpusleuth.serving.recorder.arrivals import arrival_offsets
 from gpusleuth.serving.recorder.time_limit import time_limit
 from gpusleuth.serving.recorder.http_client import Connection, ProtocolError, ServerTarget, parse_target, safe_url, why_failed
+from gpusleuth.serving.recorder.request_watch import request_watch
 from gpusleuth.serving.recorder.openai_api import OpenAIAnswer, request_body
 from gpusleuth.serving.recorder.prompts import Lengths, Prompt, PromptSource, shared_prefix
 from gpusleuth.serving.recorder.server_probe import discover_model, wait_ready
@@ -229,6 +230,7 @@ class Generator:
         # generator's CPU is not the server's, so the report says how much it took
         self.cpu_cores: list[float] = []
         self.warmup: dict | None = None  # what the warm-up requests got (meta["load"]["warmup"])
+        self.watch = request_watch(progress)  # requests outstanding with nothing coming back (issue 33)
 
     def _next(self, bodies) -> tuple[bytes, int, int]:
         """(request bytes, request id, prompt index) of the next request."""
@@ -244,13 +246,18 @@ class Generator:
         is a ``cancelled`` row. ``rows``: where the row goes (the levels' own by default)."""
         rows = rows if rows is not None else self.rows
         answer = OpenAIAnswer(stream=self.plan.stream) if self.plan.api != "http" else None
+        key = self.watch.begin(time.time_ns(), answer) if self.watch is not None else 0
         try:
             status, error, detail = await _send(conn, request, self.plan.timeout_s, answer)
         except asyncio.CancelledError:
+            if self.watch is not None:
+                self.watch.end(key, answered=False)
             conn.close()
             rows.add(level, conc, rate, start, time.time_ns(), 0, "cancelled", lag, rid, answer,
                      "sent, then abandoned unanswered when the load was stopped", prompt)
             raise
+        if self.watch is not None:
+            self.watch.end(key, answered=status > 0)
         rows.add(level, conc, rate, start, time.time_ns(), status, error, lag, rid, answer, detail, prompt)
         return error
 
@@ -280,6 +287,15 @@ class Generator:
             self.progress(note)
 
     async def run(self) -> None:
+        if self.watch is not None:
+            self.watch.start()
+        try:
+            await self._levels()
+        finally:
+            if self.watch is not None:
+                self.watch.close()
+
+    async def _levels(self) -> None:
         p = self.plan
         for i, value in enumerate(p.levels):
             if self.cancel.is_set():
