@@ -22,7 +22,6 @@ counted for ``run.losses``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -30,9 +29,10 @@ import msgspec
 
 from gpusleuth.errors import InputError
 
-from .decompress import Progress, StreamLosses, open_regular, text_blocks
+from .decompress import Progress, open_regular, text_blocks
+from .result import ReadResult
 from .salvage import BOUNDARY, salvage
-from .schema import HEAD_DECODER, Head, Tail, decode_events, decode_tail
+from .schema import HEAD_DECODER, decode_events, decode_tail
 from .structure import Structure, Walk, find_events_key
 from .textdecode import DECODE_ERRORS, decode
 
@@ -40,19 +40,6 @@ __all__ = ["CHUNK", "ReadResult", "open_regular", "read_events"]
 
 CHUNK = 1 << 20  # decode once this much array text is buffered (1 MB: ~20 MB less peak RSS than 4 MB,
 #                  no measurable cost in time)
-
-
-@dataclass
-class ReadResult(StreamLosses):
-    """Metadata and bookkeeping of one streamed file (the events themselves go to the sink); the
-    container's losses (``truncated``, ``notes``) come from :class:`StreamLosses`."""
-
-    head: Head | None = None
-    tail: Tail | None = None
-    lost_bytes: int = 0
-    lost_events_estimate: int = 0
-    total_text_bytes: int = 0
-    bad_utf8: int = 0
 
 
 def read_events(path: Path, sink: Callable[[list], None], progress: Progress | None = None) -> ReadResult:
