@@ -19,9 +19,10 @@ import numpy as np
 from gpusleuth.run.model import Table
 
 from .model import DEVICE_KINDS, TraceData, kind_of_category
-from .schema import Event, MEvent, XEvent
+from .schema import Args, Event, MEvent, XEvent
 
 _INT_COLS = ("corr", "stream", "device")
+_NO_ARGS = Args()  # every field None: what an event without ``args`` contributes
 _ENCODE = msgspec.json.Encoder().encode  # (Input Dims, Concrete Inputs) → hashable bytes
 
 
@@ -143,15 +144,17 @@ class ColumnBuilder:
         p["pid"].append(self._intern(self.pid_ix, [e.pid for e in xs]))
         p["tid"].append(self._intern(self.tid_ix, [e.tid for e in xs]))
         args = [e.args for e in xs]
-        p["corr"].append(_ints([a.correlation if a is not None else None for a in args]))
-        p["stream"].append(_ints([a.stream if a is not None else None for a in args]))
-        p["device"].append(_ints([a.device if a is not None else None for a in args]))
-        its = [a.input_type if a is not None else None for a in args]
+        if None in args:  # events without args read as an empty one (every field None)
+            args = [_NO_ARGS if a is None else a for a in args]
+        p["corr"].append(_ints([a.correlation for a in args]))
+        p["stream"].append(_ints([a.stream for a in args]))
+        p["device"].append(_ints([a.device for a in args]))
+        its = [a.input_type for a in args]
         if any(its):  # only traces recorded with record_shapes pay for interning
             p["itype"].append(self._intern(self.itype_ix, [tuple(v) if type(v) is list else () for v in its]))
         else:
             p["itype"].append(np.zeros(len(its), np.int32))
-        dims = [a.input_dims if a is not None else None for a in args]
+        dims = [a.input_dims for a in args]
         if any(dims):  # as JSON bytes: one signature, one key; parsed by the analysis that reads it
             p["icall"].append(self._intern(self.icall_ix, _call_keys(dims, args)))
         else:

@@ -29,7 +29,7 @@ import msgspec
 
 from gpusleuth.errors import InputError
 
-from .decompress import Progress, open_regular, text_blocks
+from .decompress import Progress, open_regular, text_blocks_ahead
 from .result import ReadResult
 from .salvage import BOUNDARY, salvage
 from .schema import HEAD_DECODER, decode_events, decode_tail
@@ -56,7 +56,7 @@ def read_events(path: Path, sink: Callable[[list], None], progress: Progress | N
 def _read_events(path: Path, sink: Callable[[list], None], progress: Progress | None,
                  res: ReadResult) -> ReadResult:
     buf = bytearray()
-    blocks = text_blocks(path, progress, res)
+    blocks = text_blocks_ahead(path, progress, res)
     bare_array = False
     scan = Structure()
     # --- header: find the start of the top-level traceEvents array ----------------------------
@@ -104,10 +104,10 @@ def _read_events(path: Path, sink: Callable[[list], None], progress: Progress | 
         res.total_text_bytes += len(block)
         if len(buf) < hold_until:
             continue
-        for m in BOUNDARY.finditer(buf, max(searched - 64, 0)):
-            if not candidates or m.start() + 1 > candidates[-1][0]:
-                candidates.append((m.start() + 1, m.end() - 1))
-        del candidates[:-8]
+        for cut, nxt in _last_boundaries(buf, max(searched - 64, 0), KEEP):
+            if not candidates or cut > candidates[-1][0]:
+                candidates.append((cut, nxt))
+        del candidates[:-KEEP]
         searched = len(buf)
         done = None
         if walk is None:
@@ -168,6 +168,27 @@ def _read_events(path: Path, sink: Callable[[list], None], progress: Progress | 
         tail.traceEvents = []
         res.tail = tail
     return res
+
+
+KEEP = 8  # boundary candidates remembered (the last few are tried: a false one sits inside a string)
+
+
+def _last_boundaries(buf: bytearray, start: int, n: int) -> list[tuple[int, int]]:
+    """The last ``n`` boundary matches of ``buf[start:]`` as ``(cut, next event's start)``, in order.
+
+    Only a window at the end is searched, doubled until it holds ``n`` matches or reaches ``start``: the
+    matches that begin inside a window are the last ones of the whole text (a match is ``}`` ws ``,`` ws
+    ``{``, so two never overlap), so this is what searching from ``start`` and keeping the last ``n`` gives,
+    without a Python step per event (a million events in a 330 MB trace). Each search at most doubles the
+    bytes looked at, so reading stays linear."""
+    end = len(buf)
+    window = 1 << 15
+    while True:
+        lo = max(start, end - window)
+        found = [(m.start() + 1, m.end() - 1) for m in BOUNDARY.finditer(buf, lo)]
+        if len(found) >= n or lo == start:
+            return found[-n:]
+        window *= 4
 
 
 WALK_LIMIT = 64 * CHUNK  # one event larger than this is taken for damage (the text is salvaged around it)
