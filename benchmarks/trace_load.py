@@ -396,6 +396,71 @@ def decoders(files: list[Path], reps: int) -> str:
     return "\n".join(rows)
 
 
+def build_gz(src: Path, tmp: Path, mb: int, layout: str) -> Path:
+    """``build_layout``'s trace, gzip-compressed (level 6, as ``gzip`` writes it), under ``tmp``; written once."""
+    dst = tmp / f"floor-{mb}mb-{layout}.json.gz"
+    if dst.exists() and dst.stat().st_size > 0:
+        return dst
+    plain = build_layout(src, tmp / f"floor-{mb}mb-{layout}.json", mb, layout)
+    tmp_gz = dst.with_name(dst.name + ".tmp")
+    with open(plain, "rb") as f, gzip.open(tmp_gz, "wb", compresslevel=6) as g:
+        while block := f.read(1 << 22):
+            g.write(block)
+    tmp_gz.rename(dst)
+    plain.unlink()
+    return dst
+
+
+def against_floor(files: list[Path], reps: int, hta_python: str | None, hta_reps: int) -> str:
+    """Each file: ``gpusleuth report F --json`` (the user's whole command: interpreter, imports, load, every
+    analysis, diagnosis, JSON), the decompression floor ``gzip -dc F > /dev/null``, a generic ``msgspec``
+    decode of the same file (read + gunzip + ``msgspec.json.decode`` to Python objects) and HTA 0.5.0 (load +
+    the five analyses), interleaved within each repetition; medians; MB/s of JSON and × the gunzip floor."""
+    rows = ["| trace | JSON MB | gz MB | gunzip floor s | gpusleuth report --json: wall s / CPU s / MiB | MB/s | "
+            "× floor | msgspec decode: wall s / CPU s / MiB | × floor | HTA: wall s / CPU s / MiB | × floor |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    loads = [os.getloadavg()[0]]
+    for f in files:
+        with gzip.open(f, "rb") as g:
+            json_mb = sum(len(b) for b in iter(lambda: g.read(1 << 24), b"")) / 1e6
+        res: dict[str, list[dict]] = {"gunzip": [], "ours": [], "msgspec": [], "hta": []}
+        for r in range(reps):
+            with tempfile.TemporaryFile() as out:
+                t = time.perf_counter()
+                p = subprocess.Popen([sys.executable, "-m", "gpusleuth", "report", str(f), "--json"], stdout=out,
+                                     stderr=subprocess.DEVNULL)
+                _, _, ru = os.wait4(p.pid, 0)
+                res["ours"].append({"wall": time.perf_counter() - t, "cpu": ru.ru_utime + ru.ru_stime,
+                                    "rss_mb": ru.ru_maxrss / 1024})
+            t = time.perf_counter()
+            with open(f, "rb") as src, open(os.devnull, "wb") as null:
+                p = subprocess.Popen(["gzip", "-dc"], stdin=src, stdout=null)
+                _, _, ru = os.wait4(p.pid, 0)
+            res["gunzip"].append({"wall": time.perf_counter() - t, "cpu": ru.ru_utime + ru.ru_stime,
+                                  "rss_mb": ru.ru_maxrss / 1024})
+            res["msgspec"].append(run_child_wait4(sys.executable, FLOOR, f))
+            if hta_python and r < hta_reps:
+                res["hta"].append(run_child_wait4(hta_python, HTA, f, timeout=3600))
+            loads.append(os.getloadavg()[0])
+            print(f"  {f.name} rep {r + 1}: " + ", ".join(f"{k} {v[-1]['wall']:.2f}s" for k, v in res.items() if v)
+                  + f" (load {loads[-1]:.1f})", file=sys.stderr, flush=True)
+        m = {k: {q: median([x[q] for x in v]) for q in ("wall", "cpu", "rss_mb")} for k, v in res.items() if v}
+        fl = m["gunzip"]["wall"]
+
+        def cell(k: str) -> str:
+            if k not in m:
+                return "— | —"
+            x = m[k]
+            return f"{x['wall']:.2f} / {x['cpu']:.2f} / {x['rss_mb']:.0f} | {x['wall'] / fl:.2f}×"
+        o = m["ours"]
+        rows.append(f"| {f.name} | {json_mb:.0f} | {f.stat().st_size / 1e6:.1f} | {fl:.2f} | {o['wall']:.2f} / "
+                    f"{o['cpu']:.2f} / {o['rss_mb']:.0f} | {json_mb / o['wall']:.0f} | **{o['wall'] / fl:.2f}×** | "
+                    f"{cell('msgspec')} | {cell('hta')} |")
+    rows.append(f"\n{reps} interleaved repetitions (HTA: {hta_reps if hta_python else 0}), medians; {os.cpu_count()} "
+                f"CPUs; 1-min load average {min(loads):.1f}–{max(loads):.1f} during the run.")
+    return "\n".join(rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=3, help="repetitions per real trace")
@@ -415,7 +480,21 @@ def main() -> None:
     ap.add_argument("--end-to-end", type=Path, metavar="FILE",
                     help="instead: `python -m gpusleuth report FILE --json` against HTA on FILE, --reps "
                     "interleaved repetitions (wall, CPU and peak RSS medians)")
+    ap.add_argument("--floor", nargs="*", metavar="MB:LAYOUT",
+                    help="instead: the whole `gpusleuth report F --json` against `gzip -dc F` (the decompression "
+                    "floor), a generic msgspec decode and HTA, on gzip traces built at these sizes and layouts "
+                    "(e.g. 202:pretty 277:compact; sizes as --layouts), or on --floor-files")
+    ap.add_argument("--floor-files", nargs="*", type=Path, default=[], metavar="FILE")
+    ap.add_argument("--hta-reps", type=int, default=1, help="HTA repetitions per trace with --floor (minutes each)")
     args = ap.parse_args()
+    if args.floor is not None or args.floor_files:
+        hta = args.hta_python if Path(args.hta_python).exists() else None
+        files = list(args.floor_files)
+        for spec in args.floor or []:
+            mb, layout = spec.split(":")
+            files.append(build_gz(TRACES / args.big_source, args.tmp, int(mb), layout))
+        print(against_floor(files, args.reps, hta, args.hta_reps))
+        return
     if args.end_to_end:
         hta = args.hta_python if Path(args.hta_python).exists() else None
         print(end_to_end(args.end_to_end, args.reps, hta))

@@ -42,7 +42,7 @@ _END = object()
 
 
 def text_blocks_ahead(path: Path, progress: Progress | None = None, res: StreamLosses | None = None,
-                      depth: int = 4) -> Iterator[bytes]:
+                      depth: int = 2) -> Iterator[bytes]:
     """:func:`text_blocks`, decompressed on a helper thread up to ``depth`` blocks ahead of the caller.
 
     zlib, bz2, lzma and pyarrow's zstd inflate with the GIL released, so where a second core is free the
