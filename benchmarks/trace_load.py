@@ -411,27 +411,32 @@ def build_gz(src: Path, tmp: Path, mb: int, layout: str) -> Path:
     return dst
 
 
-def against_floor(files: list[Path], reps: int, hta_python: str | None, hta_reps: int) -> str:
+def against_floor(files: list[Path], reps: int, hta_python: str | None, hta_reps: int,
+                  against: Path | None = None) -> str:
     """Each file: ``gpusleuth report F --json`` (the user's whole command: interpreter, imports, load, every
     analysis, diagnosis, JSON), the decompression floor ``gzip -dc F > /dev/null``, a generic ``msgspec``
     decode of the same file (read + gunzip + ``msgspec.json.decode`` to Python objects) and HTA 0.5.0 (load +
-    the five analyses), interleaved within each repetition; medians; MB/s of JSON and × the gunzip floor."""
+    the five analyses), interleaved within each repetition; medians; MB/s of JSON and × the gunzip floor.
+    ``against``: another gpusleuth source tree (its ``src``), run the same way as "before"."""
     rows = ["| trace | JSON MB | gz MB | gunzip floor s | gpusleuth report --json: wall s / CPU s / MiB | MB/s | "
-            "× floor | msgspec decode: wall s / CPU s / MiB | × floor | HTA: wall s / CPU s / MiB | × floor |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "× floor | before: wall s / CPU s / MiB | × floor | msgspec decode: wall s / CPU s / MiB | × floor | "
+            "HTA: wall s / CPU s / MiB | × floor |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     loads = [os.getloadavg()[0]]
     for f in files:
         with gzip.open(f, "rb") as g:
             json_mb = sum(len(b) for b in iter(lambda: g.read(1 << 24), b"")) / 1e6
-        res: dict[str, list[dict]] = {"gunzip": [], "ours": [], "msgspec": [], "hta": []}
+        res: dict[str, list[dict]] = {"gunzip": [], "ours": [], "before": [], "msgspec": [], "hta": []}
         for r in range(reps):
-            with tempfile.TemporaryFile() as out:
-                t = time.perf_counter()
-                p = subprocess.Popen([sys.executable, "-m", "gpusleuth", "report", str(f), "--json"], stdout=out,
-                                     stderr=subprocess.DEVNULL)
-                _, _, ru = os.wait4(p.pid, 0)
-                res["ours"].append({"wall": time.perf_counter() - t, "cpu": ru.ru_utime + ru.ru_stime,
-                                    "rss_mb": ru.ru_maxrss / 1024})
+            for name, src in [("ours", None)] + ([("before", against)] if against else []):
+                env = dict(os.environ, PYTHONPATH=str(src)) if src else None
+                with tempfile.TemporaryFile() as out:
+                    t = time.perf_counter()
+                    p = subprocess.Popen([sys.executable, "-m", "gpusleuth", "report", str(f), "--json"],
+                                         stdout=out, stderr=subprocess.DEVNULL, env=env)
+                    _, _, ru = os.wait4(p.pid, 0)
+                    res[name].append({"wall": time.perf_counter() - t, "cpu": ru.ru_utime + ru.ru_stime,
+                                      "rss_mb": ru.ru_maxrss / 1024})
             t = time.perf_counter()
             with open(f, "rb") as src, open(os.devnull, "wb") as null:
                 p = subprocess.Popen(["gzip", "-dc"], stdin=src, stdout=null)
@@ -455,7 +460,7 @@ def against_floor(files: list[Path], reps: int, hta_python: str | None, hta_reps
         o = m["ours"]
         rows.append(f"| {f.name} | {json_mb:.0f} | {f.stat().st_size / 1e6:.1f} | {fl:.2f} | {o['wall']:.2f} / "
                     f"{o['cpu']:.2f} / {o['rss_mb']:.0f} | {json_mb / o['wall']:.0f} | **{o['wall'] / fl:.2f}×** | "
-                    f"{cell('msgspec')} | {cell('hta')} |")
+                    f"{cell('before')} | {cell('msgspec')} | {cell('hta')} |")
     rows.append(f"\n{reps} interleaved repetitions (HTA: {hta_reps if hta_python else 0}), medians; {os.cpu_count()} "
                 f"CPUs; 1-min load average {min(loads):.1f}–{max(loads):.1f} during the run.")
     return "\n".join(rows)
@@ -468,7 +473,7 @@ def main() -> None:
     ap.add_argument("--big-mb", type=int, default=400)
     ap.add_argument("--big-source", default="df_index_resolver/df_index_resolver.json.gz")
     ap.add_argument("--big-path", default="/tmp/gpusleuth-bench/replicated-400mb.json.gz")
-    ap.add_argument("--hta-python", default="/tmp/htavenv/bin/python")
+    ap.add_argument("--hta-python", default="/tmp/htavenv/bin/python", help="'none': leave HTA out")
     ap.add_argument("--no-big", action="store_true")
     ap.add_argument("--only", nargs="*", help="subset of real traces (relative paths)")
     ap.add_argument("--decoders", action="store_true",
@@ -485,6 +490,8 @@ def main() -> None:
                     "floor), a generic msgspec decode and HTA, on gzip traces built at these sizes and layouts "
                     "(e.g. 202:pretty 277:compact; sizes as --layouts), or on --floor-files")
     ap.add_argument("--floor-files", nargs="*", type=Path, default=[], metavar="FILE")
+    ap.add_argument("--against", type=Path, metavar="SRC",
+                    help="with --floor: also run the report from this source tree (another checkout's src/)")
     ap.add_argument("--hta-reps", type=int, default=1, help="HTA repetitions per trace with --floor (minutes each)")
     args = ap.parse_args()
     if args.floor is not None or args.floor_files:
@@ -493,7 +500,7 @@ def main() -> None:
         for spec in args.floor or []:
             mb, layout = spec.split(":")
             files.append(build_gz(TRACES / args.big_source, args.tmp, int(mb), layout))
-        print(against_floor(files, args.reps, hta, args.hta_reps))
+        print(against_floor(files, args.reps, hta, args.hta_reps, args.against))
         return
     if args.end_to_end:
         hta = args.hta_python if Path(args.hta_python).exists() else None

@@ -74,13 +74,14 @@ def build_set(ranks: int, mb: int, root: Path) -> Path:
     return d
 
 
-def measure(cmd: list[str], timeout: float) -> dict:
+def measure(cmd: list[str], timeout: float, pythonpath: str | None = None) -> dict:
     """Wall seconds and the peak summed RSS (MiB) of the child's whole process tree."""
     import tempfile
 
     err = tempfile.TemporaryFile()  # files, not pipes: an unread pipe would stall the child's report
     t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env={**os.environ})
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err,
+                         env={**os.environ, **({"PYTHONPATH": pythonpath} if pythonpath else {})})
     proc = psutil.Process(p.pid)
     peak = 0
     while p.poll() is None:
@@ -127,6 +128,8 @@ def main() -> None:
     ap.add_argument("--hta-max-mb", type=int, default=800, help="skip HTA above this much JSON in all")
     ap.add_argument("--only", nargs="*", default=None, help="tools to run (in-process pool ray-local HTA)")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--against", metavar="SRC", help="also run each gpusleuth tool from this source tree (another "
+                    "checkout's src/) as '<tool> before', interleaved")
     args = ap.parse_args()
     hta = args.hta_python if Path(args.hta_python).exists() else None
     rows = []
@@ -136,10 +139,15 @@ def main() -> None:
         cmds = tools(d, hta, ranks * mb <= args.hta_max_mb)
         if args.only:
             cmds = {k: v for k, v in cmds.items() if k in args.only}
+        paths: dict[str, str | None] = {k: None for k in cmds}
+        if args.against:
+            for k in [k for k in cmds if k != "HTA"]:
+                cmds[f"{k} before"], paths[f"{k} before"] = cmds[k], args.against
+            cmds = dict(sorted(cmds.items()))
         got: dict[str, list[dict]] = {k: [] for k in cmds}
         for _ in range(args.reps):  # tools interleaved within each repetition
             for name, cmd in cmds.items():
-                got[name].append(measure(cmd, args.timeout))
+                got[name].append(measure(cmd, args.timeout, paths.get(name)))
                 print(f"{cell} {name}: {got[name][-1]}", file=sys.stderr, flush=True)
         for name, ms in got.items():
             ok = [m for m in ms if m["wall"] is not None and "error" not in m]
