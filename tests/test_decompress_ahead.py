@@ -72,3 +72,14 @@ def test_a_caller_that_stops_early_stops_the_helper(tmp_path):
     next(gen)
     gen.close()
     assert _wait_gone()
+
+
+def test_a_refused_trace_leaves_no_helper_behind(tmp_path):
+    """The reader closes the stream when it refuses a file, while the traceback still holds its frame."""
+    from gpusleuth.sources.kineto import load_trace
+
+    f = tmp_path / "not-a-trace.json.gz"
+    f.write_bytes(gzip.compress(b"hello " * 5_000_000))  # refused at its first block
+    with pytest.raises(InputError) as caught:
+        load_trace(f)
+    assert _wait_gone(0.5), caught.value

@@ -23,7 +23,7 @@ counted for ``run.losses``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import msgspec
 
@@ -45,18 +45,18 @@ CHUNK = 1 << 20  # decode once this much array text is buffered (1 MB: ~20 MB le
 def read_events(path: Path, sink: Callable[[list], None], progress: Progress | None = None) -> ReadResult:
     """Stream ``path``; call ``sink`` with each decoded chunk of events; return metadata and losses."""
     res = ReadResult()
+    blocks = text_blocks_ahead(path, progress, res)
     try:
-        return _read_events(path, sink, progress, res)
+        return _read_events(path, blocks, sink, res)
     finally:
+        blocks.close()  # stops the decompressing thread now, not when a traceback lets go of it
         if res.bad_utf8:
             res.notes.append(f"{res.bad_utf8:,} byte sequence(s) that are not UTF-8 (damage or another "
                              "encoding) were replaced by \ufffd in names")
 
 
-def _read_events(path: Path, sink: Callable[[list], None], progress: Progress | None,
-                 res: ReadResult) -> ReadResult:
+def _read_events(path: Path, blocks: Iterator[bytes], sink: Callable[[list], None], res: ReadResult) -> ReadResult:
     buf = bytearray()
-    blocks = text_blocks_ahead(path, progress, res)
     bare_array = False
     scan = Structure()
     # --- header: find the start of the top-level traceEvents array ----------------------------
