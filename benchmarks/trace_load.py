@@ -396,6 +396,41 @@ def decoders(files: list[Path], reps: int) -> str:
     return "\n".join(rows)
 
 
+PHASES = """
+import time, sys, io, json, contextlib
+marks = [(time.perf_counter(), time.process_time(), "start")]
+def mark(n):
+    marks.append((time.perf_counter(), time.process_time(), n))
+import gpusleuth.sources.kineto as K
+import gpusleuth.sources.kineto.columns as C
+from gpusleuth.cli.main import main
+load, finish = K.load_trace, C.ColumnBuilder.finish
+def timed_load(*a, **k):
+    mark("imports"); r = load(*a, **k); mark("columns: sort, tables"); return r
+def timed_finish(self, *a):
+    mark("read: inflate, decode, columns"); return finish(self, *a)
+K.load_trace, C.ColumnBuilder.finish = timed_load, timed_finish
+with contextlib.redirect_stdout(io.StringIO()):
+    main(["report", sys.argv[1], "--json"])
+mark("analysis, diagnosis, JSON")
+print(json.dumps([[n, w1 - w0, c1 - c0] for (w0, c0, _), (w1, c1, n) in zip(marks, marks[1:])]))
+"""
+
+
+def phases(path: Path, reps: int) -> str:
+    """Where ``gpusleuth report F --json`` spends its time, in-process (wall and CPU of this process, the
+    decompressing thread's CPU included), medians of ``reps`` fresh processes."""
+    runs = []
+    for _ in range(reps):
+        out = subprocess.run([sys.executable, "-c", PHASES, str(path)], capture_output=True, text=True, check=True)
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    rows = [f"{path.name}, {reps} runs, medians; load {os.getloadavg()[0]:.1f}", "| phase | wall s | CPU s |",
+            "|---|---:|---:|"]
+    for i, (name, _, _) in enumerate(runs[0]):
+        rows.append(f"| {name} | {median([r[i][1] for r in runs]):.2f} | {median([r[i][2] for r in runs]):.2f} |")
+    return "\n".join(rows)
+
+
 def build_gz(src: Path, tmp: Path, mb: int, layout: str) -> Path:
     """``build_layout``'s trace, gzip-compressed (level 6, as ``gzip`` writes it), under ``tmp``; written once."""
     dst = tmp / f"floor-{mb}mb-{layout}.json.gz"
@@ -493,7 +528,11 @@ def main() -> None:
     ap.add_argument("--against", type=Path, metavar="SRC",
                     help="with --floor: also run the report from this source tree (another checkout's src/)")
     ap.add_argument("--hta-reps", type=int, default=1, help="HTA repetitions per trace with --floor (minutes each)")
+    ap.add_argument("--phases", type=Path, metavar="FILE", help="instead: where the report's time goes on FILE")
     args = ap.parse_args()
+    if args.phases:
+        print(phases(args.phases, args.reps))
+        return
     if args.floor is not None or args.floor_files:
         hta = args.hta_python if Path(args.hta_python).exists() else None
         files = list(args.floor_files)

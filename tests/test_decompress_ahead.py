@@ -74,12 +74,16 @@ def test_a_caller_that_stops_early_stops_the_helper(tmp_path):
     assert _wait_gone()
 
 
-def test_a_refused_trace_leaves_no_helper_behind(tmp_path):
+def test_a_refused_trace_leaves_no_helper_behind(tmp_path, monkeypatch):
     """The reader closes the stream when it refuses a file, while the traceback still holds its frame."""
-    from gpusleuth.sources.kineto import load_trace
+    from gpusleuth.sources.kineto import load_trace, reader
+
+    monkeypatch.setattr(reader, "AHEAD_MIN_BYTES", 0)  # this small file on the helper thread too
+    started = []
+    monkeypatch.setattr(reader, "text_blocks_ahead", lambda *a: started.append(1) or text_blocks_ahead(*a))
 
     f = tmp_path / "not-a-trace.json.gz"
     f.write_bytes(gzip.compress(b"hello " * 5_000_000))  # refused at its first block
     with pytest.raises(InputError) as caught:
         load_trace(f)
-    assert _wait_gone(0.5), caught.value
+    assert started and _wait_gone(0.5), caught.value

@@ -117,7 +117,12 @@ def all_digests(tmp: Path) -> dict[str, dict]:
     return out
 
 
-def test_reader_answers_are_the_pinned_ones(tmp_path):
+@pytest.mark.parametrize("thread", ["in line", "helper thread"])
+def test_reader_answers_are_the_pinned_ones(tmp_path, monkeypatch, thread):
+    """Both ways of decompressing: in line (small files) and on the helper thread (big ones; forced here)."""
+    from gpusleuth.sources.kineto import reader
+
+    monkeypatch.setattr(reader, "AHEAD_MIN_BYTES", 1 << 60 if thread == "in line" else 0)
     want = json.loads(GOLDEN.read_text())
     got = all_digests(tmp_path)
     assert sorted(got) == sorted(want)

@@ -22,6 +22,7 @@ counted for ``run.losses``.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -29,7 +30,7 @@ import msgspec
 
 from gpusleuth.errors import InputError
 
-from .decompress import Progress, open_regular, text_blocks_ahead
+from .decompress import Progress, open_regular, text_blocks, text_blocks_ahead
 from .result import ReadResult
 from .salvage import BOUNDARY, salvage
 from .schema import HEAD_DECODER, decode_events, decode_tail
@@ -45,7 +46,7 @@ CHUNK = 1 << 20  # decode once this much array text is buffered (1 MB: ~20 MB le
 def read_events(path: Path, sink: Callable[[list], None], progress: Progress | None = None) -> ReadResult:
     """Stream ``path``; call ``sink`` with each decoded chunk of events; return metadata and losses."""
     res = ReadResult()
-    blocks = text_blocks_ahead(path, progress, res)
+    blocks = (text_blocks_ahead if _worth_a_thread(path) else text_blocks)(path, progress, res)
     try:
         return _read_events(path, blocks, sink, res)
     finally:
@@ -53,6 +54,24 @@ def read_events(path: Path, sink: Callable[[list], None], progress: Progress | N
         if res.bad_utf8:
             res.notes.append(f"{res.bad_utf8:,} byte sequence(s) that are not UTF-8 (damage or another "
                              "encoding) were replaced by \ufffd in names")
+
+
+AHEAD_MIN_BYTES = 8 << 20  # files smaller than this are decompressed in line (see _worth_a_thread)
+
+
+def _worth_a_thread(path: Path) -> bool:
+    """Decompress on a helper thread only where it can pay: a file of at least ``AHEAD_MIN_BYTES`` on disk
+    (8 MB of gzip is ~0.15 s of inflate) and a second CPU this process may run on. Below that the blocks in
+    flight (a few MB) would show in a small trace's peak memory for a gain of milliseconds."""
+    try:
+        big = path.stat().st_size >= AHEAD_MIN_BYTES
+    except OSError:
+        return False  # the plain reader says what is wrong with the path
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return big and cpus > 1
 
 
 def _read_events(path: Path, blocks: Iterator[bytes], sink: Callable[[list], None], res: ReadResult) -> ReadResult:
