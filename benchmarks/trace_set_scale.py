@@ -84,7 +84,10 @@ def measure(cmd: list[str], timeout: float, pythonpath: str | None = None) -> di
                          env={**os.environ, **({"PYTHONPATH": pythonpath} if pythonpath else {})})
     proc = psutil.Process(p.pid)
     peak = 0
-    while p.poll() is None:
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)  # its rusage counts the workers it reaped
+        if pid:
+            break
         try:
             tree = [proc] + proc.children(recursive=True)
             rss = 0
@@ -98,10 +101,13 @@ def measure(cmd: list[str], timeout: float, pythonpath: str | None = None) -> di
             pass
         if time.perf_counter() - t > timeout:
             p.kill()
+            os.waitpid(p.pid, 0)
+            p.returncode = -9
             return {"wall": None, "rss_mb": peak / 2**20, "error": "timeout"}
         time.sleep(0.05)
     wall = time.perf_counter() - t
-    res = {"wall": wall, "rss_mb": peak / 2**20}
+    p.returncode = os.waitstatus_to_exitcode(status)
+    res = {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_mb": peak / 2**20}
     if p.returncode != 0:
         err.seek(0)
         res["error"] = err.read().decode(errors="replace")[-300:]
@@ -153,14 +159,16 @@ def main() -> None:
             ok = [m for m in ms if m["wall"] is not None and "error" not in m]
             rows.append({"ranks": ranks, "mb": mb, "tool": name, "load": os.getloadavg()[0],
                          "wall": statistics.median(m["wall"] for m in ok) if ok else None,
+                         "cpu": statistics.median(m["cpu"] for m in ok) if ok else None,
                          "rss_mb": statistics.median(m["rss_mb"] for m in ok) if ok else None,
                          "error": None if ok else ms[-1].get("error")})
     print(json.dumps(rows, indent=1))
-    print("| ranks × JSON MB | tool | wall s | peak RSS MiB (tree) |\n|---|---|---|---|")
+    print("| ranks × JSON MB | tool | wall s | CPU s (tree) | peak RSS MiB (tree) |\n|---|---|---|---|---|")
     for r in rows:
         wall = f"{r['wall']:.1f}" if r["wall"] is not None else r["error"]
         rss = f"{r['rss_mb']:.0f}" if r["rss_mb"] is not None else "–"
-        print(f"| {r['ranks']} × {r['mb']} | {r['tool']} | {wall} | {rss} |")
+        cpu = f"{r['cpu']:.1f}" if r.get("cpu") is not None else "–"
+        print(f"| {r['ranks']} × {r['mb']} | {r['tool']} | {wall} | {cpu} | {rss} |")
 
 
 if __name__ == "__main__":
