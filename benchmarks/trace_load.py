@@ -396,6 +396,111 @@ def decoders(files: list[Path], reps: int) -> str:
     return "\n".join(rows)
 
 
+PHASES = """
+import time, sys, io, json, contextlib
+marks = [(time.perf_counter(), time.process_time(), "start")]
+def mark(n):
+    marks.append((time.perf_counter(), time.process_time(), n))
+import gpusleuth.sources.kineto as K
+import gpusleuth.sources.kineto.columns as C
+from gpusleuth.cli.main import main
+load, finish = K.load_trace, C.ColumnBuilder.finish
+def timed_load(*a, **k):
+    mark("imports"); r = load(*a, **k); mark("columns: sort, tables"); return r
+def timed_finish(self, *a):
+    mark("read: inflate, decode, columns"); return finish(self, *a)
+K.load_trace, C.ColumnBuilder.finish = timed_load, timed_finish
+with contextlib.redirect_stdout(io.StringIO()):
+    main(["report", sys.argv[1], "--json"])
+mark("analysis, diagnosis, JSON")
+print(json.dumps([[n, w1 - w0, c1 - c0] for (w0, c0, _), (w1, c1, n) in zip(marks, marks[1:])]))
+"""
+
+
+def phases(path: Path, reps: int) -> str:
+    """Where ``gpusleuth report F --json`` spends its time, in-process (wall and CPU of this process, the
+    decompressing thread's CPU included), medians of ``reps`` fresh processes."""
+    runs = []
+    for _ in range(reps):
+        out = subprocess.run([sys.executable, "-c", PHASES, str(path)], capture_output=True, text=True, check=True)
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    rows = [f"{path.name}, {reps} runs, medians; load {os.getloadavg()[0]:.1f}", "| phase | wall s | CPU s |",
+            "|---|---:|---:|"]
+    for i, (name, _, _) in enumerate(runs[0]):
+        rows.append(f"| {name} | {median([r[i][1] for r in runs]):.2f} | {median([r[i][2] for r in runs]):.2f} |")
+    return "\n".join(rows)
+
+
+def build_gz(src: Path, tmp: Path, mb: int, layout: str) -> Path:
+    """``build_layout``'s trace, gzip-compressed (level 6, as ``gzip`` writes it), under ``tmp``; written once."""
+    dst = tmp / f"floor-{mb}mb-{layout}.json.gz"
+    if dst.exists() and dst.stat().st_size > 0:
+        return dst
+    plain = build_layout(src, tmp / f"floor-{mb}mb-{layout}.json", mb, layout)
+    tmp_gz = dst.with_name(dst.name + ".tmp")
+    with open(plain, "rb") as f, gzip.open(tmp_gz, "wb", compresslevel=6) as g:
+        while block := f.read(1 << 22):
+            g.write(block)
+    tmp_gz.rename(dst)
+    plain.unlink()
+    return dst
+
+
+def against_floor(files: list[Path], reps: int, hta_python: str | None, hta_reps: int,
+                  against: Path | None = None) -> str:
+    """Each file: ``gpusleuth report F --json`` (the user's whole command: interpreter, imports, load, every
+    analysis, diagnosis, JSON), the decompression floor ``gzip -dc F > /dev/null``, a generic ``msgspec``
+    decode of the same file (read + gunzip + ``msgspec.json.decode`` to Python objects) and HTA 0.5.0 (load +
+    the five analyses), interleaved within each repetition; medians; MB/s of JSON and × the gunzip floor.
+    ``against``: another gpusleuth source tree (its ``src``), run the same way as "before"."""
+    rows = ["| trace | JSON MB | gz MB | gunzip floor s | gpusleuth report --json: wall s / CPU s / MiB | MB/s | "
+            "× floor | before: wall s / CPU s / MiB | × floor | msgspec decode: wall s / CPU s / MiB | × floor | "
+            "HTA: wall s / CPU s / MiB | × floor |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    loads = [os.getloadavg()[0]]
+    for f in files:
+        with gzip.open(f, "rb") as g:
+            json_mb = sum(len(b) for b in iter(lambda: g.read(1 << 24), b"")) / 1e6
+        res: dict[str, list[dict]] = {"gunzip": [], "ours": [], "before": [], "msgspec": [], "hta": []}
+        for r in range(reps):
+            for name, src in [("ours", None)] + ([("before", against)] if against else []):
+                env = dict(os.environ, PYTHONPATH=str(src)) if src else None
+                with tempfile.TemporaryFile() as out:
+                    t = time.perf_counter()
+                    p = subprocess.Popen([sys.executable, "-m", "gpusleuth", "report", str(f), "--json"],
+                                         stdout=out, stderr=subprocess.DEVNULL, env=env)
+                    _, _, ru = os.wait4(p.pid, 0)
+                    res[name].append({"wall": time.perf_counter() - t, "cpu": ru.ru_utime + ru.ru_stime,
+                                      "rss_mb": ru.ru_maxrss / 1024})
+            t = time.perf_counter()
+            with open(f, "rb") as src, open(os.devnull, "wb") as null:
+                p = subprocess.Popen(["gzip", "-dc"], stdin=src, stdout=null)
+                _, _, ru = os.wait4(p.pid, 0)
+            res["gunzip"].append({"wall": time.perf_counter() - t, "cpu": ru.ru_utime + ru.ru_stime,
+                                  "rss_mb": ru.ru_maxrss / 1024})
+            res["msgspec"].append(run_child_wait4(sys.executable, FLOOR, f))
+            if hta_python and r < hta_reps:
+                res["hta"].append(run_child_wait4(hta_python, HTA, f, timeout=3600))
+            loads.append(os.getloadavg()[0])
+            print(f"  {f.name} rep {r + 1}: " + ", ".join(f"{k} {v[-1]['wall']:.2f}s" for k, v in res.items() if v)
+                  + f" (load {loads[-1]:.1f})", file=sys.stderr, flush=True)
+        m = {k: {q: median([x[q] for x in v]) for q in ("wall", "cpu", "rss_mb")} for k, v in res.items() if v}
+        fl = m["gunzip"]["wall"]
+
+        def cell(k: str) -> str:
+            if k not in m:
+                return "— | —"
+            x = m[k]
+            return f"{x['wall']:.2f} / {x['cpu']:.2f} / {x['rss_mb']:.0f} | {x['wall'] / fl:.2f}×"
+        o = m["ours"]
+        rows.append(f"| {f.name} | {json_mb:.0f} | {f.stat().st_size / 1e6:.1f} | {fl:.2f} | {o['wall']:.2f} / "
+                    f"{o['cpu']:.2f} / {o['rss_mb']:.0f} | {json_mb / o['wall']:.0f} | **{o['wall'] / fl:.2f}×** | "
+                    f"{cell('before')} | {cell('msgspec')} | {cell('hta')} |")
+    rows.append(f"\n{reps} interleaved repetitions (HTA: {hta_reps if hta_python else 0}), medians; {os.cpu_count()} "
+                f"CPUs; 1-min load average {min(loads):.1f}–{max(loads):.1f} during the run.")
+    return "\n".join(rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=3, help="repetitions per real trace")
@@ -403,7 +508,7 @@ def main() -> None:
     ap.add_argument("--big-mb", type=int, default=400)
     ap.add_argument("--big-source", default="df_index_resolver/df_index_resolver.json.gz")
     ap.add_argument("--big-path", default="/tmp/gpusleuth-bench/replicated-400mb.json.gz")
-    ap.add_argument("--hta-python", default="/tmp/htavenv/bin/python")
+    ap.add_argument("--hta-python", default="/tmp/htavenv/bin/python", help="'none': leave HTA out")
     ap.add_argument("--no-big", action="store_true")
     ap.add_argument("--only", nargs="*", help="subset of real traces (relative paths)")
     ap.add_argument("--decoders", action="store_true",
@@ -415,7 +520,27 @@ def main() -> None:
     ap.add_argument("--end-to-end", type=Path, metavar="FILE",
                     help="instead: `python -m gpusleuth report FILE --json` against HTA on FILE, --reps "
                     "interleaved repetitions (wall, CPU and peak RSS medians)")
+    ap.add_argument("--floor", nargs="*", metavar="MB:LAYOUT",
+                    help="instead: the whole `gpusleuth report F --json` against `gzip -dc F` (the decompression "
+                    "floor), a generic msgspec decode and HTA, on gzip traces built at these sizes and layouts "
+                    "(e.g. 202:pretty 277:compact; sizes as --layouts), or on --floor-files")
+    ap.add_argument("--floor-files", nargs="*", type=Path, default=[], metavar="FILE")
+    ap.add_argument("--against", type=Path, metavar="SRC",
+                    help="with --floor: also run the report from this source tree (another checkout's src/)")
+    ap.add_argument("--hta-reps", type=int, default=1, help="HTA repetitions per trace with --floor (minutes each)")
+    ap.add_argument("--phases", type=Path, metavar="FILE", help="instead: where the report's time goes on FILE")
     args = ap.parse_args()
+    if args.phases:
+        print(phases(args.phases, args.reps))
+        return
+    if args.floor is not None or args.floor_files:
+        hta = args.hta_python if Path(args.hta_python).exists() else None
+        files = list(args.floor_files)
+        for spec in args.floor or []:
+            mb, layout = spec.split(":")
+            files.append(build_gz(TRACES / args.big_source, args.tmp, int(mb), layout))
+        print(against_floor(files, args.reps, hta, args.hta_reps, args.against))
+        return
     if args.end_to_end:
         hta = args.hta_python if Path(args.hta_python).exists() else None
         print(end_to_end(args.end_to_end, args.reps, hta))

@@ -74,16 +74,20 @@ def build_set(ranks: int, mb: int, root: Path) -> Path:
     return d
 
 
-def measure(cmd: list[str], timeout: float) -> dict:
+def measure(cmd: list[str], timeout: float, pythonpath: str | None = None) -> dict:
     """Wall seconds and the peak summed RSS (MiB) of the child's whole process tree."""
     import tempfile
 
     err = tempfile.TemporaryFile()  # files, not pipes: an unread pipe would stall the child's report
     t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env={**os.environ})
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err,
+                         env={**os.environ, **({"PYTHONPATH": pythonpath} if pythonpath else {})})
     proc = psutil.Process(p.pid)
     peak = 0
-    while p.poll() is None:
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)  # its rusage counts the workers it reaped
+        if pid:
+            break
         try:
             tree = [proc] + proc.children(recursive=True)
             rss = 0
@@ -97,10 +101,13 @@ def measure(cmd: list[str], timeout: float) -> dict:
             pass
         if time.perf_counter() - t > timeout:
             p.kill()
+            os.waitpid(p.pid, 0)
+            p.returncode = -9
             return {"wall": None, "rss_mb": peak / 2**20, "error": "timeout"}
         time.sleep(0.05)
     wall = time.perf_counter() - t
-    res = {"wall": wall, "rss_mb": peak / 2**20}
+    p.returncode = os.waitstatus_to_exitcode(status)
+    res = {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_mb": peak / 2**20}
     if p.returncode != 0:
         err.seek(0)
         res["error"] = err.read().decode(errors="replace")[-300:]
@@ -127,6 +134,8 @@ def main() -> None:
     ap.add_argument("--hta-max-mb", type=int, default=800, help="skip HTA above this much JSON in all")
     ap.add_argument("--only", nargs="*", default=None, help="tools to run (in-process pool ray-local HTA)")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--against", metavar="SRC", help="also run each gpusleuth tool from this source tree (another "
+                    "checkout's src/) as '<tool> before', interleaved")
     args = ap.parse_args()
     hta = args.hta_python if Path(args.hta_python).exists() else None
     rows = []
@@ -136,23 +145,30 @@ def main() -> None:
         cmds = tools(d, hta, ranks * mb <= args.hta_max_mb)
         if args.only:
             cmds = {k: v for k, v in cmds.items() if k in args.only}
+        paths: dict[str, str | None] = {k: None for k in cmds}
+        if args.against:
+            for k in [k for k in cmds if k != "HTA"]:
+                cmds[f"{k} before"], paths[f"{k} before"] = cmds[k], args.against
+            cmds = dict(sorted(cmds.items()))
         got: dict[str, list[dict]] = {k: [] for k in cmds}
         for _ in range(args.reps):  # tools interleaved within each repetition
             for name, cmd in cmds.items():
-                got[name].append(measure(cmd, args.timeout))
+                got[name].append(measure(cmd, args.timeout, paths.get(name)))
                 print(f"{cell} {name}: {got[name][-1]}", file=sys.stderr, flush=True)
         for name, ms in got.items():
             ok = [m for m in ms if m["wall"] is not None and "error" not in m]
             rows.append({"ranks": ranks, "mb": mb, "tool": name, "load": os.getloadavg()[0],
                          "wall": statistics.median(m["wall"] for m in ok) if ok else None,
+                         "cpu": statistics.median(m["cpu"] for m in ok) if ok else None,
                          "rss_mb": statistics.median(m["rss_mb"] for m in ok) if ok else None,
                          "error": None if ok else ms[-1].get("error")})
     print(json.dumps(rows, indent=1))
-    print("| ranks × JSON MB | tool | wall s | peak RSS MiB (tree) |\n|---|---|---|---|")
+    print("| ranks × JSON MB | tool | wall s | CPU s (tree) | peak RSS MiB (tree) |\n|---|---|---|---|---|")
     for r in rows:
         wall = f"{r['wall']:.1f}" if r["wall"] is not None else r["error"]
         rss = f"{r['rss_mb']:.0f}" if r["rss_mb"] is not None else "–"
-        print(f"| {r['ranks']} × {r['mb']} | {r['tool']} | {wall} | {rss} |")
+        cpu = f"{r['cpu']:.1f}" if r.get("cpu") is not None else "–"
+        print(f"| {r['ranks']} × {r['mb']} | {r['tool']} | {wall} | {cpu} | {rss} |")
 
 
 if __name__ == "__main__":

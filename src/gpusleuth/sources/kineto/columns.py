@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -19,9 +20,11 @@ import numpy as np
 from gpusleuth.run.model import Table
 
 from .model import DEVICE_KINDS, TraceData, kind_of_category
-from .schema import Event, MEvent, XEvent
+from .schema import Args, Event, MEvent, XEvent
 
 _INT_COLS = ("corr", "stream", "device")
+_NO_ARGS = Args()  # every field None: what an event without ``args`` contributes
+_INPUT_TYPE, _INPUT_DIMS = attrgetter("input_type"), attrgetter("input_dims")
 _ENCODE = msgspec.json.Encoder().encode  # (Input Dims, Concrete Inputs) → hashable bytes
 
 
@@ -143,19 +146,21 @@ class ColumnBuilder:
         p["pid"].append(self._intern(self.pid_ix, [e.pid for e in xs]))
         p["tid"].append(self._intern(self.tid_ix, [e.tid for e in xs]))
         args = [e.args for e in xs]
-        p["corr"].append(_ints([a.correlation if a is not None else None for a in args]))
-        p["stream"].append(_ints([a.stream if a is not None else None for a in args]))
-        p["device"].append(_ints([a.device if a is not None else None for a in args]))
-        its = [a.input_type if a is not None else None for a in args]
-        if any(its):  # only traces recorded with record_shapes pay for interning
+        if None in args:  # events without args read as an empty one (every field None)
+            args = [_NO_ARGS if a is None else a for a in args]
+        p["corr"].append(_ints([a.correlation for a in args]))
+        p["stream"].append(_ints([a.stream for a in args]))
+        p["device"].append(_ints([a.device for a in args]))
+        # only traces recorded with record_shapes pay for these two (no list is built to find none)
+        if any(map(_INPUT_TYPE, args)):
+            its = [a.input_type for a in args]
             p["itype"].append(self._intern(self.itype_ix, [tuple(v) if type(v) is list else () for v in its]))
         else:
-            p["itype"].append(np.zeros(len(its), np.int32))
-        dims = [a.input_dims if a is not None else None for a in args]
-        if any(dims):  # as JSON bytes: one signature, one key; parsed by the analysis that reads it
-            p["icall"].append(self._intern(self.icall_ix, _call_keys(dims, args)))
+            p["itype"].append(np.zeros(len(args), np.int32))
+        if any(map(_INPUT_DIMS, args)):  # as JSON bytes: one signature, one key; parsed by the analysis
+            p["icall"].append(self._intern(self.icall_ix, _call_keys([a.input_dims for a in args], args)))
         else:
-            p["icall"].append(np.zeros(len(dims), np.int32))
+            p["icall"].append(np.zeros(len(args), np.int32))
 
     @staticmethod
     def _canonical_codes(cols: dict, key: str, table: dict) -> list:
