@@ -117,6 +117,7 @@ def all_digests(tmp: Path) -> dict[str, dict]:
     return out
 
 
+@pytest.mark.slow  # 126 traces read twice: ~25 s a way on 2 busy cores, too long for the unit lane (the full suite runs it)
 @pytest.mark.parametrize("thread", ["in line", "helper thread"])
 def test_reader_answers_are_the_pinned_ones(tmp_path, monkeypatch, thread):
     """Both ways of decompressing: in line (small files) and on the helper thread (big ones; forced here)."""
