@@ -477,6 +477,7 @@ def test_energy_and_dollars_per_token(server):
     d = _platform_ledger(server, "energy")
     gpus, series = ENERGY
     step = 30
+    _matches_truth(d, _planted_truth(gpus))  # the hours too: idle per namespace, unallocated, no data nowhere
     models = {m["model"]: m for m in d["models"]}
     assert set(models) == {"llama-3-8b", "qwen-7b"}
     for tok in series:
@@ -510,7 +511,8 @@ def test_joules_per_input_token_where_prefill_and_decode_can_be_told_apart(serve
     its generations: the ledger says they cannot be told apart and gives no number. The all-in joules per output
     token stay what they were (all the energy ÷ the output tokens)."""
     d = _platform_ledger(server, "split")
-    _, series, law = SPLIT
+    gpus, series, law = SPLIT
+    _matches_truth(d, _planted_truth(gpus))
     models = {m["model"]: m for m in d["models"]}
     mix, same = models["mix-13b"], models["same-7b"]
     assert mix["j_per_token_in"] == pytest.approx(law["a"], rel=0.02)
