@@ -13,6 +13,7 @@ times the real CLI in a child process (start-up included), its peak RSS from ``w
 Prints one line per size and run, and the load average before and after (the machine is shared).
 
     python benchmarks/fleet_prometheus_scale.py --sizes 50x1,200x1,1000x1
+    python benchmarks/fleet_prometheus_scale.py --sizes 1000x7 --energy --repeats 3 --keep /work/b34w
 """
 
 from __future__ import annotations
@@ -35,16 +36,21 @@ from prom_cluster import DCGM_NAMES, ENERGY, MODEL, RunningPrometheus, backfill,
 STEP = 30
 
 
-def write_history(path: Path, gpus: int, days: int, t0: int, seed: int = 0, energy: bool = False) -> int:
+def write_history(path: Path, gpus: int, days: int, t0: int, seed: int = 0, energy: bool = False,
+                  first_day: int = 0) -> int:
     """The planted mix over ``gpus`` GPUs (8 per node), one metric family at a time; returns samples. ``energy``
     adds dcgm-exporter's energy counter on every GPU and vLLM's two token counters on every oversized
-    (inference) pod (issue 34)."""
-    rng = np.random.default_rng(seed)
+    (inference) pod (issue 34). ``first_day``: write days ``first_day … first_day + days - 1`` of the history
+    that starts at ``t0`` (the counters carry on from the days before: a week is written and backfilled a day
+    at a time, so neither the OpenMetrics file nor promtool's memory holds the week)."""
+    kinds = np.array(["busy", "parttime", "idle", "oversized", "free"])[
+        np.random.default_rng(seed).choice(5, gpus, p=[.4, .2, .15, .15, .1])]
+    rng = np.random.default_rng([seed, first_day])
     idle, load = h100_scrape("idle"), h100_scrape("load")
-    t = t0 + STEP * np.arange(days * 86400 // STEP)
+    k0 = first_day * 86400 // STEP  # steps written before this file
+    t = t0 + STEP * (k0 + np.arange(days * 86400 // STEP))
     hour = ((t - t0) % 86400) / 3600
     ts = [f" {int(x)}\n" for x in t]
-    kinds = np.array(["busy", "parttime", "idle", "oversized", "free"])[rng.choice(5, gpus, p=[.4, .2, .15, .15, .1])]
     n = 0
     with open(path, "w") as f:
         for col, name in DCGM_NAMES.items():
@@ -71,7 +77,11 @@ def write_history(path: Path, gpus: int, days: int, t0: int, seed: int = 0, ener
             f.write(f"# TYPE {ENERGY} gauge\n")
             for i, kind in enumerate(kinds):
                 busy = (hour >= 9) & (hour < 17) if kind == "parttime" else np.full(len(t), kind in busy_power)
-                mj = np.cumsum(np.where(busy, load["power"], idle["power"]) * STEP * 1000) + 4e11
+                # the days before: full days at the same pattern (a part-time GPU busy 8 h of each 24)
+                day_mj = (idle["power"] * 86400 if kind not in busy_power and kind != "parttime" else
+                          load["power"] * 86400 if kind in busy_power else
+                          (load["power"] * 8 + idle["power"] * 16) * 3600) * 1000
+                mj = np.cumsum(np.where(busy, load["power"], idle["power"]) * STEP * 1000) + 4e11 + first_day * day_mj
                 node, gpu = f"node-{i // 8:04d}", i % 8
                 held = kind != "free"
                 ns, pod = (f"team-{i % 23:02d}", f"{kind}-{i:05d}") if held else ("", "")
@@ -87,7 +97,7 @@ def write_history(path: Path, gpus: int, days: int, t0: int, seed: int = 0, ener
                         continue
                     prefix = (f'{name}{{namespace="team-{i % 23:02d}",pod="{kind}-{i:05d}",model_name="model-{i % 5}",'
                               f'job="vllm",instance="10.0.{i // 250}.{i % 250}:8000"}} ')
-                    f.write("".join(prefix + str(rate * STEP * (k + 1)) + s for k, s in enumerate(ts)))
+                    f.write("".join(prefix + str(rate * STEP * (k0 + k + 1)) + s for k, s in enumerate(ts)))
                     n += len(t)
         f.write("# TYPE kube_pod_container_resource_requests gauge\n")
         for i, kind in enumerate(kinds):
@@ -124,6 +134,7 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="with --keep: time again over data backfilled before")
     ap.add_argument("--energy", action="store_true",
                     help="add the energy counter (every GPU) and vLLM's token counters (inference pods)")
+    ap.add_argument("--repeats", type=int, default=1, help="cold/fill/warm this many times, interleaved (medians)")
     a = ap.parse_args()
     print(f"load average before: {os.getloadavg()}", flush=True)
     root = a.keep or Path(tempfile.mkdtemp(prefix="gpusleuth-ledger-bench-"))
@@ -138,23 +149,36 @@ def main() -> None:
         else:
             d.mkdir(parents=True, exist_ok=True)
             (d / "t0").write_text(str(t0))
-            t = time.perf_counter()
-            samples = write_history(d / "history.om", gpus, days, t0, energy=a.energy)
-            t_write = time.perf_counter() - t
-            t = time.perf_counter()
-            backfill(d / "history.om", d / "data", block_hours=24)
-            t_fill = time.perf_counter() - t
-            (d / "history.om").unlink()
+            samples, t_write, t_fill = 0, 0.0, 0.0
+            for day in range(days):  # a day at a time: a week is 44 GB of OpenMetrics and promtool maps it all
+                t = time.perf_counter()
+                samples += write_history(d / "history.om", gpus, 1, t0, energy=a.energy, first_day=day)
+                t_write += time.perf_counter() - t
+                t = time.perf_counter()
+                backfill(d / "history.om", d / "data", block_hours=24)
+                t_fill += time.perf_counter() - t
+                (d / "history.om").unlink()
             print(f"{gpus} GPUs × {days} d: {samples:,} samples; OpenMetrics written in {t_write:.0f} s, "
                   f"promtool backfill {t_fill:.0f} s", flush=True)
         window = ["--start", str(t0), "--end", str(t0 + days * 86400), "--json", "--price-per-gpu-hour", "2.5"]
+        runs: dict[str, list[tuple[float, float, float]]] = {}
         with RunningPrometheus(d / "data") as prom:
             base = ["--prometheus", prom.url, *window]
-            for what, extra in (("cold --no-cache", ["--no-cache"]), ("fill --cache", ["--cache", str(d / "c.duckdb")]),
-                                ("warm --cache", ["--cache", str(d / "c.duckdb")])):
-                wall, rss, rc = timed_cli(base + extra)
-                print(f"  {what:16s} wall {wall:7.1f} s  peak RSS {rss:6.0f} MiB  rc {rc}  "
-                      f"load {os.getloadavg()[0]:.1f}", flush=True)
+            for rep in range(a.repeats):  # cold, fill, warm, then again: interleaved, so a busy minute hits all three
+                (d / "c.duckdb").unlink(missing_ok=True)
+                for what, extra in (("cold --no-cache", ["--no-cache"]), ("fill --cache", ["--cache", str(d / "c.duckdb")]),
+                                    ("warm --cache", ["--cache", str(d / "c.duckdb")])):
+                    wall, rss, rc = timed_cli(base + extra)
+                    load1 = os.getloadavg()[0]
+                    runs.setdefault(what, []).append((wall, rss, load1))
+                    print(f"  {what:16s} wall {wall:7.1f} s  peak RSS {rss:6.0f} MiB  rc {rc}  load {load1:.1f}", flush=True)
+        if a.repeats > 1:
+            for what, rs in runs.items():
+                walls, rsss = [r[0] for r in rs], [r[1] for r in rs]
+                print(f"  median of {len(rs)} {what:16s} wall {float(np.median(walls)):7.1f} s "
+                      f"({min(walls):.1f}–{max(walls):.1f})  peak RSS {float(np.median(rsss)):6.0f} MiB "
+                      f"({min(rsss):.0f}–{max(rsss):.0f})  load {min(r[2] for r in rs):.1f}–{max(r[2] for r in rs):.1f}",
+                      flush=True)
     print(f"load average after: {os.getloadavg()}")
 
 

@@ -425,3 +425,37 @@ def cap_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 7) -> tupl
     tokens = [{"namespace": "serve", "pod": "decode", "model": "decode-8b", "t": t, "generated": np.cumsum(gen),
                "prompt": np.cumsum(gen * 2)}]
     return gpus, tokens, law
+
+
+def split_cluster(t0: int, hours: int = 24, step: int = 30, seed: int = 8) -> tuple[list[PlantedGpu], list[dict], dict]:
+    """Prefill and decode that can be told apart (issue 34, item 4): one H100, pod serve/vllm-mix (model mix-13b),
+    whose prompt and generation token rates wander independently over the day (long-prompt RAG hours, chatty
+    hours); its power is idle 70 W plus ``a`` J per prompt token and ``b`` J per generated token in the step, ± 10 W.
+    And pod serve/vllm-same (model same-7b) on a second H100, whose prompts are always twice its generations: the
+    same power law, but prefill and decode rise and fall together and cannot be told apart. Returns (gpus, token
+    series, the true {"a", "b", "idle_w"})."""
+    rng = np.random.default_rng(seed)
+    t = t0 + step * np.arange(hours * 3600 // step)
+    n = len(t)
+    law = {"a": 0.05, "b": 0.30, "idle_w": 70.0}
+    gpus: list[PlantedGpu] = []
+    tokens = []
+    for i, (pod, model) in enumerate((("vllm-mix", "mix-13b"), ("vllm-same", "same-7b"))):
+        g = _gpu(gpus, t, "node-s", i, [("serve", pod, "vllm")], np.zeros(n, np.int32), np.ones(n, bool),
+                 rng.uniform(0.3, 0.8, n))
+        if pod == "vllm-mix":
+            prompt_rate = 1100 + 900 * np.sin(2 * np.pi * (t - t0) / (5 * 3600))  # tokens/s, 200–2,000, 5 h waves
+            gen_rate = 100 + rng.uniform(0, 900, n)  # tokens/s, 100–1,000, independent of the prompts
+        else:
+            gen_rate = 100 + rng.uniform(0, 900, n)
+            prompt_rate = 2 * gen_rate
+        prompt = rng.poisson(prompt_rate * step).astype(float)
+        gen = rng.poisson(gen_rate * step).astype(float)
+        power = law["idle_w"] + (law["a"] * prompt + law["b"] * gen) / step + rng.normal(0, 10, n)
+        g.cols["power"] = power
+        g.cols["energy"] = _counter(power * step * 1000, 3.9e11 + i * 1e10, np.zeros(n, bool))  # mJ
+        tokens.append({"namespace": "serve", "pod": pod, "model": model, "t": t,
+                       "generated": _counter(gen, 5e6, np.zeros(n, bool)),
+                       "prompt": _counter(prompt, 9e6, np.zeros(n, bool)), "gen_increments": gen,
+                       "prompt_increments": prompt, "power": power})
+    return gpus, tokens, law

@@ -23,7 +23,7 @@ import pytest
 from conftest import gpusleuth
 from prom_cluster import PROMETHEUS, PROMTOOL, RunningPrometheus, backfill, free_port, legacy_cluster, \
     cap_cluster, energy_cluster, mig_cluster, mig_gr_cluster, missed_scrapes, planted_cluster, platform_cluster, sliced_cluster, \
-    write_openmetrics
+    split_cluster, write_openmetrics
 
 pytestmark = [pytest.mark.process,  # a real Prometheus, promtool and the CLI: not in the unit lane
               pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None,
@@ -45,8 +45,8 @@ def cluster(tmp_path_factory):
     # scraped 7 s after each grid point, ± 2 s, as a real scrape loop off the query grid is
     write_openmetrics(om, {"main": (gpus, requests), "legacy": (legacy_cluster(T0), []), "mig": (mig_cluster(T0), []),
                            **{name: (g, []) for name, g in PLATFORM.items()}, "energy": (ENERGY[0], []),
-                           "cap": (CAP[0], [])},
-                      offset_s=7, jitter_s=2, tokens={"energy": ENERGY[1], "cap": CAP[1]})
+                           "cap": (CAP[0], []), "split": (SPLIT[0], [])},
+                      offset_s=7, jitter_s=2, tokens={"energy": ENERGY[1], "cap": CAP[1], "split": SPLIT[1]})
     backfill(om, root / "data")
     shutil.copytree(root / "data", root / "data-auth")  # the basic-auth server's own copy, made before any server runs
     return root, gpus
@@ -68,6 +68,7 @@ def _platform() -> dict[str, list]:
 PLATFORM = _platform()
 ENERGY = energy_cluster(T0)
 CAP = cap_cluster(T0)
+SPLIT = split_cluster(T0)
 
 
 @pytest.fixture(scope="module")
@@ -476,6 +477,7 @@ def test_energy_and_dollars_per_token(server):
     d = _platform_ledger(server, "energy")
     gpus, series = ENERGY
     step = 30
+    _matches_truth(d, _planted_truth(gpus))  # the hours too: idle per namespace, unallocated, no data nowhere
     models = {m["model"]: m for m in d["models"]}
     assert set(models) == {"llama-3-8b", "qwen-7b"}
     for tok in series:
@@ -500,6 +502,33 @@ def test_energy_and_dollars_per_token(server):
     assert d["totals"]["energy_j"] == pytest.approx(every, rel=0.02)
     note = next(n for n in d["notes"] if n.startswith("energy from"))
     assert "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" in note and "1 counter reset(s)" in note
+
+
+@pytest.mark.process
+def test_joules_per_input_token_where_prefill_and_decode_can_be_told_apart(server, tmp_path):
+    """vllm-mix's prompt and generation rates wander apart over the day: prefill's joules per input token and
+    decode's per output token are the planted ones (the fit over the steps); vllm-same's prompts are always twice
+    its generations: the ledger says they cannot be told apart and gives no number. The all-in joules per output
+    token stay what they were (all the energy ÷ the output tokens)."""
+    d = _platform_ledger(server, "split")
+    gpus, series, law = SPLIT
+    _matches_truth(d, _planted_truth(gpus))
+    models = {m["model"]: m for m in d["models"]}
+    mix, same = models["mix-13b"], models["same-7b"]
+    assert mix["j_per_token_in"] == pytest.approx(law["a"], rel=0.02)
+    assert mix["j_per_token_out_decode"] == pytest.approx(law["b"], rel=0.02)
+    assert mix["prefill_note"] is None
+    tok = next(t for t in series if t["model"] == "mix-13b")
+    assert mix["j_per_token_out"] == pytest.approx(float(tok["power"].sum()) * 30 / tok["gen_increments"].sum(), rel=0.02)
+    assert same["j_per_token_in"] is None and same["j_per_token_out_decode"] is None
+    assert "cannot be told apart" in same["prefill_note"] and "moved together" in same["prefill_note"]
+    res = gpusleuth("fleet", "--prometheus", server.url, *WINDOW, "--selector", 'cluster="split"', "--no-cache",
+                    "--price-per-gpu-hour", PRICE, "--html", tmp_path / "l.html")
+    assert res.returncode == 0, res.stderr
+    text = " ".join(res.stdout.split())
+    assert f"prefill, mix-13b: {mix['j_per_token_in']:,.4g} J per input token" in text
+    assert "per input token, same-7b: prefill and decode energy cannot be told apart" in text
+    assert "J / input token (prefill)" in (tmp_path / "l.html").read_text()
 
 
 @pytest.mark.process

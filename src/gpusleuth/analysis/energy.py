@@ -36,6 +36,15 @@ def _monotone_counter(t: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndar
     return t, np.r_[0.0, np.cumsum(d)]
 
 
+def counter_energy(t_ns: np.ndarray, energy_j: np.ndarray, lo: int, hi: int) -> float | None:
+    """One device's energy (J) within [lo, hi] from its cumulative counter's samples: the counter made
+    monotone across resets, interpolated at both ends (None with fewer than two readings)."""
+    t, e = _monotone_counter(t_ns.astype(np.int64), energy_j.astype(float))
+    if len(e) < 2:
+        return None
+    return float(np.interp(hi, t.astype(float), e) - np.interp(lo, t.astype(float), e))
+
+
 def compute_energy(run: Run, view: StepView, gpus: list[int] | None = None) -> Energy | None:
     """Energy of the job's GPUs (``gpus``: their indices; default all sampled) over the run and inside the
     main rank's steps; per sample over the job's samples (every rank's), since every GPU's energy is

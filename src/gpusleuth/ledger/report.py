@@ -54,7 +54,8 @@ class LedgerReport:
                         "energy_kwh": round(m.energy_j / 3.6e6, 4), "idle_energy_kwh": round(m.idle_energy_j / 3.6e6, 4),
                         "tokens_out": m.tokens_out, "tokens_in": m.tokens_in, "usd": _num(m.usd),
                         "j_per_token_out": _num(m.j_per_token_out), "usd_per_mtok_out": _num(m.usd_per_mtok_out),
-                        "power_cap": _cap(m.power_cap)}
+                        "j_per_token_in": _num(m.j_per_token_in), "j_per_token_out_decode": _num(m.j_per_token_out_decode),
+                        "prefill_note": m.prefill_note, "power_cap": _cap(m.power_cap)}
                        for m in lg.models],
             "power_cap_w": lg.power_cap_w,
             "workloads": [{**_row(wl), "hours": _r(wl.hours), "usd": _r(wl.usd), "power_cap": _cap(wl.power_cap),

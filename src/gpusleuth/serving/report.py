@@ -28,6 +28,13 @@ class ServingOutcomes:
     gpu_busy: float | None
     energy_j_per_request: float | None
     gpu_note: str | None
+    # an LLM load, at the same level: joules per output token (its GPUs' energy over the level ÷ its answered
+    # requests' output tokens), where that energy came from, $ per 1M output tokens; why not, in one sentence
+    j_per_output_token: float | None = None
+    energy_source: str | None = None
+    dollars_per_million_output_tokens: float | None = None
+    token_energy_note: str | None = None
+    input_token_note: str | None = None
 
 
 @dataclass
@@ -82,7 +89,10 @@ def serving_section(load: LoadAnalysis | None) -> ServingSection | None:
     outcomes = ServingOutcomes(level=i, at_knee=load.knee is not None, rps=lv.rps, p95_ms=lv.p95_ms,
                                dollars_per_million=load.dollars_per_million, price_note=load.price_note,
                                gpu_busy=lv.gpu_busy, energy_j_per_request=lv.energy_j_per_request,
-                               gpu_note=load.gpu_note)
+                               gpu_note=load.gpu_note, j_per_output_token=lv.j_per_output_token,
+                               energy_source=load.energy_source,
+                               dollars_per_million_output_tokens=lv.dollars_per_million_output_tokens,
+                               token_energy_note=load.token_energy_note, input_token_note=load.input_token_note)
     chart = ServingChart(labels=[lv.label for lv in load.levels], rps=[lv.rps for lv in load.levels],
                          p50_ms=[lv.p50_ms for lv in load.levels], p95_ms=[lv.p95_ms for lv in load.levels],
                          knee=load.knee, budget_ms=load.p95_budget_ms,

@@ -121,5 +121,6 @@ def gpu_usage(s: GpuSeries, generating: dict[tuple[str, str], np.ndarray] | None
             idle_spans=sorted(spans, key=lambda ab: ab[0] - ab[1])[:MAX_SPANS],
             shared_s=float(w[together].sum() * step * share) if o is not None else 0.0,
             shared_with=int(sharers[together].max()) if together.any() and o is not None else 0,
-            energy_j=joules, idle_energy_j=idle_j, energy_source=energy_source, energy_resets=resets, cap=cap))
+            energy_j=joules, idle_energy_j=idle_j, energy_source=energy_source, energy_resets=resets, cap=cap,
+            energy_steps=np.where(mine, w * energy * share, 0.0) if gen is not None else None))
     return out, gpu_gap

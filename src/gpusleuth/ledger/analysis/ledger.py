@@ -26,6 +26,8 @@ import math
 from collections import defaultdict
 from typing import Any
 
+import numpy as np
+
 from gpusleuth.ledger.analysis.fold import gpu_usage
 from gpusleuth.ledger.analysis.model import (CLASSES, IDLE, LOW, MAX_SPANS, PROD, UNALLOC, GpuGap, IdleSpan, Ledger,
                                              NamespaceTotal, Pricing, Usage, Workload)
@@ -71,7 +73,8 @@ class LedgerBuilder:
         self._energy_resets = 0
         self._energy_j = 0.0
         # per (namespace, pod): output tokens per step (all its models), prompt tokens, output tokens by model
-        self._gen_steps, self._tokens = pod_tokens(window)
+        self._gen_steps, self._prompt_steps, self._tokens = pod_tokens(window)
+        self._pod_energy: dict[tuple[str, str], np.ndarray] = {}  # per pod with token counters: joules per step
 
     def add(self, series: list[GpuSeries]) -> None:
         for s in series:
@@ -84,6 +87,11 @@ class LedgerBuilder:
                 self._gaps.append(gap)
             for u in usages:
                 self._energy_j += u.energy_j
+                if u.energy_steps is not None and u.owner is not None:
+                    pod = (u.owner.namespace, u.owner.pod)
+                    prev = self._pod_energy.get(pod)
+                    self._pod_energy[pod] = u.energy_steps if prev is None else prev + u.energy_steps
+                    u.energy_steps = None
                 self._energy_resets += u.energy_resets if u is usages[0] else 0
                 if u.energy_source:
                     self._energy_sources.add(u.energy_source)
@@ -126,8 +134,13 @@ class LedgerBuilder:
         return Ledger(window=w, workloads=workloads, namespaces=namespaces, totals=totals, totals_usd=totals_usd,
                       prices=dict(self.price_for), price_source=self.pricing.source,
                       notes=w.notes + self._notes(unmatched), found=self._found(), gaps=sorted(self._gaps, key=lambda g: -g.seconds),
-                      unmatched_requests=unmatched, summary_by_reason=dict(summary), models=model_totals(workloads, self.power_cap_w),
+                      unmatched_requests=unmatched, summary_by_reason=dict(summary), models=model_totals(workloads, self.power_cap_w, self._fit_steps(), w.step_s),
                       energy_j=self._energy_j, power_cap_w=self.power_cap_w)
+
+    def _fit_steps(self) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per pod with token counters: (its GPUs' joules, its prompt tokens, its output tokens) per step."""
+        return {pod: (e, self._prompt_steps[pod], self._gen_steps[pod]) for pod, e in self._pod_energy.items()
+                if pod in self._prompt_steps and pod in self._gen_steps}
 
     def _workload(self, key: str, us: list[Usage]) -> Workload:
         o = us[0].owner

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from gpusleuth.analysis.cost import PRICES_DATE, price_table
 from gpusleuth.analysis.peaks import lookup_peak
 from gpusleuth.ledger.analysis.power_cap import CapSums, CapWhatIf
@@ -90,6 +92,9 @@ class Usage:
     energy_source: str = ""  # "counter" (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION), "power" (power × time), both, ""
     energy_resets: int = 0  # the energy counter's resets on this GPU in the window
     cap: CapSums | None = None  # the power-cap what-if's sums (with --power-cap)
+    # a pod with token counters: its share of this GPU's joules per step (the prefill/decode fit's input;
+    # the ledger sums it per pod and drops it from here)
+    energy_steps: np.ndarray | None = None
 
 
 @dataclass
@@ -182,6 +187,11 @@ class ModelTotal:
     tokens_in: float
     usd: float | None
     power_cap: CapWhatIf | None = None  # with --power-cap: over all its pods' GPUs
+    # prefill's own energy per input token and decode's per output token, fitted over the steps (prefill.py);
+    # None, with the reason in prefill_note, where prompts and generations cannot be told apart
+    j_per_token_in: float | None = None
+    j_per_token_out_decode: float | None = None
+    prefill_note: str | None = None
 
     @property
     def j_per_token_out(self) -> float | None:

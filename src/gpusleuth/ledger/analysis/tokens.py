@@ -1,6 +1,7 @@
 """Energy per token: an inference engine's token counters per pod (output tokens per step: the steps it generated
-none are its GPUs' idle energy), and per served model its pods' GPU-hours, energy, tokens and dollars — a pod
-serving several models gives each its share by output tokens."""
+none are its GPUs' idle energy; prompt tokens per step), and per served model its pods' GPU-hours, energy, tokens
+and dollars — a pod serving several models gives each its share by output tokens — and prefill's joules per input
+token where they can be told apart (prefill.py)."""
 
 from __future__ import annotations
 
@@ -11,30 +12,42 @@ import numpy as np
 from gpusleuth.ledger.analysis.energy import counter_increase
 from gpusleuth.ledger.analysis.model import ModelTotal, Workload
 from gpusleuth.ledger.analysis.power_cap import CapSums, what_if
+from gpusleuth.ledger.analysis.prefill import split_prefill
 from gpusleuth.ledger.run.fleet_usage import FleetWindow
 
 PodKey = tuple[str, str]  # (namespace, pod)
 
 
-def pod_tokens(window: FleetWindow) -> tuple[dict[PodKey, np.ndarray], dict[PodKey, tuple[float, float, dict[str, float]]]]:
-    """Per (namespace, pod): its output tokens per step (all its models), and its output tokens, prompt tokens and
-    output tokens by model over the window."""
+def pod_tokens(window: FleetWindow) -> tuple[dict[PodKey, np.ndarray], dict[PodKey, np.ndarray],
+                                             dict[PodKey, tuple[float, float, dict[str, float]]]]:
+    """Per (namespace, pod): its output tokens per step and its prompt tokens per step (all its models), and its
+    output tokens, prompt tokens and output tokens by model over the window."""
     gen_steps: dict[PodKey, np.ndarray] = {}
+    prompt_steps: dict[PodKey, np.ndarray] = {}
     tokens: dict[PodKey, tuple[float, float, dict[str, float]]] = {}
     for pt in window.tokens:
         gen, _ = counter_increase(pt.generated)
         prompt, _ = counter_increase(pt.prompt)
         key = (pt.namespace, pt.pod)
-        prev = gen_steps.get(key)
-        gen_steps[key] = gen if prev is None else np.where(np.isnan(prev), gen, prev + np.nan_to_num(gen))
+        for steps, v in ((gen_steps, gen), (prompt_steps, prompt)):
+            prev = steps.get(key)
+            steps[key] = v if prev is None else np.where(np.isnan(prev), v, prev + np.nan_to_num(v))
         out, inp, by = tokens.get(key, (0.0, 0.0, {}))
         by[pt.model] = by.get(pt.model, 0.0) + float(np.nansum(gen))
         tokens[key] = (out + float(np.nansum(gen)), inp + float(np.nansum(prompt)), by)
-    return gen_steps, tokens
+    return gen_steps, prompt_steps, tokens
 
 
-def model_totals(workloads: list[Workload], power_cap_w: float | None) -> list[ModelTotal]:
-    """Per served model: its pods' GPU-hours, energy and tokens (a pod serving several split by output tokens)."""
+def _add(a: np.ndarray | None, b: np.ndarray) -> np.ndarray:
+    return b.astype(np.float64) if a is None else a + b  # a step one of them did not see is NaN: left out of the fit
+
+
+def model_totals(workloads: list[Workload], power_cap_w: float | None,
+                 steps: dict[PodKey, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
+                 step_s: int = 30) -> list[ModelTotal]:
+    """Per served model: its pods' GPU-hours, energy and tokens (a pod serving several split by output tokens), and
+    from ``steps`` (per pod: its GPUs' joules, prompt tokens and output tokens per step) prefill's joules per
+    input token where they can be told apart from decode's (prefill.py)."""
     acc: dict[str, dict[str, Any]] = {}
     for wl in workloads:
         if not wl.served:
@@ -54,9 +67,19 @@ def model_totals(workloads: list[Workload], power_cap_w: float | None) -> list[M
             m["idle"] += (wl.idle_energy_j or 0.0) * f
             m["out"] += out
             m["in"] += (wl.tokens_in or 0.0) * f
+            pod = steps.get((wl.namespace, wl.pod)) if steps else None
+            if pod is not None:
+                m["steps"] = [_add(m.get("steps", [None] * 3)[i], pod[i] * f) for i in range(3)]
             if wl.price is not None:
                 m["usd"] = (m["usd"] or 0.0) + wl.allocated_h * f * wl.price
-    models = [ModelTotal(model, sorted(m["ns"]), m["pods"], m["h"], m["j"], m["idle"], m["out"], m["in"], m["usd"],
-                         what_if(m["cap"], power_cap_w) if m["cap"] is not None and power_cap_w else None)
-              for model, m in acc.items()]
+    models = []
+    for model, m in acc.items():
+        e, p, g = m.get("steps", (None, None, None))
+        split = split_prefill(e, p, g, step_s) if e is not None and p is not None and g is not None else None
+        models.append(ModelTotal(model, sorted(m["ns"]), m["pods"], m["h"], m["j"], m["idle"], m["out"], m["in"],
+                                 m["usd"], what_if(m["cap"], power_cap_w) if m["cap"] is not None and power_cap_w else None,
+                                 j_per_token_in=split.j_per_token_in if split else None,
+                                 j_per_token_out_decode=split.j_per_token_out_decode if split else None,
+                                 prefill_note=split.note if split else
+                                 "no per-step prompt and generation counts: prefill and decode cannot be told apart"))
     return sorted(models, key=lambda m: (-m.energy_j, m.model))

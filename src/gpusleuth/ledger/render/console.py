@@ -82,6 +82,12 @@ def render_ledger_console(report: LedgerReport, console: Console, limit: int = 2
                        _usd(m["usd_per_mtok_out"]))
         console.print(mt)
         for m in d["models"][:limit or None]:
+            if m["j_per_token_in"] is not None:
+                console.print(_plain(f"prefill, {m['model']}: {m['j_per_token_in']:,.4g} J per input token, decode "
+                                     f"{m['j_per_token_out_decode']:,.4g} J per output token (each its own energy "
+                                     "above idle, fitted over the steps)"))
+            elif m["prefill_note"]:
+                console.print(_plain(f"per input token, {m['model']}: {m['prefill_note']}"), style="dim")
             if m["power_cap"]:
                 console.print(_plain(f"power cap, {m['model']}: {m['power_cap']['text']}"))
     if d["power_cap_w"] is not None:  # workloads serving no model: their own what-if

@@ -61,12 +61,17 @@ def render_ledger_html(report: LedgerReport) -> str:
     if d["models"]:
         pg.add("<h3>By served model: energy and dollars per output token</h3>")
         pg.add(table(["model", "namespaces", "pods", "GPU-h", "kWh", "idle kWh", "output tokens", "input tokens",
-                      "J / output token", "$ / M output tokens"],
+                      "J / output token", "$ / M output tokens", "J / input token (prefill)"],
                      [[e(m["model"]), e(", ".join(m["namespaces"])), e(str(m["pods"])), e(f"{m['gpu_h']:,.2f}"),
                        e(f"{m['energy_kwh']:,.2f}"), e(f"{m['idle_energy_kwh']:,.2f}"), e(f"{m['tokens_out']:,.0f}"),
                        e(f"{m['tokens_in']:,.0f}"),
                        e("–" if m["j_per_token_out"] is None else f"{m['j_per_token_out']:,.3f}"),
-                       e(_usd(m["usd_per_mtok_out"]))] for m in d["models"]]))
+                       e(_usd(m["usd_per_mtok_out"])),
+                       e(f"{m['j_per_token_in']:,.4g}" if m["j_per_token_in"] is not None else "–")]
+                      for m in d["models"]]))
+        for m in d["models"]:
+            if m["j_per_token_in"] is None and m["prefill_note"]:
+                pg.add(f"<p class=dim>{e(m['model'])}, per input token: {e(m['prefill_note'])}</p>")
     spans = [(r["workload"], s) for r in d["workloads"] for s in r["idle_spans"]]
     spans.sort(key=lambda x: -x[1]["hours"])
     if spans:

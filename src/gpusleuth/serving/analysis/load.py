@@ -19,12 +19,16 @@ from typing import Any
 
 import numpy as np
 
+from gpusleuth.analysis.energy import counter_energy
 from gpusleuth.serving.analysis.tokens import SloLevel, TokenStats, level_slo, level_tokens
 from gpusleuth.run.model import Run, Table
 
 WITHIN_BEST = 0.05  # a level within 5 % of the best throughput counts as reaching it
 MAX_FAILED = 0.01  # more failed requests than this and a level is not a knee candidate
 GENERATOR_BUSY = 0.5  # cores of gpusleuth's own CPU in a level above which the report says so
+COUNTER_REACH_NS = 5_000_000_000  # energy-counter readings this far outside a level still bound it
+ENERGY_COUNTER = "NVML energy counter"
+POWER_INTEGRAL = "NVML power, integrated"
 
 
 def _is_num(v: Any) -> bool:
@@ -52,6 +56,11 @@ class LoadLevel:
     lag_p95_ms: float | None = None  # open loop: how late the generator itself started requests (p95)
     gpu_busy: float | None = None  # mean accelerator utilization during the level, 0..1 (None: no GPU)
     energy_j_per_request: float | None = None  # GPU energy over the level / 2xx answers
+    energy_j: float | None = None  # every recorded GPU's energy over the level's span, idle moments included
+    # an LLM load: that energy over the output tokens of the level's answered requests, and the level's price
+    # (price per second × its span) per million of them; None without a GPU / a price / tokens
+    j_per_output_token: float | None = None
+    dollars_per_million_output_tokens: float | None = None
     generator_cpu_cores: float | None = None  # gpusleuth's own CPU during the level (cores), when recorded
     # the recorded server (`load -- CMD`) during the level, from the process sampler: all its processes'
     # CPU (cores, mean over samples), its busiest process's (a Python server holding the GIL tops out near
@@ -102,6 +111,10 @@ class LoadAnalysis:
     slo: dict[str, float] | None = None  # ttft_ms / itl_ms / e2e_ms budgets and the attainment target
     slo_best: int | None = None  # the highest level (rate or concurrency) that meets the SLO
     slo_reason: str | None = None
+    energy_source: str | None = None  # ENERGY_COUNTER, POWER_INTEGRAL or "mixed"; None: no GPU energy
+    # an LLM load: why there is no joules per output token (one sentence), and why none per input token
+    token_energy_note: str | None = None
+    input_token_note: str | None = None
 
     @property
     def knee_level(self) -> LoadLevel | None:
@@ -112,18 +125,22 @@ class LoadAnalysis:
                 "levels": [asdict(lv) for lv in self.levels], "knee": self.knee, "knee_reason": self.knee_reason,
                 "best_rps": self.best_rps, "at": self.at, "dollars_per_million_requests": self.dollars_per_million,
                 "price_note": self.price_note, "gpu_note": self.gpu_note, "notes": self.notes, "api": self.api,
-                "arrivals": self.arrivals, "slo": self.slo, "slo_best": self.slo_best, "slo_reason": self.slo_reason}
+                "arrivals": self.arrivals, "slo": self.slo, "slo_best": self.slo_best, "slo_reason": self.slo_reason,
+                "energy_source": self.energy_source, "token_energy_note": self.token_energy_note,
+                "input_token_note": self.input_token_note}
 
 
 def _ms(lat_ns: np.ndarray, q: float) -> float | None:
     return float(np.percentile(lat_ns, q)) / 1e6 if len(lat_ns) else None
 
 
-def _gpu_in(run: Run, lo: int, hi: int, ok: int) -> tuple[float | None, float | None]:
-    """Mean utilization (0..1, over devices) and energy per 2xx answer (J) within [lo, hi]."""
+def _gpu_in(run: Run, lo: int, hi: int) -> tuple[float | None, float | None, str | None]:
+    """Mean utilization (0..1, over devices), the GPUs' energy (J, every recorded device) within [lo, hi] and
+    where it came from: NVML's energy counter (a reset starts a new segment), else the power samples
+    integrated (a GPU without the counter), "mixed" when devices differed."""
     g = run.gpu
     if not len(g) or "t_ns" not in g:
-        return None, None
+        return None, None, None
     t = g["t_ns"].astype(np.int64)
     inside = (t >= lo) & (t <= hi)
     busy = None
@@ -131,20 +148,28 @@ def _gpu_in(run: Run, lo: int, hi: int, ok: int) -> tuple[float | None, float | 
         u = g["util_gpu"][inside].astype(np.float64)
         u = u[np.isfinite(u)]
         busy = float(u.mean()) / 100.0 if len(u) else None
-    energy = None
-    if "power_w" in g and ok:
-        devices = g["gpu"] if "gpu" in g else np.zeros(len(g), np.int64)
-        total, seen = 0.0, False
-        for d in np.unique(devices[inside]):
-            m = inside & (devices == d)
-            tt, pw = t[m] / 1e9, g["power_w"][m].astype(np.float64)
-            keep = np.isfinite(pw)
-            if keep.sum() >= 2:
-                tt, pw = tt[keep], pw[keep]
-                total += float(np.sum((pw[1:] + pw[:-1]) / 2 * np.diff(tt)))
-                seen = True
-        energy = total / ok if seen else None
-    return busy, energy
+    devices = g["gpu"] if "gpu" in g else np.zeros(len(g), np.int64)
+    total, sources = 0.0, set()
+    for d in np.unique(devices[inside]):
+        # the counter's readings on both sides of the level (interpolated at its ends), its power inside it
+        near = (devices == d) & (t >= lo - COUNTER_REACH_NS) & (t <= hi + COUNTER_REACH_NS)
+        e = g["energy_j"][near].astype(np.float64) if "energy_j" in g else np.zeros(0)
+        if np.isfinite(e).sum() >= 2:
+            j = counter_energy(t[near][np.isfinite(e)], e[np.isfinite(e)], lo, hi)
+            if j is not None:
+                total += j
+                sources.add(ENERGY_COUNTER)
+                continue
+        m = inside & (devices == d)
+        pw = g["power_w"][m].astype(np.float64) if "power_w" in g else np.zeros(0)
+        keep = np.isfinite(pw)
+        if keep.sum() >= 2:
+            tt, pw = t[m][keep] / 1e9, pw[keep]
+            total += float(np.sum((pw[1:] + pw[:-1]) / 2 * np.diff(tt)))
+            sources.add(POWER_INTEGRAL)
+    if not sources:
+        return busy, None, None
+    return busy, total, next(iter(sources)) if len(sources) == 1 else "mixed"
 
 
 def _cpu_in(run: Run, lo: int, hi: int) -> tuple[float | None, float | None, float | None]:
@@ -186,7 +211,7 @@ def _levels(run: Run, slo: dict[str, float] | None) -> list[LoadLevel]:
         span = max(hi - lo, 1) / 1e9
         lat = (end[ok] - start[ok]).astype(np.float64)
         is_open = float(ld["rate"][m][0]) > 0
-        busy, energy = _gpu_in(run, lo, hi, int(ok.sum()))
+        busy, energy, _ = _gpu_in(run, lo, hi)
         server_cpu, top_cpu, host_cpu = _cpu_in(run, lo, hi)
         failed = m & ~ok & ~np.isin(error, ("dropped", "cancelled"))
         by: dict[str, int] = {}
@@ -206,7 +231,8 @@ def _levels(run: Run, slo: dict[str, float] | None) -> list[LoadLevel]:
             max_ms=float(lat.max()) / 1e6 if len(lat) else None, duration_s=span,
             dropped=int((m & (error == "dropped")).sum()),
             lag_p95_ms=float(np.percentile(lag[m], 95)) / 1e6 if is_open else None,
-            gpu_busy=busy, energy_j_per_request=energy, server_cpu_cores=server_cpu,
+            gpu_busy=busy, energy_j_per_request=energy / int(ok.sum()) if energy is not None and ok.any() else None,
+            energy_j=energy, server_cpu_cores=server_cpu,
             server_top_process_cores=top_cpu, host_cpu_share=host_cpu, p90_ms=_ms(lat, 90),
             cut=int((m & (error == "cancelled")).sum()), errors_by=dict(sorted(by.items())), arrival_cv=cv,
             tokens=level_tokens(llm, m, ok, span) if llm is not None else None,
@@ -311,12 +337,43 @@ def analyze_load(run: Run, dollars_per_second: float | None = None, gpu_note: st
     if api != "http":
         notes.extend(_api_notes(levels, api))
     slo_best, slo_reason = _slo_best(levels, slo, mode) if slo else (None, None)
+    if gpu_note is None and not any(lv.gpu_busy is not None or lv.energy_j is not None for lv in levels):
+        gpu_note = "no GPU"
+    energy_source, token_note, input_note = _token_costs(run, levels, dollars_per_second, gpu_note)
     url = meta.get("url") if isinstance(meta.get("url"), str) else None
     arrivals = meta.get("arrivals") if mode == "open" and meta.get("arrivals") in ("constant", "poisson", "gamma") else None
     return LoadAnalysis(mode=mode, levels=levels, knee=knee, knee_reason=reason, best_rps=best,
                         p95_budget_ms=budget, url=url, at=at_i, dollars_per_million=dollars, price_note=price_note,
                         gpu_note=None if any(lv.gpu_busy is not None for lv in levels) else (gpu_note or "no GPU"),
-                        notes=notes, api=api, arrivals=arrivals, slo=slo, slo_best=slo_best, slo_reason=slo_reason)
+                        notes=notes, api=api, arrivals=arrivals, slo=slo, slo_best=slo_best, slo_reason=slo_reason,
+                        energy_source=energy_source, token_energy_note=token_note, input_token_note=input_note)
+
+
+def _token_costs(run: Run, levels: list[LoadLevel], dollars_per_second: float | None,
+                 gpu_note: str | None) -> tuple[str | None, str | None, str | None]:
+    """Each LLM level's joules per output token (all the GPUs' energy over the level's span ÷ the output tokens
+    of its answered requests: the moments no token was made are paid by those that were) and dollars per
+    million output tokens (the level's price ÷ its tokens); (the energy's source, why no joules per output
+    token, why none per input token)."""
+    llm = [lv for lv in levels if lv.tokens is not None]
+    for lv in llm:
+        assert lv.tokens is not None
+        n = lv.tokens.output_tokens
+        if n > 0 and lv.energy_j is not None:
+            lv.j_per_output_token = lv.energy_j / n
+        if n > 0 and dollars_per_second is not None:
+            lv.dollars_per_million_output_tokens = dollars_per_second * lv.duration_s / n * 1e6
+    if not llm:
+        return None, None, None
+    _, _, source = _gpu_in(run, min(lv.start_ns for lv in levels), max(lv.end_ns for lv in levels))
+    if source is None:
+        why = gpu_note or "no GPU"
+        return None, (f"joules per token not measured: no GPU was recorded ({why}), and a CPU-only run has no "
+                      "energy counter to read"), None
+    if not any(lv.j_per_output_token is not None for lv in llm):
+        return source, "joules per token not measured: no level's answers counted their output tokens", None
+    return source, None, ("joules per input token not given: prefill and decode ran in the same engine steps "
+                          "under one energy counter, and nothing in this load tells their energy apart")
 
 
 def _slo_of(value: Any) -> dict[str, float] | None:

@@ -64,6 +64,8 @@ class TokenStats:
     input_tokens_mean: float | None  # from the server's usage (None when it gave none)
     output_tokens_mean: float | None
     tokens_from: str  # "usage" (the server said), "stream" (counted token events), "mixed", "" unknown
+    output_tokens: int = 0  # summed over the answered requests (those whose count is known)
+    input_tokens: int | None = None  # summed, from the server's usage (None when it gave none)
 
 
 @dataclass
@@ -97,7 +99,8 @@ def level_tokens(ld: dict[str, np.ndarray], m: np.ndarray, ok: np.ndarray, span_
         output_tokens_per_s=float(out[known].sum()) / span_s if span_s > 0 else 0.0,
         input_tokens_mean=float(inp[inp >= 0].mean()) if (inp >= 0).any() else None,
         output_tokens_mean=float(out[known].mean()) if known.any() else None,
-        tokens_from=src.pop() if len(src) == 1 else ("mixed" if src else ""))
+        tokens_from=src.pop() if len(src) == 1 else ("mixed" if src else ""),
+        output_tokens=int(out[known].sum()), input_tokens=int(inp[inp >= 0].sum()) if (inp >= 0).any() else None)
 
 
 def request_verdicts(ld: dict[str, np.ndarray], ok: np.ndarray,

@@ -124,8 +124,26 @@ def _render_llm(s: ServingSection, console: Console) -> None:
         console.print(f"  SLO ({escape(budgets)}; goodput = requests/s meeting every budget): "
                       f"{escape(load.slo_reason or '')}")
     console.print(f"  knee (throughput): {escape(load.knee_reason)}")
+    _token_costs(s, console)
     for note in s.notes:
         console.print(f"  [yellow]![/] {escape(note)}")
+
+
+def _token_costs(s: ServingSection, console: Console) -> None:
+    """Joules and dollars per output token at the knee (or the level the outcomes are read at), or why not."""
+    o, load = s.outcomes, s.load
+    at = "at the knee" if o.at_knee else f"at {load.levels[o.level].named}"
+    parts = []
+    if o.j_per_output_token is not None:
+        parts.append(f"{o.j_per_output_token:,.3g} J per output token ({escape(o.energy_source or '')}, the GPUs' "
+                     "whole energy over the level, idle moments included)")
+    if o.dollars_per_million_output_tokens is not None:
+        parts.append(f"${o.dollars_per_million_output_tokens:,.2f} per 1M output tokens")
+    if parts:
+        console.print(f"  {at}: " + " · ".join(parts))
+    for note in (o.token_energy_note, o.input_token_note):
+        if note:
+            console.print(f"  [dim]{escape(note)}[/]")
 
 
 def _prompt_cache(report: Report, console: Console) -> None:

@@ -166,6 +166,12 @@ def serving_section(pg: Page, report: Report, table: Cells, tile: Cells) -> None
                  else tile("accelerator busy", "–", e(o.gpu_note or "no GPU")))
     if o.energy_j_per_request is not None:
         tiles.append(tile("energy / request", f"{o.energy_j_per_request:,.3g} J"))
+    if o.j_per_output_token is not None:
+        tiles.append(tile("energy / output token", f"{o.j_per_output_token:,.3g} J", e(o.energy_source or "")))
+    elif o.token_energy_note:
+        tiles.append(tile("energy / output token", "–", e(o.token_energy_note)))
+    if o.dollars_per_million_output_tokens is not None:
+        tiles.append(tile("$ per 1M output tokens", f"${o.dollars_per_million_output_tokens:,.2f}"))
     pg.add("".join(tiles) + "</div>")
     pg.add(f"<p><b>Knee:</b> {e(load.knee_reason)}</p>")
     for note in s.notes:
