@@ -52,6 +52,10 @@ WORKERS_WANT = 0.5  # loader workers running or runnable this share of the time:
 # workers' index queue is a few hundred bytes a batch): the data is in memory, nothing is read at all.
 NO_STORAGE_BYTES = 4096
 IN_MEMORY_CHARS = 16 * 1024
+# ... and the training thread on a CPU for at least this share of its wait (receiving batches): the hand-over
+# is the wait. A loader whose workers sleep leaves it idle: 1 % (tests/test_end_to_end.py's sleeping loader),
+# 9-14 % (scenarios/io_workers.py, 1 worker on 15 ms reads); the in-memory case 34-48 %.
+IN_MEMORY_HANDOVER = 0.2
 
 
 def _wait_cpu_demand(demand: float | None, share: float) -> float | None:
@@ -248,10 +252,12 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
             "KiB a step from storage" + (f", {read_chars / max(s.steps, 1) / 1024:.1f} KiB through any read call"
                                          if read_chars is not None else ""),
             "/proc/PID/io (read_bytes, rchar)"))
-    if workers and kind == "input.io" and in_memory:
-        # idle workers that read nothing wait on nothing: the data set is in memory, and what the training
-        # thread waits for is each batch's hand-over from a worker process (field case: a TensorDataset with 2
-        # workers read "waits on storage" at 34-48 % of the wait on a CPU, just under HANDOVER)
+    if workers and kind == "input.io" and in_memory and busy_ratio >= IN_MEMORY_HANDOVER:
+        # idle workers that read nothing, and a training thread busy receiving for a good part of its wait: the
+        # data set is in memory and the wait is each batch's hand-over from a worker process (field case: a
+        # TensorDataset with 2 workers read "waits on storage" at 34-48 % of the wait on a CPU, just under
+        # HANDOVER). Workers that read nothing but sleep (a remote call, a lock, a planted latency) leave the
+        # training thread idle in its wait (1-14 %): latency, still input.io
         kind = "input.handover"
     if host and host.iowait_pct:
         evidence.append(Evidence("host iowait (mean)", round(host.iowait_pct["mean"], 1), "%", "host sampler"))
