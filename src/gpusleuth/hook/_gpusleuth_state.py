@@ -747,7 +747,7 @@ class Recorder:
                     # armed until a fetch or a forward that trains; enough calls of its model: an evaluation
                     ng.root_call(module, args, _now())
                     if ng.tok is None and ng.calls >= EVAL_ROOT_CALLS:
-                        self._ng_confirm()
+                        self._ng_confirm(ng)
                     return None
                 self._ng_close(_now(), forward_args=args)
                 if self.c[GAP] >= 0:  # the no-grad forward was this step's own (a teacher's): counted already
@@ -818,16 +818,15 @@ class Recorder:
         afresh with this fetch: if a forward that trains comes next, the fetch was that step's."""
         ng = self.ng
         if ng.tok is None:
-            self._ng_confirm()
+            self._ng_confirm(ng)
         ng.by_loader = True
         ng.fetch_t0 = t0
         self.c = _counters()
         self._arm()
 
-    def _ng_confirm(self):
-        """The open pass is an evaluation: its ``eval`` phase begins at the pass's start (written now, so that
+    def _ng_confirm(self, ng):
+        """The pass ``ng`` is an evaluation: its ``eval`` phase begins at the pass's start (written now, so that
         the live view and the stall watch know the phase while it runs)."""
-        ng = self.ng
         tok = ["eval", ng.start, "no_grad", ng.snap]
         self.open_phases.append(tok)
         self.out.buf.append(phase_begin_line("eval", ng.start, "no_grad"))
@@ -861,9 +860,7 @@ class Recorder:
                     self.prev_in = None
                 return
             if ng.calls >= 2:
-                self.ng = ng
-                self._ng_confirm()
-                self.ng = None
+                self._ng_confirm(ng)
             elif self.gap_t0 is not None:
                 self.gap_t0 = max(self.gap_t0, ng.last_t)
                 return
