@@ -386,7 +386,8 @@ SCRIPTS += [
            "(spawn), no torch.distributed; the test after them with model.eval()", "mnist_hogwild/main.py",
            ("--epochs", "1", "--num-processes", "2"), field_clock, profile_steps="8-10",
            # each trainer's DataLoader (num_workers=0 on CPU, the script's choice) converts FakeData's PIL images on
-           # its training thread, as mnist_cnn's does: HIGH on a quiet host (x3.20 plain, x2.06 profiled)
+           # its training thread, as mnist_cnn's does: HIGH on a quiet host (x3.20-3.57 plain, x2.06 profiled); the
+           # cache fix applied measured x3.85-4.06 (BENCHMARKS.md, "mnist_hogwild's true HIGH")
            true_high=LOADING_ON_THE_TRAINING_THREAD),
     Script("tensor_parallel", "tensor parallel example (pytorch/examples distributed/tensor_parallelism): DTensor "
            "parallelize_module over 2 ranks on gloo, the same batch on both", "tensor_parallel/tensor_parallel_example.py",
