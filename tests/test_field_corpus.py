@@ -162,13 +162,14 @@ def test_graph_example_evaluating_every_epoch_is_named_and_its_fix_pays_as_predi
 
 
 @pytest.mark.slow
-def test_a_worker_fix_that_leaves_the_step_loader_bound_is_said_to_be_low_confidence(recorded):
+def test_loading_heavier_than_the_compute_leads_with_cheaper_loading_not_workers(recorded):
     """Both scripts load every sample on the training thread. The MNIST CNN's loading (29 ms) is under its
-    compute (74 ms): one worker hides it, and the ×1.33 predicted held (×1.29, ×1.33 measured). The VAE's
-    loading (46 ms) is 4× its compute: after the fix the step is still the loading, now in a worker, and
-    the ×1.21 predicted became ×0.87–0.92 — with and without gpusleuth watching, the worker took ~57 ms a
-    batch for the ~43 ms the training thread had. A run without workers cannot measure a worker's own cost,
-    so in that regime the finding says its gain is fragile and carries low confidence."""
+    compute (74 ms): one worker hides it, and the ×1.25-1.33 predicted held (×1.26-1.38 measured). The VAE's
+    loading is 4× its compute: with a worker the step is still the loading, now in the worker, and the ×1.21
+    the finding used to predict from it measured ×0.89 — FakeData's per-sample seeding takes 1.7× as long in a
+    worker, which a run without workers cannot see. So the finding leads with cheaper loading, its gain that
+    fix's bound (step ≈ compute: cached samples measured ×5.05 on the VAE), and bounds the workers' gain in a
+    sentence that says it may not come (``benchmarks/fixes_applied.py``, BENCHMARKS.md)."""
     found = {}
     for name in ("vae", "mnist_cnn"):
         _, _, _, report = recorded(name, False)
@@ -177,8 +178,18 @@ def test_a_worker_fix_that_leaves_the_step_loader_bound_is_said_to_be_low_confid
             pytest.skip(f"{name}: no worker prediction on this host ({[(x.cause, x.severity) for x in report.findings]})")
         found[name] = f
     vae, mnist = found["vae"], found["mnist_cnn"]
-    assert "still loader-bound after the fix" in vae.estimated_gain.method and vae.confidence == "low"
-    assert "still loader-bound" not in mnist.estimated_gain.method
+    first, second = vae.fix.split("\n")[:2]
+    assert first.startswith("Make the loading cheaper") and "cache decoded/transformed samples" in first
+    assert "num_workers=" in second and "at most ×" in second and "measure with it" in second
+    assert "step ≈ compute" in vae.estimated_gain.method and "upper bound" in vae.estimated_gain.method
+    compute = next(e.value for e in vae.evidence if e.name == "rest of step (compute)")
+    wait = next(e.value for e in vae.evidence if e.name == "data wait per step")
+    # the cheaper loading's bound: at most the whole wait a step, far above the workers' ×1.2 (the loop's own
+    # ratio is smaller: its test phase stays as it is)
+    assert 0.5 <= vae.estimated_gain.step_share <= wait / (wait + compute) + 0.01
+    assert vae.confidence in ("medium", "low")
+    assert mnist.fix.startswith("DataLoader(") and "num_workers=" in mnist.fix.split("\n")[0]
+    assert "make the loading cheaper" not in mnist.fix.lower().split("\n")[0]
 
 
 @pytest.mark.slow

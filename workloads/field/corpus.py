@@ -564,6 +564,24 @@ def _clock_key(p) -> int:
     return p.rank if p.rank is not None else p.pid
 
 
+def steady_throughput(clock: Clock, warmup: int = 2) -> float:
+    """The script's throughput by its own clock alone (no recording to say which steps are steady): its
+    per-step count over its mean step after the first ``warmup`` timed steps (a loader's workers start, the
+    allocator warms), every trainer's summed where it has several. For comparing one script with itself."""
+    per_step = clock.tokens_per_step or clock.samples_per_step
+    if not per_step:
+        raise ValueError("the clock counts no samples or tokens per step")
+    series = list(clock.rank_step_s.values()) if clock.rank_step_s else [clock.step_s]
+    total = 0.0
+    for own in series:
+        x = np.asarray(own[warmup:], dtype=float)
+        x = x[np.isfinite(x)]
+        if not len(x):
+            raise ValueError("too few timed steps after warm-up")
+        total += per_step / float(x.mean())
+    return total
+
+
 def job_tput(clock: Clock, view, per_step: float) -> float:
     """A distributed job's throughput by the script's own clock: every rank's per-step count over its own
     mean step, on the steps gpusleuth counts steady for that rank, summed."""
