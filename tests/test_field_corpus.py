@@ -181,11 +181,11 @@ def test_loading_heavier_than_the_compute_leads_with_cheaper_loading_not_workers
     first, second = vae.fix.split("\n")[:2]
     assert first.startswith("Make the loading cheaper") and "cache decoded/transformed samples" in first
     assert "num_workers=" in second and "at most ×" in second and "measure with it" in second
-    assert "step ≈ compute" in vae.estimated_gain.method and "upper bound" in vae.estimated_gain.method
+    assert "step ≈ compute" in vae.estimated_gain.method and "costs nothing" in vae.estimated_gain.method
     compute = next(e.value for e in vae.evidence if e.name == "rest of step (compute)")
     wait = next(e.value for e in vae.evidence if e.name == "data wait per step")
-    # the cheaper loading's bound: at most the whole wait a step, far above the workers' ×1.2 (the loop's own
-    # ratio is smaller: its test phase stays as it is)
+    # the cheaper loading's gain: the whole wait a step, far above the workers' ×1.2 (the loop's own ratio is
+    # smaller: its test phase stays as it is); cached samples measured more (×5.5 for about ×3.2)
     assert 0.5 <= vae.estimated_gain.step_share <= wait / (wait + compute) + 0.01
     assert vae.confidence in ("medium", "low")
     assert mnist.fix.startswith("DataLoader(") and "num_workers=" in mnist.fix.split("\n")[0]
