@@ -111,9 +111,13 @@ FIXES: dict[str, list[Fix]] = {
 
 
 def chosen(name: str, fix_text: str) -> Fix | None:
-    """The listed edit for the fix the finding names first (the earliest in its text), if one is listed."""
-    named = [(fix_text.find(f.names), i, f) for i, f in enumerate(FIXES.get(name, [])) if f.names in fix_text]
-    return min(named, key=lambda x: x[:2])[2] if named else None
+    """The listed edit for the fix the finding names first (the earliest of the known fixes in its text);
+    None when the script has no edit for that one — another listed fix is never substituted for it."""
+    at = {k: fix_text.find(k) for k in (WORKERS, CACHE) if k in fix_text}
+    if not at:
+        return None
+    first = min(at, key=lambda k: at[k])
+    return next((f for f in FIXES.get(name, []) if f.names == first), None)
 
 
 def verdict(predicted: float, measured: float) -> str:
