@@ -434,3 +434,48 @@ def test_a_server_that_stops_answering_under_load_is_a_stall(tmp_path):
     assert any(f'stuck_server.py", line {STUCK_LINE}' in (out / st["path"]).read_text() for st in rec["stacks"])
     f = _hang_finding(out)
     assert "recovered" in f["title"] and f["severity"] == "moderate", f["title"]
+
+
+def _serve(port: int, hold: float) -> subprocess.Popen:
+    """``stuck_server.py`` on ``port``, once it accepts connections."""
+    import socket
+
+    proc = subprocess.Popen([sys.executable, str(SERVER), str(port), str(hold)])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("the test server did not start")
+
+
+@pytest.mark.process
+def test_load_stall_after_flag_sets_the_threshold_over_the_environment(tmp_path):
+    """`gpusleuth load --stall-after S` fixes the server watch's threshold (like `gpusleuth run`'s flag) and wins
+    over GPUSLEUTH_LOAD_STALL_AFTER: with the environment saying off, --stall-after 2 sees the server's 5 s hold
+    as a stall after 2 s; with the environment saying 2, --stall-after off sees none. A bad value is refused
+    before a request is sent."""
+    bad = gpusleuth("load", "http://127.0.0.1:9/", "--stall-after", "0", "--no-warmup")
+    assert bad.returncode != 0 and "gpusleuth load: --stall-after wants seconds above 0, auto or off" in bad.stderr, \
+        bad.stderr
+    said = {}
+    for flag, env in (("2", "off"), ("off", "2")):
+        port = free_port()
+        server = _serve(port, 5)
+        try:
+            res = gpusleuth("load", f"http://127.0.0.1:{port}/", "--concurrency", "2", "--duration", "8", "--timeout",
+                            "20", "--no-warmup", "--stall-after", flag, env={"GPUSLEUTH_LOAD_STALL_AFTER": env},
+                            timeout=90)
+        finally:
+            server.kill()
+            server.wait()
+        assert res.returncode == 0, res.stderr[-3000:]
+        said[flag] = res.stderr
+    line = next((x for x in said["2"].splitlines() if "STALL 1" in x), None)
+    assert line is not None and "threshold 2 s" in line, said["2"][-3000:]
+    assert re.search(r"outstanding request\(s\) since \S+ \([23] s,", line), line  # seen 2 s after, not 10
+    assert "stall 1 recovered" in said["2"]
+    assert "STALL" not in said["off"], said["off"][-3000:]

@@ -74,21 +74,6 @@ def add_parser(sub: Subparsers) -> None:
     p.set_defaults(func=run_command)
 
 
-def _stall_after(text: str) -> str:
-    """``--stall-after``: auto, off, or a number of seconds above 0 (said before the job starts)."""
-    from gpusleuth.errors import LaunchError
-
-    if text in ("auto", "off"):
-        return text
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise LaunchError(f"gpusleuth run: --stall-after wants seconds above 0, auto or off, got {text!r}")
-    return repr(value)
-
-
 def run_command(args: argparse.Namespace) -> int:
     from gpusleuth.errors import LaunchError
     from gpusleuth.recorder.launcher import LaunchOptions, launch
@@ -110,7 +95,9 @@ def run_command(args: argparse.Namespace) -> int:
         Target.parse(args.target)  # a typo should fail before the job runs, not after
     if args.prometheus:
         _check_listen(args.prometheus)
-    stall_after = _stall_after(args.stall_after)
+    from gpusleuth.cli.options import stall_after_value
+
+    stall_after = stall_after_value(args.stall_after, "run")
     out, live = _live_view(args, command)
     result = launch(
         LaunchOptions(

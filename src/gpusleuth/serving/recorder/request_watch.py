@@ -6,7 +6,7 @@ Progress is what the load generator sees: a request's start, each token event of
 the newest progress of all of them is older than the threshold — one slow request while others stream is a
 queue, not a stall. The threshold adapts like the training watch's: max(10 s, 5 × the median of the longest
 silence inside each recent request — its time to first token or answer, or its widest gap between tokens);
-``GPUSLEUTH_LOAD_STALL_AFTER`` fixes it (seconds, or ``off``).
+``gpusleuth load --stall-after`` fixes it (seconds, or ``off``), else ``GPUSLEUTH_LOAD_STALL_AFTER`` does.
 
 When it stalls: the same terminal line as ``gpusleuth run``'s (``gpusleuth: STALL 1: …``); with a server
 started under recording (``gpusleuth load … -- CMD``), every server process the hook entered gets its stacks
@@ -39,9 +39,10 @@ CHECK_EVERY_S = 1.0
 RECENT = 200  # requests whose silences set the threshold
 
 
-def after_from_env() -> tuple[bool, float | None]:
-    """(on, fixed threshold): ``GPUSLEUTH_LOAD_STALL_AFTER`` unset/auto → (True, None); off → (False, None)."""
-    raw = (os.environ.get(ENV_AFTER) or "").strip().lower()
+def after_from(setting: str | None = None) -> tuple[bool, float | None]:
+    """(on, fixed threshold) from ``--stall-after`` (``setting``), else ``GPUSLEUTH_LOAD_STALL_AFTER``: unset or
+    auto → (True, None); off → (False, None); seconds → (True, seconds)."""
+    raw = (setting if setting is not None else os.environ.get(ENV_AFTER) or "").strip().lower()
     if raw in ("", "auto"):
         return True, None
     if raw in ("off", "0", "no", "false"):
@@ -68,9 +69,10 @@ def _run_dir_of(pids: list[int]) -> Path | None:
     return None
 
 
-def request_watch(say: Callable[[str], None] | None) -> "RequestWatch | None":
-    """The watch ``gpusleuth load``'s generator keeps, unless ``GPUSLEUTH_LOAD_STALL_AFTER=off``."""
-    on, after = after_from_env()
+def request_watch(say: Callable[[str], None] | None, setting: str | None = None) -> "RequestWatch | None":
+    """The watch ``gpusleuth load``'s generator keeps, unless ``--stall-after off`` (``setting``; None: the
+    environment's ``GPUSLEUTH_LOAD_STALL_AFTER``) switches it off."""
+    on, after = after_from(setting)
     return RequestWatch(say, after_s=after) if on else None
 
 
