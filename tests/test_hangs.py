@@ -404,6 +404,9 @@ def test_a_dump_torch_wrote_is_read(tmp_path):
 
 SERVER = FIXTURES / "hangs" / "stuck_server.py"
 STUCK_LINE = next(i for i, line in enumerate(SERVER.read_text().splitlines(), 1) if "# STUCK:" in line)
+LOCK_LINE = next(i for i, line in enumerate(SERVER.read_text().splitlines(), 1) if "# LOCK:" in line)
+MODEL_LINE = next(i for i, line in enumerate(SERVER.read_text().splitlines(), 1) if "# MODEL:" in line)
+ACCEPT_LINE = next(i for i, line in enumerate(SERVER.read_text().splitlines(), 1) if "# ACCEPT:" in line)
 
 
 @pytest.mark.process
@@ -423,7 +426,13 @@ def test_a_server_that_stops_answering_under_load_is_a_stall(tmp_path):
     said = next((line for line in res.stderr.splitlines() if "STALL 1" in line), None)
     assert said is not None, res.stderr[-3000:]
     assert "the server made no progress on 2 outstanding request(s)" in said, said
-    assert re.search(rf"Server threads in its own code: .*stuck_server\.py:{STUCK_LINE} \(1 thread\)", said), said
+    # where the requests are: the handler holding the lock and the one waiting on it, not the accept loop
+    # (a handler per connection: the generator's two, and any other client's, such as the engine-metrics probe)
+    m = re.search(r"Request handlers at (.*?)\. (?:Other threads|Stacks of)", said)
+    handlers = m.group(1) if m else ""
+    assert re.search(rf"stuck_server\.py:{STUCK_LINE} \(1 thread\)", handlers), said
+    assert re.search(rf"stuck_server\.py:{LOCK_LINE} \(\d+ threads?\)", handlers), said
+    assert f"stuck_server.py:{ACCEPT_LINE}" not in handlers, said
     assert "stall 1 recovered" in res.stderr
     recs = _records(out)
     assert [r["kind"] for r in recs] == ["stall", "resumed"], recs
@@ -434,6 +443,35 @@ def test_a_server_that_stops_answering_under_load_is_a_stall(tmp_path):
     assert any(f'stuck_server.py", line {STUCK_LINE}' in (out / st["path"]).read_text() for st in rec["stacks"])
     f = _hang_finding(out)
     assert "recovered" in f["title"] and f["severity"] == "moderate", f["title"]
+    assert f"stuck_server.py:{STUCK_LINE}" in f["title"] and f"stuck_server.py:{ACCEPT_LINE}" not in f["title"], f
+
+
+@pytest.mark.process
+@pytest.mark.slow
+def test_a_server_stall_names_its_handlers_place_not_its_accept_loop(tmp_path):
+    """`gpusleuth load -- server`: a model thread takes the server's lock at the 40th request and holds it 9 s;
+    every handler (concurrency 2, and any other client's) waits on the lock. The verdict — live and in the report —
+    is where the handlers stand (the lock's line), not the main thread's accept loop; the model thread is named beside it."""
+    port = free_port()
+    out = tmp_path / "load"
+    env = dict(os.environ, GPUSLEUTH_PYSPY="0")
+    res = subprocess.run([sys.executable, "-m", "gpusleuth", "load", f"http://127.0.0.1:{port}/", "--concurrency",
+                          "2", "--duration", "14", "--timeout", "30", "--stall-after", "3", "--no-warmup", "--out",
+                          str(out), "--no-gpu", "--", sys.executable, str(SERVER), str(port), "9", "model"],
+                         capture_output=True, text=True, timeout=180, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    said = next((line for line in res.stderr.splitlines() if "STALL 1" in line), None)
+    assert said is not None, res.stderr[-3000:]
+    assert re.search(rf"Request handlers at \S*stuck_server\.py:{LOCK_LINE} \(\d+ threads\)\. ", said), said
+    assert re.search(rf"Other threads in its own code: .*stuck_server\.py:{MODEL_LINE} \(1 thread\)", said), said
+    f = _hang_finding(out)
+    assert re.search(rf"The server paused: pid \d+: request handler\(s\) at \S*stuck_server\.py:{LOCK_LINE} "
+                     r"\(\d+ threads\) — stopped for \d+ s and recovered", f["title"]), f["title"]
+    assert f"stuck_server.py:{ACCEPT_LINE}" not in f["title"] + f["summary"], f
+    ev = {e["name"]: e["value"] for e in f["evidence"]}
+    culprit = next(v for k, v in ev.items() if k.endswith("(culprit) at"))
+    assert culprit.endswith(f"stuck_server.py:{LOCK_LINE}"), ev
+    assert f["confidence"] == "high", f
 
 
 def _serve(port: int, hold: float) -> subprocess.Popen:

@@ -162,7 +162,7 @@ class RequestWatch:
                   f"came.{where}")
 
     def _dump(self, rec: StallRecord) -> str:
-        from gpusleuth.analysis.stalls import _LIBRARY, own_frame
+        from gpusleuth.analysis.stalls import handler_places, handler_text
         from gpusleuth.recorder.stallwatch import StallWatch, descendants, stack_buffer
         from gpusleuth.recorder.stallwatch import safe
 
@@ -181,18 +181,23 @@ class RequestWatch:
         self._append({"kind": "stall", **asdict(rec), "stacks": [
             {"pid": s.pid, "via": s.via, "path": s.path, "error": s.error, "ppid": None, "role": "server"}
             for s in rec.stacks], "flight": [], "dump_s": round(time.monotonic() - t0, 3), "source": "load"})
-        # a server's work is on its threads (handlers, a model thread), not its main thread's accept loop: every
-        # thread standing in the server's own code is said, with how many stand there
-        places: dict[str, int] = {}
+        # a server's work is on its request handlers' threads, not its main thread's accept loop: where they stand
+        # comes first (the verdict's place, analysis/stalls.handler_places), then its other threads in its own code
+        # (a model thread holding the lock the handlers wait on)
+        handlers: dict[str, int] = {}
+        others: dict[str, int] = {}
         for st in rec.stacks:
-            for t in st.threads:
-                top = own_frame(t.frames) if t.frames else None
-                if top is not None and not any(m in top.file for m in _LIBRARY):
-                    where = f"{top.file}:{top.line}" if top.line is not None else top.file
-                    places[where] = places.get(where, 0) + 1
-        at = ", ".join(f"{w} ({n} thread{'s' if n > 1 else ''})" for w, n in sorted(places.items())[:6])
-        return safe(f" Server threads in its own code: {at or 'none'}. Stacks of "
-                    f"{sum(1 for x in rec.stacks if x.threads)} server process(es): {out}")
+            for into, places in zip((handlers, others), handler_places(st)):
+                for where, n in places:
+                    into[where] = into.get(where, 0) + n
+
+        def ranked(d: dict[str, int]) -> list[tuple[str, int]]:
+            return sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))
+
+        said = f" Request handlers at {handler_text(ranked(handlers)) or 'none seen'}."
+        if others:
+            said += f" Other threads in its own code: {handler_text(ranked(others))}."
+        return safe(f"{said} Stacks of {sum(1 for x in rec.stacks if x.threads)} server process(es): {out}")
 
     # -- the thread ---------------------------------------------------------------------------------------
     def start(self) -> "RequestWatch":
