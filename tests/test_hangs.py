@@ -517,3 +517,45 @@ def test_load_stall_after_flag_sets_the_threshold_over_the_environment(tmp_path)
     assert re.search(r"outstanding request\(s\) since \S+ \([23] s,", line), line  # seen 2 s after, not 10
     assert "stall 1 recovered" in said["2"]
     assert "STALL" not in said["off"], said["off"][-3000:]
+
+
+def test_flight_recorder_flag_sets_the_ring_unless_the_job_has_one(tmp_path):
+    """`--flight-recorder[=N]` puts TORCH_FR_BUFFER_SIZE in the job's environment, and keeps NCCL's watchdog from
+    writing dump files it did not write before (TORCH_NCCL_DUMP_ON_TIMEOUT=0); a job that sets its own ring, or
+    its own dump setting, keeps it. Without the flag nothing of torch's is set."""
+    from gpusleuth.recorder.launcher import LaunchOptions, child_env
+
+    with pytest.MonkeyPatch.context() as mp:
+        for k in os.environ:
+            if k.startswith("TORCH_"):
+                mp.delenv(k)
+        env = child_env(LaunchOptions(command=["x"], flight_recorder=64), tmp_path)
+        assert env["TORCH_FR_BUFFER_SIZE"] == "64" and env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "0"
+        assert not any(k.startswith("TORCH_") for k in child_env(LaunchOptions(command=["x"]), tmp_path))
+        mp.setenv("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
+        env = child_env(LaunchOptions(command=["x"], flight_recorder=2000), tmp_path)
+        assert env["TORCH_FR_BUFFER_SIZE"] == "2000" and env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
+        mp.setenv("TORCH_NCCL_TRACE_BUFFER_SIZE", "100")  # the job's own ring (torch's older name)
+        env = child_env(LaunchOptions(command=["x"], flight_recorder=2000), tmp_path)
+        assert "TORCH_FR_BUFFER_SIZE" not in env and env["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "100"
+
+
+@pytest.mark.process
+@pytest.mark.slow
+def test_flight_recorder_turned_on_at_launch_names_who_never_entered(tmp_path):
+    """The job keeps no Flight Recorder of its own; `gpusleuth run --flight-recorder` turns torch's on at launch,
+    and at rank 1's stall before the all-reduce the verdict says, from every rank's ring, that rank 1 never entered
+    all_reduce #21 — what the job-enabled case says (test_pause_that_ends_is_recovered_with_faulthandler_stacks)."""
+    run = tmp_path / "fr"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_FR") and k != "TORCH_NCCL_TRACE_BUFFER_SIZE"}
+    env["GPUSLEUTH_PYSPY"] = "0"
+    res = subprocess.run(_cmd(run, "block", "30", "10", flags=("--flight-recorder", "--stall-after", "4")),
+                         capture_output=True, text=True, timeout=150, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert ("Flight Recorder: rank 1 never entered all_reduce #21 (rank 1's last: all_reduce #20); rank 0 "
+            "entered it and wait") in res.stderr, res.stderr[-3000:]
+    rec = _records(run)[0]
+    assert len(rec["flight"]) == 2 and all(f["path"] and not f["error"] for f in rec["flight"]), rec["flight"]
+    f = _hang_finding(run)
+    assert {e["name"]: e["value"] for e in f["evidence"]}["flight recorder"].startswith(
+        "rank 1 never entered all_reduce #21"), f["evidence"]

@@ -63,6 +63,11 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--on-stall", choices=("dump", "kill"), default="dump",
                    help="what a stall does after its stacks are saved: dump (default: keep going; a stall "
                    "that ends is reported as recovered) or kill (end the job as --duration does)")
+    p.add_argument("--flight-recorder", nargs="?", type=_ring_size, const=2000, default=None, metavar="N",
+                   help="turn on torch's Flight Recorder in the job (TORCH_FR_BUFFER_SIZE=N, default 2000 "
+                   "collectives per process; NCCL's dump at a watchdog timeout left off as the job had it) unless "
+                   "the job sets its own: at a stall the verdict then says which rank never entered which "
+                   "collective (gloo and NCCL). See docs/hangs.md")
     p.add_argument("--no-flops", action="store_true",
                    help="do not measure FLOPs per step (the hook counts one step with FlopCounterMode for MFU)")
     from gpusleuth.cli.trackers import add_tracker_options
@@ -108,6 +113,7 @@ def run_command(args: argparse.Namespace) -> int:
             report_options=analysis_options(args).to_meta(),
             extra_env={"GPUSLEUTH_FLOPS": "0"} if args.no_flops else {},
             prometheus=args.prometheus, stall_after=stall_after, on_stall=args.on_stall,
+            flight_recorder=args.flight_recorder,
         )
     )
     try:
@@ -164,6 +170,17 @@ def _print_unsaved_notes(result: LaunchResult) -> None:
     for note in result.notes:
         if note not in saved:
             print(f"gpusleuth: {note}", file=sys.stderr)
+
+
+def _ring_size(text: str) -> int:
+    """``--flight-recorder=N``: entries per process, 1 to 1,000,000."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"wants a number of collectives from 1 to 1000000, got {text!r}")
+    return n
 
 
 def _check_range(text: str) -> None:
