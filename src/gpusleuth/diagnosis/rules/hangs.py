@@ -116,24 +116,23 @@ def hangs(facts: Facts) -> list[Finding] | Missing:
             evidence.append(Evidence(f"stall {v.id}", round(v.duration_s, 1), "s",
                                      "recovered" if v.recovered else "did not recover"))
     culprit = ", ".join(f"{_name(c)} at {c.where}" for c in worst.culprits if c.where)
+    sure = worst.how in ("stacks", "mismatch", "flight")
     if worst.how == "handlers":
         fix = (f"Read the stacks in the run directory's stalls/{worst.id}/ (every thread of the server)"
                + (f"; start at {culprit}" if culprit else "") + ": what the request handlers wait on there (a "
                "lock, a model thread, a queue, an upstream call) is held by another thread of the stacks. Bound "
                "the wait (a timeout on the lock or queue) so that a stuck model fails requests instead of "
                "holding every one.")
-        return [Finding(cause="hang", severity="high" if high else "moderate", title=title, summary=summary,
-                        evidence=evidence, fix=fix, estimated_gain=_gain(facts, lost_s),
-                        confidence="high" if all(len(c.handlers) == 1 for c in worst.culprits) else "medium")]
-    fix = (f"Read the stacks in the run directory's stalls/{worst.id}/ (every process, all threads)"
-           + (f"; start at {culprit}" if culprit else "") + ". A rank outside the collective the others wait in "
-           "is held by its own code (a lock, I/O, a data loader, an uneven branch that skips a collective). "
-           "Set a collective timeout that ends a hung job instead of burning hours (`init_process_group("
-           "timeout=…)`, TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC), or `gpusleuth run --on-stall kill`.")
+        sure = all(len(c.handlers) == 1 for c in worst.culprits)  # one place: the handlers' own stop
+    else:
+        fix = (f"Read the stacks in the run directory's stalls/{worst.id}/ (every process, all threads)"
+               + (f"; start at {culprit}" if culprit else "") + ". A rank outside the collective the others wait "
+               "in is held by its own code (a lock, I/O, a data loader, an uneven branch that skips a collective). "
+               "Set a collective timeout that ends a hung job instead of burning hours (`init_process_group("
+               "timeout=…)`, TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC), or `gpusleuth run --on-stall kill`.")
     return [Finding(cause="hang", severity="high" if high else "moderate", title=title, summary=summary,
                     evidence=evidence, fix=fix, estimated_gain=_gain(facts, lost_s),
-                    confidence="high" if worst.how in ("stacks", "mismatch", "flight") else "medium")]
-
+                    confidence="high" if sure else "medium")]
 
 def _gain(facts: Facts, lost_s: float) -> Gain | None:
     """The stalls' wall time, against the run's wall time — not the loop's: a hang that ends the job (or is
