@@ -538,6 +538,14 @@ def test_flight_recorder_flag_sets_the_ring_unless_the_job_has_one(tmp_path):
         mp.setenv("TORCH_NCCL_TRACE_BUFFER_SIZE", "100")  # the job's own ring (torch's older name)
         env = child_env(LaunchOptions(command=["x"], flight_recorder=2000), tmp_path)
         assert "TORCH_FR_BUFFER_SIZE" not in env and env["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "100"
+    from gpusleuth.cli.main import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["run", "--flight-recorder"]).flight_recorder == 2000
+    assert parse(["run", "--flight-recorder=64"]).flight_recorder == 64
+    assert parse(["run"]).flight_recorder is None
+    with pytest.raises(SystemExit):
+        parse(["run", "--flight-recorder=0"])
 
 
 @pytest.mark.process
