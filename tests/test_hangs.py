@@ -404,6 +404,9 @@ def test_a_dump_torch_wrote_is_read(tmp_path):
 
 SERVER = FIXTURES / "hangs" / "stuck_server.py"
 STUCK_LINE = next(i for i, line in enumerate(SERVER.read_text().splitlines(), 1) if "# STUCK:" in line)
+LOCK_LINE = next(i for i, line in enumerate(SERVER.read_text().splitlines(), 1) if "# LOCK:" in line)
+MODEL_LINE = next(i for i, line in enumerate(SERVER.read_text().splitlines(), 1) if "# MODEL:" in line)
+ACCEPT_LINE = next(i for i, line in enumerate(SERVER.read_text().splitlines(), 1) if "# ACCEPT:" in line)
 
 
 @pytest.mark.process
@@ -423,7 +426,13 @@ def test_a_server_that_stops_answering_under_load_is_a_stall(tmp_path):
     said = next((line for line in res.stderr.splitlines() if "STALL 1" in line), None)
     assert said is not None, res.stderr[-3000:]
     assert "the server made no progress on 2 outstanding request(s)" in said, said
-    assert re.search(rf"Server threads in its own code: .*stuck_server\.py:{STUCK_LINE} \(1 thread\)", said), said
+    # where the requests are: the handler holding the lock and the one waiting on it, not the accept loop
+    # (a handler per connection: the generator's two, and any other client's, such as the engine-metrics probe)
+    m = re.search(r"Request handlers at (.*?)\. (?:Other threads|Stacks of)", said)
+    handlers = m.group(1) if m else ""
+    assert re.search(rf"stuck_server\.py:{STUCK_LINE} \(1 thread\)", handlers), said
+    assert re.search(rf"stuck_server\.py:{LOCK_LINE} \(\d+ threads?\)", handlers), said
+    assert f"stuck_server.py:{ACCEPT_LINE}" not in handlers, said
     assert "stall 1 recovered" in res.stderr
     recs = _records(out)
     assert [r["kind"] for r in recs] == ["stall", "resumed"], recs
@@ -434,3 +443,127 @@ def test_a_server_that_stops_answering_under_load_is_a_stall(tmp_path):
     assert any(f'stuck_server.py", line {STUCK_LINE}' in (out / st["path"]).read_text() for st in rec["stacks"])
     f = _hang_finding(out)
     assert "recovered" in f["title"] and f["severity"] == "moderate", f["title"]
+    assert f"stuck_server.py:{STUCK_LINE}" in f["title"] and f"stuck_server.py:{ACCEPT_LINE}" not in f["title"], f
+
+
+@pytest.mark.process
+@pytest.mark.slow
+def test_a_server_stall_names_its_handlers_place_not_its_accept_loop(tmp_path):
+    """`gpusleuth load -- server`: a model thread takes the server's lock at the 40th request and holds it 9 s;
+    every handler (concurrency 2, and any other client's) waits on the lock. The verdict — live and in the report —
+    is where the handlers stand (the lock's line), not the main thread's accept loop; the model thread is named beside it."""
+    port = free_port()
+    out = tmp_path / "load"
+    env = dict(os.environ, GPUSLEUTH_PYSPY="0")
+    res = subprocess.run([sys.executable, "-m", "gpusleuth", "load", f"http://127.0.0.1:{port}/", "--concurrency",
+                          "2", "--duration", "14", "--timeout", "30", "--stall-after", "3", "--no-warmup", "--out",
+                          str(out), "--no-gpu", "--", sys.executable, str(SERVER), str(port), "9", "model"],
+                         capture_output=True, text=True, timeout=180, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    said = next((line for line in res.stderr.splitlines() if "STALL 1" in line), None)
+    assert said is not None, res.stderr[-3000:]
+    assert re.search(rf"Request handlers at \S*stuck_server\.py:{LOCK_LINE} \(\d+ threads\)\. ", said), said
+    assert re.search(rf"Other threads in its own code: .*stuck_server\.py:{MODEL_LINE} \(1 thread\)", said), said
+    f = _hang_finding(out)
+    assert re.search(rf"The server paused: pid \d+: request handler\(s\) at \S*stuck_server\.py:{LOCK_LINE} "
+                     r"\(\d+ threads\) — stopped for \d+ s and recovered", f["title"]), f["title"]
+    assert f"stuck_server.py:{ACCEPT_LINE}" not in f["title"] + f["summary"], f
+    ev = {e["name"]: e["value"] for e in f["evidence"]}
+    culprit = next(v for k, v in ev.items() if k.endswith("(culprit) at"))
+    assert culprit.endswith(f"stuck_server.py:{LOCK_LINE}"), ev
+    assert f["confidence"] == "high", f
+
+
+def _serve(port: int, hold: float) -> subprocess.Popen:
+    """``stuck_server.py`` on ``port``, once it accepts connections."""
+    import socket
+
+    proc = subprocess.Popen([sys.executable, str(SERVER), str(port), str(hold)])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("the test server did not start")
+
+
+@pytest.mark.process
+def test_load_stall_after_flag_sets_the_threshold_over_the_environment(tmp_path):
+    """`gpusleuth load --stall-after S` fixes the server watch's threshold (like `gpusleuth run`'s flag) and wins
+    over GPUSLEUTH_LOAD_STALL_AFTER: with the environment saying off, --stall-after 2 sees the server's 5 s hold
+    as a stall after 2 s; with the environment saying 2, --stall-after off sees none. A bad value is refused
+    before a request is sent."""
+    bad = gpusleuth("load", "http://127.0.0.1:9/", "--stall-after", "0", "--no-warmup")
+    assert bad.returncode != 0 and "gpusleuth load: --stall-after wants seconds above 0, auto or off" in bad.stderr, \
+        bad.stderr
+    said = {}
+    for flag, env in (("2", "off"), ("off", "2")):
+        port = free_port()
+        server = _serve(port, 5)
+        try:
+            res = gpusleuth("load", f"http://127.0.0.1:{port}/", "--concurrency", "2", "--duration", "8", "--timeout",
+                            "20", "--no-warmup", "--stall-after", flag, env={"GPUSLEUTH_LOAD_STALL_AFTER": env},
+                            timeout=90)
+        finally:
+            server.kill()
+            server.wait()
+        assert res.returncode == 0, res.stderr[-3000:]
+        said[flag] = res.stderr
+    line = next((x for x in said["2"].splitlines() if "STALL 1" in x), None)
+    assert line is not None and "threshold 2 s" in line, said["2"][-3000:]
+    assert re.search(r"outstanding request\(s\) since \S+ \([23] s,", line), line  # seen 2 s after, not 10
+    assert "stall 1 recovered" in said["2"]
+    assert "STALL" not in said["off"], said["off"][-3000:]
+
+
+def test_flight_recorder_flag_sets_the_ring_unless_the_job_has_one(tmp_path):
+    """`--flight-recorder[=N]` puts TORCH_FR_BUFFER_SIZE in the job's environment, and keeps NCCL's watchdog from
+    writing dump files it did not write before (TORCH_NCCL_DUMP_ON_TIMEOUT=0); a job that sets its own ring, or
+    its own dump setting, keeps it. Without the flag nothing of torch's is set."""
+    from gpusleuth.recorder.launcher import LaunchOptions, child_env
+
+    with pytest.MonkeyPatch.context() as mp:
+        for k in os.environ:
+            if k.startswith("TORCH_"):
+                mp.delenv(k)
+        env = child_env(LaunchOptions(command=["x"], flight_recorder=64), tmp_path)
+        assert env["TORCH_FR_BUFFER_SIZE"] == "64" and env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "0"
+        assert not any(k.startswith("TORCH_") for k in child_env(LaunchOptions(command=["x"]), tmp_path))
+        mp.setenv("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
+        env = child_env(LaunchOptions(command=["x"], flight_recorder=2000), tmp_path)
+        assert env["TORCH_FR_BUFFER_SIZE"] == "2000" and env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
+        mp.setenv("TORCH_NCCL_TRACE_BUFFER_SIZE", "100")  # the job's own ring (torch's older name)
+        env = child_env(LaunchOptions(command=["x"], flight_recorder=2000), tmp_path)
+        assert "TORCH_FR_BUFFER_SIZE" not in env and env["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "100"
+    from gpusleuth.cli.main import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["run", "--flight-recorder"]).flight_recorder == 2000
+    assert parse(["run", "--flight-recorder=64"]).flight_recorder == 64
+    assert parse(["run"]).flight_recorder is None
+    with pytest.raises(SystemExit):
+        parse(["run", "--flight-recorder=0"])
+
+
+@pytest.mark.process
+@pytest.mark.slow
+def test_flight_recorder_turned_on_at_launch_names_who_never_entered(tmp_path):
+    """The job keeps no Flight Recorder of its own; `gpusleuth run --flight-recorder` turns torch's on at launch,
+    and at rank 1's stall before the all-reduce the verdict says, from every rank's ring, that rank 1 never entered
+    all_reduce #21 — what the job-enabled case says (test_pause_that_ends_is_recovered_with_faulthandler_stacks)."""
+    run = tmp_path / "fr"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_FR") and k != "TORCH_NCCL_TRACE_BUFFER_SIZE"}
+    env["GPUSLEUTH_PYSPY"] = "0"
+    res = subprocess.run(_cmd(run, "block", "30", "10", flags=("--flight-recorder", "--stall-after", "4")),
+                         capture_output=True, text=True, timeout=150, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert ("Flight Recorder: rank 1 never entered all_reduce #21 (rank 1's last: all_reduce #20); rank 0 "
+            "entered it and wait") in res.stderr, res.stderr[-3000:]
+    rec = _records(run)[0]
+    assert len(rec["flight"]) == 2 and all(f["path"] and not f["error"] for f in rec["flight"]), rec["flight"]
+    f = _hang_finding(run)
+    assert {e["name"]: e["value"] for e in f["evidence"]}["flight recorder"].startswith(
+        "rank 1 never entered all_reduce #21"), f["evidence"]

@@ -265,3 +265,46 @@ def test_a_dump_file_is_read_with_plain_values_only(tmp_path):
     bad.write_bytes(pickle.dumps({"entries": collections.OrderedDict()}))
     with pytest.raises(pickle.UnpicklingError, match="plain values only"):
         read_dump_file(bad)
+
+
+# a Flask app under werkzeug's threaded server, as faulthandler writes it: a handler in the app's view waiting on a
+# lock, a handler idle on its keep-alive connection (no app code inside the dispatch), a model thread, and the main
+# thread in the accept loop
+FH_SERVER = """Thread 0x00007f0000000004 (most recent call first):
+  File "/srv/app.py", line 30 in worker
+  File "/usr/lib/python3.11/threading.py", line 975 in run
+
+Thread 0x00007f0000000003 (most recent call first):
+  File "/usr/lib/python3.11/socket.py", line 706 in readinto
+  File "/usr/lib/python3.11/http/server.py", line 410 in handle_one_request
+  File "/usr/lib/python3.11/site-packages/werkzeug/serving.py", line 398 in handle
+  File "/usr/lib/python3.11/socketserver.py", line 361 in finish_request
+
+Thread 0x00007f0000000002 (most recent call first):
+  File "/srv/app.py", line 18 in predict
+  File "/usr/lib/python3.11/site-packages/flask/app.py", line 880 in full_dispatch_request
+  File "/usr/lib/python3.11/site-packages/flask/app.py", line 1511 in wsgi_app
+  File "/usr/lib/python3.11/site-packages/werkzeug/serving.py", line 322 in run_wsgi
+  File "/usr/lib/python3.11/socketserver.py", line 361 in finish_request
+
+Current thread 0x00007f0000000001 (most recent call first):
+  File "/usr/lib/python3.11/selectors.py", line 415 in select
+  File "/usr/lib/python3.11/socketserver.py", line 232 in serve_forever
+  File "/srv/app.py", line 40 in <module>
+"""
+
+
+def test_a_server_is_placed_where_its_request_handlers_stand():
+    """A server's verdict is its request handlers' place (the app's line inside the dispatch), not its main
+    thread's accept loop; a handler idle on a keep-alive connection counts for nothing; the model thread is
+    among its other threads."""
+    from gpusleuth.analysis.stalls import handler_places
+
+    stacks = ProcessStacks(201, "faulthandler", parse_faulthandler(FH_SERVER), role="server")
+    assert handler_places(stacks) == ([("/srv/app.py:18", 1)], [("/srv/app.py:30", 1), ("/srv/app.py:40", 1)])
+    rec = StallRecord(id=1, seen_ns=12_000_000_000, since_ns=1_000_000_000, threshold_s=10.0, stacks=[stacks],
+                      processes=[StalledProcess(pid=201, rank=None, role="server", steps=0,
+                                                last_progress_ns=1_000_000_000, stalled=True)])
+    v = judge(rec, now_ns=20_000_000_000)
+    assert v.how == "handlers" and v.culprits[0].where == "/srv/app.py:18", v
+    assert v.sentence == "pid 201: request handler(s) at /srv/app.py:18 (1 thread)"

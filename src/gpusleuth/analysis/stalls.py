@@ -31,6 +31,16 @@ COLLECTIVES = frozenset({
 })
 # frames that are not the job's own code: where a stack is *from* is its innermost frame outside these
 _LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "/gpusleuth/hook/", "<string>")
+# where a server runs one request (the frameworks' dispatch, and the hook's wrappers of it): a thread with one of
+# these on its stack and the server's own code inside it is serving a request — not the accept loop, not idle on a
+# keep-alive connection (library frames only inside the dispatch)
+REQUEST_FRAMES = (
+    ("socketserver.py", "finish_request"), ("http/server.py", "handle_one_request"),
+    ("wsgiref/handlers.py", "run"), ("werkzeug/serving.py", "run_wsgi"), ("flask/app.py", "wsgi_app"),
+    ("starlette/applications.py", "__call__"), ("uvicorn/protocols/http/", "run_asgi"),
+    ("/gpusleuth/hook/_gpusleuth_serve.py", "handle_one_request"), ("/gpusleuth/hook/_gpusleuth_serve.py", "run"),
+    ("/gpusleuth/hook/_gpusleuth_serve.py", "wsgi_app"), ("/gpusleuth/hook/_gpusleuth_serve.py", "__call__"),
+)
 
 
 @dataclass
@@ -48,6 +58,9 @@ class RankAt:
     stack_error: str | None = None
     # its main thread waits on its DataLoader: where its workers were (pid, file:line of their own code)
     workers: list[tuple[int, str]] = field(default_factory=list)
+    # a server (``gpusleuth load``): where its threads serving a request stood, (file:line, threads), most first;
+    # ``where`` is the first of them — a server's main thread only accepts connections
+    handlers: list[tuple[str, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -63,7 +76,9 @@ class StallVerdict:
     culprits: list[RankAt] = field(default_factory=list)
     waiting: list[RankAt] = field(default_factory=list)
     others: list[RankAt] = field(default_factory=list)  # neither (DataLoader workers' stacks are in ``stacks``)
-    how: str | None = None  # "stacks" (not in a collective while others are), "steps" (behind), None: undetermined
+    # "stacks" (not in a collective while others are), "steps" (behind), "mismatch", "flight" (torch's ring),
+    # "handlers" (a server: where its request handlers stood), None: undetermined
+    how: str | None = None
     process_hours: float = 0.0  # the stalled processes' time since their own last progress, summed
     stalled_processes: int = 0
     stacks_taken: int = 0  # processes whose stack was captured (all threads)
@@ -109,6 +124,8 @@ class StallVerdict:
                 s += f"; {who(self.waiting)} wait{'s' if len(self.waiting) == 1 else ''} in " \
                      f"{'/'.join(sorted({p.collective or '' for p in self.waiting}))}"
             return s
+        if self.how == "handlers":
+            return "; ".join(f"{who([p])}: request handler(s) at {handler_text(p.handlers)}" for p in c)
         verb = "is" if len(c) == 1 else "are"
         at = sorted({p.where for p in c if p.where})
         s = f"{who(c)} {verb} " + (f"in {', '.join(at[:3])}" if at else "stopped")
@@ -134,6 +151,46 @@ def own_frame(frames: list[Frame]) -> Frame | None:
         if not any(m in f.file for m in _LIBRARY):
             return f
     return frames[0] if frames else None
+
+
+def _serving(frames: list[Frame]) -> int | None:
+    """The index of the outermost request-dispatch frame of a thread (frames innermost first), None: none."""
+    for i in range(len(frames) - 1, -1, -1):
+        f = frames[i]
+        path = f.file.replace("\\", "/")
+        if any(f.function == fn and path.endswith(mark) if mark.endswith(".py") else f.function == fn and mark in path
+               for mark, fn in REQUEST_FRAMES):
+            return i
+    return None
+
+
+def handler_places(ps: ProcessStacks) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """A server's threads by where they stand: (request handlers — threads inside a request's dispatch, at their
+    innermost frame of the server's own code —, other threads in its own code), each (file:line, threads), most
+    threads first. A thread inside a dispatch with no own frame inside it (waiting for a keep-alive connection's
+    next request) is neither."""
+    handlers: dict[str, int] = {}
+    others: dict[str, int] = {}
+    for t in ps.threads:
+        if not t.frames:
+            continue
+        k = _serving(t.frames)
+        inner = t.frames[:k] if k is not None else t.frames
+        top = next((f for f in inner if not any(m in f.file for m in _LIBRARY)), None)
+        where = _loc(top)
+        if where is None:
+            continue
+        into = handlers if k is not None else others
+        into[where] = into.get(where, 0) + 1
+
+    def ranked(d: dict[str, int]) -> list[tuple[str, int]]:
+        return sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))
+
+    return ranked(handlers), ranked(others)
+
+
+def handler_text(places: list[tuple[str, int]], most: int = 6) -> str:
+    return ", ".join(f"{w} ({n} thread{'s' if n > 1 else ''})" for w, n in places[:most])
 
 
 def collective_of(frames: list[Frame]) -> str | None:
@@ -248,7 +305,11 @@ def judge(rec: StallRecord, now_ns: int | None = None) -> StallVerdict:
         if ps is not None:
             at.via, at.stack_error = ps.via, ps.error
             main = _main_thread(ps)
-            if main is not None and main.frames:
+            if p.role == "server":  # its requests run on handler threads: where they stand is where it is stuck
+                at.handlers = handler_places(ps)[0]
+            if at.handlers:
+                at.where = at.handlers[0][0]
+            elif main is not None and main.frames:
                 top = own_frame(main.frames)
                 at.where, at.function = _loc(top), top.function if top else None
                 at.collective = collective_of(main.frames)
@@ -284,6 +345,8 @@ def judge(rec: StallRecord, now_ns: int | None = None) -> StallVerdict:
         v.culprits = [a for a in ats if a.steps == low]
         v.waiting = [a for a in ats if a.steps != low]
         v.how = "steps"
+    elif ats and all(a.handlers for a in ats):
+        v.culprits, v.how = ats, "handlers"  # a server stuck in its request handlers
     elif len(ats) == 1 and ats[0].where is not None and ats[0].collective is None:
         v.culprits, v.how = ats, "stacks"
     elif in_coll and len(sites) == 1 and len(in_coll) == len(ats):

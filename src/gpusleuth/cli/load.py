@@ -64,6 +64,11 @@ def add_parser(sub: Subparsers) -> None:
                    "gaps, as independent users arrive), or gamma (burstier with --cv above 1)")
     g.add_argument("--cv", type=float, default=None, metavar="X",
                    help="--arrivals gamma: the coefficient of variation of the gaps (1 = Poisson; 2 = bursty)")
+    g.add_argument("--stall-after", default=None, metavar="S|auto|off",
+                   help="watch the server's progress: requests outstanding and no answer or token for S seconds "
+                   "is a stall, said while it lasts (with -- CMD the server's stacks go into RUN/stalls/). auto: "
+                   "max(10 s, 5x the recent requests' longest silence); off: no watch. Default: "
+                   "$GPUSLEUTH_LOAD_STALL_AFTER, else auto. See docs/hangs.md")
     g.add_argument("--warmup", type=int, default=4, metavar="N",
                    help="send N requests together once the server answers, before the first level, and report them "
                    "apart from every level (a cold server's compiling or first batch is not the first level's "

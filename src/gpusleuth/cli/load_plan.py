@@ -125,11 +125,14 @@ def plan_from_args(args: argparse.Namespace) -> LoadPlan:
             raise LaunchError(f"gpusleuth load: {exc}") from None
     if not 0 <= args.warmup <= 10_000:
         raise LaunchError(f"gpusleuth load: --warmup wants a number of requests from 0 to 10000, got {args.warmup}")
+    from gpusleuth.cli.options import stall_after_value
+
+    stall_after = stall_after_value(args.stall_after, "load") if args.stall_after is not None else None
     plan = LoadPlan(url=args.url, mode=mode, levels=levels, duration_s=args.duration, requests=args.requests,
                     timeout_s=args.timeout, method=method, headers=headers, bodies=bodies,
                     max_inflight=max(1, args.max_inflight), p95_budget_ms=args.p95_budget_ms,
                     insecure=args.insecure, arrivals=args.arrivals, cv=args.cv or 1.0, seed=args.seed, api=api,
-                    slo=slo, warmup=0 if args.no_warmup else args.warmup, **llm)
+                    slo=slo, warmup=0 if args.no_warmup else args.warmup, stall_after=stall_after, **llm)
     try:
         plan.target()
     except ValueError as exc:

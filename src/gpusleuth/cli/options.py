@@ -115,6 +115,21 @@ def _positive_int(text: str) -> int:
     return n
 
 
+def stall_after_value(text: str, verb: str) -> str:
+    """``--stall-after`` of ``run`` and ``load``: auto, off, or seconds above 0 (refused before anything starts)."""
+    from gpusleuth.errors import LaunchError
+
+    if text in ("auto", "off"):
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise LaunchError(f"gpusleuth {verb}: --stall-after wants seconds above 0, auto or off, got {text!r}")
+    return repr(value)
+
+
 def add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--html", type=Path, default=None, metavar="OUT",
                    help="also write a self-contained HTML report with charts to OUT (one file, works offline)")

@@ -63,6 +63,11 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--on-stall", choices=("dump", "kill"), default="dump",
                    help="what a stall does after its stacks are saved: dump (default: keep going; a stall "
                    "that ends is reported as recovered) or kill (end the job as --duration does)")
+    p.add_argument("--flight-recorder", nargs="?", type=_ring_size, const=2000, default=None, metavar="N",
+                   help="turn on torch's Flight Recorder in the job (TORCH_FR_BUFFER_SIZE=N, default 2000 "
+                   "collectives per process; NCCL's dump at a watchdog timeout left off as the job had it) unless "
+                   "the job sets its own: at a stall the verdict then says which rank never entered which "
+                   "collective (gloo and NCCL). See docs/hangs.md")
     p.add_argument("--no-flops", action="store_true",
                    help="do not measure FLOPs per step (the hook counts one step with FlopCounterMode for MFU)")
     from gpusleuth.cli.trackers import add_tracker_options
@@ -72,21 +77,6 @@ def add_parser(sub: Subparsers) -> None:
     add_analysis_options(p)
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
     p.set_defaults(func=run_command)
-
-
-def _stall_after(text: str) -> str:
-    """``--stall-after``: auto, off, or a number of seconds above 0 (said before the job starts)."""
-    from gpusleuth.errors import LaunchError
-
-    if text in ("auto", "off"):
-        return text
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise LaunchError(f"gpusleuth run: --stall-after wants seconds above 0, auto or off, got {text!r}")
-    return repr(value)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -110,7 +100,9 @@ def run_command(args: argparse.Namespace) -> int:
         Target.parse(args.target)  # a typo should fail before the job runs, not after
     if args.prometheus:
         _check_listen(args.prometheus)
-    stall_after = _stall_after(args.stall_after)
+    from gpusleuth.cli.options import stall_after_value
+
+    stall_after = stall_after_value(args.stall_after, "run")
     out, live = _live_view(args, command)
     result = launch(
         LaunchOptions(
@@ -121,6 +113,7 @@ def run_command(args: argparse.Namespace) -> int:
             report_options=analysis_options(args).to_meta(),
             extra_env={"GPUSLEUTH_FLOPS": "0"} if args.no_flops else {},
             prometheus=args.prometheus, stall_after=stall_after, on_stall=args.on_stall,
+            flight_recorder=args.flight_recorder,
         )
     )
     try:
@@ -177,6 +170,17 @@ def _print_unsaved_notes(result: LaunchResult) -> None:
     for note in result.notes:
         if note not in saved:
             print(f"gpusleuth: {note}", file=sys.stderr)
+
+
+def _ring_size(text: str) -> int:
+    """``--flight-recorder=N``: entries per process, 1 to 1,000,000."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"wants a number of collectives from 1 to 1000000, got {text!r}")
+    return n
 
 
 def _check_range(text: str) -> None:

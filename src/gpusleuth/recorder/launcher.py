@@ -64,6 +64,8 @@ class LaunchOptions:
     # the recorder's stall watch (recorder/stallwatch.py): "auto", seconds, or "off"; --on-stall dump|kill
     stall_after: str = "auto"
     on_stall: str = "dump"
+    # --flight-recorder[=N]: torch's Flight Recorder ring of N collectives per process, unless the job keeps one
+    flight_recorder: int | None = None
 
 
 @dataclass
@@ -96,11 +98,30 @@ def child_env(opts: LaunchOptions, run_dir: Path, spill: Path | None = None) -> 
     env["PYTHONPATH"] = str(HOOK_DIR) + (os.pathsep + old if old else "")
     if opts.profile_steps:
         env["GPUSLEUTH_PROFILE_STEPS"] = opts.profile_steps
+    if opts.flight_recorder:
+        flight_recorder_env(env, opts.flight_recorder)
     if spill is not None:
         env["GPUSLEUTH_SPILL_DIR"] = str(spill)
     else:
         env.pop("GPUSLEUTH_SPILL_DIR", None)
     return env
+
+
+# torch's ring size, in the order torch reads them (hook/_gpusleuth_stall.FR_ENVS): the first one set wins
+FR_SIZE_ENVS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
+
+
+def flight_recorder_env(env: dict[str, str], size: int) -> bool:
+    """Turn torch's Flight Recorder on in the job's environment ``env`` (``--flight-recorder``), unless the job
+    sets its ring itself (then it is left as it is: False). ``TORCH_FR_BUFFER_SIZE`` is all gloo and NCCL need
+    to keep the ring that the hook dumps on demand at a stall (``_dump_fr_trace``/``_dump_nccl_trace``); on NCCL
+    a ring also makes the watchdog write dump files at a timeout or error (``TORCH_NCCL_DUMP_ON_TIMEOUT``,
+    default on), which the job did not ask for: off, unless the job's environment says otherwise."""
+    if any((env.get(k) or "").strip() for k in FR_SIZE_ENVS):
+        return False
+    env["TORCH_FR_BUFFER_SIZE"] = str(size)
+    env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "0")
+    return True
 
 
 def launch(opts: LaunchOptions) -> LaunchResult:

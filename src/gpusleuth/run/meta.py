@@ -74,6 +74,7 @@ class RunMeta(TypedDict, total=False):
     step_range: str | None
     # an Nsight Systems export: its events, kernels, process, clock and versions
     events: int
+    event_phases: dict[str, int]  # a profiler trace's events by phase ("X" complete, "other")
     kernels: int
     pid: int
     clock: str

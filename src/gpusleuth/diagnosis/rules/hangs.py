@@ -58,7 +58,8 @@ def hangs(facts: Facts) -> list[Finding] | Missing:
     n = len(facts.stalls)
     what = "hung" if not worst.recovered else "paused"
     head = worst.sentence if worst.how == "mismatch" else worst.sentence.split(";")[0]
-    title = (f"The job {what}: {head} — {_span(worst)}" if worst.culprits
+    noun = "server" if worst.how == "handlers" else "job"
+    title = (f"The {noun} {what}: {head} — {_span(worst)}" if worst.culprits
              else f"The job {what}: {worst.stalled_processes} process(es) {_span(worst)}")
     summary = (f"{n} stall(s) seen live (no step or phase boundary for {worst.threshold_s:.0f} s or more). "
                f"Stall {worst.id}: {worst.sentence}. {worst.stalled_processes} process(es) {_span(worst)}; "
@@ -70,6 +71,10 @@ def hangs(facts: Facts) -> list[Finding] | Missing:
                     "ranks disagree on the order of their collectives, and each waits for a partner that never comes.")
     elif worst.how == "steps":
         summary += " Told by step count (the stacks did not separate the ranks): the culprit was behind."
+    elif worst.how == "handlers":
+        summary += (" A server: the place named is where its threads serving requests stood (its main thread only "
+                    "accepts connections); a handler waiting on a lock names the lock's line — the thread holding "
+                    "it is among the stacks.")
     elif worst.how == "flight":
         summary += (" Told by torch's Flight Recorder (the stacks did not separate the ranks): the culprit's last "
                     "collective is behind the others'.")
@@ -92,6 +97,9 @@ def hangs(facts: Facts) -> list[Finding] | Missing:
         evidence.append(Evidence("processes whose stacks could not be taken", worst.stacks_failed, "", SOURCE))
     for c in worst.culprits:
         evidence.append(Evidence(f"{_name(c)} (culprit) at", c.where or "unknown", "", c.via or SOURCE))
+        if c.handlers:
+            evidence.append(Evidence(f"{_name(c)}'s request handlers at", ", ".join(
+                f"{w} ({n} thread{'s' if n > 1 else ''})" for w, n in c.handlers[:6]), "", c.via or SOURCE))
     for w in worst.waiting:
         evidence.append(Evidence(f"{_name(w)} waits in {w.collective or 'its step'} at", w.where or "unknown", "",
                                  w.via or SOURCE))
@@ -108,15 +116,23 @@ def hangs(facts: Facts) -> list[Finding] | Missing:
             evidence.append(Evidence(f"stall {v.id}", round(v.duration_s, 1), "s",
                                      "recovered" if v.recovered else "did not recover"))
     culprit = ", ".join(f"{_name(c)} at {c.where}" for c in worst.culprits if c.where)
-    fix = (f"Read the stacks in the run directory's stalls/{worst.id}/ (every process, all threads)"
-           + (f"; start at {culprit}" if culprit else "") + ". A rank outside the collective the others wait in "
-           "is held by its own code (a lock, I/O, a data loader, an uneven branch that skips a collective). "
-           "Set a collective timeout that ends a hung job instead of burning hours (`init_process_group("
-           "timeout=…)`, TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC), or `gpusleuth run --on-stall kill`.")
+    sure = worst.how in ("stacks", "mismatch", "flight")
+    if worst.how == "handlers":
+        fix = (f"Read the stacks in the run directory's stalls/{worst.id}/ (every thread of the server)"
+               + (f"; start at {culprit}" if culprit else "") + ": what the request handlers wait on there (a "
+               "lock, a model thread, a queue, an upstream call) is held by another thread of the stacks. Bound "
+               "the wait (a timeout on the lock or queue) so that a stuck model fails requests instead of "
+               "holding every one.")
+        sure = all(len(c.handlers) == 1 for c in worst.culprits)  # one place: the handlers' own stop
+    else:
+        fix = (f"Read the stacks in the run directory's stalls/{worst.id}/ (every process, all threads)"
+               + (f"; start at {culprit}" if culprit else "") + ". A rank outside the collective the others wait "
+               "in is held by its own code (a lock, I/O, a data loader, an uneven branch that skips a collective). "
+               "Set a collective timeout that ends a hung job instead of burning hours (`init_process_group("
+               "timeout=…)`, TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC), or `gpusleuth run --on-stall kill`.")
     return [Finding(cause="hang", severity="high" if high else "moderate", title=title, summary=summary,
                     evidence=evidence, fix=fix, estimated_gain=_gain(facts, lost_s),
-                    confidence="high" if worst.how in ("stacks", "mismatch", "flight") else "medium")]
-
+                    confidence="high" if sure else "medium")]
 
 def _gain(facts: Facts, lost_s: float) -> Gain | None:
     """The stalls' wall time, against the run's wall time — not the loop's: a hang that ends the job (or is

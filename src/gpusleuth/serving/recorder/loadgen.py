@@ -78,6 +78,8 @@ class LoadPlan:
     # requests sent together once the server is ready, before the first level and in no level: a cold engine's
     # start (compiling, a batch manager's first batch, lazy loading) is not measured as the first level's latency
     warmup: int = 0
+    # the stall watch's threshold (--stall-after): "auto", "off" or seconds; None: $GPUSLEUTH_LOAD_STALL_AFTER
+    stall_after: str | None = None
 
     def target(self) -> ServerTarget:
         return parse_target(self.url, self.method, self.headers, verify=not self.insecure)
@@ -230,7 +232,7 @@ class Generator:
         # generator's CPU is not the server's, so the report says how much it took
         self.cpu_cores: list[float] = []
         self.warmup: dict | None = None  # what the warm-up requests got (meta["load"]["warmup"])
-        self.watch = request_watch(progress)  # requests outstanding with nothing coming back (issue 33)
+        self.watch = request_watch(progress, plan.stall_after)  # requests outstanding with nothing coming back (issue 33)
 
     def _next(self, bodies) -> tuple[bytes, int, int]:
         """(request bytes, request id, prompt index) of the next request."""

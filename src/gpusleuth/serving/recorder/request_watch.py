@@ -6,7 +6,7 @@ Progress is what the load generator sees: a request's start, each token event of
 the newest progress of all of them is older than the threshold — one slow request while others stream is a
 queue, not a stall. The threshold adapts like the training watch's: max(10 s, 5 × the median of the longest
 silence inside each recent request — its time to first token or answer, or its widest gap between tokens);
-``GPUSLEUTH_LOAD_STALL_AFTER`` fixes it (seconds, or ``off``).
+``gpusleuth load --stall-after`` fixes it (seconds, or ``off``), else ``GPUSLEUTH_LOAD_STALL_AFTER`` does.
 
 When it stalls: the same terminal line as ``gpusleuth run``'s (``gpusleuth: STALL 1: …``); with a server
 started under recording (``gpusleuth load … -- CMD``), every server process the hook entered gets its stacks
@@ -39,9 +39,10 @@ CHECK_EVERY_S = 1.0
 RECENT = 200  # requests whose silences set the threshold
 
 
-def after_from_env() -> tuple[bool, float | None]:
-    """(on, fixed threshold): ``GPUSLEUTH_LOAD_STALL_AFTER`` unset/auto → (True, None); off → (False, None)."""
-    raw = (os.environ.get(ENV_AFTER) or "").strip().lower()
+def after_from(setting: str | None = None) -> tuple[bool, float | None]:
+    """(on, fixed threshold) from ``--stall-after`` (``setting``), else ``GPUSLEUTH_LOAD_STALL_AFTER``: unset or
+    auto → (True, None); off → (False, None); seconds → (True, seconds)."""
+    raw = (setting if setting is not None else os.environ.get(ENV_AFTER) or "").strip().lower()
     if raw in ("", "auto"):
         return True, None
     if raw in ("off", "0", "no", "false"):
@@ -68,9 +69,10 @@ def _run_dir_of(pids: list[int]) -> Path | None:
     return None
 
 
-def request_watch(say: Callable[[str], None] | None) -> "RequestWatch | None":
-    """The watch ``gpusleuth load``'s generator keeps, unless ``GPUSLEUTH_LOAD_STALL_AFTER=off``."""
-    on, after = after_from_env()
+def request_watch(say: Callable[[str], None] | None, setting: str | None = None) -> "RequestWatch | None":
+    """The watch ``gpusleuth load``'s generator keeps, unless ``--stall-after off`` (``setting``; None: the
+    environment's ``GPUSLEUTH_LOAD_STALL_AFTER``) switches it off."""
+    on, after = after_from(setting)
     return RequestWatch(say, after_s=after) if on else None
 
 
@@ -160,7 +162,7 @@ class RequestWatch:
                   f"came.{where}")
 
     def _dump(self, rec: StallRecord) -> str:
-        from gpusleuth.analysis.stalls import _LIBRARY, own_frame
+        from gpusleuth.analysis.stalls import handler_places, handler_text
         from gpusleuth.recorder.stallwatch import StallWatch, descendants, stack_buffer
         from gpusleuth.recorder.stallwatch import safe
 
@@ -179,18 +181,23 @@ class RequestWatch:
         self._append({"kind": "stall", **asdict(rec), "stacks": [
             {"pid": s.pid, "via": s.via, "path": s.path, "error": s.error, "ppid": None, "role": "server"}
             for s in rec.stacks], "flight": [], "dump_s": round(time.monotonic() - t0, 3), "source": "load"})
-        # a server's work is on its threads (handlers, a model thread), not its main thread's accept loop: every
-        # thread standing in the server's own code is said, with how many stand there
-        places: dict[str, int] = {}
+        # a server's work is on its request handlers' threads, not its main thread's accept loop: where they stand
+        # comes first (the verdict's place, analysis/stalls.handler_places), then its other threads in its own code
+        # (a model thread holding the lock the handlers wait on)
+        handlers: dict[str, int] = {}
+        others: dict[str, int] = {}
         for st in rec.stacks:
-            for t in st.threads:
-                top = own_frame(t.frames) if t.frames else None
-                if top is not None and not any(m in top.file for m in _LIBRARY):
-                    where = f"{top.file}:{top.line}" if top.line is not None else top.file
-                    places[where] = places.get(where, 0) + 1
-        at = ", ".join(f"{w} ({n} thread{'s' if n > 1 else ''})" for w, n in sorted(places.items())[:6])
-        return safe(f" Server threads in its own code: {at or 'none'}. Stacks of "
-                    f"{sum(1 for x in rec.stacks if x.threads)} server process(es): {out}")
+            for into, places in zip((handlers, others), handler_places(st)):
+                for where, n in places:
+                    into[where] = into.get(where, 0) + n
+
+        def ranked(d: dict[str, int]) -> list[tuple[str, int]]:
+            return sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))
+
+        said = f" Request handlers at {handler_text(ranked(handlers)) or 'none seen'}."
+        if others:
+            said += f" Other threads in its own code: {handler_text(ranked(others))}."
+        return safe(f"{said} Stacks of {sum(1 for x in rec.stacks if x.threads)} server process(es): {out}")
 
     # -- the thread ---------------------------------------------------------------------------------------
     def start(self) -> "RequestWatch":

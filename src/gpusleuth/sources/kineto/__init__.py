@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from gpusleuth.errors import InputError
+from gpusleuth.run.meta import RunMeta
 from gpusleuth.run.model import Run
 
 from .columns import ColumnBuilder
@@ -106,7 +107,7 @@ def load_trace(path: str | Path, progress: Callable[[int, int], None] | None = N
     return _make_run(path, trace, res)
 
 
-def _meta_value(res: ReadResult, key: str) -> Any:
+def _meta_value(res: ReadResult, key: str) -> object:
     for part in (res.head, res.tail):
         v = getattr(part, key, None) if part is not None else None
         if v is not None:
@@ -139,13 +140,14 @@ def _device_name(trace: TraceData) -> str | None:
         values, counts = np.unique(devs, return_counts=True)  # not bincount: a device id may be 2**53
         want = int(values[counts.argmax()])
         for p in props:
-            if p.get("id") == want and isinstance(p.get("name"), str):
-                return p["name"]
+            found = p.get("name")
+            if p.get("id") == want and isinstance(found, str):
+                return found
     name = props[0].get("name")
     return name if isinstance(name, str) else None
 
 
-def _whole(value) -> int | None:
+def _whole(value: object) -> int | None:
     """A rank or world size as JSON allows it: ``3`` and ``3.0`` are the same number; ``true``, ``"3"``,
     fractions and absurd sizes are not a rank."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -160,6 +162,8 @@ def _make_run(path: Path, trace: TraceData, res: ReadResult) -> Run:
     rank = _whole(dist.get("rank"))
     world = _whole(dist.get("world_size"))
     ev = trace.events
+    start_ns: int | None
+    end_ns: int | None
     if len(ev):
         start_ns = trace.origin_ns + int(ev["ts"].min())
         end_ns = trace.origin_ns + int((ev["ts"] + np.maximum(ev["dur"], 0)).max())
@@ -175,7 +179,7 @@ def _make_run(path: Path, trace: TraceData, res: ReadResult) -> Run:
             f"{res.lost_events_estimate:,} event(s) ({res.lost_bytes:,} bytes of JSON text)")
     losses += [f"{path.name}: {n}" for n in res.notes]
     losses += [f"{path.name}: dropped {n:,} {why}" for why, n in trace.dropped.items()]
-    meta = {
+    meta: RunMeta = {
         "source": "kineto",
         "label": label,
         "rank": rank,

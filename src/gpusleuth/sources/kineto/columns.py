@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any, Hashable, Sequence, TypeGuard
 
 import msgspec
 import numpy as np
@@ -20,7 +20,10 @@ import numpy as np
 from gpusleuth.run.model import Table
 
 from .model import DEVICE_KINDS, TraceData, kind_of_category
-from .schema import Args, Event, MEvent, XEvent
+from .schema import Args, Event, MEvent, XEvent, _Complete
+
+if TYPE_CHECKING:
+    from .schema import Chunk
 
 _INT_COLS = ("corr", "stream", "device")
 _NO_ARGS = Args()  # every field None: what an event without ``args`` contributes
@@ -39,7 +42,7 @@ def _to_float(v: Any) -> float:
     return math.nan
 
 
-def _floats(values: list) -> np.ndarray:
+def _floats(values: Sequence[object]) -> np.ndarray:
     """float64 array, one value per event; None, junk, lists and giant integers become NaN (the slow path
     runs only when the fast one fails or gives anything but a flat array)."""
     try:
@@ -54,7 +57,7 @@ def _floats(values: list) -> np.ndarray:
 _INT64_SAFE = float(2**62)
 
 
-def _ints(values: list) -> np.ndarray:
+def _ints(values: Sequence[object]) -> np.ndarray:
     """int64 array with -1 for missing/unparsable/out-of-range values (ids, streams, devices)."""
     f = _floats(values)
     bad = ~(np.abs(f) < _INT64_SAFE)
@@ -69,14 +72,14 @@ def _ints(values: list) -> np.ndarray:
 PLAUSIBLE_US = 86_400e6
 
 
-def _order_key(v: Any) -> tuple:
+def _order_key(v: Any) -> tuple[int, float, str]:
     """Total order over interned values of any JSON type (ints and strings mix in ``pid``)."""
     if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v:
         return (0, v, "")
     return (1, 0, str(v))
 
 
-def _canonical(table: dict) -> tuple[list, np.ndarray]:
+def _canonical(table: dict[Any, int]) -> tuple[list[Any], np.ndarray]:
     """The table's values sorted, and the old-code → new-code map: codes no longer depend on which
     value the file happened to show first."""
     values = sorted(table, key=_order_key)
@@ -98,13 +101,13 @@ class ColumnBuilder:
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in
                                                    ("ts", "dur", "cat", "name", "pid", "tid", "itype", "icall",
                                                     *_INT_COLS)}
-        self.phases: Counter = Counter()
+        self.phases: Counter[str] = Counter()
         self.process_names: dict[Any, str] = {}
         self.thread_names: dict[tuple[Any, Any], str] = {}
         self.rows = 0
 
     @staticmethod
-    def _intern(table: dict, values: list) -> np.ndarray:
+    def _intern(table: dict[Any, int], values: Sequence[Hashable]) -> np.ndarray:
         """Codes for ``values``, adding unseen ones to ``table`` in first-seen order. The per-item work is
         C-level (``map``/``fromiter``/``dict.fromkeys``); only distinct new values see Python code."""
         try:
@@ -119,15 +122,18 @@ class ColumnBuilder:
             safe = [v if isinstance(v, (str, int, float)) or v is None else str(v) for v in values]
             return ColumnBuilder._intern(table, safe)
 
-    def __call__(self, events: list) -> None:
+    def __call__(self, events: Chunk) -> None:
         # a chunk comes either from the tagged schema (XEvent/MEvent/field-less others) or, when some
         # event had no usable "ph", from the permissive one (Event with a .ph attribute)
         loose = bool(events) and type(events[0]) is Event
-        xs = [e for e in events if e.ph == "X"] if loose else [e for e in events if type(e) is XEvent]
+        # (the loose chunk is all Event: its type test only tells the checker so, on the rare loose path)
+        xs: list[_Complete] = [e for e in events if type(e) is Event and e.ph == "X"] if loose else \
+            [e for e in events if type(e) is XEvent]
         if len(xs) != len(events):
             # flow arrows (s/f) are most of the rest: counted, not kept (correlation ids link CPU and GPU)
             self.phases["other"] += len(events) - len(xs)
-            ms = [e for e in events if e.ph == "M"] if loose else [e for e in events if type(e) is MEvent]
+            ms: list[Event] | list[MEvent] = [e for e in events if type(e) is Event and e.ph == "M"] if loose \
+                else [e for e in events if type(e) is MEvent]
             for e in ms:
                 if e.args is not None and isinstance(e.args.name, str):
                     if e.name == "process_name":
@@ -145,9 +151,9 @@ class ColumnBuilder:
         p["name"].append(self._intern(self.name_ix, [e.name for e in xs]))
         p["pid"].append(self._intern(self.pid_ix, [e.pid for e in xs]))
         p["tid"].append(self._intern(self.tid_ix, [e.tid for e in xs]))
-        args = [e.args for e in xs]
-        if None in args:  # events without args read as an empty one (every field None)
-            args = [_NO_ARGS if a is None else a for a in args]
+        given = [e.args for e in xs]
+        # events without args read as an empty one (every field None)
+        args = given if _no_none(given) else [_NO_ARGS if a is None else a for a in given]
         p["corr"].append(_ints([a.correlation for a in args]))
         p["stream"].append(_ints([a.stream for a in args]))
         p["device"].append(_ints([a.device for a in args]))
@@ -163,14 +169,14 @@ class ColumnBuilder:
             p["icall"].append(np.zeros(len(args), np.int32))
 
     @staticmethod
-    def _canonical_codes(cols: dict, key: str, table: dict) -> list:
+    def _canonical_codes(cols: dict[str, np.ndarray], key: str, table: dict[Any, int]) -> list[Any]:
         values, remap = _canonical(table)
         cols[key] = remap[cols[key]]
         return values
 
     def finish(self, base_time_ns: int | None) -> TraceData:
         """Concatenate, convert µs floats to int64 ns relative to the first microsecond, sort by time."""
-        cols = {}
+        cols: dict[str, np.ndarray] = {}
         for k in list(self.parts):  # one column at a time, releasing its chunks as we go
             v = self.parts.pop(k)
             cols[k] = np.concatenate(v) if v else np.empty(0, np.float64 if k in ("ts", "dur") else np.int64)
@@ -248,7 +254,11 @@ class ColumnBuilder:
         )
 
 
-def _repeats(ts: np.ndarray, dur: np.ndarray, kind: np.ndarray, cols: dict) -> np.ndarray:
+def _no_none(args: list[Args | None]) -> TypeGuard[list[Args]]:
+    return None not in args
+
+
+def _repeats(ts: np.ndarray, dur: np.ndarray, kind: np.ndarray, cols: dict[str, np.ndarray]) -> np.ndarray:
     """Rows identical to the row before them in every column (the rows are in :func:`_event_order`, so
     copies sit next to each other). One kernel cannot run twice at the same nanosecond on the same stream
     with the same correlation id: a copy is the same event written twice, and counting it would double
@@ -268,7 +278,7 @@ def _repeats(ts: np.ndarray, dur: np.ndarray, kind: np.ndarray, cols: dict) -> n
     return same
 
 
-def _event_order(ts: np.ndarray, dur: np.ndarray, cols: dict) -> np.ndarray:
+def _event_order(ts: np.ndarray, dur: np.ndarray, cols: dict[str, np.ndarray]) -> np.ndarray:
     """Rows by time; rows with the same time by every other column, so that the order of events in the
     file never changes a number (only the tied rows pay for the many-key sort)."""
     order = np.argsort(ts, kind="stable")
@@ -288,7 +298,7 @@ def _event_order(ts: np.ndarray, dur: np.ndarray, cols: dict) -> np.ndarray:
     return order
 
 
-def _call_keys(dims: list, args: list) -> list:
+def _call_keys(dims: Sequence[object], args: Sequence[Args]) -> list[tuple[bytes, bytes] | tuple[()]]:
     """Per event, its ``(Input Dims, Concrete Inputs)`` re-encoded as JSON bytes (hashable, C speed; any
     value the decoder produced encodes), ``()`` where it has none."""
     enc = _ENCODE

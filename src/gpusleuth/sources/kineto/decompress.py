@@ -14,7 +14,7 @@ import zlib
 from dataclasses import dataclass, field
 from lzma import LZMAError as _LZMAError
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import IO, Callable, Generator, Protocol, Union
 
 from gpusleuth.errors import InputError
 from gpusleuth.run.files import open_regular as _open_regular
@@ -22,6 +22,20 @@ from gpusleuth.run.files import open_regular as _open_regular
 BLOCK = 1 << 20  # bytes read from disk / decompressed per step
 
 Progress = Callable[[int, int], None]
+# what the readers below yield: text blocks; generators, so that a reader that stops early can close them
+Blocks = Generator[bytes, None, None]
+
+
+class _Decompressor(Protocol):
+    """bz2's and lzma's decompressors (the same interface)."""
+
+    @property
+    def eof(self) -> bool: ...
+
+    @property
+    def needs_input(self) -> bool: ...
+
+    def decompress(self, data: bytes, max_length: int = -1) -> bytes: ...
 
 
 @dataclass
@@ -33,16 +47,22 @@ class StreamLosses:
 
 
 def text_blocks(path: Path, progress: Progress | None = None,
-                res: StreamLosses | None = None) -> Iterator[bytes]:
+                res: StreamLosses | None = None) -> Blocks:
     """The decompressed text of ``path`` in blocks of about ``BLOCK`` bytes (see :func:`_blocks`)."""
     return _blocks(Path(path), progress, res if res is not None else StreamLosses())
 
 
-_END = object()
+class _End:
+    """The helper's last word: the stream is done."""
+
+
+_END = _End()
+# what the helper hands over: a block with the progress seen when it was read, the end, or what it raised
+_Handed = Union[tuple[bytes, Union[tuple[int, int], None]], _End, BaseException]
 
 
 def text_blocks_ahead(path: Path, progress: Progress | None = None, res: StreamLosses | None = None,
-                      depth: int = 2) -> Iterator[bytes]:
+                      depth: int = 2) -> Blocks:
     """:func:`text_blocks`, decompressed on a helper thread up to ``depth`` blocks ahead of the caller.
 
     zlib, bz2, lzma and pyarrow's zstd inflate with the GIL released, so where a second core is free the
@@ -53,14 +73,14 @@ def text_blocks_ahead(path: Path, progress: Progress | None = None, res: StreamL
     caller stops reading (an error, a closed generator), so it never outlives the read."""
     res = res if res is not None else StreamLosses()
     own = StreamLosses()
-    q: queue.Queue = queue.Queue(depth)
+    q: queue.Queue[_Handed] = queue.Queue(depth)
     stop = threading.Event()
     seen: list[tuple[int, int] | None] = [None]
 
     def note(done: int, total: int) -> None:
         seen[0] = (done, total)
 
-    def put(item: object) -> bool:
+    def put(item: _Handed) -> bool:
         while not stop.is_set():
             try:
                 q.put(item, timeout=0.05)
@@ -91,7 +111,7 @@ def text_blocks_ahead(path: Path, progress: Progress | None = None, res: StreamL
                 if helper.is_alive() or not q.empty():
                     continue
                 raise RuntimeError("the decompressing thread ended without a word") from None
-            if item is _END:
+            if isinstance(item, _End):
                 break
             if isinstance(item, BaseException):
                 raise item
@@ -105,7 +125,7 @@ def text_blocks_ahead(path: Path, progress: Progress | None = None, res: StreamL
         stop.set()
 
 
-def _blocks(path: Path, progress: Progress | None, res: StreamLosses) -> Iterator[bytes]:
+def _blocks(path: Path, progress: Progress | None, res: StreamLosses) -> Blocks:
     """Yield decompressed text blocks. The container (gzip, bzip2, xz, zstd, zip) is detected by magic
     bytes, not by the file name; a damaged stream yields everything before the damage."""
     total = path.stat().st_size
@@ -114,7 +134,7 @@ def _blocks(path: Path, progress: Progress | None, res: StreamLosses) -> Iterato
 
         def read(n: int = BLOCK) -> bytes:
             try:
-                data = f.read(n)
+                data: bytes = f.read(n)
             except OSError as exc:
                 raise InputError(path, f"cannot be read ({exc.strerror or exc})") from None
             state["done"] += len(data)
@@ -148,7 +168,7 @@ def _blocks(path: Path, progress: Progress | None, res: StreamLosses) -> Iterato
                 yield block
 
 
-def open_regular(path: Path):
+def open_regular(path: Path) -> IO[bytes]:
     """The trace file, opened only if it is a regular file (a FIFO would block forever, a device never
     ends); anything else is one sentence."""
     return _open_regular(path, "a trace file (give the trace files themselves)")
@@ -160,7 +180,7 @@ def _damaged(res: StreamLosses, what: str, at: int, exc: Exception) -> None:
                      "the events before the damage were kept")
 
 
-def _gunzip(first: bytes, read: Callable[..., bytes], res: StreamLosses) -> Iterator[bytes]:
+def _gunzip(first: bytes, read: Callable[..., bytes], res: StreamLosses) -> Blocks:
     """Inflate gzip member by member. On damage, inflate the failing input again in small pieces from a
     copy of the decompressor taken before it, so every byte before the damage is still returned."""
     dec = zlib.decompressobj(wbits=31)
@@ -193,10 +213,10 @@ def _gunzip(first: bytes, read: Callable[..., bytes], res: StreamLosses) -> Iter
         if out:
             yield out
         if dec.eof:
-            rest = dec.unused_data + read(-1)
-            if rest.strip(b"\x00"):  # concatenated gzip members
+            after = dec.unused_data + read(-1)
+            if after.strip(b"\x00"):  # concatenated gzip members
                 dec = zlib.decompressobj(wbits=31)
-                pending = rest
+                pending = after
                 continue
             return
         if pending or out:
@@ -208,8 +228,8 @@ def _gunzip(first: bytes, read: Callable[..., bytes], res: StreamLosses) -> Iter
             return
 
 
-def _stream_decompress(dec, first: bytes, read: Callable[..., bytes], res: StreamLosses,
-                       what: str) -> Iterator[bytes]:
+def _stream_decompress(dec: _Decompressor, first: bytes, read: Callable[..., bytes], res: StreamLosses,
+                       what: str) -> Blocks:
     """bz2/lzma decompressors (same interface): bounded output per call, damage kept as a loss."""
     data = first
     produced = 0
@@ -231,7 +251,7 @@ def _stream_decompress(dec, first: bytes, read: Callable[..., bytes], res: Strea
             return
 
 
-def _unzstd(path: Path, res: StreamLosses) -> Iterator[bytes]:
+def _unzstd(path: Path, res: StreamLosses) -> Blocks:
     """zstd through pyarrow's codec (already a dependency), streamed."""
     import pyarrow as pa
 
@@ -245,7 +265,7 @@ def _unzstd(path: Path, res: StreamLosses) -> Iterator[bytes]:
         _damaged(res, "zstd", produced, exc)
 
 
-def _unzip(path: Path, res: StreamLosses) -> Iterator[bytes]:
+def _unzip(path: Path, res: StreamLosses) -> Blocks:
     """A zip archive holding one trace: stream its (largest) .json member."""
     import zipfile
 

@@ -9,7 +9,7 @@ never lose precision in arithmetic: the offset from the trace's first microsecon
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -70,15 +70,16 @@ class TraceData:
     def col(self, name: str) -> np.ndarray:
         return self.events[name]
 
-    def name_codes_matching(self, predicate) -> np.ndarray:
+    def name_codes_matching(self, predicate: Callable[[str], bool]) -> np.ndarray:
         """Codes of interned names for which ``predicate(name)`` holds — evaluated once per distinct name."""
         return np.fromiter((i for i, n in enumerate(self.names) if predicate(n)), dtype=np.int32)
 
-    def name_mask(self, predicate) -> np.ndarray:
+    def name_mask(self, predicate: Callable[[str], bool]) -> np.ndarray:
         """Row mask for rows whose name satisfies ``predicate`` (per distinct name, then a table lookup)."""
         table = np.zeros(len(self.names) + 1, dtype=bool)
         table[self.name_codes_matching(predicate)] = True
-        return table[self.events["name"]]
+        mask: np.ndarray = table[self.events["name"]]
+        return mask
 
     def __repr__(self) -> str:
         return f"TraceData({len(self)} events, {len(self.names)} names, origin_ns={self.origin_ns})"

@@ -24,18 +24,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable
 
 import msgspec
 
 from gpusleuth.errors import InputError
 
-from .decompress import Progress, open_regular, text_blocks, text_blocks_ahead
+from .decompress import Blocks, Progress, open_regular, text_blocks, text_blocks_ahead
 from .result import ReadResult
 from .salvage import BOUNDARY, salvage
 from .schema import HEAD_DECODER, decode_events, decode_tail
 from .structure import Structure, Walk, find_events_key
 from .textdecode import DECODE_ERRORS, decode
+
+if TYPE_CHECKING:
+    from .schema import Chunk
 
 __all__ = ["CHUNK", "ReadResult", "open_regular", "read_events"]
 
@@ -43,7 +46,7 @@ CHUNK = 1 << 20  # decode once this much array text is buffered (1 MB: ~20 MB le
 #                  no measurable cost in time)
 
 
-def read_events(path: Path, sink: Callable[[list], None], progress: Progress | None = None) -> ReadResult:
+def read_events(path: Path, sink: Callable[[Chunk], None], progress: Progress | None = None) -> ReadResult:
     """Stream ``path``; call ``sink`` with each decoded chunk of events; return metadata and losses."""
     res = ReadResult()
     blocks = (text_blocks_ahead if _worth_a_thread(path) else text_blocks)(path, progress, res)
@@ -74,7 +77,7 @@ def _worth_a_thread(path: Path) -> bool:
     return big and cpus > 1
 
 
-def _read_events(path: Path, blocks: Iterator[bytes], sink: Callable[[list], None], res: ReadResult) -> ReadResult:
+def _read_events(path: Path, blocks: Blocks, sink: Callable[[Chunk], None], res: ReadResult) -> ReadResult:
     buf = bytearray()
     bare_array = False
     scan = Structure()
@@ -213,7 +216,7 @@ def _last_boundaries(buf: bytearray, start: int, n: int) -> list[tuple[int, int]
 WALK_LIMIT = 64 * CHUNK  # one event larger than this is taken for damage (the text is salvaged around it)
 
 
-def _decode_in_place(buf: bytearray, cut: int, sink: Callable[[list], None], res: ReadResult) -> bool:
+def _decode_in_place(buf: bytearray, cut: int, sink: Callable[[Chunk], None], res: ReadResult) -> bool:
     """Decode the events of ``buf[1:cut]`` without copying: ``[`` is written over the spare byte at 0 and
     ``]`` at ``cut`` (both restored if the text does not decode)."""
     first, after = buf[0], buf[cut]

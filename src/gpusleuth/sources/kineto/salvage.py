@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .result import ReadResult
 from .schema import Tail, decode_events, decode_tail
 from .textdecode import DECODE_ERRORS, decode
 
+if TYPE_CHECKING:
+    from .schema import Chunk
+
 BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")  # "}" "," "{": a candidate cut between two events
 _PH = b'"ph"'
 
 
-def decode_event_text(text: bytes, res: ReadResult) -> list:
+def decode_event_text(text: bytes, res: ReadResult) -> Chunk:
     return decode(decode_events, b"[" + text + b"]", res)
 
 
-def salvage(text: bytes, sink: Callable[[list], None], res: ReadResult, final: bool) -> Tail | None:
+def salvage(text: bytes, sink: Callable[[Chunk], None], res: ReadResult, final: bool) -> Tail | None:
     """Decode every complete event of ``text`` piece by piece; count what cannot be read.
 
     With ``final`` the last piece may hold the array's end and the trailing metadata.

@@ -13,9 +13,11 @@ profiler's own span row, ``stream`` is ``"0x0"`` in ROCm runtime rows, ids may b
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Sequence, Union
 
 import msgspec
+
+from .textdecode import Text
 
 
 class Args(msgspec.Struct, forbid_unknown_fields=False, gc=False):
@@ -73,14 +75,26 @@ class MEvent(msgspec.Struct, tag_field="ph", tag="M", forbid_unknown_fields=Fals
 # building anything (flow arrows alone are ~40 % of a Kineto trace's events).
 _SKIPPED = [msgspec.defstruct(f"Phase{ord(ph)}", [], tag_field="ph", tag=ph, gc=False)
             for ph in "BEiICbnestfPNODVvRc()"]
-FastEvent = Union[tuple([XEvent, MEvent, *_SKIPPED])]
+if TYPE_CHECKING:
+    # What the type check sees of a decoded event (the loose part of the schema of untrusted JSON): one of the
+    # structs above, or a field-less struct of a skipped phase (made at run time, so a checker cannot name them);
+    # the column builder tells them apart by ``type(e)``. A chunk is a list of them, from either decoder.
+    FastEvent = Union[XEvent, MEvent, msgspec.Struct]
+    DecodedEvent = Union[Event, XEvent, MEvent, msgspec.Struct]
+    Chunk = Sequence[DecodedEvent]
+    LooseEvents = Chunk
+    FastEvents = Chunk
+else:
+    FastEvent = Union[tuple([XEvent, MEvent, *_SKIPPED])]
+    LooseEvents = list[Event]
+    FastEvents = list[FastEvent]
 
 
 class Tail(msgspec.Struct, forbid_unknown_fields=False):
     """The last events plus whatever metadata follows ``traceEvents`` (newer Kineto puts
     ``displayTimeUnit`` and ``baseTimeNanoseconds`` after the array)."""
 
-    traceEvents: list[Event] = []
+    traceEvents: LooseEvents = []
     displayTimeUnit: Any = None
     baseTimeNanoseconds: Any = None
     traceName: Any = None
@@ -100,7 +114,7 @@ class Head(msgspec.Struct, forbid_unknown_fields=False):
 
 
 class FastTail(Tail):
-    traceEvents: list[FastEvent] = []
+    traceEvents: FastEvents = []
 
 
 _EVENTS_FAST = msgspec.json.Decoder(list[FastEvent])
@@ -110,7 +124,7 @@ _TAIL_LOOSE = msgspec.json.Decoder(Tail)
 HEAD_DECODER = msgspec.json.Decoder(Head)
 
 
-def decode_events(buf) -> list:
+def decode_events(buf: Text) -> Chunk:
     """Decode a JSON array of events: tagged by ``ph`` (fast), or — when an event has no or an unknown
     ``ph`` — with the permissive schema. Syntax errors propagate (the caller handles cuts and damage)."""
     try:
@@ -119,7 +133,7 @@ def decode_events(buf) -> list:
         return _EVENTS_LOOSE.decode(buf)
 
 
-def decode_tail(buf) -> Tail:
+def decode_tail(buf: Text) -> Tail:
     """Decode ``{"traceEvents": [...last events...], ...trailing metadata}``."""
     try:
         return _TAIL_FAST.decode(buf)

@@ -20,7 +20,7 @@ def json_size(path: Path) -> int:
         head = f.read(6)
         if head[:2] == b"\x1f\x8b" and size >= 18:
             f.seek(-4, os.SEEK_END)
-            stated = struct.unpack("<I", f.read(4))[0]
+            stated: int = struct.unpack("<I", f.read(4))[0]
             # the trailer wraps at 4 GiB: take the first value at or above the compressed size
             while stated < size:
                 stated += 2**32

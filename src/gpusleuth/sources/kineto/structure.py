@@ -26,7 +26,7 @@ class Structure:
         self.open_string: int | None = None  # start of a string not closed in the text so far
         self.search_from = 0
 
-    def _string_end(self, buf) -> int | None:
+    def _string_end(self, buf: bytes | bytearray) -> int | None:
         while True:
             k = buf.find(b'"', self.search_from)
             if k < 0:
@@ -39,7 +39,7 @@ class Structure:
                 return k + 1
             self.search_from = k + 1
 
-    def tokens(self, buf) -> Iterator[tuple[int, int, int]]:
+    def tokens(self, buf: bytes | bytearray) -> Iterator[tuple[int, int, int]]:
         """``(first byte, start, end)`` of each string (``"``) and bracket complete in ``buf`` past ``pos``;
         ``depth`` is already updated when a bracket is yielded."""
         i = self.pos
@@ -89,8 +89,8 @@ def find_events_key(buf: bytes | bytearray, scan: Structure) -> int | None:
 def _unescaped(token: bytes) -> str | None:
     """A JSON string token's value (a key written with escapes, ``"trace\\u0045vents"``, is still the key)."""
     try:
-        return msgspec.json.decode(token)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+        return msgspec.json.decode(token, type=str)
+    except (msgspec.DecodeError, UnicodeDecodeError):  # (ValidationError is a DecodeError)
         return None
 
 

@@ -5,9 +5,13 @@ repaired in place."""
 from __future__ import annotations
 
 import re
-from typing import Callable, Protocol
+from typing import Callable, Protocol, TypeVar, Union
 
 import msgspec
+
+# a piece of trace text: the reader's bytes, or a view into its buffer (decoded in place)
+Text = Union[bytes, bytearray, memoryview]
+T = TypeVar("T")
 
 
 class _Counts(Protocol):
@@ -21,7 +25,7 @@ class Undecodable(Exception):
 DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError, Undecodable)
 
 
-def decode(fn: Callable, buf, res: "_Counts"):
+def decode(fn: Callable[[Text], T], buf: Text, res: _Counts) -> T:
     """``fn(buf)``, turning every way a hostile text can fail into :class:`Undecodable` — except bytes that
     are not UTF-8 (bit flips, raw surrogates, Latin-1 names): those are replaced by U+FFFD and counted."""
     try:
@@ -52,7 +56,7 @@ def decode(fn: Callable, buf, res: "_Counts"):
         raise Undecodable("nested too deeply") from None
 
 
-def _ascii(buf) -> bool:
+def _ascii(buf: Text) -> bool:
     """Is ``buf`` (bytes, or a view of a bytearray: then all of it is checked) pure ASCII?"""
     whole = buf.obj if isinstance(buf, memoryview) else buf
     return isinstance(whole, (bytes, bytearray)) and whole.isascii()
@@ -61,7 +65,7 @@ def _ascii(buf) -> bool:
 _SURROGATE_ESCAPE = re.compile(rb"(\\+)u[dD]([89a-fA-F])[0-9a-fA-F]{2}")
 
 
-def _lone_surrogates_replaced(buf) -> bytes | None:
+def _lone_surrogates_replaced(buf: Text) -> bytes | None:
     """``buf`` with every unpaired ``\\udXXX`` escape written as ``\\ufffd`` (same length, so nothing
     else moves); None if there is none. Only runs on text that already failed to decode."""
     data = bytes(buf)
