@@ -12,9 +12,8 @@ cannot shorten it, and a latency prediction keeps it in the step it predicts).
 from __future__ import annotations
 
 import math
-from typing import Any
 
-from gpusleuth.diagnosis.facts import Facts
+from gpusleuth.diagnosis.facts import Facts, LoaderConfig
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules.host import foreign_cores
 from gpusleuth.diagnosis.rules._common import (COPY_SHARE, copy_bound_speaks, device_copies,
@@ -116,7 +115,7 @@ def training_loop_cores(facts: Facts, usable_cores: float) -> tuple[float, str]:
         f" its{each} {torch_threads} torch intra-op threads: the compute runs on the CPU)")
 
 
-def training_loader(facts: Facts) -> dict[str, Any] | None:
+def training_loader(facts: Facts) -> LoaderConfig | None:
     """The DataLoader config of the training loop: the main process's first loader."""
     main = facts.outcomes.steps.pid
     for info in facts.dataloaders:
@@ -466,7 +465,7 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
     ]
 
 
-def spike_steps(facts: Facts, loader: dict[str, Any] | None, share: float, typical: float, body_s: float
+def spike_steps(facts: Facts, loader: LoaderConfig | None, share: float, typical: float, body_s: float
                 ) -> list[Finding]:
     """The loop's input wait is carried by a few steps while the typical step barely waits. Those steps are
     their own thing: a DataLoader whose workers start again at every epoch (``persistent_workers=False``), a
