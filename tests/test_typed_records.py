@@ -86,3 +86,21 @@ def test_py_typed_is_declared_and_shipped():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     assert "py.typed" in data["gpusleuth"]
     assert (ROOT / "src" / "gpusleuth" / "py.typed").is_file()
+
+
+def test_severity_and_confidence_are_closed_sets():
+    """A finding's severity and confidence are Literals (mypy checks every rule's words) and the constructor
+    refuses any other value, so a typo cannot reach the JSON that CI matches on."""
+    from typing import get_args, get_type_hints
+
+    import pytest
+
+    from gpusleuth.diagnosis.finding import CONFIDENCES, Finding
+    from gpusleuth.diagnosis.taxonomy import SEVERITIES
+
+    hints = get_type_hints(Finding)
+    assert get_args(hints["severity"]) == SEVERITIES
+    assert get_args(hints["confidence"]) == CONFIDENCES == ("low", "medium", "high")
+    with pytest.raises(ValueError, match="unknown confidence 'certain'"):
+        Finding(cause="sizing", severity="moderate", title="t", summary="s", evidence=[], fix="f",
+                confidence="certain")  # type: ignore[arg-type]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from gpusleuth.diagnosis.facts import Facts, LoaderConfig
-from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
+from gpusleuth.diagnosis.finding import Evidence, Finding, Missing, Severity
 from gpusleuth.diagnosis.rules.host import foreign_cores
 from gpusleuth.diagnosis.rules._common import (COPY_SHARE, copy_bound_speaks, device_copies,
                                                gain_from_seconds, host_cpu_p50, no_device_trace, no_steps,
@@ -153,7 +153,7 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
     typical = max(wait_s - s.data_wait_spike_s, 0.0) / body_s if body_s > 0 else 0.0
     if typical < MODERATE and s.data_wait_spike_steps:
         return spike_steps(facts, loader, share, typical, body_s)
-    severity = "high" if typical >= HIGH else "moderate"
+    severity: Severity = "high" if typical >= HIGH else "moderate"
     workers = loader.get("num_workers") if loader else None
     what = "its DataLoader" if loader else "its input (no DataLoader: the time from a step's end to the next forward)"
     cpu_source = ("thread CPU clock around DataLoader fetches" if loader else
