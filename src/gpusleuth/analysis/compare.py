@@ -14,7 +14,7 @@ import math
 import operator
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 
 from gpusleuth.analysis.bundle import RunAnalysis
@@ -89,13 +89,35 @@ class GateResult:
     unavailable: bool = False  # the run lacks the metric: the gate cannot be checked, which fails it
 
 
+class ScalingCost(TypedDict):
+    """What the larger size buys and what it costs, per unit of work (:func:`scaling_cost`)."""
+
+    speedup: float  # throughput ratio
+    cost_change: float  # relative change of the cost per sample
+    time_change: float  # relative change of the time per sample
+    per_1k: list[float]  # the cost per 1k samples at each size, in ``per_1k_unit``
+    per_1k_unit: str  # "$ per 1k samples" or "process-seconds per 1k samples"
+    verdict: str
+    cost_outpaces_time: bool
+
+
+# One size against the baseline's: the scaling efficiency and its cost (``compare --json``'s ``scaling``). Written
+# this way because one key is ``from``, a Python keyword.
+Scaling = TypedDict("Scaling", {
+    "run": str, "from": int, "to": int,  # the run, and the processes (GPUs) of the baseline and of this run
+    "efficiency": float, "regime": str, "formula": str,
+    "speedup": float, "cost_change": float, "time_change": float, "per_1k": list[float], "per_1k_unit": str,
+    "verdict": str, "cost_outpaces_time": bool,
+})
+
+
 @dataclass
 class Comparison:
     runs: list[RunColumn]
     deltas: list[dict[str, float | None]]  # per run: relative change vs baseline per metric
     beyond_noise: list[dict[str, bool | None]]
     noise_band: list[float]  # per run: ± relative change resolvable vs baseline (analysis/noise.py)
-    scaling: list[dict[str, Any]] = field(default_factory=list)
+    scaling: list[Scaling] = field(default_factory=list)
     gates: list[GateResult] = field(default_factory=list)
     noise_notes: list[str | None] = field(default_factory=list)  # per run: what one run per side can resolve
 
@@ -139,7 +161,7 @@ def column_for(a: RunAnalysis) -> RunColumn:
                      cpu_attained=a.host.main_cpu_attained if a.host is not None else None)
 
 
-def scaling_cost(base: RunColumn, col: RunColumn) -> dict[str, Any]:
+def scaling_cost(base: RunColumn, col: RunColumn) -> ScalingCost:
     """What the larger size buys and what it costs, per unit of work: the speedup (throughput ratio), the
     time and the cost per 1k samples at each size, and the verdict.
 
@@ -219,7 +241,7 @@ def compare(columns: list[RunColumn], gates: list[Gate]) -> Comparison:
         deltas.append(d)
         beyond.append(b)
         bands.append(band)
-    scaling = []
+    scaling: list[Scaling] = []
     for col in columns[1:]:
         t0, t1 = base.metrics["throughput"], col.metrics["throughput"]
         if col.processes != base.processes and t0 and t1:

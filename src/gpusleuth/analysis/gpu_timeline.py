@@ -10,12 +10,12 @@ until the next one, capped at the usual interval so a sampler gap never counts a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from gpusleuth.run.model import Run, Table
 from gpusleuth.run.gaps import sampler_gaps
+from gpusleuth.run.records import GpuHardware
 
 IDLE_UTIL = 5.0  # % utilization.gpu at or below which a sample is idle
 BUSY_UTIL = 50.0
@@ -74,7 +74,7 @@ def _col(g: Table, name: str, m: np.ndarray) -> np.ndarray:
 
 
 def _one(index: int, t: np.ndarray, util: np.ndarray, util_mem: np.ndarray, mem_used: np.ndarray,
-         mem_total: np.ndarray, power: np.ndarray, hw: dict[str, Any]) -> GpuTimeline:
+         mem_total: np.ndarray, power: np.ndarray, hw: GpuHardware) -> GpuTimeline:
     med, gaps = sampler_gaps(t)
     if len(t) >= 2:
         dt = np.diff(t) / 1e9
@@ -106,7 +106,7 @@ def _one(index: int, t: np.ndarray, util: np.ndarray, util_mem: np.ndarray, mem_
     tl.idle_stretches = len(long)
     tl.longest_idle_s = float(max(lengths)) if lengths else 0.0
     tl.bursts = int((idle[:-1] & busy[1:]).sum()) if len(t) >= 2 else 0
-    total = float(np.nanmax(mem_total)) if np.isfinite(mem_total).any() else float(hw.get("mem_total_mib", 0)) * 2**20
+    total = float(np.nanmax(mem_total)) if np.isfinite(mem_total).any() else float(hw.get("mem_total_mib") or 0) * 2**20
     share = mem_used / total if total else np.full(len(t), np.nan)
     holding = np.isfinite(share) & (share >= HOLDING_MEM)
     bw = np.isfinite(util_mem) & (util_mem >= HIGH_MEM_UTIL)

@@ -4,10 +4,20 @@ nothing after the analysis needs the Run to say it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from gpusleuth.run.meta import NodeMeta
 from gpusleuth.run.model import Run
+from gpusleuth.run.records import GpuHardware, HostHardware
+
+
+class Hardware(TypedDict):
+    """The report's ``run.hardware`` (docs/report-json.md): each device and the host as their source described
+    them, and the device a trace names."""
+
+    gpus: list[GpuHardware]
+    host: HostHardware
+    device: NotRequired[str]
 
 
 @dataclass
@@ -22,7 +32,7 @@ class RunInfo:
     wall_s: float | None
     start_ns: int | None
     end_ns: int | None
-    hardware: dict[str, Any]
+    hardware: Hardware
     # Several run directories of one job (sources/jobdirs.py): per directory its path, ranks, clock offset
     # onto the first directory's clock and how it was found. Empty for one directory.
     nodes: list[NodeMeta] = field(default_factory=list)
@@ -32,9 +42,10 @@ def run_info(run: Run, recorded: bool) -> RunInfo:
     """The Run's identity; a trace set read alone (no recording) is labelled by its number of traces."""
     m = run.meta
     rec = m.get("recorder") or {}
-    hardware: dict[str, Any] = {"gpus": rec.get("gpu") or [], "host": rec.get("host") or {}}
-    if m.get("device"):
-        hardware["device"] = m.get("device")
+    hardware: Hardware = {"gpus": rec.get("gpu") or [], "host": rec.get("host") or {}}
+    device = m.get("device")
+    if device:
+        hardware["device"] = device
     label = run.label
     if run.trace is None and len(run.profiles) > 1 and not recorded:
         label = f"{len(run.profiles)} traces"

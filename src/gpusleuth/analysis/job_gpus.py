@@ -20,11 +20,11 @@ A GPU log read alone (nvidia-smi, DCGM) has no job: all its GPUs are reported.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from gpusleuth.run.model import Run
+from gpusleuth.run.records import GpuHardware
 
 
 @dataclass
@@ -47,11 +47,11 @@ def _norm_uuid(u: object) -> str:
     return s
 
 
-def _label(indices: list[int], hw: dict[int, dict[str, Any]]) -> str:
+def _label(indices: list[int], hw: dict[int, GpuHardware]) -> str:
     return ", ".join(str(hw.get(i, {}).get("name") or f"GPU {i}") + f" (#{i})" for i in indices)
 
 
-def job_gpus(run: Run, hardware: list[dict[str, Any]], sampled: list[int]) -> JobGpus:
+def job_gpus(run: Run, hardware: list[GpuHardware], sampled: list[int]) -> JobGpus:
     """The job's GPUs among ``sampled`` (indices in the gpu table), from ``hardware`` (the recorder's
     per-device facts: index, uuid, name, parent for MIG instances)."""
     hw = {int(h.get("index", i)): h for i, h in enumerate(hardware)}
@@ -104,7 +104,7 @@ def job_gpus(run: Run, hardware: list[dict[str, Any]], sampled: list[int]) -> Jo
                    f"{len(sampled)} sampled GPU(s) are counted", sampled, decided=False)
 
 
-def _visible(cvd: str, hw: dict[int, dict[str, Any]], sampled: list[int], env: dict[str, str]) -> list[int] | None:
+def _visible(cvd: str, hw: dict[int, GpuHardware], sampled: list[int], env: dict[str, str]) -> list[int] | None:
     """NVML indices named by CUDA_VISIBLE_DEVICES (UUIDs, MIG UUIDs, or integer indices)."""
     by_uuid = {_norm_uuid(h.get("uuid")): i for i, h in hw.items() if h.get("uuid")}
     whole = [i for i in sampled if hw.get(i, {}).get("parent") is None]

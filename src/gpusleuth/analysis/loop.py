@@ -9,14 +9,15 @@ often); the time phases take out of the wall time and the steps is ``analysis/ph
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 
 from gpusleuth.analysis.phases import phase_time
 from gpusleuth.analysis.steps import ProcessSteps, StepView
 from gpusleuth.analysis.telemetry import HostSummary
 from gpusleuth.run.model import Run, Table
+# the records the loop facts carry, named for the diagnosis (which sees no Run module) through this one
+from gpusleuth.run.records import GpuHardware as GpuHardware, LoaderConfig as LoaderConfig
+from gpusleuth.run.records import HostHardware, loader_config
 
 
 @dataclass
@@ -195,11 +196,20 @@ def first_step(main: ProcessSteps | None) -> dict[str, float]:
             "data_cpu_s": max(int(st["data_cpu_ns"][i]), 0) / 1e9}
 
 
-def cpu_limit_cores(host: dict[str, Any]) -> float | None:
+def cpu_limit_cores(host: HostHardware) -> float | None:
     """The tighter of the job's cgroup CPU quota (cpu.max) and its CPU affinity, in cores; None: no limit."""
     limits = [float(v) for v in (host.get("cgroup_cpu_limit_cores"), host.get("cpu_affinity_cores"))
               if isinstance(v, (int, float)) and v > 0]
     return min(limits) if limits else None
+
+
+def framework(run: Run) -> str | None:
+    """The framework that runs the loop: the hook's ``framework`` record, written at the first step with the
+    framework whose modules the job imported."""
+    for info in run.infos:
+        if info.get("kind") == "framework" and info.get("name"):
+            return str(info["name"])
+    return None
 
 
 @dataclass
@@ -211,13 +221,15 @@ class LoopFacts:
     threads: Threads = field(default_factory=Threads)
     first_step: dict[str, float] = field(default_factory=dict)
     batches_per_step: float | None = None
-    dataloaders: list[dict[str, Any]] = field(default_factory=list)  # DataLoader configs the hook saw
-    hook_facts: list[dict[str, Any]] = field(default_factory=list)  # other ``I`` records (torch runtime…)
+    dataloaders: list[LoaderConfig] = field(default_factory=list)  # DataLoader configs the hook saw
+    # the framework that runs the loop, as the hook saw its modules imported ("lightning", "transformers",
+    # "accelerate", "deepspeed"); None: plain PyTorch or not known
+    framework: str | None = None
     logical_cores: int | None = None
     # the CPU the job may use below the host's cores: its cgroup's quota (cpu.max, in cores) or its CPU
     # affinity, the tighter; None where neither limits it
     cpu_limit_cores: float | None = None
-    gpu_hw: list[dict[str, Any]] = field(default_factory=list)  # NVML static info (power limit, max clocks)
+    gpu_hw: list[GpuHardware] = field(default_factory=list)  # NVML static info (power limit, max clocks)
 
 
 def loop_facts(run: Run, view: StepView, host: HostSummary | None, basis_steps: int,
@@ -230,8 +242,8 @@ def loop_facts(run: Run, view: StepView, host: HostSummary | None, basis_steps: 
         threads=thread_evidence(run, host, view.pid),
         first_step=first_step(view.main),
         batches_per_step=batches_per_step(view.main),
-        dataloaders=[i for i in run.infos if i.get("kind") == "dataloader"],
-        hook_facts=[i for i in run.infos if i.get("kind") not in ("dataloader", "profiler_trace")],
+        dataloaders=[loader_config(i) for i in run.infos if i.get("kind") == "dataloader"],
+        framework=framework(run),
         logical_cores=(rec.get("host") or {}).get("logical_cores"),
         cpu_limit_cores=cpu_limit_cores(rec.get("host") or {}),
         gpu_hw=list(rec.get("gpu") or []),

@@ -9,6 +9,7 @@ gaps between steps outside any phase and the idle tail after the last step — i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -16,6 +17,11 @@ from gpusleuth.analysis.phases import phase_time
 from gpusleuth.analysis.steps import ProcessSteps, StepView, robust_sigma, step_view
 from gpusleuth.analysis.trace import TraceAnalysis
 from gpusleuth.run.model import Run, Table
+
+
+#: what a job's processes with steps are: one process, the ranks of a distributed job, or trainers side by side
+#: without ranks (Hogwild)
+Workers = Literal["single", "ranks", "trainers"]
 
 
 @dataclass
@@ -77,7 +83,7 @@ class StepStats:
     # The job, when several ranks ran (torchrun, mp.spawn, one run per node): the numbers above are the
     # main rank's; these are every rank's and the job's throughput (sum over ranks' steady samples/s).
     world_size: int = 1
-    workers: str = "single"  # what ``ranks`` holds: "ranks" of a distributed job, or "trainers" without ranks
+    workers: Workers = "single"  # what ``ranks`` holds: "ranks" of a distributed job, or "trainers" without ranks
     model_parallel: int = 1  # ranks that share one batch (tensor parallelism): the job's numbers count it once
     ranks: list[RankSteps] = field(default_factory=list)
     job_samples_per_s: float | None = None

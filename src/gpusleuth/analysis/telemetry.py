@@ -8,7 +8,7 @@ over the run, with counter wrap handled.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import numpy as np
 
@@ -101,7 +101,7 @@ class GpuSummary:
     # columns with no value over the whole run, and why (from what the recorder switched off and NVML's
     # answer): {"power": "not reported on this GPU (NVML NotSupported)"}
     empty: dict[str, str] = field(default_factory=dict)
-    window: str = "run"  # what the utilization/activity distributions cover: "steps" or "run"
+    window: Literal["steps", "run"] = "run"  # what the utilization/activity distributions cover
 
 
 # column of the summary → (gpu table columns, the NVML calls or fields that fill them)

@@ -12,6 +12,8 @@ utilization in a two-hour run is still visible on the chart; exact numbers stay 
 
 from __future__ import annotations
 
+from typing import Literal
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,6 +42,10 @@ class Panel:
     unit: str
 
 
+#: how a series is drawn (plotly's scatter modes): lines, markers (steps), or both
+SeriesMode = Literal["lines", "markers", "lines+markers"]
+
+
 @dataclass
 class ChartSeries:
     panel: str
@@ -47,7 +53,7 @@ class ChartSeries:
     t: list[float | None]  # seconds since DisplayData.t0_ns
     y: list[float | None]
     points: int  # samples before downsampling
-    mode: str = "lines"  # "lines" or "markers" (steps)
+    mode: SeriesMode = "lines"  # markers: steps
 
 
 @dataclass
@@ -62,7 +68,7 @@ class Heatmap:
 
 @dataclass
 class ChartBand:
-    kind: str  # "phase" (spans every panel) or "throttle" (marked on the clocks panel)
+    kind: Literal["phase", "throttle"]  # a phase spans every panel, throttling is marked on the clocks panel
     label: str
     start_s: float
     end_s: float
@@ -163,7 +169,7 @@ class _Builder:
             self._panels[key] = Panel(key, title, unit)
             self.d.panels.append(self._panels[key])
 
-    def line(self, panel: str, name: str, t_ns: np.ndarray, y: np.ndarray, mode: str = "lines") -> None:
+    def line(self, panel: str, name: str, t_ns: np.ndarray, y: np.ndarray, mode: SeriesMode = "lines") -> None:
         y = np.asarray(y, np.float64)
         if not len(y) or not np.isfinite(y).any():
             return

@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Callable
 
 from gpusleuth.diagnosis.facts import Facts
-from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
+from gpusleuth.diagnosis.finding import Confidence, Evidence, Finding, Missing
 from gpusleuth.diagnosis.taxonomy import STAGE_OF_CAUSE
 from gpusleuth.diagnosis.rules import (busy_idle, copies, distributed, gpu, gpu_log, hangs, host, memory, phases,
                                        precision, sizing, stragglers, sync, throttling)
@@ -137,14 +137,14 @@ def judge(rule: Rule, facts: Facts, views_of: dict[Scope, list[tuple[str, Facts]
 # findings whose numbers are per step (the input wait's share, a phase's cadence, a rank's extra time): a step
 # count the structure check doubts makes them doubtful too
 PER_STEP_STAGES = ("input", "stages", "batch")
-LOWER = {"high": "medium", "medium": "low", "low": "low"}
+LOWER: dict[Confidence, Confidence] = {"high": "medium", "medium": "low", "low": "low"}
 
 
 def doubt_steps(f: Finding, doubt: str) -> Finding:
     """``f`` with a level less confidence and the structure check's doubt as evidence, if it rests on steps."""
     if STAGE_OF_CAUSE.get(f.cause) not in PER_STEP_STAGES or f.severity == "none" or f.cause.startswith("serving."):
         return f
-    return replace(f, confidence=LOWER.get(f.confidence, f.confidence),
+    return replace(f, confidence=LOWER[f.confidence],
                    evidence=[*f.evidence, Evidence("step structure (doubtful)", doubt, "",
                                                    "structure check: the run's own counts")])
 

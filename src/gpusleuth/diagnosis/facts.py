@@ -16,7 +16,7 @@ from gpusleuth.serving.analysis.engine import EngineAnalysis, EngineLevel
 from gpusleuth.analysis.gpu_timeline import GpuTimeline, Utilization
 from gpusleuth.analysis.host_ops import HostOps
 from gpusleuth.serving.analysis.load import LoadAnalysis, LoadLevel
-from gpusleuth.analysis.loop import PhaseStats, Threads
+from gpusleuth.analysis.loop import GpuHardware, LoaderConfig, PhaseStats, Threads
 from gpusleuth.analysis.outcomes import Outcomes, StepStats
 from gpusleuth.serving.analysis.request_model import RequestAnalysis
 from gpusleuth.serving.analysis.request_model import MissLevel
@@ -25,8 +25,9 @@ from gpusleuth.analysis.telemetry import GpuSummary, HostSummary
 from gpusleuth.analysis.trace import TraceAnalysis
 
 # the analysis types a rule names in its own annotations: rules import them from here, not from analysis/
-__all__ = ["CommSummary", "EngineLevel", "Facts", "GpuTimeline", "HostOps", "LoadLevel", "MissLevel", "PhaseStats",
-           "RankAt", "RankComm", "RequestAnalysis", "StallVerdict", "Threads", "TraceAnalysis", "Utilization"]
+__all__ = ["CommSummary", "EngineLevel", "Facts", "GpuHardware", "GpuTimeline", "HostOps", "LoadLevel", "LoaderConfig",
+           "MissLevel", "PhaseStats", "RankAt", "RankComm", "RequestAnalysis", "StallVerdict", "Threads",
+           "TraceAnalysis", "Utilization"]
 
 
 @dataclass
@@ -35,18 +36,20 @@ class Facts:
     gpus: list[GpuSummary]
     host: HostSummary | None
     gpu_note: str | None  # why there is no GPU telemetry, if there is none
-    dataloaders: list[dict[str, Any]] = field(default_factory=list)  # configs the hook saw
+    dataloaders: list[LoaderConfig] = field(default_factory=list)  # configs the hook saw
     logical_cores: int | None = None
     # the CPU the job may use below the host's cores: its cgroup's quota (cpu.max, in cores) and its CPU
     # affinity; None where neither limits it
     cpu_limit_cores: float | None = None
-    gpu_hw: list[dict[str, Any]] = field(default_factory=list)  # NVML static info (power limit, max clocks)
+    gpu_hw: list[GpuHardware] = field(default_factory=list)  # NVML static info (power limit, max clocks)
     phases: dict[str, PhaseStats] = field(default_factory=dict)
     loop_s: float | None = None  # first step start → last step end: the training loop incl. its phases
     threads: Threads = field(default_factory=Threads)
     traces: list[TraceAnalysis] = field(default_factory=list)  # one per --profile-steps trace (or per rank)
     host_ops: list[HostOps] = field(default_factory=list)  # analysis.host_ops.host_op_stats per trace
-    hook_facts: list[dict[str, Any]] = field(default_factory=list)  # other ``I`` records (torch runtime…)
+    # the framework that runs the loop ("lightning", "transformers", "accelerate", "deepspeed"); None: plain
+    # PyTorch or not known (the hook's ``framework`` record)
+    framework: str | None = None
     # the first step carries one-off costs (DataLoader worker start-up inside iter(loader), lazy init):
     # its duration, data wait and data CPU, so steady-state rules can leave it out
     first_step: dict[str, float] = field(default_factory=dict)

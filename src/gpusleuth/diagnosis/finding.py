@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from gpusleuth.diagnosis.taxonomy import CAUSES, SEVERITIES
+from gpusleuth.diagnosis.taxonomy import Severity as Severity  # named by the rules, which see only finding/facts
+
+#: how sure a finding is (the JSON's ``confidence``): a rule lowers it where its evidence is indirect
+Confidence = Literal["low", "medium", "high"]
+CONFIDENCES: tuple[Confidence, ...] = ("low", "medium", "high")
 
 
 @dataclass
@@ -32,13 +38,13 @@ class Gain:
 @dataclass
 class Finding:
     cause: str
-    severity: str
+    severity: Severity
     title: str
     summary: str
     evidence: list[Evidence]
     fix: str
     estimated_gain: Gain | None = None
-    confidence: str = "medium"  # low / medium / high
+    confidence: Confidence = "medium"
     missing: list[str] = field(default_factory=list)  # data this rule lacked, and how to get it
 
     def __post_init__(self) -> None:
@@ -46,6 +52,8 @@ class Finding:
             raise ValueError(f"unknown cause {self.cause!r}")
         if self.severity not in SEVERITIES:
             raise ValueError(f"unknown severity {self.severity!r}")
+        if self.confidence not in CONFIDENCES:
+            raise ValueError(f"unknown confidence {self.confidence!r}")
 
     @property
     def rank_key(self) -> tuple[int, float]:

@@ -36,7 +36,7 @@ def build_facts(a: RunAnalysis) -> Facts:
         host_ops=list(a.host_ops),
         first_step=dict(loop.first_step),
         batches_per_step=loop.batches_per_step,
-        hook_facts=list(loop.hook_facts),
+        framework=loop.framework,
         dollars_per_second=a.dollars_per_second,
         recorded=a.recorded,
         step_doubt=a.view.structure.notes[0] if a.view.structure.doubtful and a.view.structure.notes else None,

@@ -12,12 +12,26 @@ included): the quantity every finding's predicted speedup is a ratio of.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TypedDict
 from pathlib import Path
 
 import numpy as np
 
+from gpusleuth.diagnosis.taxonomy import Severity
+from gpusleuth.run.meta import JsonObject
 from gpusleuth.run.model import Run
+from gpusleuth.run.records import LoaderConfig, loader_config
 
+
+class FindingDigest(TypedDict):
+    """What the prediction check reads of one finding of a measured run."""
+
+    cause: str
+    severity: Severity
+    title: str
+    speedup: float | None  # the predicted speedup of its fix
+    fix: str
+    method: str | None  # how the gain was estimated
 
 @dataclass
 class Measurement:
@@ -39,10 +53,10 @@ class Measurement:
     peak_mem_source: str | None = None  # "GPU memory used" | "RSS of the job's processes"
     energy_j_per_1k: float | None = None
     cost_per_1k: float | None = None
-    knobs_applied: dict = field(default_factory=dict)
+    knobs_applied: JsonObject = field(default_factory=dict)  # the hook's records of the knobs it set, merged
     knob_notes: list[str] = field(default_factory=list)
-    findings: list[dict] = field(default_factory=list)  # cause, severity, speedup, fix (for the prediction check)
-    dataloaders: list[dict] = field(default_factory=list)
+    findings: list[FindingDigest] = field(default_factory=list)  # for the prediction check
+    dataloaders: list[LoaderConfig] = field(default_factory=list)
     note: str | None = None
 
     def to_dict(self) -> dict:
@@ -92,7 +106,7 @@ def measure_run(run: Run, warmup: int = 2, price_per_hour: float | None = None,
     else:
         m.note = "no training steps were recorded (not a PyTorch optimizer loop, or it ended before one step)"
     _knobs(run, m)
-    m.dataloaders = [i for i in run.infos if i.get("kind") == "dataloader"]
+    m.dataloaders = [loader_config(i) for i in run.infos if i.get("kind") == "dataloader"]
     _telemetry(a, run, m)
     try:
         findings = report_from(a).findings

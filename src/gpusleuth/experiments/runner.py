@@ -16,7 +16,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypedDict
 
 from gpusleuth.recorder.launcher import default_run_dir
 from gpusleuth.experiments import grid as g
@@ -27,6 +27,9 @@ from gpusleuth.run.layout import RunDir
 from gpusleuth.analysis.noise import repeats_floor
 from gpusleuth.experiments.maxbatch import MaxBatchResult, Try
 from gpusleuth.experiments.stats import Band, Knee, Verdict, band, knee, verdict
+
+if TYPE_CHECKING:  # imported where it runs (the prediction check)
+    from gpusleuth.experiments.predict import PredictionCheck
 
 BATCH_NAMES = ("batch_size", "batch", "bs")
 STDERR_TAIL_LINES = 12
@@ -88,6 +91,14 @@ class ConfigResult:
         }
 
 
+class BatchKnee(TypedDict):
+    """The throughput curve over the batch parameter for one combination of the other parameters, and its knee."""
+
+    group: str  # the other parameters' values ("num_workers=4"), or "all"
+    param: str  # the batch parameter's name
+    knee: Knee
+    curve: list[list[float | None]]  # [batch, throughput or None where it crashed], by batch
+
 @dataclass
 class SweepResult:
     command: list[str]
@@ -99,8 +110,8 @@ class SweepResult:
     duration_s: float | None
     configs: list[ConfigResult]
     verdict: Verdict | None = None
-    knees: list[dict] = field(default_factory=list)  # {"group": label, "knee": Knee, "curve": [(x, y)]}
-    predictions: list = field(default_factory=list)  # PredictionCheck
+    knees: list[BatchKnee] = field(default_factory=list)
+    predictions: list[PredictionCheck] = field(default_factory=list)
     caveats: list[str] = field(default_factory=list)
     max_batch: MaxBatchResult | None = None  # when --max-batch ran
     wall_s: float = 0.0
@@ -296,7 +307,7 @@ def finish(sweep: SweepResult, opts: SweepOptions) -> None:
     sweep.predictions = check_predictions(sweep, opts.baseline, opts.warmup)
 
 
-def batch_knees(sweep: SweepResult, mem_limit: float | None) -> list[dict]:
+def batch_knees(sweep: SweepResult, mem_limit: float | None) -> list[BatchKnee]:
     """Throughput curve and knee over the batch parameter, one per combination of the other parameters."""
     names = [n for n, _ in sweep.params]
     bname = next((n for n in names if n in BATCH_NAMES), None)
@@ -306,7 +317,7 @@ def batch_knees(sweep: SweepResult, mem_limit: float | None) -> list[dict]:
     for c in sweep.configs:
         key = tuple((k, v) for k, v in c.config.items() if k != bname)
         groups.setdefault(key, []).append(c)
-    out = []
+    out: list[BatchKnee] = []
     for key, members in groups.items():
         points = []
         for c in members:

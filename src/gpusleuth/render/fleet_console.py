@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from gpusleuth.report.fleet import Fleet
+    from gpusleuth.report.fleet import Fleet, FleetRow
 
 CSV_COLUMNS = ["label", "path", "hostname", "start", "wall_s", "exit_code", "gpus", "gpu_model", "gpu_hours",
                "steps", "samples_per_s", "goodput", "mfu", "cost_usd", "lost_usd", "top_lost_cause", "findings",
@@ -65,15 +65,16 @@ def render_fleet_console(fleet: Fleet, console: Console) -> None:
         console.print(_plain(f"skipped {s}"), style="dim")
 
 
-def finding_text(r: dict[str, Any]) -> str | None:
+def finding_text(r: FleetRow) -> str | None:
     if not r["top_finding"]:
         return None
     return (f"[{r['top_severity']}] " if r["top_severity"] else "") + str(r["top_finding"])
 
 
-def _row(r: dict[str, Any]) -> dict[str, Any]:
+def _row(r: FleetRow) -> dict[str, Any]:
     out = {k: r.get(k) for k in CSV_COLUMNS if k != "start"}
-    out["start"] = datetime.fromtimestamp(r["start_ns"] / 1e9, timezone.utc).isoformat() if r.get("start_ns") else None
+    start = r["start_ns"]
+    out["start"] = datetime.fromtimestamp(start / 1e9, timezone.utc).isoformat() if start else None
     return out
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpusleuth.analysis.compare import METRICS
+from gpusleuth.analysis.compare import METRICS, Scaling
 from gpusleuth.report.comparison import SCHEMA, ComparisonReport
 from gpusleuth.render import html_figures as F
 from gpusleuth.render.html import document, e, table, tile
@@ -188,7 +188,7 @@ def findings_figure(cr: ComparisonReport, names: list[str]) -> dict[str, Any] | 
         margin={"l": 20, "r": 20, "t": 10, "b": 50})}
 
 
-def _per_1k(s: dict[str, Any], i: int) -> str:
+def _per_1k(s: Scaling, i: int) -> str:
     x = s["per_1k"][i]
     return dollars(x) if s["per_1k_unit"].startswith("$") else f"{x:,.3g} process-s"
 

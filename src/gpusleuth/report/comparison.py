@@ -19,6 +19,7 @@ import numpy as np
 from gpusleuth.analysis.compare import Comparison
 from gpusleuth.analysis.steps import StepView
 from gpusleuth.analysis.timeseries import MAX_POINTS, minmax_downsample
+from gpusleuth.diagnosis.taxonomy import Severity
 from gpusleuth.report.model import Report
 
 SCHEMA = "gpusleuth.compare/1"
@@ -52,7 +53,7 @@ class StepSpread:
 @dataclass
 class FindingBrief:
     cause: str
-    severity: str
+    severity: Severity
     title: str
     step_share: float | None
     wall_share: float | None

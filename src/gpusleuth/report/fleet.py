@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from gpusleuth.errors import InputError
 from gpusleuth.sources.layout import RunDir
@@ -57,9 +57,37 @@ class FleetFilter:
     price_per_gpu_hour: float | None = None
 
 
+class FleetRow(TypedDict):
+    """One run of the fleet table (``fleet --json``'s ``rows``): its summary's fields as :func:`_schema` holds
+    them (each may be null), and the dollars lost at the fleet's price."""
+
+    label: str | None
+    path: str | None
+    hostname: str | None
+    start_ns: int | None
+    wall_s: float | None
+    exit_code: int | None
+    gpus: int | None
+    gpu_model: str | None
+    gpu_hours: float | None
+    steps: int | None
+    samples_per_s: float | None
+    goodput: float | None
+    mfu: float | None
+    cost_usd: float | None  # at the fleet's price (--price-per-gpu-hour), else the run's own
+    lost_usd: float | None  # badput seconds × the price per second
+    top_lost_cause: str | None  # the cause that lost the most dollars
+    lost_by_cause: dict[str, float]
+    findings: int | None
+    top_finding: str | None
+    top_cause: str | None
+    top_severity: str | None
+    top_gain_usd: float | None
+
+
 @dataclass
 class Fleet:
-    rows: list[dict[str, Any]]  # one per run, sorted and limited
+    rows: list[FleetRow]  # one per run, sorted and limited
     runs: int  # runs matching the filter (before the limit)
     lost_by_cause: dict[str, float] = field(default_factory=dict)  # USD over the matching runs, largest first
     totals: dict[str, float | None] = field(default_factory=dict)  # gpu_hours, cost_usd, lost_usd
@@ -120,7 +148,8 @@ def query_fleet(summaries: list[tuple[Path, dict[str, Any]]], flt: FleetFilter) 
         ORDER BY {order} {limit}
     """)
     names = [c[0] for c in cur.description]
-    rows = [dict(zip(names, row)) for row in cur.fetchall()]
+    # the columns of the SELECT above, of the Arrow schema's types (null where a summary lacked one)
+    rows = [cast(FleetRow, dict(zip(names, row))) for row in cur.fetchall()]
     for row in rows:
         row["lost_by_cause"] = dict(row["lost_by_cause"] or {})
     # an aggregate without GROUP BY returns exactly one row; duckdb's stubs type fetchone() as maybe None

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
+from gpusleuth.diagnosis.taxonomy import Severity
 from gpusleuth.report.model import Report
 
 SCHEMA = "gpusleuth.summary/1"
@@ -50,7 +51,7 @@ class RunSummary:
     findings: int = 0
     top_finding: str | None = None
     top_cause: str | None = None
-    top_severity: str | None = None
+    top_severity: Severity | None = None
     top_gain_s: float | None = None
     top_gain_usd: float | None = None
     schema: str = SCHEMA

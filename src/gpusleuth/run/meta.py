@@ -7,11 +7,14 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, TypedDict, cast
 
+from gpusleuth.run.records import GpuHardware, HostHardware, wrong_fields
+
 META_FILE = "meta.json"
 FORMAT_VERSION = 1
 
-# One JSON object as a file held it (a hook record, a hardware description): untrusted input, read with .get
-# and checked where used. The only Any a Run holds besides the trace (tests/test_any_fields.py counts them).
+# One JSON object as a file held it (a hook record, a log record): untrusted input, read with .get and checked
+# where used (run/records.py types the ones the analysis reads). The only Any a Run holds besides the trace
+# (tests/test_any_fields.py counts them).
 JsonObject = dict[str, Any]
 
 
@@ -27,9 +30,10 @@ class NodeMeta(TypedDict):
 class RecorderMeta(TypedDict, total=False):
     """``meta.json``'s ``recorder`` part: the hardware it saw and what it could not sample."""
 
-    # the hardware as the machine described it: plain scalars only (check_meta), names vary by driver
-    gpu: list[JsonObject]  # one description per device (index, name, uuid, memory, MIG parent…)
-    host: JsonObject  # cores, memory, cgroup limits
+    # the hardware as the machine described it: plain scalars only, the declared fields of their declared type
+    # (check_meta)
+    gpu: list[GpuHardware]  # one description per device (index, name, uuid, memory, MIG parent…)
+    host: HostHardware  # cores, memory, cgroup limits
     gpu_note: str | None
     gpu_diagnostics: dict[str, JsonObject]
     errors: dict[str, int]
@@ -190,11 +194,19 @@ def check_meta(meta: dict[str, Any]) -> list[str]:
             if v is not None and not ok(v):
                 problems.append(f"ignored recorder.{key} (not a valid value)")
                 rec[key] = None
-        # hardware descriptions feed arithmetic: only plain scalars survive
-        for part in [rec.get("host") or {}, *(rec.get("gpu") or [])]:
+        # hardware descriptions feed arithmetic: only plain scalars survive, a declared field of its declared
+        # type (run/records.py: set to None where it may be, else left out)
+        for part, shape in [(rec.get("host") or {}, HostHardware),
+                            *((g, GpuHardware) for g in rec.get("gpu") or [])]:
             for k in [k for k, v in part.items() if not _scalar_ok(v)]:
                 problems.append(f"ignored recorder hardware field {k} (not a valid value)")
                 part[k] = None
+            for k, nullable in wrong_fields(part, shape).items():
+                problems.append(f"ignored recorder hardware field {k} (not a valid value)")
+                if nullable:
+                    part[k] = None
+                else:
+                    del part[k]
         host = rec.get("host") or {}
         for k in [k for k in _HOST_COUNTS if host.get(k) is not None and not (_is_num(host[k]) and host[k] >= 0)]:
             problems.append(f"ignored recorder host field {k} (not a count)")  # cores × a string

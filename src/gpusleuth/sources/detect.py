@@ -170,6 +170,12 @@ def load_files(paths: list[Path], options: ImportOptions | None = None) -> tuple
     return ("trace" if kinds == {"trace"} else fmts[0]), runs
 
 
+def _gpu_index(run: Run, i: int) -> int:
+    """The device a rank's trace ran on, else its place among the traces."""
+    index = run.meta.get("gpu_index")
+    return index if index is not None else i
+
+
 def as_job(runs: list[Run]) -> Run:
     """Trace ranks read from one export as one job: a Run whose ``profiles`` are the ranks, so the report
     analyses each rank and runs every rule over them, as it does for a recording's traces."""
@@ -182,7 +188,7 @@ def as_job(runs: list[Run]) -> Run:
             "trace_path": first.meta.get("trace_path"), "device": first.meta.get("device"),
             "world_size": len(runs), "start_ns": min(starts) if starts else None,
             "end_ns": max(ends) if ends else None,
-            "recorder": {"gpu": [{"index": r.meta.get("gpu_index", i), "name": r.meta.get("device")}
+            "recorder": {"gpu": [{"index": _gpu_index(r, i), "name": r.meta.get("device")}
                                  for i, r in enumerate(runs)], "host": {}}}
     job = Run(meta=meta, path=first.path, profiles=list(runs))
     gpu = [r.gpu for r in runs if len(r.gpu)]

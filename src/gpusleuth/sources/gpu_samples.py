@@ -9,7 +9,7 @@ and the GPU rules apply to imported logs unchanged.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from gpusleuth.recorder.schemas import GPU_SCHEMA
 from gpusleuth.run.gaps import fmt_seconds, sampler_gaps
 from gpusleuth.run.meta import RunMeta
 from gpusleuth.run.model import Run, Table
+from gpusleuth.run.records import Scalar, gpu_hardware
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -39,7 +40,7 @@ def gap_losses(table: Table, what: str) -> list[str]:
     return out
 
 
-def build_gpu_run(path: Path, columns: dict[str, np.ndarray], *, source: str, devices: dict[int, dict[str, Any]],
+def build_gpu_run(path: Path, columns: dict[str, np.ndarray], *, source: str, devices: dict[int, dict[str, Scalar]],
                   losses: list[str], meta: RunMeta | None = None) -> Run:
     """A Run whose ``gpu`` table holds ``columns`` (``t_ns`` and ``gpu`` required; any schema column)."""
     known = set(GPU_SCHEMA.names)
@@ -52,7 +53,7 @@ def build_gpu_run(path: Path, columns: dict[str, np.ndarray], *, source: str, de
     losses = list(losses) + gap_losses(table, path.name)
     start = int(table["t_ns"][0]) if len(table) else None
     end = int(table["t_ns"][-1]) if len(table) else None
-    gpus = [{"index": int(i), **devices.get(int(i), {})} for i in np.unique(table["gpu"])] if len(table) else []
+    gpus = [gpu_hardware({"index": int(i), **devices.get(int(i), {})}) for i in np.unique(table["gpu"])] if len(table) else []
     run_meta: RunMeta = {
         "source": source,
         "label": path.name,

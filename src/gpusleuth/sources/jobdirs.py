@@ -35,6 +35,7 @@ import numpy as np
 from gpusleuth.errors import InputError
 from gpusleuth.run.meta import RecorderMeta, RunMeta
 from gpusleuth.run.model import ProcessInfo, Run, Table
+from gpusleuth.run.records import GpuHardware
 from gpusleuth.run.stalls import StallRecord
 
 _TIME_COLUMNS = {
@@ -66,7 +67,7 @@ def merge_runs(runs: list[Run]) -> Run:
     profiles: list[Run] = []
     logs: list[dict[str, Any]] = []
     infos: list[dict[str, Any]] = []
-    devices: list[dict[str, Any]] = []
+    devices: list[GpuHardware] = []
     stalls: list[tuple[str, StallRecord]] = []
     diagnostics: dict[str, dict[str, Any]] = {}  # why each GPU's columns are empty, re-keyed by the merged indices
     for i, (run, offset) in enumerate(zip(runs, offsets)):
@@ -82,9 +83,10 @@ def merge_runs(runs: list[Run]) -> Run:
         for pid, info in run.processes.items():
             processes[pid_map.get(pid, pid)] = replace(info, pid=pid_map.get(pid, pid))
         for d in (run.meta.get("recorder") or {}).get("gpu") or []:
-            moved = {**d, "index": int(d.get("index", 0)) + gpu_base, "node": _name(run)}
-            if d.get("parent") is not None:  # a MIG instance names its GPU by index: moved with it
-                moved["parent"] = int(d["parent"]) + gpu_base
+            moved: GpuHardware = {**d, "index": d.get("index", 0) + gpu_base, "node": _name(run)}
+            parent = d.get("parent")
+            if parent is not None:  # a MIG instance names its GPU by index: moved with it
+                moved["parent"] = parent + gpu_base
             devices.append(moved)
         for k, v in ((run.meta.get("recorder") or {}).get("gpu_diagnostics") or {}).items():
             diagnostics[str(int(k) + gpu_base)] = v

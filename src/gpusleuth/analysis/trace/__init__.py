@@ -8,7 +8,7 @@ data issues. ``TraceAnalysis.to_dict()`` is the rank's entry in the report JSON'
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, is_dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -65,7 +65,7 @@ class IdleCauses:
     total_s: float
     seconds: dict[str, float]  # every category of IDLE_CATS
     share: dict[str, float]  # of total_s, every category of IDLE_CATS
-    over: str  # "steps" or "device_span"
+    over: Literal["steps", "device_span"]
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ def _step_stats(steps: list[StepPartition]) -> TraceStepStats:
                      max_s=float(d.max()), outliers=out)
 
 
-def _idle_causes(part: dict[str, float], over: str) -> IdleCauses:
+def _idle_causes(part: dict[str, float], over: Literal["steps", "device_span"]) -> IdleCauses:
     idle = {c: part.get(c, 0.0) for c in IDLE_CATS}
     tot = sum(idle.values())
     return IdleCauses(total_s=tot, seconds=idle, share={c: (v / tot if tot else 0.0) for c, v in idle.items()},

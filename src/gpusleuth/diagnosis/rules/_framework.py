@@ -9,26 +9,21 @@ fall back to plain PyTorch when no framework is known.
 
 from __future__ import annotations
 
-from typing import Any
-
-from gpusleuth.diagnosis.facts import Facts
+from gpusleuth.diagnosis.facts import Facts, LoaderConfig
 
 
 def framework(facts: Facts) -> str | None:
     """``"lightning"``, ``"transformers"``, ``"accelerate"``, ``"deepspeed"`` or None (plain PyTorch)."""
-    for fact in facts.hook_facts:
-        if fact.get("kind") == "framework" and fact.get("name"):
-            return str(fact["name"])
-    return None
+    return facts.framework
 
 
 PREFETCH = 4  # batches each worker loads ahead in the recommended loader
 
 
-def loader_fix(facts: Facts, workers: int, *, prefetch: bool = True, loader: dict[str, Any] | None = None) -> str:
+def loader_fix(facts: Facts, workers: int, *, prefetch: bool = True, loader: LoaderConfig | None = None) -> str:
     """Where ``num_workers`` (and friends) are set in this framework. ``loader``: the DataLoader the run
     already has (the hook's record); a knob it already sets that way is not recommended again."""
-    have = loader or {}
+    have: LoaderConfig = loader or {}
     knobs = [("num_workers", workers, have.get("num_workers") == workers),
              ("pin_memory", True, have.get("pin_memory") is True),
              ("persistent_workers", True, have.get("persistent_workers") is True)]

@@ -24,11 +24,11 @@ def busy_but_idle(facts: Facts) -> list[Finding] | Missing:
     g = the_gpu(facts)
     if g is None:
         return no_gpu("busy-but-idle (utilization vs real activity)", facts, "sizing")
-    hw = {int(h.get("index", i)): h for i, h in enumerate(facts.gpu_hw)}
+    limits = {h.get("index", i): h.get("power_limit_w") for i, h in enumerate(facts.gpu_hw)}
     if not g.util_gpu or g.util_gpu["mean"] < BUSY:
         return []
     sm = g.sm_active["mean"] if g.sm_active else None
-    limit = hw.get(g.index, {}).get("power_limit_w")
+    limit = limits.get(g.index)
     power = g.power_w["mean"] if g.power_w else None
     low_power = power is not None and limit and power / limit < POWER_LOW
     if not ((sm is not None and sm < SM_LOW) or (sm is None and low_power)):

@@ -19,7 +19,7 @@ of the step's Python issues them less often.
 from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts, HostOps
-from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
+from gpusleuth.diagnosis.finding import Evidence, Finding, Missing, Severity
 from gpusleuth.diagnosis.rules._common import step_idle, gain_from_seconds, host_cpu_p50, no_steps, no_trace
 from gpusleuth.diagnosis.rules._scope import per_rank, rank_host_ops, rank_trace
 
@@ -71,7 +71,7 @@ def oversubscription(facts: Facts) -> list[Finding] | Missing:
     free = max(cores - workers_cores, 0.5)
     if ratio < OVERSUB_MODERATE or torch_threads <= free:
         return []
-    severity = "high" if ratio >= OVERSUB_HIGH else "moderate"
+    severity: Severity = "high" if ratio >= OVERSUB_HIGH else "moderate"
     fit = max(1, int(round(cores - workers_cores)))
     # Prediction (empirical, low confidence): threads beyond the free cores preempt each other at parallel-op
     # barriers and OVERSUB_LOSS of the oversubscribed fraction of compute is lost (calibration above).

@@ -12,10 +12,9 @@ cannot shorten it, and a latency prediction keeps it in the step it predicts).
 from __future__ import annotations
 
 import math
-from typing import Any
 
-from gpusleuth.diagnosis.facts import Facts
-from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
+from gpusleuth.diagnosis.facts import Facts, LoaderConfig
+from gpusleuth.diagnosis.finding import Evidence, Finding, Missing, Severity
 from gpusleuth.diagnosis.rules.host import foreign_cores
 from gpusleuth.diagnosis.rules._common import (COPY_SHARE, copy_bound_speaks, device_copies,
                                                gain_from_seconds, host_cpu_p50, no_device_trace, no_steps,
@@ -116,7 +115,7 @@ def training_loop_cores(facts: Facts, usable_cores: float) -> tuple[float, str]:
         f" its{each} {torch_threads} torch intra-op threads: the compute runs on the CPU)")
 
 
-def training_loader(facts: Facts) -> dict[str, Any] | None:
+def training_loader(facts: Facts) -> LoaderConfig | None:
     """The DataLoader config of the training loop: the main process's first loader."""
     main = facts.outcomes.steps.pid
     for info in facts.dataloaders:
@@ -154,7 +153,7 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
     typical = max(wait_s - s.data_wait_spike_s, 0.0) / body_s if body_s > 0 else 0.0
     if typical < MODERATE and s.data_wait_spike_steps:
         return spike_steps(facts, loader, share, typical, body_s)
-    severity = "high" if typical >= HIGH else "moderate"
+    severity: Severity = "high" if typical >= HIGH else "moderate"
     workers = loader.get("num_workers") if loader else None
     what = "its DataLoader" if loader else "its input (no DataLoader: the time from a step's end to the next forward)"
     cpu_source = ("thread CPU clock around DataLoader fetches" if loader else
@@ -466,7 +465,7 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
     ]
 
 
-def spike_steps(facts: Facts, loader: dict[str, Any] | None, share: float, typical: float, body_s: float
+def spike_steps(facts: Facts, loader: LoaderConfig | None, share: float, typical: float, body_s: float
                 ) -> list[Finding]:
     """The loop's input wait is carried by a few steps while the typical step barely waits. Those steps are
     their own thing: a DataLoader whose workers start again at every epoch (``persistent_workers=False``), a

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -77,7 +78,7 @@ class CapSums:
 @dataclass
 class CapWhatIf:
     cap_w: float
-    state: str  # "inert" | "engaged" | "no power"
+    state: Literal["inert", "engaged", "no power"]
     max_w: float | None
     bound_j: float  # at most this much energy saved (Σ (P − cap)·dt)
     saved_j: float | None = None  # predicted, from the fit (None: no clocks, or the fit does not hold)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 MEM_HEADROOM = 0.20  # over the observed p99 memory
 COMPUTE_HEADROOM = 0.25  # over the observed p95 SM activity
@@ -54,7 +55,7 @@ CARDS: list[tuple[str, int, float]] = [
 
 @dataclass
 class Sizing:
-    kind: str  # "mig" | "smaller_card" | "mps" | "fewer_gpus"
+    kind: Literal["mig", "smaller_card", "mps", "fewer_gpus"]
     target: str  # "3g.40gb", "L4", "MPS / time-slicing, 1 of 4 shares", "2 GPUs"
     fraction_kept: float  # share of today's spend the recommendation keeps
     hours_saved: float  # GPU-hours given back (GPU-equivalents)

@@ -15,7 +15,7 @@ Pure: reads ``run.load`` and ``run.gpu``; prices come in as ``dollars_per_second
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -92,7 +92,7 @@ class LoadLevel:
 
 @dataclass
 class LoadAnalysis:
-    mode: str  # "closed" / "open"
+    mode: Literal["closed", "open"]  # closed: a fixed number of workers; open: requests started per second
     levels: list[LoadLevel]
     knee: int | None  # index into levels
     knee_reason: str
@@ -306,7 +306,7 @@ def analyze_load(run: Run, dollars_per_second: float | None = None, gpu_note: st
         for lv, c in zip(levels, cpu):
             lv.generator_cpu_cores = float(c)
     knee, reason, best = _knee(levels, budget)
-    mode = "open" if any(lv.rate > 0 for lv in levels) else "closed"
+    mode: Literal["closed", "open"] = "open" if any(lv.rate > 0 for lv in levels) else "closed"
     at_i, at_note = _operating(levels, knee, budget)
     at = levels[at_i]
     dollars, price_note = None, None
@@ -384,7 +384,7 @@ def _slo_of(value: Any) -> dict[str, float] | None:
     return out if any(k != "attainment" for k in out) else None
 
 
-def _slo_best(levels: list[LoadLevel], slo: dict[str, float], mode: str) -> tuple[int | None, str]:
+def _slo_best(levels: list[LoadLevel], slo: dict[str, float], mode: Literal["closed", "open"]) -> tuple[int | None, str]:
     """The highest level whose attainment meets the target, in words."""
     target = slo.get("attainment", 0.9)
     meeting = [i for i, lv in enumerate(levels) if lv.slo is not None and lv.slo.meets]

@@ -60,7 +60,7 @@ class TargetMemo:
     ``address``: the host's address, resolved once (a load test does not look the name up per connect)."""
 
     closes_after_answer: bool = False
-    address: tuple | None = None
+    address: tuple[socket.AddressFamily, tuple[str, int] | tuple[str, int, int, int]] | None = None  # family, sockaddr
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NotRequired, TypedDict
 
 import numpy as np
 
 from gpusleuth.run.layout import LOAD_TABLE, RunDir
+from gpusleuth.run.meta import JsonObject
 from gpusleuth.serving.recorder.arrivals import arrival_offsets
 from gpusleuth.serving.recorder.time_limit import time_limit
 from gpusleuth.serving.recorder.http_client import Connection, ProtocolError, ServerTarget, parse_target, safe_url, why_failed
@@ -72,7 +73,7 @@ class LoadPlan:
     shared_prefix: int = 0  # words every prompt starts with, shared on purpose (an engine's prefix cache)
     model: str | None = None
     stream: bool = True
-    extra_body: dict = field(default_factory=dict)  # merged into every OpenAI request body
+    extra_body: JsonObject = field(default_factory=dict)  # merged into every OpenAI request body (the user's JSON)
     slo: dict[str, float] = field(default_factory=dict)  # ttft_ms, itl_ms, e2e_ms, attainment (0..1)
     notes: list[str] = field(default_factory=list)  # said before the first level (dataset lines skipped)
     # requests sent together once the server is ready, before the first level and in no level: a cold engine's
@@ -231,7 +232,7 @@ class Generator:
         # per level, this process's CPU over the level's wall time, in cores: on the server's machine the
         # generator's CPU is not the server's, so the report says how much it took
         self.cpu_cores: list[float] = []
-        self.warmup: dict | None = None  # what the warm-up requests got (meta["load"]["warmup"])
+        self.warmup: WarmupSummary | None = None  # what the warm-up requests got (meta["load"]["warmup"])
         self.watch = request_watch(progress, plan.stall_after)  # requests outstanding with nothing coming back (issue 33)
 
     def _next(self, bodies) -> tuple[bytes, int, int]:
@@ -411,7 +412,7 @@ class LoadResult:
     notes: list[str]
     not_ready: str | None = None  # why no level ran: the server never answered
     cpu_cores: list[float] = field(default_factory=list)  # the generator's own CPU per level, in cores
-    warmup: dict | None = None  # the warm-up requests, apart from the levels (warmup_summary)
+    warmup: WarmupSummary | None = None  # the warm-up requests, apart from the levels (warmup_summary)
 
     def meta(self, plan: LoadPlan) -> dict:
         """``meta["load"]``: the plan's parameters and what the generator itself cost."""
@@ -450,7 +451,19 @@ def run_plan(plan: LoadPlan, cancel: threading.Event | None = None, ready_timeou
     return LoadResult(gen.rows.arrays(), start, time.time_ns(), gen.notes, not_ready, gen.cpu_cores, gen.warmup)
 
 
-def warmup_summary(c: dict[str, np.ndarray]) -> dict:
+class WarmupSummary(TypedDict):
+    """The warm-up requests (``meta.json``'s ``load.warmup``): latencies and first tokens in ms, by request."""
+
+    requests: int
+    ok: int
+    failed: dict[str, int]  # by cause: an HTTP status, or what failed
+    latency_ms: list[float]
+    ttft_ms: list[float]
+    start_ns: NotRequired[int]
+    end_ns: NotRequired[int]
+
+
+def warmup_summary(c: dict[str, np.ndarray]) -> WarmupSummary:
     """The warm-up requests: how many, answered, failed by cause, their latencies and first tokens (ms)."""
     ok = c["error"] == ""
     lat = (c["end_ns"] - c["start_ns"]) / 1e6
@@ -464,7 +477,7 @@ def warmup_summary(c: dict[str, np.ndarray]) -> dict:
             "ttft_ms": [round(float(v), 3) for v in np.sort(ttft[ok & np.isfinite(ttft)])]}
 
 
-def warmup_note(w: dict) -> str:
+def warmup_note(w: WarmupSummary) -> str:
     """One sentence about the warm-up, apart from every level's numbers."""
     text = (f"warm-up: {w['requests']} request(s) sent together before the first level and counted in no level: "
             f"{w['ok']} answered")

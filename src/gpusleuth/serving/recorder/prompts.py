@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from gpusleuth.errors import InputError
+from gpusleuth.run.meta import JsonObject
 
 COMMON_WORDS = (
     "the of and to in is was for on that with as by at from his her an were are which this be it had not or "
@@ -46,7 +47,7 @@ CHARS_PER_TOKEN = 4
 class Prompt:
     """One request's content: a text (a user message on chat) or chat messages, and its ``max_tokens``."""
 
-    content: str | tuple[dict, ...]
+    content: str | tuple[JsonObject, ...]  # chat messages as the user's file held them
     max_tokens: int | None = None
 
     def payload(self) -> str | list[dict]:
