@@ -119,3 +119,88 @@ def test_bentoml_adaptive_batching_followed_at_a_poisson_rate(bento_py, tmp_path
     rep, truth, crowded = _load(tmp_path, bento_py, ["--rate", "150", "--arrivals", "poisson"])
     assert truth["batches"] and max(b["size"] for b in truth["batches"]) <= MAX_BATCH
     _check_against_clock(rep, truth, "rids", "enqueued", crowded, by="rate", values=(150.0,))
+
+
+# BentoML's CorkDispatcher reduced to what the hook relies on (bentoml/_internal/marshal/dispatcher.py, 1.4):
+# jobs on a deque, a controller task created inside the first request, each batch's outbound_call a task of the
+# controller's, the forward in a thread with the context copied (anyio.to_thread), the futures resolved after it
+DISPATCHER = r"""
+import asyncio, collections, contextvars, sys, types
+sys.path.insert(0, HOOK)
+import _gpusleuth_autohook as core
+core.activate()
+import torch
+import _gpusleuth_follow as follow
+import _gpusleuth_request as serve
+
+class Job:
+    def __init__(self, data, future):
+        self.data, self.future = data, future
+
+class CorkDispatcher:
+    def __init__(self, model):
+        self.model, self.queue, self.controller_task = model, collections.deque(), None
+    async def __call__(self, data):
+        if self.controller_task is None:
+            self.controller_task = asyncio.get_running_loop().create_task(self.controller())
+        return await self.inbound_call(data)
+    async def controller(self):
+        while True:
+            await asyncio.sleep(0.005)
+            if self.queue:
+                jobs = tuple(self.queue.popleft() for _ in range(min(3, len(self.queue))))
+                asyncio.get_running_loop().create_task(self.outbound_call(jobs))
+    async def inbound_call(self, data):
+        fut = asyncio.get_running_loop().create_future()
+        self.queue.append(Job(data, fut))
+        return await fut
+    async def outbound_call(self, jobs):
+        ctx = contextvars.copy_context()
+        x = torch.stack([j.data for j in jobs])
+        y = await asyncio.get_running_loop().run_in_executor(None, ctx.run, self.model, x)
+        for j, row in zip(jobs, y):
+            j.future.set_result(row)
+
+follow._patch_bentoml_dispatcher(types.SimpleNamespace(CorkDispatcher=CorkDispatcher))
+disp = CorkDispatcher(torch.nn.Linear(4, 2))
+
+async def handler(i):
+    req = serve.begin("asgi")
+    req.rid = str(1000 + i)
+    await disp(torch.full((4,), float(i)))
+    serve.end(req)
+
+async def main():
+    await handler(0)  # the first request creates the controller: its batches are not this request's own
+    await asyncio.gather(*(handler(i) for i in range(1, 7)))
+
+asyncio.run(main())
+core.R.flush()
+print("OK")
+"""
+
+
+@pytest.mark.process
+def test_a_cork_dispatcher_batch_names_the_jobs_it_took(tmp_path):
+    """The hook's BentoML patch on a stand-in dispatcher (no BentoML needed): each request's job gets a key of
+    its own (an input's id is reused once it is freed: keys by id joined requests to other requests' batches,
+    12 to a batch of 8 at most), each forward names the keys of its batch with the time the batch took them,
+    and the first request — whose context the controller copied — runs no forward of its own."""
+    hook = Path(__file__).resolve().parents[1] / "src" / "gpusleuth" / "hook"
+    env = {**_env(), "GPUSLEUTH_RUN_DIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", f"HOOK = {str(hook)!r}\n" + DISPATCHER], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "OK" in res.stdout, res.stderr
+    lines = [ln.split("\t") for ln in next(tmp_path.glob("raw/events-*.tsv")).read_text().splitlines()]
+    reqs, fwds = [ln for ln in lines if ln[0] == "R"], [ln for ln in lines if ln[0] == "F"]
+    assert len(reqs) == 7 and all(r[9] == "0" for r in reqs), reqs  # no request ran a forward as its own
+    keys = [r[-1] for r in reqs]
+    assert len(set(keys)) == 7 and all(k.startswith("job-") for k in keys), keys
+    named = [k.split("/") for f in fwds for k in f[6].split(",")]
+    assert sorted(k for k, _ in named) == sorted(keys)  # every job in exactly one batch
+    assert all(int(f[3]) == len(f[6].split(",")) <= 3 for f in fwds), fwds  # a forward's rows are its jobs
+    by_key = {r[-1]: r for r in reqs}
+    for k, taken in named:  # taken after its hand-off, before it was answered
+        r = by_key[k]
+        assert int(r[12]) <= int(taken) == int(r[13]) <= int(r[14]), r
+    assert not [ln for ln in lines if ln[0] == "I" and "hook_error" in ln[2]]

@@ -19,6 +19,9 @@ spawned, forked or started by Ray), and the two ends meet on an id carried insid
   the client's ``X-Request-Id`` when it sent one; ``@serve.batch`` runs each batch in its own task
   (``_BatchQueue._process_batch_inner``), whose forwards list the batch's request ids: what each forward took,
   even though Ray takes the next batch's items before the previous forward starts.
+* **BentoML**: in-process, but through a ``collections.deque`` no hook can patch: its dispatcher's
+  ``inbound_call`` (the hand-off, a key per request) and ``outbound_call`` (the batch's take; its forwards list
+  the batch's keys with that time) are followed instead.
 """
 import contextlib
 import contextvars
@@ -319,6 +322,7 @@ def _patch_bentoml_dispatcher(mod):
 
     @functools.wraps(real_out)
     async def outbound_call(self, inputs_info, *args, **kwargs):
+        reqs = []
         try:
             _REQ.set(None)  # this task's context is a copy of the first request's: its forwards are not that one's
             t = _now()
@@ -330,22 +334,23 @@ def _patch_bentoml_dispatcher(mod):
                     continue
                 key, req = got
                 keys.append((key, t))
+                reqs.append(req)
                 if req.claimed < 0:
                     req.claimed = t
-                fut = getattr(job, "future", None)
-                if fut is not None:
-                    fut.add_done_callback(functools.partial(_resolved, req))
             _BATCH.set(tuple(keys))
         except BaseException as exc:
             _error("bentoml_out", exc)
-        return await real_out(self, inputs_info, *args, **kwargs)
+        try:
+            return await real_out(self, inputs_info, *args, **kwargs)
+        finally:
+            # the jobs' futures were resolved, and nothing awaited since: no request has resumed yet (a future's
+            # done-callback would run after the request's own wake-up, which ends it first)
+            t = _now()
+            for req in reqs:
+                if req.delivered < 0 and not req.closed:
+                    req.delivered = t
 
     cls.inbound_call, cls.outbound_call = inbound_call, outbound_call
-
-
-def _resolved(req, fut):
-    if req.delivered < 0:
-        req.delivered = _now()
 
 
 # module → its patch, applied by _gpusleuth_serve.patch as the module is imported
