@@ -1,6 +1,7 @@
 """BentoML's adaptive batching followed by identity (issue 32), end to end against the server's own clock:
 a real ``@bentoml.service`` with ``@bentoml.api(batchable=True, max_batch_size=8)`` (tests/servers/bentoml_infer.py)
-started by ``gpusleuth load … -- <python> -m bentoml serve …`` at concurrency 1, 4, 16 and at one Poisson rate.
+started by ``gpusleuth load … -- <python> -m bentoml serve …`` at concurrency 1, 4, 16 and at one Poisson rate
+(100 requests/s).
 
 BentoML 1.4 serves from a worker process that ``bentoml serve``'s arbiter starts; the request's handler, the
 dispatcher (a ``collections.deque`` of jobs, a controller task created by the first request) and the batch's
@@ -13,7 +14,7 @@ instrumentation 0.66b1) that breaks Ray's dashboard agent, which the Ray Serve t
 builds a virtual environment with ``--system-site-packages`` (torch, starlette, uvicorn and the rest shared
 with the test environment) and ``bentoml==BENTOML`` installed inside it, once, under
 ``$GPUSLEUTH_TEST_CACHE`` (default ``~/.cache/gpusleuth-tests``), keyed by BentoML's version and Python's; later
-runs reuse it (about 50 MB, 6 s to install with a warm pip cache). Where pip cannot reach an index the tests skip
+runs reuse it (49 MB; the install took 6.4 s here). Where pip cannot reach an index the tests skip
 with pip's own reason; any other failure of the install fails them. docs/serving.md says the same.
 """
 
@@ -90,6 +91,15 @@ def _load(tmp: Path, py: Path, flags: list[str]) -> tuple[dict, dict, str | None
     return json.loads(rep.stdout), merged, host.crowded()
 
 
+def _fits_a_batcher(rep: dict) -> dict:
+    """The findings of a server that batches: the wait is the batch's, not a lock's, and no fix tells it to
+    batch."""
+    found = {f["cause"]: f for f in rep["findings"]}
+    assert "serving.queueing" not in found, found["serving.queueing"]
+    assert not any("dynamic batching" in f["fix"] for f in rep["findings"]), rep["findings"]
+    return found
+
+
 @pytest.fixture(scope="module")
 def bento_py():
     pytest.importorskip("torch")
@@ -106,19 +116,20 @@ def test_bentoml_adaptive_batching_followed_against_its_clock(bento_py, tmp_path
     _check_against_clock(rep, truth, "rids", "enqueued", crowded)
     rs = rep["request_stages"]
     assert rs["levels"][0]["batch_size_max"] == 1  # one client: never more than one job in a batch
-    found = {f["cause"]: f for f in rep["findings"]}
-    assert "serving.queueing" not in found  # the wait is the batch's, not a lock's
-    assert not any("dynamic batching" in f["fix"] for f in rep["findings"])  # it batches already
+    found = _fits_a_batcher(rep)
     # one batch at a time (BentoML's semaphore): at 16 the jobs queue behind the running batch, said so
     assert "saturated" in found["serving.batch_wait"]["summary"], found.get("serving.batch_wait")
 
 
 @pytest.mark.process
 def test_bentoml_adaptive_batching_followed_at_a_poisson_rate(bento_py, tmp_path):
-    """Open loop, Poisson arrivals at 150 requests/s: the same checks against the worker's clock."""
-    rep, truth, crowded = _load(tmp_path, bento_py, ["--rate", "150", "--arrivals", "poisson"])
+    """Open loop, Poisson arrivals at 100 requests/s: the same checks against the worker's clock. (At 150/s on
+    a host at load 7 BentoML answered 71 of 400 with 503, shedding jobs that would wait past its 1 s
+    ``max_latency_ms``; the server's budget is 10 s here, so that every request is one to follow.)"""
+    rep, truth, crowded = _load(tmp_path, bento_py, ["--rate", "100", "--arrivals", "poisson"])
     assert truth["batches"] and max(b["size"] for b in truth["batches"]) <= MAX_BATCH
-    _check_against_clock(rep, truth, "rids", "enqueued", crowded, by="rate", values=(150.0,))
+    _check_against_clock(rep, truth, "rids", "enqueued", crowded, by="rate", values=(100.0,))
+    _fits_a_batcher(rep)
 
 
 # BentoML's CorkDispatcher reduced to what the hook relies on (bentoml/_internal/marshal/dispatcher.py, 1.4):

@@ -1,7 +1,7 @@
 """A BentoML service with adaptive batching on a tiny CPU torch model, and its own clock (issue 32):
 ``BENTO_TRUTH=TRUTH python -m bentoml serve bentoml_infer:Infer --port PORT --working-dir tests/servers``
-(``BENTO_MAX_BATCH``, 8, and ``BENTO_MAX_LATENCY_MS``, 1000, set the API's ``max_batch_size`` and
-``max_latency_ms``).
+(``BENTO_MAX_BATCH``, 8, and ``BENTO_MAX_LATENCY_MS``, 10000, set the API's ``max_batch_size`` and
+``max_latency_ms``; past that budget BentoML's dispatcher sheds a job, answered 503).
 
 BentoML 1.4 serves a service from a worker process that ``bentoml serve``'s circus arbiter starts: its HTTP
 handler (Starlette under uvicorn), its ``CorkDispatcher`` (a ``collections.deque`` of jobs and a controller task
@@ -27,7 +27,7 @@ from bentoml._internal.marshal.dispatcher import CorkDispatcher
 
 TRUTH = os.environ.get("BENTO_TRUTH", "")
 MAX_BATCH = int(os.environ.get("BENTO_MAX_BATCH", "8"))
-MAX_LATENCY_MS = int(os.environ.get("BENTO_MAX_LATENCY_MS", "1000"))
+MAX_LATENCY_MS = int(os.environ.get("BENTO_MAX_LATENCY_MS", "10000"))
 _now = time.time_ns
 _LOCK = threading.Lock()
 _REC = contextvars.ContextVar("truth_request", default=None)  # the request's record, in its handler's task

@@ -292,16 +292,17 @@ def _patch_ray_batching(mod):
 
 _JOBS = {}  # id(a job's input handed to an in-process batcher inside a request) -> [key, the request]
 _JOB_SEQ = itertools.count(1)
-JOBS_MAX = 65536  # inputs handed over and never taken (a batcher that died): forget them past this many
+JOBS_MAX = 65536  # inputs never taken (cancelled for latency, a batcher that died): forget them past this many
 
 
 def _patch_bentoml_dispatcher(mod):
     """BentoML's adaptive batching (``CorkDispatcher``): a request's ``inbound_call`` appends a job (its input
     and a future) to a ``collections.deque`` — a C type, which no hook can patch — and a controller task created
     by the *first* request takes jobs off it and starts ``outbound_call`` with each batch, whose forward runs in a
-    thread (``anyio.to_thread``, context copied). The hand-off is the call itself, the input's identity its
-    key; the batch task names its jobs' keys (with its take time) on its forwards, and is no request's own
-    even though its context was copied from the first one's."""
+    thread (``anyio.to_thread``, context copied). The hand-off is the call itself; the input's identity finds
+    the request again in the batch, and a key of its own (pid and a sequence number) names it; the batch task
+    names its jobs' keys (with its take time) on its forwards, and is no request's own even though its context
+    was copied from the first one's. A request that hands over more than one job is followed by its last."""
     cls = mod.CorkDispatcher
     real_in, real_out = cls.inbound_call, cls.outbound_call
 
