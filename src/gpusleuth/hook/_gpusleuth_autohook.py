@@ -136,9 +136,10 @@ def _after_fork_in_child():
 
 # Server modules whose request handling the hook times (see _gpusleuth_serve): patched right after import.
 SERVER_MODULES = ("socketserver", "http.server", "wsgiref.handlers", "flask.app", "starlette.applications",
-                  "uvicorn.protocols.http.h11_impl", "uvicorn.protocols.http.httptools_impl", "queue",
+                  "uvicorn.protocols.http.h11_impl", "uvicorn.protocols.http.httptools_impl", "uvicorn.server", "queue",
                   "asyncio.queues", "multiprocessing.queues", "multiprocessing.connection", "multiprocessing.managers",
-                  "litserve.loops.base", "ray.serve._private.replica", "ray.serve.batching")
+                  "litserve.loops.base", "ray.serve._private.replica", "ray.serve.batching",
+                  "bentoml._internal.marshal.dispatcher")
 # Where a job says that ranks share a batch (tensor and pipeline parallelism): patched right after import
 # (_gpusleuth_dist).
 PARALLEL_MODULES = ("torch.distributed.tensor.parallel", "torch.distributed.pipelining.schedules")

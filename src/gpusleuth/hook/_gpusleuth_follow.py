@@ -19,10 +19,15 @@ spawned, forked or started by Ray), and the two ends meet on an id carried insid
   the client's ``X-Request-Id`` when it sent one; ``@serve.batch`` runs each batch in its own task
   (``_BatchQueue._process_batch_inner``), whose forwards list the batch's request ids: what each forward took,
   even though Ray takes the next batch's items before the previous forward starts.
+* **BentoML**: in-process, but through a ``collections.deque`` no hook can patch: its dispatcher's
+  ``inbound_call`` (the hand-off, a key per request) and ``outbound_call`` (the batch's take; its forwards list
+  the batch's keys with that time) are followed instead.
 """
 import contextlib
 import contextvars
 import functools
+import itertools
+import os
 import re
 import sys
 import threading
@@ -130,8 +135,9 @@ def current_keys():
     (``key/taken,key/taken``; ``/-1`` where the take was not seen), or ``""`` when nothing is known."""
     try:
         batch = _BATCH.get()
-        if batch:
-            return ",".join([_clean(k) + "/-1" for k in batch if k])
+        if batch:  # keys, or (key, taken ns) where the batcher's take was seen
+            return ",".join(["%s/%d" % (_clean(k[0]), k[1]) if k.__class__ is tuple else _clean(k) + "/-1"
+                             for k in batch if k])
         pending = getattr(_TL, "pending", None)
         if not pending:
             return ""
@@ -284,6 +290,70 @@ def _patch_ray_batching(mod):
     cls._process_batch_inner = _process_batch_inner
 
 
+_JOBS = {}  # id(a job's input handed to an in-process batcher inside a request) -> [key, the request]
+_JOB_SEQ = itertools.count(1)
+JOBS_MAX = 65536  # inputs never taken (cancelled for latency, a batcher that died): forget them past this many
+
+
+def _patch_bentoml_dispatcher(mod):
+    """BentoML's adaptive batching (``CorkDispatcher``): a request's ``inbound_call`` appends a job (its input
+    and a future) to a ``collections.deque`` — a C type, which no hook can patch — and a controller task created
+    by the *first* request takes jobs off it and starts ``outbound_call`` with each batch, whose forward runs in a
+    thread (``anyio.to_thread``, context copied). The hand-off is the call itself; the input's identity finds
+    the request again in the batch, and a key of its own (pid and a sequence number) names it; the batch task
+    names its jobs' keys (with its take time) on its forwards, and is no request's own even though its context
+    was copied from the first one's. A request that hands over more than one job is followed by its last."""
+    cls = mod.CorkDispatcher
+    real_in, real_out = cls.inbound_call, cls.outbound_call
+
+    @functools.wraps(real_in)
+    async def inbound_call(self, data, *args, **kwargs):
+        req = _REQ.get()
+        if req is not None and not req.closed:
+            try:
+                if req.handoff < 0:
+                    req.handoff = _now()
+                req.key = "job-%d-%d" % (os.getpid(), next(_JOB_SEQ))  # an input's id is reused once it is freed
+                if len(_JOBS) >= JOBS_MAX:
+                    _JOBS.clear()
+                _JOBS[id(data)] = [req.key, req]
+            except BaseException as exc:
+                _error("bentoml_in", exc)
+        return await real_in(self, data, *args, **kwargs)
+
+    @functools.wraps(real_out)
+    async def outbound_call(self, inputs_info, *args, **kwargs):
+        reqs = []
+        try:
+            _REQ.set(None)  # this task's context is a copy of the first request's: its forwards are not that one's
+            t = _now()
+            keys = []
+            for job in inputs_info:
+                got = _JOBS.pop(id(getattr(job, "data", None)), None)
+                if got is None:  # a job BentoML split in two (an input larger than the batch's room): unknown
+                    keys.append((NO_KEY, -1))
+                    continue
+                key, req = got
+                keys.append((key, t))
+                reqs.append(req)
+                if req.claimed < 0:
+                    req.claimed = t
+            _BATCH.set(tuple(keys))
+        except BaseException as exc:
+            _error("bentoml_out", exc)
+        try:
+            return await real_out(self, inputs_info, *args, **kwargs)
+        finally:
+            # the jobs' futures were resolved, and nothing awaited since: no request has resumed yet (a future's
+            # done-callback would run after the request's own wake-up, which ends it first)
+            t = _now()
+            for req in reqs:
+                if req.delivered < 0 and not req.closed:
+                    req.delivered = t
+
+    cls.inbound_call, cls.outbound_call = inbound_call, outbound_call
+
+
 # module → its patch, applied by _gpusleuth_serve.patch as the module is imported
 FOLLOW_PATCHES = {
     "multiprocessing.queues": _patch_mp_queues,
@@ -292,5 +362,6 @@ FOLLOW_PATCHES = {
     "litserve.loops.base": _patch_litserve_loops,
     "ray.serve._private.replica": _patch_ray_replica,
     "ray.serve.batching": _patch_ray_batching,
+    "bentoml._internal.marshal.dispatcher": _patch_bentoml_dispatcher,
 }
 

@@ -68,11 +68,21 @@ def follow_note(requests: Table, joined: np.ndarray | None, batches: Table) -> s
         done[joined] = True
     cand = handed & ~own & ~done & (keys != "")
     no_id = int((cand & (keys == NO_KEY)).sum())
-    lost = int((cand & (keys != NO_KEY)).sum())
-    if not no_id and not lost:
+    # answered with an error before any forward took their work: shed by the server (a batcher that rejects work
+    # that would wait past its latency budget — BentoML answers 503), not lost by the follow
+    status = np.asarray(requests["status"], dtype=np.int64) if "status" in requests else np.zeros(len(keys), np.int64)
+    shed_rows = cand & (keys != NO_KEY) & (status >= 400)
+    shed = int(shed_rows.sum())
+    lost = int((cand & (keys != NO_KEY)).sum()) - shed
+    if not no_id and not lost and not shed:
         return None
     total = int((handed & ~own & (keys != "")).sum())
     parts = []
+    if shed:
+        codes, counts = np.unique(status[shed_rows], return_counts=True)
+        said = ", ".join(f"{int(n):,}×{int(c)}" for c, n in sorted(zip(codes, counts), key=lambda x: -x[1]))
+        parts.append(f"{shed:,} were answered with an error ({said}) and no forward took their work (the server shed "
+                     "them, as a batcher does with work that would wait past its latency budget)")
     if no_id:
         parts.append(f"{no_id:,} put their work on a multiprocessing queue or pipe with no id in it that gpusleuth can "
                      "follow (no text like a UUID or request id among the item's top-level fields)")
@@ -84,7 +94,7 @@ def follow_note(requests: Table, joined: np.ndarray | None, batches: Table) -> s
             (f"none of the {recorded:,} forwards recorded outside any request named them (their work was taken by "
              "something that did not hand it to a torch module gpusleuth times)")
         parts.append(f"{lost:,} handed their work to another process or batch by an id but {where}")
-    return (f"{sum((no_id, lost)):,} of {total:,} requests whose model ran elsewhere could not be followed to its "
+    return (f"{sum((no_id, lost, shed)):,} of {total:,} requests whose model ran elsewhere could not be followed to its "
             f"forward: " + "; ".join(parts) + " — their wait for a batch and their forward are not attributed")
 
 
