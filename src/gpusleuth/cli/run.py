@@ -149,15 +149,16 @@ def _report_after_run(args: argparse.Namespace, result: LaunchResult) -> None:
             report_run = load_run(result.run_dir)
             # what the launcher could not save into meta.json (a full disk) is said all the same
             report_run.losses.extend(n for n in result.notes if n not in report_run.losses)
-            report = print_report(report_run, as_json=args.json, to_stderr=True,
+            report = print_report(report_run, "json" if args.json else "text", to_stderr=True,
                                   options=analysis_options(args), quiet=args.no_report)
             from gpusleuth.cli.trackers import cache_summary
 
             cache_summary(report, report_run)  # the recorder's verb writes the run; `fleet` reads this
             if args.html:
-                from gpusleuth.cli.output import write_html_report
+                from gpusleuth.cli.output import emit
+                from gpusleuth.render.formats import REPORT_FORMATS
 
-                write_html_report(report, args.html)
+                emit(REPORT_FORMATS, "html", report, out=args.html)
             from gpusleuth.cli.trackers import send_to_trackers
 
             send_to_trackers(report, report_run, args)
