@@ -37,7 +37,7 @@ def demo_command(args: argparse.Namespace) -> int:
     from gpusleuth.errors import LaunchError
     from gpusleuth.recorder.launcher import LaunchOptions, launch
     from gpusleuth.pipeline.build import build_report
-    from gpusleuth.sources.rundir import load_run
+    from gpusleuth.sources.inputs import read_inputs
 
     try:
         import torch  # noqa: F401
@@ -60,7 +60,7 @@ def demo_command(args: argparse.Namespace) -> int:
         result = launch(LaunchOptions(command=cmd, out=base / mode, label=f"demo ({mode})"))
         if result.exit_code != 0:
             raise LaunchError(f"the demo job ({mode}) failed with exit code {result.exit_code}; see {base / mode}")
-        report = build_report(load_run(result.run_dir))
+        report = build_report(read_inputs([result.run_dir]).job)
         emit(REPORT_FORMATS, "text", report, RenderOptions(console=console))
         reports[mode] = report
     from gpusleuth.demo.verdict import judge

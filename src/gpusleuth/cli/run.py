@@ -143,10 +143,10 @@ def _report_after_run(args: argparse.Namespace, result: LaunchResult) -> None:
     if not args.no_report or args.html or args.mlflow or args.wandb:  # --no-report --html: the page alone
         from gpusleuth.cli.report import print_report
         from gpusleuth.cli.options import analysis_options
-        from gpusleuth.sources.rundir import load_run
+        from gpusleuth.sources.inputs import read_inputs
 
         try:
-            report_run = load_run(result.run_dir)
+            report_run = read_inputs([result.run_dir]).job
             # what the launcher could not save into meta.json (a full disk) is said all the same
             report_run.losses.extend(n for n in result.notes if n not in report_run.losses)
             report = print_report(report_run, "json" if args.json else "text", to_stderr=True,

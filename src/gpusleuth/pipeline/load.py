@@ -183,10 +183,10 @@ def build_load_report(options: AnalysisOptions, label: str | None, run_dir: Path
                        "load": result.meta(plan)}, load=Table(result.columns))
     if run_dir is None:
         return build_report(client, options), None, full
-    from gpusleuth.sources.rundir import load_run
+    from gpusleuth.sources.inputs import read_inputs
 
     try:
-        run = load_run(run_dir)
+        run = read_inputs([run_dir]).job
         return build_report(run, options), run, full
     except Exception as exc:  # noqa: BLE001 - the levels' table needs nothing from the server's side
         # load.parquet is written already; what the client measured is printed whatever the server's side did
