@@ -38,8 +38,8 @@ ALLOWED = {
 # (module, function) that still read a run directory's file beside the door: each a reason, none to be added
 KNOWN = {
     ("pipeline/build.py", "_mllog"): "the run's output.log for MLLOG lines (a Run field, read by load_run, is next)",
-    ("pipeline/load.py", "load_with_server"): "meta.json's stopped_by, just written by the launcher",
-    ("cli/run.py", "_print_unsaved_notes"): "meta.json's losses, when no report is built",
+    ("pipeline/load.py", "load_with_server"): "meta.json read back to add the load's levels and rewritten: a "
+                                              "writer's update (the launcher could take them at the end)",
 }
 
 

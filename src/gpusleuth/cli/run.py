@@ -169,15 +169,8 @@ def _report_after_run(args: argparse.Namespace, result: LaunchResult) -> None:
 
 def _print_unsaved_notes(result: LaunchResult) -> None:
     """With no report to carry them, the launcher's notes that meta.json could not keep go to stderr."""
-    from gpusleuth.run.layout import RunDir
-
-    try:
-        saved = RunDir(result.run_dir).read_meta().get("losses") or []
-    except Exception:  # noqa: BLE001 - meta.json unwritten or unreadable: every note is unsaved
-        saved = []
-    for note in result.notes:
-        if note not in saved:
-            print(f"gpusleuth: {note}", file=sys.stderr)
+    for note in [] if result.notes_saved else result.notes:
+        print(f"gpusleuth: {note}", file=sys.stderr)
 
 
 def _check_range(text: str) -> None:

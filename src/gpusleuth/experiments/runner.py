@@ -210,7 +210,7 @@ def run_job(spec: g.JobSpec, run_dir: Path, opts: SweepOptions, steps: int | Non
     except Exception as exc:  # noqa: BLE001 - a damaged run is one failed attempt, not a failed sweep
         run, unreadable = None, f"could not read the run: {type(exc).__name__}: {exc}"
     meta = run.meta if run is not None else {}
-    stopped_by = meta.get("stopped_by")
+    stopped_by = res.stopped_by  # the launcher's own word, whether or not the run can be read
     err_tail = tail(err_log)
     ok = res.exit_code == 0 or bool(stopped_by and stopped_by.startswith("--duration"))
     att = Attempt(repeat, str(run_dir), res.exit_code, ok, wall, stopped_by=stopped_by, stderr_tail=err_tail)

@@ -154,7 +154,7 @@ def load_with_server(args: argparse.Namespace, plan: LoadPlan, command: list[str
     server = None
     layout = RunDir(run_dir)
     meta = layout.read_meta([])
-    if meta.get("stopped_by") is None:  # it ended on its own, before the levels were done
+    if launched.stopped_by is None:  # it ended on its own, before the levels were done
         server = (f"the server ({' '.join(command)[:80]}) exited with code {launched.exit_code} after "
                   f"{time.monotonic() - started:.1f} s; its output is in {layout.output_log}")
     if result is not None:
