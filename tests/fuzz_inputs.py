@@ -14,14 +14,16 @@ console and HTML outputs) did with each:
 - ``wrong``     a layout-only change gave different numbers, or a lossy change gave a report with no loss
                 stated (a bug)
 
-Readers plug in through :data:`READERS`: a name, a function giving seed files, and the mutators that apply
-to them. tests/test_fuzz_inputs.py runs a few hundred cases; benchmarks/fuzz_at_scale.py runs 10⁵ and more.
+Readers come from the registry of input formats (``sources/detect.FORMATS``, see :data:`READERS`): each
+format's seeds are the fixtures whose content it is, its mutators the line mutators unless :data:`CASES`
+names others. tests/test_fuzz_inputs.py runs a few hundred cases; benchmarks/fuzz_at_scale.py runs 10⁵ and more.
 """
 
 from __future__ import annotations
 
 import bz2
 import contextlib
+import functools
 import gzip
 import io
 import json
@@ -587,19 +589,7 @@ def line_cases(seed: Path, rng: random.Random) -> Iterator[Case]:
         yield from m(text, rng, suffix)
 
 
-def nvsmi_seeds() -> list[Path]:
-    return sorted((FIXTURES / "nvidia-smi").glob("*.csv")) + sorted((FIXTURES / "nvidia-smi").glob("*.txt"))
-
-
-def prometheus_seeds() -> list[Path]:
-    return sorted((FIXTURES / "dcgm").glob("*.metrics"))
-
-
 # ---- Nsight Systems SQLite exports -----------------------------------------------------------------------
-
-def nsys_seeds() -> list[Path]:
-    return sorted((FIXTURES / "nsys").glob("*.sqlite"), key=lambda p: p.stat().st_size)
-
 
 def _sqlite_edit(seed: bytes, sql: list[str]) -> bytes | None:
     """The export with ``sql`` applied (a schema or value change a damaged or odd export could have)."""
@@ -655,12 +645,14 @@ def nsys_cases(seed: Path, rng: random.Random, n: int = 4) -> Iterator[Case]:
             yield Case(name, edited, ANY, ".sqlite")
 
 
-# ---- readers --------------------------------------------------------------------------------------------
+# ---- readers: one per input format of sources/detect.FORMATS, and run directories -------------------------
 
 @dataclass
 class Reader:
-    """One input kind: its seed files and the cases made from each (a new reader — nvidia-smi, nsys,
-    DCGM — adds one entry to :data:`READERS` with its own seeds and, usually, the text mutators)."""
+    """One input kind: its seed files and the cases made from each. :data:`READERS` is made from the
+    registry of input formats (``sources/detect.FORMATS``): a new format is fuzzed as soon as it is registered
+    and a fixture of it is in tests/fixtures (its seed, found by content); only a format whose files are not
+    lines of text needs its mutators named in :data:`CASES`."""
 
     name: str
     seeds: Callable[[], list[Path]]
@@ -675,13 +667,48 @@ def text_cases(mutators: list[Callable[[bytes, random.Random], Iterator[Case]]])
     return make
 
 
-READERS: list[Reader] = [
-    Reader("kineto", kineto_seeds, text_cases(MUTATORS)),
-    Reader("rundir", rundir_seeds, rundir_cases),
-    Reader("nvidia-smi", nvsmi_seeds, line_cases),
-    Reader("prometheus", prometheus_seeds, line_cases),
-    Reader("nsys", nsys_seeds, nsys_cases),
-]
+@functools.lru_cache(maxsize=1)
+def _fixture_formats() -> dict[Path, str]:
+    """Every fixture file (outside run directories) with the format ``sniff`` reads in it."""
+    from gpusleuth.errors import InputError
+    from gpusleuth.sources.detect import sniff
+
+    found = {}
+    for p in sorted(FIXTURES.rglob("*")):
+        if not p.is_file() or any((q / "meta.json").exists() for q in p.parents if FIXTURES in q.parents):
+            continue
+        try:
+            found[p] = sniff(p)
+        except (InputError, OSError):
+            continue  # a README, a licence, a script: not an input
+    return found
+
+
+def fixture_seeds(name: str) -> list[Path]:
+    """The fixtures whose content is format ``name``, smallest first."""
+    return sorted((p for p, f in _fixture_formats().items() if f == name), key=lambda p: (p.stat().st_size, p))
+
+
+# the formats whose seeds or mutators are not the defaults: the Kineto traces are chosen (small ones, the
+# hand-made ones) and mutated as JSON events; Nsight exports are SQLite; every other format is lines of text
+SEEDS: dict[str, Callable[[], list[Path]]] = {"kineto": kineto_seeds}
+CASES: dict[str, Callable[[Path, random.Random], Iterator[Case]]] = {
+    "kineto": text_cases(MUTATORS), "nsys": nsys_cases}
+
+
+def _readers() -> list[Reader]:
+    from gpusleuth.sources.detect import FORMATS
+
+    made = [Reader(f.name, SEEDS.get(f.name, functools.partial(fixture_seeds, f.name)),
+                   CASES.get(f.name, line_cases)) for f in FORMATS]
+    return made + [Reader("rundir", rundir_seeds, rundir_cases)]
+
+
+READERS: list[Reader] = _readers()
+
+
+def reader(name: str) -> Reader:
+    return next(r for r in READERS if r.name == name)
 
 
 def cases(reader: Reader, seed: Path, rng: random.Random) -> Iterator[Case]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,7 +51,6 @@ def compare_command(args: argparse.Namespace) -> int:
     from gpusleuth.analysis.compare import Gate
     from gpusleuth.errors import InputError
     from gpusleuth.pipeline.compare import build_comparison
-    from gpusleuth.report.model import _clean
     from gpusleuth.cli.options import analysis_options, import_options
 
     if len(args.runs) < 2:
@@ -63,18 +61,12 @@ def compare_command(args: argparse.Namespace) -> int:
     progress = count_progress(len(args.runs), "loading runs") if sys.stderr.isatty() else None
     result = build_comparison(list(args.runs), analysis_options(args), gates, progress,
                               import_options=import_options(args))
-    if args.json:
-        sys.stdout.write(json.dumps(_clean(result.to_dict()), indent=2, allow_nan=False) + "\n")
-    else:
-        from gpusleuth.cli.output import make_console
-        from gpusleuth.render.compare_console import render_compare
+    from gpusleuth.cli.output import emit
+    from gpusleuth.render.formats import COMPARISON_FORMATS, stream_format
 
-        render_compare(result, make_console())
+    emit(COMPARISON_FORMATS, stream_format(json=args.json), result)
     if args.html:
-        from gpusleuth.cli.output import write_html_file
-        from gpusleuth.render.html_compare import render_compare_html
-
-        write_html_file(render_compare_html, result, args.html, "comparison page")
+        emit(COMPARISON_FORMATS, "html", result, out=args.html)
     if any(g.unavailable for g in getattr(result.comparison, "gates", [])):
         print("gpusleuth compare: a --fail-if gate names a metric a run lacks (see the gates above)",
               file=sys.stderr)

@@ -37,8 +37,7 @@ def demo_command(args: argparse.Namespace) -> int:
     from gpusleuth.errors import LaunchError
     from gpusleuth.recorder.launcher import LaunchOptions, launch
     from gpusleuth.pipeline.build import build_report
-    from gpusleuth.render.console import render_console
-    from gpusleuth.sources.rundir import load_run
+    from gpusleuth.sources.inputs import read_inputs
 
     try:
         import torch  # noqa: F401
@@ -46,7 +45,8 @@ def demo_command(args: argparse.Namespace) -> int:
         raise LaunchError("gpusleuth demo needs PyTorch: pip install 'gpusleuth[torch]'") from None
     from rich.markup import escape
 
-    from gpusleuth.cli.output import make_console
+    from gpusleuth.cli.output import emit, make_console
+    from gpusleuth.render.formats import REPORT_FORMATS, RenderOptions
 
     console = make_console()
     base = args.out or Path(tempfile.mkdtemp(prefix="gpusleuth-demo-"))
@@ -60,8 +60,8 @@ def demo_command(args: argparse.Namespace) -> int:
         result = launch(LaunchOptions(command=cmd, out=base / mode, label=f"demo ({mode})"))
         if result.exit_code != 0:
             raise LaunchError(f"the demo job ({mode}) failed with exit code {result.exit_code}; see {base / mode}")
-        report = build_report(load_run(result.run_dir))
-        render_console(report, console)
+        report = build_report(read_inputs([result.run_dir]).job)
+        emit(REPORT_FORMATS, "text", report, RenderOptions(console=console))
         reports[mode] = report
     from gpusleuth.demo.verdict import judge
 

@@ -61,7 +61,7 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def fleet_command(args: argparse.Namespace) -> int:
-    from gpusleuth.cli.output import count_progress, make_console, write_html_file
+    from gpusleuth.cli.output import count_progress, emit
     from gpusleuth.errors import InputError
     from gpusleuth.lean_imports import keep_pandas_out
     from gpusleuth.pipeline.fleet import fleet_summaries
@@ -94,22 +94,11 @@ def fleet_command(args: argparse.Namespace) -> int:
     summaries, skipped = fleet_summaries(run_dirs, analyse=not args.no_analyse, progress=bar)
     fleet = query_fleet(summaries, flt)
     fleet.skipped = left_out + skipped + fleet.skipped
-    if args.html:
-        from gpusleuth.render.html_fleet import render_fleet_html
+    from gpusleuth.render.formats import FLEET_FORMATS, stream_format
 
-        write_html_file(render_fleet_html, fleet, args.html, "fleet page")
+    if args.html:
+        emit(FLEET_FORMATS, "html", fleet, out=args.html)
         if args.limit is None and not (args.json or args.csv):
             fleet.rows = fleet.rows[:50]
-    if args.json:
-        from gpusleuth.render.fleet_console import render_fleet_json
-
-        sys.stdout.write(render_fleet_json(fleet) + "\n")
-    elif args.csv:
-        from gpusleuth.render.fleet_console import render_fleet_csv
-
-        sys.stdout.write(render_fleet_csv(fleet))
-    else:
-        from gpusleuth.render.fleet_console import render_fleet_console
-
-        render_fleet_console(fleet, make_console())
+    emit(FLEET_FORMATS, stream_format(json=args.json, csv=args.csv), fleet)
     return 0

@@ -69,7 +69,7 @@ def _when(text: str, flag: str) -> int:
 
 def prometheus_command(args: Any) -> int:
     from gpusleuth.ledger.analysis.model import Pricing
-    from gpusleuth.cli.output import count_progress, make_console, write_html_file
+    from gpusleuth.cli.output import count_progress, emit
     from gpusleuth.errors import InputError
     from gpusleuth.ledger.pipeline import build_ledger_report
     from gpusleuth.sources.prices import read_price_table
@@ -107,27 +107,11 @@ def prometheus_command(args: Any) -> int:
         cache_path=None if args.no_cache else args.cache, token_file=args.bearer_token_file,
         basic_auth_file=args.basic_auth_file, ca_file=args.ca_file, verify=not args.insecure_skip_verify,
         progress=bar if sys.stderr.isatty() else None, power_cap_w=args.power_cap)
+    from gpusleuth.render.formats import LEDGER_FORMATS, RenderOptions, stream_format
+
     if args.html:
-        from gpusleuth.ledger.render.html import render_ledger_html
-
-        write_html_file(render_ledger_html, report, args.html, "fleet page")
+        emit(LEDGER_FORMATS, "html", report, out=args.html)
     if args.grafana_summary:
-        from gpusleuth.ledger.render.grafana import render_ledger_grafana
-
-        try:
-            args.grafana_summary.write_text(render_ledger_grafana(report))
-        except OSError as exc:
-            raise InputError(args.grafana_summary, f"cannot write the Grafana summary: {exc.strerror}") from None
-    if args.json:
-        from gpusleuth.ledger.render.json_out import render_ledger_json
-
-        sys.stdout.write(render_ledger_json(report) + "\n")
-    elif args.csv:
-        from gpusleuth.ledger.render.csv_out import render_ledger_csv
-
-        sys.stdout.write(render_ledger_csv(report))
-    else:
-        from gpusleuth.ledger.render.console import render_ledger_console
-
-        render_ledger_console(report, make_console(), limit=args.limit if args.limit is not None else 20)
+        emit(LEDGER_FORMATS, "grafana", report, out=args.grafana_summary)
+    emit(LEDGER_FORMATS, stream_format(json=args.json, csv=args.csv), report, RenderOptions(limit=args.limit))
     return 0

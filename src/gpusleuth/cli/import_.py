@@ -48,7 +48,7 @@ def import_command(args: argparse.Namespace) -> int:
     from gpusleuth.lean_imports import keep_pandas_out
     from gpusleuth.recorder.store import write_run_dir
     from gpusleuth.cli.options import import_options
-    from gpusleuth.sources.detect import as_job, load_files
+    from gpusleuth.sources.inputs import read_inputs
 
     keep_pandas_out()
     for p in args.paths:
@@ -59,8 +59,8 @@ def import_command(args: argparse.Namespace) -> int:
 
     if RunDir(out).meta_file.exists() and not args.force:
         raise InputError(out, "already holds a run (meta.json); choose another --out or pass --force")
-    kind, runs = load_files(list(args.paths), import_options(args))
-    job = as_job(runs)
+    inputs = read_inputs(list(args.paths), import_options=import_options(args), files_only=True)
+    kind, job = inputs.kind, inputs.job
     job.meta["imported_from"] = {"paths": [str(p) for p in args.paths], "format": kind}
     written = write_run_dir(job, out)
     for loss in job.losses + [m for r in job.profiles for m in r.losses]:

@@ -165,27 +165,15 @@ def load_command(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, run_dir: Path | None, result: LoadResult, plan: LoadPlan, full: bool) -> None:
     from gpusleuth.cli.options import analysis_options
-    from gpusleuth.cli.output import make_console, write_html_report
+    from gpusleuth.cli.output import emit
+    from gpusleuth.render.formats import REPORT_FORMATS
 
     report, run, full = build_load_report(analysis_options(args), args.label, run_dir, result, plan, full)
     if run is not None:
         from gpusleuth.cli.trackers import cache_summary
 
         cache_summary(report, run)
-    if args.json:
-        from gpusleuth.render.json_report import render_json
-
-        sys.stdout.write(render_json(report) + "\n")
-    elif full:
-        from gpusleuth.render.console import render_console
-
-        render_console(report, make_console())
-    else:
-        from gpusleuth.serving.render.console import render_serving
-
-        console = make_console()
-        render_serving(report, console)
-        for msg in report.losses:
-            console.print(f"  • {msg}", markup=False)
+    # a server loaded by URL alone has no run to report: its serving section
+    emit(REPORT_FORMATS, "json" if args.json else "text" if full else "serving", report)
     if args.html:
-        write_html_report(report, args.html)
+        emit(REPORT_FORMATS, "html", report, out=args.html)

@@ -1,10 +1,12 @@
 """What the verbs write besides their work: the console (a SafeConsole: untrusted text shown inert), the
-printed report (terminal or JSON), transient progress bars on stderr, and HTML pages written as one file."""
+output formats chosen by name (``emit``: terminal, JSON, CSV on their streams; HTML and other pages written as
+one file), transient progress bars on stderr."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -14,8 +16,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import ProgressColumn
 
+    from gpusleuth.render.formats import OutputFormat, RenderOptions
     from gpusleuth.render.text import SafeConsole
-    from gpusleuth.report.model import Report
 
 T = TypeVar("T")
 Tick = Callable[[int, int], None]  # a bar's ``update(done, total)``: the progress a pass reports to
@@ -29,33 +31,35 @@ def make_console(to_stderr: bool = False) -> SafeConsole:
     return SafeConsole(file=stream, highlight=False, width=None if stream.isatty() else 120)
 
 
-def emit_report(report: Report, as_json: bool, to_stderr: bool = False, verbose: bool = False) -> None:
-    if as_json:
-        from gpusleuth.render.json_report import render_json
+def emit(formats: Mapping[str, OutputFormat[T]], name: str, result: T, options: RenderOptions | None = None,
+         out: Path | None = None) -> None:
+    """Render ``result`` in the format called ``name`` (``render/formats.py``) and write it where the format goes:
+    a text format to its console's stream (``make_console()`` unless the options hold one), a printed format to
+    stdout, a file format to ``out`` (a path that cannot be written is one sentence, not a traceback)."""
+    from gpusleuth.render.formats import RenderOptions
 
-        sys.stdout.write(render_json(report) + "\n")
+    fmt = formats[name]
+    options = options or RenderOptions()
+    if fmt.dest == "file":
+        from gpusleuth.render.html import write_page
+
+        if out is None:
+            raise ValueError(f"the {fmt.what} is written to a file: give its path")
+        try:
+            size = write_page(fmt.render(result, options), out)
+        except OSError as exc:
+            raise InputError(out, f"cannot write the {fmt.what}: {exc.strerror or exc}") from None
+        if fmt.announce:
+            print(f"gpusleuth: {fmt.what} written to {out} ({size / 2**20:.1f} MiB)", file=sys.stderr)
+    elif fmt.dest == "console":
+        if options.console is None:
+            options = replace(options, console=make_console())
+        assert options.console is not None
+        stream = options.console.file
+        stream.write(fmt.render(result, options))
+        stream.flush()
     else:
-        from gpusleuth.render.console import render_console
-
-
-        render_console(report, make_console(to_stderr), verbose=verbose)
-
-
-def write_html_report(report: Report, out: Path) -> None:
-    from gpusleuth.render.html import render_html
-
-    write_html_file(render_html, report, out, "HTML report")
-
-
-def write_html_file(render: Callable[[T], str], obj: T, out: Path, what: str) -> None:
-    """Render ``obj`` to a page and write it; a path that cannot be written is one sentence, not a traceback."""
-    from gpusleuth.render.html import write_page
-
-    try:
-        size = write_page(render(obj), out)
-    except OSError as exc:
-        raise InputError(out, f"cannot write the {what}: {exc.strerror or exc}") from None
-    print(f"gpusleuth: {what} written to {out} ({size / 2**20:.1f} MiB)", file=sys.stderr)
+        sys.stdout.write(fmt.render(result, options))
 
 
 def set_progress(total: int, unit: str) -> Tick | None:

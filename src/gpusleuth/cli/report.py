@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from gpusleuth.cli.options import (add_analysis_options, add_import_options, add_output_options,
                                    add_parallel_options, analysis_options, import_options)
-from gpusleuth.cli.output import emit_report, rank_progress, set_progress, write_html_report
+from gpusleuth.cli.output import emit, rank_progress, set_progress
 from gpusleuth.errors import InputError
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def report_command(args: argparse.Namespace) -> int:
     analysing = inputs.ranks is None and sys.stderr.isatty() and ranks > 1  # workers ticked their own bar
     # the HTML page's chart data only where a page is written (--html, or a tracker's artifacts)
     charts = bool(getattr(args, "html", None) or getattr(args, "mlflow", None) or getattr(args, "wandb", None))
-    report = print_report(inputs.job, as_json=args.json, options=analysis_options(args),
+    report = print_report(inputs.job, "json" if args.json else "text", options=analysis_options(args),
                           verbose=getattr(args, "verbose", False),
                           progress=rank_progress(ranks) if analysing else None, ranks=inputs.ranks,
                           display=charts)
@@ -98,24 +98,31 @@ def report_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_report(run: Run, as_json: bool = False, to_stderr: bool = False, options: AnalysisOptions | None = None,
+def print_report(run: Run, fmt: str = "text", to_stderr: bool = False, options: AnalysisOptions | None = None,
                  quiet: bool = False, verbose: bool = False, progress: Tick | None = None,
                  ranks: list[RankSummary] | None = None, display: bool = True) -> Report:
-    """Build the run's Report and print it (unless ``quiet``: then only built, e.g. for --html alone).
+    """Build the run's Report and print it in the format ``fmt`` names (``render/formats.REPORT_FORMATS``:
+    text on stdout, or on stderr with ``to_stderr``; json on stdout), unless ``quiet``: then only built, e.g.
+    for --html alone.
     ``ranks``: a trace set's per-rank summaries from worker processes (``pipeline/trace_set.py``);
     ``display``: also the HTML page's chart data."""
     from gpusleuth.pipeline.build import build_report
 
     report = build_report(run, options, progress=progress, ranks=ranks, display=display)
     if not quiet:
-        emit_report(report, as_json, to_stderr, verbose)
+        from gpusleuth.cli.output import make_console
+        from gpusleuth.render.formats import REPORT_FORMATS, RenderOptions
+
+        emit(REPORT_FORMATS, fmt, report, RenderOptions(console=make_console(to_stderr), verbose=verbose))
     return report
 
 
 def write_outputs(report: Report, args: argparse.Namespace, runs: list[Run]) -> None:
     """The file outputs besides the printed report: --html and --annotate (docs/html-report.md)."""
     if getattr(args, "html", None):
-        write_html_report(report, args.html)
+        from gpusleuth.render.formats import REPORT_FORMATS
+
+        emit(REPORT_FORMATS, "html", report, out=args.html)
     if getattr(args, "annotate", None):
         annotate_traces(report, runs, args.annotate)
 

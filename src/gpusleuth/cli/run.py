@@ -136,21 +136,22 @@ def _report_after_run(args: argparse.Namespace, result: LaunchResult) -> None:
     if not args.no_report or args.html or args.mlflow or args.wandb:  # --no-report --html: the page alone
         from gpusleuth.cli.report import print_report
         from gpusleuth.cli.options import analysis_options
-        from gpusleuth.sources.rundir import load_run
+        from gpusleuth.sources.inputs import read_inputs
 
         try:
-            report_run = load_run(result.run_dir)
+            report_run = read_inputs([result.run_dir]).job
             # what the launcher could not save into meta.json (a full disk) is said all the same
             report_run.losses.extend(n for n in result.notes if n not in report_run.losses)
-            report = print_report(report_run, as_json=args.json, to_stderr=True,
+            report = print_report(report_run, "json" if args.json else "text", to_stderr=True,
                                   options=analysis_options(args), quiet=args.no_report)
             from gpusleuth.cli.trackers import cache_summary
 
             cache_summary(report, report_run)  # the recorder's verb writes the run; `fleet` reads this
             if args.html:
-                from gpusleuth.cli.output import write_html_report
+                from gpusleuth.cli.output import emit
+                from gpusleuth.render.formats import REPORT_FORMATS
 
-                write_html_report(report, args.html)
+                emit(REPORT_FORMATS, "html", report, out=args.html)
             from gpusleuth.cli.trackers import send_to_trackers
 
             send_to_trackers(report, report_run, args)
@@ -161,15 +162,8 @@ def _report_after_run(args: argparse.Namespace, result: LaunchResult) -> None:
 
 def _print_unsaved_notes(result: LaunchResult) -> None:
     """With no report to carry them, the launcher's notes that meta.json could not keep go to stderr."""
-    from gpusleuth.run.layout import RunDir
-
-    try:
-        saved = RunDir(result.run_dir).read_meta().get("losses") or []
-    except Exception:  # noqa: BLE001 - meta.json unwritten or unreadable: every note is unsaved
-        saved = []
-    for note in result.notes:
-        if note not in saved:
-            print(f"gpusleuth: {note}", file=sys.stderr)
+    for note in [] if result.notes_saved else result.notes:
+        print(f"gpusleuth: {note}", file=sys.stderr)
 
 
 def _ring_size(text: str) -> int:

@@ -189,6 +189,6 @@ def _tree_rss_peak(run: Run) -> float | None:
 
 def measure_dir(path: Path, warmup: int = 2, price_per_hour: float | None = None,
                 steps: int | None = None) -> Measurement:
-    from gpusleuth.sources.rundir import load_run
+    from gpusleuth.sources.inputs import read_inputs
 
-    return measure_run(load_run(path), warmup=warmup, price_per_hour=price_per_hour, steps=steps)
+    return measure_run(read_inputs([path]).job, warmup=warmup, price_per_hour=price_per_hour, steps=steps)

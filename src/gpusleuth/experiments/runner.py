@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any, Callable, TypedDict
 from gpusleuth.recorder.launcher import default_run_dir
 from gpusleuth.experiments import grid as g
 from gpusleuth.experiments.knobs import KNOBS, MAX_STEPS_ENV
-from gpusleuth.experiments.measure import Measurement, measure_dir
+from gpusleuth.experiments.measure import Measurement, measure_run
 from gpusleuth.experiments.oom import is_oom_exit
-from gpusleuth.run.layout import RunDir
+from gpusleuth.run.model import Run
+from gpusleuth.sources.inputs import read_inputs
 from gpusleuth.analysis.noise import repeats_floor
 from gpusleuth.experiments.maxbatch import MaxBatchResult, Try
 from gpusleuth.experiments.stats import Band, Knee, Verdict, band, knee, verdict
@@ -214,8 +215,13 @@ def run_job(spec: g.JobSpec, run_dir: Path, opts: SweepOptions, steps: int | Non
         return Attempt(repeat, str(run_dir), getattr(exc, "exit_code", None), False, time.monotonic() - t0,
                        error=str(exc), stderr_tail=tail(err_log))
     wall = time.monotonic() - t0
-    meta = _meta(run_dir)
-    stopped_by = meta.get("stopped_by")
+    try:  # the run as every verb reads it (sources/inputs.read_inputs): its meta and its measurement
+        run: Run | None = read_inputs([run_dir]).job
+        unreadable = None
+    except Exception as exc:  # noqa: BLE001 - a damaged run is one failed attempt, not a failed sweep
+        run, unreadable = None, f"could not read the run: {type(exc).__name__}: {exc}"
+    meta = run.meta if run is not None else {}
+    stopped_by = res.stopped_by  # the launcher's own word, whether or not the run can be read
     err_tail = tail(err_log)
     ok = res.exit_code == 0 or bool(stopped_by and stopped_by.startswith("--duration"))
     att = Attempt(repeat, str(run_dir), res.exit_code, ok, wall, stopped_by=stopped_by, stderr_tail=err_tail)
@@ -223,19 +229,15 @@ def run_job(spec: g.JobSpec, run_dir: Path, opts: SweepOptions, steps: int | Non
         att.oom, why = is_oom_exit(res.exit_code, "\n".join(err_tail))
         att.error = why or f"exited with code {res.exit_code}" + (f" ({meta['signal']})" if meta.get("signal") else "")
     try:
-        att.measurement = measure_dir(run_dir, warmup=opts.warmup, price_per_hour=opts.price_per_hour,
+        if run is None:
+            raise ValueError(unreadable)
+        att.measurement = measure_run(run, warmup=opts.warmup, price_per_hour=opts.price_per_hour,
                                       steps=opts.steps or None)
     except Exception as exc:  # noqa: BLE001 - a damaged run is one failed attempt, not a failed sweep
-        att.error = (att.error + "; " if att.error else "") + f"could not read the run: {type(exc).__name__}: {exc}"
+        why = unreadable or f"could not read the run: {type(exc).__name__}: {exc}"
+        att.error = (att.error + "; " if att.error else "") + why
         att.ok = False
     return att
-
-
-def _meta(run_dir: Path) -> dict:
-    try:
-        return json.loads(RunDir(run_dir).meta_file.read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def run_sweep(opts: SweepOptions, progress: Callable[[str], None] | None = None) -> SweepResult:

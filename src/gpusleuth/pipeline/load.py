@@ -154,7 +154,7 @@ def load_with_server(args: argparse.Namespace, plan: LoadPlan, command: list[str
     server = None
     layout = RunDir(run_dir)
     meta = layout.read_meta([])
-    if meta.get("stopped_by") is None:  # it ended on its own, before the levels were done
+    if launched.stopped_by is None:  # it ended on its own, before the levels were done
         server = (f"the server ({' '.join(command)[:80]}) exited with code {launched.exit_code} after "
                   f"{time.monotonic() - started:.1f} s; its output is in {layout.output_log}")
     if result is not None:
@@ -183,10 +183,10 @@ def build_load_report(options: AnalysisOptions, label: str | None, run_dir: Path
                        "load": result.meta(plan)}, load=Table(result.columns))
     if run_dir is None:
         return build_report(client, options), None, full
-    from gpusleuth.sources.rundir import load_run
+    from gpusleuth.sources.inputs import read_inputs
 
     try:
-        run = load_run(run_dir)
+        run = read_inputs([run_dir]).job
         return build_report(run, options), run, full
     except Exception as exc:  # noqa: BLE001 - the levels' table needs nothing from the server's side
         # load.parquet is written already; what the client measured is printed whatever the server's side did

@@ -73,6 +73,8 @@ class LaunchResult:
     run_dir: Path
     exit_code: int
     notes: list[str]
+    stopped_by: str | None = None  # what ended the job besides itself (--duration, a signal, stop_when), as in meta.json
+    notes_saved: bool = False  # meta.json holds ``notes`` as its losses (else a report must say them)
 
 
 def resolve_command(argv0: str) -> str:
@@ -196,14 +198,16 @@ def launch(opts: LaunchOptions) -> LaunchResult:
         if status:
             meta["recorder"] = status
         meta["losses"] = notes
-        if not save_meta(run_dir, meta, []) and saved:
+        notes_saved = save_meta(run_dir, meta, [])
+        if not notes_saved and saved:
             notes.append("could not rewrite meta.json with these notes (its end and exit code are saved): "
                          "they are only in this report")
         release_recording_lock(run_dir, lock)
     finally:
         for s, handler in ignored.items():
             signal.signal(s, handler)
-    return LaunchResult(run_dir=run_dir, exit_code=exit_code, notes=notes)
+    return LaunchResult(run_dir=run_dir, exit_code=exit_code, notes=notes, stopped_by=stopped_by,
+                        notes_saved=notes_saved)
 
 
 def _wait(child: subprocess.Popen[bytes], recorder: subprocess.Popen[bytes] | None, opts: LaunchOptions, notes: list[str],

@@ -46,7 +46,7 @@ def sniff(path: Path) -> str:
             or head[:4] in (b"\x28\xb5\x2f\xfd", b"PK\x03\x04"):
         # gzip, bzip2, xz, zstd, zip: only profiler traces come compressed; the reader says if it is not one
         return "kineto"
-    text = head.decode("utf-8", errors="replace")
+    text = head.decode("utf-8", errors="replace").removeprefix("\ufeff")  # a BOM is not content
     stripped = text.lstrip("\ufeff \t\r\n")
     if stripped.startswith(("{", "[")):
         if re.search(r'"resultType"\s*:\s*"(matrix|vector)"', text[:200_000]):

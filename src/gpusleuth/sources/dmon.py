@@ -43,7 +43,8 @@ def is_pmon(text: str) -> bool:
 
 
 def read_dmon(path: Path, start_ns: int | None = None, interval_s: float = 1.0) -> Run:
-    data = path.read_bytes()
+    # a BOM and CRLF line ends (a log saved on Windows) are layout, not content
+    data = path.read_bytes().removeprefix(b"\xef\xbb\xbf").replace(b"\r\n", b"\n")
     text = data.decode("utf-8", errors="replace")
     header = None
     for line in text.splitlines():

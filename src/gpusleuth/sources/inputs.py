@@ -41,11 +41,13 @@ class Inputs:
 
 
 def read_inputs(paths: Sequence[Path], *, import_options: Any = None,
-                read_trace_set: TraceSetReader | None = None) -> Inputs:
+                read_trace_set: TraceSetReader | None = None, files_only: bool = False) -> Inputs:
     """Any user input as :class:`Inputs`. Run directories and files cannot be mixed (a sentence says so);
-    a missing or unreadable path is a sentence naming it."""
+    a missing or unreadable path is a sentence naming it. ``files_only`` (``import``: files become a run
+    directory): the paths are files read as one export, profiler traces included (no trace set), and a
+    directory is a sentence."""
     paths = [Path(p) for p in paths]
-    dirs = [p for p in paths if is_directory(p)]
+    dirs = [] if files_only else [p for p in paths if is_directory(p)]
     if dirs:
         if len(dirs) < len(paths):
             other = next(p for p in paths if not is_directory(p))
@@ -63,7 +65,7 @@ def read_inputs(paths: Sequence[Path], *, import_options: Any = None,
             raise InputError(p, f"cannot be read ({exc.strerror or exc})") from None
     from gpusleuth.sources.detect import as_job, load_files, sniff
 
-    if all(sniff(p) == "kineto" for p in paths):
+    if not files_only and all(sniff(p) == "kineto" for p in paths):
         from gpusleuth.sources.kineto import load_traces
         from gpusleuth.sources.traceset import trace_job
 

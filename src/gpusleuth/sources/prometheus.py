@@ -230,7 +230,7 @@ def read_query_range(path: Path) -> Run:
     import msgspec
 
     try:
-        doc = msgspec.json.decode(path.read_bytes())
+        doc = msgspec.json.decode(path.read_bytes().removeprefix(b"\xef\xbb\xbf"))  # a BOM is layout
     except msgspec.DecodeError as exc:
         raise InputError(path, f"not valid JSON ({exc})") from None
     data = doc.get("data") if isinstance(doc, dict) else None
@@ -239,7 +239,7 @@ def read_query_range(path: Path) -> Run:
     if doc.get("status") not in (None, "success"):
         raise InputError(path, f"the Prometheus query failed: {doc.get('error') or doc.get('status')}")
     series = _Series()
-    skipped = 0
+    skipped = dropped = 0
     for item in data["result"]:
         metric = item.get("metric") or {}
         name = metric.get("__name__")
@@ -250,11 +250,21 @@ def read_query_range(path: Path) -> Run:
         try:
             t = np.array([float(v[0]) for v in values]) * 1e9
             v = np.array([float(v[1]) for v in values])
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError, IndexError, OverflowError):  # OverflowError: a 400-digit number
             skipped += 1
             continue
+        when = np.isfinite(t) & (np.abs(t) < 2.0**62)  # a time that is not one (inf, 1e308 s) is dropped, said
+        if not when.all():
+            dropped += int((~when).sum())
+            t, v = t[when], v[when]
+            if not len(t):
+                skipped += 1
+                continue
         series.add(name, metric, t.astype(np.int64), v)
     losses = []
+    if dropped:
+        losses.append(f"{path.name}: {dropped} point(s) whose timestamp is not a time (infinite, or past the "
+                      "year 2116) were dropped")
     if skipped:
         losses.append(f"{path.name}: {skipped} series without a metric name or readable values were skipped "
                       "(query with the metric names, not an expression that drops __name__)")
