@@ -58,6 +58,9 @@ def read_dmon(path: Path, start_ns: int | None = None, interval_s: float = 1.0) 
     body = re.sub(rb"(?m)^#.*\n?", b"", data)
     body = re.sub(rb"[ \t]+", b" ", body)
     body = re.sub(rb"(?m)^ | $", b"", body)
+    # bytes that are not UTF-8 (a damaged log) made pyarrow fail while building the bad row's text for the
+    # handler below, and Python print that failure as a traceback (fuzz: 'Exception ignored in … invalid')
+    body = body.decode("utf-8", "replace").encode()
     bad: list[int] = []
 
     def invalid(row: object) -> str:

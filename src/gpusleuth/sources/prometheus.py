@@ -248,7 +248,8 @@ def read_query_range(path: Path) -> Run:
             skipped += 1
             continue
         try:
-            t = np.array([float(v[0]) for v in values]) * 1e9
+            with np.errstate(over="ignore", invalid="ignore"):  # 1e308 s × 1e9 is inf: dropped below, said once
+                t = np.array([float(v[0]) for v in values]) * 1e9
             v = np.array([float(v[1]) for v in values])
         except (TypeError, ValueError, IndexError, OverflowError):  # OverflowError: a 400-digit number
             skipped += 1
