@@ -15,7 +15,7 @@ import numpy as np
 
 from gpusleuth.analysis.phases import phase_time
 from gpusleuth.analysis.steps import ProcessSteps, StepView
-from gpusleuth.analysis.telemetry import HostSummary
+from gpusleuth.analysis.host_telemetry import HostSummary
 from gpusleuth.run.model import Run, Table
 
 
