@@ -124,10 +124,9 @@ def training_loader(facts: Facts) -> dict[str, Any] | None:
 @dataclass
 class InputWait:
     """The steady steps' input wait as ``input_bound`` measured it: what each cause's ``remedy`` reads (and the
-    evidence list it appends to)."""
+    evidence list it appends to), beside the training loop's DataLoader config (``loader``: a hook record)."""
 
-    loader: dict[str, Any] | None  # the training loop's DataLoader config (None: no loader feeds the steps)
-    workers: int | None  # its num_workers (None: unknown or no loader)
+    workers: int | None  # the loader's num_workers (None: unknown or no loader)
     what: str  # what the loop waited on, in the summary's words
     share: float  # the exposed wait's share of step time (mean)
     step_mean: float  # s per steady step

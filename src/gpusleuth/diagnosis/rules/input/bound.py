@@ -167,12 +167,12 @@ def input_bound(facts: Facts) -> list[Finding] | Missing:
     # --- prediction: with enough workers, loading overlaps compute — on the cores that were free ---
     usable_cores = facts.usable_cores or float(cores)
     usable = max(1, int(usable_cores) - 1)  # leave one core for the training loop itself
-    wait = InputWait(loader=loader, workers=workers, what=what, share=share, step_mean=step_mean,
+    wait = InputWait(workers=workers, what=what, share=share, step_mean=step_mean,
                      wait_mean=wait_mean, compute_mean=compute_mean, busy_ratio=busy_ratio, worker_cpu=worker_cpu,
                      handover_mean=handover_mean, prep_cpu_per_step=prep_cpu_per_step, no_storage=no_storage,
                      in_memory=in_memory, usable_cores=usable_cores, usable=usable, evidence=evidence)
     cause = {"input.preprocessing": preprocessing, "input.handover": handover}.get(kind or "", io_wait)
-    r = cause.remedy(facts, wait)
+    r = cause.remedy(facts, wait, loader)
     title, summary, fix_lines, per_step_after = r.title, r.summary, r.fix_lines, r.per_step_after
     method, new_workers, still_loader_bound = r.method, r.new_workers, r.still_loader_bound
     if loader is None and fix_lines and not still_loader_bound:

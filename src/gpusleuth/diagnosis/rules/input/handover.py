@@ -3,12 +3,14 @@ prediction (the wait removed, or with data in memory no workers at all) and its 
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.rules._framework import inline_loading_fix
 from gpusleuth.diagnosis.rules.input._shared import InputWait, Remedy
 
 
-def remedy(facts: Facts, w: InputWait) -> Remedy:
+def remedy(facts: Facts, w: InputWait, loader: dict[str, Any] | None) -> Remedy:
     """A cheaper hand-over saves at most the whole wait; over data in memory, loading in the training thread."""
     workers, what, share, step_mean, compute_mean = w.workers, w.what, w.share, w.step_mean, w.compute_mean
     busy_ratio, in_memory, worker_cpu, handover_mean = w.busy_ratio, w.in_memory, w.worker_cpu, w.handover_mean

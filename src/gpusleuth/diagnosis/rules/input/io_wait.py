@@ -4,6 +4,7 @@ the latency) and its fix."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence
@@ -11,9 +12,9 @@ from gpusleuth.diagnosis.rules._framework import loader_fix
 from gpusleuth.diagnosis.rules.input._shared import InputWait, Remedy
 
 
-def remedy(facts: Facts, w: InputWait) -> Remedy:
+def remedy(facts: Facts, w: InputWait, loader: dict[str, Any] | None) -> Remedy:
     """Prefetching enough batches ahead hides the latency (upper bound); the hand-over's CPU stays."""
-    loader, workers, what, share = w.loader, w.workers, w.what, w.share
+    workers, what, share = w.workers, w.what, w.share
     step_mean, wait_mean, compute_mean = w.step_mean, w.wait_mean, w.compute_mean
     handover_mean, no_storage, evidence = w.handover_mean, w.no_storage, w.evidence
     still_loader_bound = False

@@ -4,6 +4,7 @@ cheaper loading) and its fix."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence
@@ -12,10 +13,10 @@ from gpusleuth.diagnosis.rules.input._shared import (CHEAP_NOTE, MIN_FREE_CORES,
                                                      free_worker_cores)
 
 
-def remedy(facts: Facts, w: InputWait) -> Remedy:
+def remedy(facts: Facts, w: InputWait, loader: dict[str, Any] | None) -> Remedy:
     """With enough workers, loading overlaps compute — on the cores that were free; where no core is free, or
     the loading outweighs the compute, the fix is cheaper loading."""
-    loader, workers, what, share = w.loader, w.workers, w.what, w.share
+    workers, what, share = w.workers, w.what, w.share
     step_mean, compute_mean = w.step_mean, w.compute_mean
     prep_cpu_per_step, usable_cores, usable, evidence = w.prep_cpu_per_step, w.usable_cores, w.usable, w.evidence
     free, free_how = free_worker_cores(facts, usable_cores)
