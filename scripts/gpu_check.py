@@ -65,7 +65,8 @@ REPO = Path(__file__).resolve().parents[1]
 if (REPO / "src" / "gpusleuth").is_dir() and str(REPO / "src") not in sys.path:
     sys.path.insert(0, str(REPO / "src"))  # works from a checkout even before `pip install -e .`
 
-from gpusleuth.recorder.nvml import FIELDS, GPM_METRICS, NvmlSampler  # noqa: E402
+from gpusleuth.recorder.nvml import NvmlSampler  # noqa: E402
+from gpusleuth.recorder.nvml_codes import FIELDS, GPM_METRICS  # noqa: E402
 
 FORMAT = "gpusleuth-nvml-fixture/1"
 PERMANENT = {2: "InvalidArgument", 3: "NotSupported", 4: "NoPermission", 13: "FunctionNotFound"}  # nvml.py's

@@ -23,7 +23,8 @@ import pyarrow.parquet as pq
 import pynvml
 import pytest
 
-from gpusleuth.recorder.nvml import NvmlSampler, mig_index
+from gpusleuth.recorder.nvml import NvmlSampler
+from gpusleuth.recorder.nvml_codes import mig_index
 from gpusleuth.recorder.schemas import GPU_PROCS_SCHEMA, GPU_SCHEMA, to_batch
 from test_nvml_sampler import FakeNvml
 

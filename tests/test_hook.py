@@ -578,7 +578,7 @@ def test_hook_files_are_stdlib_only_and_python38_syntax():
 
 
 CTRL_C_IN_BOOKKEEPING = """
-import torch, _gpusleuth_autohook as hook, _gpusleuth_state as hook_state
+import torch, _gpusleuth_autohook as hook, _gpusleuth_feed as hook_feed
 from torch.utils.data import DataLoader
 dl = DataLoader([{"x": torch.randn(4)} for _ in range(8)], batch_size=2)  # dict batches: sized by the hook
 model = torch.nn.Linear(4, 1)
@@ -588,7 +588,7 @@ for b in dl:  # one real step first, so the recorder is active
     break
 def interrupted(*a, **k):  # Ctrl-C landing while the hook does its own bookkeeping
     raise KeyboardInterrupt
-hook_state._batch_size = interrupted
+hook_feed._batch_size = interrupted  # the fetch's own bookkeeping
 type(hook.R).opt_begin = interrupted
 for where, go in (("fetch", lambda: next(iter(dl))), ("optimizer", opt.step)):
     try:

@@ -377,13 +377,19 @@ def _recorder_writes(tree) -> list[tuple[int, str]]:
     return sorted(set(out))
 
 
-def test_only_the_state_module_changes_the_recorder():
+# The recorder's own modules: ``_gpusleuth_state`` (the process, ``Recorder`` itself) and the parts it is made of,
+# one responsibility each (issue 35): steps, the optimizer, what a step is fed, no-grad passes, phases, output.
+RECORDER_PARTS = {"_gpusleuth_state", "_gpusleuth_steps", "_gpusleuth_optim", "_gpusleuth_feed", "_gpusleuth_nograd",
+                  "_gpusleuth_phases", "_gpusleuth_output"}
+
+
+def test_only_the_recorders_modules_change_the_recorder():
     """Patch modules (torch, dist, serve, knobs), the device, the API and the activation call the recorder's
-    methods; they never set, delete or mutate its attributes. Its state changes in ``_gpusleuth_state`` alone,
-    where the step and phase rules can be read in one place."""
+    methods; they never set, delete or mutate its attributes. Its state changes in the recorder's own modules
+    alone (``RECORDER_PARTS``), where the step and phase rules can be read."""
     bad = []
     for path in sorted(HOOK.glob("*.py")):
-        if path.stem == "_gpusleuth_state":
+        if path.stem in RECORDER_PARTS:
             continue
         bad += [f"hook/{path.name}:{line}: {what}" for line, what in _recorder_writes(ast.parse(path.read_text()))]
     assert not bad, "\n".join(bad)
@@ -403,7 +409,32 @@ def test_the_hook_times_a_fetch_in_one_place():
                 if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript) \
                         and ast.unparse(node.target.slice) == "WAIT":
                     where.add(f"{path.stem}.{fn.name}")
-    assert where == {"_gpusleuth_state.fetch"}, sorted(where)
+    assert where == {"_gpusleuth_feed.fetch"}, sorted(where)
+
+
+def test_the_recorder_is_its_parts_on_one_object():
+    """``Recorder`` is split by responsibility into parts (issue 35) without costing the per-step path a hop:
+    every part is a base class of it with ``__slots__ = ()``, so each method runs on the one object and reads its
+    attributes directly (a part with slots of its own would not combine; one without ``__slots__`` would give
+    every recorder a ``__dict__``, where a misspelt attribute is silently a new one). The parts are exactly
+    ``RECORDER_PARTS``, one class each; none imports ``_gpusleuth_state``; no method is defined in two."""
+    classes = {}  # module -> its classes' (name, bases, __slots__ source, method names), private ones left out
+    for stem in RECORDER_PARTS:
+        tree = ast.parse((HOOK / f"{stem}.py").read_text())
+        classes[stem] = [(c.name, [ast.unparse(b) for b in c.bases],
+                          next((ast.unparse(n.value) for n in c.body if isinstance(n, ast.Assign)
+                                and [ast.unparse(t) for t in n.targets] == ["__slots__"]), None),
+                          [f.name for f in c.body if isinstance(f, ast.FunctionDef) and not f.name.startswith("__")])
+                         for c in tree.body if isinstance(c, ast.ClassDef) and not c.name.startswith("_")]
+    (recorder,) = [c for c in classes["_gpusleuth_state"] if c[0] == "Recorder"]
+    parts = {stem: cs for stem, cs in classes.items() if stem != "_gpusleuth_state"}
+    assert all(len(cs) == 1 for cs in parts.values()), parts
+    assert sorted(recorder[1]) == sorted(cs[0][0] for cs in parts.values()), (recorder[1], parts)
+    assert all(cs[0][2] == "()" for cs in parts.values()), {s: cs[0][2] for s, cs in parts.items()}
+    names = recorder[3] + [m for cs in parts.values() for m in cs[0][3]]
+    assert len(names) == len(set(names)), sorted({m for m in names if names.count(m) > 1})
+    graph = _hook_graph()
+    assert not any("_gpusleuth_state" in graph[p] for p in parts), graph
 
 
 def test_tests_and_benchmarks_share_no_module_name():

@@ -93,7 +93,7 @@ def test_large_run_is_downsampled_in_the_report_stage_and_renders_fast(tmp_path)
     run = _big_run()
     t = time.perf_counter()
     from gpusleuth.analysis.steps import step_view
-    from gpusleuth.analysis.telemetry import assign_roles
+    from gpusleuth.analysis.host_telemetry import assign_roles
 
     view = step_view(run)
     d = build_display(run, [], view, assign_roles(run, view.pid))

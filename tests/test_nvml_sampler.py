@@ -19,7 +19,8 @@ import pyarrow as pa
 import pynvml
 import pytest
 
-from gpusleuth.recorder.nvml import FIELDS, NvmlSampler
+from gpusleuth.recorder.nvml import NvmlSampler
+from gpusleuth.recorder.nvml_codes import FIELDS
 from gpusleuth.recorder.schemas import GPU_PROCS_SCHEMA, GPU_SCHEMA, to_batch
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nvml"

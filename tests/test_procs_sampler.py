@@ -204,7 +204,7 @@ def test_schedstat_clocks_say_how_much_a_thread_wanted_a_cpu(tree):
     """The burner wants a CPU all along — it runs, or waits runnable when the host is busy — and the sleeper
     never does: (run + run delay) over the window tells them apart on any host, where the CPU share alone
     reads a starved burner like a sleeper. Cross-checked with the kernel's own per-task clocks via psutil."""
-    from gpusleuth.analysis.telemetry import cpu_demand
+    from gpusleuth.analysis.host_telemetry import cpu_demand
     from gpusleuth.run.model import Table
     import numpy as np
 

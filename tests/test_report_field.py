@@ -67,7 +67,7 @@ def test_per_core_heatmap_spans_the_recorded_run(monkeypatch):
 
     import gpusleuth.analysis.timeseries as ts
     from gpusleuth.analysis.steps import step_view
-    from gpusleuth.analysis.telemetry import assign_roles
+    from gpusleuth.analysis.host_telemetry import assign_roles
     from gpusleuth.sources.rundir import load_run
 
     run = load_run(FIXTURES / "rundir" / "finished")

@@ -9,7 +9,7 @@ import pytest
 
 from gpusleuth.analysis.host_ops import HostOps
 from gpusleuth.analysis.outcomes import Outcomes, StepStats
-from gpusleuth.analysis.telemetry import HostSummary, ProcessSummary
+from gpusleuth.analysis.host_telemetry import HostSummary, ProcessSummary
 from gpusleuth.diagnosis.engine import diagnose
 from gpusleuth.diagnosis.facts import Facts, PhaseStats, Threads
 from gpusleuth.diagnosis.finding import Missing

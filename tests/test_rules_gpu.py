@@ -13,7 +13,7 @@ from gpusleuth.analysis.trace.launch import NO_LAUNCHES, LaunchCost
 from gpusleuth.analysis.trace.timeline import CommOverlap, DeviceTime
 from gpusleuth.diagnosis.finding import Missing
 from gpusleuth.diagnosis.rules import busy_idle, copies, distributed, precision, sizing, stragglers, sync, throttling
-from gpusleuth.diagnosis.rules import input as input_rules
+from gpusleuth.diagnosis.rules.input import transfer as input_rules
 from test_rules_cpu import facts
 
 

@@ -218,7 +218,7 @@ def test_other_load_on_the_host_is_named_and_keeps_input_findings_moderate(tmp_p
     assert all(f.confidence == "low" and "uncertain" in f.summary for f in inputs)  # CPU shares are distorted
     # A loop shorter than two sampling ticks is measured by the ticks around it, not "not measured" — which
     # the rules read as a quiet host (a 0.17 s loop on a crowded host was once a HIGH input finding)
-    from gpusleuth.analysis.telemetry import assign_roles, summarize_host
+    from gpusleuth.analysis.host_telemetry import assign_roles, summarize_host
 
     ticks = np.unique(run.host["t_ns"])
     mid = len(ticks) // 2

@@ -39,7 +39,8 @@ from gpusleuth.serving.analysis.requests import RequestAnalysis, analyze_request
 from gpusleuth.serving.analysis.engine import EngineAnalysis, analyze_engine
 from gpusleuth.serving.analysis.slo_miss import explain_misses
 from gpusleuth.analysis.steps import StepView, step_view
-from gpusleuth.analysis.telemetry import GpuSummary, HostSummary, assign_roles, summarize_gpus, summarize_host
+from gpusleuth.analysis.telemetry import GpuSummary, summarize_gpus
+from gpusleuth.analysis.host_telemetry import HostSummary, assign_roles, summarize_host
 from gpusleuth.analysis.timeseries import DisplayData, build_display
 from gpusleuth.analysis.trace import TraceAnalysis
 from gpusleuth.run.model import Run

@@ -13,7 +13,7 @@ import numpy as np
 
 from gpusleuth.analysis.phases import phase_time
 from gpusleuth.analysis.steps import ProcessSteps, StepView
-from gpusleuth.analysis.telemetry import HostSummary
+from gpusleuth.analysis.host_telemetry import HostSummary
 from gpusleuth.run.model import Run, Table
 # the records the loop facts carry, named for the diagnosis (which sees no Run module) through this one
 from gpusleuth.run.records import GpuHardware as GpuHardware, LoaderConfig as LoaderConfig

@@ -342,7 +342,7 @@ def _phases(b: _Builder, run: Run) -> None:
 def build_display(run: Run | None, ranks: list[TraceAnalysis], view: StepView | None, roles: dict[int, str],
                   max_points: int = MAX_POINTS) -> DisplayData:
     """Everything the charts need, for a recorded run (``run``) and/or trace analyses (``ranks``);
-    ``roles``: each process's role (``telemetry.assign_roles``, computed once by ``analyze``)."""
+    ``roles``: each process's role (``host_telemetry.assign_roles``, computed once by ``analyze``)."""
     if run is not None and run.start_ns is not None:
         b = _Builder(int(run.start_ns), max_points)
         b.d.duration_s = run.wall_s

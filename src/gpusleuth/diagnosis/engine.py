@@ -28,7 +28,7 @@ from gpusleuth.diagnosis.finding import Confidence, Evidence, Finding, Missing
 from gpusleuth.diagnosis.taxonomy import STAGE_OF_CAUSE
 from gpusleuth.diagnosis.rules import (busy_idle, copies, distributed, gpu, gpu_log, hangs, host, memory, phases,
                                        precision, sizing, stragglers, sync, throttling)
-from gpusleuth.diagnosis.rules import input as input_rules
+from gpusleuth.diagnosis.rules.input import bound as input_bound, transfer as input_transfer
 from gpusleuth.diagnosis.rules._scope import Scope, scope_of
 from gpusleuth.serving.rules import batching as serving_batching
 from gpusleuth.serving.rules import capacity as serving_capacity
@@ -61,8 +61,8 @@ RULES = (
     serving_capacity.prefill_behind_decode,
     serving_capacity.too_few_replicas,
     serving_batching.engine_capacity,
-    input_rules.input_bound,
-    input_rules.h2d_transfer,
+    input_bound.input_bound,
+    input_transfer.h2d_transfer,
     sync.sync_stalls,
     sync.launch_bound,
     host.python_overhead,

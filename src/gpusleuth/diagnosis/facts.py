@@ -21,7 +21,8 @@ from gpusleuth.analysis.outcomes import Outcomes, StepStats
 from gpusleuth.serving.analysis.request_model import RequestAnalysis
 from gpusleuth.serving.analysis.request_model import MissLevel
 from gpusleuth.analysis.stalls import RankAt, StallVerdict
-from gpusleuth.analysis.telemetry import GpuSummary, HostSummary
+from gpusleuth.analysis.telemetry import GpuSummary
+from gpusleuth.analysis.host_telemetry import HostSummary
 from gpusleuth.analysis.trace import TraceAnalysis
 
 # the analysis types a rule names in its own annotations: rules import them from here, not from analysis/

@@ -19,6 +19,10 @@ Why it is shaped this way (facts and costs: ``shared/reference/telemetry.md`` §
 - The module is passed in (``nvml``), so tests drive the exact same code with a stand-in fed from
   recorded values; the real ``pynvml`` is only imported when nothing is passed.
 - Counters are recorded raw: wrap and differencing are the analysis's job, so nothing is lost here.
+
+NVML's vocabulary (field and GPM metric ids, return codes, MIG numbering) is ``nvml_codes``; one device's state
+``nvml_device``; the static facts per device (``hardware()``) ``nvml_hardware``. This module opens NVML, calls it
+(``_call``: the one place a failure is counted or switches a call off) and samples.
 """
 
 from __future__ import annotations
@@ -28,78 +32,15 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
+from gpusleuth.recorder.nvml_codes import (GPM_METRICS, GPU_IS_LOST, PERMANENT, RETURN_NAMES, VALUE_MEMBER,
+                                          init_reason, mig_index)
+from gpusleuth.recorder.nvml_device import NvmlDevice
+from gpusleuth.recorder.nvml_hardware import read_hardware
 from gpusleuth.recorder.schemas import GPU_SCHEMA, empty_row
 
 NAN = math.nan
 
-# column → NVML field id (values from nvidia-ml-py; literal so that an old pynvml lacking a name still works)
-FIELDS: dict[str, int] = {
-    "energy_mj": 83,  # NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, mJ since driver load (Volta+)
-    "power_instant_mw": 186,  # NVML_FI_DEV_POWER_INSTANT, mW, not averaged
-    "throttle_power_ns": 74,  # NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP (cumulative ns)
-    "throttle_sync_boost_ns": 76,  # …_SYNC_BOOST
-    "throttle_thermal_ns": 269,  # …_SW_THERM_SLOWDOWN (NVML 12.9 / driver R575 and newer)
-    "throttle_thermal_policy_ns": 75,  # NVML_FI_DEV_PERF_POLICY_THERMAL: on every driver (R535–R570 lack 269)
-    "throttle_hw_thermal_ns": 270,  # …_HW_THERM_SLOWDOWN
-    "throttle_hw_power_brake_ns": 271,  # …_HW_POWER_BRAKE_SLOWDOWN
-    "pcie_tx_bytes": 197,  # NVML_FI_DEV_PCIE_COUNT_TX_BYTES (cumulative, may wrap; NVML 12.5 / R555+)
-    "pcie_rx_bytes": 198,  # NVML_FI_DEV_PCIE_COUNT_RX_BYTES
-}
-
-# column → GPM metric id (NVML_GPM_METRIC_*)
-GPM_METRICS: dict[str, int] = {
-    "sm_active": 2,  # SM_UTIL
-    "sm_occupancy": 3,  # SM_OCCUPANCY
-    "tensor_active": 5,  # ANY_TENSOR_UTIL
-    "dram_active": 10,  # DRAM_BW_UTIL
-}
-
-# nvmlValueType_t → member of the c_nvmlValue_t union
-_VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
-
-# NVML return codes after which a call will never succeed on this device. INVALID_ARGUMENT is what an older
-# driver answers for a field id it does not know (269–271 before R575, 197/198 before R555), and what a MIG
-# instance answers for whole-GPU queries: as permanent as NOT_SUPPORTED.
-_INVALID_ARGUMENT, _NOT_SUPPORTED, _NO_PERMISSION, _NOT_FOUND, _FUNCTION_NOT_FOUND, _GPU_IS_LOST = 2, 3, 4, 6, 13, 15
-_PERMANENT = {_INVALID_ARGUMENT, _NOT_SUPPORTED, _NO_PERMISSION, _FUNCTION_NOT_FOUND}
-_RETURN_NAMES = {1: "Uninitialized", 2: "InvalidArgument", 3: "NotSupported", 4: "NoPermission", 6: "NotFound",
-                 13: "FunctionNotFound", 15: "GpuIsLost", 999: "Unknown"}
-
-#: NVML index of a MIG instance: (parent index + 1) × MIG_INDEX_BASE + the instance's slot (GPU 0's slot 2 is
-#: 1002), so whole GPUs keep their NVML indices and every instance has a stable, distinct number
-MIG_INDEX_BASE = 1000
-
-
-def mig_index(parent: int, slot: int) -> int:
-    return (parent + 1) * MIG_INDEX_BASE + slot
-
 _ROW_TEMPLATE = empty_row(GPU_SCHEMA)
-
-
-def _text(v: Any) -> str:
-    return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
-
-
-class _Device:
-    """Cached handle and per-device state: what is disabled, the field list, the GPM sample pair."""
-
-    __slots__ = ("index", "handle", "disabled", "fields", "field_ids", "reasons_fn", "gpm",
-                 "gpm_prev", "gpm_cur", "gpm_prev_t", "mig", "lost", "parent")
-
-    def __init__(self, index: int, handle: Any, parent: int | None = None):
-        self.index = index
-        self.handle = handle
-        self.parent = parent  # a MIG instance: the NVML index of its GPU
-        self.disabled: dict[str, str] = {}  # call name → why
-        self.fields: list[tuple[str, int]] = list(FIELDS.items())
-        self.field_ids: list[int] = [fid for _, fid in self.fields]
-        self.reasons_fn: str | None = "nvmlDeviceGetCurrentClocksEventReasons"
-        self.gpm = False
-        self.gpm_prev = None
-        self.gpm_cur = None
-        self.gpm_prev_t: int | None = None
-        self.mig = False
-        self.lost = False
 
 
 class NvmlSampler:
@@ -110,7 +51,7 @@ class NvmlSampler:
     power, energy, temperature and clocks exist only for the whole GPU (NVML answers NotSupported on an
     instance), so they stay on the parent's rows and the instance's columns are empty, with the reason."""
 
-    def __init__(self, nvml: Any, devices: list[_Device], gpm_min_interval_ns: int,
+    def __init__(self, nvml: Any, devices: list[NvmlDevice], gpm_min_interval_ns: int,
                  clock: Callable[[], int] = time.monotonic_ns):
         self._nvml = nvml
         self._devices = devices
@@ -146,7 +87,7 @@ class NvmlSampler:
         try:
             nvml.nvmlInit()
         except error_cls as e:
-            return None, _init_reason(e)
+            return None, init_reason(e)
         except Exception as e:  # a broken install must not stop the recording of the host
             return None, f"NVML could not start: {type(e).__name__}: {e}"
         try:
@@ -156,7 +97,7 @@ class NvmlSampler:
                 if indices is not None and i not in indices:
                     continue
                 try:
-                    devices.append(_Device(i, nvml.nvmlDeviceGetHandleByIndex(i)))
+                    devices.append(NvmlDevice(i, nvml.nvmlDeviceGetHandleByIndex(i)))
                 except error_cls:
                     continue  # e.g. NoPermission on a GPU not given to this container
             if not devices:
@@ -168,7 +109,7 @@ class NvmlSampler:
             _shutdown(nvml)
             return None, f"NVML failed while listing GPUs: {type(e).__name__}: {e}"
 
-    def _add_mig_instances(self, d: _Device) -> None:
+    def _add_mig_instances(self, d: NvmlDevice) -> None:
         """The MIG instances of GPU ``d`` (empty slots answer NotFound and are skipped)."""
         count = self._call(d, "nvmlDeviceGetMaxMigDeviceCount", d.handle) or 0
         for slot in range(int(count)):
@@ -176,7 +117,7 @@ class NvmlSampler:
                 h = self._nvml.nvmlDeviceGetMigDeviceHandleByIndex(d.handle, slot)
             except Exception:  # NotFound: no instance in this slot
                 continue
-            m = _Device(mig_index(d.index, slot), h, parent=d.index)
+            m = NvmlDevice(mig_index(d.index, slot), h, parent=d.index)
             for call, why in (("power", f"a MIG instance: NVML meters power, energy, temperature, clocks and their "
                                         f"counters for the whole GPU only (GPU {d.index}'s rows)"),
                               ("nvmlDeviceGetUtilizationRates", "utilization is not reported under MIG"),
@@ -185,7 +126,7 @@ class NvmlSampler:
             m.fields, m.field_ids, m.reasons_fn = [], [], None
             self._devices.append(m)
 
-    def _setup_gpm(self, d: _Device) -> None:
+    def _setup_gpm(self, d: NvmlDevice) -> None:
         """Enable GPM on devices that say they support it, outside MIG (MIG needs per-instance samples)."""
         mode = self._call(d, "nvmlDeviceGetMigMode", d.handle)
         d.mig = bool(mode and mode[0])
@@ -206,7 +147,7 @@ class NvmlSampler:
         d.gpm, d.gpm_prev, d.gpm_cur = True, prev, cur
 
     # ---------------------------------------------------------------- calling NVML
-    def _call(self, d: _Device, name: str, *args: Any) -> Any:
+    def _call(self, d: NvmlDevice, name: str, *args: Any) -> Any:
         """Call ``nvml.<name>(*args)``; None when it fails. Permanent failures disable it for ``d``."""
         if name in d.disabled or d.lost:
             return None
@@ -216,9 +157,9 @@ class NvmlSampler:
             d.disabled[name] = "not in this nvidia-ml-py"
         except self._error_cls as e:
             code = getattr(e, "value", None)
-            if code in _PERMANENT:
-                d.disabled[name] = f"NVML {_RETURN_NAMES.get(code, code)}"
-            elif code == _GPU_IS_LOST:
+            if code in PERMANENT:
+                d.disabled[name] = f"NVML {RETURN_NAMES.get(code, code)}"
+            elif code == GPU_IS_LOST:
                 d.lost = True
                 d.disabled["*"] = "GPU is lost"
         except Exception as e:
@@ -236,65 +177,9 @@ class NvmlSampler:
         Read once and cached: the recorder may ask every second, and each NVML call takes the RM lock.
         """
         if self._hardware is None:
-            self._hardware = self._read_hardware()
+            self._hardware = read_hardware(self._nvml, self._devices, self._call)
         return [dict(h) for h in self._hardware]
 
-    def _read_hardware(self) -> list[dict[str, Any]]:
-        nv = self._nvml
-        sys_dev = self._devices[0]
-        driver = self._call(sys_dev, "nvmlSystemGetDriverVersion")
-        cuda = self._call(sys_dev, "nvmlSystemGetCudaDriverVersion")
-        out = []
-        for d in self._devices:
-            if d.parent is not None:
-                out.append(self._mig_hardware(d, driver, cuda))
-                continue
-            h = d.handle
-            mem = self._call(d, "nvmlDeviceGetMemoryInfo", h)
-            pci = self._call(d, "nvmlDeviceGetPciInfo", h)
-            limit = self._call(d, "nvmlDeviceGetEnforcedPowerLimit", h)
-            cc = self._call(d, "nvmlDeviceGetCudaComputeCapability", h)
-            mode = self._call(d, "nvmlDeviceGetMigMode", h)
-            name = self._call(d, "nvmlDeviceGetName", h)
-            uuid = self._call(d, "nvmlDeviceGetUUID", h)
-            out.append({
-                "index": d.index,
-                "name": _text(name) if name is not None else None,
-                "uuid": _text(uuid) if uuid is not None else None,
-                "pci_bus_id": _text(pci.busId) if pci is not None else None,
-                "memory_total": int(mem.total) if mem is not None else None,
-                "power_limit_w": limit / 1000.0 if limit is not None else None,
-                "max_sm_clock_mhz": self._call(d, "nvmlDeviceGetMaxClockInfo", h, getattr(nv, "NVML_CLOCK_SM", 1)),
-                "max_mem_clock_mhz": self._call(d, "nvmlDeviceGetMaxClockInfo", h, getattr(nv, "NVML_CLOCK_MEM", 2)),
-                "driver_version": _text(driver) if driver is not None else None,
-                "cuda_driver_version": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
-                "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
-                "gpm_supported": d.gpm,
-                "mig_mode": (bool(mode[0]) if mode is not None else None),
-            })
-        return out
-
-    def _mig_hardware(self, d: _Device, driver: Any, cuda: Any) -> dict[str, Any]:
-        h = d.handle
-        name = self._call(d, "nvmlDeviceGetName", h)
-        uuid = self._call(d, "nvmlDeviceGetUUID", h)
-        mem = self._call(d, "nvmlDeviceGetMemoryInfo", h)
-        attrs = self._call(d, "nvmlDeviceGetAttributes_v2", h) or self._call(d, "nvmlDeviceGetAttributes", h)
-        return {
-            "index": d.index,
-            "parent": d.parent,
-            "mig": True,
-            "name": _text(name) if name is not None else None,
-            "uuid": _text(uuid) if uuid is not None else None,
-            "memory_total": int(mem.total) if mem is not None else None,
-            "sm_count": int(attrs.multiprocessorCount) if attrs is not None else None,
-            "gpu_instance_slices": int(attrs.gpuInstanceSliceCount) if attrs is not None else None,
-            "compute_instance_slices": int(attrs.computeInstanceSliceCount) if attrs is not None else None,
-            "driver_version": _text(driver) if driver is not None else None,
-            "cuda_driver_version": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
-            "gpm_supported": False,
-            "mig_mode": None,
-        }
 
     @property
     def disabled(self) -> dict[int, dict[str, str]]:
@@ -325,7 +210,7 @@ class NvmlSampler:
             rows.append(row)
         return rows
 
-    def _sample_device(self, d: _Device, row: dict[str, Any], t_ns: int) -> None:
+    def _sample_device(self, d: NvmlDevice, row: dict[str, Any], t_ns: int) -> None:
         nv, h, call = self._nvml, d.handle, self._call
         if d.parent is not None:  # a MIG instance: only its memory is its own
             m = call(d, "nvmlDeviceGetMemoryInfo", h)
@@ -359,7 +244,7 @@ class NvmlSampler:
         if d.gpm:
             self._gpm(d, row, t_ns)
 
-    def _reasons(self, d: _Device) -> int | None:
+    def _reasons(self, d: NvmlDevice) -> int | None:
         """Current clocks-event bitmask; falls back to the pre-535 "throttle reasons" name once."""
         if d.reasons_fn is None:
             return None
@@ -371,7 +256,7 @@ class NvmlSampler:
             d.reasons_fn = None
         return int(v) if v is not None else None
 
-    def _fields(self, d: _Device, row: dict[str, Any]) -> None:
+    def _fields(self, d: NvmlDevice, row: dict[str, Any]) -> None:
         """The one field-values batch: counters into the row; per-field errors stay NaN/None."""
         if not d.fields:
             return
@@ -385,11 +270,11 @@ class NvmlSampler:
             if ret != 0:
                 key = f"field:{fid}"
                 self.failures[(d.index, key)] += 1
-                if ret in _PERMANENT:
-                    d.disabled[key] = f"{col}: NVML {_RETURN_NAMES.get(ret, ret)}"
+                if ret in PERMANENT:
+                    d.disabled[key] = f"{col}: NVML {RETURN_NAMES.get(ret, ret)}"
                     dropped = True
                 continue
-            val = getattr(v.value, _VALUE_MEMBER.get(v.valueType, "ullVal"))
+            val = getattr(v.value, VALUE_MEMBER.get(v.valueType, "ullVal"))
             if v.latencyUsec > worst_latency:
                 worst_latency = v.latencyUsec
             if col == "energy_mj":
@@ -404,7 +289,7 @@ class NvmlSampler:
             d.fields = [(c, f) for c, f in d.fields if f"field:{f}" not in d.disabled]
             d.field_ids = [f for _, f in d.fields]
 
-    def _gpm(self, d: _Device, row: dict[str, Any], t_ns: int) -> None:
+    def _gpm(self, d: NvmlDevice, row: dict[str, Any], t_ns: int) -> None:
         """Take a GPM sample when the last one is more than the minimum interval old (NVML needs more than
         100 ms between the two samples of a pair, timed when each is taken), and the metrics between them.
 
@@ -442,7 +327,7 @@ class NvmlSampler:
         d.gpm_prev, d.gpm_cur = d.gpm_cur, d.gpm_prev
         d.gpm_prev_t = taken
 
-    def _stop_gpm(self, d: _Device) -> None:
+    def _stop_gpm(self, d: NvmlDevice) -> None:
         self._free(d.gpm_prev)
         self._free(d.gpm_cur)
         d.gpm, d.gpm_prev, d.gpm_cur = False, None, None
@@ -481,18 +366,6 @@ class NvmlSampler:
             if d.gpm:
                 self._stop_gpm(d)
         _shutdown(self._nvml)
-
-
-def _init_reason(e: Exception) -> str:
-    """A one-line reason for the run's notes, from the nvmlInit error."""
-    code = getattr(e, "value", None)
-    if code == 12:  # NVML_ERROR_LIBRARY_NOT_FOUND
-        return "no NVIDIA driver (libnvidia-ml.so.1 not found)"
-    if code == 9:  # NVML_ERROR_DRIVER_NOT_LOADED
-        return "NVIDIA driver not loaded"
-    if code == 18:  # NVML_ERROR_LIB_RM_VERSION_MISMATCH
-        return "NVIDIA driver/library version mismatch (reboot or reload the driver)"
-    return f"NVML could not start: {e}"
 
 
 def _shutdown(nvml: Any) -> None:

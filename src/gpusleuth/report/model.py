@@ -20,7 +20,8 @@ from gpusleuth.analysis.outcomes import Outcomes
 from gpusleuth.serving.analysis.request_model import RequestAnalysis
 from gpusleuth.analysis.timeseries import DisplayData
 from gpusleuth.analysis.trace import TraceAnalysis
-from gpusleuth.analysis.telemetry import GpuSummary, HostSummary
+from gpusleuth.analysis.telemetry import GpuSummary
+from gpusleuth.analysis.host_telemetry import HostSummary
 from gpusleuth.diagnosis.finding import Finding, Missing
 from gpusleuth.serving.report import ServingSection
 

@@ -16,7 +16,7 @@ from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
 from gpusleuth.diagnosis.rules._common import (COPY_MIN_S, COPY_SHARE, copy_bound_speaks, device_copies,
                                                no_device_trace, step_idle)
 from gpusleuth.diagnosis.rules._scope import per_rank, rank_trace
-from gpusleuth.diagnosis.rules.input import H2D, H2D_MODERATE
+from gpusleuth.diagnosis.rules.input.transfer import H2D, H2D_MODERATE
 
 COPY_HIGH_SPAN = 0.3
 

@@ -1,0 +1,257 @@
+"""Summaries of the host's sampled telemetry over the run, and of the job's processes: which process is the
+training loop and which are its DataLoader workers, how busy each was while the steps ran, what they wanted of
+the CPU (schedstat), what the loading read, and what other processes took from the host.
+
+Distributions and counters as ``telemetry`` (the GPU summaries) makes them: over time, never one number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpusleuth.analysis.telemetry import Dist, _columns, _counter_delta, _dist, samples_around
+from gpusleuth.run.model import Run, Table
+
+
+@dataclass
+class ProcessSummary:
+    pid: int
+    role: str
+    name: str
+    cpu_pct: Dist | None  # % of one core, over the samples
+    rss_max_bytes: float | None
+
+
+@dataclass
+class HostSummary:
+    samples: int
+    logical_cores: int | None
+    cpu_pct: Dist | None
+    iowait_pct: Dist | None
+    mem_used_max_bytes: float | None
+    mem_total_bytes: float | None
+    disk_read_bytes: float | None
+    disk_write_bytes: float | None
+    net_rx_bytes: float | None
+    net_tx_bytes: float | None
+    cgroup_throttled_share: float | None  # share of cgroup CPU periods that were throttled
+    main_pid: int | None
+    processes: list[ProcessSummary]
+    workers: int  # DataLoader worker processes seen
+    worker_cpu_pct_mean: float | None  # mean over workers of their mean CPU (% of one core)
+    main_cpu_pct_mean: float | None
+    # share of worker samples in the run state (running or waiting for a CPU): a worker starved of CPU
+    # uses little of a core yet is CPU-bound; one waiting on storage sleeps
+    worker_runnable_share: float | None = None
+    # the same for the training process's main thread: the share of its samples in state R (running or
+    # waiting for a CPU). Its CPU ÷ that share is how much of the time it wanted a CPU it got one — the one
+    # measure of a shared host's toll on *this* job (a job that sleeps by design uses little CPU and is
+    # seldom runnable; one starved by other processes is runnable and gets little)
+    main_runnable_share: float | None = None
+    # From the main threads' /proc schedstat clocks over the steps (exact, not sampled): the share of the time
+    # the training process's main thread wanted a CPU — ran, or was runnable and waited for one — and the share
+    # it waited; the same demand for loader workers (mean over workers). A thread that sleeps on storage wants
+    # none; one that computes wants one all along, whether it gets one or other processes take it.
+    main_cpu_demand: float | None = None
+    main_run_delay_share: float | None = None
+    worker_cpu_demand: float | None = None
+    # host CPU while the training steps ran (the window): what a saturation test should look at, since
+    # start-up (imports, one busy thread) and the idle tail would dilute a whole-run percentile
+    cpu_pct_steps: Dist | None = None
+    # Cores the job's own process tree used during the steps (the whole run when it has none, e.g. a server)
+    # — the sum of its processes' mean CPU — and the cores the rest of the host used meanwhile (host busy −
+    # job): other users' work on a shared machine, which slows and starves the job in ways no knob of the
+    # job removes.
+    job_cores_steps: float | None = None
+    foreign_cores_steps: float | None = None
+    # What the loading processes (the DataLoader workers; the main process when there are none) read during the
+    # steps, from /proc/PID/io: bytes brought from storage (read_bytes: page-cache hits not counted), and bytes
+    # their read calls returned from anything — files, the page cache, sockets, pipes (rchar). A loader that
+    # read almost nothing waited on no storage and no network: its data was in memory.
+    loader_read_bytes: float | None = None
+    loader_read_chars: float | None = None
+
+    @property
+    def main_cpu_attained(self) -> float | None:
+        """Of the time the training loop's thread was runnable, the share it ran (≤ 1); None unmeasured. From its
+        schedstat clocks where recorded — ran ÷ (ran + waited for a CPU), exact over the steps — else from the
+        samples: the process's CPU ÷ the share of samples that found its main thread in state R (10 Hz: a loop
+        that runs in bursts between sleeps is seldom caught runnable, and all its threads' CPU counts)."""
+        demand, waited = self.main_cpu_demand, self.main_run_delay_share
+        if demand is not None and waited is not None:
+            return None if demand < 0.05 else min(max((demand - waited) / demand, 0.0), 1.0)
+        if self.main_cpu_pct_mean is None or not self.main_runnable_share or self.main_runnable_share < 0.05:
+            return None
+        return min(self.main_cpu_pct_mean / 100 / self.main_runnable_share, 1.0)
+
+    def crowded_cores(self, cores: int | None = None) -> float | None:
+        """Cores other processes used while the steps ran, when they crowded a busy host (else None): the
+        one test of a shared machine, for the contention rule and for compare's noise note."""
+        cores = cores or self.logical_cores
+        busy = self.cpu_pct_steps or self.cpu_pct
+        if self.foreign_cores_steps is None or not cores or not busy:
+            return None
+        if self.foreign_cores_steps < FOREIGN_SHARE * cores or busy["p50"] < FOREIGN_BUSY_PCT:
+            return None
+        return self.foreign_cores_steps
+
+
+FOREIGN_SHARE = 0.25  # share of the host's cores other processes used during the steps
+FOREIGN_BUSY_PCT = 85.0  # … while the host was this busy: only then do they take CPU from the job
+
+
+def assign_roles(run: Run, main_pid: int | None) -> dict[int, str]:
+    """Name each process of the tree: the training loop, DataLoader workers, or other.
+
+    The hook's own header is the best evidence; a forked child of the main process with the same name
+    that the hook did not report is taken as a worker too (a fork inherits the parent's name) — only when
+    the main process built a DataLoader with workers: torch.compile's inductor forks a pool of compile
+    workers of the same name, which a loop without a DataLoader showed as "3 DataLoader workers at 50 %".
+    """
+    roles: dict[int, str] = {pid: p.role for pid, p in run.processes.items()}
+    if main_pid is not None:
+        roles[main_pid] = "main"
+    procs = run.procs
+    has_workers = any(i.get("kind") == "dataloader" and (i.get("num_workers") or 0) > 0
+                      and i.get("pid", main_pid) == main_pid for i in run.infos)
+    if len(procs) and main_pid is not None and has_workers:
+        pids = procs["pid"].astype(int)
+        ppids = procs["ppid"].astype(float)
+        names = procs["name"]
+        main_names = {str(n) for n in names[pids == main_pid]}
+        for pid, ppid, name in zip(pids, ppids, names):
+            if pid not in roles and ppid == main_pid and str(name) in main_names:
+                roles[int(pid)] = "dataloader_worker"
+    return roles
+
+
+MIN_DEMAND_SPAN_NS = 200_000_000  # two schedstat readings closer than this say little about a share of time
+
+
+def cpu_demand(p: Table) -> tuple[float, float] | None:
+    """(share of the time a process's main thread ran or waited runnable for a CPU, share it waited) between its
+    first and last samples in ``p`` (one process's rows, in time order), from the cumulative schedstat clocks;
+    None where they were not recorded (older runs, other systems) or span too little time."""
+    if "run_delay_ns" not in p or "thread_cpu_ns" not in p or len(p) < 2:
+        return None
+    t = np.asarray(p["t_ns"], dtype=np.float64)
+    ran = np.asarray(p["thread_cpu_ns"], dtype=np.float64)
+    delay = np.asarray(p["run_delay_ns"], dtype=np.float64)
+    ok = np.isfinite(ran) & np.isfinite(delay)
+    if ok.sum() < 2:
+        return None
+    t, ran, delay = t[ok], ran[ok], delay[ok]
+    span = t[-1] - t[0]
+    if span < MIN_DEMAND_SPAN_NS:
+        return None
+    d_ran, d_delay = max(ran[-1] - ran[0], 0.0), max(delay[-1] - delay[0], 0.0)
+    return min((d_ran + d_delay) / span, 1.0), min(d_delay / span, 1.0)
+
+
+def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
+                   window: tuple[int, int] | None = None) -> HostSummary | None:
+    """Host and process summary; ``roles``: each process's role (:func:`assign_roles`, computed once by
+    ``analyze``); ``window`` (ns) limits process CPU to the training steps, so start-up and the idle tail
+    don't dilute how busy the loader workers were while it mattered."""
+    host = run.host
+    if not len(host) and not len(run.procs):
+        return None
+    col = _columns(host)
+    hw = (run.meta.get("recorder") or {}).get("host") or {}
+    cg = None
+    if "cg_nr_periods" in host and len(host):
+        periods = _counter_delta(col("cg_nr_periods"))
+        throttled = _counter_delta(col("cg_nr_throttled"))
+        if periods:
+            cg = (throttled or 0.0) / periods
+    processes: list[ProcessSummary] = []
+    procs = run.procs
+    if len(procs) and window is not None:
+        in_window = samples_around(procs["t_ns"], window)
+        if in_window is not None:
+            procs = procs.filter(in_window)
+    worker_means: list[float] = []
+    worker_demands: list[float] = []
+    reads: dict[str, dict[str, list[float]]] = {"dataloader_worker": {}, "main": {}}  # role → column → per-pid deltas
+    main_demand: tuple[float, float] | None = None
+    main_mean = None
+    main_runnable: float | None = None
+    runnable: list[bool] = []
+    if len(procs):
+        pids = procs["pid"].astype(int)
+        for pid in np.unique(pids):
+            p = procs.filter(pids == pid)
+            cpu = _dist(p["cpu_pct"]) if "cpu_pct" in p else None
+            rss = p["rss_bytes"].astype(float) if "rss_bytes" in p else np.array([np.nan])
+            role = roles.get(int(pid), "other")
+            summary = ProcessSummary(
+                pid=int(pid),
+                role=role,
+                name=str(p["name"][0]) if "name" in p else "",
+                cpu_pct=cpu,
+                rss_max_bytes=float(np.nanmax(rss)) if np.isfinite(rss).any() else None,
+            )
+            processes.append(summary)
+            if role in reads:
+                for column in ("read_bytes", "read_chars"):
+                    if column in p:
+                        got = _counter_delta(p[column])
+                        if got is not None:
+                            reads[role].setdefault(column, []).append(got)
+            demand = cpu_demand(p)
+            if role == "dataloader_worker" and demand is not None:
+                worker_demands.append(demand[0])
+            if role == "main" and demand is not None:
+                main_demand = demand
+            if role == "dataloader_worker" and cpu:
+                worker_means.append(cpu["mean"])
+                if "status" in p:
+                    runnable.extend(str(x) == "running" for x in p["status"][1:])
+            if role == "main" and "status" in p and len(p) > 1:
+                main_runnable = float(np.mean([str(x) == "running" for x in p["status"][1:]]))
+            if role == "main" and cpu:
+                main_mean = cpu["mean"]
+    mem_used = col("mem_used").astype(float)
+    mem_total = col("mem_total").astype(float)
+    cpu_steps = None
+    if window is not None and len(host) and "t_ns" in host:
+        in_steps = samples_around(host["t_ns"], window)
+        if in_steps is not None:
+            cpu_steps = _dist(host["cpu_pct"][in_steps]) if "cpu_pct" in host else None
+    job_cores = sum(p.cpu_pct["mean"] for p in processes if p.cpu_pct) / 100 if processes else None
+    foreign = None
+    cores = hw.get("logical_cores")
+    busy = cpu_steps if window is not None else _dist(col("cpu_pct"))  # a server has no steps: its whole run
+    if busy is not None and job_cores is not None and cores:
+        foreign = max(busy["mean"] / 100 * cores - job_cores, 0.0)
+    loading = reads["dataloader_worker"] if any(p.role == "dataloader_worker" for p in processes) else reads["main"]
+    return HostSummary(
+        samples=len(host),
+        logical_cores=hw.get("logical_cores"),
+        cpu_pct=_dist(col("cpu_pct")),
+        iowait_pct=_dist(col("iowait_pct")),
+        mem_used_max_bytes=float(np.nanmax(mem_used)) if np.isfinite(mem_used).any() else None,
+        mem_total_bytes=float(np.nanmax(mem_total)) if np.isfinite(mem_total).any() else None,
+        disk_read_bytes=_counter_delta(col("disk_read_bytes")),
+        disk_write_bytes=_counter_delta(col("disk_write_bytes")),
+        net_rx_bytes=_counter_delta(col("net_rx_bytes")),
+        net_tx_bytes=_counter_delta(col("net_tx_bytes")),
+        cgroup_throttled_share=cg,
+        main_pid=main_pid,
+        processes=processes,
+        workers=sum(1 for p in processes if p.role == "dataloader_worker"),
+        worker_cpu_pct_mean=float(np.mean(worker_means)) if worker_means else None,
+        main_cpu_pct_mean=main_mean,
+        worker_runnable_share=float(np.mean(runnable)) if runnable else None,
+        main_runnable_share=main_runnable,
+        main_cpu_demand=main_demand[0] if main_demand else None,
+        main_run_delay_share=main_demand[1] if main_demand else None,
+        worker_cpu_demand=float(np.mean(worker_demands)) if worker_demands else None,
+        cpu_pct_steps=cpu_steps,
+        job_cores_steps=job_cores,
+        foreign_cores_steps=foreign,
+        loader_read_bytes=sum(loading["read_bytes"]) if loading.get("read_bytes") else None,
+        loader_read_chars=sum(loading["read_chars"]) if loading.get("read_chars") else None,
+    )
