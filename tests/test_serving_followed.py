@@ -102,6 +102,13 @@ def ray_run(tmp_path_factory):
     return _load(tmp_path_factory.mktemp("ray"), "ray_infer.py", "/")
 
 
+@pytest.fixture(scope="module")
+def ray_ingress_run(tmp_path_factory):
+    pytest.importorskip("ray.serve")
+    pytest.importorskip("fastapi")
+    return _load(tmp_path_factory.mktemp("ray_ingress"), "ray_infer.py", "/predict", extra=("fastapi",))
+
+
 # one Poisson rate each, below the server's capacity on 2 cores (LitServe ~200/s, Ray ~100/s measured), so batches
 # form from arrivals that bunch by chance rather than from a closed loop's lockstep
 LITSERVE_RATE, RAY_RATE = 150, 60
@@ -138,6 +145,18 @@ def test_ray_serve_batch_requests_followed_against_its_clock(ray_run):
     _check_against_clock(rep, truth, "rids", "enqueued", crowded, ["c=1", "c=4", "c=16"])
     # Ray's request id is the client's: the server's rows join the client's one to one
     assert all(lv["outside_joined"] > 0 for lv in rep["request_stages"]["levels"])
+
+
+@pytest.mark.process
+def test_ray_serve_behind_a_fastapi_ingress_followed_against_its_clock(ray_ingress_run):
+    """The same replica behind ``@serve.ingress(app)``: Ray's proxy → the replica's call → FastAPI's app → the
+    route → ``serve.batch``. FastAPI's own request (Starlette, patched by the hook) sits inside Ray's call and
+    must not open a second request or hide the batch's forwards: the same numbers as the plain deployment."""
+    rep, truth, crowded = ray_ingress_run
+    _check_against_clock(rep, truth, "rids", "enqueued", crowded, ["c=1", "c=4", "c=16"])
+    rs = rep["request_stages"]
+    assert set(rs["kinds"]) == {"ray"}, rs["kinds"]  # one request per call: Ray's, not a second FastAPI one
+    assert all(lv["outside_joined"] > 0 for lv in rs["levels"])
 
 
 def _poisson_level(rep: dict, rate: int) -> None:
