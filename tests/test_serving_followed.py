@@ -18,8 +18,8 @@ from conftest import HostLoad, free_port
 from test_serving import SERVERS, _env
 
 from gpusleuth.serving.analysis.batching import join_batches
-from gpusleuth.serving.analysis.follow import follow_note
-from gpusleuth.run.model import Table
+from gpusleuth.serving.analysis.follow import elsewhere_note, follow_note
+from gpusleuth.run.model import ProcessInfo, Run, Table
 
 MAX_BATCH = 8
 
@@ -224,3 +224,52 @@ def test_requests_that_cannot_be_followed_are_one_sentence_with_count_and_reason
     assert "no id in it" in note and "1 handed their work" in note
     nothing = follow_note(req, None, Table())
     assert nothing is not None and nothing.startswith("3 of 3 requests") and "without gpusleuth's hook" in nothing
+
+
+def _procs(rows: list[tuple[int, int, float]]) -> Table:
+    return Table({"t_ns": np.asarray([r[0] for r in rows], np.int64), "pid": np.asarray([r[1] for r in rows], np.int64),
+                  "cpu_pct": np.asarray([r[2] for r in rows], np.float64)})
+
+
+def test_requests_whose_model_ran_in_a_process_reached_by_a_socket_are_one_sentence():
+    """No request ran a forward, none handed its work to anything the hook follows, no forward ran outside a
+    request — and the server's other process worked while they ran: the sentence with the count and that process.
+    The same requests with the other process idle (a server without a model: health checks) say nothing."""
+    req = _requests(["", "", ""], [-1, -1, -1])  # process 10, requests 1000 → 3900 ns
+    ticks = [500, 1500, 2500, 3500, 4500]
+    busy = Run(meta={}, requests=req, procs=_procs([(t, 10, 5.0) for t in ticks] + [(t, 20, 60.0) for t in ticks]))
+    busy.processes[20] = ProcessInfo(pid=20, role="python", torch_version="2.5.0")
+    note = elsewhere_note(busy, req)
+    assert note is not None and note.startswith("3 of 3 requests ran no model forward"), note
+    assert "0.60 cores" in note and "pid 20, torch 2.5.0" in note and "a socket, shared memory" in note
+    idle = Run(meta={}, requests=req, procs=_procs([(t, 10, 5.0) for t in ticks] + [(t, 20, 3.0) for t in ticks]))
+    assert elsewhere_note(idle, req) is None
+    # a server whose requests run their model themselves says nothing, however busy its other processes
+    own = _requests(["", "", ""], [-1, -1, -1])
+    own["forwards"][:] = 1
+    assert elsewhere_note(Run(meta={}, requests=own, procs=busy.procs), own) is None
+
+
+@pytest.mark.process
+def test_a_model_behind_a_socket_between_processes_is_said_not_silent(tmp_path):
+    """A real server (tests/servers/socket_worker.py: http.server, its model in a worker process fed through a
+    socketpair) under ``gpusleuth load … -- server``: the report carries the sentence among its losses, with the
+    count of the levels' requests — before, nothing at all was said."""
+    port = free_port()
+    body = tmp_path / "body.json"
+    body.write_text('{"input": [1, 2, 3, 4]}')
+    out = tmp_path / "run"
+    res = subprocess.run([sys.executable, "-m", "gpusleuth", "load", f"http://127.0.0.1:{port}/", "--concurrency", "1,4",
+                          "--duration", "1.5", "--body-file", str(body), "--out", str(out), "--json", "--",
+                          sys.executable, str(SERVERS / "socket_worker.py"), str(port)], env=_env(), capture_output=True,
+                         text=True, timeout=200)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rep = json.loads(res.stdout)
+    sent = sum(lv["requests"] for lv in rep["serving"]["levels"])
+    note = rep["request_stages"]["note"]
+    assert note is not None and "ran no model forward in the process that served them" in note, note
+    count, total = note.split(" requests")[0].split(" of ")
+    # every request of the server: the levels' and the readiness probes' (a few, before the warm-up)
+    assert int(count.replace(",", "")) == int(total.replace(",", "")), note[:80]
+    assert sent <= int(total.replace(",", "")) <= sent + 20, (note[:80], sent)
+    assert note in rep["losses"]
