@@ -17,6 +17,7 @@ import pytest
 from conftest import HostLoad, free_port
 from test_serving import SERVERS, _env
 
+from gpusleuth.analysis.telemetry import server_cpu
 from gpusleuth.serving.analysis.batching import join_batches
 from gpusleuth.serving.analysis.follow import elsewhere_note, follow_note
 from gpusleuth.run.model import ProcessInfo, Run, Table
@@ -135,6 +136,7 @@ def test_litserve_worker_requests_followed_against_its_clock(litserve_run):
     rs = rep["request_stages"]
     # the server is its processes: the worker's forwards count in its CPU, not only the idle-ish handler
     assert len(rs["pids"]) >= 1 and rs["levels"][-1]["server_cores"] > 0.3
+    _whole_server_on_the_host_line(rep, 3)  # the launcher, uvicorn's process, the inference worker
 
 
 @pytest.mark.process
@@ -145,6 +147,18 @@ def test_ray_serve_batch_requests_followed_against_its_clock(ray_run):
     _check_against_clock(rep, truth, "rids", "enqueued", crowded, ["c=1", "c=4", "c=16"])
     # Ray's request id is the client's: the server's rows join the client's one to one
     assert all(lv["outside_joined"] > 0 for lv in rep["request_stages"]["levels"])
+    _whole_server_on_the_host_line(rep, 4)  # the driver, raylet, GCS, the proxy and the replica at least
+
+
+def _whole_server_on_the_host_line(rep: dict, processes: int) -> None:
+    """The Host line's server CPU is every process of the server while it served — the load table's figure, each
+    level weighted by its time — not its main process (LitServe's and Ray's launcher, which read 6 % of a core)."""
+    host, levels = rep["host"], rep["serving"]["levels"]
+    assert host["server_processes"] >= processes, host["server_processes"]
+    spans = [(lv["end_ns"] - lv["start_ns"]) / 1e9 for lv in levels]
+    table = sum(lv["server_cpu_cores"] * s for lv, s in zip(levels, spans)) / sum(spans)
+    assert host["server_cores"] == pytest.approx(table, abs=0.15), (host["server_cores"], table)
+    assert host["server_cores"] > host["main_cpu_pct_mean"] / 100 + 0.1, host
 
 
 @pytest.mark.process
@@ -273,3 +287,18 @@ def test_a_model_behind_a_socket_between_processes_is_said_not_silent(tmp_path):
     assert int(count.replace(",", "")) == int(total.replace(",", "")), note[:80]
     assert sent <= int(total.replace(",", "")) <= sent + 20, (note[:80], sent)
     assert note in rep["losses"]
+    # the Host line: the whole server (the HTTP process and its worker), as analysis summed it
+    text = subprocess.run([sys.executable, "-m", "gpusleuth", "report", str(out)], env=_env(), capture_output=True,
+                          text=True, timeout=120).stdout
+    line = next(x for x in text.splitlines() if "server CPU" in x and "process(es)" in x)
+    assert f"{rep['host']['server_cores']:.2f} cores over its 2 process(es)" in line, line
+
+
+def test_a_servers_cpu_is_every_process_of_it_summed_per_sampling_time():
+    """server_cpu: the job's processes summed at each sampling time, averaged over the window's times — a launcher
+    at 5 % beside a worker at 90 % and a proxy at 30 % is 1.25 cores over 3 processes (one idle one not counted)."""
+    ticks = [100, 200, 300, 400]
+    procs = _procs([(t, 1, 5.0) for t in ticks] + [(t, 2, 90.0) for t in ticks] + [(t, 3, 30.0) for t in ticks]
+                   + [(t, 4, 0.0) for t in ticks] + [(900, 2, 400.0)])  # the last: outside the window
+    got = server_cpu(Run(meta={}, procs=procs), (100, 400))
+    assert got is not None and got[0] == pytest.approx(1.25) and got[1] == 3
