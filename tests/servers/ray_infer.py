@@ -1,6 +1,9 @@
 """A Ray Serve deployment with ``@serve.batch(max_batch_size=MAX_BATCH)`` on a tiny CPU torch model, in its own
 replica actor behind Ray's proxy, and its own clock (issue 32):
-``python ray_infer.py PORT TRUTH.json [MAX_BATCH [WAIT_MS]]``.
+``python ray_infer.py PORT TRUTH.json [MAX_BATCH [WAIT_MS [plain|fastapi]]]``.
+
+``fastapi``: the same deployment behind a FastAPI ingress (``@serve.ingress(app)``, the route ``POST /predict``):
+the replica runs FastAPI's app inside Ray's call, and the handler is FastAPI's route.
 
 The truth is the replica's, with Ray's own request ids: per request, its call's start and end and when it was
 enqueued for a batch; per batch, its forward (start, end) and the request ids Ray put in it. The replica appends
@@ -16,11 +19,13 @@ import time
 import ray
 import torch
 from ray import serve
+from fastapi import FastAPI
 from starlette.requests import Request
 
 PORT, TRUTH = int(sys.argv[1]), sys.argv[2]
 MAX_BATCH = int(sys.argv[3]) if len(sys.argv) > 3 else 8
 WAIT_S = float(sys.argv[4]) / 1e3 if len(sys.argv) > 4 else 0.01
+MODE = sys.argv[5] if len(sys.argv) > 5 else "plain"
 _now = time.time_ns
 
 
@@ -36,7 +41,6 @@ class Net(torch.nn.Module):
         return y
 
 
-@serve.deployment(max_ongoing_requests=64, ray_actor_options={"num_cpus": 0})
 class Infer:
     def __init__(self, truth):
         torch.set_num_threads(1)
@@ -57,7 +61,7 @@ class Infer:
         self._line({"batch": {"start": t0, "end": _now(), "size": len(items), "rids": [rid for rid, _ in items]}})
         return [int(v.argmax()) for v in y]
 
-    async def __call__(self, request: Request):
+    async def handle(self, request: Request):
         t0 = _now()
         body = await request.body()
         rid = serve.context._get_serve_request_context().request_id
@@ -66,6 +70,23 @@ class Infer:
         label = await self.infer((rid, x))
         self._line({"request": {"start": t0, "end": _now(), "enqueued": t_enq, "rid": rid}})
         return {"label": label}
+
+
+@serve.deployment(max_ongoing_requests=64, ray_actor_options={"num_cpus": 0})
+class Plain(Infer):
+    async def __call__(self, request: Request):
+        return await self.handle(request)
+
+
+app = FastAPI()
+
+
+@serve.deployment(max_ongoing_requests=64, ray_actor_options={"num_cpus": 0})
+@serve.ingress(app)
+class Ingress(Infer):
+    @app.post("/predict")
+    async def predict(self, request: Request):
+        return await self.handle(request)
 
 
 def _merge():
@@ -94,7 +115,7 @@ if __name__ == "__main__":
     signal.signal(signal.SIGTERM, _stop)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     serve.start(http_options={"host": "127.0.0.1", "port": PORT})
-    serve.run(Infer.bind(TRUTH + ".replica"), route_prefix="/")
+    serve.run((Ingress if MODE == "fastapi" else Plain).bind(TRUTH + ".replica"), route_prefix="/")
     try:
         while True:
             time.sleep(0.5)

@@ -40,7 +40,7 @@ from gpusleuth.serving.analysis.engine import EngineAnalysis, analyze_engine
 from gpusleuth.serving.analysis.slo_miss import explain_misses
 from gpusleuth.analysis.steps import StepView, step_view
 from gpusleuth.analysis.telemetry import GpuSummary, summarize_gpus
-from gpusleuth.analysis.host_telemetry import HostSummary, assign_roles, summarize_host
+from gpusleuth.analysis.host_telemetry import HostSummary, assign_roles, server_cpu, summarize_host
 from gpusleuth.analysis.timeseries import DisplayData, build_display
 from gpusleuth.analysis.trace import TraceAnalysis
 from gpusleuth.run.model import Run
@@ -162,6 +162,7 @@ def analyze(run: Run, options: AnalysisOptions | None = None, *, prices: dict[st
     load = analyze_load(run, _load_price(per_second, options), gpu_note)
     _not_foreign(host, load, run)
     requests = analyze_requests(run)
+    _server_host(host, load, run)
     if requests is not None and load is not None:  # `gpusleuth load` levels: the server's split per level
         try:
             requests.levels = split_by_levels(requests, run, load.levels)
@@ -203,6 +204,21 @@ def _not_foreign(host: HostSummary | None, load: LoadAnalysis | None, run: Run) 
         return
     gen = sum((lv.generator_cpu_cores or 0.0) * max(lv.end_ns - lv.start_ns, 0) / 1e9 for lv in load.levels)
     host.foreign_cores_steps = max(host.foreign_cores_steps - gen / run.wall_s, 0.0)
+
+
+def _server_host(host: HostSummary | None, load: LoadAnalysis | None, run: Run) -> None:
+    """A server's CPU on the Host line is the whole server's: every process of its tree while it served (the load
+    levels, else its requests), not its main process — the launcher, for LitServe or Ray."""
+    if host is None:
+        return
+    window: tuple[int, int] | None = None
+    if load is not None and load.levels:
+        window = (min(int(lv.start_ns) for lv in load.levels), max(int(lv.end_ns) for lv in load.levels))
+    elif len(run.requests) and "start_ns" in run.requests:
+        window = (int(np.min(run.requests["start_ns"])), int(np.max(run.requests["end_ns"])))
+    got = server_cpu(run, window) if window is not None else None
+    if got is not None:
+        host.server_cores, host.server_processes = got
 
 
 def _load_price(per_second: float | None, options: AnalysisOptions) -> float | None:

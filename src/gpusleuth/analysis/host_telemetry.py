@@ -72,6 +72,12 @@ class HostSummary:
     # read almost nothing waited on no storage and no network: its data was in memory.
     loader_read_bytes: float | None = None
     loader_read_chars: float | None = None
+    # A server (requests recorded, or driven by `gpusleuth load`): every process of the job's tree while it served
+    # (the load levels' span, else its requests'), summed per sampling time, in cores — LitServe's inference
+    # workers beside its uvicorn process, Ray's replica, proxy and raylet — and how many of those processes used
+    # any CPU then. The main process alone is the launcher of a server that runs in its children (LitServe: 6 %).
+    server_cores: float | None = None
+    server_processes: int | None = None
 
     @property
     def main_cpu_attained(self) -> float | None:
@@ -129,6 +135,25 @@ def assign_roles(run: Run, main_pid: int | None) -> dict[int, str]:
 
 MIN_DEMAND_SPAN_NS = 200_000_000  # two schedstat readings closer than this say little about a share of time
 
+
+
+def server_cpu(run: Run, window: tuple[int, int]) -> tuple[float, int] | None:
+    """(cores, processes) of the whole job's tree over ``window``: each sampling time's CPU summed over every process
+    sampled then, averaged over the times; the processes that used any CPU. None without two sampling times."""
+    p = run.procs
+    if not len(p) or not {"t_ns", "pid", "cpu_pct"} <= set(p.columns):
+        return None
+    m = samples_around(p["t_ns"], window)
+    if m is None:
+        return None
+    t = np.asarray(p["t_ns"], dtype=np.int64)[m]
+    cpu = np.asarray(p["cpu_pct"], dtype=np.float64)[m]
+    ok = np.isfinite(cpu)
+    if not ok.any():
+        return None
+    ticks = np.unique(t)
+    busy = np.unique(np.asarray(p["pid"], dtype=np.int64)[m][ok & (cpu > 0)])
+    return float(cpu[ok].sum()) / 100.0 / len(ticks), len(busy)
 
 def cpu_demand(p: Table) -> tuple[float, float] | None:
     """(share of the time a process's main thread ran or waited runnable for a CPU, share it waited) between its

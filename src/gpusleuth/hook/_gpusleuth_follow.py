@@ -151,6 +151,16 @@ def current_keys():
         return ""
 
 
+def taken_from_another_process():
+    """Whether this thread's forward ran for work another process handed over (not a Ray batch of this process's
+    own requests): its ``F`` line is the only record of that work in this process, and the process may be
+    ended by a signal right after it answers (LitServe terminates its workers when it stops)."""
+    try:
+        return not _BATCH.get() and bool(getattr(_TL, "pending", None))
+    except BaseException:
+        return False
+
+
 def _clean(key):
     key = str(key)[:KEY_MAX]
     return "".join([ch if ch.isprintable() and ch not in ",/\t\n " else "_" for ch in key])

@@ -287,6 +287,10 @@ def _outside_forward(real, module, args, kwargs):
             r = _state.R
             if r is not None:
                 r.line(forward_line(t0, t, rows, tokens, _tid(), keys or "-"))
+                if keys and follow.taken_from_another_process():
+                    # written before the answer leaves: a worker terminated when its server stops (SIGTERM runs no
+                    # exit handler) lost its last half second of forwards, and their requests read "not followed"
+                    r.flush()
         except BaseException as exc:
             _error("outside_forward", exc)
 

@@ -190,7 +190,11 @@ def _host(report: Report, console: Console) -> None:
     console.print("[bold]Host[/]")
     console.print(f"  CPU {_dist(h.cpu_pct)} of {h.logical_cores or '?'} cores · iowait {_dist(h.iowait_pct)}"
                   + (f" · cgroup throttled {h.cgroup_throttled_share:.0%} of periods" if h.cgroup_throttled_share else ""))
-    if h.main_cpu_pct_mean is not None:
+    if h.server_cores is not None:
+        console.print(f"  server CPU {h.server_cores:.2f} cores over its {h.server_processes} process(es) while it "
+                      "served" + (f" (its main process {h.main_cpu_pct_mean:.0f}% of a core)"
+                                  if h.main_cpu_pct_mean is not None and (h.server_processes or 0) > 1 else ""))
+    elif h.main_cpu_pct_mean is not None:
         role = "server process" if report.serving is not None or report.requests is not None else "training process"
         line = f"  {role} CPU {h.main_cpu_pct_mean:.0f}% of a core"
         if h.workers:

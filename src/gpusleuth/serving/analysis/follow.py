@@ -7,16 +7,20 @@ keys of the requests it ran for (``keys``: ``key/taken_ns,…``; ``taken_ns`` -1
 request's forwards are then the forwards that name it — in any process of the server — not the forwards that
 happened to run inside its time window: a batch's size is what it took.
 
-``follow_note`` is the sentence for the requests that could not be followed, with the count and the reason.
+``follow_note`` is the sentence for the requests that could not be followed, with the count and the reason;
+``elsewhere_note`` the one for a server whose requests ran no model and handed their work over by nothing the
+hook sees (a socket, shared memory) while another of its processes worked: silence there read as "no rule had
+the data".
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from gpusleuth.run.model import Table
+from gpusleuth.run.model import Run, Table
 
 NO_KEY = "?"
+ELSEWHERE_CORES = 0.2  # the server's other processes busier than this while its requests ran no model: it ran there
 
 
 def forward_keys(batches: Table) -> tuple[dict[str, list[int]], dict[str, int], np.ndarray]:
@@ -98,4 +102,52 @@ def follow_note(requests: Table, joined: np.ndarray | None, batches: Table) -> s
             f"forward: " + "; ".join(parts) + " — their wait for a batch and their forward are not attributed")
 
 
-__all__ = ["NO_KEY", "follow_note", "forward_keys", "request_follow_keys"]
+def elsewhere_note(run: Run, requests: Table) -> str | None:
+    """One sentence for requests that ran no forward and handed their work over by no channel the hook follows,
+    in a server where no request ran a forward and none ran outside a request, while the server's other processes
+    (not those that opened the requests) used at least ``ELSEWHERE_CORES`` during them: the model most likely ran
+    there, reached through a socket, shared memory or a pipe of the server's own. None otherwise (a server whose
+    requests need no model — health checks, static files — and no other process busy says nothing)."""
+    n = len(requests)
+    if not n or "forwards" not in requests or len(run.batches):
+        return None
+    if (np.asarray(requests["forwards"], dtype=np.int64) > 0).any():
+        return None
+    handed = np.asarray(requests["handoff_ns"], dtype=np.int64) >= 0 if "handoff_ns" in requests else \
+        np.zeros(n, dtype=bool)
+    unseen = ~handed & (request_follow_keys(requests) == "")
+    if not unseen.any():
+        return None
+    lo = int(np.asarray(requests["start_ns"], dtype=np.int64)[unseen].min())
+    hi = int(np.asarray(requests["end_ns"], dtype=np.int64)[unseen].max())
+    p = run.procs
+    if not len(p) or not {"t_ns", "pid", "cpu_pct"} <= set(p.columns):
+        return None
+    t = np.asarray(p["t_ns"], dtype=np.int64)
+    pid = np.asarray(p["pid"], dtype=np.int64)
+    cpu = np.asarray(p["cpu_pct"], dtype=np.float64)
+    own = set(np.asarray(requests["pid"], dtype=np.int64).tolist())
+    m = (t > lo) & (t <= hi) & np.isfinite(cpu) & ~np.isin(pid, list(own))
+    ticks = np.unique(t[(t > lo) & (t <= hi)])
+    if not m.any() or len(ticks) < 2:
+        return None
+    cores = float(cpu[m].sum()) / 100.0 / len(ticks)  # mean over the sampling times of the others' sum
+    if cores < ELSEWHERE_CORES:
+        return None
+    per: list[tuple[float, int]] = []
+    for q in np.unique(pid[m]).tolist():
+        per.append((float(cpu[m][pid[m] == q].sum()) / 100.0 / len(ticks), int(q)))
+    busiest = []
+    for c, q in sorted(per, reverse=True)[:3]:
+        info = run.processes.get(q)
+        torch = f", torch {info.torch_version}" if info is not None and info.torch_version else ""
+        busiest.append(f"pid {q}{torch}: {c:.2f} cores")
+    u = int(unseen.sum())
+    return (f"{u:,} of {n:,} requests ran no model forward in the process that served them and handed their work on "
+            "by nothing gpusleuth follows (a queue.Queue, an asyncio.Queue, a multiprocessing queue or pipe), while "
+            f"the server's other processes used {cores:.2f} cores during them ({'; '.join(busiest)}): the model most "
+            "likely ran there, reached through something the hook cannot tie to a request (a socket, shared memory, "
+            "a pipe of the server's own) — their wait and forward are not attributed")
+
+
+__all__ = ["ELSEWHERE_CORES", "NO_KEY", "elsewhere_note", "follow_note", "forward_keys", "request_follow_keys"]

@@ -31,7 +31,7 @@ from gpusleuth.analysis import intervals as iv
 from gpusleuth.serving.analysis.batch_stats import (LevelMark, batch_rows, batch_size_stats, batch_stats,
                                                     unattributed_note)
 from gpusleuth.serving.analysis.batching import BatchJoin, join_batches
-from gpusleuth.serving.analysis.follow import follow_note
+from gpusleuth.serving.analysis.follow import elsewhere_note, follow_note
 from gpusleuth.serving.analysis.load import LoadLevel
 from gpusleuth.serving.analysis.outside_server import fill_outside
 from gpusleuth.serving.analysis.request_model import RequestAnalysis, RequestLevel, StageStats
@@ -67,7 +67,7 @@ def analyze_requests(run: Run) -> RequestAnalysis | None:
             batching = batch_stats(join, run)
         batches = batch_rows(join, run)
         note = _notes(unattributed_note(join, no_forward),
-                      follow_note(r, join.index if join is not None else None, run.batches))
+                      follow_note(r, join.index if join is not None else None, run.batches), elsewhere_note(run, r))
     except Exception as exc:  # noqa: BLE001 - one bad join must not cost the requests that ran in-request
         rows, batching, batches = own, None, {}
         note = _failed_join_note(no_forward, len(run.batches), exc)
