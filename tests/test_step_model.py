@@ -7,6 +7,7 @@ its own iterations, and the hook's ``S`` lines must count the same.
 
 from __future__ import annotations
 
+import statistics
 import sys
 
 import pytest
@@ -226,10 +227,15 @@ def test_an_evaluation_over_tensors_in_memory_is_an_eval_phase(tmp_path, batches
     assert [f[4] for f in evals] == ["no_grad"] * 3 and step_model(lines).get("eval_no_grad") == 3
     for f in evals:  # each spans its planted 10 ms per batch, up to its last batch's start
         assert int(f[3]) - int(f[2]) >= (batches - 1) * 10e6
-    # the steps carved around it keep none of it: the epoch's first step is as short as the others
-    durations = sorted(r["end_ns"] - r["start_ns"] - sum(
-        max(0, min(int(f[3]), r["end_ns"]) - max(int(f[2]), r["start_ns"])) for f in evals) for r in rows[1:])
-    assert durations[-1] < 10e6, durations
+    # the steps carved around it keep none of it: the step after each evaluation is as short as the others.
+    # Judged by the shorter of the two such steps against the others' median: a step that kept the evaluation
+    # would hold ≥ 10 ms more, and both at once, while a busy host (load 4-6) preempts one step now and then
+    # for 10-45 ms — the longest step is no witness there
+    carved = [r["end_ns"] - r["start_ns"] - sum(
+        max(0, min(int(f[3]), r["end_ns"]) - max(int(f[2]), r["start_ns"])) for f in evals) for r in rows]
+    after = [next(i for i, r in enumerate(rows) if r["start_ns"] >= int(f[3])) for f in evals[:2]]
+    others = [d for i, d in enumerate(carved) if i and i not in after]
+    assert min(carved[i] for i in after) - statistics.median(others) < 8e6, (after, carved)
 
 
 DIRECT_FORWARD = """
