@@ -21,6 +21,7 @@ pytest.importorskip("torch")
 SCEN = Path(__file__).resolve().parents[1] / "scenarios"
 sys.path.insert(0, str(SCEN))
 import run_all  # noqa: E402
+from conftest import HostLoad  # noqa: E402
 
 pytestmark = pytest.mark.process  # starts child processes (tests/conftest.py: lanes)
 
@@ -48,7 +49,12 @@ def _param(spec):
 def test_planted_cause_is_top_and_fixed_twin_is_quiet(spec, results, tmp_path_factory):
     if spec.gpu and not CUDA:
         pytest.skip("needs a CUDA GPU")
+    load = HostLoad()
     r = _result(results, spec, tmp_path_factory)
+    if r["top"] == "contention" and spec.cause != "contention":
+        # other processes took cores while the scenario ran and the product said so (the full suite, 2 cores:
+        # the healthy job read contention once, and passed alone): right when this test measured them too
+        load.skip_if_crowded(f"{spec.name} read contention")
     assert r["top"] == spec.cause, r
     assert r["fixed_high"] == [], r  # the fix removes the cause and brings no new problem
     if spec.cause == "healthy":
