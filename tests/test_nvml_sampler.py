@@ -501,3 +501,33 @@ def test_rows_fit_schema_for_every_fixture(name):
     for r in rows:
         assert r["mem_used"] is None or 0 <= r["mem_used"] <= r["mem_total"]
         assert math.isnan(r["power_w"]) or 0 < r["power_w"] < 2000
+
+
+def test_fields_nvml_timed_as_slow_are_read_once_a_second_and_on_the_last_tick():
+    """Recorded on an H200 (driver 580.159.04): the field batch cost 4.3 ms of CPU a tick, field 83 (energy)
+    3-4 ms of it by NVML's own latencyUsec, 75/270/271 0.25-0.7 ms. After the first tick those are read once a
+    second; the cheap ones every tick; ``all_fields`` (the recorder's last tick) reads them all. The run's
+    energy from the sparse readings equals the energy of the same readings taken every tick at those times."""
+    from gpusleuth.recorder.nvml import SLOW_FIELD_US
+
+    sampler, fake = open_fake("h200_580.159.04.json.gz")
+    slow = {int(fid) for fid, v in fake.fx["devices"][0]["ticks"][0]["fields"].items() if v[3] >= SLOW_FIELD_US}
+    assert {83, 75} <= slow and 186 not in slow
+    rows = run_ticks(sampler, fake, 25)  # 2.5 s at 10 Hz
+    asked = [set(r) for r in fake.field_requests]
+    assert asked[0] >= slow  # the first batch reads everything (and learns what is slow)
+    full = [i for i, a in enumerate(asked) if a >= slow]
+    assert full == [0, 10, 20], full  # then once a second
+    assert all(186 in a for a in asked)  # the instant power every tick
+    energy = [r["energy_j"] for r in rows]
+    assert [i for i, e in enumerate(energy) if e == e and e is not None] == [0, 10, 20]
+    fake.tick, fake.now_ns = 24, fake.now_ns + 50 * MS
+    last = sampler.sample(fake.now_ns, all_fields=True)
+    assert set(fake.field_requests[-1]) >= slow and last[0]["energy_j"] == last[0]["energy_j"]
+
+
+def test_a_driver_where_every_field_is_cheap_reads_them_all_every_tick():
+    sampler, fake = open_fake("h100_synthetic.json")
+    run_ticks(sampler, fake, 5)
+    second = set(fake.field_requests[1])  # after the first, a field this driver lacks (75) is dropped
+    assert 83 in second and all(set(a) == second for a in fake.field_requests[1:])

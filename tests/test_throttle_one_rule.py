@@ -33,3 +33,19 @@ def test_the_chart_draws_every_reason_the_summary_reports():
     assert "sw_power_cap" in drawn and "sw_thermal" in drawn  # the thermal reason was missing
     later = [b for b in bands if b.start_s >= 2.0]  # the thermal samples (2.5-3.4 s) have a band of their own
     assert later and abs(later[0].start_s - 2.5) < 0.15
+
+
+def test_a_counter_read_once_a_second_still_draws_its_band():
+    """The sampler reads a field NVML times as slow once a second (recorder/nvml.py): the throttle counter is
+    null between readings. A rise between two readings marks the second before the later one (a diff against
+    the previous row, null, marked nothing: the chart lost every band of such a driver)."""
+    n = 40
+    t = 1_000_000_000_000 + np.arange(n, dtype=np.int64) * 100_000_000
+    held = np.where((np.arange(n) >= 11) & (np.arange(n) <= 20), 100_000_000, 0)  # 1.1-2.0 s held down
+    power = np.cumsum(held).astype(float)
+    power[np.arange(n) % 10 != 0] = np.nan  # read at 0, 1, 2, 3 s only
+    gpu = Table({"t_ns": t, "gpu": np.zeros(n, np.int64), "util_gpu": np.full(n, 90.0), "throttle_power_ns": power})
+    run = Run(meta={"start_ns": int(t[0]), "end_ns": int(t[-1])}, gpu=gpu)
+    assert abs(_throttled(run.gpu)["sw_power_cap"] - 1.0 / 3.9) < 0.01
+    bands = [b for b in build_display(run, [], None, {}).bands if b.kind == "throttle"]
+    assert len(bands) == 1 and 1.0 <= bands[0].start_s <= 1.15 and bands[0].end_s >= 1.95, bands

@@ -181,6 +181,20 @@ def _col(table: Table, name: str) -> np.ndarray:
     return table[name].astype(np.float64) if name in table else np.full(len(table), np.nan)
 
 
+def _advanced(counter: np.ndarray) -> np.ndarray:
+    """Rows where a cumulative counter moved since its previous reading, every row in between included: a
+    counter the sampler reads once a second (a field NVML times as slow) is null between its readings, and a
+    rise says the clocks were held down somewhere in that second, not at the reading alone."""
+    v = np.asarray(counter, dtype=np.float64)
+    idx = np.flatnonzero(np.isfinite(v))
+    mark = np.zeros(len(v) + 1, np.int64)
+    if len(idx) >= 2:
+        moved = np.diff(v[idx]) > 0
+        np.add.at(mark, idx[:-1][moved] + 1, 1)
+        np.add.at(mark, idx[1:][moved] + 1, -1)
+    return np.cumsum(mark)[:-1] > 0
+
+
 def _rate(t_ns: np.ndarray, counter: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-second rate of a cumulative counter between consecutive samples; resets give NaN."""
     if len(counter) < 2:
@@ -245,7 +259,7 @@ def _gpu(b: _Builder, run: Run) -> None:
         reasons: dict[str, np.ndarray] = {}
         counters, reason_bits = throttle_sources(g)
         for label, column in counters.items():
-            hit = np.nan_to_num(np.r_[0.0, np.diff(_col(g, column))]) > 0
+            hit = _advanced(_col(g, column))
             if hit.any():
                 reasons[label] = hit
         if reason_bits:

@@ -13,7 +13,7 @@ class NvmlDevice:
     """Cached handle and per-device state: what is disabled, the field list, the GPM sample pair."""
 
     __slots__ = ("index", "handle", "disabled", "fields", "field_ids", "reasons_fn", "gpm",
-                 "gpm_prev", "gpm_cur", "gpm_prev_t", "mig", "lost", "parent")
+                 "gpm_prev", "gpm_cur", "gpm_prev_t", "mig", "lost", "parent", "slow_ids", "slow_due_ns")
 
     def __init__(self, index: int, handle: Any, parent: int | None = None):
         self.index = index
@@ -29,3 +29,6 @@ class NvmlDevice:
         self.gpm_prev_t: int | None = None
         self.mig = False
         self.lost = False
+        # fields NVML itself timed as slow on this device (latencyUsec): read at most every SLOW_FIELD_INTERVAL_NS
+        self.slow_ids: set[int] = set()
+        self.slow_due_ns: int | None = None

@@ -124,7 +124,7 @@ class TelemetryRecorder:
             self.errors[key] = self.errors.get(key, 0) + 1
             return None
 
-    def sample_once(self, t_ns: int, with_gpu_procs: bool) -> None:
+    def sample_once(self, t_ns: int, with_gpu_procs: bool, final: bool = False) -> None:
         row = self._guard("host", self.host.sample, t_ns)
         if row:
             self.w_host.append(row)
@@ -135,7 +135,7 @@ class TelemetryRecorder:
             if rows:
                 self.w_procs.extend(rows)
         if self.gpu is not None:
-            rows = self._guard("gpu", self.gpu.sample, t_ns)
+            rows = self._guard("gpu", self.gpu.sample, t_ns, final)
             if rows and self.w_gpu is not None:
                 self.w_gpu.extend(rows)
                 if self.metrics is not None:
@@ -227,6 +227,8 @@ def run_loop(rec: TelemetryRecorder, control: IO[bytes] | None) -> None:
                 if cmd[:1] == ["pid"] and len(cmd) == 2:
                     rec.watch(int(cmd[1]))
                 elif cmd[:1] == ["stop"]:
+                    # one last tick reading every field, the slow counters too, so energy ends with the run
+                    rec.sample_once(time.time_ns(), with_gpu_procs=False, final=True)
                     return
         if eof and not _child_alive(rec.child_pid):
             # The launcher is gone and so is the job: nobody will say stop.
