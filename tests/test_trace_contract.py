@@ -53,7 +53,7 @@ def test_every_field_of_the_trace_analysis_is_typed_all_the_way_down():
 
 
 # The TraceAnalysis fields that are structures (not numbers, strings or category maps)
-STRUCT_FIELDS = {"steps", "step_stats", "idle_causes", "kernels", "launch", "overlap", "device_time"}
+STRUCT_FIELDS = {"steps", "step_stats", "idle_causes", "kernels", "launch", "overlap", "device_time", "copy_calls"}
 
 
 def test_the_struct_fields_are_the_structured_ones():
@@ -125,7 +125,7 @@ ok = t.kernels.short_kernels.count_share + sum(s.duration_s for s in t.steps) + 
 CONTRACT = {
     "": ["rank", "label", "device", "device_span_s", "compute", "non_compute", "idle", "device_time",
          "span_partition", "trace_window_s", "trace_partition", "steps", "step_stats", "idle_causes", "kernels",
-         "launch", "overlap", "issues", "losses", "cpu_only"],
+         "launch", "overlap", "copy_calls", "peak_tflops", "peak_source", "issues", "losses", "cpu_only"],
     "device_time": ["busy_s", "compute_s", "non_compute_s", "idle_s", "copy_between_kernels_s"],
     "step_stats": ["count", "mean_s", "median_s", "std_s", "cv", "min_s", "max_s", "outliers"],
     "idle_causes": ["total_s", "seconds", "share", "over"],
@@ -143,6 +143,7 @@ CONTRACT = {
     "launch.queue_depth_at_launch": ["median", "p95", "max"],
     "launch.ops_shorter_than_launch": ["count", "share"],
     "overlap": ["comm_s", "overlapped_s", "exposed_s", "overlap_ratio"],
+    "copy_calls": ["h2d_call_s", "h2d_pageable_call_s", "window_s", "steps"],
 }
 STEP_KEYS = ["step", "start_s", "duration_s", "partition", "comm_overlapped_s"]
 KERNEL_ROW_KEYS = ["name", "count", "total_s", "share", "mean_us", "median_us", "min_us", "max_us", "family"]

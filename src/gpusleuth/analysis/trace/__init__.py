@@ -12,9 +12,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from gpusleuth.analysis.peaks import DTYPES, lookup_peak
 from gpusleuth.run.model import Run
 
 from . import kernels, launch, quality, segments as _segments, timeline
+from .copy_calls import CopyCalls, copy_calls
 from .gaps import GapHistogram, gap_histogram
 from .kernels import KernelBreakdown
 from .launch import LaunchStats
@@ -87,6 +89,12 @@ class TraceAnalysis:
     kernels: KernelBreakdown
     launch: LaunchStats
     overlap: CommOverlap
+    # host time inside the calls that launched host-to-device copies (a pageable copy blocks its caller)
+    copy_calls: CopyCalls = field(default_factory=lambda: CopyCalls(0.0, 0.0, 0.0, 0))
+    # the device's dense peaks by dtype (TFLOP/s) from the peak table, and where they come from ({} and None
+    # for a device the table does not list): what a precision change can give at most
+    peak_tflops: dict[str, float] = field(default_factory=dict)
+    peak_source: str | None = None
     issues: list[str] = field(default_factory=list)
     losses: list[str] = field(default_factory=list)
     # no kernels, copies or sets: a CPU profile, whose partition is host time (ops, Python), not device idle
@@ -187,6 +195,8 @@ def analyze_trace(run: Run) -> TraceAnalysis:
         causes = _idle_causes(split.span_partition, "device_span")
     meta = run.meta
     seg = _segments.runs(tl.bounds, tl.label)
+    device = meta.get("device")
+    peaks = {d: pk for d in DTYPES if (pk := lookup_peak(device, d)) is not None}
     return TraceAnalysis(
         rank=meta.get("rank"), label=str(meta.get("label", "")), device=meta.get("device"),
         device_span_s=split.device_span_s, compute=split.compute, non_compute=split.non_compute,
@@ -194,6 +204,9 @@ def analyze_trace(run: Run) -> TraceAnalysis:
         trace_window_s=(tl.hi - tl.lo) / 1e9, trace_partition=trace_part,
         steps=steps, step_stats=_step_stats(steps), idle_causes=causes,
         kernels=kernels.breakdown(p), launch=launch.launch_stats(p), overlap=timeline.comm_overlap(tl),
+        copy_calls=copy_calls(p, tl.lo, tl.hi),
+        peak_tflops={d: pk.tflops for d, pk in peaks.items()},
+        peak_source=next((f"{pk.model}, {pk.source}" for pk in peaks.values()), None),
         issues=issues, losses=list(run.losses), cpu_only=bool(p.n == 0 and len(tr.events)),
         segments=seg, origin_ns=tr.origin_ns, gap_histogram=gap_histogram(seg, str(meta.get("label", ""))),
     )

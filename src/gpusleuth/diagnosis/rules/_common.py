@@ -101,6 +101,13 @@ H2D_COVERS = 0.8  # host-to-device copies this much of all copy time: the H2D fi
 BUSY_CATS = ("compute", "comm", "memset")
 
 
+def device_cats(trace: TraceAnalysis) -> tuple[str, ...]:
+    """The partition categories in which the device works (compute, communication, copies, sets) that this
+    trace's steps hold."""
+    seen = {c for s in trace.steps for c in s.partition}
+    return tuple(sorted(c for c in seen if c in BUSY_CATS or c.startswith("memcpy")))
+
+
 def device_copies(trace: TraceAnalysis) -> tuple[dict[str, float], float]:
     """(seconds per copy category, device busy seconds) from the trace's device-span partition."""
     part = trace.span_partition

@@ -49,8 +49,12 @@ def sync_stalls(facts: Facts) -> list[Finding] | Missing:
              "and call `.item()` once every N steps; no `print(tensor)` in the loop; copy with "
              "`non_blocking=True` from pinned memory; drop explicit `torch.cuda.synchronize()`."),
         estimated_gain=gain_from_seconds(facts, run_seconds(facts, share),
-                                         "the sync-idle share of the profiled steps disappears once the host "
-                                         "runs ahead of the device"),
+                                         "the sync-idle share of the profiled steps (the waits, and the host's "
+                                         "work between back-to-back syncs such as formatting a printed tensor) "
+                                         "disappears once the host runs ahead of the device — a lower bound: "
+                                         "the host's own time in those statements goes too, and a host-bound "
+                                         "loop gains that (on an H200, 0.55 ms of sync idle a step where "
+                                         "removing a per-step print(tensor) saved 1.2 ms)"),
         confidence="high" if len(t.steps) >= 3 else "medium",
     )]
 
