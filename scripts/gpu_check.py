@@ -30,7 +30,8 @@ GPU (H100/H200 usually) and it
    ``DIR/fixtures/traces/`` — copy them to ``tests/fixtures/gpu_check/traces/`` and
    ``tests/test_gpu_check_script.py`` re-judges them on every change;
 8. the planted GPU scenarios (``scenarios/gpu_*.py``) recorded with ``gpusleuth run``: each must get its
-   planted cause as the top finding, and their runs must have per-step CUDA event times, the hook's FLOP
+   planted cause as the top finding and a prediction no larger than its fixed twin's measured speed-up
+   (both twins are kept under ``DIR/scenarios``; ``tests/test_gpu_recorded_runs.py`` holds the H200 ones), and their runs must have per-step CUDA event times, the hook's FLOP
    count, an MFU, energy and (Hopper+) GPM columns, and no hook error;
 9. prints a PASS/FAIL summary (also ``DIR/gpu_check.json``). Budget: under 10 minutes on one GPU.
 
@@ -339,6 +340,19 @@ def run_scenarios(out: Path, checks: "Checks") -> dict:
                               "seconds": round(time.monotonic() - t0, 1)}
         checks.check(top is not None and top.cause == spec.cause, f"scenario {spec.name}: top finding",
                      f"expected {spec.cause}, got {top.cause if top else None} ({top.title if top else ''})")
+        # the fix applied: the fixed twin's own loop clock against the planted one's; the prediction must not
+        # promise more than that (10 % for the spread of a sub-second loop)
+        try:
+            fixed = run_all.run_one(spec, "fixed", base)
+            cmp = run_all.compare(spec, planted, fixed)
+            results[spec.name]["predicted_speedup"] = round(cmp["predicted_speedup"], 3)
+            results[spec.name]["measured_speedup"] = round(cmp["measured_speedup"], 3)
+            checks.check(cmp["predicted_speedup"] <= cmp["measured_speedup"] * 1.10 and not cmp["fixed_high"],
+                         f"scenario {spec.name}: prediction within the fix's measured gain",
+                         f"predicted ×{cmp['predicted_speedup']:.2f}, measured ×{cmp['measured_speedup']:.2f}; "
+                         f"fixed twin's high findings {cmp['fixed_high']}")
+        except Exception as e:  # noqa: BLE001
+            checks.add("FAIL", f"scenario {spec.name}: fixed twin", f"{type(e).__name__}: {e}")
         d = rep.to_dict()
         o = d.get("outcomes") or {}
         mfu = o.get("mfu") or {}
@@ -650,26 +664,30 @@ def load_fake_nvml() -> Any | None:
 
 
 # --------------------------------------------------------------------------- measurements
-def stats_us(ns: list[int]) -> dict:
+def stats_us(ns: list[int], cpu_ns: list[int] | None = None) -> dict:
     us = sorted(x / 1000 for x in ns)
-    return {"n": len(us), "median_us": round(statistics.median(us), 2),
-            "p95_us": round(us[min(len(us) - 1, int(0.95 * len(us)))], 2), "max_us": round(us[-1], 2)}
+    out = {"n": len(us), "median_us": round(statistics.median(us), 2),
+           "p95_us": round(us[min(len(us) - 1, int(0.95 * len(us)))], 2), "max_us": round(us[-1], 2)}
+    if cpu_ns:  # the calling thread's CPU time: tells a call that burns a core from one that waits on the driver
+        out["cpu_median_us"] = round(statistics.median(cpu_ns) / 1000, 2)
+    return out
 
 
 def time_call(fn: Callable[[], Any], n: int, budget_s: float = 3.0) -> dict:
     """Median/p95 of ``n`` calls (fewer if they exceed ``budget_s``); the error name if it fails."""
-    ns = []
+    ns, cpu = [], []
     end = time.monotonic() + budget_s
     for _ in range(n):
-        t0 = time.perf_counter_ns()
+        c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
         try:
             fn()
         except Exception as e:  # noqa: BLE001 - NVMLError_* or AttributeError (old binding)
             return {"error": _suffix(e) if type(e).__name__.startswith("NVMLError") else type(e).__name__}
         ns.append(time.perf_counter_ns() - t0)
+        cpu.append(time.thread_time_ns() - c0)
         if time.monotonic() > end:
             break
-    return stats_us(ns)
+    return stats_us(ns, cpu)
 
 
 def time_calls(nv: Any, h: Any, n: int) -> dict:
@@ -688,7 +706,10 @@ def time_calls(nv: Any, h: Any, n: int) -> dict:
         f"field-values batch ({len(field_ids)} fields, nvmlDeviceGetFieldValues)":
             lambda: nv.nvmlDeviceGetFieldValues(h, field_ids),
     }
-    out = {name: time_call(fn, n) for name, fn in calls.items()}
+    # each field alone, so a slow batch names the field that makes it slow (energy, on some drivers)
+    for name, fid in FIELDS.items():
+        calls[f"field {fid} alone ({name})"] = (lambda f=fid: nv.nvmlDeviceGetFieldValues(h, [f]))
+    out = {name: time_call(fn, n, budget_s=2.0) for name, fn in calls.items()}
     # GPM: one sample, and the metrics between a pair ≥100 ms apart
     try:
         if nv.nvmlGpmQueryDeviceSupport(h).isSupportedDevice:
@@ -857,6 +878,7 @@ def main(argv: list[str] | None = None) -> int:
             report["call_latency"] = timings
             for name, st in timings.items():
                 print(f"  {name:72s} " + (f"median {st['median_us']:9.1f} µs  p95 {st['p95_us']:9.1f} µs"
+                                          f"  cpu {st.get('cpu_median_us', float('nan')):9.1f} µs"
                                           if "median_us" in st else f"error {st['error']}"))
             fv = next(v for k, v in timings.items() if k.startswith("field-values"))
             checks.check("median_us" in fv, "field-values batch works", json.dumps(fv))
