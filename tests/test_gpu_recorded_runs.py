@@ -72,3 +72,23 @@ def test_fp32_share_of_step_is_a_share():
 def test_fixed_twin_has_no_high_finding(name):
     report = build_report(load_run(RUNS / f"{name}-fixed"))
     assert not [f.cause for f in report.findings if f.severity == "high"]
+
+
+def test_a_spinning_gpu_stall_reads_busy_waiting_and_long_gemms_never_stall():
+    """Issue 33's GPU part, recorded by ``scripts/gpu_check.py`` (phase 9) on the H200: ``stall_job.py spin``
+    makes 6 steps then keeps a sleep kernel resident for 40 s (a rank spinning in a collective: utilization
+    ~100 % at a fifth of the power limit), ``stall_job.py gemm`` makes 8 steps of 12 fp32 8192² matmul passes
+    each (1-3 s at high power). The first must be a stall with the busy-waiting signature, found at the 10 s
+    threshold and ended by ``--on-stall kill``; the second none."""
+    from gpusleuth.analysis.stalls import judge_run
+
+    spin = load_run(RUNS / "stall_spin")
+    verdicts = judge_run(spin)
+    assert len(verdicts) == 1
+    v = verdicts[0]
+    assert v.gpu_signature == "busy-waiting" and v.gpu_util_pct > 80 and v.gpu_power_share < 0.35, v
+    hangs = [f for f in build_report(spin).findings if f.cause == "hang"]
+    assert hangs and "stall_job.py:17" in hangs[0].title
+    gemm = load_run(RUNS / "stall_gemm")
+    assert judge_run(gemm) == []
+    assert not [f for f in build_report(gemm).findings if f.cause == "hang"]
