@@ -12,7 +12,8 @@ import re
 import numpy as np
 
 from gpusleuth.analysis.trace.intervals import union
-from gpusleuth.sources.kineto.model import DEVICE_KINDS, RUNTIME, SYNC, TraceData
+from gpusleuth.run.trace_data import TraceData
+from gpusleuth.sources.kineto.model import DEVICE_KINDS, RUNTIME, SYNC
 
 _COMM = re.compile(r"^nccl.*Kernel")
 _MEM = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")

@@ -134,21 +134,21 @@ def annotate_traces(report: Report, runs: list[Run], out: Path) -> None:
     from gpusleuth.render.perfetto import write_annotated
     from gpusleuth.sources.kineto.decompress import text_blocks
 
-    traced = [(r, a) for r, a in zip(runs, report.ranks) if getattr(r, "trace", None) is not None]
+    traced = [(r, r.trace, a) for r, a in zip(runs, report.ranks) if r.trace is not None]
     if not traced:
         raise InputError(out, "--annotate needs a profiler trace (give trace files, or a run recorded with "
                               "--profile-steps)")
     if len(traced) > 1:
         out.mkdir(parents=True, exist_ok=True)
     progress = rank_progress(len(traced), "annotating") if sys.stderr.isatty() and len(traced) > 1 else None
-    for i, (run, analysis) in enumerate(traced):
+    for i, (run, trace, analysis) in enumerate(traced):
         where = run.meta.get("trace_path") or run.path
         if where is None:
             raise InputError(out, "--annotate: a trace whose file is not known cannot be copied")
         source = Path(where)
         target = out / source.name if len(traced) > 1 else out
         try:
-            res = write_annotated(text_blocks(source), analysis, run.trace.meta, run.trace.pids, target)
+            res = write_annotated(text_blocks(source), analysis, trace.meta, trace.pids, target)
         except ValueError as exc:
             raise InputError(source, f"cannot annotate: {exc}") from None
         except OSError as exc:

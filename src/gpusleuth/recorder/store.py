@@ -49,6 +49,8 @@ def write_run_dir(run: Run, out: Path) -> list[str]:
 def write_chrome_trace(run: Run, path: Path, rank: int, world: int) -> None:
     """The Run's TraceData as a Chrome trace (µs relative to ``baseTimeNanoseconds``), streamed in chunks."""
     t = run.trace
+    if t is None:
+        raise ValueError("write_chrome_trace: this Run holds no profiler trace")
     ev = t.events
     enc = msgspec.json.Encoder()
     names = [enc.encode(str(n)) for n in t.names]

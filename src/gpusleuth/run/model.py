@@ -12,57 +12,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from gpusleuth.run.meta import JsonObject, RunMeta
+from gpusleuth.run.table import Table
+from gpusleuth.run.trace_data import TraceData
+
+__all__ = ["ProcessInfo", "Run", "Table"]
 
 if TYPE_CHECKING:
     from gpusleuth.run.stalls import StallRecord
     from gpusleuth.serving.run.engine_samples import EngineSample
-
-
-class Table:
-    """Equal-length numpy columns under names; the in-memory twin of one Parquet table."""
-
-    __slots__ = ("columns",)
-
-    def __init__(self, columns: dict[str, np.ndarray] | None = None):
-        self.columns: dict[str, np.ndarray] = dict(columns or {})
-        lengths = {len(v) for v in self.columns.values()}
-        if len(lengths) > 1:
-            raise ValueError(f"columns of unequal length: { {k: len(v) for k, v in self.columns.items()} }")
-
-    def __len__(self) -> int:
-        for v in self.columns.values():
-            return len(v)
-        return 0
-
-    def __bool__(self) -> bool:
-        return len(self) > 0
-
-    def __contains__(self, name: str) -> bool:
-        return name in self.columns
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self.columns[name]
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.columns.get(name, default)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.columns)
-
-    def filter(self, mask: np.ndarray) -> "Table":
-        return Table({k: v[mask] for k, v in self.columns.items()})
-
-    def sort_by(self, name: str) -> "Table":
-        order = np.argsort(self.columns[name], kind="stable")
-        return Table({k: v[order] for k, v in self.columns.items()})
-
-    def __repr__(self) -> str:
-        return f"Table({len(self)} rows: {', '.join(self.columns)})"
 
 
 @dataclass
@@ -118,10 +78,9 @@ class Run:
     logs: list[JsonObject] = field(default_factory=list)  # gpusleuth.log(...) records
     processes: dict[int, ProcessInfo] = field(default_factory=dict)
     infos: list[JsonObject] = field(default_factory=list)  # facts the hook saw (DataLoader config…)
-    # this Run's own profiler trace data (sources/kineto/model.py TraceData), when it came from a trace file.
-    # Untyped here for now: that model imports this module (its Table), and the trace reader is being
-    # rewritten; the model moves into run/ with that rewrite and this becomes ``TraceData | None``.
-    trace: Any = None
+    # this Run's own profiler trace data (run/trace_data.py, built by the Kineto reader), when it came from a
+    # trace file
+    trace: TraceData | None = None
     profiles: list["Run"] = field(default_factory=list)  # traces taken with --profile-steps, one Run per rank
     # what the recorder's stall watch saw (run/stalls.py): each stall with every process's stacks
     stalls: list[StallRecord] = field(default_factory=list)

@@ -25,7 +25,8 @@ import numpy as np
 from gpusleuth.errors import InputError
 from gpusleuth.run.meta import RunMeta
 from gpusleuth.run.model import Run, Table
-from gpusleuth.sources.kineto.model import KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, USER_ANN, TraceData
+from gpusleuth.run.trace_data import TraceData
+from gpusleuth.sources.kineto.model import KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, USER_ANN
 
 COPY_KIND = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH",
              10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}

@@ -161,6 +161,8 @@ def _idle_causes(part: dict[str, float], over: Literal["steps", "device_span"]) 
 
 def analyze_trace(run: Run) -> TraceAnalysis:
     tr = run.trace
+    if tr is None:
+        raise ValueError("analyze_trace: this Run holds no profiler trace")
     p = prepare(tr)
     tl = timeline.build(p)
     split = timeline.device_split(tl)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpusleuth.sources.kineto.model import (CPU_OP, KERNEL, MEMCPY, MEMSET, PYTHON, RUNTIME, USER_ANN,
-                                            TraceData)
+from gpusleuth.run.trace_data import TraceData
+from gpusleuth.sources.kineto.model import CPU_OP, KERNEL, MEMCPY, MEMSET, PYTHON, RUNTIME, USER_ANN
 
 from . import classify as C
 

@@ -21,7 +21,9 @@ from gpusleuth.run.meta import RunMeta
 from gpusleuth.run.model import Run
 
 from .columns import ColumnBuilder
-from .model import DEVICE_KINDS, KIND_NAMES, TraceData
+from gpusleuth.run.trace_data import TraceData
+
+from .model import DEVICE_KINDS, KIND_NAMES
 from .reader import ReadResult, open_regular, read_events
 from .size import json_size
 

@@ -19,7 +19,9 @@ import numpy as np
 
 from gpusleuth.run.model import Table
 
-from .model import DEVICE_KINDS, TraceData, kind_of_category
+from gpusleuth.run.trace_data import TraceData
+
+from .model import DEVICE_KINDS, kind_of_category
 from .schema import Args, Event, MEvent, XEvent, _Complete
 
 if TYPE_CHECKING:
