@@ -28,7 +28,7 @@ ALLOWED = {
     ("gpusleuth.sources.kineto", "json_size"): "pipeline/trace_set.py: planning the workers' memory",
     ("gpusleuth.sources.kineto.decompress", "text_blocks"): "report --annotate: copies the trace's bytes, reads no Run",
     ("gpusleuth.sources.mllog", "MlLog"): "a type",
-    ("gpusleuth.sources.mllog", "read_mllog"): "--mllog FILE (an option); the run's output.log: KNOWN below",
+    ("gpusleuth.sources.mllog", "read_mllog"): "--mllog FILE (an option); the run's own output.log is Run.mllog",
     # the ledger reads a Prometheus server, not paths: its one door is ledger/pipeline.build_ledger_report
     ("gpusleuth.ledger.sources.prom_client", "*"): "a server, not a path",
     ("gpusleuth.ledger.sources.prom_fleet", "*"): "a server, not a path",
@@ -37,7 +37,6 @@ ALLOWED = {
 
 # (module, function) that still read a run directory's file beside the door: each a reason, none to be added
 KNOWN = {
-    ("pipeline/build.py", "_mllog"): "the run's output.log for MLLOG lines (a Run field, read by load_run, is next)",
     ("pipeline/load.py", "load_with_server"): "meta.json read back to add the load's levels and rewritten: a "
                                               "writer's update (the launcher could take them at the end)",
 }

@@ -125,3 +125,44 @@ def test_unmeasured_input_wait_is_unmeasured_not_zero(tmp_path):
     assert doc["outcomes"]["data_wait_share_of_steps"] is None
     assert doc["outcomes"]["data_wait_measured_steps"] == 0
     assert any(m["rule"] == "input-bound" for m in doc["not_evaluated"])
+
+
+MLLOG_JOB = r"""
+import json, time
+def mllog(key, value=None, event_type="POINT_IN_TIME"):
+    print(":::MLLOG " + json.dumps({"namespace": "", "time_ms": time.time() * 1000, "event_type": event_type,
+                                    "key": key, "value": value, "metadata": {}}), flush=True)
+mllog("run_start", event_type="INTERVAL_START")
+time.sleep(0.3)
+mllog("eval_accuracy", 0.5)
+time.sleep(0.3)
+mllog("eval_accuracy", 0.8)
+print(":::MLLOG {broken", flush=True)
+"""
+
+
+def test_mllog_lines_of_the_captured_output_are_read_with_the_run(tmp_path):
+    """The job's MLLOG lines (real child, `--capture-output`) are part of the Run when it is read (``Run.mllog``,
+    not a second read at analysis time): time to target runs from run_start to the evaluation that reached it, and
+    an output.log that cannot be read is a loss sentence, never a traceback."""
+    from gpusleuth.pipeline.build import build_report
+    from gpusleuth.sources.rundir import load_run
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "gpusleuth", "run", "--no-gpu", "--capture-output", "--target", "eval_accuracy>=0.75",
+           "--out", str(out), "--", sys.executable, "-c", MLLOG_JOB]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    run = load_run(out)
+    assert run.mllog is not None and [e["key"] for e in run.mllog.events] == ["run_start", "eval_accuracy",
+                                                                              "eval_accuracy"]
+    assert run.mllog.bad_lines == 1
+    t = build_report(run).to_dict()["outcomes"]["time_to_target"]
+    assert t["reached"] and 0.5 <= t["time_to_target_s"] < 2.0, t
+    (out / "output.log").chmod(0)
+    if os.access(out / "output.log", os.R_OK):  # root reads anything: make it unreadable another way
+        (out / "output.log").chmod(0o644)
+        (out / "output.log").unlink()
+        (out / "output.log").mkdir()
+    damaged = load_run(out)
+    assert damaged.mllog is None and any("output.log" in loss and "MLLOG" in loss for loss in damaged.losses)

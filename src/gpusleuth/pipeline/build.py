@@ -15,20 +15,14 @@ from gpusleuth.analysis.options import AnalysisOptions
 from gpusleuth.analysis.ranks import RankSummary
 from gpusleuth.report.build import report_from
 from gpusleuth.report.model import Report
-from gpusleuth.run.layout import RunDir
 from gpusleuth.run.model import Run
 from gpusleuth.sources.mllog import MlLog, read_mllog
 from gpusleuth.sources.prices import read_price_table
 
 
 def _mllog(run: Run, opts: AnalysisOptions) -> MlLog | None:
-    if opts.mllog:
-        return read_mllog(opts.mllog)
-    output = RunDir(run.path).output_log if run.path is not None and run.path.is_dir() else None
-    if output is not None and output.exists():
-        log = read_mllog(output)
-        return log if log.events else None
-    return None
+    """The file ``--mllog`` names, else what the run's own output held (read with the run)."""
+    return read_mllog(opts.mllog) if opts.mllog else run.mllog
 
 
 def analyze_run(run: Run, options: AnalysisOptions | None = None, *, min_warmup: int = 0,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpusleuth.run.meta import JsonObject, RunMeta
+from gpusleuth.run.mllog import MlLog
 from gpusleuth.run.table import Table
 from gpusleuth.run.trace_data import TraceData
 
@@ -82,6 +83,8 @@ class Run:
     # trace file
     trace: TraceData | None = None
     profiles: list["Run"] = field(default_factory=list)  # traces taken with --profile-steps, one Run per rank
+    # MLPerf ``:::MLLOG`` events from the run's captured output (``run --capture-output``), None without any
+    mllog: MlLog | None = None
     # what the recorder's stall watch saw (run/stalls.py): each stall with every process's stacks
     stalls: list[StallRecord] = field(default_factory=list)
     losses: list[str] = field(default_factory=list)

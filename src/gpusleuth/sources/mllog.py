@@ -9,20 +9,15 @@ ignored. Lines that are not valid JSON are counted, never fatal.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 from gpusleuth.errors import InputError
-from gpusleuth.run.meta import JsonObject
+from gpusleuth.run.mllog import MlLog
+
+__all__ = ["MlLog", "parse_mllog_lines", "read_mllog"]
 
 MARKER = ":::MLLOG"
-
-
-@dataclass
-class MlLog:
-    events: list[JsonObject] = field(default_factory=list)  # each with t_ns, key, value, event_type, metadata
-    bad_lines: int = 0
 
 
 def parse_mllog_lines(lines: Iterable[str]) -> MlLog:

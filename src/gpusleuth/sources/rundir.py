@@ -19,6 +19,8 @@ from gpusleuth.sources.events import parse_event_files
 from gpusleuth.run.layout import (BATCHES_TABLE, LOAD_TABLE, REQUESTS_TABLE, SUMMARY_FILE, TELEMETRY_TABLES, RunDir)
 from gpusleuth.run.meta import RunMeta
 from gpusleuth.run.model import Run, Table
+from gpusleuth.run.mllog import MlLog
+from gpusleuth.sources.mllog import read_mllog
 from gpusleuth.run.recording import RECORDING, UNFINISHED, recording_state
 from gpusleuth.run.streams import read_stream
 from gpusleuth.recorder.schemas import ADDED_LATER, SCHEMAS
@@ -94,7 +96,21 @@ def load_run(path: str | Path) -> Run:
     _attach_traces(run, run_dir)
     _read_load(run, run_dir)
     run.stalls = read_stalls(run_dir, run.losses)
+    run.mllog = _captured_mllog(layout, run.losses)
     return run
+
+
+def _captured_mllog(layout: RunDir, losses: list[str]) -> MlLog | None:
+    """The MLLOG lines of the job's captured output (time-to-train's events), None where it printed none."""
+    output = layout.output_log
+    if not output.exists():
+        return None
+    try:
+        log = read_mllog(output)
+    except InputError as exc:
+        losses.append(f"{output.name}: {exc.problem}; no MLLOG events read from it")
+        return None
+    return log if log.events else None
 
 
 __all__ = ["RunDir", "SUMMARY_FILE", "find_run_dirs", "load_run"]
