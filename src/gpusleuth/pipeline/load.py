@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -127,6 +128,14 @@ def _write_load_only(args: argparse.Namespace, plan: LoadPlan, result: LoadResul
     return run_dir
 
 
+@dataclass
+class _Ended:
+    """What the load left when the server ended: its result, and why it was cut short if it was."""
+
+    result: LoadResult | None = None
+    server: str | None = None
+
+
 def load_with_server(args: argparse.Namespace, plan: LoadPlan, command: list[str], options: AnalysisOptions
                      ) -> tuple[Path, LoadResult | None, str | None]:
     """Start the server under recording, load it once it answers, stop it; one run directory for all."""
@@ -140,30 +149,35 @@ def load_with_server(args: argparse.Namespace, plan: LoadPlan, command: list[str
     engine = _engine_scraper(args)
     driver = LoadThread(plan, ready, _say, on_ready=_baseline(plan, engine))
     started = time.monotonic()
+    out = args.out or default_run_dir(command, "load")
+    ended = _Ended()
+
+    def final_meta(stopped_by: str | None, exit_code: int) -> tuple[dict[str, object], list[str]]:
+        """The load's part of meta.json, handed to the launcher for its last write once the server ended."""
+        result = driver.finish()
+        engine.stop()
+        server = None
+        if stopped_by is None:  # it ended on its own, before the levels were done
+            server = (f"the server ({' '.join(command)[:80]}) exited with code {exit_code} after "
+                      f"{time.monotonic() - started:.1f} s; its output is in {RunDir(out).output_log}")
+        ended.result, ended.server = result, server
+        if result is None:
+            return {}, []
+        return {"load": result.meta(plan)}, ([f"the load was cut short: {server}"] if server else [])
+
     launched = launch(LaunchOptions(
-        command=command, out=args.out or default_run_dir(command, "load"), interval_s=args.interval, grace_s=args.grace, use_gpu=not args.no_gpu,
+        command=command, out=out, interval_s=args.interval, grace_s=args.grace, use_gpu=not args.no_gpu,
         label=args.label, capture_output=True, stdout_to_stderr=True, on_tick=driver.tick,
         stop_when=lambda: _levels_done(driver, engine),
-        report_options=options.to_meta(),
+        report_options=options.to_meta(), final_meta=final_meta,
     ))
-    result = driver.finish()
-    engine.stop()
+    result, server = ended.result, ended.server
     _engine_problem(engine)
     run_dir = launched.run_dir
     _write_engine(engine, run_dir)
-    server = None
-    layout = RunDir(run_dir)
-    meta = layout.read_meta([])
-    if launched.stopped_by is None:  # it ended on its own, before the levels were done
-        server = (f"the server ({' '.join(command)[:80]}) exited with code {launched.exit_code} after "
-                  f"{time.monotonic() - started:.1f} s; its output is in {layout.output_log}")
     if result is not None:
-        meta["load"] = result.meta(plan)
-        if server:
-            meta.setdefault("losses", []).append(f"the load was cut short: {server}")
         try:
             write_load(run_dir, result)
-            layout.write_meta(meta)
         except OSError as exc:
             _say(f"could not write the load results into {run_dir} ({exc.strerror or exc})")
     _say(f"run recorded in {run_dir}")

@@ -66,6 +66,10 @@ class LaunchOptions:
     on_stall: str = "dump"
     # --flight-recorder[=N]: torch's Flight Recorder ring of N collectives per process, unless the job keeps one
     flight_recorder: int | None = None
+    # called once the job has ended (how it ended: stopped_by, exit code), before meta.json's last write: what it
+    # returns joins meta.json — entries, and notes that become the run's losses (`gpusleuth load` adds its levels
+    # this way instead of reading meta.json back and rewriting it)
+    final_meta: Callable[[str | None, int], tuple[dict[str, object], list[str]]] | None = None
 
 
 @dataclass
@@ -187,6 +191,10 @@ def launch(opts: LaunchOptions) -> LaunchResult:
             exit_code = returncode
         meta["exit_code"] = exit_code
         meta["stopped_by"] = stopped_by
+        if opts.final_meta is not None:
+            entries, extra_notes = opts.final_meta(stopped_by, exit_code)
+            meta.update(entries)
+            notes.extend(extra_notes)
         # The space held since the start is what the run's last writes need on a disk the job filled:
         # the end and exit code first, then the recorder's last rows, the spilled events, Parquet.
         release_space(reserve)
