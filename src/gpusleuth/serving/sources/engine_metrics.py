@@ -37,6 +37,8 @@ slots summed over steps, so two scrapes give the mean batch between them (servin
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
+from typing import Any
 
 from gpusleuth.serving.run.engine_samples import EngineSample, Histogram
 from gpusleuth.run.layout import ENGINE_METRICS_FILE
@@ -87,7 +89,10 @@ def detect_engine(text: str) -> str | None:
     return None
 
 
-def _series_key(labels: dict[str, str]) -> tuple:
+SeriesKey = tuple[tuple[str, str], ...]
+
+
+def _series_key(labels: dict[str, str]) -> SeriesKey:
     return tuple(sorted((k, v) for k, v in labels.items() if k not in RANK_LABELS))
 
 
@@ -104,9 +109,9 @@ def parse_engine_metrics(text: str, t_ns: int) -> EngineSample | None:
     wanted = {n for names in (*GAUGES.values(), *COUNTERS.values()) for n in names}
     hist_names = {n for names in HISTOGRAMS.values() for n in names}
     # sample name → series key → value (the largest over rank-only differences)
-    flat: dict[str, dict[tuple, float]] = defaultdict(dict)
+    flat: dict[str, dict[SeriesKey, float]] = defaultdict(dict)
     # histogram → series key → {"bounds": {le: count}, "sum": x, "count": n}
-    hist: dict[str, dict[tuple, dict]] = defaultdict(dict)
+    hist: dict[str, dict[SeriesKey, dict[str, Any]]] = defaultdict(dict)
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
             name, labels, value = s.name, dict(s.labels), float(s.value)
@@ -142,11 +147,10 @@ def parse_engine_metrics(text: str, t_ns: int) -> EngineSample | None:
     return out
 
 
-def read_engine_scrapes(run_dir) -> tuple[list[EngineSample], str | None]:
+def read_engine_scrapes(run_dir: str | Path) -> tuple[list[EngineSample], str | None]:
     """``engine_metrics.jsonl`` of a run directory → its samples in time order, and a sentence for the
     scrapes that could not be read (damaged lines are skipped, the rest kept)."""
     import json
-    from pathlib import Path
 
     path = Path(run_dir) / ENGINE_METRICS_FILE
     if not path.is_file():
@@ -174,7 +178,7 @@ def read_engine_scrapes(run_dir) -> tuple[list[EngineSample], str | None]:
     return out, loss
 
 
-def _merged(series: list[dict]) -> Histogram:
+def _merged(series: list[dict[str, Any]]) -> Histogram:
     bounds = sorted({b for s in series for b in s["bounds"]})
     counts = [sum(s["bounds"].get(b, 0.0) for s in series) for b in bounds]
     sums = [s["sum"] for s in series if s["sum"] is not None]
