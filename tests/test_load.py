@@ -32,6 +32,7 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True  # headers and body in two sends must not wait for a delayed ACK
     slots = threading.Semaphore(SLOTS)
     hits = 0  # requests seen (a test waits on it to know a client is sending)
+    held: list[tuple[int, int]] = []  # the server's own clock: each /work request's slot, taken → given back (ns)
 
     def do_GET(self):
         type(self).hits += 1
@@ -41,7 +42,9 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(2.0)
         if self.path.startswith("/work"):
             with self.slots:
+                t0 = time.time_ns()
                 time.sleep(SERVICE_S)
+                type(self).held.append((t0, time.time_ns()))
         self._answer(200, b"ok")
 
     def do_POST(self):
@@ -98,10 +101,19 @@ def _analyze(plan: LoadPlan, result) -> "object":
 
 def test_closed_loop_matches_the_service_time_and_finds_the_knee(server, host_load):
     """The generator's rates and latencies against the server's planted service time and 4 slots, and the
-    knee at concurrency 4 (the smallest level within 5 % of the best throughput). Generator and server are
-    threads of this process: where other processes took cores they wake late and the numbers miss — then the
-    test skips, saying the load it measured; on a quiet host a miss fails. The latency floor (no request
-    faster than the service time) holds under any load and is asserted always."""
+    knee (the smallest level within 5 % of the best throughput). Generator and server are threads of this
+    process: where other processes took cores they wake late and the numbers miss — then the test skips, saying
+    the load it measured; on a quiet host a miss fails. What holds under any load is asserted always: no
+    request faster than the service time, each level's rate the server's own (its slots, by its own clock), and
+    the knee where the server's own rates put it.
+
+    The knee is not planted: at concurrency 4 each slot idles for every request's round trip (client, parsing,
+    answer, the next send), at 16 other clients fill it, so 4 reaches the best rate within 5 % only while that
+    round trip stays under 2.6 ms (5 % of 50 ms). The test uses 0.2 CPU-seconds of its 5 s; what stretches the
+    round trip is waking late on a busy host, which a mean of foreign CPU over the whole test does not bound:
+    measured 0.99 of the best at 4 with others' processes using 1-2 cores, 0.87-0.98 with two CPU burners
+    besides, and gpusleuth's rates were the server's own to 0.1 % in every run."""
+    _Handler.held.clear()
     plan = LoadPlan(url=server + "/work", mode="closed", levels=[1, 4, 16], duration_s=1.5)
     result = run_plan(plan)
     a = _analyze(plan, result)
@@ -110,19 +122,33 @@ def test_closed_loop_matches_the_service_time_and_finds_the_knee(server, host_lo
     assert SERVICE_S * 1e3 <= one.p50_ms and SERVICE_S * 1e3 <= four.p50_ms
     assert one.errors == four.timeouts == 0 and one.ok == one.requests
     assert a.mode == "closed" and "no --p95-budget-ms" in a.knee_reason
-    with host_load.quiet_or_skip("the closed-loop rates, latencies and knee"):
+    # the server's own rate per level: its slots over the level's span, a slot across an edge by its part inside
+    held = np.asarray(_Handler.held, dtype=np.int64)
+    served = []
+    for lv in a.levels:
+        inside = np.clip(np.minimum(held[:, 1], lv.end_ns) - np.maximum(held[:, 0], lv.start_ns), 0, None)
+        served.append(float((inside / (held[:, 1] - held[:, 0])).sum()) / ((lv.end_ns - lv.start_ns) / 1e9))
+    assert [lv.rps for lv in a.levels] == pytest.approx(served, rel=0.02), served
+    # the knee where the server's own rates put it: concurrency 4 when it had 96.5 % of the best or more, 16 when
+    # under 93.5 %; between, the 5 % line is within what the two clocks' edges move, and either is right
+    at_four = served[1] / max(served)
+    want = [1] if at_four >= 0.965 else [2] if at_four < 0.935 else [1, 2]
+    assert a.knee in want, f"knee at level {a.knee}, the server's own rates put it at {want} ({at_four:.3f} at 4)"
+    with host_load.quiet_or_skip("the closed-loop rates and latencies"):
         assert one.rps == pytest.approx(1 / SERVICE_S, rel=0.2)
         assert four.rps == pytest.approx(CAPACITY, rel=0.15)
         assert sixteen.rps == pytest.approx(CAPACITY, rel=0.15)
         assert one.p50_ms <= SERVICE_S * 1e3 * 1.4  # 2 shared cores: some slack
         assert four.p50_ms <= SERVICE_S * 1e3 * 1.5
-        assert sixteen.p50_ms > 1.5 * four.p50_ms and sixteen.p95_ms > 2 * 16 / SLOTS * SERVICE_S * 1e3 * 0.75
-        # 16 workers queue for 4 slots: by Little's law the mean latency is 16 / 80 req/s = 200 ms (the
-        # semaphore is not FIFO, so the median is lower and the tail longer)
+        assert sixteen.p95_ms > 2 * 16 / SLOTS * SERVICE_S * 1e3 * 0.75
+        # 16 workers queue for 4 slots: by Little's law the mean latency is 16 / 80 req/s = 200 ms. The semaphore
+        # is not FIFO (a request arriving as a slot is given back can take it before the one woken for it), so
+        # the median is anywhere from the service time to the mean (80-197 ms measured) and the tail is long:
+        # the mean is what queueing sets
         c = result.columns
         lat = (c["end_ns"] - c["start_ns"])[c["level"] == 2] / 1e6
         assert lat.mean() == pytest.approx(16 / sixteen.rps * 1e3, rel=0.15)
-        assert a.knee == 1, f"knee at level {a.knee}, not 1 (concurrency 4)"
+        assert lat.mean() > 3 * four.p50_ms
 
 
 def test_open_loop_sends_on_schedule_and_drops_over_max_inflight(server):

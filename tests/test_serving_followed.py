@@ -55,6 +55,9 @@ def _level(lv: dict) -> str:
     return f"c={lv['concurrency']}" if lv.get("concurrency") else f"{lv['rate']:g}/s"
 
 
+CROWDED_MISS = 0.25  # a batch wait share this far off the server's clock fails even on a crowded host
+
+
 def _check_against_clock(rep: dict, truth: dict, ids: str, enqueued: str, crowded: str | None,
                          want: list[str]) -> None:
     """Per level: every request attributed, the batch wait share within 10 points of the server's own, each
@@ -84,8 +87,12 @@ def _check_against_clock(rep: dict, truth: dict, ids: str, enqueued: str, crowde
         # forwards named by identity: the server's own batches (a level's edge may move one forward across it)
         assert sum(abs(mine_sizes.get(int(v), 0) - int(c)) for v, c in zip(vals, counts)) <= 2, \
             (_level(lv), mine_sizes, dict(zip(vals.tolist(), counts.tolist())))
-    if missed and crowded:  # the request's time before its batch grows with the host's load (Ray: c=1 -13 points
-        # at load 6, -7 quiet): measured, not assumed
+    # the request's time before its batch grows with the host's load (Ray: c=1 -13 points at load 6, -7 quiet):
+    # measured, not assumed. Load moves a share by points, not by tens of them: a wait lost altogether (from the
+    # batcher's take instead of the hand-off: BentoML at 16, 0.04 against 0.64) fails on any host
+    gross = [m for m in missed if abs(m[1] - m[2]) >= CROWDED_MISS]
+    assert not gross, f"batch wait share off by {CROWDED_MISS:.2f} or more (level, gpusleuth, server): {gross}"
+    if missed and crowded:
         pytest.skip(f"batch wait share off by 10 points or more (level, gpusleuth, server) {missed}, but "
                     f"{crowded}: this needs a quiet host")
     assert not missed, missed

@@ -12,6 +12,7 @@ from _gpusleuth_request import _REQ, _error, _now
 
 _HANDOFF = {}  # id(work item put on a queue inside a request) -> the request, until a consumer takes it
 HANDOFF_MAX = 65536  # items put and never taken (a queue nobody drains): forget them past this many
+_WATCHED = {}  # id(request) -> (the request, the futures handed over with its work), until its answer is stamped
 
 
 # A batching server's handler does not run the model: it puts its input (and usually a future) on a queue
@@ -78,11 +79,36 @@ def _watch_futures(req, item):
     for p in parts:
         if isinstance(p, types):
             p.add_done_callback(functools.partial(_resolved, req))
+            if len(_WATCHED) >= HANDOFF_MAX:
+                _WATCHED.clear()
+            _WATCHED.setdefault(id(req), (req, []))[1].append(p)
 
 
 def _resolved(req, fut):
     if req.delivered < 0:
         req.delivered = _now()
+    _WATCHED.pop(id(req), None)
+
+
+# An asyncio future runs its done-callbacks on a later turn of the event loop, not when it is resolved: a batcher
+# that resolves a batch's futures and goes on to its next forward without yielding (requests already queued, and a
+# loop stalled past its wait window by its first check) can run that forward before the callbacks, and an answer
+# stamped after it put the next batch inside the request's window: that forward joined one request too many (4
+# where the server's batch had 3, a full run on 2 cores; tests/test_serving_batching.py, the batch edge).
+# Before each forward outside a request: a future already resolved is answered by then.
+def answered_before_forward(t):
+    """Stamp ``t`` (a forward outside any request is starting) as the answer of every request whose handed-over
+    future is already resolved but whose done-callback has not run yet. Called from the forward's thread."""
+    if not _WATCHED:
+        return
+    try:
+        for req, futs in list(_WATCHED.values()):  # a copy: the event loop's thread adds and removes meanwhile
+            if req.closed:
+                _WATCHED.pop(id(req), None)
+            elif req.delivered < 0 and any(f.done() for f in futs):
+                req.delivered = t
+    except BaseException as exc:
+        _error("queue_answered", exc)
 
 
 def _patch_queue(mod):

@@ -273,7 +273,10 @@ def _outside_forward(real, module, args, kwargs):
         rows, tokens = _input_shape(args or tuple(kwargs.values()))
         follow = sys.modules.get("_gpusleuth_follow")
         keys = follow.current_keys() if follow is not None else ""
+        handoff = sys.modules.get("_gpusleuth_handoff")
         t0 = _now()
+        if handoff is not None:
+            handoff.answered_before_forward(t0)  # a batch answered before this forward is not in it
         _OUTSIDE.t0 = t0
     except BaseException as exc:
         _error("outside_forward", exc)
