@@ -20,6 +20,7 @@ from typing import Any, Literal
 import numpy as np
 
 from gpusleuth.analysis.energy import counter_energy
+from gpusleuth.analysis.host_telemetry import cores_by_process
 from gpusleuth.serving.analysis.tokens import SloLevel, TokenStats, level_slo, level_tokens
 from gpusleuth.run.model import Run, Table
 
@@ -173,18 +174,12 @@ def _gpu_in(run: Run, lo: int, hi: int) -> tuple[float | None, float | None, str
 
 
 def _cpu_in(run: Run, lo: int, hi: int) -> tuple[float | None, float | None, float | None]:
-    """(server cores, busiest server process cores, host CPU share) over samples within [lo, hi]."""
+    """(server cores, busiest server process cores, host CPU share) over [lo, hi]: the server is every process of
+    the job's tree (:func:`cores_by_process`); the host, its samples within the window."""
     server = top = host = None
-    p = run.procs
-    if len(p) and {"t_ns", "pid", "cpu_pct"} <= set(p.columns):
-        t = p["t_ns"].astype(np.int64)
-        cpu = p["cpu_pct"].astype(np.float64)
-        m = (t >= lo) & (t <= hi) & np.isfinite(cpu)
-        if m.any():
-            times, at = np.unique(t[m], return_inverse=True)
-            server = float(np.bincount(at, weights=cpu[m]).mean()) / 100.0
-            pids, of = np.unique(p["pid"][m], return_inverse=True)
-            top = float((np.bincount(of, weights=cpu[m]) / np.bincount(of)).max()) / 100.0
+    got = cores_by_process(run.procs, (lo, hi))
+    if got is not None:
+        server, top = got.mean, got.busiest
     h = run.host
     if len(h) and {"t_ns", "cpu_pct"} <= set(h.columns):
         t = h["t_ns"].astype(np.int64)
