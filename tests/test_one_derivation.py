@@ -34,8 +34,8 @@ HOMES: dict[str, tuple[str, dict[str, str]]] = {
         "serving/analysis/requests.py:_without_warmup": "a load's warm-up requests, marked by the generator "
                                                         "that sent them: not training steps",
         "serving/recorder/loadgen.py:warm_up": "sends the load's warm-up requests (the recorder)",
-        "serving/recorder/loadgen.py:warmup_summary": "what the warm-up requests got (the recorder)",
-        "serving/recorder/loadgen.py:warmup_note": "says it (the recorder)",
+        "serving/recorder/warmup.py:warmup_summary": "what the warm-up requests got (the recorder)",
+        "serving/recorder/warmup.py:warmup_note": "says it (the recorder)",
     }),
     "the main process": (r"main_(pid|proc|process|rank)|pick_main|choose_main", {
         "run/model.py:pick_main": "the home: the process with the most steps, ranks first; the step view and "
