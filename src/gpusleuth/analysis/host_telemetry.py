@@ -62,9 +62,9 @@ class HostSummary:
     # start-up (imports, one busy thread) and the idle tail would dilute a whole-run percentile
     cpu_pct_steps: Dist | None = None
     # Cores the job's own process tree used during the steps (the whole run when it has none, e.g. a server)
-    # — the sum of its processes' mean CPU — and the cores the rest of the host used meanwhile (host busy −
-    # job): other users' work on a shared machine, which slows and starves the job in ways no knob of the
-    # job removes.
+    # — summed at each sampling time, averaged over the times (cores_by_process) — and the cores the rest of the
+    # host used meanwhile (host busy − job): other users' work on a shared machine, which slows and starves the
+    # job in ways no knob of the job removes.
     job_cores_steps: float | None = None
     foreign_cores_steps: float | None = None
     # What the loading processes (the DataLoader workers; the main process when there are none) read during the
