@@ -29,7 +29,8 @@ sys.path.insert(0, str(REPO / "src"))
 def main() -> None:
     from gpusleuth.serving.analysis.load import analyze_load
     from gpusleuth.serving.analysis.tokens import parse_slo
-    from gpusleuth.serving.recorder.loadgen import LoadPlan, run_plan
+    from gpusleuth.serving.recorder.load_plan import LoadPlan
+    from gpusleuth.serving.recorder.loadgen import run_plan
     from gpusleuth.serving.recorder.prompts import Lengths, synthetic
     from gpusleuth.run.model import Run, Table
 

@@ -43,7 +43,8 @@ asyncio.run(main())
 
 
 def gpusleuth_rps(url: str, conc: int, seconds: float) -> float:
-    from gpusleuth.serving.recorder.loadgen import LoadPlan, run_plan
+    from gpusleuth.serving.recorder.load_plan import LoadPlan
+    from gpusleuth.serving.recorder.loadgen import run_plan
 
     r = run_plan(LoadPlan(url=url, mode="closed", levels=[conc], duration_s=seconds))
     c = r.columns
@@ -102,7 +103,8 @@ def open_loop(url: str, rate: float, seconds: float) -> tuple[float, float]:
     """gpusleuth's open loop at ``rate``: (2xx answers/s, p95 of how late it started requests, ms)."""
     import numpy as np
 
-    from gpusleuth.serving.recorder.loadgen import LoadPlan, run_plan
+    from gpusleuth.serving.recorder.load_plan import LoadPlan
+    from gpusleuth.serving.recorder.loadgen import run_plan
 
     c = run_plan(LoadPlan(url=url, mode="open", levels=[rate], duration_s=seconds)).columns
     ok = (c["status"] == 200).sum()

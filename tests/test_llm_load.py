@@ -23,7 +23,8 @@ from test_serving import _wait_ready
 from gpusleuth.serving.analysis.load import analyze_load
 from gpusleuth.serving.analysis.tokens import parse_slo
 from gpusleuth.serving.recorder.arrivals import arrival_offsets
-from gpusleuth.serving.recorder.loadgen import LoadPlan, run_plan
+from gpusleuth.serving.recorder.load_plan import LoadPlan
+from gpusleuth.serving.recorder.loadgen import run_plan
 from gpusleuth.serving.recorder.prompts import Lengths, synthetic
 from gpusleuth.run.model import Run, Table
 

@@ -20,7 +20,8 @@ import pytest
 
 from conftest import free_port, gpusleuth
 from gpusleuth.serving.analysis.load import analyze_load
-from gpusleuth.serving.recorder.loadgen import LoadPlan, run_plan
+from gpusleuth.serving.recorder.load_plan import LoadPlan
+from gpusleuth.serving.recorder.loadgen import run_plan
 from gpusleuth.run.model import Run, Table
 
 SLOTS, SERVICE_S = 4, 0.05

@@ -34,8 +34,8 @@ HOMES: dict[str, tuple[str, dict[str, str]]] = {
         "serving/analysis/requests.py:_without_warmup": "a load's warm-up requests, marked by the generator "
                                                         "that sent them: not training steps",
         "serving/recorder/loadgen.py:warm_up": "sends the load's warm-up requests (the recorder)",
-        "serving/recorder/loadgen.py:warmup_summary": "what the warm-up requests got (the recorder)",
-        "serving/recorder/loadgen.py:warmup_note": "says it (the recorder)",
+        "serving/recorder/warmup.py:warmup_summary": "what the warm-up requests got (the recorder)",
+        "serving/recorder/warmup.py:warmup_note": "says it (the recorder)",
     }),
     "the main process": (r"main_(pid|proc|process|rank)|pick_main|choose_main", {
         "run/model.py:pick_main": "the home: the process with the most steps, ranks first; the step view and "
@@ -52,6 +52,26 @@ HOMES: dict[str, tuple[str, dict[str, str]]] = {
         "analysis/loop.py:phase_stats": "per-phase statistics over the main process's steps, from phase_time",
         "analysis/timeseries.py:_phases": "the chart's phase bands, drawn from the run's phase rows",
         "diagnosis/rules/phases.py:phase_time": "the rule that reads phase_stats",
+    }),
+}
+
+
+# Facts no name gives away, found by the columns a function reads: fact → (columns read together,
+# {module:function → why it is the home, or another fact})
+BY_COLUMNS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    # four functions summed per-process CPU per sampling time, each with its own window (widened or not, ends
+    # in or out, times counted among all samples or the set's): a 0.3 s load level read "no server CPU" in one
+    # and a widened figure in another
+    "cores used by a set of processes over a window": (("cpu_pct", "pid"), {
+        "analysis/host_telemetry.py:cores_by_process": "the home: summed per sampling time, averaged over the "
+                                                       "window's times, the window widened by samples_around",
+        "analysis/host_telemetry.py:summarize_host": "each process's own CPU distribution (ProcessSummary) and "
+                                                     "the main process's and workers' means: per process, not "
+                                                     "a set's sum; the job's cores come from the home",
+        "analysis/comm.py:_cpu_pct": "one rank's process's mean CPU: one process, not a set",
+        "analysis/timeseries.py:_host": "the chart's one line per process; the workers' sum from the home",
+        "report/live.py:poll": "the live view's last sampling time, from the streams being written (no Run, "
+                               "no window)",
     }),
 }
 
@@ -89,3 +109,22 @@ def test_findings_are_ranked_in_one_place():
             if isinstance(node, ast.Attribute) and node.attr == "rank_key":
                 users.add(rel)
     assert users == {"diagnosis/engine.py"}, users
+
+
+def test_facts_found_by_the_columns_they_read_have_their_listed_homes_and_no_other():
+    for fact, (columns, homes) in BY_COLUMNS.items():
+        deriving = set()
+        for path in sorted(PKG.rglob("*.py")):
+            rel = path.relative_to(PKG).as_posix()
+            if rel.split("/")[0] in NOT_DERIVING:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    read = {n.value for n in ast.walk(node) if isinstance(n, ast.Constant)}
+                    if set(columns) <= read:
+                        deriving.add(f"{rel}:{node.name}")
+        new = deriving - set(homes)
+        assert not new, (f"{fact}: derived again in {sorted(new)} — use its home "
+                         f"({next(h for h, why in homes.items() if why.startswith('the home'))}) or list it with why")
+        gone = set(homes) - deriving
+        assert not gone, f"{fact}: {sorted(gone)} no longer exist: take them off HOMES"

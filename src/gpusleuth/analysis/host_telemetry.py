@@ -7,6 +7,7 @@ Distributions and counters as ``telemetry`` (the GPU summaries) makes them: over
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,9 +62,9 @@ class HostSummary:
     # start-up (imports, one busy thread) and the idle tail would dilute a whole-run percentile
     cpu_pct_steps: Dist | None = None
     # Cores the job's own process tree used during the steps (the whole run when it has none, e.g. a server)
-    # — the sum of its processes' mean CPU — and the cores the rest of the host used meanwhile (host busy −
-    # job): other users' work on a shared machine, which slows and starves the job in ways no knob of the
-    # job removes.
+    # — summed at each sampling time, averaged over the times (cores_by_process) — and the cores the rest of the
+    # host used meanwhile (host busy − job): other users' work on a shared machine, which slows and starves the
+    # job in ways no knob of the job removes.
     job_cores_steps: float | None = None
     foreign_cores_steps: float | None = None
     # What the loading processes (the DataLoader workers; the main process when there are none) read during the
@@ -137,23 +138,68 @@ MIN_DEMAND_SPAN_NS = 200_000_000  # two schedstat readings closer than this say 
 
 
 
+@dataclass(frozen=True)
+class ProcessCores:
+    """The CPU a set of the job's processes used over a window, from the process sampler, in cores. Every live
+    process of the tree is sampled at each sampling time, so a process missing at a time used none then (it had
+    not started, or had ended): each time's CPU is summed over the set, and averages are over the window's times
+    — never over each process's own samples, which would count two processes that ran one after the other (a
+    DataLoader's workers of successive epochs) as running side by side."""
+
+    times: np.ndarray  # the window's sampling times (ns)
+    per_time: np.ndarray  # cores the set used at each of them, summed over its processes
+    per_process: dict[int, float]  # each process's cores averaged over the same times (they sum to ``mean``)
+
+    @property
+    def mean(self) -> float:
+        return float(self.per_time.mean())
+
+    @property
+    def p90(self) -> float:
+        return float(np.percentile(self.per_time, 90))
+
+    @property
+    def busiest(self) -> float:
+        return max(self.per_process.values())
+
+    @property
+    def busy_processes(self) -> int:
+        """How many of the set's processes used any CPU in the window."""
+        return sum(1 for c in self.per_process.values() if c > 0)
+
+
+def cores_by_process(procs: Table, window: tuple[int, int] | None,
+                     pids: Iterable[int] | None = None) -> ProcessCores | None:
+    """The one derivation of "the cores these processes used over this window" (``pids``: the set; None: every
+    process sampled). ``window`` (ns) picks its samples by :func:`samples_around` — a window holding fewer than
+    two sampling times is widened to the nearest ones, since not measured must not read as "no other load";
+    None takes every sample. None when the window has no measured sample of the set."""
+    if not len(procs) or not {"t_ns", "pid", "cpu_pct"} <= set(procs.columns):
+        return None
+    t = np.asarray(procs["t_ns"], dtype=np.int64)
+    pid = np.asarray(procs["pid"], dtype=np.int64)
+    cpu = np.asarray(procs["cpu_pct"], dtype=np.float64)
+    m = np.isfinite(cpu)
+    if window is not None:
+        around = samples_around(t, window)
+        if around is None:
+            return None
+        m &= around
+    times, at = np.unique(t[m], return_inverse=True)
+    chosen = np.isin(pid[m], list(pids)) if pids is not None else np.ones(len(at), dtype=bool)
+    if not chosen.any():
+        return None
+    per_time = np.bincount(at[chosen], weights=cpu[m][chosen], minlength=len(times)) / 100.0
+    who, of = np.unique(pid[m][chosen], return_inverse=True)
+    used = np.bincount(of, weights=cpu[m][chosen]) / 100.0 / len(times)
+    return ProcessCores(times=times, per_time=per_time, per_process=dict(zip(who.tolist(), used.tolist())))
+
+
 def server_cpu(run: Run, window: tuple[int, int]) -> tuple[float, int] | None:
-    """(cores, processes) of the whole job's tree over ``window``: each sampling time's CPU summed over every process
-    sampled then, averaged over the times; the processes that used any CPU. None without two sampling times."""
-    p = run.procs
-    if not len(p) or not {"t_ns", "pid", "cpu_pct"} <= set(p.columns):
-        return None
-    m = samples_around(p["t_ns"], window)
-    if m is None:
-        return None
-    t = np.asarray(p["t_ns"], dtype=np.int64)[m]
-    cpu = np.asarray(p["cpu_pct"], dtype=np.float64)[m]
-    ok = np.isfinite(cpu)
-    if not ok.any():
-        return None
-    ticks = np.unique(t)
-    busy = np.unique(np.asarray(p["pid"], dtype=np.int64)[m][ok & (cpu > 0)])
-    return float(cpu[ok].sum()) / 100.0 / len(ticks), len(busy)
+    """(cores, processes) of the whole job's tree over ``window``: :func:`cores_by_process` over every process;
+    the processes that used any CPU. None without two sampling times."""
+    got = cores_by_process(run.procs, window)
+    return (got.mean, got.busy_processes) if got is not None else None
 
 def cpu_demand(p: Table) -> tuple[float, float] | None:
     """(share of the time a process's main thread ran or waited runnable for a CPU, share it waited) between its
@@ -245,7 +291,8 @@ def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
         in_steps = samples_around(host["t_ns"], window)
         if in_steps is not None:
             cpu_steps = _dist(host["cpu_pct"][in_steps]) if "cpu_pct" in host else None
-    job_cores = sum(p.cpu_pct["mean"] for p in processes if p.cpu_pct) / 100 if processes else None
+    job = cores_by_process(procs, None)  # ``procs``: the window's samples already
+    job_cores = job.mean if job is not None else None
     foreign = None
     cores = hw.get("logical_cores")
     busy = cpu_steps if window is not None else _dist(col("cpu_pct"))  # a server has no steps: its whole run

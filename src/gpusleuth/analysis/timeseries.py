@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpusleuth.analysis.host_telemetry import cores_by_process
 from gpusleuth.analysis.telemetry import throttle_sources
 from gpusleuth.analysis.steps import StepView
 from gpusleuth.analysis.trace import TraceAnalysis
@@ -330,10 +331,9 @@ def _host(b: _Builder, run: Run, roles: dict[int, str]) -> None:
                 sel = procs.filter(pids == p).sort_by("t_ns")
                 b.line("procs", f"loader worker {p}", sel["t_ns"], _col(sel, "cpu_pct"))
         elif workers:
-            sel = procs.filter(np.isin(pids, workers))
-            ts, inv = np.unique(sel["t_ns"].astype(np.int64), return_inverse=True)
-            total = np.bincount(inv, weights=np.nan_to_num(_col(sel, "cpu_pct")), minlength=len(ts))
-            b.line("procs", f"{len(workers)} loader workers (sum)", ts, total)
+            together = cores_by_process(procs, None, workers)
+            if together is not None:
+                b.line("procs", f"{len(workers)} loader workers (sum)", together.times, together.per_time * 100)
 
 
 def _steps(b: _Builder, view: StepView | None) -> None:

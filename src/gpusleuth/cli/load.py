@@ -19,7 +19,8 @@ from gpusleuth.pipeline.load import build_load_report, export_requests, load_url
 
 if TYPE_CHECKING:
     from gpusleuth.cli.options import Subparsers
-    from gpusleuth.serving.recorder.loadgen import LoadPlan, LoadResult
+    from gpusleuth.serving.recorder.load_plan import LoadPlan
+    from gpusleuth.serving.recorder.loadgen import LoadResult
 
 
 def add_parser(sub: Subparsers) -> None:

@@ -1,4 +1,4 @@
-"""``gpusleuth load``'s flags → the :class:`~gpusleuth.serving.recorder.loadgen.LoadPlan` it runs: the levels,
+"""``gpusleuth load``'s flags → the :class:`~gpusleuth.serving.recorder.load_plan.LoadPlan` it runs: the levels,
 the bodies (files, fresh prompts), the headers, the API the URL speaks and an LLM endpoint's generation settings.
 
 Apart from ``cli/load.py`` (the parser and the verb): reading flags into a plan is the verb's biggest job,
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from gpusleuth.errors import InputError, LaunchError
 
 if TYPE_CHECKING:
-    from gpusleuth.serving.recorder.loadgen import LoadPlan
+    from gpusleuth.serving.recorder.load_plan import LoadPlan
 
 
 DEFAULT_LEVELS = "1,4,16,64"
@@ -77,7 +77,7 @@ def _headers(args: argparse.Namespace, bodies: list[bytes]) -> list[tuple[str, s
 
 def plan_from_args(args: argparse.Namespace) -> LoadPlan:
     from gpusleuth.serving.recorder.http_client import safe_url
-    from gpusleuth.serving.recorder.loadgen import LoadPlan
+    from gpusleuth.serving.recorder.load_plan import LoadPlan
 
     if args.concurrency and args.rate:
         raise LaunchError("gpusleuth load: give --concurrency (closed loop) or --rate (open loop), not both")

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from gpusleuth.report.model import Report
     from gpusleuth.run.model import Run
     from gpusleuth.serving.recorder.engine_scrape import EngineScraper
-    from gpusleuth.serving.recorder.loadgen import LoadPlan, LoadResult, LoadThread
+    from gpusleuth.serving.recorder.load_plan import LoadPlan
+    from gpusleuth.serving.recorder.loadgen import LoadResult, LoadThread
 
 
 def say(line: str) -> None:

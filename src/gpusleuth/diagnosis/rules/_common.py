@@ -95,6 +95,23 @@ def host_cpu_p50(facts: Facts) -> float | None:
     return dist["p50"] if dist else None
 
 
+
+def job_cpu_pct(facts: Facts) -> tuple[float, str] | None:
+    """(CPU the job used while its steps ran, in % of one core per GPU-feeding loop; what it counts), None
+    unmeasured. Every process of the job's tree (``HostSummary.job_cores_steps``): the training process, its
+    DataLoader workers, Hogwild's trainers, the processes it hands its work to. The training process alone read a
+    loop that waits on a pipe while its workers burn the host's cores as "CPU idle". A distributed job's ranks
+    each feed their own GPU: the job's CPU is shared among them (this host's ranks)."""
+    h = facts.host
+    if h is None or h.job_cores_steps is None:
+        return None
+    s = facts.outcomes.steps
+    ranks = len(s.ranks) if s.workers == "ranks" and s.ranks else 1
+    processes = sum(1 for p in h.processes if p.cpu_pct)
+    what = f"the job's {processes} processes" if processes > 1 else "the training process"
+    return h.job_cores_steps * 100 / ranks, what + (f", per rank of {ranks}" if ranks > 1 else "")
+
+
 COPY_SHARE = 0.5  # copies ≥ half the device's busy time: the device mostly moves bytes
 COPY_MIN_S = 0.010
 H2D_COVERS = 0.8  # host-to-device copies this much of all copy time: the H2D finding tells the whole story

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_gpu
+from gpusleuth.diagnosis.rules._common import gain_from_seconds, job_cpu_pct, no_gpu
 from gpusleuth.diagnosis.rules._scope import per_gpu, the_gpu
 
 LOW_UTIL = 50.0  # mean GPU utilization (%) below which the device is clearly under-fed
-LOW_CPU = 50.0  # the training process's CPU (% of one core) below which the host is not the bottleneck
+LOW_CPU = 50.0  # the job's CPU (% of one core, per rank) below which the host is not the bottleneck
 HEADROOM = 0.5  # peak memory below this share of the device leaves room for a ≥2× batch
 BUSY_ENOUGH = 80.0
 IDLE_CARD = 5.0  # mean utilization below this: the card ran (almost) nothing
@@ -27,10 +27,10 @@ def low_gpu_low_cpu(facts: Facts) -> list[Finding] | Missing:
     if g is None:
         return _no_gpu("low-GPU-low-CPU", facts, "sync")
     steps = facts.outcomes.steps
-    host = facts.host
-    cpu = host.main_cpu_pct_mean if host else None
-    if not g.util_gpu or g.util_gpu["mean"] >= LOW_UTIL or cpu is None or cpu >= LOW_CPU:
+    job = job_cpu_pct(facts)
+    if not g.util_gpu or g.util_gpu["mean"] >= LOW_UTIL or job is None or job[0] >= LOW_CPU:
         return []
+    cpu, what = job
     if steps.data_wait_share_of_steps >= 0.05:
         return []  # the input rule explains this dip better
     util = g.util_gpu["mean"]
@@ -41,7 +41,7 @@ def low_gpu_low_cpu(facts: Facts) -> list[Finding] | Missing:
             severity="high" if util < 25 else "moderate",
             title=f"GPU {g.index} mostly idle while the CPU is idle too: synchronization or code",
             summary=(
-                f"GPU {g.index} ran kernels {util:.0f}% of the time while the training process used "
+                f"GPU {g.index} ran kernels {util:.0f}% of the time while {what} used "
                 f"{cpu:.0f}% of a core and exposed data wait was {steps.data_wait_share_of_steps:.0%}: "
                 "neither side is busy, so the program waits on something else — host-device "
                 "synchronization (.item(), .cpu(), print(tensor)), sleeps, locks, or a model too "
@@ -50,7 +50,7 @@ def low_gpu_low_cpu(facts: Facts) -> list[Finding] | Missing:
             evidence=[
                 Evidence("GPU utilization (mean)", round(util, 1), "%", "NVML utilization.gpu"),
                 Evidence("GPU utilization p5/p95", f"{g.util_gpu['p5']:.0f}/{g.util_gpu['p95']:.0f}", "%", "NVML"),
-                Evidence("training process CPU (mean)", round(cpu, 1), "% of one core", "process sampler"),
+                Evidence("job CPU (mean)", round(cpu, 1), "% of one core", f"process sampler: {what}"),
                 Evidence("exposed data wait", round(steps.data_wait_share_of_steps * 100, 1), "% of step time",
                          "step instrumentation"),
             ],

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpusleuth.analysis.host_telemetry import cores_by_process
 from gpusleuth.run.model import Run, Table
 
 NO_KEY = "?"
@@ -120,25 +121,14 @@ def elsewhere_note(run: Run, requests: Table) -> str | None:
         return None
     lo = int(np.asarray(requests["start_ns"], dtype=np.int64)[unseen].min())
     hi = int(np.asarray(requests["end_ns"], dtype=np.int64)[unseen].max())
-    p = run.procs
-    if not len(p) or not {"t_ns", "pid", "cpu_pct"} <= set(p.columns):
-        return None
-    t = np.asarray(p["t_ns"], dtype=np.int64)
-    pid = np.asarray(p["pid"], dtype=np.int64)
-    cpu = np.asarray(p["cpu_pct"], dtype=np.float64)
     own = set(np.asarray(requests["pid"], dtype=np.int64).tolist())
-    m = (t > lo) & (t <= hi) & np.isfinite(cpu) & ~np.isin(pid, list(own))
-    ticks = np.unique(t[(t > lo) & (t <= hi)])
-    if not m.any() or len(ticks) < 2:
+    sampled = np.unique(np.asarray(run.procs["pid"], dtype=np.int64)).tolist() if "pid" in run.procs else []
+    others = cores_by_process(run.procs, (lo, hi), [q for q in sampled if q not in own])
+    if others is None or others.mean < ELSEWHERE_CORES:
         return None
-    cores = float(cpu[m].sum()) / 100.0 / len(ticks)  # mean over the sampling times of the others' sum
-    if cores < ELSEWHERE_CORES:
-        return None
-    per: list[tuple[float, int]] = []
-    for q in np.unique(pid[m]).tolist():
-        per.append((float(cpu[m][pid[m] == q].sum()) / 100.0 / len(ticks), int(q)))
+    cores = others.mean
     busiest = []
-    for c, q in sorted(per, reverse=True)[:3]:
+    for q, c in sorted(others.per_process.items(), key=lambda qc: (-qc[1], -qc[0]))[:3]:
         info = run.processes.get(q)
         torch = f", torch {info.torch_version}" if info is not None and info.torch_version else ""
         busiest.append(f"pid {q}{torch}: {c:.2f} cores")

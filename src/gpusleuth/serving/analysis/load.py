@@ -2,14 +2,16 @@
 
 Per level (one concurrency in closed loop, one rate in open loop): requests, answers, errors, timeouts,
 throughput (2xx answers per second of the level's span), latency percentiles of the 2xx answers, and from
-the server's telemetry when it was recorded: the accelerator's busy share and the energy per request.
+the server's telemetry when it was recorded (``serving/analysis/level_telemetry.py``): the accelerator's busy
+share, the energy per request, the server's CPU.
 
 **The knee** is the level to run the server at: the smallest level whose throughput is within 5 % of the
 best level's and — with a p95 budget — whose p95 meets it. Levels where more than 1 % of requests failed
 are not candidates (their throughput is not service). Past the knee more load only adds queueing: latency
 grows, throughput does not. ``knee_reason`` says in words why that level (or why none).
 
-Pure: reads ``run.load`` and ``run.gpu``; prices come in as ``dollars_per_second`` (bundle.py).
+Pure: reads ``run.load`` (and through ``level_telemetry`` the GPU, process and host samples); prices come in as
+``dollars_per_second`` (bundle.py).
 """
 
 from __future__ import annotations
@@ -19,16 +21,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from gpusleuth.analysis.energy import counter_energy
+from gpusleuth.serving.analysis.level_telemetry import cpu_in, gpu_in
 from gpusleuth.serving.analysis.tokens import SloLevel, TokenStats, level_slo, level_tokens
 from gpusleuth.run.model import Run, Table
 
 WITHIN_BEST = 0.05  # a level within 5 % of the best throughput counts as reaching it
 MAX_FAILED = 0.01  # more failed requests than this and a level is not a knee candidate
 GENERATOR_BUSY = 0.5  # cores of gpusleuth's own CPU in a level above which the report says so
-COUNTER_REACH_NS = 5_000_000_000  # energy-counter readings this far outside a level still bound it
-ENERGY_COUNTER = "NVML energy counter"
-POWER_INTEGRAL = "NVML power, integrated"
 
 
 def _is_num(v: Any) -> bool:
@@ -111,7 +110,7 @@ class LoadAnalysis:
     slo: dict[str, float] | None = None  # ttft_ms / itl_ms / e2e_ms budgets and the attainment target
     slo_best: int | None = None  # the highest level (rate or concurrency) that meets the SLO
     slo_reason: str | None = None
-    energy_source: str | None = None  # ENERGY_COUNTER, POWER_INTEGRAL or "mixed"; None: no GPU energy
+    energy_source: str | None = None  # level_telemetry.ENERGY_COUNTER, POWER_INTEGRAL or "mixed"; None: no GPU energy
     # an LLM load: why there is no joules per output token (one sentence), and why none per input token
     token_energy_note: str | None = None
     input_token_note: str | None = None
@@ -134,66 +133,6 @@ def _ms(lat_ns: np.ndarray, q: float) -> float | None:
     return float(np.percentile(lat_ns, q)) / 1e6 if len(lat_ns) else None
 
 
-def _gpu_in(run: Run, lo: int, hi: int) -> tuple[float | None, float | None, str | None]:
-    """Mean utilization (0..1, over devices), the GPUs' energy (J, every recorded device) within [lo, hi] and
-    where it came from: NVML's energy counter (a reset starts a new segment), else the power samples
-    integrated (a GPU without the counter), "mixed" when devices differed."""
-    g = run.gpu
-    if not len(g) or "t_ns" not in g:
-        return None, None, None
-    t = g["t_ns"].astype(np.int64)
-    inside = (t >= lo) & (t <= hi)
-    busy = None
-    if "util_gpu" in g and inside.any():
-        u = g["util_gpu"][inside].astype(np.float64)
-        u = u[np.isfinite(u)]
-        busy = float(u.mean()) / 100.0 if len(u) else None
-    devices = g["gpu"] if "gpu" in g else np.zeros(len(g), np.int64)
-    total, sources = 0.0, set()
-    for d in np.unique(devices[inside]):
-        # the counter's readings on both sides of the level (interpolated at its ends), its power inside it
-        near = (devices == d) & (t >= lo - COUNTER_REACH_NS) & (t <= hi + COUNTER_REACH_NS)
-        e = g["energy_j"][near].astype(np.float64) if "energy_j" in g else np.zeros(0)
-        if np.isfinite(e).sum() >= 2:
-            j = counter_energy(t[near][np.isfinite(e)], e[np.isfinite(e)], lo, hi)
-            if j is not None:
-                total += j
-                sources.add(ENERGY_COUNTER)
-                continue
-        m = inside & (devices == d)
-        pw = g["power_w"][m].astype(np.float64) if "power_w" in g else np.zeros(0)
-        keep = np.isfinite(pw)
-        if keep.sum() >= 2:
-            tt, pw = t[m][keep] / 1e9, pw[keep]
-            total += float(np.sum((pw[1:] + pw[:-1]) / 2 * np.diff(tt)))
-            sources.add(POWER_INTEGRAL)
-    if not sources:
-        return busy, None, None
-    return busy, total, next(iter(sources)) if len(sources) == 1 else "mixed"
-
-
-def _cpu_in(run: Run, lo: int, hi: int) -> tuple[float | None, float | None, float | None]:
-    """(server cores, busiest server process cores, host CPU share) over samples within [lo, hi]."""
-    server = top = host = None
-    p = run.procs
-    if len(p) and {"t_ns", "pid", "cpu_pct"} <= set(p.columns):
-        t = p["t_ns"].astype(np.int64)
-        cpu = p["cpu_pct"].astype(np.float64)
-        m = (t >= lo) & (t <= hi) & np.isfinite(cpu)
-        if m.any():
-            times, at = np.unique(t[m], return_inverse=True)
-            server = float(np.bincount(at, weights=cpu[m]).mean()) / 100.0
-            pids, of = np.unique(p["pid"][m], return_inverse=True)
-            top = float((np.bincount(of, weights=cpu[m]) / np.bincount(of)).max()) / 100.0
-    h = run.host
-    if len(h) and {"t_ns", "cpu_pct"} <= set(h.columns):
-        t = h["t_ns"].astype(np.int64)
-        cpu = h["cpu_pct"].astype(np.float64)
-        m = (t >= lo) & (t <= hi) & np.isfinite(cpu)
-        host = float(cpu[m].mean()) / 100.0 if m.any() else None
-    return server, top, host
-
-
 def _levels(run: Run, slo: dict[str, float] | None) -> list[LoadLevel]:
     ld = run.load
     level = ld["level"].astype(np.int64)
@@ -211,8 +150,8 @@ def _levels(run: Run, slo: dict[str, float] | None) -> list[LoadLevel]:
         span = max(hi - lo, 1) / 1e9
         lat = (end[ok] - start[ok]).astype(np.float64)
         is_open = float(ld["rate"][m][0]) > 0
-        busy, energy, _ = _gpu_in(run, lo, hi)
-        server_cpu, top_cpu, host_cpu = _cpu_in(run, lo, hi)
+        busy, energy, _ = gpu_in(run, lo, hi)
+        server_cpu, top_cpu, host_cpu = cpu_in(run, lo, hi)
         failed = m & ~ok & ~np.isin(error, ("dropped", "cancelled"))
         by: dict[str, int] = {}
         for st, err in zip(status[failed], error[failed]):
@@ -365,7 +304,7 @@ def _token_costs(run: Run, levels: list[LoadLevel], dollars_per_second: float | 
             lv.dollars_per_million_output_tokens = dollars_per_second * lv.duration_s / n * 1e6
     if not llm:
         return None, None, None
-    _, _, source = _gpu_in(run, min(lv.start_ns for lv in levels), max(lv.end_ns for lv in levels))
+    _, _, source = gpu_in(run, min(lv.start_ns for lv in levels), max(lv.end_ns for lv in levels))
     if source is None:
         why = gpu_note or "no GPU"
         return None, (f"joules per token not measured: no GPU was recorded ({why}), and a CPU-only run has no "

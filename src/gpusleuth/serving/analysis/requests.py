@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from gpusleuth.analysis import intervals as iv
+from gpusleuth.analysis.host_telemetry import cores_by_process
 from gpusleuth.serving.analysis.batch_stats import (LevelMark, batch_rows, batch_size_stats, batch_stats,
                                                     unattributed_note)
 from gpusleuth.serving.analysis.batching import BatchJoin, join_batches
@@ -253,21 +254,9 @@ def _cores(run: Run) -> int | None:
 
 
 def _server_cpu(run: Run, pids: list[int], lo: int, hi: int) -> tuple[float | None, float | None]:
-    """The server processes' CPU over [lo, hi], in cores (samples of several server processes summed)."""
-    p = run.procs
-    if not len(p) or "cpu_pct" not in p or not pids:
-        return None, None
-    t = np.asarray(p["t_ns"], dtype=np.int64)
-    m = np.isin(np.asarray(p["pid"], dtype=np.int64), pids) & (t > lo) & (t <= hi)
-    v = np.asarray(p["cpu_pct"], dtype=np.float64)[m]
-    ok = np.isfinite(v)
-    if not ok.any():
-        return None, None
-    per_t: dict[int, float] = {}
-    for ti, vi in zip(t[m][ok].tolist(), v[ok].tolist()):
-        per_t[ti] = per_t.get(ti, 0.0) + vi
-    vals = np.asarray(list(per_t.values())) / 100.0
-    return float(vals.mean()), float(np.percentile(vals, 90))
+    """The server processes' CPU over [lo, hi], in cores: mean and p90 over the sampling times."""
+    got = cores_by_process(run.procs, (lo, hi), pids) if pids else None
+    return (got.mean, got.p90) if got is not None else (None, None)
 
 
 def _gpu(run: Run, lo: int, hi: int) -> tuple[float | None, float | None]:

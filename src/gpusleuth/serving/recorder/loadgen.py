@@ -8,7 +8,8 @@ request's start before its write, a token event when its bytes came off the sock
 ended). Open-loop arrivals are constant, Poisson or gamma (``--arrivals``; gamma's ``cv`` is the spread of
 the gaps: 1 is Poisson, more is burstier), drawn from a seeded generator so a run can be repeated: the schedule
 is ``serving/recorder/arrivals.py``; the probe that waits for the server to answer (and asks an LLM server for its
-model) before the first level is ``serving/recorder/server_probe.py``.
+model) before the first level is ``serving/recorder/server_probe.py``; the plan and each request's body are
+``serving/recorder/load_plan.py``; the warm-up's summary is ``serving/recorder/warmup.py``.
 
 Every request is one row (``Run.load``: docs/run-format.md) on the wall clock, so it lines up with the
 recorder's samples and the server's own request records (the ``X-Request-Id`` header carries ``request_id``).
@@ -24,105 +25,26 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, NotRequired, TypedDict
+from typing import Callable
 
 import numpy as np
 
 from gpusleuth.run.layout import LOAD_TABLE, RunDir
-from gpusleuth.run.meta import JsonObject
 from gpusleuth.serving.recorder.arrivals import arrival_offsets
-from gpusleuth.serving.recorder.time_limit import time_limit
-from gpusleuth.serving.recorder.http_client import Connection, ProtocolError, ServerTarget, parse_target, safe_url, why_failed
+from gpusleuth.serving.recorder.http_client import Connection, ProtocolError, why_failed
+from gpusleuth.serving.recorder.load_plan import LoadPlan, RequestBodies
+from gpusleuth.serving.recorder.openai_api import OpenAIAnswer
 from gpusleuth.serving.recorder.request_watch import request_watch
-from gpusleuth.serving.recorder.openai_api import OpenAIAnswer, request_body
-from gpusleuth.serving.recorder.prompts import Lengths, Prompt, PromptSource, shared_prefix
 from gpusleuth.serving.recorder.server_probe import discover_model, wait_ready
+from gpusleuth.serving.recorder.time_limit import time_limit
+from gpusleuth.serving.recorder.warmup import WarmupSummary, warmup_note, warmup_summary
 
-MODES = ("closed", "open")
-APIS = ("http", "chat", "completions")
 # error codes of a row: "" answered 2xx (and, for an LLM endpoint, a usable answer); "http" non-2xx;
 # "connect" refused/reset/closed without an answer; "protocol" not HTTP/1.x (a bad status line or framing);
 # "timeout" no complete answer within timeout_s; "dropped" open loop, not sent (max_inflight outstanding);
 # "api" a 2xx that is not an OpenAI answer; "stream" a malformed or error event, or a stream cut short;
 # "cancelled" sent, then abandoned unanswered when the load was stopped (Ctrl-C, the server died)
 ERRORS = ("", "timeout", "connect", "http", "dropped", "protocol", "api", "stream", "cancelled")
-
-
-@dataclass
-class LoadPlan:
-    url: str
-    mode: str  # "closed" (levels are concurrencies) or "open" (levels are rates, requests/s)
-    levels: list[float]
-    duration_s: float = 10.0
-    requests: int | None = None  # per level, at most
-    timeout_s: float = 10.0
-    method: str = "GET"
-    headers: list[tuple[str, str]] = field(default_factory=list)
-    bodies: list[bytes] = field(default_factory=lambda: [b""])
-    max_inflight: int = 1024  # open loop: outstanding requests before new ones are dropped
-    pause_s: float = 0.2  # between levels, so one level's queue does not spill into the next
-    p95_budget_ms: float | None = None
-    insecure: bool = False  # https: do not check the certificate
-    arrivals: str = "constant"  # open loop: "constant", "poisson", "gamma"
-    cv: float = 1.0  # gamma: the coefficient of variation of the gaps between arrivals
-    seed: int = 0
-    api: str = "http"  # "http" (bodies as given), "chat" / "completions" (OpenAI-compatible, from prompts)
-    prompts: list[Prompt] = field(default_factory=list)  # a dataset's, sent in order once each across the run
-    # synthetic prompts instead, drawn fresh for every request: (input lengths, output lengths or None)
-    synthetic: tuple[Lengths, Lengths | None] | None = None
-    shared_prefix: int = 0  # words every prompt starts with, shared on purpose (an engine's prefix cache)
-    model: str | None = None
-    stream: bool = True
-    extra_body: JsonObject = field(default_factory=dict)  # merged into every OpenAI request body (the user's JSON)
-    slo: dict[str, float] = field(default_factory=dict)  # ttft_ms, itl_ms, e2e_ms, attainment (0..1)
-    notes: list[str] = field(default_factory=list)  # said before the first level (dataset lines skipped)
-    # requests sent together once the server is ready, before the first level and in no level: a cold engine's
-    # start (compiling, a batch manager's first batch, lazy loading) is not measured as the first level's latency
-    warmup: int = 0
-    # the stall watch's threshold (--stall-after): "auto", "off" or seconds; None: $GPUSLEUTH_LOAD_STALL_AFTER
-    stall_after: str | None = None
-
-    def target(self) -> ServerTarget:
-        return parse_target(self.url, self.method, self.headers, verify=not self.insecure)
-
-    def to_meta(self) -> dict:
-        """What ``meta["load"]`` keeps: the parameters, with the URL's credentials and query stripped."""
-        return {"url": safe_url(self.url), "mode": self.mode, "method": self.method, "levels": self.levels,
-                "duration_s": self.duration_s, "requests_per_level": self.requests, "timeout_s": self.timeout_s,
-                "p95_budget_ms": self.p95_budget_ms, "bodies": len(self.bodies),
-                "max_inflight": self.max_inflight if self.mode == "open" else None, "insecure": self.insecure,
-                "arrivals": self.arrivals if self.mode == "open" else None,
-                "cv": self.cv if self.mode == "open" and self.arrivals == "gamma" else None, "seed": self.seed,
-                "api": self.api, "model": self.model, "stream": self.stream if self.api != "http" else None,
-                "prompts": len(self.prompts) if self.api != "http" and self.synthetic is None else None,
-                "synthetic_prompts": self.synthetic is not None if self.api != "http" else None,
-                "shared_prefix_tokens": self.shared_prefix if self.api != "http" else None, "slo": dict(self.slo) or None,
-                "warmup_requests": self.warmup}
-
-
-class RequestBodies:
-    """Each request's (body, prompt index), in order over the whole run: one per run, shared by all its levels.
-    Plain HTTP: the bodies round robin (prompt index -1). An LLM endpoint: the next prompt of the run's
-    ``PromptSource`` — a fresh synthetic prompt per request, or a dataset's next line — built into a request
-    with the plan's model as it is when sent (it may be discovered after the plan was made)."""
-
-    def __init__(self, plan: LoadPlan):
-        self.plan = plan
-        self._http = itertools.cycle(plan.bodies or [b""])
-        self.source: PromptSource | None = None
-        if plan.api != "http":
-            lengths = plan.synthetic if plan.synthetic is not None or plan.prompts else (Lengths(128), Lengths(128))
-            self.source = PromptSource(plan.prompts, lengths, plan.seed, shared_prefix(plan.shared_prefix, plan.seed))
-
-    def __iter__(self) -> "RequestBodies":
-        return self
-
-    def __next__(self) -> tuple[bytes, int]:
-        if self.source is None:
-            return next(self._http), -1
-        p = self.plan
-        pr, i = self.source.next()
-        return request_body(p.api, pr.payload(), pr.max_tokens, p.model, p.stream, p.extra_body), i
 
 
 COLUMNS = ("level", "concurrency", "rate", "start_ns", "end_ns", "status", "error", "lag_ns", "request_id",
@@ -449,47 +371,6 @@ def run_plan(plan: LoadPlan, cancel: threading.Event | None = None, ready_timeou
 
     asyncio.run(main())
     return LoadResult(gen.rows.arrays(), start, time.time_ns(), gen.notes, not_ready, gen.cpu_cores, gen.warmup)
-
-
-class WarmupSummary(TypedDict):
-    """The warm-up requests (``meta.json``'s ``load.warmup``): latencies and first tokens in ms, by request."""
-
-    requests: int
-    ok: int
-    failed: dict[str, int]  # by cause: an HTTP status, or what failed
-    latency_ms: list[float]
-    ttft_ms: list[float]
-    start_ns: NotRequired[int]
-    end_ns: NotRequired[int]
-
-
-def warmup_summary(c: dict[str, np.ndarray]) -> WarmupSummary:
-    """The warm-up requests: how many, answered, failed by cause, their latencies and first tokens (ms)."""
-    ok = c["error"] == ""
-    lat = (c["end_ns"] - c["start_ns"]) / 1e6
-    ttft = np.where(c["first_token_ns"] >= 0, (c["first_token_ns"] - c["start_ns"]) / 1e6, np.nan)
-    failed: dict[str, int] = {}
-    for e, st in zip(c["error"][~ok].tolist(), c["status"][~ok].tolist()):
-        key = str(st) if e == "http" else str(e)
-        failed[key] = failed.get(key, 0) + 1
-    return {"requests": int(len(ok)), "ok": int(ok.sum()), "failed": failed,
-            "latency_ms": [round(float(v), 3) for v in np.sort(lat[ok])],
-            "ttft_ms": [round(float(v), 3) for v in np.sort(ttft[ok & np.isfinite(ttft)])]}
-
-
-def warmup_note(w: WarmupSummary) -> str:
-    """One sentence about the warm-up, apart from every level's numbers."""
-    text = (f"warm-up: {w['requests']} request(s) sent together before the first level and counted in no level: "
-            f"{w['ok']} answered")
-    if w["latency_ms"]:
-        lat = w["latency_ms"]
-        text += f" in {lat[0]:,.1f}–{lat[-1]:,.1f} ms" if len(lat) > 1 else f" in {lat[0]:,.1f} ms"
-    if w["ttft_ms"]:
-        t = w["ttft_ms"]
-        text += f" (first token {t[0]:,.1f}–{t[-1]:,.1f} ms)" if len(t) > 1 else f" (first token {t[0]:,.1f} ms)"
-    if w["failed"]:
-        text += "; failed: " + ", ".join(f"{k}×{v}" for k, v in sorted(w["failed"].items()))
-    return text + " (--no-warmup skips it)"
 
 
 class LoadThread:
