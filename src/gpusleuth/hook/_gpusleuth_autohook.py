@@ -139,7 +139,8 @@ SERVER_MODULES = ("socketserver", "http.server", "wsgiref.handlers", "flask.app"
                   "uvicorn.protocols.http.h11_impl", "uvicorn.protocols.http.httptools_impl", "uvicorn.server", "queue",
                   "asyncio.queues", "multiprocessing.queues", "multiprocessing.connection", "multiprocessing.managers",
                   "litserve.loops.base", "ray.serve._private.replica", "ray.serve.batching",
-                  "bentoml._internal.marshal.dispatcher")
+                  "bentoml._internal.marshal.dispatcher",
+                  "transformers.generation.continuous_batching.continuous_api")
 # Where a job says that ranks share a batch (tensor and pipeline parallelism): patched right after import
 # (_gpusleuth_dist).
 PARALLEL_MODULES = ("torch.distributed.tensor.parallel", "torch.distributed.pipelining.schedules")

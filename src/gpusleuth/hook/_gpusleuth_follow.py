@@ -31,6 +31,7 @@ import os
 import re
 import sys
 import threading
+import time
 
 from _gpusleuth_request import _REQ, _arm, _disarm, _error, _now, _start_flusher, _FLUSHER, begin, end
 
@@ -364,6 +365,53 @@ def _patch_bentoml_dispatcher(mod):
     cls.inbound_call, cls.outbound_call = inbound_call, outbound_call
 
 
+def _patch_transformers_cb(mod):
+    """``transformers``' continuous batching (``transformers serve --continuous-batching``, ``generate_batch``): a
+    request's ``add_request`` puts a ``RequestState`` on the manager's ``queue.Queue``; the manager's thread drains
+    that queue into its scheduler at *every* step, whether or not the state gets room in a batch, and then runs one
+    forward per step for the states the scheduler chose. The drain is no take: a state can wait in the scheduler
+    for many steps (no KV-cache blocks left, the token budget spent) while the forwards of others run. Followed by
+    the engine's own ``request_id`` instead: the hand-off names it, and each step's forward names the states in its
+    batch, each with the moment the engine's scheduler took it out of PENDING (its ``lifespan[0]``, on
+    ``perf_counter``: converted to the hook's wall clock)."""
+    manager, processor = mod.ContinuousBatchingManager, mod.ContinuousBatchProcessor
+    real_add, real_step = manager.add_request, processor._generation_step
+    offset = _now() - time.perf_counter_ns()
+
+    @functools.wraps(real_add)
+    def add_request(self, *args, **kwargs):
+        rid = real_add(self, *args, **kwargs)
+        req = _REQ.get()
+        if rid is not None and req is not None and not req.closed:
+            try:
+                req.key = _clean(rid)
+            except BaseException as exc:
+                _error("transformers_cb_in", exc)
+        return rid
+
+    @functools.wraps(real_step)
+    def _generation_step(self, *args, **kwargs):
+        token = None
+        try:
+            keys = []
+            for fs in getattr(self.inputs_and_outputs, "requests_in_batch", None) or ():
+                st = getattr(fs, "state", None)
+                rid = getattr(st, "request_id", None)
+                began = (getattr(st, "lifespan", None) or (-1,))[0]
+                taken = int(began * 1e9) + offset if isinstance(began, float) and began > 0 else -1
+                keys.append((_clean(rid), taken) if isinstance(rid, str) and rid else (NO_KEY, -1))
+            token = _BATCH.set(tuple(keys))
+        except BaseException as exc:
+            _error("transformers_cb_step", exc)
+        try:
+            return real_step(self, *args, **kwargs)
+        finally:
+            if token is not None:
+                _BATCH.reset(token)
+
+    manager.add_request, processor._generation_step = add_request, _generation_step
+
+
 # module → its patch, applied by _gpusleuth_serve.patch as the module is imported
 FOLLOW_PATCHES = {
     "multiprocessing.queues": _patch_mp_queues,
@@ -373,5 +421,6 @@ FOLLOW_PATCHES = {
     "ray.serve._private.replica": _patch_ray_replica,
     "ray.serve.batching": _patch_ray_batching,
     "bentoml._internal.marshal.dispatcher": _patch_bentoml_dispatcher,
+    "transformers.generation.continuous_batching.continuous_api": _patch_transformers_cb,
 }
 

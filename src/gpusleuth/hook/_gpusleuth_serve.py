@@ -348,7 +348,8 @@ PATCHES = {
 }
 # _gpusleuth_follow: requests followed elsewhere (other processes, in-process batchers it cannot see otherwise)
 FOLLOWED = ("multiprocessing.queues", "multiprocessing.connection", "multiprocessing.managers", "litserve.loops.base",
-            "ray.serve._private.replica", "ray.serve.batching", "bentoml._internal.marshal.dispatcher")
+            "ray.serve._private.replica", "ray.serve.batching", "bentoml._internal.marshal.dispatcher",
+            "transformers.generation.continuous_batching.continuous_api")
 
 
 def patch(name, module):

@@ -10,7 +10,9 @@ happened to run inside its time window: a batch's size is what it took.
 ``follow_note`` is the sentence for the requests that could not be followed, with the count and the reason;
 ``elsewhere_note`` the one for a server whose requests ran no model and handed their work over by nothing the
 hook sees (a socket, shared memory) while another of its processes worked: silence there read as "no rule had
-the data".
+the data". ``native_note`` the one for a server that ``gpusleuth load`` started and loaded but in which the hook saw
+no request at all: its HTTP and its scheduler are native code (llama.cpp's C++ server, in ``llama-server`` or a
+Python wheel that embeds it), where a request's wait for a slot has no Python to be followed in.
 """
 
 from __future__ import annotations
@@ -140,4 +142,56 @@ def elsewhere_note(run: Run, requests: Table) -> str | None:
             "a pipe of the server's own) — their wait and forward are not attributed")
 
 
-__all__ = ["ELSEWHERE_CORES", "NO_KEY", "elsewhere_note", "follow_note", "forward_keys", "request_follow_keys"]
+# the engine its /metrics named (serving/sources/engine_metrics.py) → what answers its HTTP and schedules its requests
+NATIVE_ENGINES = {"llamacpp": "llama.cpp's: its C++ server (llama-server, or a wheel such as xllamacpp that embeds "
+                              "it) answers HTTP and queues requests for its slots in native threads that no Python hook "
+                              "runs in"}
+
+
+def native_note(run: Run) -> str | None:
+    """One sentence for a server that ``gpusleuth load`` started (the run's command) and got answers from, in which the
+    hook recorded no request in any process: the count per level, what answered them (the engine its ``/metrics``
+    named, else the general reasons) and its processes' CPU meanwhile. None when the load had no answer, the server
+    was not started by gpusleuth (``gpusleuth load URL`` alone records no server), or the hook saw requests."""
+    load = run.load
+    if len(run.requests) or not len(load) or not run.meta.get("command") or \
+            not {"level", "status", "start_ns", "end_ns"} <= set(load.columns):
+        return None
+    level = np.asarray(load["level"], dtype=np.int64)
+    status = np.asarray(load["status"], dtype=np.int64)
+    ok = (level >= 0) & (status >= 200) & (status < 400)
+    if not ok.any():
+        return None
+    per = []
+    for k in np.unique(level[ok]).tolist():
+        m = ok & (level == k)
+        conc = np.asarray(load["concurrency"], dtype=np.int64)[m] if "concurrency" in load else np.zeros(1, np.int64)
+        rate = np.asarray(load["rate"], dtype=np.float64)[m] if "rate" in load else np.zeros(1)
+        name = f"concurrency {int(conc[0])}" if conc[0] > 0 else f"{float(rate[0]):g}/s"
+        per.append(f"{name}: {int(m.sum()):,}")
+    engines = sorted({s.engine for s in run.engine})
+    what = NATIVE_ENGINES.get(engines[0]) if len(engines) == 1 else None
+    if what is not None:
+        reason = f"its /metrics are {what}"
+    else:
+        reason = ("what answered them is not a server the hook follows (http.server, WSGI, Flask, Starlette, uvicorn, "
+                  "Ray Serve, LitServe, BentoML, transformers' continuous batching): native code such as llama.cpp's "
+                  "C++ server, or a process started outside this job")
+    cores = ""
+    p = run.procs
+    if len(p) and {"t_ns", "cpu_pct"} <= set(p.columns):
+        lo = int(np.asarray(load["start_ns"], dtype=np.int64)[ok].min())
+        hi = int(np.asarray(load["end_ns"], dtype=np.int64)[ok].max())
+        t = np.asarray(p["t_ns"], dtype=np.int64)
+        cpu = np.asarray(p["cpu_pct"], dtype=np.float64)
+        m = (t > lo) & (t <= hi) & np.isfinite(cpu)
+        ticks = np.unique(t[m])
+        if len(ticks) >= 2:
+            cores = f", while its processes used {float(cpu[m].sum()) / 100.0 / len(ticks):.2f} cores"
+    n = int(ok.sum())
+    return (f"{n:,} of {n:,} requests the server answered ({', '.join(per)}) were seen by no Python request handler in "
+            f"it{cores}: {reason} — their wait for a slot or a batch and their forward are not attributed")
+
+
+__all__ = ["ELSEWHERE_CORES", "NATIVE_ENGINES", "NO_KEY", "elsewhere_note", "follow_note", "forward_keys",
+           "native_note", "request_follow_keys"]

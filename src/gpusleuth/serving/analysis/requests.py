@@ -32,7 +32,7 @@ from gpusleuth.analysis.host_telemetry import cores_by_process
 from gpusleuth.serving.analysis.batch_stats import (LevelMark, batch_rows, batch_size_stats, batch_stats,
                                                     unattributed_note)
 from gpusleuth.serving.analysis.batching import BatchJoin, join_batches
-from gpusleuth.serving.analysis.follow import elsewhere_note, follow_note
+from gpusleuth.serving.analysis.follow import elsewhere_note, follow_note, native_note
 from gpusleuth.serving.analysis.load import LoadLevel
 from gpusleuth.serving.analysis.outside_server import fill_outside
 from gpusleuth.serving.analysis.request_model import RequestAnalysis, RequestLevel, StageStats
@@ -43,7 +43,8 @@ PARTS = ("pre", "wait", "infer", "post")  # wait: for a batch (batching servers;
 def analyze_requests(run: Run) -> RequestAnalysis | None:
     r = _without_warmup(run)
     if not len(r) or "forwards" not in r:
-        return None
+        note = native_note(run)  # a server gpusleuth loaded whose requests no hook saw: said, not left silent
+        return None if note is None else _nothing(run, note)
     fwd = np.asarray(r["forwards"], dtype=np.int64) > 0
     kinds: dict[str, int] = {}
     for k in r["kind"].tolist():
@@ -74,12 +75,7 @@ def analyze_requests(run: Run) -> RequestAnalysis | None:
         note = _failed_join_note(no_forward, len(run.batches), exc)
     n = len(rows["start_ns"])
     if not n:
-        return RequestAnalysis(count=0, no_forward=len(r), kinds=kinds, pids=[], span_s=0.0, busy_s=0.0,
-                               service_s=0.0, rps=0.0, in_flight=0.0, shares={}, parts={}, stages=[],
-                               queue_measured=0, queue_p95_share=None, latency_p50_ms=0.0, latency_p95_ms=0.0,
-                               forwards_per_request=0.0, batch_p50=None, server_cores=None,
-                               server_cores_p90=None, logical_cores=_cores(run), gpu_busy=None,
-                               gpu_mem_share=None, note=note)
+        return _nothing(run, note, no_forward=len(r), kinds=kinds)
     start, end = rows["start_ns"], rows["end_ns"]
     lo, hi = int(start.min()), int(end.max())
     us, ue = iv.union(start, end)
@@ -106,6 +102,15 @@ def analyze_requests(run: Run) -> RequestAnalysis | None:
         gpu_mem_share=mem, alone_requests=int(alone.sum()), alone_shares=alone_shares, _rows=rows,
         batching=batching, note=note, _batches=batches,
     )
+
+
+def _nothing(run: Run, note: str | None, no_forward: int = 0, kinds: dict[str, int] | None = None) -> RequestAnalysis:
+    """No request with a model forward to split: the count of those without one, and why (``note``)."""
+    return RequestAnalysis(count=0, no_forward=no_forward, kinds=kinds or {}, pids=[], span_s=0.0, busy_s=0.0,
+                           service_s=0.0, rps=0.0, in_flight=0.0, shares={}, parts={}, stages=[], queue_measured=0,
+                           queue_p95_share=None, latency_p50_ms=0.0, latency_p95_ms=0.0, forwards_per_request=0.0,
+                           batch_p50=None, server_cores=None, server_cores_p90=None, logical_cores=_cores(run),
+                           gpu_busy=None, gpu_mem_share=None, note=note)
 
 
 # a joined request's columns besides the ones every request has: -1 (unmeasured) on the requests that ran their own
