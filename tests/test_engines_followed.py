@@ -192,6 +192,7 @@ def _not_followed_said(rep: dict, want: list[str]) -> None:
         name = f"concurrency {lv['concurrency']}" if lv.get("concurrency") else f"{lv['rate']:g}/s"
         assert f"{name}: {lv['ok']:,}" in note, (name, lv["ok"], note)
     assert "llama.cpp" in note and "not attributed" in note, note
+    assert note in rep["losses"]  # the terminal's "Data losses and salvage" says it too
     # nothing read from the requests it could not follow: no wait for a batch, no lock, no batch to start
     causes = {f["cause"] for f in rep["findings"]}
     assert not causes & (NOT_THIS_PATTERN | {"serving.batch_wait"}), causes

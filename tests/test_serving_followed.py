@@ -19,7 +19,8 @@ from test_serving import SERVERS, _env
 
 from gpusleuth.analysis.host_telemetry import server_cpu
 from gpusleuth.serving.analysis.batching import join_batches
-from gpusleuth.serving.analysis.follow import elsewhere_note, follow_note
+from gpusleuth.serving.analysis.follow import elsewhere_note, follow_note, native_note
+from gpusleuth.serving.run.engine_samples import EngineSample
 from gpusleuth.run.model import ProcessInfo, Run, Table
 
 MAX_BATCH = 8
@@ -285,6 +286,41 @@ def test_requests_whose_model_ran_in_a_process_reached_by_a_socket_are_one_sente
     own = _requests(["", "", ""], [-1, -1, -1])
     own["forwards"][:] = 1
     assert elsewhere_note(Run(meta={}, requests=own, procs=busy.procs), own) is None
+
+
+def _answered(levels: list[tuple[int, int, float, int]]) -> Table:
+    """``gpusleuth load``'s rows: (level, concurrency, rate, status) each, 10 ms apart from t=1000 ns."""
+    n = len(levels)
+    start = np.arange(n, dtype=np.int64) * 10_000_000 + 1000
+    return Table({"level": np.asarray([r[0] for r in levels], np.int64),
+                  "concurrency": np.asarray([r[1] for r in levels], np.int64),
+                  "rate": np.asarray([r[2] for r in levels], np.float64), "start_ns": start, "end_ns": start + 5_000_000,
+                  "status": np.asarray([r[3] for r in levels], np.int64)})
+
+
+def test_a_loaded_server_whose_requests_no_hook_saw_is_one_sentence_with_the_count_per_level():
+    """llama.cpp's C++ server (xllamacpp) answers in native threads: the hook records no request at all. The
+    sentence counts what the server answered per level (warm-up rows, level -1, and errors left out), names the
+    engine its /metrics named, and its processes' CPU; without the engine it gives the general reasons. Nothing is
+    said when the hook saw requests, when gpusleuth started no server (``gpusleuth load URL`` alone), or when
+    nothing was answered."""
+    load = _answered([(-1, 0, 0.0, 200)] + [(0, 1, 0.0, 200)] * 3 + [(1, 16, 0.0, 200)] * 5 + [(1, 16, 0.0, 503)])
+    ticks = [t * 10_000_000 for t in range(1, 10)]
+    procs = _procs([(t, 7, 80.0) for t in ticks])
+    llama = [EngineSample(t_ns=0, engine="llamacpp"), EngineSample(t_ns=ticks[-1], engine="llamacpp")]
+    run = Run(meta={"command": ["python", "llama_server.py"]}, load=load, procs=procs, engine=llama)
+    note = native_note(run)
+    assert note is not None and note.startswith("8 of 8 requests the server answered (concurrency 1: 3, "
+                                                "concurrency 16: 5)"), note
+    assert "0.80 cores" in note and "llama.cpp's" in note and note.endswith("are not attributed"), note
+    general = native_note(Run(meta={"command": ["./server"]}, load=load, procs=procs))
+    assert general is not None and "native code such as llama.cpp's" in general, general
+    rated = native_note(Run(meta={"command": ["./server"]}, load=_answered([(0, 0, 20.0, 200)] * 4)))
+    assert rated is not None and rated.startswith("4 of 4 requests the server answered (20/s: 4)"), rated
+    assert native_note(Run(meta={}, load=load, procs=procs, engine=llama)) is None  # no server started
+    assert native_note(Run(meta={"command": ["x"]}, load=_answered([(0, 1, 0.0, 503)] * 3))) is None
+    seen = Run(meta={"command": ["x"]}, load=load, requests=_requests(["", ""], [-1, -1]))
+    assert native_note(seen) is None
 
 
 @pytest.mark.process

@@ -394,7 +394,11 @@ def _patch_transformers_cb(mod):
         token = None
         try:
             keys = []
-            for fs in getattr(self.inputs_and_outputs, "requests_in_batch", None) or ():
+            io = self.inputs_and_outputs
+            pairs = getattr(io, "io_pairs", None)  # async batching (CUDA streams): the pair this step runs
+            if pairs:
+                io = getattr(pairs[io.current_pair], "host_io", io)
+            for fs in getattr(io, "requests_in_batch", None) or ():
                 st = getattr(fs, "state", None)
                 rid = getattr(st, "request_id", None)
                 began = (getattr(st, "lifespan", None) or (-1,))[0]

@@ -21,7 +21,8 @@ def report_from(a: RunAnalysis) -> Report:
     return Report(
         run=a.info, outcomes=a.outcomes, gpus=a.gpus, gpu_note=a.gpu_note, host=a.host,
         findings=findings, not_evaluated=missing, losses=a.losses, ranks=a.traces, headline=a.headline,
-        display=a.display, missing_summary=group_missing(missing), comm=a.comm,
-        serving=serving_section(a.load, a.requests.note if a.requests is not None else None), requests=a.requests, gpu_scope=a.gpu_scope,
+        display=a.display,
+        missing_summary=group_missing(missing), comm=a.comm, serving=serving_section(a.load),
+        requests=a.requests, gpu_scope=a.gpu_scope,
         engine=a.engine, not_applicable=inapplicable, not_applicable_why=why,
     )

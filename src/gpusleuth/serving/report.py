@@ -81,9 +81,7 @@ class ServingSection:
         return {**self.load.to_dict(), "outcomes": asdict(self.outcomes)}
 
 
-def serving_section(load: LoadAnalysis | None, request_note: str | None = None) -> ServingSection | None:
-    """The load's section; ``request_note`` (the server's requests that could not be attributed, and why:
-    ``RequestAnalysis.note``) is said with the load's own notes, where the terminal prints them."""
+def serving_section(load: LoadAnalysis | None) -> ServingSection | None:
     if load is None or not load.levels:
         return None
     i = load.at if load.at is not None else 0
@@ -109,5 +107,4 @@ def serving_section(load: LoadAnalysis | None, request_note: str | None = None) 
                        output_tokens_per_s=[lv.tokens.output_tokens_per_s if lv.tokens else 0.0 for lv in levels],
                        goodput_rps=[lv.slo.goodput_rps if lv.slo else None for lv in levels],
                        attainment=[lv.slo.attainment if lv.slo else None for lv in levels], slo_best=load.slo_best)
-    notes = list(load.notes) + ([request_note] if request_note else [])
-    return ServingSection(load=load, outcomes=outcomes, chart=chart, notes=notes, llm=llm)
+    return ServingSection(load=load, outcomes=outcomes, chart=chart, notes=list(load.notes), llm=llm)
