@@ -238,6 +238,20 @@ def test_identity_join_ties_requests_to_the_forwards_that_name_them_in_another_p
     assert follow_note(req, j.index, fwd) is None
 
 
+def test_an_engine_step_followed_by_identity_still_counts_what_a_prompt_waited_behind():
+    """transformers' continuous batching names its requests on every step, in the process that opened them: a
+    prompt that waited while the engine ran another sequence's decode alone (a slot free: the most it ran together
+    is 2) waited behind decode — read from the named steps too, not only from steps joined by time."""
+    a, b = "aaaa-1111-x", "bbbb-2222-y"
+    req = _requests([a, b], [1100, 2100])
+    fwd = _forwards([(10, 1150, 1200, f"{a}/1150"), (10, 2150, 2200, f"{a}/1150"),
+                     (10, 2300, 2350, f"{a}/1150,{b}/2250"), (10, 2400, 2450, f"{a}/1150,{b}/2250")])
+    j = join_batches(req, fwd)
+    assert j is not None and j.index.tolist() == [0, 1] and j.members.tolist() == [1, 1, 2, 2]
+    assert j.parts["behind_ns"].tolist() == [0, 50] and j.parts["behind_steps"].tolist() == [0, 1]
+    assert j.parts["wait_ns"].tolist() == [50, 200] and j.parts["queued_ns"].tolist() == [50, 150]
+
+
 def test_requests_that_cannot_be_followed_are_one_sentence_with_count_and_reason():
     """A request whose work carried no id (``?``), one whose id no forward named, and the case with no forward
     recorded anywhere (a worker without the hook): one sentence each time, never silence."""

@@ -78,11 +78,13 @@ def join_batches(requests: Table, batches: Table) -> BatchJoin | None:
     # whatever process it ran; the time windows below are for the forwards that name none
     by_key, taken, keyed = forward_keys(batches)
     fkeys = request_follow_keys(requests)
-    by_pid: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    by_pid: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # the forwards that name no request, to join by time
+    every: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # all of a process's forwards: what a request waited behind
     for p in np.unique(b_pid).tolist():
-        idx = np.flatnonzero((b_pid == p) & ~keyed)
-        idx = idx[np.argsort(b_s[idx], kind="stable")]
-        by_pid[p] = (idx, b_s[idx])
+        for table, mask in ((by_pid, (b_pid == p) & ~keyed), (every, b_pid == p)):
+            idx = np.flatnonzero(mask)
+            idx = idx[np.argsort(b_s[idx], kind="stable")]
+            table[p] = (idx, b_s[idx])
 
     def inside(p: int, lo: int, hi: int) -> np.ndarray:
         if p not in by_pid:
@@ -151,7 +153,7 @@ def join_batches(requests: Table, batches: Table) -> BatchJoin | None:
         out["forwards"][j] = len(cand)
         out["batch"][j] = int(members[cand[0]])
         out["model_ns"][j] = int(b_e[cand[-1]]) - first  # its first forward's start → its last one's end
-        out["behind_ns"][j], out["behind_steps"][j] = _behind(by_pid.get(int(pid[i])), b_s, dur, members, firsts,
+        out["behind_ns"][j], out["behind_steps"][j] = _behind(every.get(int(pid[i])), b_s, dur, members, firsts,
                                                               full, int(handoff[i]), first)
     index = np.asarray([i for i, _ in joined], dtype=np.int64)
     return BatchJoin(index=index, parts=out, members=members, unattributed=unattributed, outside=len(batches))
