@@ -13,7 +13,10 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from typing import Any, Callable, Iterable, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
+
+if TYPE_CHECKING:  # typing.Self is Python 3.11's; the package runs on 3.10 too
+    from typing_extensions import Self
 
 _HOOK = "_gpusleuth_autohook"
 T = TypeVar("T")
