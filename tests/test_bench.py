@@ -92,6 +92,17 @@ def test_a_failing_batch_size_is_a_row_not_the_end():
     assert res.knee.value in (1, 2)
 
 
+def test_a_benchmark_without_a_timed_call_is_refused_before_it_runs():
+    """The API's ``min_calls=0`` (the CLI already refuses it) let a batch size end with no timed call and no
+    error: its row had no throughput and no latency, and the progress line formatted them (``None:,.1f``), a
+    TypeError after the warm-up had run. Now refused up front, as the CLI does."""
+    calls = []
+    for kwargs in ({"min_calls": 0}, {"min_calls": 5, "max_calls": 2}):
+        with pytest.raises(ValueError, match="min_calls"):
+            bench(calls.append, [1], warmup=1, seconds=0.0, progress=lambda _line: None, **kwargs)
+    assert calls == []  # nothing ran
+
+
 @pytest.mark.slow
 def test_cli_bench_module_factory(tmp_path):
     (tmp_path / "serving.py").write_text(textwrap.dedent("""

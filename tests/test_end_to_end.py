@@ -199,3 +199,12 @@ def test_demo_rounds_that_are_not_a_count_get_a_sentence(tmp_path, value):
     assert res.returncode == 2, res.stderr
     assert "GPUSLEUTH_DEMO_ROUNDS must be a whole number" in res.stderr and repr(value) in res.stderr
     assert "Traceback" not in res.stderr and not (tmp_path / "planted").exists()
+
+
+def test_demo_steps_that_are_not_a_count_get_a_sentence(tmp_path):
+    """``demo --steps 0`` recorded a planted job that trained nothing and died on its last line (no loss to
+    print), then said "the demo job (planted) failed". The count is refused before anything is recorded."""
+    res = gpusleuth("demo", "--steps", "0", "--out", tmp_path, env={"GPUSLEUTH_DEMO_ROUNDS": "1"}, timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert "--steps: must be 1 or more" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "planted").exists()

@@ -90,7 +90,7 @@ def test_in_process_sweep_ranks_reports_noise_and_survives_a_failure():
 
 def _fake_sweep(throughputs: dict[str, float], findings: list[dict]):
     from gpusleuth.experiments.measure import Measurement
-    from gpusleuth.experiments.runner import Attempt, ConfigResult, SweepResult
+    from gpusleuth.experiments.sweep_result import Attempt, ConfigResult, SweepResult
 
     configs = []
     for i, (label, tp) in enumerate(throughputs.items()):

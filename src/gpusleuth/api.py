@@ -13,7 +13,10 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from typing import Any, Callable, Iterable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
+
+if TYPE_CHECKING:  # typing.Self is Python 3.11's; the package runs on 3.10 too
+    from typing_extensions import Self
 
 _HOOK = "_gpusleuth_autohook"
 T = TypeVar("T")
@@ -49,7 +52,7 @@ class _Span:
         self.name = str(name)
         self._tokens: list = []
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         h = _hook()
         begin = getattr(h, self._begin, None) if h is not None else None
         # a stack, so one object can be entered again while open (recursion through a decorator)

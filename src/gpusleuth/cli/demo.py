@@ -29,7 +29,10 @@ def add_parser(sub: Subparsers) -> None:
         ),
     )
     p.add_argument("--out", type=Path, default=None, help="keep the two run directories here (default: a temp dir)")
-    p.add_argument("--steps", type=int, default=120, help="training steps per run (default 120)")
+    from gpusleuth.cli.options import _positive_int
+
+    # 0 steps recorded a job that trained nothing and crashed on its last line (no loss to print)
+    p.add_argument("--steps", type=_positive_int, default=120, help="training steps per run (default 120)")
     p.set_defaults(func=demo_command)
 
 

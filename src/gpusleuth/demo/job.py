@@ -25,8 +25,10 @@ import json
 import os
 import sys
 import time
+from typing import Any, Callable
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
@@ -35,19 +37,23 @@ WORKER_SHARE = 0.6  # a fixed-run worker's batch transform, as a share of the tr
 MAX_ROUNDS = 256
 DEFAULT_ROUNDS = 16  # without calibration (the job run on its own, tests that want a set cost)
 
+#: the training step's loss tensor: Any because torch leaves ``Tensor.backward`` untyped (and a module's
+#: ``__call__`` returns Any), so a loss typed ``torch.Tensor`` could not be backpropagated under the strict check
+Loss = Any
 
-class SyntheticImages(Dataset):
+
+class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
     """64×64 "images" with a deliberately expensive per-sample augmentation (blur + normalize)."""
 
     def __init__(self, n: int, rounds: int):
         self.n, self.rounds = n, rounds
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.n
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         rng = np.random.default_rng(i)
-        img = rng.standard_normal((64, 64)).astype(np.float32)
+        img: npt.NDArray[np.floating[Any]] = rng.standard_normal((64, 64)).astype(np.float32)
         for _ in range(self.rounds):  # the costly transform: repeated separable blur
             img = (np.roll(img, 1, 0) + img + np.roll(img, -1, 0)) / 3
             img = (np.roll(img, 1, 1) + img + np.roll(img, -1, 1)) / 3
@@ -60,29 +66,32 @@ def fixed_workers() -> int:
     return max(1, (os.cpu_count() or 2) - 1)
 
 
-def _model(device):
+def _model(device: torch.device) -> tuple[nn.Sequential, torch.optim.SGD, nn.CrossEntropyLoss]:
     model = nn.Sequential(nn.Linear(4096, 2048), nn.ReLU(), nn.Linear(2048, 256), nn.ReLU(), nn.Linear(256, 10))
     model = model.to(device)
     return model, torch.optim.SGD(model.parameters(), lr=0.01), nn.CrossEntropyLoss()
 
 
-def _train_step(model, opt, loss_fn, x, y):
-    loss = loss_fn(model(x), y)
+def _train_step(model: nn.Module, opt: torch.optim.Optimizer, loss_fn: nn.Module, x: torch.Tensor,
+                y: torch.Tensor) -> Loss:
+    loss: Loss = loss_fn(model(x), y)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
     return loss
 
 
-def calibrate(batch: int, device) -> dict:
+def calibrate(batch: int, device: torch.device) -> dict[str, float]:
     """Times this machine's training step, a batch's transform with no rounds (the sample's creation) and with
     a few, interleaved (so a busy moment slows all three alike), and sizes the transform from their medians."""
     model, opt, loss_fn = _model(device)
     x, y = torch.randn(batch, 4096, device=device), torch.randint(0, 10, (batch,), device=device)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync: Callable[[], None] = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     probe_rounds = 4
     bare, probe = SyntheticImages(batch, 0), SyntheticImages(batch, probe_rounds)
-    steps, bases, probes = [], [], []
+    steps: list[float] = []
+    bases: list[float] = []
+    probes: list[float] = []
     for i in range(12):
         t0 = time.perf_counter()
         _train_step(model, opt, loss_fn, x, y)
@@ -105,7 +114,7 @@ def calibrate(batch: int, device) -> dict:
             "base_ms": base_s * 1e3, "workers": workers, "worker_share": WORKER_SHARE}
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--planted", action="store_true")

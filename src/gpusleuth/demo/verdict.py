@@ -16,8 +16,13 @@ a broken tool. So the verdict says what was seen and why:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpusleuth.experiments.predict import fix_setting
+
+if TYPE_CHECKING:
+    from gpusleuth.diagnosis.finding import Finding
+    from gpusleuth.report.model import Report
 
 TOLERANCE = 0.25  # a prediction holds when the measured speed-up is within ±25 % of it
 
@@ -30,16 +35,20 @@ class DemoVerdict:
     lines: list[str] = field(default_factory=list)  # what the demo prints, in order
 
 
-def _crowded(report) -> float | None:
+def _crowded(report: Report) -> float | None:
     return report.host.crowded_cores() if report.host is not None else None
 
 
-def _evidence(finding, name: str):
-    return next((e.value for e in finding.evidence if e.name == name), None)
+def _evidence(finding: Finding, name: str) -> float | None:
+    """A number among the finding's evidence, by name (None: not there, or not a number)."""
+    value = next((e.value for e in finding.evidence if e.name == name), None)
+    return float(value) if isinstance(value, (int, float)) else None
 
 
-def judge(planted, fixed) -> DemoVerdict:
+def judge(planted: Report, fixed: Report) -> DemoVerdict:
     """The verdict on two built reports (planted, then fixed) of the demo job."""
+    if planted.outcomes is None or fixed.outcomes is None:
+        return DemoVerdict(None, None, "no measurement", ["no outcomes recorded in one of the runs"])
     a, b = planted.outcomes.steps, fixed.outcomes.steps
     if not (a.samples_per_s and b.samples_per_s):
         return DemoVerdict(None, None, "no measurement", ["no throughput measured in one of the runs"])

@@ -16,56 +16,22 @@ import importlib
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from gpusleuth.experiments.bench_result import BatchResult, BenchResult
 from gpusleuth.experiments.memory import PeakMemory, device_total_bytes
-from gpusleuth.experiments.stats import Knee, knee
-from gpusleuth.experiments.signs import Sign, batching_signs
+from gpusleuth.experiments.stats import knee
+from gpusleuth.experiments.signs import batching_signs
+
+if TYPE_CHECKING:
+    from gpusleuth.recorder.nvml import NvmlSampler
 
 STAGES = ("preprocess", "infer", "postprocess")
 STEEP = 1.5  # throughput ratio per batch doubling that counts as "rising steeply"
 FLAT = 1.10  # … and as "flattening"
-
-
-@dataclass
-class BatchResult:
-    batch: int
-    calls: int = 0
-    items_per_s: float | None = None
-    latency_ms: dict[str, float] | None = None  # p50, p95, p99, mean, min, max
-    stages_ms: dict[str, dict[str, float]] | None = None  # stage → p50, p95, mean, share of latency
-    peak_mem_bytes: float | None = None
-    mem_source: str | None = None
-    device_util_mean: float | None = None
-    cpu_ms_per_item: float | None = None  # this process's CPU time per item
-    admissible: bool = True
-    why_not: str = ""
-    error: str | None = None
-
-
-@dataclass
-class BenchResult:
-    target: str
-    device: str
-    p95_budget_ms: float | None
-    mem_limit_bytes: float | None
-    batches: list[BatchResult]
-    knee: Knee | None = None
-    signs: list[Sign] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return {
-            "schema": "gpusleuth.bench/1", "target": self.target, "device": self.device,
-            "p95_budget_ms": self.p95_budget_ms, "mem_limit_bytes": self.mem_limit_bytes,
-            "batches": [asdict(b) for b in self.batches],
-            "knee": self.knee.to_dict() if self.knee else None,
-            "signs": [asdict(s) for s in self.signs], "notes": self.notes,
-        }
 
 
 def load_target(spec: str, cwd: Path | None = None) -> tuple[Any, str]:
@@ -93,20 +59,22 @@ def load_target(spec: str, cwd: Path | None = None) -> tuple[Any, str]:
 
 
 class _Runner:
-    """Calls the target once for a batch, timing each stage; synchronizes CUDA when it is in use."""
+    """Calls the target once for a batch, timing each stage; synchronizes CUDA when it is in use.
+
+    The target and its batches are the user's objects, whatever their types: ``Any`` on purpose."""
 
     def __init__(self, target: Any):
         self.target = target
         self.staged = all(callable(getattr(target, s, None)) for s in STAGES)
         if not self.staged and not callable(target):
             raise TypeError("the benchmark target must be callable or have preprocess/infer/postprocess methods")
-        self.make = getattr(target, "make_batch", None)
-        self.make = self.make if callable(self.make) else None
+        make = getattr(target, "make_batch", None)
+        self.make: Callable[[int], Any] | None = make if callable(make) else None
 
-    def inputs(self, b: int):
+    def inputs(self, b: int) -> Any:
         return self.make(b) if self.make else b
 
-    def call(self, x) -> tuple[float, tuple[float, ...] | None]:
+    def call(self, x: Any) -> tuple[float, tuple[float, float, float] | None]:
         sync = _sync_fn()
         if not self.staged:
             t0 = time.perf_counter()
@@ -132,7 +100,8 @@ def _sync_fn() -> Callable[[], None]:
     if torch is not None:
         try:
             if torch.cuda.is_available() and torch.cuda.is_initialized():
-                return torch.cuda.synchronize
+                sync: Callable[[], None] = torch.cuda.synchronize
+                return sync
         except Exception:  # noqa: BLE001
             pass
     return lambda: None
@@ -141,8 +110,11 @@ def _sync_fn() -> Callable[[], None]:
 class _Util:
     """Mean GPU utilization over a window, sampled by NVML in a thread (only when CUDA is in use)."""
 
-    def __init__(self):
-        self.sampler, self.values, self._stop, self._thread = None, [], threading.Event(), None
+    def __init__(self) -> None:
+        self.sampler: NvmlSampler | None = None
+        self.values: list[float] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         if _sync_fn().__name__ == "<lambda>":
@@ -153,13 +125,13 @@ class _Util:
         if self.sampler is None:
             return
         self.values, self._stop = [], threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread = threading.Thread(target=self._loop, args=(self.sampler,), daemon=True)
         self._thread.start()
 
-    def _loop(self) -> None:
+    def _loop(self, sampler: NvmlSampler) -> None:
         while not self._stop.wait(0.05):
             try:
-                for row in self.sampler.sample(time.time_ns()):
+                for row in sampler.sample(time.time_ns()):
                     if row.get("util_gpu") is not None:
                         self.values.append(float(row["util_gpu"]))
             except Exception:  # noqa: BLE001
@@ -172,7 +144,8 @@ class _Util:
         self._thread.join()
         self._thread = None
         try:
-            self.sampler.close()
+            if self.sampler is not None:
+                self.sampler.close()
         except Exception:  # noqa: BLE001
             pass
         return float(np.mean(self.values)) if self.values else None
@@ -183,18 +156,20 @@ def bench(target: Any, batches: list[int], warmup: int = 3, min_calls: int = 20,
           name: str | None = None, progress: Callable[[str], None] | None = None) -> BenchResult:
     """Benchmark ``target`` at each batch size: ``warmup`` untimed calls, then at least ``min_calls`` and
     until ``seconds`` have passed (at most ``max_calls``)."""
+    if min_calls < 1 or max_calls < min_calls:
+        # every batch size needs a timed call: a row without one has no throughput and no latency to judge
+        raise ValueError(f"need 1 <= min_calls <= max_calls, got min_calls={min_calls}, max_calls={max_calls}")
     runner = _Runner(target)
     results = []
     for b in batches:
         results.append(_one(runner, b, warmup, min_calls, max_calls, seconds))
         if progress:
-            r = results[-1]
-            progress(f"batch {b}: " + (r.error or f"{r.items_per_s:,.1f} items/s, p95 {r.latency_ms['p95']:.2f} ms"))
+            progress(f"batch {b}: " + _progress_text(results[-1]))
     device = "cuda" if _sync_fn().__name__ != "<lambda>" else "cpu"
     if mem_limit_bytes is None:
         total = device_total_bytes()
         mem_limit_bytes = 0.9 * total if total else None
-    res = BenchResult(target=name or getattr(target, "__qualname__", type(target).__name__), device=device,
+    res = BenchResult(target=name or str(getattr(target, "__qualname__", type(target).__name__)), device=device,
                       p95_budget_ms=p95_budget_ms, mem_limit_bytes=mem_limit_bytes, batches=results)
     _admissible(res)
     res.knee = knee([(r.batch, r.items_per_s, r.admissible, r.why_not) for r in results], unit="items/s")
@@ -204,6 +179,14 @@ def bench(target: Any, batches: list[int], warmup: int = 3, min_calls: int = 20,
     if device == "cpu":
         res.notes.append("CPU run: memory is the process's peak RSS, device utilization is not measured")
     return res
+
+
+def _progress_text(r: BatchResult) -> str:
+    if r.error:
+        return r.error
+    if r.items_per_s is None or r.latency_ms is None:
+        return "no timed call"
+    return f"{r.items_per_s:,.1f} items/s, p95 {r.latency_ms['p95']:.2f} ms"
 
 
 def _one(runner: _Runner, b: int, warmup: int, min_calls: int, max_calls: int, seconds: float) -> BatchResult:
@@ -246,12 +229,12 @@ def _one(runner: _Runner, b: int, warmup: int, min_calls: int, max_calls: int, s
         ("mean", lat.mean()), ("min", lat.min()), ("max", lat.max()))}
     r.cpu_ms_per_item = cpu * 1e3 / (b * n)
     if stages is not None:
-        st = stages[:n]
+        per_stage = stages[:n]
         total = float(lat.sum())
-        r.stages_ms = {name: {"p50": float(np.percentile(st[:, i], 50)) * 1e3,
-                              "p95": float(np.percentile(st[:, i], 95)) * 1e3,
-                              "mean": float(st[:, i].mean()) * 1e3,
-                              "share": float(st[:, i].sum()) / total if total else 0.0}
+        r.stages_ms = {name: {"p50": float(np.percentile(per_stage[:, i], 50)) * 1e3,
+                              "p95": float(np.percentile(per_stage[:, i], 95)) * 1e3,
+                              "mean": float(per_stage[:, i].mean()) * 1e3,
+                              "share": float(per_stage[:, i].sum()) / total if total else 0.0}
                        for i, name in enumerate(STAGES)}
     return r
 

@@ -15,10 +15,11 @@ from typing import Any, Callable
 from gpusleuth.experiments import grid as g
 from gpusleuth.experiments.measure import Measurement
 from gpusleuth.experiments.oom import is_oom_exception
-from gpusleuth.experiments.runner import Attempt, ConfigResult, SweepOptions, SweepResult, finish
+from gpusleuth.experiments.runner import SweepOptions, finish
+from gpusleuth.experiments.sweep_result import Attempt, ConfigResult, SweepResult
 
 
-def sweep(fn: Callable[..., Any], grid: dict[str, list], repeat: int = 2, warmup: int = 0,
+def sweep(fn: Callable[..., Any], grid: dict[str, list[Any]], repeat: int = 2, warmup: int = 0,
           noise_floor: float = 0.03, mem_limit_bytes: float | None = None,
           progress: Callable[[str], None] | None = None) -> SweepResult:
     """Run ``fn`` for every combination in ``grid`` (``{"batch_size": [8, 16]}``), ``repeat`` times each."""
@@ -46,14 +47,14 @@ def sweep(fn: Callable[..., Any], grid: dict[str, list], repeat: int = 2, warmup
             if progress:
                 progress(f"[{r}/{repeat}] {cr.label}: " + (att.error or "ok"))
     finish(res, opts)
-    if not all(a.measurement.samples_per_s for c in results for a in c.ok_attempts):
+    if not all(m.samples_per_s for c in results for m in c.measurements):
         for c in results:
             c.unit = "calls/s"
     res.wall_s = time.monotonic() - t_start
     return res
 
 
-def _call(fn, combo: dict, repeat: int) -> Attempt:
+def _call(fn: Callable[..., Any], combo: dict[str, Any], repeat: int) -> Attempt:
     t0 = time.perf_counter()
     try:
         out = fn(**combo)

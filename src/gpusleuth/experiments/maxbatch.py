@@ -14,7 +14,8 @@ import gc
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Callable
+from types import ModuleType
+from typing import Any, Callable, Protocol, Sequence
 
 @dataclass
 class Try:
@@ -25,7 +26,7 @@ class Try:
     detail: str = ""
     peak_mem_bytes: float | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
@@ -39,7 +40,7 @@ class MaxBatchResult:
     stopped: str | None = None  # a non-OOM failure that ended the search early
     text: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["tries"] = [t.to_dict() for t in self.tries]
         return d
@@ -109,7 +110,15 @@ def _text(res: MaxBatchResult) -> str:
 
 
 # ------------------------------------------------------------------------------------------ in process
-def find_max_batch(step: Callable[[int], object], lo: int = 1, hi: int = 65536, state: tuple = (),
+class Stateful(Protocol):
+    """What ``find_max_batch`` restores after every try: a model, an optimizer, a grad scaler."""
+
+    def state_dict(self) -> Any: ...
+
+    def load_state_dict(self, state: Any, /) -> Any: ...
+
+
+def find_max_batch(step: Callable[[int], object], lo: int = 1, hi: int = 65536, state: Sequence[Stateful] = (),
                    restore: Callable[[], None] | None = None) -> MaxBatchResult:
     """Search in this process: ``step(b)`` runs one training (or inference) step with batch ``b``.
 
@@ -151,7 +160,7 @@ def find_max_batch(step: Callable[[int], object], lo: int = 1, hi: int = 65536, 
     return search(try_batch, lo, hi)
 
 
-def _cuda():
+def _cuda() -> ModuleType | None:
     from gpusleuth.experiments.memory import _torch_cuda
 
     return _torch_cuda()

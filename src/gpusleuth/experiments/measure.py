@@ -12,7 +12,7 @@ included): the quantity every finding's predicted speedup is a ratio of.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,10 @@ from gpusleuth.diagnosis.taxonomy import Severity
 from gpusleuth.run.meta import JsonObject
 from gpusleuth.run.model import Run
 from gpusleuth.run.records import LoaderConfig, loader_config
+
+if TYPE_CHECKING:  # imported where it runs (measure_run), as the analysis is
+    from gpusleuth.analysis.bundle import RunAnalysis
+    from gpusleuth.analysis.steps import ProcessSteps
 
 
 class FindingDigest(TypedDict):
@@ -59,7 +63,7 @@ class Measurement:
     dataloaders: list[LoaderConfig] = field(default_factory=list)
     note: str | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -94,7 +98,8 @@ def measure_run(run: Run, warmup: int = 2, price_per_hour: float | None = None,
             if (samples >= 0).all():
                 m.samples_per_step = float(samples.mean())
                 rates = [_loop_rate(p) for p in a.view.ranks]
-                m.samples_per_s = float(sum(rates)) if all(r is not None for r in rates) else None
+                known = [r for r in rates if r is not None]
+                m.samples_per_s = float(sum(known)) if len(known) == len(rates) else None
         total = float(dur.sum())
         if total > 0:
             m.data_wait_share = float(main.wait_ns[keep].sum() / 1e9 / total)
@@ -121,7 +126,7 @@ def measure_run(run: Run, warmup: int = 2, price_per_hour: float | None = None,
     return m
 
 
-def _loop_rate(p) -> float | None:
+def _loop_rate(p: ProcessSteps) -> float | None:
     """A rank's samples per second of its steady loop (first steady step start → last step end)."""
     keep = p.steady
     samples = p.table["samples"][keep]
@@ -133,7 +138,7 @@ def _loop_rate(p) -> float | None:
 
 def _knobs(run: Run, m: Measurement) -> None:
     """Which requested knobs the job really applied — a knob that never reached a DataLoader is said so."""
-    requested: dict = {}
+    requested: JsonObject = {}
     for info in run.infos:
         if info.get("kind") != "knob":
             continue
@@ -156,7 +161,7 @@ def _knobs(run: Run, m: Measurement) -> None:
             m.knob_notes.append(f"knob error in {info.get('where')}: {info.get('error')}")
 
 
-def _telemetry(a, run: Run, m: Measurement) -> None:
+def _telemetry(a: RunAnalysis, run: Run, m: Measurement) -> None:
     """GPU, CPU and memory columns from the analysis's summaries."""
     utils = [g.util_gpu["mean"] for g in a.gpus if g.util_gpu]
     if utils:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import sys
+from types import ModuleType
 
 
-def _torch_cuda():
-    """torch, when the program already uses CUDA; never imports torch (seconds) for a target that does not."""
+def _torch_cuda() -> ModuleType | None:
+    """torch, when the program already uses CUDA; never imports torch (seconds) for a target that does not.
+    Typed as the module it is (``sys.modules``' entry): the caller's torch, whichever version it is."""
     torch = sys.modules.get("torch")
     try:
         if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -23,8 +25,8 @@ def _torch_cuda():
 
 
 class PeakMemory:
-    def __init__(self):
-        self.source = None
+    def __init__(self) -> None:
+        self.source: str | None = None
         self._sampled = 0.0
         self._hwm = False
 

@@ -12,10 +12,13 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from gpusleuth.analysis.noise import load_band, load_statement, repeats_floor
+from gpusleuth.experiments.measure import FindingDigest, Measurement
+from gpusleuth.experiments.stats import Band
+from gpusleuth.experiments.sweep_result import ConfigResult, PredictionCheck, SweepResult
 
 # Which swept parameters test which diagnosed cause.
 CAUSE_KNOBS = {
@@ -27,28 +30,9 @@ CAUSE_KNOBS = {
 HELD = 0.2  # a prediction "held" when measured is within ±20 % of predicted (or of the noise band, if wider)
 
 
-@dataclass
-class PredictionCheck:
-    cause: str
-    baseline: str  # where the prediction and the baseline throughput came from
-    predicted_speedup: float
-    predicted_setting: dict[str, str]  # what the finding's fix asked for (parsed from its text)
-    measured_config: str | None
-    measured_speedup: float | None
-    exact: bool  # the measured configuration is the predicted setting
-    verdict: str
-    # ± relative change the measurement can resolve: the repeats' band (or the one-run floor) of the baseline
-    # and the picked configuration, widened by what a difference in host load between them explains
-    band: float | None = None
-    load_note: str | None = None  # the baseline was recorded under other host load: how much
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
 def fix_setting(fix: str, names: tuple[str, ...]) -> dict[str, str]:
     """``num_workers=3`` and friends, as written in a finding's fix."""
-    out = {}
+    out: dict[str, str] = {}
     for name in names:
         m = re.search(rf"\b{name}\s*=\s*([A-Za-z0-9_.]+)", fix or "")
         if m:
@@ -61,52 +45,54 @@ def _norm(v: str) -> str:
     return {"true": "1", "false": "0"}.get(low, low)
 
 
-def check_predictions(sweep, baseline_dir: Path | None, warmup: int) -> list[PredictionCheck]:
+def check_predictions(sweep: SweepResult, baseline_dir: Path | None, warmup: int) -> list[PredictionCheck]:
     swept = {n for n, _ in sweep.params}
-    base_label, findings, base_tp, base_m, base_band = _baseline(sweep, baseline_dir, warmup)
-    if not findings or not base_tp:
+    base = _baseline(sweep, baseline_dir, warmup)
+    if base is None or not base.findings or not base.throughput:
         return []
     checks = []
-    for f in findings:
-        knobs = CAUSE_KNOBS.get(f.get("cause"), ())
+    for f in base.findings:
+        knobs = CAUSE_KNOBS.get(f["cause"], ())
         tested = [k for k in knobs if k in swept]
-        if not tested or not f.get("speedup"):
+        pred = f["speedup"]
+        if not tested or not pred:
             continue
-        want = fix_setting(f.get("fix", ""), tuple(tested))
-        candidates = [c for c in sweep.configs if c.throughput is not None]
-        exact = [c for c in candidates if want and all(_norm(c.config.get(k, "")) == _norm(v) for k, v in want.items())]
-        pick = max(exact or candidates, key=lambda c: c.throughput.median, default=None)
-        measured = pick.throughput.median / base_tp if pick else None
-        pred = float(f["speedup"])
-        band, load_note = _band(base_label, base_m, base_band, pick)
+        want = fix_setting(f["fix"], tuple(tested))
+        candidates = [(c, c.throughput) for c in sweep.configs if c.throughput is not None]
+        exact = [(c, tp) for c, tp in candidates
+                 if want and all(_norm(c.config.get(k, "")) == _norm(v) for k, v in want.items())]
+        best = max(exact or candidates, key=lambda ct: ct[1].median, default=None)
+        pick = best[0] if best else None
+        measured = best[1].median / base.throughput if best else None
+        band, load_note = _band(base, pick, best[1] if best else None)
         checks.append(PredictionCheck(
-            cause=f["cause"], baseline=base_label, predicted_speedup=pred, predicted_setting=want,
+            cause=f["cause"], baseline=base.label, predicted_speedup=float(pred), predicted_setting=want,
             measured_config=pick.label if pick else None, measured_speedup=measured, exact=bool(exact),
-            verdict=_say(pred, measured, bool(exact), want, band, load_note), band=band, load_note=load_note,
+            verdict=_say(float(pred), measured, bool(exact), want, band, load_note), band=band, load_note=load_note,
         ))
     return checks
 
 
-def _band(base_label: str, base_m, base_band: float | None, pick) -> tuple[float | None, str | None]:
+def _band(base: _Baseline, pick: ConfigResult | None, pick_tp: Band | None) -> tuple[float | None, str | None]:
     """(± relative change the baseline-vs-configuration ratio can resolve, the load sentence or None)."""
     if pick is None:
         return None, None
-    widths = [w for w in (base_band, pick.throughput.rel_halfwidth if pick.throughput else None) if w is not None]
+    widths = [w for w in (base.band, pick_tp.rel_halfwidth if pick_tp else None) if w is not None]
     band = math.hypot(*widths) if widths else None
-    ms = [a.measurement for a in pick.ok_attempts]
-    got = [m.cpu_attained for m in ms if m.cpu_attained is not None]
-    if base_m is None or base_m.cpu_attained is None or not got:
+    got = [m.cpu_attained for m in pick.measurements if m.cpu_attained is not None]
+    base_attained = base.measurement.cpu_attained
+    if base_attained is None or not got:
         return band, None
     mine = float(statistics.median(got))
-    load = load_band((base_m.cpu_attained, mine))
+    load = load_band((base_attained, mine))
     if not load:
         return band, None
     # the load's share stays out of the band (a ±100 % band would make any prediction "hold"): the verdict
     # names the load instead, and judges only a match
-    return band, load_statement((base_label, pick.label), (base_m.cpu_attained, mine), load)
+    return band, load_statement((base.label, pick.label), (base_attained, mine), load)
 
 
-def _say(pred: float, measured: float | None, exact: bool, want: dict, band: float | None = None,
+def _say(pred: float, measured: float | None, exact: bool, want: dict[str, str], band: float | None = None,
          load_note: str | None = None) -> str:
     """The verdict, judged only where the measurement can separate it: a predicted gain smaller than the noise
     band, or a miss inside it, is said as such — not "under-predicted ×1.57" beside "no significant
@@ -136,18 +122,26 @@ def _say(pred: float, measured: float | None, exact: bool, want: dict, band: flo
             f"(beyond ±{tol:.0%}){where}{why}")
 
 
-def _baseline(sweep, baseline_dir: Path | None, warmup: int):
-    """(label, findings, throughput, its Measurement, its ± band) of the baseline: the given run (one run: the
-    run-to-run floor), else the first configuration (its repeats' band)."""
+class _Baseline(NamedTuple):
+    label: str
+    findings: list[FindingDigest]
+    throughput: float | None
+    measurement: Measurement
+    band: float | None  # its ± relative band
+
+
+def _baseline(sweep: SweepResult, baseline_dir: Path | None, warmup: int) -> _Baseline | None:
+    """The baseline (its label, findings, throughput, Measurement and ± band): the given run (one run: the
+    run-to-run floor), else the first configuration (its repeats' band); None when the first produced none."""
     if baseline_dir is not None:
         from gpusleuth.experiments.measure import measure_dir
 
         m = measure_dir(Path(baseline_dir), warmup=warmup)
         tp = m.samples_per_s if sweep.configs and sweep.configs[0].unit == "samples/s" else m.steps_per_s
-        return f"baseline run {baseline_dir}", m.findings, tp, m, repeats_floor(1)
+        return _Baseline(f"baseline run {baseline_dir}", m.findings, tp, m, repeats_floor(1))
     first = sweep.configs[0] if sweep.configs else None
-    if first is None or not first.ok_attempts or first.throughput is None:
-        return None, [], None, None, None
-    m = first.ok_attempts[0].measurement
-    return (f"first configuration ({first.label})", m.findings, first.throughput.median, m,
-            first.throughput.rel_halfwidth)
+    if first is None or not first.measurements or first.throughput is None:
+        return None
+    m = first.measurements[0]
+    return _Baseline(f"first configuration ({first.label})", m.findings, first.throughput.median, m,
+                     first.throughput.rel_halfwidth)

@@ -16,121 +16,22 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TypedDict
+from typing import Any, Callable, Iterator
 
 from gpusleuth.recorder.launcher import default_run_dir
 from gpusleuth.experiments import grid as g
 from gpusleuth.experiments.knobs import KNOBS, MAX_STEPS_ENV
-from gpusleuth.experiments.measure import Measurement, measure_run
+from gpusleuth.experiments.measure import measure_run
 from gpusleuth.experiments.oom import is_oom_exit
 from gpusleuth.run.model import Run
 from gpusleuth.sources.inputs import read_inputs
 from gpusleuth.analysis.noise import repeats_floor
-from gpusleuth.experiments.maxbatch import MaxBatchResult, Try
-from gpusleuth.experiments.stats import Band, Knee, Verdict, band, knee, verdict
-
-if TYPE_CHECKING:  # imported where it runs (the prediction check)
-    from gpusleuth.experiments.predict import PredictionCheck
+from gpusleuth.experiments.maxbatch import Try
+from gpusleuth.experiments.stats import band, knee, verdict
+from gpusleuth.experiments.sweep_result import Attempt, BatchKnee, ConfigResult, SweepResult
 
 BATCH_NAMES = ("batch_size", "batch", "bs")
 STDERR_TAIL_LINES = 12
-
-
-@dataclass
-class Attempt:
-    repeat: int
-    run_dir: str
-    exit_code: int | None
-    ok: bool
-    wall_s: float
-    stopped_by: str | None = None
-    oom: bool = False
-    error: str | None = None  # why it failed, in words
-    stderr_tail: list[str] = field(default_factory=list)
-    measurement: Measurement | None = None
-
-    def to_dict(self) -> dict:
-        d = dict(self.__dict__)
-        d["measurement"] = self.measurement.to_dict() if self.measurement else None
-        return d
-
-
-@dataclass
-class ConfigResult:
-    id: str
-    label: str
-    config: dict[str, str]
-    routes: dict[str, str]
-    attempts: list[Attempt] = field(default_factory=list)
-    throughput: Band | None = None  # samples/s (or steps/s when samples are unknown)
-    step_p50: Band | None = None
-    unit: str = "samples/s"
-
-    @property
-    def ok_attempts(self) -> list[Attempt]:
-        return [a for a in self.attempts if a.ok and a.measurement is not None]
-
-    @property
-    def crashed(self) -> bool:
-        return bool(self.attempts) and not any(a.ok for a in self.attempts)
-
-    def median(self, metric: str) -> float | None:
-        vals = [getattr(a.measurement, metric) for a in self.ok_attempts]
-        vals = sorted(v for v in vals if v is not None)
-        if not vals:
-            return None
-        n = len(vals)
-        return vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2
-
-    def to_dict(self) -> dict:
-        return {
-            "id": self.id, "label": self.label, "config": self.config, "routes": self.routes,
-            "crashed": self.crashed, "unit": self.unit,
-            "throughput": self.throughput.to_dict() if self.throughput else None,
-            "step_p50_s": self.step_p50.to_dict() if self.step_p50 else None,
-            "attempts": [a.to_dict() for a in self.attempts],
-        }
-
-
-class BatchKnee(TypedDict):
-    """The throughput curve over the batch parameter for one combination of the other parameters, and its knee."""
-
-    group: str  # the other parameters' values ("num_workers=4"), or "all"
-    param: str  # the batch parameter's name
-    knee: Knee
-    curve: list[list[float | None]]  # [batch, throughput or None where it crashed], by batch
-
-@dataclass
-class SweepResult:
-    command: list[str]
-    params: list[tuple[str, list[str]]]
-    out_dir: str
-    repeat: int
-    steps: int | None
-    warmup: int
-    duration_s: float | None
-    configs: list[ConfigResult]
-    verdict: Verdict | None = None
-    knees: list[BatchKnee] = field(default_factory=list)
-    predictions: list[PredictionCheck] = field(default_factory=list)
-    caveats: list[str] = field(default_factory=list)
-    max_batch: MaxBatchResult | None = None  # when --max-batch ran
-    wall_s: float = 0.0
-
-    def to_dict(self) -> dict:
-        return {
-            "schema": "gpusleuth.sweep/1",
-            "command": self.command, "params": [{"name": n, "values": v} for n, v in self.params],
-            "out_dir": self.out_dir, "repeat": self.repeat, "steps": self.steps, "warmup": self.warmup,
-            "duration_s": self.duration_s, "wall_s": self.wall_s,
-            "configs": [c.to_dict() for c in self.configs],
-            "verdict": self.verdict.to_dict() if self.verdict else None,
-            "knees": [{"group": k["group"], "param": k["param"], "curve": k["curve"], **k["knee"].to_dict()}
-                      for k in self.knees],
-            "predictions": [p.to_dict() for p in self.predictions],
-            "caveats": self.caveats,
-            "max_batch": self.max_batch.to_dict() if self.max_batch else None,
-        }
 
 
 @dataclass
@@ -157,7 +58,7 @@ def default_out_dir(command: list[str]) -> Path:
 
 
 @contextmanager
-def captured(stdout_path: Path, stderr_path: Path, enabled: bool = True):
+def captured(stdout_path: Path, stderr_path: Path, enabled: bool = True) -> Iterator[None]:
     """Send this process's fds 1 and 2 (inherited by the job) to files while the job runs."""
     if not enabled:
         yield
@@ -283,15 +184,16 @@ def _progress_line(n: int, total: int, res: ConfigResult, att: Attempt) -> str:
 
 def finish(sweep: SweepResult, opts: SweepOptions) -> None:
     """Bands, the verdict, knees, caveats and the prediction check, from the attempts."""
-    use_samples = all(a.measurement.samples_per_s is not None for c in sweep.configs for a in c.ok_attempts)
-    metric, unit = ("samples_per_s", "samples/s") if use_samples else ("steps_per_s", "steps/s")
+    use_samples = all(m.samples_per_s is not None for c in sweep.configs for m in c.measurements)
+    unit = "samples/s" if use_samples else "steps/s"
     for c in sweep.configs:
         c.unit = unit
+        ms = c.measurements
         # analysis/noise.py, as compare: --noise-floor bounds a band of repeats; a single repeat measured no
         # run-to-run spread, so it gets at least the run-to-run floor of identical runs
-        floor = opts.noise_floor if len(c.ok_attempts) > 1 else max(opts.noise_floor, repeats_floor(1))
-        c.throughput = band([getattr(a.measurement, metric) for a in c.ok_attempts], floor)
-        c.step_p50 = band([a.measurement.step_p50_s for a in c.ok_attempts], floor)
+        floor = opts.noise_floor if len(ms) > 1 else max(opts.noise_floor, repeats_floor(1))
+        c.throughput = band([m.samples_per_s if use_samples else m.steps_per_s for m in ms], floor)
+        c.step_p50 = band([m.step_p50_s for m in ms], floor)
     sweep.verdict = verdict({c.label: c.throughput for c in sweep.configs if c.throughput}, True, "throughput")
     sweep.knees = batch_knees(sweep, opts.mem_limit_bytes)
     names = {n for n, _ in sweep.params}
@@ -299,8 +201,8 @@ def finish(sweep: SweepResult, opts: SweepOptions) -> None:
     if names & set(BATCH_NAMES) and "accum" not in names and "batch_size" in names:
         pass  # the batch_size caveat above already says it
     for c in sweep.configs:
-        for a in c.ok_attempts:
-            for note in a.measurement.knob_notes:
+        for m in c.measurements:
+            for note in m.knob_notes:
                 line = f"{c.label}: {note}"
                 if line not in sweep.caveats:
                     sweep.caveats.append(line)
@@ -315,13 +217,13 @@ def batch_knees(sweep: SweepResult, mem_limit: float | None) -> list[BatchKnee]:
     bname = next((n for n in names if n in BATCH_NAMES), None)
     if bname is None:
         return []
-    groups: dict[tuple, list[ConfigResult]] = {}
+    groups: dict[tuple[tuple[str, str], ...], list[ConfigResult]] = {}
     for c in sweep.configs:
         key = tuple((k, v) for k, v in c.config.items() if k != bname)
         groups.setdefault(key, []).append(c)
     out: list[BatchKnee] = []
     for key, members in groups.items():
-        points = []
+        points: list[tuple[float, float | None, bool, str]] = []
         for c in members:
             try:
                 x = float(c.config[bname])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from typing import Any, Sequence
 
 from gpusleuth.analysis.noise import REPEAT_FLOOR, repeats_floor  # one noise model with compare
 
@@ -29,11 +30,11 @@ class Band:
     def rel_halfwidth(self) -> float:
         return (self.hi - self.lo) / 2 / self.median if self.median else 0.0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"median": self.median, "lo": self.lo, "hi": self.hi, "n": self.n, "floor_applied": self.assumed}
 
 
-def band(values: list[float], floor: float | None = None) -> Band | None:
+def band(values: Sequence[float | None], floor: float | None = None) -> Band | None:
     vals = [float(v) for v in values if v is not None]
     if not vals:
         return None
@@ -59,7 +60,7 @@ class Verdict:
     significant: bool
     text: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
@@ -90,11 +91,11 @@ class Knee:
     best_value: float | None
     text: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-def knee(points: list[tuple[float, float | None, bool, str]], tolerance: float = KNEE_TOLERANCE,
+def knee(points: Sequence[tuple[float, float | None, bool, str]], tolerance: float = KNEE_TOLERANCE,
          unit: str = "samples/s") -> Knee:
     """The smallest setting whose throughput is within ``tolerance`` of the best admissible one.
 

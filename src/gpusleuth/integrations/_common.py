@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import gpusleuth
 from gpusleuth.api import in_phase
 from gpusleuth.run.layout import RunDir
+
+if TYPE_CHECKING:  # imported where it runs: only under `gpusleuth run`
+    from gpusleuth.sources.livetail import StepTotals
 
 PREFIX = "gpusleuth/"
 
@@ -21,7 +25,7 @@ PREFIX = "gpusleuth/"
 class Phases:
     """Phases this callback opened, by name; ``end`` closes only its own."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.open: dict[str, gpusleuth.phase] = {}
 
     def begin(self, name: str) -> None:
@@ -44,13 +48,13 @@ class Phases:
 class LiveNumbers:
     """Recent step time, data-wait share and throughput of this process, as gpusleuth recorded them."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         run_dir = os.environ.get("GPUSLEUTH_RUN_DIR")
-        self.tail = None
+        self.tail: StepTotals | None = None
         if run_dir:
             from gpusleuth.sources.livetail import StepTotals
 
-            self.tail = StepTotals(RunDir(run_dir).raw)
+            self.tail = StepTotals(RunDir(Path(run_dir)).raw)
         self.pid = os.getpid()
 
     def numbers(self) -> dict[str, float]:

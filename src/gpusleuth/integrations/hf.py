@@ -16,30 +16,36 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import gpusleuth
 from gpusleuth.integrations._common import LiveNumbers, Phases
 from transformers import TrainerCallback
 
+if TYPE_CHECKING:
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
 
 class GpusleuthCallback(TrainerCallback):
-    def __init__(self, log_numbers: bool = True):
+    def __init__(self, log_numbers: bool = True) -> None:
         self.log_numbers = log_numbers
         self.phases = Phases()
         self.live = LiveNumbers()
         self._save_after_eval = False
 
-    def on_step_begin(self, args, state, control, **kwargs):
+    # every hook also gets the Trainer's model, tokenizer, optimizer … as keyword arguments: unused, so `object`
+    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object) -> None:
         self.phases.end_all()
 
-    def on_step_end(self, args, state, control, **kwargs):
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object) -> None:
         gpusleuth.step()
         self._plan(control)
 
-    def on_epoch_end(self, args, state, control, **kwargs):
+    def on_epoch_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object) -> None:
         self.phases.end_all()
         self._plan(control)
 
-    def _plan(self, control) -> None:
+    def _plan(self, control: TrainerControl) -> None:
         """The Trainer evaluates, then saves, right after this hook when these flags are set."""
         self._save_after_eval = bool(control.should_save and control.should_evaluate)
         if control.should_evaluate:
@@ -47,16 +53,17 @@ class GpusleuthCallback(TrainerCallback):
         elif control.should_save:
             self.phases.begin("checkpoint")
 
-    def on_evaluate(self, args, state, control, **kwargs):
+    def on_evaluate(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object) -> None:
         self.phases.end("eval")
         if self._save_after_eval:
             self._save_after_eval = False
             self.phases.begin("checkpoint")
 
-    def on_save(self, args, state, control, **kwargs):
+    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object) -> None:
         self.phases.end("checkpoint")
 
-    def on_log(self, args, state, control, logs=None, **kwargs):
+    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+               logs: dict[str, float] | None = None, **kwargs: object) -> None:
         if not self.log_numbers or logs is None:
             return
         numbers = self.live.numbers()
@@ -64,5 +71,5 @@ class GpusleuthCallback(TrainerCallback):
         if state.log_history:
             state.log_history[-1].update(numbers)
 
-    def on_train_end(self, args, state, control, **kwargs):
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: object) -> None:
         self.phases.end_all()

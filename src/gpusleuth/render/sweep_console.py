@@ -10,9 +10,9 @@ from rich.table import Table
 from gpusleuth.render.units import human_bytes
 
 if TYPE_CHECKING:
-    from gpusleuth.experiments.bench import BenchResult
+    from gpusleuth.experiments.bench_result import BenchResult
     from gpusleuth.experiments.maxbatch import MaxBatchResult
-    from gpusleuth.experiments.runner import SweepResult
+    from gpusleuth.experiments.sweep_result import SweepResult
     from gpusleuth.experiments.stats import Band
 
 BAR = 28
