@@ -83,12 +83,14 @@ def test_hf_trainer_callback(tmp_path):
     assert phases1["checkpoint"] == 3  # one phase per save (the hook alone sees each torch.save apart)
     r0, r1 = report_json(bare)["outcomes"], report_json(run)["outcomes"]
     assert 0.4 < r1["throughput"]["samples_per_s"] / r0["throughput"]["samples_per_s"] < 2.5  # see above
-    # the callback separates checkpoint time from eval; together they are the same time as without it
-    b0, b1 = r0["goodput"]["badput_s"], r1["goodput"]["badput_s"]
+    # the callback separates checkpoint time from eval, and its eval is the Trainer's own: the job's clock of its
+    # evaluations (eval_runtime in the Trainer's log) — not the bare run's, whose 0.1-0.3 s of eval and checkpoint a
+    # busy host moves by half (0.13 against 0.29 s seen at load 5.6)
+    b1 = r1["goodput"]["badput_s"]
     assert b1["checkpoint"] > 0
-    both0, both1 = b0.get("eval", 0) + b0.get("checkpoint", 0), b1.get("eval", 0) + b1["checkpoint"]
-    assert 0.5 < both1 / both0 < 2
     state = json.loads(sorted(out.glob("checkpoint-*/trainer_state.json"))[-1].read_text())
+    own_eval = sum(h["eval_runtime"] for h in state["log_history"] if "eval_runtime" in h)
+    assert 0.9 * own_eval <= b1["eval"] <= 1.5 * own_eval + 0.05, (b1["eval"], own_eval)
     logged = [h for h in state["log_history"] if "gpusleuth/steps" in h]
     assert [h["step"] for h in logged if "loss" in h] == [10, 20, 30, 40, 50, 60]
     for h in logged:
