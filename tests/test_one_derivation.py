@@ -74,6 +74,14 @@ BY_COLUMNS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
                                "no window)",
     }),
 }
+# GPU busy over a window: a load level's (level_telemetry.gpu_in) and a request window's (requests._gpu) each
+# averaged util_gpu over their own mask; one function now
+BY_COLUMNS["the accelerators' busy share over a window"] = (("util_gpu", "t_ns"), {
+    "analysis/telemetry.py:gpu_busy_in": "the home: mean util_gpu of every device within [lo, hi]",
+    "analysis/telemetry.py:summarize_gpus": "each GPU's distribution over the run (GpuSummary): per device",
+    "analysis/gpu_timeline.py:gpu_timelines": "each GPU's idle/busy timeline: per device, per sample",
+    "report/live.py:poll": "the live view's last sampling time (no Run, no window)",
+})
 
 
 def _functions() -> set[str]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gpusleuth.analysis.telemetry import gpu_busy_in
 from gpusleuth.run.stalls import FlightRing, Frame, ProcessStacks, StallRecord, ThreadStack
 
 if TYPE_CHECKING:
@@ -386,10 +387,8 @@ def judge_run(run: Run) -> list[StallVerdict]:
         m = (t >= v.since_ns) & (t <= end)
         if not m.any():
             continue
-        if "util_gpu" in gpu:
-            util = np.asarray(gpu["util_gpu"], dtype=float)[m]
-            util = util[np.isfinite(util)]
-            v.gpu_util_pct = float(util.mean()) if len(util) else None
+        busy = gpu_busy_in(gpu, v.since_ns, end)
+        v.gpu_util_pct = 100.0 * busy if busy is not None else None
         if "power_w" in gpu and "gpu" in gpu:
             power = np.asarray(gpu["power_w"], dtype=float)[m]
             limit = np.asarray([limits.get(int(i)) or np.nan for i in np.asarray(gpu["gpu"])[m]], dtype=float)

@@ -235,6 +235,17 @@ def _throttled(g: Table) -> dict[str, float]:
     return out
 
 
+def gpu_busy_in(gpu: Table, lo: int, hi: int) -> float | None:
+    """The accelerators' mean utilization (0..1, every device's samples) within [lo, hi]; None without any: the
+    one rule for a load level's busy share, a request window's and a stall's."""
+    if not len(gpu) or "util_gpu" not in gpu or "t_ns" not in gpu:
+        return None
+    t = np.asarray(gpu["t_ns"], dtype=np.int64)
+    u = np.asarray(gpu["util_gpu"], dtype=np.float64)[(t >= lo) & (t <= hi)]
+    u = u[np.isfinite(u)]
+    return float(u.mean()) / 100.0 if len(u) else None
+
+
 def samples_around(t_ns: np.ndarray, window: tuple[int, int]) -> np.ndarray | None:
     """Which samples describe ``window``: those inside it — or, for a window holding fewer than two sampling
     times (a loop of 0.2 s at 10 Hz), the window widened to the nearest sampling time on each side, so a

@@ -12,6 +12,7 @@ import numpy as np
 
 from gpusleuth.analysis.energy import counter_energy
 from gpusleuth.analysis.host_telemetry import cores_by_process
+from gpusleuth.analysis.telemetry import gpu_busy_in
 from gpusleuth.run.model import Run
 
 COUNTER_REACH_NS = 5_000_000_000  # energy-counter readings this far outside a level still bound it
@@ -28,11 +29,7 @@ def gpu_in(run: Run, lo: int, hi: int) -> tuple[float | None, float | None, str 
         return None, None, None
     t = g["t_ns"].astype(np.int64)
     inside = (t >= lo) & (t <= hi)
-    busy = None
-    if "util_gpu" in g and inside.any():
-        u = g["util_gpu"][inside].astype(np.float64)
-        u = u[np.isfinite(u)]
-        busy = float(u.mean()) / 100.0 if len(u) else None
+    busy = gpu_busy_in(g, lo, hi)
     devices = g["gpu"] if "gpu" in g else np.zeros(len(g), np.int64)
     total, sources = 0.0, set()
     for d in np.unique(devices[inside]):

@@ -29,6 +29,7 @@ import numpy as np
 
 from gpusleuth.analysis import intervals as iv
 from gpusleuth.analysis.host_telemetry import cores_by_process
+from gpusleuth.analysis.telemetry import gpu_busy_in
 from gpusleuth.serving.analysis.batch_stats import (LevelMark, batch_rows, batch_size_stats, batch_stats,
                                                     unattributed_note)
 from gpusleuth.serving.analysis.batching import BatchJoin, join_batches
@@ -265,22 +266,20 @@ def _server_cpu(run: Run, pids: list[int], lo: int, hi: int) -> tuple[float | No
 
 
 def _gpu(run: Run, lo: int, hi: int) -> tuple[float | None, float | None]:
+    """The window's GPU busy share (``gpu_busy_in``, the one rule for it) and its peak memory share."""
     g = run.gpu
-    if not len(g) or "util_gpu" not in g:
-        return None, None
-    t = np.asarray(g["t_ns"], dtype=np.int64)
-    m = (t >= lo) & (t <= hi)
-    util = np.asarray(g["util_gpu"], dtype=np.float64)[m]
-    util = util[np.isfinite(util)]
-    if not len(util):
+    busy = gpu_busy_in(g, lo, hi)
+    if busy is None:
         return None, None
     mem = None
     if "mem_used" in g and "mem_total" in g:
+        t = np.asarray(g["t_ns"], dtype=np.int64)
+        m = (t >= lo) & (t <= hi)
         used = np.asarray(g["mem_used"], dtype=np.float64)[m]
         tot = np.asarray(g["mem_total"], dtype=np.float64)[m]
         ok = np.isfinite(used) & np.isfinite(tot) & (tot > 0)
         mem = float(np.max(used[ok] / tot[ok])) if ok.any() else None
-    return float(util.mean()) / 100.0, mem
+    return busy, mem
 
 
 def split_by_levels(ra: RequestAnalysis, run: Run, levels: list[LoadLevel]) -> list[RequestLevel]:
