@@ -206,6 +206,99 @@ def test_ray_serve_poisson_rate_followed_against_its_clock(ray_poisson_run):
     _check_against_clock(rep, truth, "rids", "enqueued", crowded, [f"{RAY_RATE}/s"])
 
 
+# Ray Serve's replica call reduced to what the hook relies on (ray/serve/_private/replica.py, http_util.py, 2.60): the
+# call (``Replica._wrap_request``), Ray's own receive proxy filling the request's body from the proxy onto its
+# asyncio.Queue in a task started inside the call, the handler reading it and handing its input to a batcher of
+# serve.batch's shape ((input, future) on an asyncio.Queue, a loop task outside any request)
+RAY_RECEIVE = r"""
+import asyncio, contextlib, pickle, sys, time, types
+sys.path.insert(0, HOOK)
+import _gpusleuth_autohook as core
+core.activate()
+import torch
+from ray.serve._private.http_util import ASGIReceiveProxy
+import _gpusleuth_follow as follow
+
+class Replica:  # Ray's Replica reduced to the call the hook opens a request for
+    @contextlib.contextmanager
+    def _wrap_request(self, request_metadata):
+        yield None
+
+follow._patch_ray_replica(types.SimpleNamespace(Replica=Replica, ASGIReceiveProxy=ASGIReceiveProxy))
+model = torch.nn.Linear(4, 2)
+work = asyncio.Queue()
+ENQ = {}
+
+async def batcher():  # serve.batch's shape: (input, future) on an asyncio.Queue, a loop task that runs the batch
+    while True:
+        items = [await work.get()]
+        await asyncio.sleep(0.005)
+        while not work.empty() and len(items) < 4:
+            items.append(work.get_nowait())
+        with torch.no_grad():
+            y = model(torch.stack([x for x, _ in items]))
+        for (_, fut), row in zip(items, y):
+            fut.set_result(row)
+
+async def body_from_proxy(meta, _sent=set()):
+    if meta.request_id in _sent:  # the body was sent: the next message is the disconnect, when the call is done
+        await asyncio.sleep(3600)
+    _sent.add(meta.request_id)
+    return pickle.dumps([{"type": "http.request", "body": b"[1, 2, 3, 4]", "more_body": False}])
+
+async def call(replica, i):  # the replica's call: its receive proxy fetches the body while the handler starts
+    meta = types.SimpleNamespace(request_id="req-%04d-ab" % i)
+    with replica._wrap_request(meta):
+        receive = ASGIReceiveProxy({"type": "http"}, meta, body_from_proxy)
+        fetch = asyncio.create_task(receive.fetch_until_disconnect())
+        await asyncio.sleep(0.02)  # the handler wakes late: the body waits in the replica's queue meanwhile
+        msg = await receive()
+        fut = asyncio.get_running_loop().create_future()
+        ENQ[meta.request_id] = time.time_ns()
+        work.put_nowait((torch.full((4,), float(len(msg["body"]))), fut))
+        await fut
+        fetch.cancel()
+
+async def main():
+    loop_task = asyncio.create_task(batcher())
+    replica = Replica()
+    await asyncio.gather(*(call(replica, i) for i in range(6)))
+    loop_task.cancel()
+
+asyncio.run(main())
+core.R.flush()
+for rid, t in ENQ.items():
+    print("ENQ", rid, t)
+print("OK")
+"""
+
+
+@pytest.mark.process
+def test_a_ray_replica_reading_its_body_hands_nothing_over(tmp_path):
+    """A Ray replica buffers each request's body, fetched from Ray's proxy, on an asyncio.Queue inside the request
+    (``ASGIReceiveProxy``): that put was the request's hand-off, so its wait for its batch began when its body
+    arrived — the handler's wake-up and input building counted as batch wait (0.7 ms a request at 1 client, 2.7 at
+    16, measured against the replica's clock; 20 ms here, where the handler wakes 20 ms late), and the handler's
+    get of its body counted as a stream's token. The hand-off is the put to the batcher."""
+    pytest.importorskip("ray.serve")
+    hook = Path(__file__).resolve().parents[1] / "src" / "gpusleuth" / "hook"
+    env = {**_env(), "GPUSLEUTH_RUN_DIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", f"HOOK = {str(hook)!r}\n" + RAY_RECEIVE], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "OK" in res.stdout, res.stderr[-3000:]
+    enq = {ln.split()[1]: int(ln.split()[2]) for ln in res.stdout.splitlines() if ln.startswith("ENQ ")}
+    lines = [ln.split("\t") for ln in next(tmp_path.glob("raw/events-*.tsv")).read_text().splitlines()]
+    reqs, fwds = [ln for ln in lines if ln[0] == "R"], [ln for ln in lines if ln[0] == "F"]
+    assert sorted(r[15] for r in reqs) == sorted(enq) and len(enq) == 6, (reqs, enq)
+    starts = sorted(int(f[1]) for f in fwds)
+    for r in reqs:
+        handoff, received, gets = int(r[12]), int(r[17]), int(r[18])
+        # the hand-off is the put to the batcher, after the handler stamped it and before the batch's forward
+        assert enq[r[15]] <= handoff <= min(t for t in starts if t >= enq[r[15]]), (r, enq[r[15]])
+        assert (received, gets) == (-1, 0), r  # the body's get is no token of a stream
+    assert not [ln for ln in lines if ln[0] == "I" and "hook_error" in ln[2]]
+
+
 # ------------------------------------------------------------------------------------- the join on rows
 def _requests(keys: list[str], handoff: list[int], pid: int = 10, status: list[int] | None = None) -> Table:
     n = len(keys)
