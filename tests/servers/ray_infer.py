@@ -16,8 +16,9 @@ Why the call's span and not the handler's: a request's service time is the serve
 request to its answer handed back (docs/serving.md, "Per-request stages"), and that is what a share of it
 divides by. Before the handler runs, the replica hands the call to its user-code thread's event loop and the
 handler's ``request.body()`` fetches the body from the proxy (an actor call); after it, the answer's messages
-come back to the replica's own loop. A wait share divided by the handler's span alone read up to 10 points
-above one divided by the server's.
+come back to the replica's own loop: 2.7 ms of an 18 ms request at 1 client, 15 ms of 47 at 16 (load 5 on 2
+shared cores). A wait share divided by the handler's span alone read 8-17 points above one divided by the
+call's, over the same waits.
 """
 
 import contextlib

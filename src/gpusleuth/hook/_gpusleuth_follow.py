@@ -18,7 +18,9 @@ spawned, forked or started by Ray), and the two ends meet on an id carried insid
 * **Ray Serve**: a replica opens a request per call (``Replica._wrap_request``) with Ray's request id, which is
   the client's ``X-Request-Id`` when it sent one; ``@serve.batch`` runs each batch in its own task
   (``_BatchQueue._process_batch_inner``), whose forwards list the batch's request ids: what each forward took,
-  even though Ray takes the next batch's items before the previous forward starts.
+  even though Ray takes the next batch's items before the previous forward starts. The replica's receive proxy
+  (the body fetched from Ray's proxy onto an ``asyncio.Queue`` inside the request) is the request's own input,
+  not a hand-off: the request's hand-off is its put to the batcher.
 * **BentoML**: in-process, but through a ``collections.deque`` no hook can patch: its dispatcher's
   ``inbound_call`` (the hand-off, a key per request) and ``outbound_call`` (the batch's take; its forwards list
   the batch's keys with that time) are followed instead.
