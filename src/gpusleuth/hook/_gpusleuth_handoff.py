@@ -13,6 +13,10 @@ from _gpusleuth_request import _REQ, _error, _now
 _HANDOFF = {}  # id(work item put on a queue inside a request) -> the request, until a consumer takes it
 HANDOFF_MAX = 65536  # items put and never taken (a queue nobody drains): forget them past this many
 _WATCHED = {}  # id(request) -> (the request, the futures handed over with its work), until its answer is stamped
+# set on a queue that holds a request's own input, not work handed to a batcher (Ray Serve's replica buffers each
+# request's body from its proxy on an asyncio.Queue of its own: _gpusleuth_follow marks it): puts and gets on it
+# are the request reading its body
+OWN_INPUT = "_gpusleuth_own_input"
 
 
 # A batching server's handler does not run the model: it puts its input (and usually a future) on a queue
@@ -137,12 +141,15 @@ def _patch_asyncio_queues(mod):
 
     @functools.wraps(real_put)
     def put_nowait(self, item):
-        _put(item)
+        if not getattr(self, OWN_INPUT, False):
+            _put(item)
         return real_put(self, item)
 
     @functools.wraps(real_get)
     def get_nowait(self):
         item = real_get(self)
+        if getattr(self, OWN_INPUT, False):
+            return item
         if _HANDOFF:
             _took(item)
         _got()
