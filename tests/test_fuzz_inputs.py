@@ -46,6 +46,18 @@ def test_fuzz_kineto_traces_json(tmp_path):
     assert counts["same"] >= 40 and counts["salvaged"] >= 60 and counts["error"] >= 10, counts
 
 
+def test_fuzz_kineto_read_by_two_processes(tmp_path, monkeypatch):
+    """The same families with every trace read in two parts (a big trace's way, forced on these small ones):
+    damage in either part, a cut-off end, a false boundary — the same answers, salvage and sentences."""
+    from gpusleuth.sources.kineto import split
+
+    monkeypatch.setattr(split, "SPLIT_MIN_TEXT", 0)
+    monkeypatch.setattr(split, "_usable_cpus", lambda: 2)
+    seeds = [SMALL, FIX / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"]
+    counts = _run_reader(F.reader("kineto"), seeds, tmp_path, 13)
+    assert counts["same"] >= 20 and counts["salvaged"] >= 30 and counts["error"] >= 5, counts
+
+
 def test_fuzz_kineto_console_and_html(tmp_path):
     """The same cases through the console (no raw control character) and the HTML page (escaped)."""
     counts = _run_reader(F.reader("kineto"), [FIX / "traces" / "overlapping_kernels.json"], tmp_path, 11,
