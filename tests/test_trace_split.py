@@ -51,10 +51,19 @@ def whole(path: Path, monkeypatch) -> dict:
         return digest(path)
 
 
-def test_split_read_gives_the_whole_read_answer(forced, monkeypatch):
+@pytest.mark.parametrize("cpus", [2, 4])
+def test_split_read_gives_the_whole_read_answer(forced, monkeypatch, cpus):
+    """Two CPUs: both parts decompress in line; four: each on its own helper thread."""
+    from gpusleuth.sources.kineto import reader
+
+    monkeypatch.setattr(split, "_usable_cpus", lambda: cpus)
     want = whole(NCCL, monkeypatch)
+    threads: list[int] = []
+    real = reader.text_blocks_ahead
+    monkeypatch.setattr(reader, "text_blocks_ahead", lambda *a: threads.append(1) or real(*a))
     assert digest(NCCL) == want
     assert forced == [True]  # really read in two parts
+    assert len(threads) == (cpus >= 3)  # this process's part (the child's thread is the child's)
 
 
 @pytest.mark.parametrize("share", [0.1, 0.5, 0.9])
@@ -116,7 +125,7 @@ def test_a_cut_off_gzip_is_read_whole(forced, monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("how", ["dies", "raises", "says no"])
 def test_a_child_that_fails_leaves_the_answer_whole(forced, monkeypatch, how):
-    def child(path, at, w):
+    def child(path, at, w, ahead):
         if how == "dies":
             os._exit(9)
         if how == "raises":

@@ -69,7 +69,7 @@ FIRST, REST = "first", "rest"  # the two parts of a split read
 
 
 def read_part(path: Path, sink: Callable[[Chunk], None], split: int, side: str,
-              progress: Progress | None = None) -> ReadResult:
+              progress: Progress | None = None, ahead: bool = False) -> ReadResult:
     """One part of a file read by two processes (``split.py``): the events before (``FIRST``) or from
     (``REST``) the first event boundary at or after text offset ``split`` — the first match of the boundary
     pattern in the text from ``split`` on, the same place for both sides, which find it independently.
@@ -78,9 +78,10 @@ def read_part(path: Path, sink: Callable[[Chunk], None], split: int, side: str,
     string or an event never does, so both parts hold whole events); ``REST`` inflates and discards the text
     before it and reads the rest as :func:`read_events` would, the trailing metadata included. Raises
     :class:`NotRegular` for anything that is not a clean read: together the two parts are then exactly what
-    :func:`read_events` gives, and for everything else the caller reads the file whole."""
+    :func:`read_events` gives, and for everything else the caller reads the file whole. ``ahead``: decompress
+    on a helper thread (where a core beyond the two parts' is free)."""
     res = ReadResult()
-    blocks = text_blocks(path, progress, res)
+    blocks = (text_blocks_ahead if ahead else text_blocks)(path, progress, res)
     try:
         _read_events(path, blocks, sink, res, split, side)
     finally:

@@ -12,6 +12,8 @@ a cut-off end, salvage, bytes that are not UTF-8); a child that fails, dies or s
 the whole file in this process, as it always did. Used only where it can pay (:func:`split_point`): a file of
 ``SPLIT_MIN_TEXT`` of JSON or more, gzip or plain (whose text size the file states), a second CPU this process
 may run on, fork, and not inside a worker process of a pool (a trace set's workers already fill the cores).
+With a third usable CPU this process decompresses on a helper thread (``text_blocks_ahead``), with a fourth
+the child does too.
 """
 
 from __future__ import annotations
@@ -63,20 +65,21 @@ def read_split(path: Path, builder: ColumnBuilder, split: int,
                progress: Progress | None = None) -> ReadResult | None:
     """Read ``path`` into ``builder`` on two processes; None where the caller must read it whole (then
     ``builder`` holds part of the rows: start a new one)."""
+    cpus = _usable_cpus()
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns into the caller's code
         status = 1
         try:
             os.close(r)
-            status = _child(path, split, w)
+            status = _child(path, split, w, cpus >= 4)
         finally:
             os._exit(status)
     os.close(w)
     reaped = False
     try:
         try:
-            res = read_part(path, builder, split, FIRST, progress)
+            res = read_part(path, builder, split, FIRST, progress, ahead=cpus >= 3)
         except (NotRegular, InputError):
             return None
         with open(r, "rb", buffering=0, closefd=False) as pipe:
@@ -97,12 +100,12 @@ def read_split(path: Path, builder: ColumnBuilder, split: int,
             os.waitpid(pid, 0)
 
 
-def _child(path: Path, split: int, w: int) -> int:
+def _child(path: Path, split: int, w: int, ahead: bool) -> int:
     """Read the part after the split point and send it; what went wrong is only "no" (the parent reads the
     file whole and says it)."""
     try:
         builder = ColumnBuilder()
-        res = read_part(path, builder, split, REST)
+        res = read_part(path, builder, split, REST, ahead=ahead)
         payload: Any = (builder.portable(), res)
     except BaseException:  # noqa: BLE001 - anything: the parent reads the file whole
         payload = None
@@ -120,8 +123,9 @@ def _send(fd: int, obj: Any) -> None:
     head = pickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
     views = [b.raw() for b in bufs]
     sizes = [len(head)] + [v.nbytes for v in views]
+    parts: list[bytes | memoryview] = [_SIZE.pack(len(sizes)), b"".join(_SIZE.pack(n) for n in sizes), head, *views]
     with open(fd, "wb", buffering=0) as out:
-        for part in (_SIZE.pack(len(sizes)), b"".join(_SIZE.pack(n) for n in sizes), head, *views):
+        for part in parts:
             view = memoryview(part)
             while view:
                 view = view[out.write(view):]
