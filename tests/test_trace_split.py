@@ -165,3 +165,14 @@ def test_not_split_inside_a_pool_worker_or_for_small_files(monkeypatch):
         assert pool.apply(split.split_point, (NCCL,)) is None
     monkeypatch.setattr(split, "_usable_cpus", lambda: 1)
     assert split.split_point(NCCL) is None
+
+
+def test_a_trace_sets_workers_read_each_rank_alone(forced):
+    """A pool's or Ray's worker reads its rank in one process, asked explicitly (a Ray worker is no
+    multiprocessing child); read rank by rank in this process, a big rank is split."""
+    from gpusleuth.pipeline.trace_set import RankResult, analyse_rank_file, analyse_rank_in_worker
+
+    assert isinstance(analyse_rank_in_worker(str(NCCL)), RankResult)
+    assert forced == []
+    assert isinstance(analyse_rank_file(str(NCCL)), RankResult)
+    assert forced == [True]

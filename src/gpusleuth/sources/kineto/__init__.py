@@ -72,16 +72,18 @@ def distinct_files(paths: list[Path]) -> tuple[list[Path], list[int], list[str]]
     return keep, sizes, notes
 
 
-def load_trace(path: str | Path, progress: Callable[[int, int], None] | None = None) -> Run:
+def load_trace(path: str | Path, progress: Callable[[int, int], None] | None = None,
+               two_processes: bool = True) -> Run:
     """Load one trace file. GC is paused while decoding: millions of short-lived objects would
     otherwise trigger collections that double the decode time and find nothing to free. A big file is read
-    by two processes where a second CPU is usable (``split.py``), with the same answer."""
+    by two processes where a second CPU is usable (``split.py``), with the same answer; ``two_processes=False``
+    where the caller's workers already share the cores out (a trace set's Ray tasks)."""
     path = Path(path)
     builder = ColumnBuilder()
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        split = split_point(path)
+        split = split_point(path) if two_processes else None
         res = read_split(path, builder, split, progress) if split is not None else None
         if res is None:
             builder = ColumnBuilder()

@@ -11,7 +11,8 @@ reader (``reader.read_part``), which stops with ``NotRegular`` at anything that 
 a cut-off end, salvage, bytes that are not UTF-8); a child that fails, dies or says so makes the caller read
 the whole file in this process, as it always did. Used only where it can pay (:func:`split_point`): a file of
 ``SPLIT_MIN_TEXT`` of JSON or more, gzip or plain (whose text size the file states), a second CPU this process
-may run on, fork, and not inside a worker process of a pool (a trace set's workers already fill the cores).
+may run on, fork, and not inside a worker process of a pool (a trace set's workers already fill the cores;
+its Ray tasks, no multiprocessing children, ask for one process through ``load_trace(two_processes=False)``).
 With a third usable CPU this process decompresses on a helper thread (``text_blocks_ahead``), with a fourth
 the child does too.
 """
