@@ -176,3 +176,12 @@ def test_a_trace_sets_workers_read_each_rank_alone(forced):
     assert forced == []
     assert isinstance(analyse_rank_file(str(NCCL)), RankResult)
     assert forced == [True]
+
+
+def test_no_process_to_spare_reads_in_one(forced, monkeypatch):
+    def no_fork():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(split.os, "fork", no_fork)
+    assert digest(NCCL) == whole(NCCL, monkeypatch)
+    assert forced == [False]

@@ -24,6 +24,7 @@ import os
 import pickle
 import signal
 import struct
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,8 @@ def _usable_cpus() -> int:
 
 def split_point(path: Path) -> int | None:
     """The text offset to split ``path`` at, or None where one process should read it whole."""
-    if not hasattr(os, "fork") or _usable_cpus() < 2 or multiprocessing.parent_process() is not None:
+    # Linux only: elsewhere (macOS) system libraries are not fork-safe, which is why multiprocessing spawns there
+    if not sys.platform.startswith("linux") or _usable_cpus() < 2 or multiprocessing.parent_process() is not None:
         return None
     try:
         with open_regular(path) as f:
@@ -67,8 +69,16 @@ def read_split(path: Path, builder: ColumnBuilder, split: int,
     """Read ``path`` into ``builder`` on two processes; None where the caller must read it whole (then
     ``builder`` holds part of the rows: start a new one)."""
     cpus = _usable_cpus()
-    r, w = os.pipe()
-    pid = os.fork()
+    try:
+        r, w = os.pipe()
+    except OSError:  # out of file descriptors: one process reads it
+        return None
+    try:
+        pid = os.fork()
+    except OSError:  # no process to spare (EAGAIN, ENOMEM): one process reads it
+        os.close(r)
+        os.close(w)
+        return None
     if pid == 0:  # the child: never returns into the caller's code
         status = 1
         try:
