@@ -20,7 +20,7 @@ from gpusleuth.sources.kineto import load_trace, split
 sys.path.insert(0, str(Path(__file__).parent))
 from test_trace_reader_golden import digest  # noqa: E402
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.process  # each split read forks a child
 
 FIX = Path(__file__).parent / "fixtures"
 NCCL = FIX / "hta" / "nccl_parser_config" / "nccl_data.json.gz"  # 9.8 MB of JSON: several chunks a part
@@ -185,3 +185,21 @@ def test_no_process_to_spare_reads_in_one(forced, monkeypatch):
     monkeypatch.setattr(split.os, "fork", no_fork)
     assert digest(NCCL) == whole(NCCL, monkeypatch)
     assert forced == [False]
+
+
+def test_a_gzip_trailer_claiming_too_much_is_not_believed(tmp_path, monkeypatch):
+    """A cut or damaged gzip's last four bytes are anything: a small file claiming 4 GB of JSON is read
+    whole, not read twice (the fuzz suite's cut copies did this)."""
+    monkeypatch.setattr(split, "_usable_cpus", lambda: 2)
+    data = bytearray(NCCL.read_bytes())
+    data[-4:] = (0xFFFFFFF0).to_bytes(4, "little")
+    f = tmp_path / "claims.json.gz"
+    f.write_bytes(bytes(data))
+    assert split.json_size(f) > split.SPLIT_MIN_TEXT
+    assert split.split_point(f) is None
+    big = tmp_path / "big.json"  # the same claim from a plain file of that size is believed
+    with open(big, "wb") as out:
+        out.truncate(split.SPLIT_MIN_TEXT)
+    assert split.split_point(big) is None  # (sparse zeros: no "{" or "[" at the start — not a plain trace)
+    big.write_bytes(b"{" + b" " * (split.SPLIT_MIN_TEXT - 1))
+    assert split.split_point(big) == int(split.SPLIT_MIN_TEXT * split.FIRST_SHARE)

@@ -59,9 +59,12 @@ def split_point(path: Path) -> int | None:
         if head != b"\x1f\x8b" and head[:1] not in (b"{", b"[", b" ", b"\n", b"\r", b"\t"):
             return None  # bzip2, xz, zstd, zip: the text's size is not stated
         size = json_size(path)
+        on_disk = path.stat().st_size
     except (OSError, InputError):
         return None  # the whole-file reader says what is wrong with the path
-    return int(size * FIRST_SHARE) if size >= SPLIT_MIN_TEXT else None
+    # a gzip trailer claiming more than 32× the file is not believed (Kineto's JSON compresses 15-20×; a cut
+    # or damaged file's last four bytes are anything): such a file is read whole, not read twice
+    return int(size * FIRST_SHARE) if size >= SPLIT_MIN_TEXT and on_disk * 32 >= SPLIT_MIN_TEXT else None
 
 
 def read_split(path: Path, builder: ColumnBuilder, split: int,
