@@ -3,7 +3,7 @@ events after it, and the child's columns come back as raw numpy buffers through 
 
 Why: decoding (msgspec) and the column pass hold the GIL, so a thread cannot share them; a second process can.
 gzip cannot be entered in the middle, so the child inflates the text before the split point too and drops it
-(~0.2 s of a 340 MB trace, on its own core): the split point sits past the middle (``FIRST_SHARE``) so that
+(~0.15 s of a 340 MB trace, on its own core): the split point sits past the middle (``FIRST_SHARE``) so that
 both parts end together.
 
 What it gives is exactly what :func:`reader.read_events` gives or nothing: each part is read by the same
@@ -35,10 +35,11 @@ from .decompress import Progress
 from .reader import FIRST, REST, NotRegular, ReadResult, open_regular, read_part
 from .size import json_size
 
-SPLIT_MIN_TEXT = 64 << 20  # JSON bytes: below this the fork and the child's imports-free start (~20 ms) and
-#                            the second inflate are not worth it, and small traces keep one process
+SPLIT_MIN_TEXT = 64 << 20  # JSON bytes: small traces keep one process (a trace set's ranks, the tests); at
+#                            68 MB the split still gained 0.57 -> 0.48 s (BENCHMARKS.md, run E)
 FIRST_SHARE = 0.56  # the share of the text this process decodes (it does not inflate the rest; the child does
-#                     inflate this part, and drops it): both parts then end together (measured, BENCHMARKS.md)
+#                     inflate this part, and drops it): both parts then take the same CPU (0.65 / 0.65 s on
+#                     340 MB pretty, 0.82 / 0.80 s on 330 MB compact; BENCHMARKS.md, --phases)
 
 
 def _usable_cpus() -> int:
