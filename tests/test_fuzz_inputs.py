@@ -46,6 +46,19 @@ def test_fuzz_kineto_traces_json(tmp_path):
     assert counts["same"] >= 40 and counts["salvaged"] >= 60 and counts["error"] >= 10, counts
 
 
+@pytest.mark.process  # each split read forks a child
+def test_fuzz_kineto_read_by_two_processes(tmp_path, monkeypatch):
+    """The same families with every trace read in two parts (a big trace's way, forced on these small ones):
+    damage in either part, a cut-off end, a false boundary — the same answers, salvage and sentences."""
+    from gpusleuth.sources.kineto import split
+
+    monkeypatch.setattr(split, "SPLIT_MIN_TEXT", 0)
+    monkeypatch.setattr(split, "_usable_cpus", lambda: 2)
+    seeds = [SMALL, FIX / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"]
+    counts = _run_reader(F.reader("kineto"), seeds, tmp_path, 13)
+    assert counts["same"] >= 20 and counts["salvaged"] >= 30 and counts["error"] >= 5, counts
+
+
 def test_fuzz_kineto_console_and_html(tmp_path):
     """The same cases through the console (no raw control character) and the HTML page (escaped)."""
     counts = _run_reader(F.reader("kineto"), [FIX / "traces" / "overlapping_kernels.json"], tmp_path, 11,
@@ -165,8 +178,16 @@ def test_other_containers_read_the_same(tmp_path, suffix):
     assert F.comparable(_report(p)) == F.comparable(_report(SMALL))
 
 
-@pytest.mark.parametrize("trace", sorted(p.relative_to(FIX / "hta").as_posix()
-                                         for p in F.kineto_seeds(small=False) if "hta" in p.parts))
+def _lane(trace: str):
+    """A trace big enough to be read by two processes (``sources/kineto/split.py``) forks: not the unit lane."""
+    from gpusleuth.sources.kineto import json_size, split
+
+    big = json_size(FIX / "hta" / trace) >= split.SPLIT_MIN_TEXT
+    return pytest.param(trace, marks=pytest.mark.process) if big else trace
+
+
+@pytest.mark.parametrize("trace", [_lane(t) for t in sorted(p.relative_to(FIX / "hta").as_posix()
+                                                            for p in F.kineto_seeds(small=False) if "hta" in p.parts)])
 def test_numbers_do_not_depend_on_event_order(tmp_path, trace):
     """Every real trace, shuffled: the same report (sorting is the reader's job, not the file's)."""
     seed = FIX / "hta" / trace
@@ -296,6 +317,7 @@ def test_device_id_beyond_an_array_index(tmp_path):
     assert _report(p)["ranks"]
 
 
+@pytest.mark.process  # reads every real trace: the 87 MB one by two processes (their parts must not overlap)
 def test_events_written_twice_are_dropped_and_said(tmp_path):
     """A trace concatenated into itself doubled kernel time (and every gain priced from it) in silence; the
     copies are now dropped with the loss stated and every number equals the original's. Real traces keep

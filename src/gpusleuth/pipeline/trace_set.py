@@ -70,17 +70,24 @@ class RankFailure:
     problem: str
 
 
-def analyse_rank_file(path: str) -> RankResult | RankFailure:
-    """The per-rank step for a file: read it, analyse it, keep the summary and drop the events."""
+def analyse_rank_file(path: str, two_processes: bool = True) -> RankResult | RankFailure:
+    """The per-rank step for a file: read it, analyse it, keep the summary and drop the events.
+    ``two_processes``: a big rank may be read by two processes (``sources/kineto/split.py``)."""
     from gpusleuth.sources.kineto import load_trace
 
     try:
-        run = load_trace(path)
+        run = load_trace(path, two_processes=two_processes)
     except InputError as exc:
         return RankFailure(exc.path, exc.problem)
     summary = summarize_rank(run).portable()
     run.trace = None  # the events stay in the worker
     return RankResult(run, summary)
+
+
+def analyse_rank_in_worker(path: str) -> RankResult | RankFailure:
+    """:func:`analyse_rank_file` in a pool's or Ray's worker: the workers already share the cores out, so each
+    rank is read by its worker alone (no second process per rank)."""
+    return analyse_rank_file(path, two_processes=False)
 
 
 def rank_peak_bytes(json_size: int) -> int:
@@ -164,7 +171,7 @@ def _with_events(paths: Sequence[Path], progress: Callable[[int, str], Progress 
 
 
 def _pool_map(files: list[Path], workers: int, tick: Progress | None,
-              step: Callable[[str], RankResult | RankFailure] = analyse_rank_file) -> list[RankResult | RankFailure]:
+              step: Callable[[str], RankResult | RankFailure] = analyse_rank_in_worker) -> list[RankResult | RankFailure]:
     """Every rank through a spawn pool; ranks whose worker died are retried alone (see the module doc).
     ``step``: the per-rank function (a module-level function: spawn workers import it by name)."""
     results: dict[int, RankResult | RankFailure] = {}
@@ -213,7 +220,7 @@ def _ray_map(files: list[Path], address: str, tick: Progress | None) -> list[Ran
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise InputError(address or "ray", f"cannot start or reach the Ray cluster: {exc}") from None
     try:
-        task = ray.remote(max_retries=0)(analyse_rank_file)
+        task = ray.remote(max_retries=0)(analyse_rank_in_worker)
         refs = {task.remote(str(p)): i for i, p in enumerate(files)}
         results: dict[int, RankResult | RankFailure] = {}
         waiting = list(refs)

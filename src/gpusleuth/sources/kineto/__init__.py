@@ -26,6 +26,7 @@ from gpusleuth.run.trace_data import TraceData
 from .model import DEVICE_KINDS, KIND_NAMES
 from .reader import ReadResult, open_regular, read_events
 from .size import json_size
+from .split import read_split, split_point
 
 __all__ = ["load_traces", "load_trace", "distinct_files", "json_size", "TraceData", "KIND_NAMES"]
 
@@ -73,15 +74,22 @@ def distinct_files(paths: list[Path]) -> tuple[list[Path], list[int], list[str]]
     return keep, sizes, notes
 
 
-def load_trace(path: str | Path, progress: Callable[[int, int], None] | None = None) -> Run:
+def load_trace(path: str | Path, progress: Callable[[int, int], None] | None = None,
+               two_processes: bool = True) -> Run:
     """Load one trace file. GC is paused while decoding: millions of short-lived objects would
-    otherwise trigger collections that double the decode time and find nothing to free."""
+    otherwise trigger collections that double the decode time and find nothing to free. A big file is read
+    by two processes where a second CPU is usable (``split.py``), with the same answer; ``two_processes=False``
+    where the caller's workers already share the cores out (a trace set's Ray tasks)."""
     path = Path(path)
     builder = ColumnBuilder()
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        res = read_events(path, builder, progress)
+        split = split_point(path) if two_processes else None
+        res = read_split(path, builder, split, progress) if split is not None else None
+        if res is None:
+            builder = ColumnBuilder()
+            res = read_events(path, builder, progress)
         if progress is not None:  # reading may stop before EOF (gzip trailer, damage): finish the bar
             size = path.stat().st_size
             progress(size, size)

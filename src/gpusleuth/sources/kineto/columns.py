@@ -170,6 +170,34 @@ class ColumnBuilder:
         else:
             p["icall"].append(np.zeros(len(args), np.int32))
 
+    _TABLES = (("name", "name_ix"), ("cat", "cat_ix"), ("pid", "pid_ix"), ("tid", "tid_ix"),
+               ("itype", "itype_ix"), ("icall", "icall_ix"))
+
+    def portable(self) -> dict[str, Any]:
+        """What another process needs to :meth:`absorb` this builder's rows: one array per column (numpy
+        buffers: they pickle out of band), each string table's values in code order, the counts and names."""
+        return {"cols": {k: np.concatenate(v) for k, v in self.parts.items() if v},
+                "tables": {col: list(getattr(self, attr)) for col, attr in self._TABLES},
+                "phases": dict(self.phases), "process_names": self.process_names,
+                "thread_names": self.thread_names, "rows": self.rows}
+
+    def absorb(self, part: dict[str, Any]) -> None:
+        """Append the rows of a builder that read the events *after* this one's (:meth:`portable`): its codes
+        are re-coded into these tables (a value seen here first keeps its code here, as one builder reading
+        both parts in order would have it), and its names overwrite, as later events do."""
+        cols = part["cols"]
+        if cols:
+            for col, attr in self._TABLES:
+                table = getattr(self, attr)
+                remap = np.array([table.setdefault(v, len(table)) for v in part["tables"][col]], np.int32)
+                self.parts[col].append(remap[cols[col]])
+            for k in ("ts", "dur", *_INT_COLS):
+                self.parts[k].append(cols[k])
+        self.phases.update(part["phases"])
+        self.process_names.update(part["process_names"])
+        self.thread_names.update(part["thread_names"])
+        self.rows += part["rows"]
+
     @staticmethod
     def _canonical_codes(cols: dict[str, np.ndarray], key: str, table: dict[Any, int]) -> list[Any]:
         values, remap = _canonical(table)

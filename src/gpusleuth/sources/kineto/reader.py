@@ -40,7 +40,7 @@ from .textdecode import DECODE_ERRORS, decode
 if TYPE_CHECKING:
     from .schema import Chunk
 
-__all__ = ["CHUNK", "ReadResult", "open_regular", "read_events"]
+__all__ = ["CHUNK", "FIRST", "REST", "NotRegular", "ReadResult", "open_regular", "read_events", "read_part"]
 
 CHUNK = 1 << 20  # decode once this much array text is buffered (1 MB: ~20 MB less peak RSS than 4 MB,
 #                  no measurable cost in time)
@@ -57,6 +57,38 @@ def read_events(path: Path, sink: Callable[[Chunk], None], progress: Progress | 
         if res.bad_utf8:
             res.notes.append(f"{res.bad_utf8:,} byte sequence(s) that are not UTF-8 (damage or another "
                              "encoding) were replaced by \ufffd in names")
+
+
+class NotRegular(Exception):
+    """A part of a split read (:func:`read_part`) met something the whole-file reader handles by looking at
+    more than its part: damage, a cut-off end, salvage, one event too odd for the boundary pattern, bytes
+    that are not UTF-8, a header reaching the split point. The caller reads the whole file instead."""
+
+
+FIRST, REST = "first", "rest"  # the two parts of a split read
+
+
+def read_part(path: Path, sink: Callable[[Chunk], None], split: int, side: str,
+              progress: Progress | None = None, ahead: bool = False) -> ReadResult:
+    """One part of a file read by two processes (``split.py``): the events before (``FIRST``) or from
+    (``REST``) the first event boundary at or after text offset ``split`` — the first match of the boundary
+    pattern in the text from ``split`` on, the same place for both sides, which find it independently.
+
+    ``FIRST`` decodes the text up to that boundary and checks that the last piece decodes (a cut inside a
+    string or an event never does, so both parts hold whole events); ``REST`` inflates and discards the text
+    before it and reads the rest as :func:`read_events` would, the trailing metadata included. Raises
+    :class:`NotRegular` for anything that is not a clean read: together the two parts are then exactly what
+    :func:`read_events` gives, and for everything else the caller reads the file whole. ``ahead``: decompress
+    on a helper thread (where a core beyond the two parts' is free)."""
+    res = ReadResult()
+    blocks = (text_blocks_ahead if ahead else text_blocks)(path, progress, res)
+    try:
+        _read_events(path, blocks, sink, res, split, side)
+    finally:
+        blocks.close()
+    if res.truncated or res.notes or res.bad_utf8 or res.lost_bytes:
+        raise NotRegular("damage, a cut-off end or text that is not UTF-8")
+    return res
 
 
 AHEAD_MIN_BYTES = 8 << 20  # files smaller than this are decompressed in line (see _worth_a_thread)
@@ -77,7 +109,8 @@ def _worth_a_thread(path: Path) -> bool:
     return big and cpus > 1
 
 
-def _read_events(path: Path, blocks: Blocks, sink: Callable[[Chunk], None], res: ReadResult) -> ReadResult:
+def _read_events(path: Path, blocks: Blocks, sink: Callable[[Chunk], None], res: ReadResult,
+                 split: int | None = None, side: str = FIRST) -> ReadResult:
     buf = bytearray()
     bare_array = False
     scan = Structure()
@@ -114,6 +147,20 @@ def _read_events(path: Path, blocks: Blocks, sink: Callable[[Chunk], None], res:
     # Invariant from here on: buf[0] is a spare byte just before the next event ("[" or whitespace).
     # Each chunk is decoded in place by writing "[" there and "]" just after the chunk's last "}" —
     # no copy of the text is made.
+    found: list[int] = []
+    if split is not None:  # one part of a split read (read_part)
+        at = split - (res.total_text_bytes - len(buf))  # the split point's place in buf (maybe past its end)
+        if at < 1:
+            raise NotRegular("the split point is in the header")
+        if side == REST:
+            buf = _skip_to_boundary(buf, blocks, at, res)
+        else:
+            if at < len(buf):  # the text after it goes through the boundary search below, as the next block
+                rest = bytes(buf[at:])
+                del buf[at:]
+                res.total_text_bytes -= len(rest)
+                blocks = _prepend(rest, blocks)
+            blocks = _until_boundary(blocks, split - res.total_text_bytes, found)
     # --- body: decode chunk by chunk -------------------------------------------------------
     # Every boundary candidate is searched for once (``searched`` only moves forward), so reading is
     # linear in the file's size whatever its layout: one event per line, pretty-printed or compact.
@@ -143,6 +190,8 @@ def _read_events(path: Path, blocks: Blocks, sink: Callable[[Chunk], None], res:
             # tracked — to the last event that ends in the text so far.
             walk.advance(buf)
             if walk.boundary is not None:
+                if split is not None:
+                    raise NotRegular("one event too odd for the boundary pattern")
                 cut, nxt = walk.boundary
                 if not _decode_in_place(buf, cut, sink, res):  # real damage between two true boundaries
                     salvage(bytes(buf[1:cut]), sink, res, final=False)
@@ -155,6 +204,8 @@ def _read_events(path: Path, blocks: Blocks, sink: Callable[[Chunk], None], res:
             walk = None
             continue
         if walk is None:
+            if split is not None:
+                raise NotRegular("one event too odd for the boundary pattern")
             walk = Walk()
             walk.advance(buf)
             if walk.boundary is not None:  # retry at once with the true boundary
@@ -162,6 +213,8 @@ def _read_events(path: Path, blocks: Blocks, sink: Callable[[Chunk], None], res:
                 continue
         hold_until = len(buf) + CHUNK
         if len(buf) > WALK_LIMIT and candidates:  # damage, not one big event: salvage it, move on
+            if split is not None:
+                raise NotRegular("damage")
             cut, nxt = candidates[-1]
             salvage(bytes(buf[1:cut]), sink, res, final=False)
             del buf[: nxt - 1]
@@ -170,6 +223,13 @@ def _read_events(path: Path, blocks: Blocks, sink: Callable[[Chunk], None], res:
             hold_until = CHUNK
             walk = None
     # --- end: last events + trailing metadata -------------------------------------------------
+    if split is not None and side == FIRST:  # the part ends at the boundary: its last events must decode
+        if not found:
+            raise NotRegular("no event boundary after the split point")
+        buf += b"]"
+        if not _decode_in_place(buf, len(buf) - 1, sink, res):
+            raise NotRegular("the events before the split point do not decode")
+        return res
     if buf:
         buf[0] = 0x5B
     text = bytes(buf).rstrip(b"\x00")  # zero bytes after the JSON: a preallocated file's tail
@@ -184,12 +244,72 @@ def _read_events(path: Path, blocks: Blocks, sink: Callable[[Chunk], None], res:
         return res
     except DECODE_ERRORS:
         pass
+    if split is not None:
+        raise NotRegular("the end of the trace does not decode")
     res.truncated = True
     tail = salvage(text[1:], sink, res, final=not bare_array)
     if tail is not None:
         tail.traceEvents = []
         res.tail = tail
     return res
+
+
+SPLIT_SEARCH = 4 << 20  # a split read finds a boundary within this much text after the split point, or stops
+
+
+def _prepend(first: bytes, blocks: Blocks) -> Blocks:
+    yield first
+    yield from blocks
+
+
+def _until_boundary(blocks: Blocks, before: int, found: list[int]) -> Blocks:
+    """``blocks`` up to and including the ``}`` of the first boundary that begins ``before`` bytes or more into
+    them; its offset (relative to the same start) is appended to ``found``. Nothing after it is yielded."""
+    pos = 0
+    carry = bytearray()  # the text from the split point on, not yet yielded
+    for block in blocks:
+        if not carry and pos + len(block) <= before:
+            pos += len(block)
+            yield block
+            continue
+        if not carry:
+            k = max(before - pos, 0)
+            if k:
+                yield block[:k]
+            carry += block[k:]
+        else:
+            carry += block
+        pos += len(block)
+        m = BOUNDARY.search(carry)
+        if m is not None:
+            found.append(before + m.start() + 1)
+            yield bytes(carry[: m.start() + 1])
+            return
+        if len(carry) > SPLIT_SEARCH:
+            return
+
+
+def _skip_to_boundary(buf: bytearray, blocks: Blocks, at: int, res: ReadResult) -> bytearray:
+    """The text from the spare byte before the first event after the first boundary at or after ``buf[at]``
+    (the text before it is read and dropped): where the ``REST`` part of a split read begins."""
+    while True:
+        if len(buf) > at:
+            del buf[:at]
+            at = 0
+            m = BOUNDARY.search(buf)
+            if m is not None:
+                del buf[: m.end() - 2]
+                return buf
+            if len(buf) > SPLIT_SEARCH:
+                raise NotRegular("no event boundary after the split point")
+        else:
+            at -= len(buf)
+            buf.clear()
+        block = next(blocks, None)
+        if block is None:
+            raise NotRegular("the text ends before the split point")
+        buf += block
+        res.total_text_bytes += len(block)
 
 
 KEEP = 8  # boundary candidates remembered (the last few are tried: a false one sits inside a string)
