@@ -5,6 +5,7 @@ program. ``queue.Queue`` and ``asyncio.Queue`` are patched as they are imported 
 a put inside a request, the take of that item outside any request and the resolution of a future handed
 over with it are stamped on the open request (``_gpusleuth_request``), whose ``R`` line carries them.
 """
+import contextvars
 import functools
 import sys
 
@@ -29,6 +30,8 @@ def _put(item):
         return
     try:
         t = _now()
+        if _own_code(item, req):
+            return
         if req.handoff < 0:
             req.handoff = t
         if len(_HANDOFF) >= HANDOFF_MAX:
@@ -37,6 +40,21 @@ def _put(item):
         _watch_futures(req, item)
     except BaseException as exc:
         _error("queue_put", exc)
+
+
+def _own_code(item, req):
+    """Whether ``item`` is the request's own code sent to a thread under a copy of its context (anyio's and so
+    Starlette's ``run_in_threadpool``: ``(context, func, args, future, scope)`` on its worker thread's queue —
+    FastAPI runs every sync dependency so, LitServe's ``no_auth`` on each request): the request goes on in that
+    thread, nothing was handed to a batcher. Before, that put was the request's hand-off, the worker thread's get its
+    take and the thread's future its answer: a LitServe request's wait began before it read its body, 0.2 ms (1
+    client) to 1.1 ms (16) early against its clock, median."""
+    if item.__class__ is not tuple or not item:
+        return False
+    for p in item[:8]:
+        if p.__class__ is contextvars.Context:
+            return p.get(_REQ) is req
+    return False
 
 
 def _got():
