@@ -395,6 +395,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.process  # the hook runs in a child process
 def test_a_sync_dependency_on_a_worker_thread_hands_nothing_over(tmp_path):
     """FastAPI runs a sync dependency (LitServe's ``no_auth``, on every request) on anyio's worker thread: the
     request's context, its function and a future go on that thread's queue — the request's own code going on in a
