@@ -75,9 +75,9 @@ def test_fixed_twin_has_no_high_finding(name):
 
 
 def test_a_spinning_gpu_stall_reads_busy_waiting_and_long_gemms_never_stall():
-    """Issue 33's GPU part, recorded by ``scripts/gpu_check.py`` (phase 9) on the H200: ``stall_job.py spin``
-    makes 6 steps then keeps a sleep kernel resident for 40 s (a rank spinning in a collective: utilization
-    ~100 % at a fifth of the power limit), ``stall_job.py gemm`` makes 8 steps of 12 fp32 8192² matmul passes
+    """Issue 33's GPU part, recorded by ``scripts/gpu_check.py`` (phase 9; the job is its ``STALL_JOB``) on the
+    H200: ``stall_job.py spin`` makes 6 steps then keeps a sleep kernel resident for 40 s (a rank spinning in a
+    collective: utilization ~100 % at a fifth of the power limit), ``stall_job.py gemm`` makes 8 steps of 12 fp32 8192² matmul passes
     each (1-3 s at high power). The first must be a stall with the busy-waiting signature, found at the 10 s
     threshold and ended by ``--on-stall kill``; the second none."""
     from gpusleuth.analysis.stalls import judge_run

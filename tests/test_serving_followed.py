@@ -315,6 +315,21 @@ print("OK")
 """
 
 
+def _hooked_handoffs(tmp_path: Path, script: str) -> tuple[dict[str, int], list[list[str]], list[int], list[list[str]]]:
+    """Run ``script`` (it prints ``ENQ <key> <ns>`` where its handler hands work to its batcher, then ``OK``) in a
+    child with the hook: the handler's own stamps, the hook's request rows, its forwards' starts and every line."""
+    hook = Path(__file__).resolve().parents[1] / "src" / "gpusleuth" / "hook"
+    env = {**_env(), "GPUSLEUTH_RUN_DIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", f"HOOK = {str(hook)!r}\n" + script], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "OK" in res.stdout, res.stderr[-3000:]
+    enq = {ln.split()[1]: int(ln.split()[2]) for ln in res.stdout.splitlines() if ln.startswith("ENQ ")}
+    lines = [ln.split("\t") for ln in next(tmp_path.glob("raw/events-*.tsv")).read_text().splitlines()]
+    reqs, fwds = [ln for ln in lines if ln[0] == "R"], [ln for ln in lines if ln[0] == "F"]
+    assert sorted(r[15] for r in reqs) == sorted(enq) and len(enq) == 6, (reqs, enq)
+    return enq, reqs, sorted(int(f[1]) for f in fwds), lines
+
+
 @pytest.mark.process
 def test_a_ray_replica_reading_its_body_hands_nothing_over(tmp_path):
     """A Ray replica buffers each request's body, fetched from Ray's proxy, on an asyncio.Queue inside the request
@@ -323,16 +338,7 @@ def test_a_ray_replica_reading_its_body_hands_nothing_over(tmp_path):
     16, measured against the replica's clock; 20 ms here, where the handler wakes 20 ms late), and the handler's
     get of its body counted as a stream's token. The hand-off is the put to the batcher."""
     pytest.importorskip("ray.serve")
-    hook = Path(__file__).resolve().parents[1] / "src" / "gpusleuth" / "hook"
-    env = {**_env(), "GPUSLEUTH_RUN_DIR": str(tmp_path)}
-    res = subprocess.run([sys.executable, "-c", f"HOOK = {str(hook)!r}\n" + RAY_RECEIVE], env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0 and "OK" in res.stdout, res.stderr[-3000:]
-    enq = {ln.split()[1]: int(ln.split()[2]) for ln in res.stdout.splitlines() if ln.startswith("ENQ ")}
-    lines = [ln.split("\t") for ln in next(tmp_path.glob("raw/events-*.tsv")).read_text().splitlines()]
-    reqs, fwds = [ln for ln in lines if ln[0] == "R"], [ln for ln in lines if ln[0] == "F"]
-    assert sorted(r[15] for r in reqs) == sorted(enq) and len(enq) == 6, (reqs, enq)
-    starts = sorted(int(f[1]) for f in fwds)
+    enq, reqs, starts, lines = _hooked_handoffs(tmp_path, RAY_RECEIVE)
     for r in reqs:
         handoff, received, gets = int(r[12]), int(r[17]), int(r[18])
         # the hand-off is the put to the batcher, after the handler stamped it and before the batch's forward
@@ -405,16 +411,7 @@ def test_a_sync_dependency_on_a_worker_thread_hands_nothing_over(tmp_path):
     hand-off is the put to the batcher; the take and the answer are the batcher's."""
     pytest.importorskip("fastapi")
     pytest.importorskip("httpx")
-    hook = Path(__file__).resolve().parents[1] / "src" / "gpusleuth" / "hook"
-    env = {**_env(), "GPUSLEUTH_RUN_DIR": str(tmp_path)}
-    res = subprocess.run([sys.executable, "-c", f"HOOK = {str(hook)!r}\n" + SYNC_DEPENDENCY], env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0 and "OK" in res.stdout, res.stderr[-3000:]
-    enq = {ln.split()[1]: int(ln.split()[2]) for ln in res.stdout.splitlines() if ln.startswith("ENQ ")}
-    lines = [ln.split("\t") for ln in next(tmp_path.glob("raw/events-*.tsv")).read_text().splitlines()]
-    reqs, fwds = [ln for ln in lines if ln[0] == "R"], [ln for ln in lines if ln[0] == "F"]
-    assert sorted(r[15] for r in reqs) == sorted(enq) and len(enq) == 6, (reqs, enq)
-    starts = sorted(int(f[1]) for f in fwds)
+    enq, reqs, starts, lines = _hooked_handoffs(tmp_path, SYNC_DEPENDENCY)
     for r in reqs:
         handoff, claimed, delivered = int(r[12]), int(r[13]), int(r[14])
         first = min(t for t in starts if t >= enq[r[15]])

@@ -35,12 +35,13 @@ from starlette.applications import Starlette
 from _bentoml_impl.server.app import ServiceAppFactory
 from bentoml._internal.marshal.dispatcher import CorkDispatcher
 
+from asgi_clock import timed_app
+
 TRUTH = os.environ.get("BENTO_TRUTH", "")
 MAX_BATCH = int(os.environ.get("BENTO_MAX_BATCH", "8"))
 MAX_LATENCY_MS = int(os.environ.get("BENTO_MAX_LATENCY_MS", "10000"))
 _now = time.time_ns
 _LOCK = threading.Lock()
-_REC = contextvars.ContextVar("truth_request", default=None)  # the request's record, in its handler's task
 _RIDS = contextvars.ContextVar("truth_batch", default=())  # the batch's request ids, in the batch's task/thread
 _RID_OF = {}  # id(a job's input) -> its request id, from inbound_call to outbound_call
 
@@ -56,24 +57,9 @@ _real_endpoint = ServiceAppFactory.api_endpoint_wrapper
 _real_in, _real_out = CorkDispatcher.inbound_call, CorkDispatcher.outbound_call
 
 
-async def _app(self, scope, receive, send):
-    if scope.get("type") != "http" or _REC.get() is not None:  # not a request, or an app inside the outer one
-        return await _real_app(self, scope, receive, send)
-    rec = {"start": _now(), "enqueued": -1, "rid": None, "endpoint_start": -1, "endpoint_end": -1}
-    token = _REC.set(rec)  # the dict itself is shared with every task the middlewares start: filled in place
-
-    async def sent(message):
-        await send(message)
-        if message.get("type") == "http.response.body" and not message.get("more_body", False):
-            rec.setdefault("end", _now())
-
-    try:
-        return await _real_app(self, scope, receive, sent)
-    finally:
-        rec.setdefault("end", _now())
-        _REC.reset(token)
-        if rec["endpoint_start"] >= 0:  # a request that reached the API (not a health check or a 404)
-            _line({"request": rec})
+_app, _REC = timed_app(_real_app, lambda: {"enqueued": -1, "rid": None, "endpoint_start": -1, "endpoint_end": -1},
+                      lambda rec: rec["endpoint_start"] >= 0,  # reached the API (not a health check or a 404)
+                      lambda rec: _line({"request": rec}))
 
 
 async def _endpoint(self, name, request):

@@ -19,7 +19,6 @@ waits (0.878/0.695/0.263 against 0.819/0.605/0.234 at 1/4/16 clients).
 """
 
 import atexit
-import contextvars
 import json
 import os
 import sys
@@ -32,6 +31,8 @@ import litserve.loops.simple_loops as ls_loops
 import litserve.server as ls_server
 import torch
 from starlette.applications import Starlette
+
+from asgi_clock import timed_app
 
 PORT, TRUTH = int(sys.argv[1]), sys.argv[2]
 MAX_BATCH = int(sys.argv[3]) if len(sys.argv) > 3 else 8
@@ -102,27 +103,11 @@ class API(ls.LitAPI):
 _real_app = Starlette.__call__
 _real_handle = ls_server.RegularRequestHandler.handle_request
 _real_submit = ls_server.BaseRequestHandler._submit_request
-_REC = contextvars.ContextVar("truth_request", default=None)  # the request's record, shared with its tasks
 
 
-async def _app(self, scope, receive, send):
-    if scope.get("type") != "http" or _REC.get() is not None:  # not a request, or an app inside the outer one
-        return await _real_app(self, scope, receive, send)
-    rec = {"start": _now(), "submit": -1, "uid": None, "rid": None, "handler_start": -1, "handler_end": -1}
-    token = _REC.set(rec)
-
-    async def sent(message):
-        await send(message)
-        if message.get("type") == "http.response.body" and not message.get("more_body", False):
-            rec.setdefault("end", _now())
-
-    try:
-        return await _real_app(self, scope, receive, sent)
-    finally:
-        rec.setdefault("end", _now())
-        _REC.reset(token)
-        if rec["handler_start"] >= 0:  # a request that reached the API (not a health check)
-            _line(".api", rec)
+_app, _REC = timed_app(_real_app, lambda: {"submit": -1, "uid": None, "rid": None, "handler_start": -1, "handler_end": -1},
+                      lambda rec: rec["handler_start"] >= 0,  # reached the API (not a health check)
+                      lambda rec: _line(".api", rec))
 
 
 async def _submit(self, payload):
