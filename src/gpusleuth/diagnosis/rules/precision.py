@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from gpusleuth.diagnosis.facts import Facts
 from gpusleuth.diagnosis.finding import Evidence, Finding, Missing
-from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_device_trace, run_seconds
+from gpusleuth.diagnosis.rules._common import gain_from_seconds, no_device_trace, run_seconds, step_idle
 from gpusleuth.diagnosis.rules._scope import per_rank, rank_trace
 
 if TYPE_CHECKING:  # the type of Facts.traces' items (rules see only Facts)
@@ -70,11 +70,8 @@ def fp32_math(facts: Facts) -> list[Finding] | Missing:
 
 def compute_share(t: "TraceAnalysis") -> float:
     """The device's compute share of the profiled steps (of the device span when the trace has no steps)."""
-    if t.steps:
-        window = sum(st.duration_s for st in t.steps)
-        compute = sum(st.partition.get("compute", 0.0) for st in t.steps)
-    else:
-        window = t.device_span_s
-        compute = t.span_partition.get("compute", 0.0)
+    compute, window = step_idle(t, ("compute",))
+    if not t.steps:
+        window, compute = t.device_span_s, t.span_partition.get("compute", 0.0)
     return min(compute / window, 1.0) if window > 0 else 0.0
 
