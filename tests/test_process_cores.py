@@ -39,3 +39,15 @@ def test_a_load_level_between_two_sampling_times_is_measured_by_the_times_around
     run = Run(meta={}, procs=_procs([(t, 7, 150.0) for t in ticks] + [(t, 8, 0.0) for t in ticks]))
     mean, p90 = _server_cpu(run, [7], 1_400_000_000, 1_550_000_000)
     assert mean == pytest.approx(1.5) and p90 == pytest.approx(1.5)
+
+
+def test_the_busiest_process_never_exceeds_the_whole_set():
+    """A server whose one busy process did all the work: its cores and the set's are the same number, and the set's
+    must not read one rounding step under it (CI saw 0.01820567409100712 > 0.018205674091007117 when the mean was
+    taken over the sampling times and the busiest over the process's own sum). Five samples a busy process took,
+    an idle sibling beside it, in the order that once rounded the wrong way."""
+    ticks = [100, 200, 300, 400, 500]
+    rows = [(t, 1, c) for t, c in zip(ticks, [17.57, 54.15, 42.27, 12.43, 64.72])] + [(t, 2, 0.0) for t in ticks]
+    got = cores_by_process(_procs(rows), None)
+    assert got is not None and got.busiest == got.per_process[1]
+    assert got.busiest <= got.mean and got.mean == pytest.approx(sum([17.57, 54.15, 42.27, 12.43, 64.72]) / 500)

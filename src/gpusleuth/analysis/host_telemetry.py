@@ -7,6 +7,8 @@ Distributions and counters as ``telemetry`` (the GPU summaries) makes them: over
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -152,7 +154,9 @@ class ProcessCores:
 
     @property
     def mean(self) -> float:
-        return float(self.per_time.mean())
+        """The correctly rounded sum of ``per_process``: never below :attr:`busiest` — ``per_time.mean()`` is the
+        same number summed in another order and can land one rounding step under the busiest process alone."""
+        return math.fsum(self.per_process.values())
 
     @property
     def p90(self) -> float:
