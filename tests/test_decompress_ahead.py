@@ -10,6 +10,7 @@ import time
 import pytest
 
 from gpusleuth.errors import InputError
+from gpusleuth.sources.kineto import decompress
 from gpusleuth.sources.kineto.decompress import StreamLosses, text_blocks, text_blocks_ahead
 
 pytestmark = pytest.mark.unit
@@ -87,3 +88,34 @@ def test_a_refused_trace_leaves_no_helper_behind(tmp_path, monkeypatch):
     with pytest.raises(InputError) as caught:
         load_trace(f)
     assert started and _wait_gone(0.5), caught.value
+
+
+def test_zlib_ng_salvages_a_damaged_gzip_exactly_as_zlib_does(tmp_path, monkeypatch):
+    """The trace text is inflated by zlib-ng (faster) where it is installed; a damaged stream must still give back
+    the very bytes, and the very sentence, that the standard zlib's salvage gives — the reader's counts of kept
+    and lost events rest on them. A real trace, compressed, then one bit flipped at 40 places in turn."""
+    import random
+    import zlib
+
+    from pathlib import Path
+
+    field = Path(__file__).parent / "fixtures" / "field_traces"
+    zlib_ng = pytest.importorskip("zlib_ng.zlib_ng")
+    assert decompress._inflate is zlib_ng  # installed with gpusleuth: the fast inflate is the one in use
+    raw = gzip.open(field / "imagenet_resnet18.pt.trace.json.gz").read()[:1_500_000]
+    packed = gzip.compress(raw, 6)
+    rng = random.Random(7)
+    damaged = 0
+    for _ in range(40):
+        data = bytearray(packed)
+        data[rng.randrange(20, len(data) - 8)] ^= 1 << rng.randrange(8)
+        path = tmp_path / "t.json.gz"
+        path.write_bytes(bytes(data))
+        got = []
+        for inflate in (zlib, zlib_ng):
+            monkeypatch.setattr(decompress, "_inflate", inflate)
+            losses = decompress.StreamLosses()
+            got.append((b"".join(decompress.text_blocks(path, None, losses)), losses.truncated, losses.notes))
+        assert got[0] == got[1]
+        damaged += got[0][1]
+    assert damaged >= 30  # the flips really damaged the stream (a few land where deflate cannot tell)

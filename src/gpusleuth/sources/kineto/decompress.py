@@ -14,12 +14,24 @@ import zlib
 from dataclasses import dataclass, field
 from lzma import LZMAError as _LZMAError
 from pathlib import Path
-from typing import IO, Callable, Generator, Protocol, Union
+from typing import IO, TYPE_CHECKING, Callable, Generator, Protocol, Union
 
 from gpusleuth.errors import InputError
 from gpusleuth.run.files import open_regular as _open_regular
 
 BLOCK = 1 << 20  # bytes read from disk / decompressed per step
+
+# zlib-ng's inflate, behind zlib's own interface (``copy()`` included, which the damage salvage below needs): 0.26 s
+# of CPU where zlib takes 0.41 for a 340 MB trace, 0.32 vs 0.49 for a 330 MB one (BENCHMARKS.md, issue 36) — a
+# 147 KB wheel without dependencies. Where it cannot be installed, zlib reads the same files. (The type check
+# sees zlib's interface: zlib-ng's stubs leave out ``copy`` and ``error``, which it has.)
+if TYPE_CHECKING:
+    _inflate = zlib
+else:
+    try:
+        from zlib_ng import zlib_ng as _inflate
+    except ImportError:  # a platform without its wheel
+        _inflate = zlib
 
 Progress = Callable[[int, int], None]
 # what the readers below yield: text blocks; generators, so that a reader that stops early can close them
@@ -183,7 +195,7 @@ def _damaged(res: StreamLosses, what: str, at: int, exc: Exception) -> None:
 def _gunzip(first: bytes, read: Callable[..., bytes], res: StreamLosses) -> Blocks:
     """Inflate gzip member by member. On damage, inflate the failing input again in small pieces from a
     copy of the decompressor taken before it, so every byte before the damage is still returned."""
-    dec = zlib.decompressobj(wbits=31)
+    dec = _inflate.decompressobj(wbits=31)
     pending = first
     produced = 0
     while True:
@@ -191,17 +203,17 @@ def _gunzip(first: bytes, read: Callable[..., bytes], res: StreamLosses) -> Bloc
         try:
             # max_length keeps each decompressed block small (gzip ratios of 15-20x are common)
             out = dec.decompress(pending, BLOCK)
-        except zlib.error as exc:
+        except _inflate.error as exc:
             rest = bytearray()
             for i in range(0, len(pending), 256):
                 before = saved.copy()
                 try:
                     rest += saved.decompress(pending[i:i + 256])
-                except zlib.error:  # the damage is in these 256 bytes: take them one at a time
+                except _inflate.error:  # the damage is in these 256 bytes: take them one at a time
                     for j in range(i, min(i + 256, len(pending))):
                         try:
                             rest += before.decompress(pending[j:j + 1])
-                        except zlib.error:
+                        except _inflate.error:
                             break
                     break
             if rest:
@@ -215,7 +227,7 @@ def _gunzip(first: bytes, read: Callable[..., bytes], res: StreamLosses) -> Bloc
         if dec.eof:
             after = dec.unused_data + read(-1)
             if after.strip(b"\x00"):  # concatenated gzip members
-                dec = zlib.decompressobj(wbits=31)
+                dec = _inflate.decompressobj(wbits=31)
                 pending = after
                 continue
             return
