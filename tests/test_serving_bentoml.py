@@ -119,6 +119,10 @@ def test_bentoml_adaptive_batching_followed_against_its_clock(bento_py, tmp_path
     found = _fits_a_batcher(rep)
     # one batch at a time (BentoML's semaphore): at 16 the jobs queue behind the running batch, said so
     assert "saturated" in found["serving.batch_wait"]["summary"], found.get("serving.batch_wait")
+    # … and its fix names BentoML's own knob for more model copies, not Triton's (serving/rules/knobs.py)
+    assert rs["framework"] == "bentoml"
+    assert "BentoML: `workers` of `@bentoml.service`" in found["serving.batch_wait"]["fix"]
+    assert "Triton" not in found["serving.batch_wait"]["fix"]
 
 
 @pytest.mark.process

@@ -152,6 +152,7 @@ def test_litserve_worker_requests_followed_against_its_clock(litserve_run):
     # the server is its processes: the worker's forwards count in its CPU, not only the idle-ish handler
     assert len(rs["pids"]) >= 1 and rs["levels"][-1]["server_cores"] > 0.3
     _whole_server_on_the_host_line(rep, 3)  # the launcher, uvicorn's process, the inference worker
+    _fixes_name_the_frameworks_knobs(rep, "litserve")
 
 
 @pytest.mark.process
@@ -164,6 +165,7 @@ def test_ray_serve_batch_requests_followed_against_its_clock(ray_run):
     # Ray's request id is the client's: the server's rows join the client's one to one
     assert all(lv["outside_joined"] > 0 for lv in rep["request_stages"]["levels"])
     _whole_server_on_the_host_line(rep, 4)  # the driver, raylet, GCS, the proxy and the replica at least
+    _fixes_name_the_frameworks_knobs(rep, "ray_serve")
 
 
 WAIT_MEDIAN_MS = 0.3  # gpusleuth's wait against the server's, request by request: the median of the differences
@@ -196,6 +198,13 @@ def _waits_agree_request_by_request(out: Path, truth: dict, ids: str = "rids", e
     print(f"wait against the server's, request by request: |median| {med:.3f} ms, "
           f"p90 {np.percentile(np.abs(diff), 90):.3f} ms over {len(diff)}")
     assert med <= most_ms, (med, np.percentile(diff, [5, 50, 95]).round(3).tolist())
+
+
+def _fixes_name_the_frameworks_knobs(rep: dict, framework: str) -> None:
+    """The hook said which framework it followed (its ``serving_framework`` fact, from the process that imported
+    it), so no fix of this run names another server's knobs (Triton's, TorchServe's): serving/rules/knobs.py."""
+    assert rep["request_stages"]["framework"] == framework
+    assert not [(f["cause"], f["fix"]) for f in rep["findings"] if "Triton" in f["fix"] or "TorchServe" in f["fix"]]
 
 
 def _whole_server_on_the_host_line(rep: dict, processes: int) -> None:

@@ -24,6 +24,7 @@ close it (``end``) where the response is done:
 """
 import contextvars
 import functools
+import sys
 
 import _gpusleuth_state as _state
 from _gpusleuth_handoff import _patch_asyncio_queues, _patch_queue
@@ -352,13 +353,32 @@ FOLLOWED = ("multiprocessing.queues", "multiprocessing.connection", "multiproces
             "transformers.generation.continuous_batching.continuous_api")
 
 
+# the serving framework a patched module belongs to: written once per process as a ``serving_framework`` fact, so
+# that a fix names the framework's own knob (LitServe's ``batch_timeout``, not Triton's queue delay)
+SERVER_FRAMEWORKS = {"litserve.loops.base": "litserve", "ray.serve._private.replica": "ray_serve",
+                     "ray.serve.batching": "ray_serve", "bentoml._internal.marshal.dispatcher": "bentoml"}
+_SAID = set()
+
+
 def patch(name, module):
     try:
         if name in FOLLOWED:
             import _gpusleuth_follow
 
             _gpusleuth_follow.FOLLOW_PATCHES[name](module)
+            _say_framework(name)
             return
         PATCHES[name](module)
     except BaseException as exc:
         _error("patch_" + name, exc)
+
+
+def _say_framework(name):
+    framework = SERVER_FRAMEWORKS.get(name)
+    r = _state.R
+    if framework is None or framework in _SAID or r is None:
+        return
+    _SAID.add(framework)
+    top = sys.modules.get(name.split(".", 1)[0])
+    r.info({"kind": "serving_framework", "name": framework,
+            "version": str(getattr(top, "__version__", "") or "") or None})

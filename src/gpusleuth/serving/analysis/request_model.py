@@ -96,6 +96,9 @@ class RequestAnalysis:
     note: str | None = None  # one sentence when requests could not be attributed to the model's forwards
     misses: list[MissLevel] = field(default_factory=list)  # per level with SLO misses
     capacity: Capacity | None = None  # under `gpusleuth load` with two levels or more
+    # the serving framework the hook patched ("litserve", "ray_serve", "bentoml"; None: another server or none
+    # known): its fixes name that framework's own knobs (serving/rules/knobs.py)
+    framework: str | None = None
     # the rows behind the numbers, to split by load level without going back to the Run
     _rows: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _batches: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # forwards outside requests

@@ -101,7 +101,7 @@ def analyze_requests(run: Run) -> RequestAnalysis | None:
         forwards_per_request=float(rows["forwards"].mean()), batch_p50=float(np.median(batch)) if len(batch) else None,
         server_cores=cores, server_cores_p90=cores_p90, logical_cores=_cores(run), gpu_busy=gpu_busy,
         gpu_mem_share=mem, alone_requests=int(alone.sum()), alone_shares=alone_shares, _rows=rows,
-        batching=batching, note=note, _batches=batches,
+        batching=batching, note=note, _batches=batches, framework=serving_framework(run),
     )
 
 
@@ -111,7 +111,7 @@ def _nothing(run: Run, note: str | None, no_forward: int = 0, kinds: dict[str, i
                            service_s=0.0, rps=0.0, in_flight=0.0, shares={}, parts={}, stages=[], queue_measured=0,
                            queue_p95_share=None, latency_p50_ms=0.0, latency_p95_ms=0.0, forwards_per_request=0.0,
                            batch_p50=None, server_cores=None, server_cores_p90=None, logical_cores=_cores(run),
-                           gpu_busy=None, gpu_mem_share=None, note=note)
+                           gpu_busy=None, gpu_mem_share=None, note=note, framework=serving_framework(run))
 
 
 # a joined request's columns besides the ones every request has: -1 (unmeasured) on the requests that ran their own
@@ -252,6 +252,19 @@ def _named_stages(texts: np.ndarray, service_ns: float) -> list[StageStats]:
     out = [_stat(k, np.asarray(v, dtype=np.float64), float(np.sum(v)) / service_ns if service_ns > 0 else 0.0,
                  len(v)) for k, v in per.items()]
     return sorted(out, key=lambda s: -s.total_s)
+
+
+SERVING_FRAMEWORKS = ("litserve", "ray_serve", "bentoml")  # what the hook's follow patches name (_gpusleuth_serve)
+
+
+def serving_framework(run: Run) -> str | None:
+    """The serving framework whose modules the hook patched (its ``serving_framework`` fact, written by the
+    process that imported them), None where none was seen. Only the names the hook writes are kept: the fact
+    comes from a run directory, which may be anyone's."""
+    for info in run.infos:
+        if info.get("kind") == "serving_framework" and info.get("name") in SERVING_FRAMEWORKS:
+            return str(info["name"])
+    return None
 
 
 def _cores(run: Run) -> int | None:

@@ -18,6 +18,7 @@ from gpusleuth.diagnosis.rules._common import no_gpu
 from gpusleuth.serving.rules._common import (ACCEL_NOT_FULL, FLAT_RPS, MIN_REQUESTS, SOURCE, busy_gain,
                                                        enough_requests, load_scaling, pct)
 from gpusleuth.serving.rules.capacity import names_a_full_replica
+from gpusleuth.serving.rules.knobs import knobs_for
 
 INFER_DOMINANT = 0.5
 ACCEL_LOW = 0.4  # mean accelerator utilization during requests below this is low
@@ -67,10 +68,11 @@ def under_batched(facts: Facts) -> list[Finding] | Missing:
                  + (" while throughput kept rising with concurrency." if rising else ".")),
         evidence=evidence,
         fix=(f"Batch concurrent requests into one forward (dynamic batching): collect requests for a few "
-             f"milliseconds up to a batch of {batch}, run one forward, answer each — e.g. an asyncio queue in "
-             "front of the model, or a server that does it (Triton's dynamic batcher, TorchServe "
-             f"`batch_size`/`max_batch_delay`, vLLM/TGI for generation). Start with max batch {batch} and a "
-             "delay of about one forward's time."),
+             f"milliseconds up to a batch of {batch}, run one forward, answer each — "
+             + (f"in {k.framework}, {k.turn_on}. " if (k := knobs_for(ra.framework)) is not None else
+                "e.g. an asyncio queue in front of the model, or a server that does it (Triton's dynamic batcher, "
+                "TorchServe `batch_size`/`max_batch_delay`, vLLM/TGI for generation). ")
+             + f"Start with max batch {batch} and a delay of about one forward's time."),
         estimated_gain=busy_gain(facts, infer * idle, ra.busy_s,
                              "upper bound: the forwards' share of request time times the accelerator's idle "
                              "share during requests, filled by batching"),
@@ -129,17 +131,28 @@ def waiting_for_a_batch(facts: Facts) -> list[Finding] | Missing:
         why = (f"most of it after the batcher took the work, while it collected more: batches of {size_p50:g} "
                f"requests (p50; the largest {size_max}) each waited for the window or the batch to fill while the "
                "model had nothing to do")
-        fix = ("Shorten the batcher's wait window (Triton `max_queue_delay_microseconds`, TorchServe "
-               f"`max_batch_delay`, your own queue's timeout){held_ms}, "
-               f"or lower the max batch size to what this traffic brings (about {size_p50:g}), so a batch starts "
-               "with what is there; or collect the next batch while the model runs the current one.")
+        k = knobs_for(ra.framework)
+        if k is not None:
+            fix = (f"Shorten the batcher's wait window ({k.framework}: {k.wait_window}){held_ms}, or lower "
+                   f"{k.max_batch} to what this traffic brings (about {size_p50:g}), so a batch starts with what is "
+                   "there" + (f"; or collect the next batch while the model runs the current one ({k.overlap})."
+                              if k.overlap else "."))
+        else:
+            fix = ("Shorten the batcher's wait window (Triton `max_queue_delay_microseconds`, TorchServe "
+                   f"`max_batch_delay`, your own queue's timeout){held_ms}, "
+                   f"or lower the max batch size to what this traffic brings (about {size_p50:g}), so a batch "
+                   "starts with what is there; or collect the next batch while the model runs the current one.")
     else:
         why = ("most of it before the batcher took the work: earlier batches were still running, so the model "
                "is saturated at this load" + (f" with batches of {size_max}, the largest it ran" if full else ""))
-        fix = (("If that is the max batch size, raise it (each forward serves more requests: Triton "
-                "`max_batch_size`, TorchServe `batch_size`) where memory allows, or " if full else "")
-               + "add model instances or replicas (Triton `instance_group` count, more workers): the requests "
-               "wait for the model, not for the wait window.")
+        k = knobs_for(ra.framework)
+        max_batch = (f"{k.framework}: {k.max_batch}" if k is not None else
+                     "Triton `max_batch_size`, TorchServe `batch_size`")
+        replicas = f"{k.framework}: {k.replicas}" if k is not None else "Triton `instance_group` count, more workers"
+        fix = ((f"If that is the max batch size, raise it (each forward serves more requests: {max_batch}) where "
+                "memory allows, or " if full else "")
+               + f"add model instances or replicas ({replicas}): the requests wait for the model, not for the wait "
+               "window.")
     if worst is not None:
         why += f" (at concurrency {worst.concurrency}, where requests waited most)" if worst.concurrency else \
             f" (at {worst.rate:g} requests/s, where requests waited most)"

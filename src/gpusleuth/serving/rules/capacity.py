@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from gpusleuth.diagnosis.facts import Facts, RequestAnalysis
 from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
+from gpusleuth.serving.rules.knobs import knobs_for
 
 BEHIND_MODERATE = 0.2  # share of the missed requests' TTFT spent behind others' decode steps
 BEHIND_HIGH = 0.4
@@ -167,7 +168,9 @@ def too_few_replicas(facts: Facts) -> list[Finding] | Missing:
                f"(p50) and the model worked {_pct(heavy.model_busy or 0.0)} % of the time: one replica is full. "
                f"Nothing inside it holds the requests (no batch window, no preprocessing in front of the model). "
                f"By the measured capacity, {arithmetic}.{bound}")
-    fix = (f"Run {cap.replicas} replicas behind the load balancer for this load (or a card with about "
+    k = knobs_for(ra.framework if ra is not None else None)
+    fix = (f"Run {cap.replicas} replicas " + (f"({k.framework}: {k.replicas}) " if k is not None else "")
+           + f"behind the load balancer for this load (or a card with about "
            f"{cap.replicas}× the throughput), and route by queue length or in-flight requests so no replica "
            "queues while another idles. "
            + ("Before that, check the engine's cap on sequences batched together is what memory allows (vLLM "

@@ -10,6 +10,7 @@ from gpusleuth.diagnosis.facts import Facts, MissLevel
 from gpusleuth.diagnosis.finding import Evidence, Finding, Gain, Missing
 from gpusleuth.serving.rules._common import MIN_REQUESTS, pct
 from gpusleuth.serving.rules.capacity import BEHIND_MODERATE, PREFILL_FIX
+from gpusleuth.serving.rules.knobs import knobs_for
 
 
 _MISS_FIX = {
@@ -83,6 +84,10 @@ def slo_misses(facts: Facts) -> list[Finding] | Missing:
         share = 0.0
     else:
         what, fix = _MISS_FIX[dominant]
+        knobs = knobs_for(ra.framework)
+        if dominant == "wait" and knobs is not None:  # the framework's own batch knobs, not Triton's
+            fix = (f"Shorten the batcher's wait window or lower its max batch size ({knobs.framework}: "
+                   f"{knobs.wait_window}, {knobs.max_batch}).")
         if dominant in ("queue", "wait") and (m.behind_decode_share or 0.0) >= BEHIND_MODERATE:
             # an engine that ran the others' decode while the prompt waited (serving.prefill_behind_decode)
             what = (f"waiting before their first forward, {pct(m.behind_decode_share or 0.0)} % of their time to "
