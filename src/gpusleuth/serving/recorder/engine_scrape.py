@@ -72,38 +72,39 @@ class EngineScraper:
 
     def start(self) -> "EngineScraper":
         if self.url is not None:
-            self._thread = threading.Thread(target=self._loop, name="gpusleuth-engine-metrics", daemon=True)
+            self._thread = threading.Thread(target=self._loop, args=(self.url,), name="gpusleuth-engine-metrics",
+                                            daemon=True)
             self._thread.start()
         return self
 
     def baseline(self) -> None:
         """A scrape now, before the first level (``run_plan``'s ``on_ready``): the counters' starting point."""
         if self.url is not None and not self._stop.is_set():
-            self._scrape()
+            self._scrape(self.url)
 
     def stop(self) -> list[tuple[int, str]]:
         """Stop the loop and, the first time and if an engine answered, take the last scrape now."""
-        if self._thread is not None and not self._stop.is_set():
+        if self.url is not None and self._thread is not None and not self._stop.is_set():
             self._stop.set()
             self._thread.join(timeout=TIMEOUT_S + 1.0)
             if self.engine_seen:
-                self._scrape()
+                self._scrape(self.url)
         self._stop.set()
         return self.scrapes
 
-    def _scrape(self) -> bool | None:
+    def _scrape(self, url: str) -> bool | None:
         """One scrape: True kept (an engine's names), False answered without them, None no answer (or an
         answer it could not read: said once in ``problem``, never raised into the load)."""
         try:
-            return self._scrape_once()
+            return self._scrape_once(url)
         except Exception as exc:  # noqa: BLE001 - a reader beside the load: a sentence, never a traceback
-            self._said(f"reading the engine's metrics at {self.url} failed ({exc.__class__.__name__}: "
+            self._said(f"reading the engine's metrics at {url} failed ({exc.__class__.__name__}: "
                        f"{str(exc)[:80]!r}); the load went on without them")
             return None
 
-    def _scrape_once(self) -> bool | None:
+    def _scrape_once(self, url: str) -> bool | None:
         t_ns = time.time_ns()
-        text = self._get()
+        text = self._get(url)
         if text is None:
             return None
         kept = keep_lines(text)
@@ -113,19 +114,19 @@ class EngineScraper:
             return True
         return False
 
-    def _get(self) -> str | None:
+    def _get(self, url: str) -> str | None:
         ctx = None
-        if self.insecure and self.url is not None and self.url.startswith("https:"):
+        if self.insecure and url.startswith("https:"):
             import ssl
 
             ctx = ssl._create_unverified_context()  # the user asked for it (--insecure), as for the load itself
         try:
-            with urllib.request.urlopen(self.url, timeout=TIMEOUT_S, context=ctx) as resp:  # noqa: S310 (http/https only)
-                body = resp.read(MAX_BYTES + 1)
+            with urllib.request.urlopen(url, timeout=TIMEOUT_S, context=ctx) as resp:  # noqa: S310 (http/https only)
+                body: bytes = resp.read(MAX_BYTES + 1)
         except (OSError, ValueError, urllib.error.URLError):
             return None
         except http.client.HTTPException as exc:  # a status line or headers that are not HTTP (not an OSError)
-            self._said(f"{self.url} answered something that is not HTTP ({exc.__class__.__name__}: "
+            self._said(f"{url} answered something that is not HTTP ({exc.__class__.__name__}: "
                        f"{str(exc)[:80]!r}); no engine metrics were read from those answers")
             return None
         if len(body) > MAX_BYTES:
@@ -136,10 +137,10 @@ class EngineScraper:
         if self.problem is None:
             self.problem = sentence
 
-    def _loop(self) -> None:
+    def _loop(self, url: str) -> None:
         misses = 0
         while not self._stop.is_set():
-            kept = self._scrape()
+            kept = self._scrape(url)
             if kept:
                 misses = 0
             elif kept is False and not self.engine_seen:

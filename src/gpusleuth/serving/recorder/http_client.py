@@ -32,6 +32,10 @@ BODY_PIECE = 64 * 1024  # the most of a response body held at once
 PROBE_DRAIN_MAX = 64 * 1024  # a readiness probe reads a body this short before it closes (see _drain_short)
 PROBE_DRAIN_S = 1.0
 
+# a socket address as getaddrinfo gives it (typeshed's): IPv4 (host, port), IPv6 (host, port, flowinfo, scope id),
+# or (int, bytes) where Python was built without IPv6 support
+SockAddr = tuple[str, int] | tuple[str, int, int, int] | tuple[int, bytes]
+
 
 class BodySink(Protocol):
     """What a request does with its response as it arrives: the status and headers, then the body's pieces
@@ -60,7 +64,7 @@ class TargetMemo:
     ``address``: the host's address, resolved once (a load test does not look the name up per connect)."""
 
     closes_after_answer: bool = False
-    address: tuple[socket.AddressFamily, tuple[str, int] | tuple[str, int, int, int]] | None = None  # family, sockaddr
+    address: tuple[socket.AddressFamily, SockAddr] | None = None  # family, sockaddr
 
 
 @dataclass(frozen=True)
@@ -139,8 +143,8 @@ class Connection:
     used: int = 0  # responses read on it (a reused connection may have been closed by the server)
     _answered: bool = False  # the current request got a status line (a failure after it is not retried)
 
-    async def open(self, request: bytes = b"") -> None:
-        """Connect; ``request``'s bytes go out as soon as the connection is up. Plain HTTP connects a
+    async def open(self, request: bytes = b"") -> asyncio.StreamReader:
+        """Connect (the connection's reader is returned); ``request``'s bytes go out as soon as the connection is up. Plain HTTP connects a
         non-blocking socket itself (no Nagle from the start) and sends before the stream objects exist:
         ``asyncio.open_connection`` takes a turn of the loop between connect and write, and on a loop that
         is reading other streams that turn was most of a reconnect's cost (BENCHMARKS.md)."""
@@ -153,7 +157,7 @@ class Connection:
                 ctx.verify_mode = ssl.CERT_NONE
             self.reader, self.writer = await asyncio.open_connection(t.host, t.port, ssl=ctx, limit=MAX_HEADER_BYTES)
             self.writer.write(request)
-            return
+            return self.reader
         loop = asyncio.get_running_loop()
         sock = await self._connect(loop)
         try:
@@ -173,12 +177,14 @@ class Connection:
         self.writer = asyncio.StreamWriter(transport, protocol, self.reader, loop)
         if sent < len(request):
             self.writer.write(request[sent:])
+        return self.reader
 
     async def _connect(self, loop: asyncio.AbstractEventLoop) -> socket.socket:
         """A connected non-blocking socket without Nagle. The host's addresses are looked up once: the first
         connect tries each in turn (``localhost`` may name ::1 first and the server listen on 127.0.0.1
         only), and the one that answered is used from then on."""
         memo = self.target.memo
+        candidates: list[tuple[socket.AddressFamily, SockAddr]]
         if memo.address is not None:
             candidates = [memo.address]
         else:
@@ -223,23 +229,23 @@ class Connection:
         self._answered = False
         if self.writer is not None and self.used and self.target.memo.closes_after_answer:
             self.close()  # answered before the server's habit was learnt: it is closing this one too
-        if self.writer is None:
-            await self.open(request)
-            return await self._response(sink, head_only)
+        # reader and writer are set together (open) and cleared together (close)
+        reader, writer = self.reader, self.writer
+        if reader is None or writer is None:
+            return await self._response(await self.open(request), sink, head_only)
         try:
-            self.writer.write(request)
-            return await self._response(sink, head_only)
+            writer.write(request)
+            return await self._response(reader, sink, head_only)
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             if self.used == 0 or self._answered or (isinstance(exc, asyncio.IncompleteReadError) and exc.partial):
                 raise  # a fresh connection failing, or an answer cut off half-way: a real error
             if self.used == 1:
                 self.target.memo.closes_after_answer = True  # closed right after its first answer
             self.close()
-            await self.open(request)
-            return await self._response(sink, head_only)
+            return await self._response(await self.open(request), sink, head_only)
 
-    async def _response(self, sink: BodySink | None, head_only: bool = False) -> int:
-        reader = self.reader
+    async def _response(self, reader: asyncio.StreamReader, sink: BodySink | None, head_only: bool = False) -> int:
+        """Read one response from ``reader`` (this connection's, passed by the caller that opened or wrote on it)."""
         while True:
             try:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -277,15 +283,15 @@ class Connection:
         if sink is not None:
             sink.head(status, headers)
         if head_only:
-            await self._drain_short(length, chunked, status)
+            await self._drain_short(reader, length, chunked, status)
             self.close()
             return status
         if self.target.method == "HEAD" or status in (204, 304):
             pass
         elif chunked:
-            await self._chunks(sink)
+            await self._chunks(reader, sink)
         elif length is not None:
-            await self._exactly(length, sink)
+            await self._exactly(reader, length, sink)
         else:
             while piece := await reader.read(BODY_PIECE):  # body until the server closes
                 if sink is not None:
@@ -296,7 +302,7 @@ class Connection:
             self.close()
         return status
 
-    async def _drain_short(self, length: int | None, chunked: bool, status: int) -> None:
+    async def _drain_short(self, reader: asyncio.StreamReader, length: int | None, chunked: bool, status: int) -> None:
         """Before a probe closes: read a short body the server announced (Content-Length up to
         ``PROBE_DRAIN_MAX``, for a second at most). Closing a socket with unread bytes in it sends a reset, and
         closing before the server wrote its body makes its write draw one: Python's ``http.server`` then prints a
@@ -306,13 +312,13 @@ class Connection:
             return
         try:
             async with time_limit(PROBE_DRAIN_S):
-                await self._exactly(length, None)
+                await self._exactly(reader, length, None)
         except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
             pass  # the close below ends it either way
 
-    async def _exactly(self, n: int, sink: BodySink | None) -> None:
+    @staticmethod
+    async def _exactly(reader: asyncio.StreamReader, n: int, sink: BodySink | None) -> None:
         """``n`` body bytes, read in pieces as they arrive; a close before the last is IncompleteReadError."""
-        reader = self.reader
         while n > 0:
             piece = await reader.read(min(n, BODY_PIECE))
             if not piece:
@@ -321,8 +327,7 @@ class Connection:
             if sink is not None:
                 sink.data(piece)
 
-    async def _chunks(self, sink: BodySink | None) -> None:
-        reader = self.reader
+    async def _chunks(self, reader: asyncio.StreamReader, sink: BodySink | None) -> None:
         while True:
             line = await reader.readline()
             if not line.endswith(b"\n"):
@@ -336,7 +341,7 @@ class Connection:
                 while (await reader.readline()) not in (b"\r\n", b"\n", b""):
                     pass  # trailers
                 return
-            await self._exactly(size, sink)
+            await self._exactly(reader, size, sink)
             await reader.readexactly(2)
 
 

@@ -56,7 +56,7 @@ class LoadPlan:
     def target(self) -> ServerTarget:
         return parse_target(self.url, self.method, self.headers, verify=not self.insecure)
 
-    def to_meta(self) -> dict:
+    def to_meta(self) -> dict[str, object]:
         """What ``meta["load"]`` keeps: the parameters, with the URL's credentials and query stripped."""
         return {"url": safe_url(self.url), "mode": self.mode, "method": self.method, "levels": self.levels,
                 "duration_s": self.duration_s, "requests_per_level": self.requests, "timeout_s": self.timeout_s,

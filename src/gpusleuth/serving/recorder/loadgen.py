@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Awaitable, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -57,7 +57,8 @@ class _LoadRows:
     """The columns of ``Run.load``, appended per request (plain lists, numpy at the end)."""
 
     def __init__(self) -> None:
-        self.cols: dict[str, list] = {k: [] for k in COLUMNS}
+        # a column's cells: ints, floats, strings, or (token_ns) each request's token event times
+        self.cols: dict[str, list[object]] = {k: [] for k in COLUMNS}
 
     def add(self, level: int, conc: int, rate: float, start: int, end: int, status: int, error: str,
             lag: int = 0, rid: int = -1, answer: OpenAIAnswer | None = None, detail: str = "",
@@ -157,7 +158,7 @@ class Generator:
         self.warmup: WarmupSummary | None = None  # what the warm-up requests got (meta["load"]["warmup"])
         self.watch = request_watch(progress, plan.stall_after)  # requests outstanding with nothing coming back (issue 33)
 
-    def _next(self, bodies) -> tuple[bytes, int, int]:
+    def _next(self, bodies: RequestBodies) -> tuple[bytes, int, int]:
         """(request bytes, request id, prompt index) of the next request."""
         body, prompt = next(bodies)
         # the row's id is the one sent: none of ours when the user's --header set X-Request-Id
@@ -247,7 +248,7 @@ class Generator:
             if self.progress is not None:
                 self.progress(note)
 
-    async def _until_done(self, aws) -> None:
+    async def _until_done(self, aws: Iterable[Awaitable[None]]) -> None:
         """Wait for the workers (or requests in flight); on ``cancel`` abandon them at once — Ctrl-C must not
         wait out a hung server's --timeout. An abandoned request becomes a ``cancelled`` row (it was sent,
         it has no answer: no latency is invented for it)."""
@@ -261,10 +262,11 @@ class Generator:
                 await asyncio.gather(*pending, return_exceptions=True)
                 break
         for t in tasks:  # a bug in a worker is not swallowed
-            if not t.cancelled() and t.exception() is not None:
-                raise t.exception()
+            failure = None if t.cancelled() else t.exception()
+            if failure is not None:
+                raise failure
 
-    def _budget(self):
+    def _budget(self) -> Iterator[int]:
         cap = self.plan.requests
         return itertools.count() if cap is None else iter(range(cap))
 
@@ -291,7 +293,7 @@ class Generator:
         p, rows, cancel = self.plan, self.rows, self.cancel
         offsets = arrival_offsets(rate, p.duration_s, p.arrivals, p.cv, self.rng, p.requests)
         idle: list[Connection] = []
-        inflight: set[asyncio.Task] = set()
+        inflight: set[asyncio.Task[None]] = set()
         bodies = self.bodies
         mono0, wall0 = time.monotonic_ns(), time.time_ns()
 
@@ -336,7 +338,7 @@ class LoadResult:
     cpu_cores: list[float] = field(default_factory=list)  # the generator's own CPU per level, in cores
     warmup: WarmupSummary | None = None  # the warm-up requests, apart from the levels (warmup_summary)
 
-    def meta(self, plan: LoadPlan) -> dict:
+    def meta(self, plan: LoadPlan) -> dict[str, object]:
         """``meta["load"]``: the plan's parameters and what the generator itself cost."""
         return {**plan.to_meta(), "generator_cpu_cores": self.cpu_cores, "notes": self.notes, "warmup": self.warmup}
 
@@ -350,7 +352,7 @@ def run_plan(plan: LoadPlan, cancel: threading.Event | None = None, ready_timeou
     start = time.time_ns()
     not_ready = None
 
-    async def main():
+    async def main() -> None:
         nonlocal not_ready
         if ready_timeout_s is not None:
             not_ready, waited = await wait_ready(gen.target, ready_timeout_s, gen.cancel)

@@ -21,6 +21,8 @@ import json
 import time
 from dataclasses import dataclass, field
 
+from gpusleuth.run.meta import JsonObject
+
 MAX_EVENT_BYTES = 4 * 1024 * 1024  # one SSE line
 MAX_JSON_BYTES = 16 * 1024 * 1024  # a non-streaming answer
 
@@ -153,7 +155,7 @@ class OpenAIAnswer:
             return
         self._usage(obj)
 
-    def _usage(self, obj: dict) -> None:
+    def _usage(self, obj: JsonObject) -> None:
         u = obj.get("usage")
         if isinstance(u, dict):
             p, c = u.get("prompt_tokens"), u.get("completion_tokens")
@@ -171,7 +173,7 @@ class OpenAIAnswer:
             self.problem, self.detail = code, detail
 
 
-def _choice_text(choice: dict) -> str:
+def _choice_text(choice: object) -> str:
     if not isinstance(choice, dict):
         return ""
     delta = choice.get("delta")
@@ -191,11 +193,11 @@ def _show(raw: bytes) -> str:
     return repr(raw.decode("utf-8", "replace"))[:100]
 
 
-def request_body(kind: str, prompt: str | list[dict], max_tokens: int | None, model: str | None, stream: bool,
-                 extra: dict | None = None) -> bytes:
+def request_body(kind: str, prompt: str | list[JsonObject], max_tokens: int | None, model: str | None, stream: bool,
+                 extra: JsonObject | None = None) -> bytes:
     """The JSON body of one request to ``/v1/chat/completions`` (``kind`` chat: ``prompt`` is the messages
     or a user message's text) or ``/v1/completions``."""
-    body: dict = {}
+    body: JsonObject = {}
     if model:
         body["model"] = model
     if kind == "chat":

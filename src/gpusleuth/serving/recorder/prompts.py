@@ -50,7 +50,7 @@ class Prompt:
     content: str | tuple[JsonObject, ...]  # chat messages as the user's file held them
     max_tokens: int | None = None
 
-    def payload(self) -> str | list[dict]:
+    def payload(self) -> str | list[JsonObject]:
         return self.content if isinstance(self.content, str) else [dict(m) for m in self.content]
 
 

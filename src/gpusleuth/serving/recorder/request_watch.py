@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from gpusleuth.run.layout import RunDir
 from gpusleuth.run.stalls import StalledProcess, StallRecord
+from gpusleuth.serving.recorder.openai_api import OpenAIAnswer
 
 ENV_AFTER = "GPUSLEUTH_LOAD_STALL_AFTER"
 FLOOR_S = 10.0
@@ -84,7 +85,7 @@ class RequestWatch:
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.root_pid = root_pid if root_pid is not None else os.getpid()  # the server is our child
         self._lock = threading.Lock()
-        self._open: dict[int, tuple[int, Any]] = {}  # key → (start_ns, answer with token_ns or None)
+        self._open: dict[int, tuple[int, OpenAIAnswer | None]] = {}  # key → (start_ns, an LLM answer or None)
         self._keys = 0
         self.last_end_ns = 0
         self.silences: deque[float] = deque(maxlen=RECENT)
@@ -94,7 +95,7 @@ class RequestWatch:
         self._thread: threading.Thread | None = None
 
     # -- the generator's side ---------------------------------------------------------------------------
-    def begin(self, start_ns: int, answer: Any = None) -> int:
+    def begin(self, start_ns: int, answer: OpenAIAnswer | None = None) -> int:
         with self._lock:
             self._keys += 1
             self._open[self._keys] = (start_ns, answer)
@@ -105,12 +106,13 @@ class RequestWatch:
         or an abandoned request is no progress of the server's)."""
         end_ns = end_ns if end_ns is not None else time.time_ns()
         with self._lock:
-            start, answer = self._open.pop(key, (None, None))
+            opened = self._open.pop(key, None)
             if answered:
                 self.last_end_ns = max(self.last_end_ns, end_ns)
-        if start is None or not answered:
+        if opened is None or not answered:
             return
-        marks = [start, *list(getattr(answer, "token_ns", None) or []), end_ns]
+        start, answer = opened
+        marks = [start, *(answer.token_ns if answer is not None else ()), end_ns]
         self.silences.append(max(b - a for a, b in zip(marks, marks[1:])) / 1e9)
 
     # -- the check ------------------------------------------------------------------------------------
@@ -126,7 +128,7 @@ class RequestWatch:
             items = list(self._open.values())
             last = self.last_end_ns
         for _start, answer in items:
-            tokens = getattr(answer, "token_ns", None)
+            tokens = answer.token_ns if answer is not None else None
             if tokens:
                 last = max(last, tokens[-1])
         return len(items), last, min((st for st, _ in items), default=0)
