@@ -13,20 +13,53 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, Callable, Iterable, ParamSpec, Protocol, Sequence, TypeVar, cast
 
 if TYPE_CHECKING:  # typing.Self is Python 3.11's; the package runs on 3.10 too
     from typing_extensions import Self
 
 _HOOK = "_gpusleuth_autohook"
 T = TypeVar("T")
+R = TypeVar("R")
+P = ParamSpec("P")
 
 
-def _hook():
+class _HookRecorder(Protocol):
+    """What this module reads of the hook's recorder (``_gpusleuth_state.Recorder``)."""
+
+    open_phases: Sequence[Sequence[object]]  # [name, start, source, snapshot] per open phase
+
+    def flush(self) -> None: ...
+
+
+class _Hook(Protocol):
+    """The hook's entry points (``hook/_gpusleuth_api.py``, re-exported by ``_gpusleuth_autohook``): the contract
+    this module calls. The hook is standard-library code loaded into the job by our ``sitecustomize``, outside
+    the package and the type check, so its module is seen through this description."""
+
+    R: _HookRecorder | None
+
+    def api_step(self, samples: int | None) -> None: ...
+
+    def api_phase_begin(self, name: str) -> object: ...
+
+    def api_phase_end(self, tok: object) -> None: ...
+
+    def api_stage_begin(self, name: str) -> object: ...
+
+    def api_stage_end(self, tok: object) -> None: ...
+
+    def api_log(self, samples: int | None, tokens: int | None, metrics: dict[str, Any]) -> None: ...
+
+    def api_watch(self, iterable: Iterable[T]) -> Iterable[T]: ...
+
+
+def _hook() -> _Hook | None:
     mod = sys.modules.get(_HOOK)
     if mod is None or getattr(mod, "R", None) is None:
         return None
-    return mod
+    return cast(_Hook, mod)  # the module named _HOOK is the hook, which defines the entry points _Hook lists
 
 
 def step(samples: int | None = None) -> None:
@@ -41,45 +74,52 @@ def step(samples: int | None = None) -> None:
         h.api_step(samples)
 
 
-class _Span:
+class _Span(ABC):
     """A named span: a context manager and a decorator (each call of the function is one span). A
-    subclass names the hook's begin and end functions; without the hook (not recording) it does nothing."""
+    subclass calls the hook's begin and end functions; without the hook (not recording) it does nothing."""
 
     __slots__ = ("name", "_tokens")
-    _begin = _end = ""
 
     def __init__(self, name: str):
         self.name = str(name)
-        self._tokens: list = []
+        self._tokens: list[object] = []
+
+    @abstractmethod
+    def _begin(self, h: _Hook) -> object:
+        """The hook's begin for this kind of span: its token (None when the hook opened nothing)."""
+
+    @abstractmethod
+    def _end(self, h: _Hook, tok: object) -> None:
+        """The hook's end of the span that ``tok`` (from ``_begin``) opened."""
 
     def __enter__(self) -> Self:
         h = _hook()
-        begin = getattr(h, self._begin, None) if h is not None else None
         # a stack, so one object can be entered again while open (recursion through a decorator)
-        self._tokens.append(begin(self.name) if begin is not None else None)
+        self._tokens.append(self._begin(h) if h is not None else None)
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: object) -> None:
         tok = self._tokens.pop() if self._tokens else None
         if tok is not None:
             h = _hook()
             if h is not None:
-                getattr(h, self._end)(tok)
-        return False
+                self._end(h, tok)
 
-    def __call__(self, fn: Callable[..., T]) -> Callable[..., T]:
+    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]:
         name, kind = self.name, type(self)
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
-            async def async_wrapper(*args, **kwargs):
+            async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> object:
                 with kind(name):
                     return await fn(*args, **kwargs)
 
-            return async_wrapper  # type: ignore[return-value]
+            # an async function's wrapper is an async function of the same parameters: calling it gives the
+            # coroutine that calling fn gives (R), awaiting to what fn's awaits to
+            return cast("Callable[P, R]", async_wrapper)
 
         @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             with kind(name):
                 return fn(*args, **kwargs)
 
@@ -98,7 +138,12 @@ class phase(_Span):
     """
 
     __slots__ = ()
-    _begin, _end = "api_phase_begin", "api_phase_end"
+
+    def _begin(self, h: _Hook) -> object:
+        return h.api_phase_begin(self.name)
+
+    def _end(self, h: _Hook, tok: object) -> None:
+        h.api_phase_end(tok)
 
 
 class stage(_Span):
@@ -109,7 +154,12 @@ class stage(_Span):
     """
 
     __slots__ = ()
-    _begin, _end = "api_stage_begin", "api_stage_end"
+
+    def _begin(self, h: _Hook) -> object:
+        return h.api_stage_begin(self.name)
+
+    def _end(self, h: _Hook, tok: object) -> None:
+        h.api_stage_end(tok)
 
 
 def in_phase(name: str) -> bool:
@@ -117,16 +167,17 @@ def in_phase(name: str) -> bool:
     itself, like the automatic ``eval`` from ``model.eval()``). Integrations ask before opening theirs, so a
     phase is never counted twice. False when not recording."""
     h = _hook()
-    r = getattr(h, "R", None) if h is not None else None
-    return r is not None and any(p[0] == name for p in getattr(r, "open_phases", ()))
+    r = h.R if h is not None else None
+    return r is not None and any(p[0] == name for p in r.open_phases)
 
 
 def flush() -> None:
     """Write this process's buffered step and phase events to the run directory now (the hook writes about
     once a second by itself). For integrations that read gpusleuth's live numbers back mid-run."""
     h = _hook()
-    if h is not None and getattr(h, "R", None) is not None:
-        h.R.flush()
+    r = h.R if h is not None else None
+    if r is not None:
+        r.flush()
 
 
 def watch(iterable: Iterable[T]) -> Iterable[T]:

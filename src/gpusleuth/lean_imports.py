@@ -10,12 +10,16 @@ goes on without it. Not for commands that run user code in-process (`bench` impo
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
 
 
 class _NoPandas:
     """A meta-path finder that answers "not installed" for pandas."""
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(self, name: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
         if name == "pandas" or name.startswith("pandas."):
             raise ModuleNotFoundError(f"No module named {name!r} (kept out of gpusleuth's process)", name=name)
         return None
