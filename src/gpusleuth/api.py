@@ -56,10 +56,13 @@ class _Hook(Protocol):
 
 
 def _hook() -> _Hook | None:
+    """The hook when it records in this process. Its module is read as a ``_Hook`` (a module's attributes are
+    untyped to a checker, so any module would pass): the entry points that protocol lists are the contract.
+    No ``cast`` here: this runs on every ``step()``, and a call to ``cast`` costs a quarter of it."""
     mod = sys.modules.get(_HOOK)
     if mod is None or getattr(mod, "R", None) is None:
         return None
-    return cast(_Hook, mod)  # the module named _HOOK is the hook, which defines the entry points _Hook lists
+    return mod
 
 
 def step(samples: int | None = None) -> None:
