@@ -4,7 +4,10 @@ nothing after the analysis needs the Run to say it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NotRequired, TypedDict
+from typing import TYPE_CHECKING, TypedDict
+
+if TYPE_CHECKING:  # typing's from Python 3.11; the package runs on 3.10 (annotations are never evaluated)
+    from typing import NotRequired
 
 from gpusleuth.run.meta import NodeMeta
 from gpusleuth.run.model import Run

@@ -7,7 +7,10 @@ Apart from the generator (``serving/recorder/loadgen.py``), which sends them: th
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from typing import TYPE_CHECKING, TypedDict
+
+if TYPE_CHECKING:  # typing's from Python 3.11; the package runs on 3.10 (annotations are never evaluated)
+    from typing import NotRequired
 
 import numpy as np
 
