@@ -177,17 +177,10 @@ def native_note(run: Run) -> str | None:
         reason = ("what answered them is not a server the hook follows (http.server, WSGI, Flask, Starlette, uvicorn, "
                   "Ray Serve, LitServe, BentoML, transformers' continuous batching): native code such as llama.cpp's "
                   "C++ server, or a process started outside this job")
-    cores = ""
-    p = run.procs
-    if len(p) and {"t_ns", "cpu_pct"} <= set(p.columns):
-        lo = int(np.asarray(load["start_ns"], dtype=np.int64)[ok].min())
-        hi = int(np.asarray(load["end_ns"], dtype=np.int64)[ok].max())
-        t = np.asarray(p["t_ns"], dtype=np.int64)
-        cpu = np.asarray(p["cpu_pct"], dtype=np.float64)
-        m = (t > lo) & (t <= hi) & np.isfinite(cpu)
-        ticks = np.unique(t[m])
-        if len(ticks) >= 2:
-            cores = f", while its processes used {float(cpu[m].sum()) / 100.0 / len(ticks):.2f} cores"
+    lo = int(np.asarray(load["start_ns"], dtype=np.int64)[ok].min())
+    hi = int(np.asarray(load["end_ns"], dtype=np.int64)[ok].max())
+    got = cores_by_process(run.procs, (lo, hi))  # every process of the server's tree, the one derivation
+    cores = f", while its processes used {got.mean:.2f} cores" if got is not None else ""
     n = int(ok.sum())
     return (f"{n:,} of {n:,} requests the server answered ({', '.join(per)}) were seen by no Python request handler in "
             f"it{cores}: {reason} — their wait for a slot or a batch and their forward are not attributed")
