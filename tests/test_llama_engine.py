@@ -109,6 +109,21 @@ def test_llama_server_metrics_match_what_the_client_measured(tmp_path, gguf):
         assert lv["generation_tokens_per_s"] == pytest.approx(mine["tokens"]["output_tokens_per_s"], rel=0.25), (
             lv, mine["tokens"])
 
+    # each answer's own timings (llama.cpp's `timings`), kept per request: its decode seconds sum to what its
+    # /metrics counted, its prefill and decode fit inside the request's time on our clock, and what is outside
+    # them — the wait for one of the two slots — grows from one client to six
+    assert all(r["engine_prefill_ns"] >= 0 and r["engine_decode_ns"] >= 0 for r in every)
+    assert sum(r["engine_decode_ns"] for r in rows) / 1e9 == pytest.approx(engine_s, rel=0.02)
+    assert sum(r["engine_prefill_ns"] for r in rows) / 1e9 == pytest.approx(
+        last["prefill_seconds"] - first["prefill_seconds"], rel=0.02)
+    assert all(r["engine_prefill_ns"] + r["engine_decode_ns"] <= r["end_ns"] - r["start_ns"] for r in rows)
+    one_e, six_e = (lv["tokens"]["engine"] for lv in rep["serving"]["levels"])
+    assert one_e["requests"] + six_e["requests"] == len(rows) and one_e["over_e2e"] == six_e["over_e2e"] == 0
+    assert six_e["outside_share"] > one_e["outside_share"] + 0.2, (one_e, six_e)
+    # and the sentence for a server no hook saw inside says the engine's own timings split its requests
+    note = (rep.get("request_stages") or {}).get("note") or ""
+    assert "were seen by no Python request handler" in note and "the engine's own timings" in note, note
+
 
 def _same_level(tmp_path, gguf, name: str, *more: str) -> tuple[dict, list[list[float]]]:
     """Concurrency 1 four times (one slot) against llama.cpp's server with its prompt cache, prompts of 150 synthetic
@@ -149,6 +164,11 @@ def test_the_same_level_twice_reads_the_same_ttft_and_the_engines_cached_prompt_
     shared, _ = _same_level(tmp_path, gguf, "shared", "--shared-prefix", "100")
     em = shared["engine_metrics"]["levels"]
     assert all(0.25 < lv["cached_prompt_share"] < 0.6 for lv in em), em
+    # each answer's own count of prompt tokens from the cache (usage's cached_tokens), per level, against the
+    # engine's /metrics counters over the same level (scraped a second apart: a level's edges blur the latter)
+    mine = [lv["tokens"]["cached_share"] for lv in shared["serving"]["levels"]]
+    assert all(m is not None and m == pytest.approx(lv["cached_prompt_share"], abs=0.1) for m, lv in zip(mine, em)), (
+        mine, em)
     with host_load.quiet_or_skip("the same level's TTFT within 25 %"):  # CI at load 4-6: 125 vs 170 ms
         assert even == pytest.approx(odd, rel=0.25), (odd, even)
 

@@ -182,8 +182,12 @@ def native_note(run: Run) -> str | None:
     got = cores_by_process(run.procs, (lo, hi))  # every process of the server's tree, the one derivation
     cores = f", while its processes used {got.mean:.2f} cores" if got is not None else ""
     n = int(ok.sum())
+    timed = "engine_prefill_ns" in load and bool((np.asarray(load["engine_prefill_ns"], dtype=np.int64)[ok] >= 0).any())
+    end = ("the hook attributes nothing in it, but the engine's own timings in its answers split each request into "
+           "prefill, decode and the time outside them (the serving table's engine-clock line)" if timed else
+           "their wait for a slot or a batch and their forward are not attributed")
     return (f"{n:,} of {n:,} requests the server answered ({', '.join(per)}) were seen by no Python request handler in "
-            f"it{cores}: {reason} — their wait for a slot or a batch and their forward are not attributed")
+            f"it{cores}: {reason} — {end}")
 
 
 __all__ = ["ELSEWHERE_CORES", "NATIVE_ENGINES", "NO_KEY", "elsewhere_note", "follow_note", "forward_keys",

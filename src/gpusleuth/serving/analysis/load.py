@@ -187,7 +187,8 @@ def _token_columns(ld: Table) -> dict[str, np.ndarray] | None:
     if not (np.asarray(ld["first_token_ns"], dtype=np.float64) > 0).any() and \
             not (np.asarray(ld["output_tokens"], dtype=np.float64) >= 0).any():
         return None
-    return {k: ld[k] for k in need}
+    # the engine's own clock and cache counts: loads recorded before they were kept lack them
+    return {k: ld[k] for k in (*need, "engine_prefill_ns", "engine_decode_ns", "cached_tokens") if k in ld}
 
 
 def _knee(levels: list[LoadLevel], budget_ms: float | None) -> tuple[int | None, str, float]:
@@ -275,6 +276,11 @@ def analyze_load(run: Run, dollars_per_second: float | None = None, gpu_note: st
     api = str(meta["api"]) if meta.get("api") in ("http", "chat", "completions") else "http"
     if api != "http":
         notes.extend(_api_notes(levels, api))
+    doubt = sum(lv.tokens.engine.over_e2e for lv in levels if lv.tokens is not None and lv.tokens.engine is not None)
+    if doubt:
+        notes.append(f"{doubt:,} request(s) were timed longer by the engine's own clock (its answers' timings) than "
+                     "by the client, by more than 1 ms: its clock and ours disagree there, so its split of them is "
+                     "not exact")
     slo_best, slo_reason = _slo_best(levels, slo, mode) if slo else (None, None)
     if gpu_note is None and not any(lv.gpu_busy is not None or lv.energy_j is not None for lv in levels):
         gpu_note = "no GPU"

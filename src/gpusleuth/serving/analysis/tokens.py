@@ -20,6 +20,12 @@ TTFT ≤ ``ttft_ms``, its own mean inter-token gap (its TPOT) ≤ ``itl_ms``, en
 **Attainment** = requests meeting it ÷ requests sent (dropped and failed ones count as missing it);
 **goodput** = requests meeting it per second of the span, and their output tokens per second. A level
 *meets the SLO* when its attainment is at least ``attainment`` (default 0.9).
+
+**The engine's own clock** (:class:`EngineClock`), where its answers carry one (llama.cpp's ``timings``): each
+request's prefill and decode as the engine timed its compute, and the rest of the client's end-to-end time —
+waiting for a slot, the HTTP exchange, the engine's scheduling between steps — as ``outside``. It is what a
+native engine, whose threads no Python hook sees, says of where a request's time went; the cached share is the
+prompt tokens it took from its prefix cache over the prompt tokens of the requests that said.
 """
 
 from __future__ import annotations
@@ -66,6 +72,22 @@ class TokenStats:
     tokens_from: str  # "usage" (the server said), "stream" (counted token events), "mixed", "" unknown
     output_tokens: int = 0  # summed over the answered requests (those whose count is known)
     input_tokens: int | None = None  # summed, from the server's usage (None when it gave none)
+    engine: EngineClock | None = None  # the engine's own per-request clock, where its answers carried one
+    # prompt tokens the engine took from its cache ÷ the prompt tokens of the requests that said (usage's
+    # cached_tokens, llama.cpp's cache_n); None where none said
+    cached_share: float | None = None
+
+
+@dataclass
+class EngineClock:
+    """A level's requests as the engine timed them (``engine_prefill_ns``/``engine_decode_ns`` of load.parquet)."""
+
+    requests: int  # answered requests whose answer carried the engine's timings
+    prefill_ms: Spread  # the engine's prompt processing per request
+    decode_ms: Spread  # its decode per request
+    outside_ms: Spread  # end-to-end − prefill − decode: a slot's wait, HTTP, scheduling between steps
+    outside_share: float  # Σ outside ÷ Σ end-to-end over those requests
+    over_e2e: int  # requests whose engine time exceeded the client's end-to-end by more than 1 ms (clock doubt)
 
 
 @dataclass
@@ -94,13 +116,44 @@ def level_tokens(ld: dict[str, np.ndarray], m: np.ndarray, ok: np.ndarray, span_
     tpot = (end[two] - first[two]) / (out[two] - 1) / 1e6
     known = out >= 0
     src = {str(s) for s in ld["tokens_from"][ok] if s}
+    cached_share = None
+    if "cached_tokens" in ld:
+        cached = ld["cached_tokens"][ok].astype(np.int64)
+        said = (cached >= 0) & (inp > 0)
+        if said.any():
+            cached_share = float(cached[said].sum()) / float(inp[said].sum())
     return TokenStats(
         ttft_ms=Spread.of(ttft), itl_ms=Spread.of(itl), tpot_ms=Spread.of(tpot), e2e_ms=Spread.of((end - start) / 1e6),
         output_tokens_per_s=float(out[known].sum()) / span_s if span_s > 0 else 0.0,
         input_tokens_mean=float(inp[inp >= 0].mean()) if (inp >= 0).any() else None,
         output_tokens_mean=float(out[known].mean()) if known.any() else None,
         tokens_from=src.pop() if len(src) == 1 else ("mixed" if src else ""),
-        output_tokens=int(out[known].sum()), input_tokens=int(inp[inp >= 0].sum()) if (inp >= 0).any() else None)
+        output_tokens=int(out[known].sum()), input_tokens=int(inp[inp >= 0].sum()) if (inp >= 0).any() else None,
+        engine=_engine_clock(ld, ok, end - start), cached_share=cached_share)
+
+
+def _spread(values_ms: np.ndarray) -> Spread:
+    got = Spread.of(values_ms)
+    assert got is not None, "called with at least one value"
+    return got
+
+
+OVER_E2E_NS = 1_000_000  # the engine's time may exceed the client's by its own rounding and clock, not by more
+
+
+def _engine_clock(ld: dict[str, np.ndarray], ok: np.ndarray, e2e_ns: np.ndarray) -> EngineClock | None:
+    if "engine_prefill_ns" not in ld or "engine_decode_ns" not in ld:
+        return None
+    pre, dec = ld["engine_prefill_ns"][ok].astype(np.int64), ld["engine_decode_ns"][ok].astype(np.int64)
+    has = (pre >= 0) & (dec >= 0)
+    if not has.any():
+        return None
+    pre, dec, e2e = pre[has], dec[has], e2e_ns[has].astype(np.int64)
+    outside = np.maximum(e2e - pre - dec, 0)
+    total = float(e2e.sum())
+    return EngineClock(requests=int(has.sum()), prefill_ms=_spread(pre / 1e6), decode_ms=_spread(dec / 1e6),
+                       outside_ms=_spread(outside / 1e6), outside_share=float(outside.sum()) / total if total else 0.0,
+                       over_e2e=int((pre + dec - e2e > OVER_E2E_NS).sum()))
 
 
 def request_verdicts(ld: dict[str, np.ndarray], ok: np.ndarray,

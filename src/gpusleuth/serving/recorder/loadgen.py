@@ -48,9 +48,10 @@ ERRORS = ("", "timeout", "connect", "http", "dropped", "protocol", "api", "strea
 
 
 COLUMNS = ("level", "concurrency", "rate", "start_ns", "end_ns", "status", "error", "lag_ns", "request_id",
-           "first_token_ns", "input_tokens", "output_tokens", "tokens_from", "token_ns", "detail", "prompt")
+           "first_token_ns", "input_tokens", "output_tokens", "tokens_from", "token_ns", "detail", "prompt",
+           "engine_prefill_ns", "engine_decode_ns", "cached_tokens")
 _INT = ("level", "concurrency", "start_ns", "end_ns", "status", "lag_ns", "request_id", "first_token_ns",
-        "input_tokens", "output_tokens", "prompt")
+        "input_tokens", "output_tokens", "prompt", "engine_prefill_ns", "engine_decode_ns", "cached_tokens")
 
 
 class _LoadRows:
@@ -81,12 +82,17 @@ class _LoadRows:
             c["output_tokens"].append(-1)
             c["tokens_from"].append("")
             c["token_ns"].append(())
+            for k in ("engine_prefill_ns", "engine_decode_ns", "cached_tokens"):
+                c[k].append(-1)
         else:
             c["first_token_ns"].append(answer.token_ns[0] if answer.token_ns else -1)
             c["input_tokens"].append(answer.input_tokens)
             c["output_tokens"].append(answer.output_tokens)
             c["tokens_from"].append(answer.tokens_from)
             c["token_ns"].append(answer.token_ns)
+            c["engine_prefill_ns"].append(answer.engine_prefill_ns)
+            c["engine_decode_ns"].append(answer.engine_decode_ns)
+            c["cached_tokens"].append(answer.cached_tokens)
 
     def count(self, level: int) -> int:
         return sum(1 for x in self.cols["level"] if x == level)

@@ -18,8 +18,10 @@ event is counted by events in ``token_ns`` and by its ``usage`` in ``output_toke
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from gpusleuth.run.meta import JsonObject
 
@@ -49,6 +51,12 @@ class OpenAIAnswer:
     input_tokens: int = -1
     output_tokens: int = -1
     tokens_from: str = ""  # "usage" (the server said), "stream" (counted token events), "" unknown
+    # the engine's own clock for this request, where its answer carries one (llama.cpp's ``timings``: the prompt's
+    # prefill and the decode, in ms of its compute), and the prompt tokens it took from its cache (the usage's
+    # ``prompt_tokens_details.cached_tokens``, llama.cpp's ``cache_n``): -1 where the answer said nothing
+    engine_prefill_ns: int = -1
+    engine_decode_ns: int = -1
+    cached_tokens: int = -1
     done: bool = False  # saw [DONE] (stream) or a whole JSON answer
     problem: str = ""
     detail: str = ""
@@ -159,10 +167,21 @@ class OpenAIAnswer:
         u = obj.get("usage")
         if isinstance(u, dict):
             p, c = u.get("prompt_tokens"), u.get("completion_tokens")
-            if isinstance(p, int) and not isinstance(p, bool) and 0 <= p < 1 << 40:
+            if _count(p):
                 self.input_tokens = p
-            if isinstance(c, int) and not isinstance(c, bool) and 0 <= c < 1 << 40:
+            if _count(c):
                 self.output_tokens, self.tokens_from = c, "usage"
+            details = u.get("prompt_tokens_details")
+            cached = details.get("cached_tokens") if isinstance(details, dict) else None
+            if _count(cached):
+                self.cached_tokens = cached
+        t = obj.get("timings")  # llama.cpp's server: its own per-request clock, on the last event
+        if isinstance(t, dict):
+            pre, dec = _ms_to_ns(t.get("prompt_ms")), _ms_to_ns(t.get("predicted_ms"))
+            if pre >= 0 and dec >= 0:
+                self.engine_prefill_ns, self.engine_decode_ns = pre, dec
+            if self.cached_tokens < 0 and _count(t.get("cache_n")):
+                self.cached_tokens = t["cache_n"]
 
     def _count_from_stream(self) -> None:
         if self.tokens_from != "usage":
@@ -171,6 +190,18 @@ class OpenAIAnswer:
     def _fail(self, code: str, detail: str) -> None:
         if not self.problem:
             self.problem, self.detail = code, detail
+
+
+def _count(v: object) -> TypeGuard[int]:
+    """A token count as a server may state it: a non-negative JSON integer of sane size (untrusted)."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 40
+
+
+def _ms_to_ns(v: object) -> int:
+    """An engine's milliseconds (a JSON number, untrusted) as ns; -1 unless finite, ≥ 0 and under a day."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v < 86_400_000:
+        return round(v * 1e6)
+    return -1
 
 
 def _choice_text(choice: object) -> str:

@@ -119,6 +119,7 @@ def _render_llm(s: ServingSection, console: Console) -> None:
     console.print("  [dim]ms: TTFT = time to first token, ITL = every gap between tokens, TPOT = per output token "
                   "after the first, E2E = whole request; tok/s = output tokens[/]")
     _failed_by(load, console)
+    _engine_clock(load, console)
     if load.slo is not None:
         budgets = ", ".join(f"{k[:-3]} ≤ {v:,.0f} ms" for k, v in load.slo.items() if k.endswith("_ms"))
         console.print(f"  SLO ({escape(budgets)}; goodput = requests/s meeting every budget): "
@@ -127,6 +128,24 @@ def _render_llm(s: ServingSection, console: Console) -> None:
     _token_costs(s, console)
     for note in s.notes:
         console.print(f"  [yellow]![/] {escape(note)}")
+
+
+def _engine_clock(load: LoadAnalysis, console: Console) -> None:
+    """Each level's requests as the engine itself timed them (llama.cpp's ``timings``), and its prompt cache."""
+    parts = []
+    for lv in load.levels:
+        tk = lv.tokens
+        if tk is None or (tk.engine is None and tk.cached_share is None):
+            continue
+        e = tk.engine
+        text = "" if e is None else (f"prefill {_ms(e.prefill_ms.p50)} · decode {_ms(e.decode_ms.p50)} · outside "
+                                     f"{_ms(e.outside_ms.p50)} ms ({e.outside_share:.0%} of E2E)")
+        if tk.cached_share is not None:
+            text += ("; " if text else "") + f"prompt from cache {tk.cached_share:.0%}"
+        parts.append(f"{lv.named}: {text}")
+    if parts:
+        console.print("  the engine's own clock per request, p50 (outside = waiting for a slot, HTTP, scheduling): "
+                      + " | ".join(parts))
 
 
 def _token_costs(s: ServingSection, console: Console) -> None:

@@ -6,7 +6,9 @@ inter-token gap, its tokens — in a file ``jq``, pandas or a spreadsheet opens.
 ``request_id`` (the ``X-Request-Id`` sent), ``level``, ``concurrency``, ``rate``, ``start_ns``, ``end_ns``,
 ``status``, ``error``, ``detail``, ``lag_ms``, ``ttft_ms`` (null without a token), ``e2e_ms``, ``itl_ms``
 (every gap between token events), ``input_tokens``/``output_tokens`` (null when unknown), ``tokens_from``,
-``prompt`` (index of the prompt sent; null for plain HTTP).
+``prompt`` (index of the prompt sent; null for plain HTTP), ``engine_prefill_ms``/``engine_decode_ms`` (the
+engine's own clock where its answer gave one, llama.cpp's ``timings``; else null), ``cached_tokens`` (prompt
+tokens the engine took from its cache, where it said; else null).
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ def _int(col: np.ndarray | None, i: int) -> int | None:
         return None
     v = col[i]
     return None if v is None or (isinstance(v, float) and v != v) or int(v) < 0 else int(v)
+
+
+def _ms(col: np.ndarray | None, i: int) -> float | None:
+    ns = _int(col, i)
+    return ns / 1e6 if ns is not None else None
 
 
 def write_requests_jsonl(load: Table, path: Path) -> int:
@@ -47,7 +54,8 @@ def write_requests_jsonl(load: Table, path: Path) -> int:
                    "itl_ms": [round(g / 1e6, 4) for g in np.diff(times).tolist()],
                    "input_tokens": _int(get("input_tokens"), i), "output_tokens": _int(get("output_tokens"), i),
                    "tokens_from": str(get("tokens_from")[i]) if get("tokens_from") is not None else "",
-                   "prompt": _int(get("prompt"), i)}
+                   "prompt": _int(get("prompt"), i), "engine_prefill_ms": _ms(get("engine_prefill_ns"), i),
+                   "engine_decode_ms": _ms(get("engine_decode_ns"), i), "cached_tokens": _int(get("cached_tokens"), i)}
             f.write(json.dumps(row) + "\n")
     tmp.replace(path)
     return n
