@@ -29,7 +29,6 @@ import fuzz_inputs as F  # noqa: E402
 from test_trace_reader_golden import FIX, VARIANT_SEEDS, _text, compressed, digest, trace_files, variants  # noqa: E402
 
 built = pytest.mark.skipif(fastscan._compiled_scan is None, reason="the C scanner is not built (no compiler)")
-pytestmark = pytest.mark.unit
 SMALL_CHUNK = 1 << 13  # 8 KB: most of every fixture goes through the chunk decoder (1 MB would skip them all)
 
 
@@ -82,6 +81,7 @@ def test_every_fixture_trace_reads_the_same_both_ways(counted, monkeypatch):
     assert counted["scanned"] > 10_000 and counted["scanned"] > counted["declined"], counted
 
 
+@pytest.mark.slow  # ~20 s on a busy core: salvage at 8 KB chunks
 @built
 def test_damaged_relaid_and_recompressed_copies_read_the_same(counted, monkeypatch, tmp_path):
     for rel in VARIANT_SEEDS:
@@ -113,6 +113,7 @@ def test_fuzz_families_read_the_same(counted, monkeypatch, tmp_path, family):
     assert n and counted["scanned"], counted
 
 
+@pytest.mark.process  # a split read forks its child
 @built
 def test_a_split_read_gives_the_same_answer_both_ways(counted, monkeypatch):
     """Both parts of a two-process read (split.py) use the builder's scanner (the child inherits the setting)."""

@@ -110,8 +110,26 @@ static int32_t intern(Intern *t, P p, Py_ssize_t len, int64_t v, int is_int) {
 /* Each returns the position after what it read, or NULL (bail). */
 
 static inline P ws(P p, P end) {
-    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
-    return p;
+    for (;;) {
+        while (end - p >= 8) {  /* the indentation of a pretty-printed trace: 8 spaces at a time */
+            uint64_t w;
+            memcpy(&w, p, 8);
+            if (w != 0x2020202020202020ULL) break;
+            p += 8;
+        }
+        if (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) { p++; continue; }
+        return p;
+    }
+}
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* 8 bytes of string content that need no look: none is '"', '\\', a control character or a non-ASCII byte
+   (exact: each test is the classic "has a byte less than n" word trick, which never errs on the whole word) */
+static inline int plain8(uint64_t w) {
+    uint64_t q = w ^ (ONES * '"'), b = w ^ (ONES * '\\');
+    return !(((w - ONES * 0x20) & ~w & HIGHS) | (w & HIGHS) | ((q - ONES) & ~q & HIGHS) | ((b - ONES) & ~b & HIGHS));
 }
 
 static int hexval(unsigned char c) {
@@ -126,6 +144,13 @@ static P string(P p, P end, int *escaped) {
     p++;
     *escaped = 0;
     while (p < end) {
+        while (end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            if (!plain8(w)) break;
+            p += 8;
+        }
+        if (p >= end) break;
         unsigned char c = *p;
         if (c == '"') return p + 1;
         if (c < 0x20) return NULL;            /* msgspec: "invalid character" */
@@ -339,7 +364,7 @@ static P args_object(P p, P end, Span *a, int *odd) {
         P v = ws(p + 1, end);
         if (!(p = value(v, end, 2))) return NULL;
         if (esc) *odd = 1;
-        for (int i = 0; i < NA; i++) {
+        for (int i = 0; i < NA && kn >= 4 && kn <= 15; i++) {
             if (key_is(k + 1, kn, ARGS[i])) {
                 if (a[i].p || i >= A_ITYPE) *odd = 1;
                 a[i].p = v;
@@ -359,11 +384,10 @@ static const unsigned char EMPTY[] = "\"\"";
 
 /* a cat/name value: its string span; the default "" where absent; 0 (bail) for anything but a string */
 static int str_code(Span s, Intern *t, int32_t *code) {
-    int esc;
     if (!s.p) {
         *code = intern(t, EMPTY, 2, 0, 0);
     } else {
-        if (*s.p != '"' || string(s.p, s.e, &esc) != s.e) return 0;
+        if (*s.p != '"') return 0;  /* (a string: value() has read it whole, s.e is its end) */
         *code = intern(t, s.p, s.e - s.p, 0, 0);
     }
     return 1;
@@ -395,8 +419,9 @@ static int event(P p, P end, P base, Out *o, P *next) {
         if (p >= end || *p != ':') return 0;
         P v = ws(p + 1, end);
         int which = -1;
-        for (int i = 0; i < NF; i++)
-            if (key_is(k + 1, kn, FIELDS[i])) { which = i; break; }
+        if (kn >= 2 && kn <= 4)
+            for (int i = 0; i < NF; i++)
+                if (key_is(k + 1, kn, FIELDS[i])) { which = i; break; }
         if (which == F_ARGS && v < end && *v == '{') {
             args_kind = 1;
             p = args_object(v, end, a, &odd);
