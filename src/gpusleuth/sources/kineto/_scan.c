@@ -122,14 +122,21 @@ static inline P ws(P p, P end) {
     }
 }
 
+/* strings 8 bytes at a time where the compiler has ctz and the machine is little-endian; else byte by byte */
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define WORDS8 1
+#else
+#define WORDS8 0
+#endif
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 
-/* 8 bytes of string content that need no look: none is '"', '\\', a control character or a non-ASCII byte
-   (exact: each test is the classic "has a byte less than n" word trick, which never errs on the whole word) */
-static inline int plain8(uint64_t w) {
+/* The bytes of 8 that a string's reader must look at ('"', '\\', a control character, a non-ASCII byte), as
+   their high bits: each test is the classic "has a byte less than n" word trick, whose lowest flag is always a
+   true one (a false flag needs a borrow from a flagged byte below it), so the first such byte is exact. */
+static inline uint64_t special8(uint64_t w) {
     uint64_t q = w ^ (ONES * '"'), b = w ^ (ONES * '\\');
-    return !(((w - ONES * 0x20) & ~w & HIGHS) | (w & HIGHS) | ((q - ONES) & ~q & HIGHS) | ((b - ONES) & ~b & HIGHS));
+    return ((w - ONES * 0x20) & ~w & HIGHS) | (w & HIGHS) | ((q - ONES) & ~q & HIGHS) | ((b - ONES) & ~b & HIGHS);
 }
 
 static int hexval(unsigned char c) {
@@ -144,13 +151,14 @@ static P string(P p, P end, int *escaped) {
     p++;
     *escaped = 0;
     while (p < end) {
-        while (end - p >= 8) {
-            uint64_t w;
+#if WORDS8
+        if (end - p >= 8) {
+            uint64_t w, m;
             memcpy(&w, p, 8);
-            if (!plain8(w)) break;
-            p += 8;
+            if (!(m = special8(w))) { p += 8; continue; }
+            p += __builtin_ctzll(m) >> 3;  /* (little-endian: the lowest byte comes first) */
         }
-        if (p >= end) break;
+#endif
         unsigned char c = *p;
         if (c == '"') return p + 1;
         if (c < 0x20) return NULL;            /* msgspec: "invalid character" */
