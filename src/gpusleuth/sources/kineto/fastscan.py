@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import TYPE_CHECKING, Any, Callable
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import msgspec
 import numpy as np
@@ -27,8 +28,20 @@ import numpy as np
 from .schema import MEvent
 
 if TYPE_CHECKING:
-    from .columns import ColumnBuilder
     from .textdecode import Text
+
+
+class ColumnSink(Protocol):
+    """What the scanner's chunks are added to: :class:`columns.ColumnBuilder` (named by its parts, so that
+    this module and the builder's do not import each other)."""
+
+    phases: Counter[str]
+    rows: int
+    parts: dict[str, list[np.ndarray]]
+    tables: dict[str, dict[Any, int]]  # cat/name/pid/tid → the builder's value → code tables
+    span_codes: dict[str, dict[bytes | int, int]]  # the same columns: a key the scanner gives → its code
+
+    def take_meta(self, e: MEvent) -> None: ...
 
 
 
@@ -57,7 +70,7 @@ def scanner() -> Callable[[Text], Any] | None:
     return _compiled_scan
 
 
-def take_chunk(builder: ColumnBuilder, scan: Callable[[Text], Any], text: Text) -> bool:
+def take_chunk(builder: ColumnSink, scan: Callable[[Text], Any], text: Text) -> bool:
     """Add the events of ``text`` (a JSON array of events, as the msgspec path would decode it) to
     ``builder`` exactly as ``builder(decode_events(text))`` would; False, with ``builder`` untouched, where
     the scanner declines the chunk (the caller then decodes it with msgspec)."""
@@ -99,13 +112,13 @@ def take_chunk(builder: ColumnBuilder, scan: Callable[[Text], Any], text: Text) 
     return True
 
 
-def _new_values(builder: ColumnBuilder, col: str, keys: list[bytes | int]) -> dict[bytes | int, Any]:
+def _new_values(builder: ColumnSink, col: str, keys: list[bytes | int]) -> dict[bytes | int, Any]:
     """The values of the keys the builder has not met before (a string's JSON text decoded by msgspec)."""
     known = builder.span_codes[col]
     return {k: _STR.decode(k) if isinstance(k, bytes) else k for k in keys if k not in known}
 
 
-def _global_codes(builder: ColumnBuilder, col: str, keys: list[bytes | int],
+def _global_codes(builder: ColumnSink, col: str, keys: list[bytes | int],
                   new: dict[bytes | int, Any]) -> np.ndarray:
     """The builder's code for each of a chunk's distinct keys, the new ones added to its table in first-seen
     order (as ``ColumnBuilder._intern`` adds them: two keys with one value share its code)."""
