@@ -318,3 +318,37 @@ def test_a_regular_trace_is_read_by_the_scanner_alone(counted, monkeypatch):
     b = ColumnBuilder()
     reader.read_events(FIX / "hta" / "nccl_parser_config" / "nccl_data.json.gz", b)
     assert b.scanned > 100 and b.declined == 0
+
+
+@built
+def test_numbers_convert_as_msgspec_converts_them():
+    """ts/dur as msgspec's float (or int → float) would give them, ids through float64 as the column pass does:
+    random literals of every shape, checked against the msgspec path (declining is allowed, differing is not)."""
+    rng = random.Random(7)
+    took = 0
+    for _ in range(3000):
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 24))).lstrip("0") or "0"
+        lit = ("-" if rng.random() < 0.3 else "") + digits
+        if rng.random() < 0.6:
+            lit += "." + "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 20)))
+        if rng.random() < 0.4:
+            lit += rng.choice("eE") + rng.choice(["", "+", "-"]) + str(rng.randint(0, 330))
+        for field in ('"ts":%s', '"dur":%s', '"args":{"correlation":%s}', '"args":{"stream":%s,"device":%s}'):
+            body = field.replace("%s", lit)
+            took += check(f'[{{"ph":"X",{body}}}]'.encode())
+    assert took > 3000
+
+
+@built
+def test_the_phases_it_reads_are_the_schemas():
+    """A phase the tagged schema decodes (X, M and the skipped ones) is read; any other one is declined (the
+    loose decoder's)."""
+    from gpusleuth.sources.kineto import schema
+
+    known = {"X", "M"} | {s.__struct_config__.tag for s in schema._SKIPPED}
+    for code in range(0x20, 0x7F):
+        c = chr(code)
+        if c in '"\\':
+            continue
+        text = f'[{{"ph":"{c}","name":"process_name","args":{{"name":"p"}}}},{X}]'.encode()
+        assert check(text) == (c in known), c
