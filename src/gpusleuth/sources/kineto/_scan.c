@@ -294,34 +294,37 @@ static P value(P p, P end, int depth) {
 /* ---------- the fields we keep ---------- */
 typedef struct { P p, e; } Span;  /* a value's text; p == NULL: the key was absent */
 
-static int key_is(P k, Py_ssize_t n, const char *name) {
-    return (Py_ssize_t)strlen(name) == n && memcmp(k, name, (size_t)n) == 0;
-}
+
+/* A kept field's value: its span was read whole by value(), so a span that starts with '-' or a digit is a
+   valid JSON number, and one of digits only (after the sign) is an integer literal. */
 
 /* an integer literal of at most 18 digits (so it fits int64 with room); 0 where it is anything else */
 static int small_int(Span s, int64_t *out) {
     P p = s.p;
-    int neg = 0, is_int;
-    if (number(p, s.e, &is_int) != s.e || !is_int) return 0;
-    if (*p == '-') { neg = 1; p++; }
-    if (s.e - p > 18) return 0;
+    int neg = *p == '-';
+    p += neg;
+    if (p >= s.e || s.e - p > 18) return 0;
     int64_t v = 0;
-    for (; p < s.e; p++) v = v * 10 + (*p - '0');
+    for (; p < s.e; p++) {
+        if (*p < '0' || *p > '9') return 0;  /* (also a string, a literal, a fraction or an exponent) */
+        v = v * 10 + (*p - '0');
+    }
     *out = neg ? -v : v;
     return 1;
 }
 
 /* ts/dur: NaN where absent or null, the literal's double otherwise; 0 (bail) for anything else */
 static int float_field(Span s, double *out) {
-    if (!s.p || (s.e - s.p == 4 && memcmp(s.p, "null", 4) == 0)) { *out = Py_NAN; return 1; }
-    int is_int;
-    if (s.e - s.p > MAX_NUM || number(s.p, s.e, &is_int) != s.e) return 0;
-    if (is_int) {
-        int64_t v;
-        if (!small_int(s, &v)) return 0;
+    if (!s.p || *s.p == 'n') { *out = Py_NAN; return 1; }  /* (a value starting with 'n' is null) */
+    int64_t v;
+    if (small_int(s, &v)) {
         *out = (double)v;  /* as float(int): round half to even */
         return 1;
     }
+    if (!(*s.p == '-' || (*s.p >= '0' && *s.p <= '9')) || s.e - s.p > MAX_NUM) return 0;
+    int frac = 0;
+    for (P p = s.p; p < s.e; p++) frac |= *p == '.' || *p == 'e' || *p == 'E';
+    if (!frac) return 0;  /* an integer of more than 18 digits */
     char tmp[MAX_NUM + 1];
     memcpy(tmp, s.p, (size_t)(s.e - s.p));
     tmp[s.e - s.p] = 0;
@@ -329,7 +332,7 @@ static int float_field(Span s, double *out) {
        overflow exception an overflow gives inf without raising */
     char *stop;
     double d = PyOS_string_to_double(tmp, &stop, NULL);
-    if (stop != tmp + (s.e - s.p) || !isfinite(d)) return 0;  /* inf/nan: msgspec says "out of range" */
+    if (stop != tmp + (s.e - s.p) || !isfinite(d)) return 0;  /* inf: msgspec says "out of range" */
     *out = d;
     return 1;
 }
@@ -337,7 +340,7 @@ static int float_field(Span s, double *out) {
 /* corr/stream/device as columns._ints: -1 where absent or null; an integer literal through float64 as
    numpy would take it (|v| >= 2**62 → -1); 0 (bail) for anything else */
 static int int_field(Span s, int64_t *out) {
-    if (!s.p || (s.e - s.p == 4 && memcmp(s.p, "null", 4) == 0)) { *out = -1; return 1; }
+    if (!s.p || *s.p == 'n') { *out = -1; return 1; }
     int64_t v;
     if (!small_int(s, &v)) return 0;
     double d = (double)v;
@@ -350,6 +353,31 @@ static const char *FIELDS[NF] = {"cat", "name", "pid", "tid", "ts", "dur", "args
 enum { A_CORR, A_STREAM, A_DEVICE, A_NAME, A_ITYPE, A_IDIMS, A_CINPUTS, NA };
 static const char *ARGS[NA] = {"correlation", "stream", "device", "name", "Input type", "Input Dims",
                                "Concrete Inputs"};
+
+/* which of FIELDS / ARGS a key's raw text is (-1: none): by length and first byte, then one compare */
+static int field_of(P k, Py_ssize_t n) {
+    int i;
+    switch (n) {
+    case 2: i = k[0] == 't' ? F_TS : F_PH; break;
+    case 3: i = k[0] == 'c' ? F_CAT : k[0] == 'p' ? F_PID : k[0] == 't' ? F_TID : F_DUR; break;
+    case 4: i = k[0] == 'n' ? F_NAME : F_ARGS; break;
+    default: return -1;
+    }
+    return memcmp(k, FIELDS[i], (size_t)n) == 0 ? i : -1;
+}
+
+static int arg_of(P k, Py_ssize_t n) {
+    int i;
+    switch (n) {
+    case 4: i = A_NAME; break;
+    case 6: i = k[0] == 's' ? A_STREAM : A_DEVICE; break;
+    case 10: i = k[6] == 't' ? A_ITYPE : A_IDIMS; break;
+    case 11: i = A_CORR; break;
+    case 15: i = A_CINPUTS; break;
+    default: return -1;
+    }
+    return memcmp(k, ARGS[i], (size_t)n) == 0 ? i : -1;
+}
 
 typedef struct {
     Buf ts, dur, corr, stream, device, cat, name, pid, tid, mspans;
@@ -372,13 +400,11 @@ static P args_object(P p, P end, Span *a, int *odd) {
         P v = ws(p + 1, end);
         if (!(p = value(v, end, 2))) return NULL;
         if (esc) *odd = 1;
-        for (int i = 0; i < NA && kn >= 4 && kn <= 15; i++) {
-            if (key_is(k + 1, kn, ARGS[i])) {
-                if (a[i].p || i >= A_ITYPE) *odd = 1;
-                a[i].p = v;
-                a[i].e = p;
-                break;
-            }
+        int i = arg_of(k + 1, kn);
+        if (i >= 0) {
+            if (a[i].p || i >= A_ITYPE) *odd = 1;
+            a[i].p = v;
+            a[i].e = p;
         }
         p = ws(p, end);
         if (p >= end) return NULL;
@@ -426,10 +452,7 @@ static int event(P p, P end, P base, Out *o, P *next) {
         p = ws(p, end);
         if (p >= end || *p != ':') return 0;
         P v = ws(p + 1, end);
-        int which = -1;
-        if (kn >= 2 && kn <= 4)
-            for (int i = 0; i < NF; i++)
-                if (key_is(k + 1, kn, FIELDS[i])) { which = i; break; }
+        int which = field_of(k + 1, kn);
         if (which == F_ARGS && v < end && *v == '{') {
             args_kind = 1;
             p = args_object(v, end, a, &odd);
