@@ -349,34 +349,29 @@ static int int_field(Span s, int64_t *out) {
 }
 
 enum { F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS, F_PH, NF };
-static const char *FIELDS[NF] = {"cat", "name", "pid", "tid", "ts", "dur", "args", "ph"};
 enum { A_CORR, A_STREAM, A_DEVICE, A_NAME, A_ITYPE, A_IDIMS, A_CINPUTS, NA };
-static const char *ARGS[NA] = {"correlation", "stream", "device", "name", "Input type", "Input Dims",
-                               "Concrete Inputs"};
 
-/* which of FIELDS / ARGS a key's raw text is (-1: none): by length and first byte, then one compare */
+/* which event field / args key a key's raw text is (-1: none): by its length, then fixed-size compares */
+#define IS(k, lit) (memcmp((k), (lit), sizeof(lit) - 1) == 0)  /* a constant size: compiled inline */
+
 static int field_of(P k, Py_ssize_t n) {
-    int i;
     switch (n) {
-    case 2: i = k[0] == 't' ? F_TS : F_PH; break;
-    case 3: i = k[0] == 'c' ? F_CAT : k[0] == 'p' ? F_PID : k[0] == 't' ? F_TID : F_DUR; break;
-    case 4: i = k[0] == 'n' ? F_NAME : F_ARGS; break;
+    case 2: return IS(k, "ts") ? F_TS : IS(k, "ph") ? F_PH : -1;
+    case 3: return IS(k, "cat") ? F_CAT : IS(k, "pid") ? F_PID : IS(k, "tid") ? F_TID : IS(k, "dur") ? F_DUR : -1;
+    case 4: return IS(k, "name") ? F_NAME : IS(k, "args") ? F_ARGS : -1;
     default: return -1;
     }
-    return memcmp(k, FIELDS[i], (size_t)n) == 0 ? i : -1;
 }
 
 static int arg_of(P k, Py_ssize_t n) {
-    int i;
     switch (n) {
-    case 4: i = A_NAME; break;
-    case 6: i = k[0] == 's' ? A_STREAM : A_DEVICE; break;
-    case 10: i = k[6] == 't' ? A_ITYPE : A_IDIMS; break;
-    case 11: i = A_CORR; break;
-    case 15: i = A_CINPUTS; break;
+    case 4: return IS(k, "name") ? A_NAME : -1;
+    case 6: return IS(k, "stream") ? A_STREAM : IS(k, "device") ? A_DEVICE : -1;
+    case 10: return IS(k, "Input type") ? A_ITYPE : IS(k, "Input Dims") ? A_IDIMS : -1;
+    case 11: return IS(k, "correlation") ? A_CORR : -1;
+    case 15: return IS(k, "Concrete Inputs") ? A_CINPUTS : -1;
     default: return -1;
     }
-    return memcmp(k, ARGS[i], (size_t)n) == 0 ? i : -1;
 }
 
 typedef struct {
