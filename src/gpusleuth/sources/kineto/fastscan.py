@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Protocol
 
 import msgspec
 import numpy as np
@@ -38,7 +38,7 @@ class ColumnSink(Protocol):
     phases: Counter[str]
     rows: int
     parts: dict[str, list[np.ndarray]]
-    tables: dict[str, dict[Any, int]]  # cat/name/pid/tid → the builder's value → code tables
+    tables: dict[str, dict[Hashable, int]]  # cat/name/pid/tid: the builder's tables (a JSON value → its code)
     span_codes: dict[str, dict[bytes | int, int]]  # the same columns: a key the scanner gives → its code
 
     def take_meta(self, e: MEvent) -> None: ...
