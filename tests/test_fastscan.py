@@ -34,9 +34,10 @@ SMALL_CHUNK = 1 << 13  # 8 KB: most of every fixture goes through the chunk deco
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Small chunks, and the chunks the scanner read / declined counted."""
+    """Small chunks, one process, and the chunks the scanner read / declined counted."""
     monkeypatch.setattr(reader, "CHUNK", SMALL_CHUNK)
     monkeypatch.setattr(decompress, "BLOCK", SMALL_CHUNK)  # (a chunk is decoded per block at most)
+    monkeypatch.setattr(split, "SPLIT_MIN_TEXT", 1 << 60)  # one process (the split read has its own test)
     tally = {"scanned": 0, "declined": 0}
     real = fastscan.take_chunk
 
