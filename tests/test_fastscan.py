@@ -353,3 +353,63 @@ def test_the_phases_it_reads_are_the_schemas():
             continue
         text = f'[{{"ph":"{c}","name":"process_name","args":{{"name":"p"}}}},{X}]'.encode()
         assert check(text) == (c in known), c
+
+
+def _generated_chunk(rng: random.Random) -> bytes:
+    """A chunk of 1–4 generated events: mostly regular fields, now and then a value of another type, a hostile
+    string or number, a repeated or unknown key, odd args, other whitespace, or a cut."""
+    ws = ["", "", " ", "\n  ", "\t", "\r\n"]
+
+    def string() -> str:
+        if rng.random() < 0.9:
+            return '"' + rng.choice(["a", "aten::mm", "kernel", "x y", "\\n", "\\u00e9", "é€", "1", ""]) + '"'
+        return '"' + "".join(rng.choices(["a", "\\n", '\\"', "\\\\", "\\u0000", "\\ud800", "\\ud83d\\ude00", "é",
+                                          "\x01", "\x7f", "\udcff", "\\x"], k=rng.randint(0, 4))) + '"'
+
+    def number() -> str:
+        if rng.random() < 0.9:
+            return rng.choice(["0", "1", "-1", "12.5", "1700000000123456", "1700000000123456.789", "0.001", "null"])
+        return rng.choice(["-0", "-0.0", "1E-5", "1e400", "1e-400", "01", "1.", ".5", "123456789012345678",
+                           "1234567890123456789", "9007199254740993", "NaN", "-", "tru"])
+
+    def value(depth: int = 0) -> str:
+        r = rng.random()
+        if r < 0.35:
+            return string()
+        if r < 0.7 or depth > 1:
+            return number()
+        if r < 0.85:
+            return "[" + ",".join(value(depth + 1) for _ in range(rng.randint(0, 3))) + "]"
+        return "{" + ",".join(f'"k{i}":{value(depth + 1)}' for i in range(rng.randint(0, 2))) + "}"
+
+    def event() -> str:
+        fields: list[tuple[str, str]] = []
+        if rng.random() < 0.95:
+            fields.append(("ph", rng.choice(['"X"'] * 6 + ['"M"', '"f"', '"i"', '"Q"', '"\\u0058"', "5"])))
+        for k in ("cat", "name", "pid", "tid", "ts", "dur"):
+            if rng.random() < 0.8:
+                regular = string() if k in ("cat", "name") else number() if k in ("ts", "dur") else \
+                    rng.choice([number(), string()])
+                fields.append((k, value() if rng.random() < 0.1 else regular))
+        if rng.random() < 0.8:
+            args = [(k, number() if rng.random() < 0.8 else value()) for k in
+                    ("correlation", "stream", "device", "name", "External id", "Input type", "corr\\u0065lation")
+                    if rng.random() < (0.5 if k in ("correlation", "stream", "device", "External id") else 0.05)]
+            fields.append(("args", "{" + ",".join(f'"{k}":{v}' for k, v in args) + "}" if rng.random() < 0.9
+                           else rng.choice(["null", "5", "[]"])))
+        rng.shuffle(fields)
+        if fields and rng.random() < 0.03:
+            fields.append(fields[0])
+        return "{" + ",".join(f'{rng.choice(ws)}"{k}"{rng.choice(ws)}:{rng.choice(ws)}{v}' for k, v in fields) + "}"
+
+    text = "[" + ",".join(rng.choice(ws) + event() for _ in range(rng.randint(1, 4))) + rng.choice(ws) + "]"
+    if rng.random() < 0.05:
+        text = text[:rng.randrange(len(text))]
+    return text.encode("utf-8", "surrogateescape")  # ("\udcff": a raw byte 0xff)
+
+
+@built
+def test_generated_events_are_read_exactly_or_declined():
+    rng = random.Random(36)
+    took = sum(check(_generated_chunk(rng)) for _ in range(int(os.environ.get("FASTSCAN_FUZZ_N", "4000"))))
+    assert took > 150, took  # (the rest declined: each chunk holds a few chances of an odd value)
