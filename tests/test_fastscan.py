@@ -126,6 +126,21 @@ def test_a_split_read_gives_the_same_answer_both_ways(counted, monkeypatch):
     assert counted["scanned"] > 10 and not counted["declined"]  # the parent's part, all by the scanner
 
 
+def test_the_scanner_is_built_where_a_compiler_is():
+    """Where this machine can build the extension, a checkout that has not built it would skip every test
+    above silently: say how to build it instead."""
+    import shutil
+    import sysconfig
+
+    can_build = shutil.which(sysconfig.get_config_var("CC").split()[0] if sysconfig.get_config_var("CC") else "cc") \
+        and (Path(sysconfig.get_paths()["include"]) / "Python.h").exists()
+    if not can_build:
+        pytest.skip("no C compiler or no Python headers here: the pure-Python path is the one in use")
+    assert fastscan._compiled_scan is not None, (
+        "the C scanner is not built: `pip install -c constraints.txt -e '.[test]'` or "
+        "`python setup.py build_ext --inplace` (tests/test_fastscan.py skips its comparisons without it)")
+
+
 def test_pure_python_setting_and_a_missing_build_use_the_msgspec_path(monkeypatch):
     monkeypatch.setenv(fastscan.PURE_ENV, "1")
     assert ColumnBuilder()._scan is None

@@ -44,8 +44,8 @@ class ColumnSink(Protocol):
     def take_meta(self, e: MEvent) -> None: ...
 
 
-
 def _built() -> Callable[[Text], Any] | None:
+    """``_scan.scan``, where the extension was built (``setup.py``)."""
     try:
         ext = importlib.import_module(f"{__package__}._scan")
     except ImportError:  # not built (no compiler at install time): the msgspec path reads every chunk
