@@ -21,11 +21,13 @@ from gpusleuth.run.model import Table
 
 from gpusleuth.run.trace_data import TraceData
 
+from . import fastscan
 from .model import DEVICE_KINDS, kind_of_category
 from .schema import Args, Event, MEvent, XEvent, _Complete
 
 if TYPE_CHECKING:
     from .schema import Chunk
+    from .textdecode import Text
 
 _INT_COLS = ("corr", "stream", "device")
 _NO_ARGS = Args()  # every field None: what an event without ``args`` contributes
@@ -107,6 +109,30 @@ class ColumnBuilder:
         self.process_names: dict[Any, str] = {}
         self.thread_names: dict[tuple[Any, Any], str] = {}
         self.rows = 0
+        # the compiled scanner (fastscan.py), where built and allowed; its chunks' span → code caches
+        self._scan = fastscan.scanner()
+        self.tables = {"cat": self.cat_ix, "name": self.name_ix, "pid": self.pid_ix, "tid": self.tid_ix}
+        self.span_codes: dict[str, dict[bytes | int, int]] = {k: {} for k in self.tables}
+        self.scanned = self.declined = 0  # chunks read by the scanner / declined by it (then read by msgspec)
+
+    def take_text(self, text: Text) -> bool:
+        """Read a chunk of event text (a JSON array) directly where the compiled scanner can read it exactly:
+        True when done, False when the caller must decode it and call the builder with the events."""
+        if self._scan is None:
+            return False
+        if fastscan.take_chunk(self, self._scan, text):
+            self.scanned += 1
+            return True
+        self.declined += 1
+        return False
+
+    def take_meta(self, e: Event | MEvent) -> None:
+        """A metadata event: the names of processes and threads."""
+        if e.args is not None and isinstance(e.args.name, str):
+            if e.name == "process_name":
+                self.process_names[e.pid] = e.args.name
+            elif e.name == "thread_name":
+                self.thread_names[(e.pid, e.tid)] = e.args.name
 
     @staticmethod
     def _intern(table: dict[Any, int], values: Sequence[Hashable]) -> np.ndarray:
@@ -137,11 +163,7 @@ class ColumnBuilder:
             ms: list[Event] | list[MEvent] = [e for e in events if type(e) is Event and e.ph == "M"] if loose \
                 else [e for e in events if type(e) is MEvent]
             for e in ms:
-                if e.args is not None and isinstance(e.args.name, str):
-                    if e.name == "process_name":
-                        self.process_names[e.pid] = e.args.name
-                    elif e.name == "thread_name":
-                        self.thread_names[(e.pid, e.tid)] = e.args.name
+                self.take_meta(e)
         if not xs:
             return
         self.phases["X"] += len(xs)

@@ -35,7 +35,7 @@ from .result import ReadResult
 from .salvage import BOUNDARY, salvage
 from .schema import HEAD_DECODER, decode_events, decode_tail
 from .structure import Structure, Walk, find_events_key
-from .textdecode import DECODE_ERRORS, decode
+from .textdecode import DECODE_ERRORS, Text, decode
 
 if TYPE_CHECKING:
     from .schema import Chunk
@@ -341,8 +341,11 @@ def _decode_in_place(buf: bytearray, cut: int, sink: Callable[[Chunk], None], re
     ``]`` at ``cut`` (both restored if the text does not decode)."""
     first, after = buf[0], buf[cut]
     buf[0], buf[cut] = 0x5B, 0x5D  # "[" … "]"
+    take_text: Callable[[Text], bool] | None = getattr(sink, "take_text", None)  # a ColumnBuilder's scanner
     try:
         with memoryview(buf) as mv, mv[: cut + 1] as part:
+            if take_text is not None and take_text(part):  # read exactly by the compiled scanner
+                return True
             events = decode(decode_events, part, res)
     except DECODE_ERRORS:
         buf[0], buf[cut] = first, after
