@@ -85,8 +85,10 @@ NO_KERNELS = KernelBreakdown(
     precision_s={}, precision_share_of_gemm={}, tensor_core_share=None, precision_from_op_share=None)
 
 
-def _median_by_group(codes: np.ndarray, values: np.ndarray, ngroups: int) -> np.ndarray:
-    """Median of ``values`` per group code, vectorized: sort by (code, value), pick the middle(s)."""
+def median_by_group(codes: np.ndarray, values: np.ndarray, ngroups: int) -> np.ndarray:
+    """Median of ``values`` per group code, vectorized: sort by (code, value), pick the middle(s). The same
+    float64 as ``np.median`` of each group (the mean of its two middle values, or its middle one); NaN for
+    a code with no values."""
     order = np.lexsort((values, codes))
     v = values[order].astype(np.float64)
     counts = np.bincount(codes, minlength=ngroups)
@@ -120,7 +122,7 @@ def breakdown(p: Prepared) -> KernelBreakdown:
     mx = np.zeros(ng, np.int64)
     np.minimum.at(mn, inv, dur)
     np.maximum.at(mx, inv, dur)
-    med = _median_by_group(inv, dur, ng)
+    med = median_by_group(inv, dur, ng)
     total = float(dur.sum())
     # families, per distinct name
     uname = [names[c] for c in uniq]
