@@ -88,3 +88,75 @@ def test_median_by_group_is_numpys_median_bit_for_bit():
         got = median_by_group(inv, values, len(uniq))
         want = np.array([np.median(values[inv == k]) for k in range(len(uniq))])
         assert got.tobytes() == want.tobytes()
+
+
+# --- the exposed-time painter (analysis/trace/intervals.py) ---------------------------------------------------
+
+def _active_by_counting(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per segment, whether any interval covers it: +1/-1 at each interval's edges, summed up."""
+    nseg = len(bounds) - 1
+    lo, hi = bounds[0], bounds[-1]
+    up = np.bincount(np.searchsorted(bounds, np.clip(starts, lo, hi)), minlength=nseg + 1)
+    down = np.bincount(np.searchsorted(bounds, np.clip(ends, lo, hi)), minlength=nseg + 1)
+    return np.cumsum(up[:-1] - down[:-1]) > 0
+
+
+def _paint_by_definition(layers, lo, hi, extra):
+    """Each segment: the first layer (priority order) whose union covers it; segment by segment."""
+    from gpusleuth.analysis.trace.intervals import union
+
+    merged = [union(s, e) for s, e in layers]
+    pts = np.concatenate([np.array([lo, hi]), extra, *[np.r_[s, e] for s, e in merged]]).astype(np.int64)
+    bounds = np.unique(np.clip(pts, lo, hi))
+    label = np.full(max(len(bounds) - 1, 0), len(layers), np.int16)
+    for i in range(len(label)):
+        for k, (s, e) in enumerate(merged):
+            if ((s <= bounds[i]) & (bounds[i] < e)).any():
+                label[i] = k
+                break
+    return bounds, label
+
+
+def _layer(rng: np.random.Generator, span: int) -> tuple[np.ndarray, np.ndarray]:
+    n = int(rng.integers(0, 40))
+    s = rng.integers(-span // 10, span + span // 10, n)  # some beyond the window on either side
+    e = s + rng.choice([-3, 0, 1, 7, span // 20], n)  # empty, inverted and long ones too
+    if rng.random() < 0.5:  # rows in time order, as the trace gives them
+        o = np.argsort(s, kind="stable")
+        s, e = s[o], e[o]
+    return s.astype(np.int64), e.astype(np.int64)
+
+
+def test_paint_and_tally_are_their_definitions():
+    from gpusleuth.analysis.trace.intervals import active_segments, paint, paint_active, tally, union
+
+    rng = np.random.default_rng(11)
+    for case in range(150):
+        span = int(rng.integers(10, 2_000))
+        layers = [_layer(rng, span) for _ in range(int(rng.integers(1, 6)))]
+        extra = np.sort(rng.integers(0, span, int(rng.integers(0, 8)))).astype(np.int64)
+        bounds, label = paint(layers, 0, span, extra)
+        want_b, want_l = _paint_by_definition(layers, 0, span, extra)
+        assert np.array_equal(bounds, want_b) and np.array_equal(label, want_l), case
+        everyone = tuple(range(len(layers)))
+        _, _, masks = paint_active(layers, 0, span, extra, active=everyone)
+        for k, mask in zip(everyone, masks):  # each layer where it is active, painted over or not
+            assert np.array_equal(mask, _active_by_counting(bounds, *union(*layers[k])) if len(bounds) > 1
+                                  else np.zeros(0, bool)), case
+        if len(bounds) < 2:
+            continue
+        for s, e in layers:  # raw (overlapping, unsorted) intervals and their union alike
+            for iv in ((s, e), union(s, e)):
+                assert np.array_equal(active_segments(bounds, *iv), _active_by_counting(bounds, *iv)), case
+        # windows: one, or several in time order, edges among the bounds
+        for k in (1, 2, 5):
+            cut = np.sort(rng.choice(bounds, min(2 * k, len(bounds)), replace=False))
+            ws, we = cut[0::2], cut[1::2]
+            ws = ws[:len(we)]
+            got = tally(bounds, label, len(layers) + 1, ws, we)
+            want = np.zeros((len(ws), len(layers) + 1), np.int64)
+            for i, (a, b) in enumerate(zip(ws, we)):
+                for j in range(len(bounds) - 1):
+                    if a <= bounds[j] < b:
+                        want[i, label[j]] += bounds[j + 1] - bounds[j]
+            assert np.array_equal(got, want), case

@@ -21,7 +21,7 @@ def union(starts: np.ndarray, ends: np.ndarray, presorted: bool = False) -> tupl
         starts, ends = starts[keep], ends[keep]
     if len(starts) == 0:
         return np.empty(0, I64), np.empty(0, I64)
-    if not presorted:
+    if not presorted and not _ascending(starts):  # (rows of a trace come sorted: no sort to pay for then)
         order = np.argsort(starts, kind="stable")
         starts, ends = starts[order], ends[order]
     reach = np.maximum.accumulate(ends)
@@ -31,6 +31,11 @@ def union(starts: np.ndarray, ends: np.ndarray, presorted: bool = False) -> tupl
     first = np.flatnonzero(new)
     last = np.r_[first[1:] - 1, len(starts) - 1]
     return starts[first], reach[last]
+
+
+def _ascending(x: np.ndarray) -> bool:
+    """Whether ``x`` is in ascending order (ties allowed): a stable sort would leave it as it is."""
+    return bool((x[1:] >= x[:-1]).all())
 
 
 def total(starts: np.ndarray, ends: np.ndarray) -> int:
@@ -68,30 +73,62 @@ def paint(layers: list[tuple[np.ndarray, np.ndarray]], lo: int, hi: int,
     """Label every instant of ``[lo, hi)`` with the first layer (priority order) active there.
 
     Returns ``(bounds, label)``: segments ``[bounds[i], bounds[i+1])`` carry ``label[i]``, an index into
-    ``layers``, or ``len(layers)`` where none is active. Coverage per layer is a +1/-1 difference array
-    over the segment boundaries and a cumulative sum — O(n log n) in total, never a loop per interval.
-    """
+    ``layers``, or ``len(layers)`` where none is active. See :func:`paint_active`."""
+    bounds, label, _ = paint_active(layers, lo, hi, extra_bounds)
+    return bounds, label
+
+
+def paint_active(layers: list[tuple[np.ndarray, np.ndarray]], lo: int, hi: int,
+                 extra_bounds: np.ndarray | None = None,
+                 active: tuple[int, ...] = ()) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """:func:`paint`, and for each layer index in ``active`` the segments where that layer is active
+    (whatever the layers before it), as :func:`active_segments` gives them.
+
+    The bounds are every layer's (merged) edges, sorted once; that sort also says where each edge falls
+    among the bounds, so a layer's coverage is its runs of segments between its edges — O(n log n) in
+    total, never a loop per interval, no search per edge."""
     merged = [union(s, e) for s, e in layers]
     parts = [np.array([lo, hi], I64)]
     for s, e in merged:
         parts += [s, e]
     if extra_bounds is not None:
         parts.append(np.asarray(extra_bounds, I64))
-    bounds = np.sort(np.clip(np.concatenate(parts), lo, hi))
-    bounds = bounds[np.r_[True, bounds[1:] != bounds[:-1]]] if len(bounds) else bounds
+    points = np.clip(np.concatenate(parts), lo, hi)
+    order = np.argsort(points, kind="stable")
+    ranked = points[order]
+    first = np.empty(len(ranked), bool)
+    first[0] = True
+    first[1:] = ranked[1:] != ranked[:-1]
+    bounds = ranked[first]
     nseg = len(bounds) - 1
     label = np.full(max(nseg, 0), len(layers), np.int16)
     if nseg <= 0:
-        return bounds, label
-    unset = np.ones(nseg, bool)
+        return bounds, label, [np.zeros(0, bool) for _ in active]
+    where = np.empty(len(points), np.intp)  # each point's index in bounds
+    where[order] = np.cumsum(first) - 1
+    masks: dict[int, np.ndarray] = {}
+    at = 2
     for k, (s, e) in enumerate(merged):
-        if len(s) == 0:
-            continue
-        active = active_segments(bounds, s, e)
-        hit = active & unset
-        label[hit] = k
-        unset &= ~active
-    return bounds, label
+        n = len(s)
+        if n:  # a union's intervals are disjoint and in order: their edges' indices ascend
+            edges = np.empty(2 * n, np.intp)
+            edges[0::2], edges[1::2] = where[at:at + n], where[at + n:at + 2 * n]
+            masks[k] = _runs_between(edges, nseg)
+        at += 2 * n
+    # lowest priority first, each layer over the ones before it: the first active layer's label stays
+    for k in range(len(merged) - 1, -1, -1):
+        if k in masks:
+            label[masks[k]] = k
+    return bounds, label, [masks[k] if k in masks else np.zeros(nseg, bool) for k in active]
+
+
+def _runs_between(at: np.ndarray, nseg: int) -> np.ndarray:
+    """Per segment, whether it lies in one of the runs ``[at[0], at[1])``, ``[at[2], at[3])``… (ascending
+    segment indices): alternate runs of False and True."""
+    runs = np.diff(at, prepend=0, append=nseg)
+    on = np.zeros(len(runs), bool)
+    on[1::2] = True
+    return np.repeat(on, runs)
 
 
 def active_segments(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -101,6 +138,10 @@ def active_segments(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) ->
     if nseg <= 0 or len(starts) == 0:
         return np.zeros(max(nseg, 0), bool)
     lo, hi = bounds[0], bounds[-1]
+    edges = np.empty(2 * len(starts), I64)
+    edges[0::2], edges[1::2] = starts, ends
+    if _ascending(edges):  # disjoint intervals in order (a union's): each is one run of segments
+        return _runs_between(np.searchsorted(bounds, np.clip(edges, lo, hi)), nseg)
     up = np.bincount(np.searchsorted(bounds, np.clip(starts, lo, hi)), minlength=nseg + 1)
     down = np.bincount(np.searchsorted(bounds, np.clip(ends, lo, hi)), minlength=nseg + 1)
     return np.cumsum(up[:-1] - down[:-1]) > 0
@@ -108,15 +149,22 @@ def active_segments(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) ->
 
 def tally(bounds: np.ndarray, label: np.ndarray, nlabels: int, win_starts: np.ndarray,
           win_ends: np.ndarray) -> np.ndarray:
-    """Sum painted segment lengths per (window, label). Windows must not overlap and their edges must
-    be among ``bounds`` (pass them as ``extra_bounds`` to :func:`paint`) so each sum is exact."""
+    """Sum painted segment lengths per (window, label). Windows must be in time order and not overlap,
+    and their edges must be among ``bounds`` (pass them as ``extra_bounds`` to :func:`paint`) so each sum
+    is exact."""
     out = np.zeros((len(win_starts), nlabels), I64)
     if len(bounds) < 2 or len(win_starts) == 0:
         return out
-    seg_s = bounds[:-1]
-    length = np.diff(bounds)
+    # only the segments from the first window's start (they are in time order) to the latest end can count
+    i0, i1 = np.searchsorted(bounds[:-1], [win_starts[0], win_ends.max()], side="left")
+    seg_s = bounds[i0:i1]
+    length = (bounds[i0 + 1:i1 + 1] - seg_s).astype(np.float64)
+    label = label[i0:i1]
+    if len(win_starts) == 1:  # one window: every segment left is inside it
+        sums = np.bincount(label, weights=length, minlength=nlabels)
+        return np.rint(sums).astype(I64).reshape(1, nlabels)
     w = np.searchsorted(win_starts, seg_s, side="right") - 1
     ok = (w >= 0) & (seg_s < win_ends[np.maximum(w, 0)])
     flat = w[ok].astype(I64) * nlabels + label[ok]
-    sums = np.bincount(flat, weights=length[ok].astype(np.float64), minlength=len(win_starts) * nlabels)
+    sums = np.bincount(flat, weights=length[ok], minlength=len(win_starts) * nlabels)
     return np.rint(sums).astype(I64).reshape(len(win_starts), nlabels)

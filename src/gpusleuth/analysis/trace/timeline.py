@@ -17,7 +17,7 @@ import numpy as np
 from gpusleuth.sources.kineto.model import CPU_OP, PYTHON, RUNTIME, TRACE, USER_ANN
 
 from . import classify as C
-from .intervals import active_segments, covers, intersect_len, paint, tally, union
+from .intervals import covers, intersect_len, paint_active, tally, union
 from .prep import ALL_CATS, COMM, COMPUTE, DEVICE_CATS, IDLE_CATS, Prepared
 
 #: An op that is ready to run (launched, and the previous op on its stream finished) but has not started
@@ -134,10 +134,9 @@ def build(p: Prepared) -> Timeline:
     extra = [p.step_start, p.step_end]
     if span_lo is not None:
         extra.append(np.array([span_lo, span_hi], np.int64))
-    bounds, label = paint(layers, lo, hi, np.concatenate(extra))
+    bounds, label, (compute_active, comm_active) = paint_active(layers, lo, hi, np.concatenate(extra),
+                                                                active=(COMPUTE, COMM))
     label[label == len(layers)] = ALL_CATS.index("idle_other")  # no device work, no host evidence
-    compute_active = active_segments(bounds, *dev_layers[COMPUTE])
-    comm_active = active_segments(bounds, *dev_layers[COMM])
     return Timeline(lo, hi, bounds, label, compute_active, comm_active, span_lo, span_hi, busy,
                     dev_layers[COMPUTE], dev_layers[COMM])
 
