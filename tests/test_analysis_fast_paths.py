@@ -160,3 +160,22 @@ def test_paint_and_tally_are_their_definitions():
                     if a <= bounds[j] < b:
                         want[i, label[j]] += bounds[j + 1] - bounds[j]
             assert np.array_equal(got, want), case
+
+
+# --- the column builder's finish (sources/kineto/columns.py) -----------------------------------------------------
+
+def test_plausibility_from_the_extremes_is_the_per_event_test():
+    from gpusleuth.sources.kineto.columns import PLAUSIBLE_US, _all_plausible
+
+    rng = np.random.default_rng(5)
+    seen = set()
+    for _ in range(2000):
+        n = int(rng.integers(1, 6))
+        mid = float(rng.choice([0.0, 1.7e15, 3.3e9]))
+        # values within a few ulps of a day from the middle, either side: where rounding could decide
+        ts = mid + rng.choice([-1, 1], n) * (PLAUSIBLE_US + rng.integers(-4, 5, n) * np.spacing(PLAUSIBLE_US + mid))
+        dur = rng.choice([-1, 1], n) * (PLAUSIBLE_US + rng.integers(-2, 3, n) * np.spacing(PLAUSIBLE_US))
+        each = (np.abs(ts - mid) <= PLAUSIBLE_US).all() and (np.abs(dur) <= PLAUSIBLE_US).all()
+        assert _all_plausible(ts, dur, mid) == each
+        seen.add(bool(each))
+    assert seen == {True, False}
