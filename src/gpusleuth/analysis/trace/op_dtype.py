@@ -30,6 +30,8 @@ def launch_op_dtypes(p: Prepared, device_rows: np.ndarray) -> np.ndarray:
     if "itype" not in ev or not tr.input_types or not len(device_rows):
         return out
     dt_tab = np.array([DTYPES.index(d) if (d := C.op_dtype(t)) else -1 for t in tr.input_types] + [-1], np.int8)
+    if not (dt_tab >= 0).any():  # no op recorded a floating input (record_shapes off): nothing to walk to
+        return out
     launch = p.launch[device_rows]
     has = launch >= 0
     if not has.any():
