@@ -179,3 +179,33 @@ def test_plausibility_from_the_extremes_is_the_per_event_test():
         assert _all_plausible(ts, dur, mid) == each
         seen.add(bool(each))
     assert seen == {True, False}
+
+
+def _tally_by_segment(bounds, label, nlabels, ws, we):
+    """tally as it was: each segment searched among the windows' starts, kept if before that window's end."""
+    seg_s = bounds[:-1]
+    w = np.searchsorted(ws, seg_s, side="right") - 1
+    ok = (w >= 0) & (seg_s < we[np.maximum(w, 0)])
+    flat = w[ok].astype(np.int64) * nlabels + label[ok]
+    sums = np.bincount(flat, weights=np.diff(bounds)[ok].astype(np.float64), minlength=len(ws) * nlabels)
+    return np.rint(sums).astype(np.int64).reshape(len(ws), nlabels)
+
+
+def test_tally_by_window_runs_is_tally_by_segment_search():
+    """Windows in time order as the steps come (tied starts, empty and inverted windows, edges off the
+    bounds, windows past either end): the same sums as searching each segment among the windows."""
+    from gpusleuth.analysis.trace.intervals import tally
+
+    rng = np.random.default_rng(17)
+    for case in range(500):
+        bounds = np.unique(rng.integers(0, 1_000, int(rng.integers(2, 60)))).astype(np.int64)
+        if len(bounds) < 2:
+            continue
+        label = rng.integers(0, 4, len(bounds) - 1).astype(np.int16)
+        n = int(rng.integers(1, 7))
+        ws = np.sort(rng.choice(np.r_[bounds, rng.integers(-50, 1_050, 5)], n)).astype(np.int64)
+        we = (ws + rng.choice([-5, 0, 10, 100, 400], n)).astype(np.int64)
+        if case % 2:  # steps as prep makes them: each clipped at the next one's start
+            we[:-1] = np.minimum(we[:-1], ws[1:])
+        got = tally(bounds, label, 4, ws, we)
+        assert np.array_equal(got, _tally_by_segment(bounds, label, 4, ws, we)), case

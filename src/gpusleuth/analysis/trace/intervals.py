@@ -151,20 +151,34 @@ def tally(bounds: np.ndarray, label: np.ndarray, nlabels: int, win_starts: np.nd
           win_ends: np.ndarray) -> np.ndarray:
     """Sum painted segment lengths per (window, label). Windows must be in time order and not overlap,
     and their edges must be among ``bounds`` (pass them as ``extra_bounds`` to :func:`paint`) so each sum
-    is exact."""
+    is exact.
+
+    A segment counts for the last window starting at or before it, if it starts before that window's end:
+    window ``i`` takes the segments starting in ``[win_starts[i], min(win_starts[i+1], win_ends[i]))``, a
+    run of segment indices found by a search per window edge (never a search per segment)."""
     out = np.zeros((len(win_starts), nlabels), I64)
     if len(bounds) < 2 or len(win_starts) == 0:
         return out
-    # only the segments from the first window's start (they are in time order) to the latest end can count
-    i0, i1 = np.searchsorted(bounds[:-1], [win_starts[0], win_ends.max()], side="left")
-    seg_s = bounds[i0:i1]
-    length = (bounds[i0 + 1:i1 + 1] - seg_s).astype(np.float64)
+    seg_s = bounds[:-1]
+    first = np.searchsorted(seg_s, win_starts, side="left")
+    stop = np.minimum(np.searchsorted(seg_s, win_ends, side="left"), np.append(first[1:], len(seg_s)))
+    stop = np.maximum(stop, first)  # a window that ends before it starts takes none
+    i0, i1 = int(first[0]), int(stop[-1])
+    if i1 <= i0:
+        return out
+    length = (bounds[i0 + 1:i1 + 1] - bounds[i0:i1]).astype(np.float64)
     label = label[i0:i1]
-    if len(win_starts) == 1:  # one window: every segment left is inside it
+    n = len(win_starts)
+    if n == 1:  # one window: every segment left is inside it
         sums = np.bincount(label, weights=length, minlength=nlabels)
         return np.rint(sums).astype(I64).reshape(1, nlabels)
-    w = np.searchsorted(win_starts, seg_s, side="right") - 1
-    ok = (w >= 0) & (seg_s < win_ends[np.maximum(w, 0)])
+    # per segment in [i0, i1): its window, or -1 between windows (runs: window 0, gap, window 1, …)
+    edges = np.empty(2 * n, np.intp)
+    edges[0::2], edges[1::2] = first, stop
+    vals = np.full(2 * n - 1, -1, np.intp)
+    vals[0::2] = np.arange(n)
+    w = np.repeat(vals, np.diff(edges))
+    ok = w >= 0
     flat = w[ok].astype(I64) * nlabels + label[ok]
-    sums = np.bincount(flat, weights=length[ok], minlength=len(win_starts) * nlabels)
-    return np.rint(sums).astype(I64).reshape(len(win_starts), nlabels)
+    sums = np.bincount(flat, weights=length[ok], minlength=n * nlabels)
+    return np.rint(sums).astype(I64).reshape(n, nlabels)
