@@ -95,6 +95,15 @@ def _pct(a: np.ndarray, q: float) -> float | None:
     return float(np.percentile(a, q)) / 1e3 if len(a) else None
 
 
+def _median_p95(a: np.ndarray) -> tuple[float | None, float | None]:
+    """``(_pct(a, 50), _pct(a, 95))`` from one partition of ``a`` (the same values: each percentile is
+    interpolated between the same two order statistics)."""
+    if not len(a):
+        return None, None
+    med, p95 = np.percentile(a, [50, 95])
+    return float(med) / 1e3, float(p95) / 1e3
+
+
 def launch_stats(p: Prepared) -> LaunchStats:
     has = p.launch >= 0
     n_ops = int(has.sum())
@@ -142,12 +151,15 @@ def launch_stats(p: Prepared) -> LaunchStats:
     empty = depth == 0
     lat = np.maximum(delay[empty], 0)
     queued = np.maximum(delay[~empty], 0)
+    cost_med, cost_p95 = _median_p95(cost)
+    lat_med, lat_p95 = _median_p95(lat)
+    queued_med, queued_p95 = _median_p95(queued)
     return LaunchStats(
         launches=n,
         device_ops_launched=n_ops,
-        launch_cost_us=LaunchCost(median=_pct(cost, 50), p95=_pct(cost, 95), total_s=float(cost.sum()) / 1e9),
-        launch_latency_us=Delays(count=int(empty.sum()), median=_pct(lat, 50), p95=_pct(lat, 95)),
-        queueing_delay_us=Delays(count=int((~empty).sum()), median=_pct(queued, 50), p95=_pct(queued, 95)),
+        launch_cost_us=LaunchCost(median=cost_med, p95=cost_p95, total_s=float(cost.sum()) / 1e9),
+        launch_latency_us=Delays(count=int(empty.sum()), median=lat_med, p95=lat_p95),
+        queueing_delay_us=Delays(count=int((~empty).sum()), median=queued_med, p95=queued_p95),
         hta_launch_delay_us=HtaDelay(median=_pct(np.maximum(delay, 0), 50)),
         queue_depth_at_launch=QueueDepth(median=float(np.median(depth)), p95=float(np.percentile(depth, 95)),
                                          max=int(depth.max())),

@@ -140,7 +140,8 @@ def _steps(p: Prepared, dur: np.ndarray) -> None:
     """ProfilerStep#N windows from the CPU annotations (one per N; overlaps clipped and reported)."""
     ev = p.trace.events
     step_tab = C.lookup(p.trace.names, C.is_profiler_step)
-    m = step_tab[ev["name"]] & np.isin(ev["kind"], (USER_ANN, CPU_OP))
+    kind = ev["kind"]
+    m = step_tab[ev["name"]] & ((kind == USER_ANN) | (kind == CPU_OP))  # (np.isin: 18× the time on uint8)
     idx = np.flatnonzero(m)
     if len(idx) == 0:
         return
