@@ -93,33 +93,44 @@ def paint_active(layers: list[tuple[np.ndarray, np.ndarray]], lo: int, hi: int,
         parts += [s, e]
     if extra_bounds is not None:
         parts.append(np.asarray(extra_bounds, I64))
-    points = np.clip(np.concatenate(parts), lo, hi)
+    # (each full-size temporary is dropped as soon as it is used: this is the report's peak of memory)
+    points = np.concatenate(parts)
+    np.clip(points, lo, hi, out=points)
     order = np.argsort(points, kind="stable")
     ranked = points[order]
+    del points
     first = np.empty(len(ranked), bool)
     first[0] = True
-    first[1:] = ranked[1:] != ranked[:-1]
+    np.not_equal(ranked[1:], ranked[:-1], out=first[1:])
     bounds = ranked[first]
+    del ranked
     nseg = len(bounds) - 1
     label = np.full(max(nseg, 0), len(layers), np.int16)
     if nseg <= 0:
         return bounds, label, [np.zeros(0, bool) for _ in active]
-    where = np.empty(len(points), np.intp)  # each point's index in bounds
-    where[order] = np.cumsum(first) - 1
-    masks: dict[int, np.ndarray] = {}
-    at = 2
-    for k, (s, e) in enumerate(merged):
-        n = len(s)
-        if n:  # a union's intervals are disjoint and in order: their edges' indices ascend
-            edges = np.empty(2 * n, np.intp)
-            edges[0::2], edges[1::2] = where[at:at + n], where[at + n:at + 2 * n]
-            masks[k] = _runs_between(edges, nseg)
-        at += 2 * n
+    rank = np.cumsum(first, dtype=np.intp)
+    rank -= 1
+    where = np.empty(len(first), np.intp)  # each point's index in bounds
+    where[order] = rank
+    del order, rank, first
+    offset = np.cumsum([2] + [2 * len(s) for s, _ in merged])
+
+    def layer_active(k: int) -> np.ndarray:
+        """A union's intervals are disjoint and in order: their edges' indices ascend."""
+        at, n = int(offset[k]), len(merged[k][0])
+        edges = np.empty(2 * n, np.intp)
+        edges[0::2], edges[1::2] = where[at:at + n], where[at + n:at + 2 * n]
+        return _runs_between(edges, nseg)
+
+    kept: dict[int, np.ndarray] = {}
     # lowest priority first, each layer over the ones before it: the first active layer's label stays
     for k in range(len(merged) - 1, -1, -1):
-        if k in masks:
-            label[masks[k]] = k
-    return bounds, label, [masks[k] if k in masks else np.zeros(nseg, bool) for k in active]
+        if len(merged[k][0]):
+            mask = layer_active(k)
+            label[mask] = k
+            if k in active:
+                kept[k] = mask
+    return bounds, label, [kept[k] if k in kept else np.zeros(nseg, bool) for k in active]
 
 
 def _runs_between(at: np.ndarray, nseg: int) -> np.ndarray:
