@@ -114,8 +114,9 @@ def test_llama_server_metrics_match_what_the_client_measured(tmp_path, gguf):
     # them — the wait for one of the two slots — grows from one client to six
     assert all(r["engine_prefill_ns"] >= 0 and r["engine_decode_ns"] >= 0 for r in every)
     assert sum(r["engine_decode_ns"] for r in rows) / 1e9 == pytest.approx(engine_s, rel=0.02)
-    assert sum(r["engine_prefill_ns"] for r in rows) / 1e9 == pytest.approx(
-        last["prefill_seconds"] - first["prefill_seconds"], rel=0.02)
+    # (its prompt seconds are no such sum: 5.25 per request against 3.35 counted, once, in a CI-like run — a prompt
+    # timed per slot while the other slot's steps ran in the same batches; 1 % apart in another run)
+    assert all(r["engine_prefill_ns"] <= r["token_ns"][0] - r["start_ns"] for r in rows)  # prompt before 1st token
     assert all(r["engine_prefill_ns"] + r["engine_decode_ns"] <= r["end_ns"] - r["start_ns"] for r in rows)
     one_e, six_e = (lv["tokens"]["engine"] for lv in rep["serving"]["levels"])
     assert one_e["requests"] + six_e["requests"] == len(rows) and one_e["over_e2e"] == six_e["over_e2e"] == 0
