@@ -175,6 +175,9 @@ class OpenAIAnswer:
             cached = details.get("cached_tokens") if isinstance(details, dict) else None
             if _count(cached):
                 self.cached_tokens = cached
+        self._engine_timings(obj)
+
+    def _engine_timings(self, obj: JsonObject) -> None:
         t = obj.get("timings")  # llama.cpp's server: its own per-request clock, on the last event
         if isinstance(t, dict):
             pre, dec = _ms_to_ns(t.get("prompt_ms")), _ms_to_ns(t.get("predicted_ms"))

@@ -60,6 +60,10 @@ def under_batched(facts: Facts) -> list[Finding] | Missing:
         evidence.append(Evidence(f"throughput, concurrency {scaling.lo.concurrency} → {scaling.hi.concurrency}",
                                  f"{scaling.lo.rps:.1f} → {scaling.hi.rps:.1f}", "requests/s", "gpusleuth load"))
     idle = 1.0 - ra.gpu_busy
+    k = knobs_for(ra.framework)
+    how = (f"in {k.framework}, {k.turn_on}." if k is not None else
+           "e.g. an asyncio queue in front of the model, or a server that does it (Triton's dynamic batcher, "
+           "TorchServe `batch_size`/`max_batch_delay`, vLLM/TGI for generation).")
     return [Finding(
         cause="serving.under_batched", severity="high" if high else "moderate",
         title=f"Under-batched: one forward per request, accelerator {pct(ra.gpu_busy)} % busy",
@@ -68,11 +72,8 @@ def under_batched(facts: Facts) -> list[Finding] | Missing:
                  + (" while throughput kept rising with concurrency." if rising else ".")),
         evidence=evidence,
         fix=(f"Batch concurrent requests into one forward (dynamic batching): collect requests for a few "
-             f"milliseconds up to a batch of {batch}, run one forward, answer each — "
-             + (f"in {k.framework}, {k.turn_on}. " if (k := knobs_for(ra.framework)) is not None else
-                "e.g. an asyncio queue in front of the model, or a server that does it (Triton's dynamic batcher, "
-                "TorchServe `batch_size`/`max_batch_delay`, vLLM/TGI for generation). ")
-             + f"Start with max batch {batch} and a delay of about one forward's time."),
+             f"milliseconds up to a batch of {batch}, run one forward, answer each — {how} "
+             f"Start with max batch {batch} and a delay of about one forward's time."),
         estimated_gain=busy_gain(facts, infer * idle, ra.busy_s,
                              "upper bound: the forwards' share of request time times the accelerator's idle "
                              "share during requests, filled by batching"),
