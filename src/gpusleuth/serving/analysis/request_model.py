@@ -39,7 +39,7 @@ class RequestLevel:
     requests: int
     shares: dict[str, float]  # pre / infer / post of service time, queue of latency
     p95_ms: float | None  # latency (queue + service) p95 inside the server
-    queue_p95_share: float | None  # queue's share of the slowest 5 % requests' latency
+    queue_p95_share: float | None  # the queue's part of the p95 latency: 1 − p95(without queue) / p95
     rps: float  # requests finished per second of the window
     server_cores: float | None  # the server process's mean CPU, in cores
     gpu_busy: float | None  # mean accelerator utilization, 0..1
@@ -77,7 +77,7 @@ class RequestAnalysis:
     parts: dict[str, StageStats]  # queue / pre / infer / post
     stages: list[StageStats]  # named stages, largest first
     queue_measured: int  # requests whose queue was measured
-    queue_p95_share: float | None  # queue's share of the latency of the slowest 5 % of requests
+    queue_p95_share: float | None  # the queue's part of the p95 latency: 1 − p95(without queue) / p95
     latency_p50_ms: float
     latency_p95_ms: float
     forwards_per_request: float

@@ -224,10 +224,23 @@ def _summary(rows: dict[str, np.ndarray]) -> dict[str, Any]:
         q_share = float(qv.sum() / lat.sum()) if lat.sum() > 0 else 0.0
         shares["queue"] = q_share
         parts["queue"] = _stat("queue", qv, q_share, int(measured.sum()))
-        slow = lat >= np.percentile(lat, 95)
-        q_p95 = float(qv[slow].sum() / lat[slow].sum()) if lat[slow].sum() > 0 else 0.0
+        q_p95 = _queue_part_of_p95(lat, lat - qv)
     return {"shares": shares, "parts": parts, "queue_measured": int(measured.sum()), "queue_p95_share": q_p95,
             "p50_ms": float(np.percentile(latency, 50)) / 1e6, "p95_ms": float(np.percentile(latency, 95)) / 1e6}
+
+
+def _queue_part_of_p95(latency: np.ndarray, service: np.ndarray) -> float:
+    """How much of the p95 latency the queue makes: 1 − p95(latency without the queue) / p95(latency).
+
+    A quantile, not the queue's share of the slowest requests' sum: the first request of each keep-alive
+    connection waits for its handler thread to start, and on a busy host one such wait of 64 ms among 120
+    requests made 23–31 % of the slowest six's latency — a "queueing" finding from one request. The p95
+    moves only when more than 5 % of the requests wait, and this is the very ratio the finding's gain
+    predicts (p95 latency without the queue)."""
+    with_q = float(np.percentile(latency, 95))
+    if with_q <= 0:
+        return 0.0
+    return min(max(1.0 - float(np.percentile(service, 95)) / with_q, 0.0), 1.0)
 
 
 def _stat(name: str, v: np.ndarray, share: float, n: int) -> StageStats:

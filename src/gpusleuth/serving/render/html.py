@@ -247,7 +247,7 @@ def request_stages_section(pg: Page, report: Report, table: Cells) -> None:
     pg.add("<section><h2>Where each request's time went</h2>")
     q = r.shares.get("queue")
     queue = (f" Queued before a worker took them: {q:.1%} of latency, {r.queue_p95_share or 0:.1%} of the "
-             f"slowest 5 %'s." if q is not None else " Queue: not measured for this server.")
+             f"p95 latency." if q is not None else " Queue: not measured for this server.")
     pg.add(f"<p class=dim>{r.count:,} requests with a model forward, inside the server: from the request's "
            "start to the model's first forward (pre), the forwards (infer), after them to the response (post)."
            f"{e(queue)} Requests alone in the server show what one costs with nothing to wait for.</p>")

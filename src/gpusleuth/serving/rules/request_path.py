@@ -21,7 +21,7 @@ MIN_ALONE = 10  # requests alone in the server (nothing else in flight) enough t
 PRE_MODERATE = 0.30  # share of service time before the model's first forward
 PRE_HIGH = 0.40  # with the server process pegged at one core (GIL-bound): the wait for the GIL spreads into every part
 BUSY_CORES = 0.5  # below this the server process is mostly waiting, not computing, in its request path
-QUEUE_MODERATE = 0.3  # queue's share of the slowest 5 % requests' latency
+QUEUE_MODERATE = 0.3  # the queue's part of the p95 latency (1 − p95 without the queue / p95)
 QUEUE_HIGH = 0.5
 OUTSIDE_MODERATE = 0.3  # the client's latency that passed outside the server's request handling
 OUTSIDE_HIGH = 0.5
@@ -122,7 +122,8 @@ def queueing(facts: Facts) -> list[Finding] | Missing:
     high = q >= QUEUE_HIGH and not symptom
     queue = ra.parts["queue"]
     evidence = [
-        Evidence("queue share of the slowest 5 % requests' latency", pct(q), "%", SOURCE),
+        Evidence("queue's part of the p95 latency", pct(q), "%", SOURCE),
+        Evidence("latency p95 without the queue", round(ra.latency_p95_ms * (1.0 - q), 2), "ms", SOURCE),
         Evidence("queue p95", round(queue.p95_ms, 2), "ms", SOURCE),
         Evidence("latency p95 (queue + service)", round(ra.latency_p95_ms, 2), "ms", SOURCE),
         Evidence("queue share of all latency", pct(ra.shares.get("queue", 0.0)), "%", SOURCE),
@@ -133,8 +134,9 @@ def queueing(facts: Facts) -> list[Finding] | Missing:
     return [Finding(
         cause="serving.queueing", severity="high" if high else "moderate",
         title=f"Queueing: {pct(q)} % of tail latency is waiting for a worker",
-        summary=(f"The slowest 5 % of requests spent {pct(q)} % of their latency queued before the server "
-                 f"started them (queue p95 {queue.p95_ms:.1f} ms of a {ra.latency_p95_ms:.1f} ms p95).{why}"),
+        summary=(f"Waiting before the server started them makes {pct(q)} % of the requests' p95 latency: "
+                 f"{ra.latency_p95_ms:.1f} ms with the queue, {ra.latency_p95_ms * (1.0 - q):.1f} ms without it "
+                 f"(queue p95 {queue.p95_ms:.1f} ms).{why}"),
         evidence=evidence,
         fix=("Add workers for the traffic: more handler threads or processes (uvicorn/gunicorn `--workers`), "
              "replicas behind the load balancer, or an async model call that does not block the event loop; if "
@@ -142,8 +144,8 @@ def queueing(facts: Facts) -> list[Finding] | Missing:
              "wait for a full batch."),
         # a latency gain, not server time: more workers shorten the wait, they give no busy time back
         estimated_gain=Gain(step_share=q, wall_share=0.0, seconds_per_run=0.0, speedup=1.0 / (1.0 - min(q, 0.999)),
-                            method="p95 latency ratio without the queue (queue share of the slowest 5 % requests' "
-                                   "latency); throughput does not change"),
+                            method="p95 latency ratio without the queue (the p95 of each request's latency less "
+                                   "its queue); throughput does not change"),
         confidence="medium" if high else "low",
     )]
 
