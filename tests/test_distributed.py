@@ -376,6 +376,23 @@ def test_one_run_directory_per_rank_is_reported_as_one_job(tmp_path):
     f = [f for f in build_report(job).findings if f.cause == "straggler"][0]
     assert f.title.startswith("Rank 1 ") and f.severity != "none"
 
+    # The job's CPU set against the host samples (the first directory's): both directories ran on this machine,
+    # so both ranks' processes — each recorder averaged over its own sampling times; pooled, their interleaved
+    # times halved it. Named as two machines, only the first directory's rank ran where the host was sampled.
+    from gpusleuth.analysis.bundle import analyze
+
+    alone = [analyze(load_run(o), display=False).host.job_cores_steps for o in outs]
+    both = analyze(merge_runs([load_run(o) for o in outs]), display=False).host
+    assert both.host_ranks == [0, 1] and both.job_processes >= 2
+    assert both.job_cores_steps == pytest.approx(sum(alone), rel=0.2), (both.job_cores_steps, alone)
+    apart = [load_run(o) for o in outs]
+    apart[1].meta["hostname"] = "another-node"
+    assert not any("host samples" in x for x in merge_runs([load_run(o) for o in outs]).losses)  # one machine's
+    assert any("host samples" in x for x in merge_runs(apart).losses)
+    first = analyze(merge_runs(apart), display=False).host
+    assert first.host_ranks == [0]
+    assert first.job_cores_steps == pytest.approx(alone[0], rel=0.2), (first.job_cores_steps, alone)
+
     # The same rank in two directories is not one job: a sentence naming the directory, no merge.
     import shutil
 

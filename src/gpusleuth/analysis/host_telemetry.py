@@ -68,6 +68,11 @@ class HostSummary:
     # host used meanwhile (host busy − job): other users' work on a shared machine, which slows and starves the
     # job in ways no knob of the job removes.
     job_cores_steps: float | None = None
+    # how many of the job's processes were sampled then; a job merged from several machines' directories: the ranks
+    # on the machine whose host samples these are (``job_cores_steps`` counts that machine's processes only —
+    # host busy minus every node's CPU called a crowded node quiet), None for one directory
+    job_processes: int | None = None
+    host_ranks: list[int] | None = None
     foreign_cores_steps: float | None = None
     # What the loading processes (the DataLoader workers; the main process when there are none) read during the
     # steps, from /proc/PID/io: bytes brought from storage (read_bytes: page-cache hits not counted), and bytes
@@ -177,7 +182,12 @@ def cores_by_process(procs: Table, window: tuple[int, int] | None,
     """The one derivation of "the cores these processes used over this window" (``pids``: the set; None: every
     process sampled). ``window`` (ns) picks its samples by :func:`samples_around` — a window holding fewer than
     two sampling times is widened to the nearest ones, since not measured must not read as "no other load";
-    None takes every sample. None when the window has no measured sample of the set."""
+    None takes every sample. None when the window has no measured sample of the set.
+
+    A job read from several directories (sources/jobdirs.py) marks each sample with its directory
+    (``procs.node``): each directory's recorder sampled at its own times, so each is averaged over its own times
+    and the directories are added (pooled, the times interleave and each time sums one directory's processes
+    only: half a two-node job's CPU)."""
     if not len(procs) or not {"t_ns", "pid", "cpu_pct"} <= set(procs.columns):
         return None
     t = np.asarray(procs["t_ns"], dtype=np.int64)
@@ -189,14 +199,45 @@ def cores_by_process(procs: Table, window: tuple[int, int] | None,
         if around is None:
             return None
         m &= around
-    times, at = np.unique(t[m], return_inverse=True)
-    chosen = np.isin(pid[m], list(pids)) if pids is not None else np.ones(len(at), dtype=bool)
+    if pids is not None:
+        chosen = np.isin(pid, list(pids))
+        if not (m & chosen).any():
+            return None
+    else:
+        chosen = np.ones(len(t), dtype=bool)
+    if "node" not in procs.columns:
+        return _cores_on_one_clock(t[m], pid[m], cpu[m], chosen[m])
+    node = np.asarray(procs["node"])
+    parts = [got for n in np.unique(node[m & chosen]).tolist()
+             if (got := _cores_on_one_clock(t[m & (node == n)], pid[m & (node == n)], cpu[m & (node == n)],
+                                            chosen[m & (node == n)])) is not None]
+    return _added(parts) if len(parts) > 1 else (parts[0] if parts else None)
+
+
+def _cores_on_one_clock(t: np.ndarray, pid: np.ndarray, cpu: np.ndarray, chosen: np.ndarray) -> ProcessCores | None:
+    """:func:`cores_by_process` over the samples of one recorder (every process sampled at each of its times)."""
+    times, at = np.unique(t, return_inverse=True)
     if not chosen.any():
         return None
-    per_time = np.bincount(at[chosen], weights=cpu[m][chosen], minlength=len(times)) / 100.0
-    who, of = np.unique(pid[m][chosen], return_inverse=True)
-    used = np.bincount(of, weights=cpu[m][chosen]) / 100.0 / len(times)
+    per_time = np.bincount(at[chosen], weights=cpu[chosen], minlength=len(times)) / 100.0
+    who, of = np.unique(pid[chosen], return_inverse=True)
+    used = np.bincount(of, weights=cpu[chosen]) / 100.0 / len(times)
     return ProcessCores(times=times, per_time=per_time, per_process=dict(zip(who.tolist(), used.tolist())))
+
+
+def _added(parts: list[ProcessCores]) -> ProcessCores:
+    """Several recorders' cores as one set: each process its own average; at each of all their sampling times,
+    each recorder's latest sample (none before its first or after its last)."""
+    times = np.unique(np.concatenate([p.times for p in parts]))
+    per_time = np.zeros(len(times))
+    for p in parts:
+        i = np.searchsorted(p.times, times, side="right") - 1
+        inside = (i >= 0) & (times <= p.times[-1])
+        per_time[inside] += p.per_time[i[inside]]
+    per_process: dict[int, float] = {}
+    for p in parts:
+        per_process.update(p.per_process)  # pids are renumbered apart when directories are merged
+    return ProcessCores(times=times, per_time=per_time, per_process=per_process)
 
 
 def server_cpu(run: Run, window: tuple[int, int]) -> tuple[float, int] | None:
@@ -223,6 +264,21 @@ def cpu_demand(p: Table) -> tuple[float, float] | None:
         return None
     d_ran, d_delay = max(ran[-1] - ran[0], 0.0), max(delay[-1] - delay[0], 0.0)
     return min((d_ran + d_delay) / span, 1.0), min(d_delay / span, 1.0)
+
+
+def job_cores_on_sampled_host(run: Run, procs: Table) -> tuple[ProcessCores | None, list[int] | None]:
+    """(the cores the job's processes used on the machine the host samples describe, the ranks recorded there —
+    None for a single directory). A job read from several directories (sources/jobdirs.py) holds the first
+    directory's host samples and every directory's process samples, each marked with its directory; directories
+    recorded on that same machine (one per rank on one node) share its host samples. Host busy minus every
+    node's CPU would call a crowded node quiet."""
+    nodes = run.meta.get("nodes") or []
+    if not nodes or "node" not in procs.columns:
+        return cores_by_process(procs, None), None
+    name = nodes[0].get("hostname")
+    same = [i for i, n in enumerate(nodes) if i == 0 or (name is not None and n.get("hostname") == name)]
+    ranks = sorted({r for i in same for r in nodes[i].get("ranks") or []})
+    return cores_by_process(procs.filter(np.isin(np.asarray(procs["node"]), same)), None), ranks
 
 
 def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
@@ -295,7 +351,7 @@ def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
         in_steps = samples_around(host["t_ns"], window)
         if in_steps is not None:
             cpu_steps = _dist(host["cpu_pct"][in_steps]) if "cpu_pct" in host else None
-    job = cores_by_process(procs, None)  # ``procs``: the window's samples already
+    job, host_ranks = job_cores_on_sampled_host(run, procs)  # ``procs``: the window's samples already
     job_cores = job.mean if job is not None else None
     foreign = None
     cores = hw.get("logical_cores")
@@ -327,6 +383,8 @@ def summarize_host(run: Run, main_pid: int | None, roles: dict[int, str],
         worker_cpu_demand=float(np.mean(worker_demands)) if worker_demands else None,
         cpu_pct_steps=cpu_steps,
         job_cores_steps=job_cores,
+        job_processes=len(job.per_process) if job is not None else None,
+        host_ranks=host_ranks,
         foreign_cores_steps=foreign,
         loader_read_bytes=sum(loading["read_bytes"]) if loading.get("read_bytes") else None,
         loader_read_chars=sum(loading["read_chars"]) if loading.get("read_chars") else None,

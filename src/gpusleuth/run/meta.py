@@ -25,6 +25,7 @@ class NodeMeta(TypedDict):
     clock_offset_ns: int  # subtracted from its times to put them on the first directory's clock
     clock: str  # how the offset was found ("reference clock", "aligned on …")
     ranks: list[int]
+    hostname: str | None  # the machine it recorded on: directories of one machine share its host samples
 
 
 class RecorderMeta(TypedDict, total=False):

@@ -21,7 +21,9 @@ each machine's recording is its own directory. ``gpusleuth report runs/node*`` r
   verdict is made across nodes (analysis/stalls.py).
 * **telemetry**: GPU, per-process and GPU-process samples are merged (each device and process its own
   series). Host samples are per machine and their counters cumulative, so they cannot be interleaved: the
-  job's host table is the first directory's, and the report says which node that is.
+  job's host table is the first directory's, and the report says which node that is. Each process sample
+  keeps its directory (``procs.node``), so the job's CPU set against those host samples is that machine's
+  processes' (analysis/host_telemetry.py), never every node's.
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ def merge_runs(runs: list[Run]) -> Run:
         n_gpus = _gpu_count(run)
         for name in _MERGED:
             table = _moved(getattr(run, name), name, -offset, pid_map, gpu_base)
+            if name == "procs" and len(table):  # which directory sampled it: the host samples are one machine's
+                table = Table({**table.columns, "node": np.full(len(table), i, dtype=np.int32)})
             if len(table):
                 parts[name].append(table)
         for pid, info in run.processes.items():
@@ -106,7 +110,8 @@ def merge_runs(runs: list[Run]) -> Run:
         "start_ns": min(starts) if starts else None, "end_ns": max(ends) if ends else None,
         "exit_code": codes[0] if codes else first.meta.get("exit_code"),
         "nodes": [{"path": str(r.path) if r.path else None, "clock_offset_ns": int(o), "clock": h,
-                   "ranks": sorted({p.rank for p in r.processes.values() if p.rank is not None})}
+                   "ranks": sorted({p.rank for p in r.processes.values() if p.rank is not None}),
+                   "hostname": r.meta.get("hostname")}
                   for r, o, h in zip(runs, offsets, how)],
     })
     if devices:
@@ -119,7 +124,8 @@ def merge_runs(runs: list[Run]) -> Run:
     for name, tables in parts.items():
         setattr(merged, name, _concat(tables))
     merged.stalls = merge_stalls(stalls)
-    if any(len(r.host) for r in runs[1:]):
+    here = first.meta.get("hostname")
+    if any(len(r.host) and (here is None or r.meta.get("hostname") != here) for r in runs[1:]):
         merged.losses.append(f"host samples (CPU, memory, disk, network) are {_name(first)}'s; each other "
                              "node's are in its own directory (`gpusleuth report DIR`)")
     unaligned = [_name(r) for r, h in zip(runs[1:], how[1:]) if not h.startswith("aligned")]

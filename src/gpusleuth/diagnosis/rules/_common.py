@@ -101,13 +101,17 @@ def job_cpu_pct(facts: Facts) -> tuple[float, str] | None:
     unmeasured. Every process of the job's tree (``HostSummary.job_cores_steps``): the training process, its
     DataLoader workers, Hogwild's trainers, the processes it hands its work to. The training process alone read a
     loop that waits on a pipe while its workers burn the host's cores as "CPU idle". A distributed job's ranks
-    each feed their own GPU: the job's CPU is shared among them (this host's ranks)."""
+    each feed their own GPU: the job's CPU is shared among them (this host's ranks: a job read from several
+    machines' directories counts the processes and ranks of the machine its host samples are from)."""
     h = facts.host
     if h is None or h.job_cores_steps is None:
         return None
     s = facts.outcomes.steps
-    ranks = len(s.ranks) if s.workers == "ranks" and s.ranks else 1
-    processes = sum(1 for p in h.processes if p.cpu_pct)
+    if h.host_ranks is not None:
+        ranks = max(len(h.host_ranks), 1)
+    else:
+        ranks = len(s.ranks) if s.workers == "ranks" and s.ranks else 1
+    processes = h.job_processes if h.job_processes is not None else sum(1 for p in h.processes if p.cpu_pct)
     what = f"the job's {processes} processes" if processes > 1 else "the training process"
     return h.job_cores_steps * 100 / ranks, what + (f", per rank of {ranks}" if ranks > 1 else "")
 
