@@ -103,7 +103,7 @@ def _active_by_counting(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray
 
 def _paint_by_definition(layers, lo, hi, extra):
     """Each segment: the first layer (priority order) whose union covers it; segment by segment."""
-    from gpusleuth.analysis.trace.intervals import union
+    from gpusleuth.analysis.intervals import union
 
     merged = [union(s, e) for s, e in layers]
     pts = np.concatenate([np.array([lo, hi]), extra, *[np.r_[s, e] for s, e in merged]]).astype(np.int64)
@@ -128,7 +128,8 @@ def _layer(rng: np.random.Generator, span: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def test_paint_and_tally_are_their_definitions():
-    from gpusleuth.analysis.trace.intervals import active_segments, paint, paint_active, tally, union
+    from gpusleuth.analysis.intervals import union
+    from gpusleuth.analysis.trace.intervals import active_segments, paint, paint_active, tally
 
     rng = np.random.default_rng(11)
     for case in range(150):

@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 
-from gpusleuth.analysis.trace.intervals import union
+from gpusleuth.analysis.intervals import union
 from gpusleuth.run.trace_data import TraceData
 from gpusleuth.sources.kineto.model import DEVICE_KINDS, RUNTIME, SYNC
 

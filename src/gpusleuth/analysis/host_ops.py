@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpusleuth.analysis import intervals as iv
 from gpusleuth.analysis.trace.kernels import median_by_group
 from gpusleuth.run.model import Run
 from gpusleuth.sources.kineto.model import CPU_OP, USER_ANN
@@ -59,18 +60,6 @@ REPEAT = 16
 MAX_BODY = 512
 #: a call this many times longer than its op's median call (at least 1 µs) was descheduled, not working
 DESCHEDULED = 10
-
-
-def _union_len(s: np.ndarray, e: np.ndarray) -> int:
-    if not len(s):
-        return 0
-    o = np.argsort(s, kind="stable")
-    s, e = s[o], e[o]
-    run_end = np.maximum.accumulate(e)
-    new = np.r_[True, s[1:] > run_end[:-1]]
-    starts = s[new]
-    ends = np.r_[run_end[np.flatnonzero(new)[1:] - 1], run_end[-1]]
-    return int((ends - starts).sum())
 
 
 #: user annotations whose time is not the training code's own (DataLoader fetches)
@@ -406,7 +395,7 @@ def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = 
         if len(xr) or xi.any():  # not the user's code: the loader's fetch, the input wait, a collective's wait
             xs = np.clip(np.r_[ts_all[xr], in_s[xi]], lo, hi)
             xe = np.clip(np.r_[end_all[xr], in_e[xi]], lo, hi)
-            excl = _union_len(xs, xe)
+            excl = iv.union_length(xs, xe)
             sel = sel[~_inside(ts_all[sel], xs, xe)]
             dur -= excl
             excl_ns_total += excl
@@ -415,7 +404,7 @@ def host_op_stats(run: Run, input_spans: tuple[np.ndarray, np.ndarray] | None = 
         sel = sel[np.argsort(ts_all[sel], kind="stable")]
         s = np.clip(ts_all[sel], lo, hi)
         e = np.clip(end_all[sel], lo, hi)
-        covered = _union_len(s, e)
+        covered = iv.union_length(s, e)
         d = e - s
         codes = ev["name"][sel]
         uniq, inv, cnt = np.unique(codes, return_inverse=True, return_counts=True)

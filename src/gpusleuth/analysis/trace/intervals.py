@@ -1,4 +1,4 @@
-"""Vectorized interval arithmetic on int64 nanoseconds (no Python loop per interval).
+"""The trace timeline's priority painter, on the union of ``analysis/intervals.py`` (int64 ns, vectorized).
 
 The priority painter is the core of the exposed-time partition: every instant of a window gets exactly
 one label — the highest-priority category active then — so per-window sums are exact by construction
@@ -9,55 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-I64 = np.int64
-
-
-def union(starts: np.ndarray, ends: np.ndarray, presorted: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Merge overlapping/touching intervals into sorted disjoint ones. Empty intervals vanish."""
-    starts = np.asarray(starts, I64)
-    ends = np.asarray(ends, I64)
-    keep = ends > starts
-    if not keep.all():
-        starts, ends = starts[keep], ends[keep]
-    if len(starts) == 0:
-        return np.empty(0, I64), np.empty(0, I64)
-    if not presorted and not _ascending(starts):  # (rows of a trace come sorted: no sort to pay for then)
-        order = np.argsort(starts, kind="stable")
-        starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
-    new = np.empty(len(starts), bool)
-    new[0] = True
-    new[1:] = starts[1:] > reach[:-1]
-    first = np.flatnonzero(new)
-    last = np.r_[first[1:] - 1, len(starts) - 1]
-    return starts[first], reach[last]
-
-
-def _ascending(x: np.ndarray) -> bool:
-    """Whether ``x`` is in ascending order (ties allowed): a stable sort would leave it as it is."""
-    return bool((x[1:] >= x[:-1]).all())
-
-
-def total(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Length of the union."""
-    s, e = union(starts, ends)
-    return int((e - s).sum())
-
-
-def intersect_len(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> int:
-    """Length of (union a) ∩ (union b); both given as disjoint sorted intervals."""
-    (as_, ae), (bs, be) = a, b
-    if len(as_) == 0 or len(bs) == 0:
-        return 0
-    # covered length of b inside each interval of a, via the cumulative length of b up to a point
-    cum = np.r_[0, np.cumsum(be - bs)]
-
-    def covered_until(x: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(bs, x, side="right")  # b intervals starting at or before x
-        partial = np.where(i > 0, np.minimum(x - bs[np.maximum(i - 1, 0)], (be - bs)[np.maximum(i - 1, 0)]), 0)
-        return np.asarray(cum[np.maximum(i - 1, 0)] * (i > 0) + np.maximum(partial, 0))
-
-    return int((covered_until(ae) - covered_until(as_)).sum())
+from gpusleuth.analysis.intervals import I64, ascending, union
 
 
 def covers(starts: np.ndarray, ends: np.ndarray, points: np.ndarray) -> np.ndarray:
@@ -151,7 +103,7 @@ def active_segments(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) ->
     lo, hi = bounds[0], bounds[-1]
     edges = np.empty(2 * len(starts), I64)
     edges[0::2], edges[1::2] = starts, ends
-    if _ascending(edges):  # disjoint intervals in order (a union's): each is one run of segments
+    if ascending(edges):  # disjoint intervals in order (a union's): each is one run of segments
         return _runs_between(np.searchsorted(bounds, np.clip(edges, lo, hi)), nseg)
     up = np.bincount(np.searchsorted(bounds, np.clip(starts, lo, hi)), minlength=nseg + 1)
     down = np.bincount(np.searchsorted(bounds, np.clip(ends, lo, hi)), minlength=nseg + 1)

@@ -17,7 +17,9 @@ import numpy as np
 from gpusleuth.sources.kineto.model import CPU_OP, PYTHON, RUNTIME, TRACE, USER_ANN
 
 from . import classify as C
-from .intervals import covers, intersect_len, paint_active, tally, union
+from gpusleuth.analysis.intervals import overlap_each, union
+
+from .intervals import covers, paint_active, tally
 from .prep import ALL_CATS, COMM, COMPUTE, DEVICE_CATS, IDLE_CATS, Prepared
 
 #: An op that is ready to run (launched, and the previous op on its stream finished) but has not started
@@ -239,6 +241,6 @@ def comm_overlap(tl: Timeline) -> CommOverlap:
     total = int((comm_e - comm_s).sum())
     if total == 0:
         return CommOverlap(comm_s=0.0, overlapped_s=0.0, exposed_s=0.0, overlap_ratio=None)
-    both = intersect_len(tl.comm, tl.compute)
+    both = int(overlap_each(*tl.comm, *tl.compute).sum())
     return CommOverlap(comm_s=total / 1e9, overlapped_s=both / 1e9, exposed_s=(total - both) / 1e9,
                        overlap_ratio=both / total)
