@@ -49,9 +49,9 @@ class Measurement:
     data_wait_share: float | None = None  # exposed data wait ÷ step time, measured steps
     gpu_util_mean: float | None = None
     cpu_cores_busy: float | None = None  # whole host, mean, in cores
-    # cores the job's processes and the host's other processes used while its steps ran (shared hosts):
-    # a prediction is only checked against runs whose load the band accounts for
-    cpu_attained: float | None = None  # of the time the training loop was runnable, the share it ran
+    # of the time the training loop was runnable, the share it ran (HostSummary.main_cpu_attained): the host-load
+    # band — a prediction is only checked against runs whose loop got the CPU it wanted (predict.py)
+    cpu_attained: float | None = None
     main_cpu_pct: float | None = None  # the training process, % of one core
     peak_mem_bytes: float | None = None
     peak_mem_source: str | None = None  # "GPU memory used" | "RSS of the job's processes"
