@@ -32,6 +32,7 @@ TORCHVISION = FIELD / "_torchvision"
 
 # The acceptance bands of issue 27: steps exact; step time, data wait and throughput within 10 %.
 REL = 0.10
+STARVED = 0.8  # the training loop ran under this share of the time it was runnable: a crowded host
 
 
 @dataclass
@@ -459,6 +460,25 @@ class Verdict:
     load: float | None = None
     # the stall watch (issue 33) on a healthy script: every stall it raised while recording is a false alarm
     stalls: list[str] = field(default_factory=list)
+    # the same steps' summed times on both clocks, and the share of the time the training loop was runnable that
+    # it ran (the recording's own schedstat): see step_agrees
+    step_total_s_clock: float | None = None
+    step_total_s_got: float | None = None
+    cpu_attained: float | None = None
+
+    def step_agrees(self) -> bool:
+        """gpusleuth's step times are the script's: the medians over the same steps within REL — or, where the
+        recording itself shows the loop starved of CPU (it ran under STARVED of the time it was runnable), their
+        sums. Both clocks cut the same time into steps at boundaries a few statements apart (the optimizer's
+        return, the script's ``time.time()``); on a crowded host a descheduling between the two moves time from
+        one step to the next, which the medians of two partitions of the same time do not survive (nanoGPT
+        ×2 accumulation profiled: 20.6 vs 23.5 ms with two busy loops on two cores) and the sums do."""
+        err = self.errors()["step"]
+        if err is not None and abs(err) <= REL:
+            return True
+        if self.cpu_attained is None or self.cpu_attained >= STARVED or not self.step_total_s_clock:
+            return False
+        return self.step_total_s_got is not None and abs(self.step_total_s_got / self.step_total_s_clock - 1) <= REL
 
     def errors(self) -> dict[str, float | None]:
         def rel(got, want):
@@ -473,9 +493,10 @@ class Verdict:
         if self.steps_got != self.steps_clock:
             out.append(f"steps {self.steps_got} for the script's {self.steps_clock}")
         err = self.errors()
-        for key in ("step", "tput"):
-            if err[key] is None or abs(err[key]) > REL:
-                out.append(f"{key} {err[key]}")
+        if not self.step_agrees():
+            out.append(f"step {err['step']}")
+        if err["tput"] is None or abs(err["tput"]) > REL:
+            out.append(f"tput {err['tput']}")
         # data wait: within 10 % of the script's own, or — when the wait is a sliver — within 1 % of the step
         if self.data_clock is not None:
             if self.data_got is None or (abs(self.data_got - self.data_clock) > REL * self.data_clock
@@ -499,7 +520,8 @@ def check(script: Script, clock: Clock, run, report, profiled: bool) -> Verdict:
     thr = out.get("throughput") or {}
     tokens = clock.tokens_per_step is not None
     per_step = clock.tokens_per_step if tokens else clock.samples_per_step
-    view = analyze(run).view
+    analysis = analyze(run)
+    view = analysis.view
     main = view.main
     keep = main.steady.copy()
     keep &= (main.table["tokens"] > 0) if tokens else (main.table["samples"] >= 0)
@@ -556,6 +578,9 @@ def check(script: Script, clock: Clock, run, report, profiled: bool) -> Verdict:
         false_high=[c for c in highs if c not in script.true_high],
         stalls=[f"stall {r.id} ({(r.seen_ns - r.since_ns) / 1e9:.0f} s without progress, threshold "
                 f"{r.threshold_s:.0f} s)" for r in run.stalls],
+        step_total_s_clock=float(steady.sum()) if len(steady) else None,
+        step_total_s_got=float(got_ns[steps].sum()) / 1e9 if len(steps) else None,
+        cpu_attained=analysis.host.main_cpu_attained if analysis.host is not None else None,
     )
 
 
