@@ -75,7 +75,7 @@ def _analyze(plan: LoadPlan, result):
 
 
 @pytest.mark.process
-def test_ttft_and_inter_token_p50_match_the_servers_own_clock(stream_server):
+def test_ttft_and_inter_token_p50_match_the_servers_own_clock(stream_server, host_load):
     """Concurrency 1 to 8: per level, the client's TTFT and inter-token gaps within 10 % of the server's clock
     request by request (the median of each request's ratio, of each gap's difference), the level's p50s the
     medians of those very requests, and every request's tokens and usage accounted.
@@ -126,11 +126,8 @@ def test_ttft_and_inter_token_p50_match_the_servers_own_clock(stream_server):
     # the two clocks request by request: the client's wake-up delays on an overloaded host land in its times (not
     # the server's), so that is measured and said rather than passed off as agreement
     if apart:
-        load = os.getloadavg()[0] / (os.cpu_count() or 1)
         said = "; ".join(apart + ([f"the p50s more than 10 % apart at concurrency {', '.join(slow)}"] if slow else []))
-        if load > 2:
-            pytest.skip(f"the client's clock more than 10 % off the server's on a host with load {load:.1f} per "
-                        f"core: {said}")
+        host_load.skip_if_crowded(f"the client's clock more than 10 % off the server's ({said})")
         pytest.fail(f"the client's clock more than 10 % off the server's: {said}")
 
 
