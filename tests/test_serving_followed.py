@@ -67,6 +67,13 @@ def _check_against_clock(rep: dict, truth: dict, ids: str, enqueued: str, crowde
     """Per level: every request attributed, the batch wait share within 10 points of the server's own, each
     forward's size the server's own batch by batch, never above its max_batch_size."""
     rs = rep["request_stages"]
+    failed = [f"{_level(lv)}: {lv['timeouts']} timed out, {lv['errors']} errors of {lv['requests']}"
+              for lv in rep["serving"]["levels"] if lv["timeouts"] or lv["errors"]]
+    if failed and crowded:
+        # the server's clock records only the requests its handler finished; clients that gave up leave requests
+        # the model ran for (or dropped) that it does not list (Ray, p50 4.4 s with the host's CPU 99.9 % busy: 48
+        # of 235 timed out): nothing here to check the join against
+        pytest.skip(f"the server was overloaded ({'; '.join(failed)}) and {crowded}: this needs a quiet host")
     assert rs["note"] is None, rs["note"]
     assert rs["batching"]["unattributed"] == 0
     batch_of = {rid: b for b in truth["batches"] for rid in b[ids]}

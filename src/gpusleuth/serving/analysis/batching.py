@@ -7,6 +7,10 @@ answers each. The hook records the three moments of that hand-off on the request
 put on a queue, when a consumer outside any request took the work, when a future handed over with it was
 resolved) and each forward outside any request as a ``batches`` row (docs/serving.md, "Batching servers").
 
+By identity first: a forward that names the request (its hand-off key) served it — if it started before the
+request's answer. A batcher that takes a request whose client has gone (Ray Serve cancels it: a 500) names it, then
+drops it from the batch or runs it after the request has ended; naming it is not serving it.
+
 The join: a request's forwards are the forwards of its process that **started after its work was taken**
 (the put, when the take was not seen) and **ended before it had its answer** (its future resolved; for a
 stream, its handler's last get of a token from a queue, and no more steps than it got items; else its
@@ -99,13 +103,16 @@ def join_batches(requests: Table, batches: Table) -> BatchJoin | None:
     for i in np.flatnonzero(~own_forward).tolist():
         p = int(pid[i])
         key = fkeys[i]
-        if key and key != NO_KEY and key in by_key:
+        named = np.asarray(by_key.get(key, ()) if key and key != NO_KEY else (), dtype=np.int64)
+        if end[i] > 0:
+            named = named[b_s[named] < end[i]]  # a forward that started after the request's answer did not serve it
+        if len(named):
             if handoff[i] < 0:
                 handoff[i] = start[i]  # a replica's own request: its work was handed over as it started
             t = taken.get(key, -1)
             if t >= handoff[i]:
                 claimed[i] = t  # the consumer's take, in its own process
-            joined.append((i, np.asarray(by_key[key], dtype=np.int64)))
+            joined.append((i, named))
             continue
         if handoff[i] >= 0:
             lo = int(claimed[i]) if claimed[i] >= handoff[i] else int(handoff[i])
