@@ -473,6 +473,7 @@ def test_an_engine_step_followed_by_identity_still_counts_what_a_prompt_waited_b
     is 2) waited behind decode — read from the named steps too, not only from steps joined by time."""
     a, b = "aaaa-1111-x", "bbbb-2222-y"
     req = _requests([a, b], [1100, 2100])
+    req.columns["end_ns"] = np.asarray([2500, 2900], np.int64)  # a streams on: its steps run until its answer ends
     fwd = _forwards([(10, 1150, 1200, f"{a}/1150"), (10, 2150, 2200, f"{a}/1150"),
                      (10, 2300, 2350, f"{a}/1150,{b}/2250"), (10, 2400, 2450, f"{a}/1150,{b}/2250")])
     j = join_batches(req, fwd)
