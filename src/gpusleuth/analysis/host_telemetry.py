@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpusleuth.analysis.telemetry import Dist, _columns, _counter_delta, _dist, samples_around
+from gpusleuth.run.meta import on_first_host
 from gpusleuth.run.model import Run, Table
 
 
@@ -208,9 +209,8 @@ def cores_by_process(procs: Table, window: tuple[int, int] | None,
     if "node" not in procs.columns:
         return _cores_on_one_clock(t[m], pid[m], cpu[m], chosen[m])
     node = np.asarray(procs["node"])
-    parts = [got for n in np.unique(node[m & chosen]).tolist()
-             if (got := _cores_on_one_clock(t[m & (node == n)], pid[m & (node == n)], cpu[m & (node == n)],
-                                            chosen[m & (node == n)])) is not None]
+    parts = [got for one in (m & (node == n) for n in np.unique(node[m & chosen]).tolist())
+             if (got := _cores_on_one_clock(t[one], pid[one], cpu[one], chosen[one])) is not None]
     return _added(parts) if len(parts) > 1 else (parts[0] if parts else None)
 
 
@@ -275,8 +275,7 @@ def job_cores_on_sampled_host(run: Run, procs: Table) -> tuple[ProcessCores | No
     nodes = run.meta.get("nodes") or []
     if not nodes or "node" not in procs.columns:
         return cores_by_process(procs, None), None
-    name = nodes[0].get("hostname")
-    same = [i for i, n in enumerate(nodes) if i == 0 or (name is not None and n.get("hostname") == name)]
+    same = on_first_host(nodes)
     ranks = sorted({r for i in same for r in nodes[i].get("ranks") or []})
     return cores_by_process(procs.filter(np.isin(np.asarray(procs["node"]), same)), None), ranks
 

@@ -28,6 +28,13 @@ class NodeMeta(TypedDict):
     hostname: str | None  # the machine it recorded on: directories of one machine share its host samples
 
 
+def on_first_host(nodes: list[NodeMeta]) -> list[int]:
+    """The directories (indices into ``nodes``) recorded on the machine of the first one, whose host samples a
+    merged job holds: the first, and every other with its hostname (none when the first's is unknown)."""
+    name = nodes[0].get("hostname") if nodes else None
+    return [i for i, n in enumerate(nodes) if i == 0 or (name is not None and n.get("hostname") == name)]
+
+
 class RecorderMeta(TypedDict, total=False):
     """``meta.json``'s ``recorder`` part: the hardware it saw and what it could not sample."""
 

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from gpusleuth.errors import InputError
-from gpusleuth.run.meta import RecorderMeta, RunMeta
+from gpusleuth.run.meta import RecorderMeta, RunMeta, on_first_host
 from gpusleuth.run.model import ProcessInfo, Run, Table
 from gpusleuth.run.records import GpuHardware
 from gpusleuth.run.stalls import StallRecord
@@ -124,8 +124,8 @@ def merge_runs(runs: list[Run]) -> Run:
     for name, tables in parts.items():
         setattr(merged, name, _concat(tables))
     merged.stalls = merge_stalls(stalls)
-    here = first.meta.get("hostname")
-    if any(len(r.host) and (here is None or r.meta.get("hostname") != here) for r in runs[1:]):
+    elsewhere = set(range(len(runs))) - set(on_first_host(meta["nodes"]))
+    if any(len(runs[i].host) for i in elsewhere):
         merged.losses.append(f"host samples (CPU, memory, disk, network) are {_name(first)}'s; each other "
                              "node's are in its own directory (`gpusleuth report DIR`)")
     unaligned = [_name(r) for r, h in zip(runs[1:], how[1:]) if not h.startswith("aligned")]

@@ -111,7 +111,7 @@ def job_cpu_pct(facts: Facts) -> tuple[float, str] | None:
         ranks = max(len(h.host_ranks), 1)
     else:
         ranks = len(s.ranks) if s.workers == "ranks" and s.ranks else 1
-    processes = h.job_processes if h.job_processes is not None else sum(1 for p in h.processes if p.cpu_pct)
+    processes = h.job_processes or 0  # set with job_cores_steps
     what = f"the job's {processes} processes" if processes > 1 else "the training process"
     return h.job_cores_steps * 100 / ranks, what + (f", per rank of {ranks}" if ranks > 1 else "")
 
